@@ -1,0 +1,2 @@
+//! The `clrprof` command line tool.
+fn main() {}

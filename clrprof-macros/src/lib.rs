@@ -1,0 +1,1 @@
+//! The `#[profiler]` attribute of clrprof.

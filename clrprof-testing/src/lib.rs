@@ -1,0 +1,1 @@
+//! Test CLR profilers against real runtimes.

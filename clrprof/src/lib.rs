@@ -1,0 +1,1 @@
+//! Write CLR profilers in safe Rust.

@@ -1,0 +1,1 @@
+//! jit-tracer: module loads and JIT compilations, as JSON Lines.

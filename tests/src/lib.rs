@@ -1,0 +1,1 @@
+//! Integration tests of clrprof inside real CLRs (see tests/runtime/).

@@ -1,0 +1,54 @@
+//! Project automation: `cargo xtask <command>`.
+//!
+//! Each command lives in its own module; `main` only dispatches.
+
+mod cross;
+mod demo;
+mod gen_sys;
+mod provision;
+mod test;
+mod toolchain;
+
+/// Result type shared by every xtask command.
+pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const USAGE: &str = "usage: cargo xtask <command> [args]
+
+commands:
+  test        provision everything, then run every test on every leg
+  demo        provision, build the examples and show what each tracer sees
+  provision   install the test runtimes and the C# compiler into the cache
+  toolchain   install the cross toolchains (rustup targets, gcc, qemu, wine)
+  cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
+  gen-sys     regenerate clrprof-sys from corprof.idl / cor.h";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => {
+            eprintln!("{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let result = match cmd {
+        "test" => test::main(rest),
+        "demo" => demo::main(rest),
+        "provision" => provision::main(rest),
+        "toolchain" => toolchain::main(rest),
+        "cross-test" => cross::main(rest),
+        "gen-sys" => gen_sys::main(rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            eprintln!("unknown command `{other}`\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("xtask {cmd}: error: {e}");
+        std::process::exit(1);
+    }
+}
