@@ -1,1 +1,90 @@
 //! Test CLR profilers against real runtimes.
+//!
+//! This crate is the project's test rig, usable by any profiler built with
+//! clrprof:
+//!
+//! * [`manifest`]: discover runtime *legs* (a CoreCLR build on an OS) from the
+//!   manifest `cargo xtask provision` writes, `$CLRPROF_RUNTIMES`, or an
+//!   installed `dotnet`;
+//! * [`csharp`]: compile C# test apps and write their `runtimeconfig.json`;
+//! * [`build`]: build a profiler `cdylib` for a leg's target;
+//! * [`run`]: run an app on a leg, with or without a profiler, under a timeout,
+//!   and collect its exit status, output and the profiler's JSON Lines records;
+//! * [`harness`]: a test runner for `harness = false` test targets that runs
+//!   scenario × leg and reports `ok` / `FAILED: reason` / `skipped: reason`;
+//! * [`clsid`], [`wine`]: CLSID markers in profiler binaries, Wine paths.
+
+pub mod build;
+pub mod clsid;
+pub mod csharp;
+pub mod fixtures;
+pub mod harness;
+pub mod manifest;
+pub mod run;
+pub mod wine;
+
+pub use manifest::{discover, Leg, Manifest, Os, Runtimes};
+
+use std::fmt;
+
+/// An error of the test rig: a readable sentence saying what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    /// Makes an error from a message.
+    pub fn new(message: impl Into<String>) -> Error {
+        Error(message.into())
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<String> for Error {
+    fn from(s: String) -> Error {
+        Error(s)
+    }
+}
+
+/// Result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A stable 64-bit FNV-1a hash, used to name cache entries by content.
+pub fn content_hash(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // Separate parts so ("ab","c") and ("a","bc") differ.
+        hash ^= 0xff;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn content_hash_is_stable_and_part_sensitive() {
+        // FNV-1a of the empty input is the offset basis; fixed so cache names never drift.
+        assert_eq!(super::content_hash(&[]), 0xcbf2_9ce4_8422_2325);
+        assert_ne!(
+            super::content_hash(&[b"ab", b"c"]),
+            super::content_hash(&[b"a", b"bc"])
+        );
+        assert_eq!(super::content_hash(&[b"x"]), super::content_hash(&[b"x"]));
+    }
+}

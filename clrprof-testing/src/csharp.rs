@@ -1,0 +1,153 @@
+//! Compiling C# test apps.
+//!
+//! Apps are compiled once per content (source text, options and compiler) into
+//! `<cache>/apps/<name>-<hash>/<name>.dll`, then copied per target framework
+//! into `<tfm>/` next to a `<name>.runtimeconfig.json`, which is what the host
+//! reads to pick the shared framework (see RUNTIMES.md). Mono's `mcs` builds
+//! against Mono's `mscorlib`; the runtime resolves those references through
+//! its `mscorlib` facade, so one binary runs on .NET Core 3.1 and .NET 8.
+
+use crate::manifest::{Compiler, Leg};
+use crate::{content_hash, Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Compiler switches for a test app.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Allow `unsafe` code (`-unsafe`).
+    pub allow_unsafe: bool,
+    /// Optimise (`-optimize+`).
+    pub optimize: bool,
+}
+
+/// A compiled app in the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledApp {
+    /// Assembly name (the source file's stem).
+    pub name: String,
+    /// Cache directory of this build.
+    pub dir: PathBuf,
+}
+
+impl CompiledApp {
+    /// The compiled assembly.
+    pub fn dll(&self) -> PathBuf {
+        self.dir.join(format!("{}.dll", self.name))
+    }
+
+    /// The app's assembly for `leg`: a copy in `<dir>/<tfm>/` next to a
+    /// runtimeconfig naming that leg's framework. Idempotent.
+    pub fn for_leg(&self, leg: &Leg) -> Result<PathBuf> {
+        let dir = self.dir.join(&leg.tfm);
+        let dll = dir.join(format!("{}.dll", self.name));
+        let config = dir.join(format!("{}.runtimeconfig.json", self.name));
+        let wanted = leg.runtimeconfig_json();
+        let up_to_date = dll.is_file()
+            && std::fs::read_to_string(&config)
+                .map(|c| c == wanted)
+                .unwrap_or(false)
+            && file_len(&dll) == file_len(&self.dll());
+        if !up_to_date {
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+            std::fs::copy(self.dll(), &dll).map_err(|e| io_error(&dll, e))?;
+            std::fs::write(&config, wanted).map_err(|e| io_error(&config, e))?;
+        }
+        Ok(dll)
+    }
+}
+
+fn file_len(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::new(format!("{}: {e}", path.display()))
+}
+
+/// Compiles `source` (one `.cs` file) with `compiler`, caching under `cache`.
+pub fn compile(
+    compiler: &Compiler,
+    source: &Path,
+    cache: &Path,
+    options: CompileOptions,
+) -> Result<CompiledApp> {
+    let text = std::fs::read(source).map_err(|e| io_error(source, e))?;
+    let name = source
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| Error::new(format!("{}: no usable file name", source.display())))?
+        .to_string();
+    let compiler_id = format!("{compiler:?}");
+    let flags = format!("{options:?}");
+    let hash = content_hash(&[&text, compiler_id.as_bytes(), flags.as_bytes()]);
+    let dir = cache.join("apps").join(format!("{name}-{hash:016x}"));
+    let app = CompiledApp {
+        name: name.clone(),
+        dir: dir.clone(),
+    };
+    if app.dll().is_file() {
+        return Ok(app);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    // Compile to a temporary name, then rename: a concurrent or interrupted
+    // build never leaves a half-written assembly under the final name.
+    let tmp = dir.join(format!("{name}.{}.tmp.dll", std::process::id()));
+    let mut cmd = match compiler {
+        Compiler::Mcs { path } => {
+            let mut c = Command::new(path);
+            c.arg(format!("-out:{}", tmp.display())).arg("-target:exe");
+            if options.allow_unsafe {
+                c.arg("-unsafe");
+            }
+            if options.optimize {
+                c.arg("-optimize+");
+            }
+            c.arg(source);
+            c
+        }
+        Compiler::Csc {
+            dotnet,
+            csc,
+            references,
+        } => {
+            let mut c = Command::new(dotnet);
+            c.arg("exec")
+                .arg(csc)
+                .args(["-nologo", "-noconfig", "-nostdlib", "-target:exe"]);
+            c.arg(format!("-out:{}", tmp.display()));
+            if options.allow_unsafe {
+                c.arg("-unsafe");
+            }
+            if options.optimize {
+                c.arg("-optimize+");
+            }
+            for entry in std::fs::read_dir(references)
+                .map_err(|e| io_error(references, e))?
+                .flatten()
+            {
+                let p = entry.path();
+                if p.extension().and_then(|e| e.to_str()) == Some("dll") {
+                    c.arg(format!("-r:{}", p.display()));
+                }
+            }
+            c.arg(source);
+            c
+        }
+    };
+    let out = cmd
+        .output()
+        .map_err(|e| Error::new(format!("cannot start the C# compiler ({compiler_id}): {e}")))?;
+    if !out.status.success() || !tmp.is_file() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::new(format!(
+            "compiling {} failed ({}):\n{}{}",
+            source.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    std::fs::rename(&tmp, app.dll()).map_err(|e| io_error(&app.dll(), e))?;
+    Ok(app)
+}

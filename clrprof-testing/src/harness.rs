@@ -1,0 +1,447 @@
+//! A test runner for real-runtime tests: every scenario on every leg.
+//!
+//! libtest cannot report "skipped", and a leg that did not run must never look
+//! like a pass, so real-runtime tests use this runner from a `harness = false`
+//! test target:
+//!
+//! ```no_run
+//! use clrprof_testing::harness::{Harness, Scenario};
+//! fn main() {
+//!     Harness::new(concat!(env!("CARGO_MANIFEST_DIR"), "/apps"))
+//!         .scenario(Scenario::new("hello", |case| {
+//!             let app = case.app("hello")?;
+//!             let outcome = case.run(case.spec(&app))?;
+//!             outcome.check()?;
+//!             Ok(())
+//!         }))
+//!         .main()
+//! }
+//! ```
+//!
+//! It prints one line per scenario × leg (`ok`, `FAILED: reason`,
+//! `skipped: reason`), then the plain line `N passed, N failed, N skipped`,
+//! and exits non-zero when anything failed. In strict mode (`--strict`, or
+//! `CI=true`) a leg that cannot run, or a missing tool, is a failure. A
+//! scenario may exclude a leg with a reason (a known runtime defect); that is
+//! reported as skipped in every mode.
+//!
+//! Arguments: `--strict`; `--leg NAME` (repeatable) to restrict legs; `--list`
+//! to list the cases; any other word filters cases by substring of
+//! `scenario [leg]`. With `$CLRPROF_HARNESS_SUMMARY` set, a JSON summary per
+//! leg is written to that file (used by `cargo xtask test`).
+
+use crate::csharp::{compile, CompileOptions};
+use crate::fixtures::{broken_profiler, BrokenBuild};
+use crate::manifest::{self, Leg, Os, Runtimes};
+use crate::run::{run_app, Outcome, Profiler, RunSpec};
+use crate::Error;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Why a case did not pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The case ran and something was wrong.
+    Failed(String),
+    /// The case could not run (counted as a failure in strict mode unless
+    /// the scenario excluded the leg).
+    Skipped(String),
+}
+
+impl From<String> for Verdict {
+    fn from(s: String) -> Verdict {
+        Verdict::Failed(s)
+    }
+}
+
+impl From<&str> for Verdict {
+    fn from(s: &str) -> Verdict {
+        Verdict::Failed(s.to_string())
+    }
+}
+
+impl From<Error> for Verdict {
+    fn from(e: Error) -> Verdict {
+        Verdict::Failed(e.to_string())
+    }
+}
+
+/// What a scenario body returns.
+pub type CaseResult = std::result::Result<(), Verdict>;
+
+type Body = Box<dyn Fn(&Case<'_>) -> CaseResult>;
+
+/// One scenario: a body run once per leg.
+pub struct Scenario {
+    name: String,
+    excluded: Vec<(String, String)>,
+    body: Body,
+}
+
+impl Scenario {
+    /// A scenario named `name` running `body` on every leg.
+    pub fn new(name: &str, body: impl Fn(&Case<'_>) -> CaseResult + 'static) -> Scenario {
+        Scenario {
+            name: name.to_string(),
+            excluded: Vec::new(),
+            body: Box::new(body),
+        }
+    }
+
+    /// Leaves out leg `leg`, reporting `reason` (e.g. a known runtime defect).
+    pub fn exclude_leg(mut self, leg: &str, reason: &str) -> Scenario {
+        self.excluded.push((leg.to_string(), reason.to_string()));
+        self
+    }
+
+    /// The scenario's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Shared state of one harness run.
+struct Context {
+    runtimes: Runtimes,
+    cache: PathBuf,
+    apps_dir: PathBuf,
+    workspace: Option<PathBuf>,
+    strict: bool,
+    profilers: RefCell<HashMap<(String, Os), std::result::Result<Profiler, String>>>,
+}
+
+impl Context {
+    fn unavailable(&self, reason: String) -> Verdict {
+        if self.strict {
+            Verdict::Failed(format!("{reason} (strict mode)"))
+        } else {
+            Verdict::Skipped(reason)
+        }
+    }
+}
+
+/// What a scenario body gets: the leg, and helpers bound to it.
+pub struct Case<'h> {
+    leg: &'h Leg,
+    ctx: &'h Context,
+    work_dir: PathBuf,
+    runs: Cell<usize>,
+}
+
+impl Case<'_> {
+    /// The leg this case runs on.
+    pub fn leg(&self) -> &Leg {
+        self.leg
+    }
+
+    /// Whether the harness runs in strict mode.
+    pub fn strict(&self) -> bool {
+        self.ctx.strict
+    }
+
+    /// The rig's cache directory.
+    pub fn cache_dir(&self) -> &Path {
+        &self.ctx.cache
+    }
+
+    /// Compiles `<apps dir>/<name>.cs` (cached) and returns its assembly prepared for this leg.
+    pub fn app(&self, name: &str) -> std::result::Result<PathBuf, Verdict> {
+        self.app_with(name, CompileOptions::default())
+    }
+
+    /// Like [`Case::app`] with compiler options.
+    pub fn app_with(
+        &self,
+        name: &str,
+        options: CompileOptions,
+    ) -> std::result::Result<PathBuf, Verdict> {
+        let Some(compiler) = self.ctx.runtimes.compiler() else {
+            return Err(self.ctx.unavailable(
+                "no C# compiler (install mono-mcs or run `cargo xtask provision`)".to_string(),
+            ));
+        };
+        let source = self.ctx.apps_dir.join(format!("{name}.cs"));
+        let compiled = compile(&compiler, &source, &self.ctx.cache, options)?;
+        Ok(compiled.for_leg(self.leg)?)
+    }
+
+    /// Builds the profiler `cdylib` package `package` for this leg's OS (once
+    /// per harness run) and reads its CLSID marker.
+    pub fn profiler(&self, package: &str) -> std::result::Result<Profiler, Verdict> {
+        let key = (package.to_string(), self.leg.os);
+        if let Some(done) = self.ctx.profilers.borrow().get(&key) {
+            return done.clone().map_err(Verdict::Failed);
+        }
+        let built = (|| {
+            let workspace = match &self.ctx.workspace {
+                Some(w) => w.clone(),
+                None => crate::build::workspace_root()?,
+            };
+            let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace)?;
+            let clsid = crate::clsid::single_clsid(&path)?;
+            Ok::<_, Error>(Profiler { path, clsid })
+        })()
+        .map_err(|e| e.to_string());
+        self.ctx.profilers.borrow_mut().insert(key, built.clone());
+        built.map_err(Verdict::Failed)
+    }
+
+    /// The broken-profiler fixture built for this leg's OS.
+    pub fn broken_profiler(&self, build: BrokenBuild) -> std::result::Result<Profiler, Verdict> {
+        broken_profiler(self.leg.os, build, &self.ctx.cache).map_err(|e| {
+            self.ctx
+                .unavailable(format!("cannot build the broken-profiler fixture: {e}"))
+        })
+    }
+
+    /// A run spec for `app` with a fresh work directory of this case.
+    pub fn spec(&self, app: &Path) -> RunSpec {
+        let n = self.runs.get() + 1;
+        self.runs.set(n);
+        RunSpec::new(app, self.work_dir.join(n.to_string()))
+    }
+
+    /// Runs `spec` on this leg.
+    pub fn run(&self, spec: RunSpec) -> std::result::Result<Outcome, Verdict> {
+        Ok(run_app(self.leg, self.ctx.runtimes.wine(), &spec)?)
+    }
+}
+
+/// Pass/fail/skip counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Cases that passed.
+    pub passed: usize,
+    /// Cases that failed.
+    pub failed: usize,
+    /// Cases that were skipped.
+    pub skipped: usize,
+}
+
+/// The runner.
+pub struct Harness {
+    apps_dir: PathBuf,
+    scenarios: Vec<Scenario>,
+    workspace: Option<PathBuf>,
+}
+
+impl Harness {
+    /// A harness whose apps (`<name>.cs`) live in `apps_dir`.
+    pub fn new(apps_dir: impl Into<PathBuf>) -> Harness {
+        Harness {
+            apps_dir: apps_dir.into(),
+            scenarios: Vec::new(),
+            workspace: None,
+        }
+    }
+
+    /// The directory cargo builds profilers in (default: the current workspace).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Harness {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// Adds a scenario.
+    pub fn scenario(mut self, scenario: Scenario) -> Harness {
+        self.scenarios.push(scenario);
+        self
+    }
+
+    /// Runs with the process arguments and exits with the harness's status.
+    pub fn main(self) -> ! {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let (counts, _) = self.run(&args);
+        std::process::exit(if counts.failed > 0 { 1 } else { 0 })
+    }
+
+    /// Runs with `args` (see the module docs); returns the totals and the per-leg counts.
+    pub fn run(self, args: &[String]) -> (Counts, BTreeMap<String, Counts>) {
+        let ci = std::env::var("CI")
+            .map(|v| v == "true" || v == "1")
+            .unwrap_or(false);
+        let mut strict = ci;
+        let mut list = false;
+        let mut only_legs: Vec<String> = Vec::new();
+        let mut filters: Vec<String> = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--strict" => strict = true,
+                "--list" => list = true,
+                "--leg" => only_legs.extend(it.next().cloned()),
+                // libtest options cargo may pass through; they have no meaning here.
+                "--test-threads" | "--format" | "--color" | "--skip" | "-Z" => {
+                    it.next();
+                }
+                other if other.starts_with('-') => {}
+                other => filters.push(other.to_string()),
+            }
+        }
+        if let Ok(legs) = std::env::var("CLRPROF_LEGS") {
+            only_legs.extend(
+                legs.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+        }
+
+        let runtimes = manifest::discover();
+        let cache = runtimes.cache_dir();
+        let mut leg_names: Vec<String> = manifest::STANDARD_LEGS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for leg in &runtimes.legs {
+            if !leg_names.contains(&leg.name) {
+                leg_names.push(leg.name.clone());
+            }
+        }
+        leg_names.retain(|l| only_legs.is_empty() || only_legs.contains(l));
+
+        let ctx = Context {
+            runtimes,
+            cache,
+            apps_dir: self.apps_dir,
+            workspace: self.workspace,
+            strict,
+            profilers: RefCell::new(HashMap::new()),
+        };
+        println!(
+            "clrprof real-runtime harness: {} scenario(s) x {} leg(s){}; runtimes from: {}",
+            self.scenarios.len(),
+            leg_names.len(),
+            if strict { ", strict" } else { "" },
+            if ctx.runtimes.sources.is_empty() {
+                "nowhere".to_string()
+            } else {
+                ctx.runtimes.sources.join(", ")
+            }
+        );
+
+        let mut total = Counts::default();
+        let mut per_leg: BTreeMap<String, Counts> = BTreeMap::new();
+        let mut failures: Vec<String> = Vec::new();
+        for scenario in &self.scenarios {
+            for leg_name in &leg_names {
+                let case_name = format!("{} [{}]", scenario.name, leg_name);
+                if !filters.is_empty() && !filters.iter().any(|f| case_name.contains(f.as_str())) {
+                    continue;
+                }
+                if list {
+                    println!("{case_name}");
+                    continue;
+                }
+                let started = Instant::now();
+                let verdict = run_case(scenario, leg_name, &ctx);
+                let counts = per_leg.entry(leg_name.clone()).or_default();
+                let line = match verdict {
+                    Ok(()) => {
+                        counts.passed += 1;
+                        total.passed += 1;
+                        format!("ok ({:.1}s)", started.elapsed().as_secs_f64())
+                    }
+                    Err(Verdict::Failed(reason)) => {
+                        counts.failed += 1;
+                        total.failed += 1;
+                        failures.push(format!("{case_name}: {}", first_line(&reason)));
+                        format!("FAILED: {}", indent(&reason))
+                    }
+                    Err(Verdict::Skipped(reason)) => {
+                        counts.skipped += 1;
+                        total.skipped += 1;
+                        format!("skipped: {}", indent(&reason))
+                    }
+                };
+                println!("test {case_name} ... {line}");
+            }
+        }
+        if !failures.is_empty() {
+            println!("\nfailures:");
+            for f in &failures {
+                println!("    {f}");
+            }
+        }
+        if let Some(path) = std::env::var_os("CLRPROF_HARNESS_SUMMARY") {
+            let legs: serde_json::Map<String, serde_json::Value> = per_leg
+                .iter()
+                .map(|(k, c)| {
+                    (k.clone(), serde_json::json!({"passed": c.passed, "failed": c.failed, "skipped": c.skipped}))
+                })
+                .collect();
+            let text = serde_json::json!({ "legs": legs }).to_string();
+            if let Err(e) = std::fs::write(&path, text) {
+                eprintln!(
+                    "cannot write harness summary {}: {e}",
+                    PathBuf::from(path).display()
+                );
+            }
+        }
+        println!(
+            "\n{} passed, {} failed, {} skipped",
+            total.passed, total.failed, total.skipped
+        );
+        (total, per_leg)
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn indent(s: &str) -> String {
+    s.trim_end().replace('\n', "\n        ")
+}
+
+fn run_case(scenario: &Scenario, leg_name: &str, ctx: &Context) -> CaseResult {
+    if let Some((_, reason)) = scenario.excluded.iter().find(|(l, _)| l == leg_name) {
+        return Err(Verdict::Skipped(format!("excluded on this leg: {reason}")));
+    }
+    let Some(leg) = ctx.runtimes.leg(leg_name) else {
+        let reason = ctx
+            .runtimes
+            .missing
+            .iter()
+            .find(|m| m.name == leg_name)
+            .map(|m| m.reason.clone())
+            .unwrap_or_else(|| "not found".to_string());
+        return Err(ctx.unavailable(format!("leg {leg_name} cannot run: {reason}")));
+    };
+    let work_dir = ctx
+        .cache
+        .join("runs")
+        .join(sanitize(&scenario.name))
+        .join(&leg.name);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let case = Case {
+        leg,
+        ctx,
+        work_dir,
+        runs: Cell::new(0),
+    };
+    match catch_unwind(AssertUnwindSafe(|| (scenario.body)(&case))) {
+        Ok(result) => result,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "non-string panic".to_string());
+            Err(Verdict::Failed(format!("panicked: {msg}")))
+        }
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,509 @@
+//! The runtime manifest (`runtimes.json`) and runtime discovery.
+//!
+//! `cargo xtask provision` writes `<cache>/runtimes.json`, listing every
+//! provisioned runtime *leg*: one CoreCLR build on one OS, with the path of
+//! its host (`dotnet` / `dotnet.exe`) and the version of its shared framework
+//! (the name of the folder `<host dir>/shared/Microsoft.NETCore.App/<version>/`).
+//! Windows legs run under Wine; the manifest then also names the Wine loader
+//! and the prefix that provisioning initialised.
+
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// File name of the manifest inside the cache directory.
+pub const MANIFEST_FILE: &str = "runtimes.json";
+
+/// The legs every full test run is expected to cover (see RUNTIMES.md).
+///
+/// A leg of this list that is not found is reported as skipped (or, in strict
+/// mode, as a failure); it never counts as passed.
+pub const STANDARD_LEGS: [&str; 4] = [
+    "linux-x64-3.1",
+    "linux-x64-8.0",
+    "win-x64-3.1",
+    "win-x64-8.0",
+];
+
+/// Operating system a leg's runtime is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    /// A native Linux runtime: loads `.so` profilers, runs directly.
+    Linux,
+    /// A Windows runtime: loads `.dll` profilers, runs under Wine on Linux.
+    Windows,
+}
+
+impl Os {
+    /// The Rust target triple a profiler for this OS is built for.
+    pub fn rust_target(self) -> &'static str {
+        match self {
+            Os::Linux => "x86_64-unknown-linux-gnu",
+            Os::Windows => "x86_64-pc-windows-gnu",
+        }
+    }
+}
+
+/// One runtime leg: a CoreCLR host and its shared framework.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leg {
+    /// Leg name, e.g. `linux-x64-8.0`.
+    pub name: String,
+    /// OS the runtime is built for.
+    pub os: Os,
+    /// Absolute path of the host executable (`dotnet` or `dotnet.exe`).
+    pub host: PathBuf,
+    /// Framework version as the framework folder names it, e.g. `3.1.23`, `8.0.4`.
+    pub version: String,
+    /// Target framework moniker written into the app's runtimeconfig, e.g. `netcoreapp3.1`, `net8.0`.
+    pub tfm: String,
+}
+
+impl Leg {
+    /// `major.minor` of [`Leg::version`].
+    pub fn major_minor(&self) -> String {
+        self.version
+            .split('.')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// The `X.Y.0` framework reference written into `runtimeconfig.json`;
+    /// the host rolls it forward to the newest installed patch `X.Y.*`.
+    pub fn framework_reference(&self) -> String {
+        format!("{}.0", self.major_minor())
+    }
+
+    /// Contents of `<app>.runtimeconfig.json` for an app run on this leg.
+    pub fn runtimeconfig_json(&self) -> String {
+        format!(
+            "{{\"runtimeOptions\":{{\"tfm\":\"{}\",\"framework\":{{\"name\":\"Microsoft.NETCore.App\",\"version\":\"{}\"}}}}}}\n",
+            self.tfm,
+            self.framework_reference()
+        )
+    }
+
+    /// Whether this leg runs under Wine.
+    pub fn is_wine(&self) -> bool {
+        self.os == Os::Windows
+    }
+}
+
+/// The target framework moniker for a framework version (`3.1.23` → `netcoreapp3.1`,
+/// `8.0.4` → `net8.0`): .NET 5 dropped the `netcoreapp` prefix.
+pub fn tfm_for_version(version: &str) -> String {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    let minor = parts.next().unwrap_or("0");
+    if major >= 5 {
+        format!("net{major}.{minor}")
+    } else {
+        format!("netcoreapp{major}.{minor}")
+    }
+}
+
+/// How Windows legs are run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wine {
+    /// The Wine loader, e.g. `/usr/lib/wine/wine64`.
+    pub loader: PathBuf,
+    /// The `WINEPREFIX` provisioning initialised (so no run pays for a first start).
+    pub prefix: PathBuf,
+}
+
+/// The C# compiler used for test apps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Compiler {
+    /// Mono's `mcs`, compiling against Mono's `mscorlib`; the result runs on
+    /// .NET Core 3.1 and .NET 8 through the `mscorlib` facade.
+    Mcs {
+        /// Path of the `mcs` executable.
+        path: PathBuf,
+    },
+    /// Roslyn's `csc.dll` from an installed .NET SDK, run by that SDK's host.
+    Csc {
+        /// The SDK's `dotnet` host.
+        dotnet: PathBuf,
+        /// Path of `csc.dll` (`<sdk>/Roslyn/bincore/csc.dll`).
+        csc: PathBuf,
+        /// Directory of the shared framework whose assemblies are referenced.
+        references: PathBuf,
+    },
+}
+
+/// Contents of `runtimes.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The cache directory the manifest lives in (compiled apps are cached here too).
+    pub cache: PathBuf,
+    /// Wine configuration, when Windows legs were provisioned.
+    #[serde(default)]
+    pub wine: Option<Wine>,
+    /// The C# compiler, when one was found or installed.
+    #[serde(default)]
+    pub compiler: Option<Compiler>,
+    /// The provisioned legs.
+    #[serde(default)]
+    pub legs: Vec<Leg>,
+}
+
+impl Manifest {
+    /// Reads a manifest file.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::new(format!("cannot read {}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| {
+            Error::new(format!(
+                "{} is not a valid runtime manifest: {e}",
+                path.display()
+            ))
+        })
+    }
+
+    /// Writes the manifest as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::new(format!("cannot serialise manifest: {e}")))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// Finds a leg by name.
+    pub fn leg(&self, name: &str) -> Option<&Leg> {
+        self.legs.iter().find(|l| l.name == name)
+    }
+}
+
+/// The cache directory: `$CLRPROF_CACHE`, else `$CARGO_TARGET_DIR/clrprof-cache`,
+/// else `target/clrprof-cache` in the nearest ancestor of the current directory
+/// that has a `target/` folder next to a `Cargo.toml` (the workspace root when
+/// run by `cargo test`, whose working directory is the package's root).
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CLRPROF_CACHE") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return absolute(Path::new(&dir)).join("clrprof-cache");
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut fallback = None;
+    for dir in cwd.ancestors() {
+        let cache = dir.join("target").join("clrprof-cache");
+        if cache.join(MANIFEST_FILE).is_file() {
+            return cache;
+        }
+        if fallback.is_none() && dir.join("Cargo.toml").is_file() && dir.join("target").is_dir() {
+            fallback = Some(cache);
+        }
+    }
+    fallback.unwrap_or_else(|| cwd.join("target").join("clrprof-cache"))
+}
+
+/// Makes a path absolute against the current directory (without resolving links).
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// A leg that was expected but cannot run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingLeg {
+    /// Leg name.
+    pub name: String,
+    /// Why it cannot run.
+    pub reason: String,
+}
+
+/// What [`discover`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Runtimes {
+    /// Where the legs came from (manifest path, installed dotnet).
+    pub sources: Vec<String>,
+    /// The manifest, when one was read.
+    pub manifest: Option<Manifest>,
+    /// Legs that can run.
+    pub legs: Vec<Leg>,
+    /// Standard or manifest legs that cannot run, with the reason.
+    pub missing: Vec<MissingLeg>,
+}
+
+impl Runtimes {
+    /// Finds a runnable leg by name.
+    pub fn leg(&self, name: &str) -> Option<&Leg> {
+        self.legs.iter().find(|l| l.name == name)
+    }
+
+    /// The Wine configuration, when Windows legs are available.
+    pub fn wine(&self) -> Option<&Wine> {
+        self.manifest.as_ref().and_then(|m| m.wine.as_ref())
+    }
+
+    /// The C# compiler recorded in the manifest, else `mcs` found on `PATH`.
+    pub fn compiler(&self) -> Option<Compiler> {
+        if let Some(c) = self.manifest.as_ref().and_then(|m| m.compiler.clone()) {
+            return Some(c);
+        }
+        find_on_path("mcs").map(|path| Compiler::Mcs { path })
+    }
+
+    /// The cache directory (from the manifest, else [`default_cache_dir`]).
+    pub fn cache_dir(&self) -> PathBuf {
+        match &self.manifest {
+            Some(m) => m.cache.clone(),
+            None => default_cache_dir(),
+        }
+    }
+}
+
+/// Discovers runtime legs.
+///
+/// Order: the manifest named by `$CLRPROF_RUNTIMES` (a path to a
+/// `runtimes.json`), else `<cache>/runtimes.json` (see [`default_cache_dir`]);
+/// then the shared frameworks of an installed `dotnet` (on `PATH` or in
+/// `$DOTNET_ROOT`) fill in Linux legs the manifest lacks. Every leg is checked
+/// (host present, Wine present for Windows legs); [`STANDARD_LEGS`] that were
+/// not found are listed in [`Runtimes::missing`].
+pub fn discover() -> Runtimes {
+    let mut found = Runtimes::default();
+    let manifest_path = match std::env::var_os("CLRPROF_RUNTIMES") {
+        Some(p) => PathBuf::from(p),
+        None => default_cache_dir().join(MANIFEST_FILE),
+    };
+    let mut manifest_error = None;
+    if manifest_path.is_file() {
+        match Manifest::load(&manifest_path) {
+            Ok(m) => {
+                found
+                    .sources
+                    .push(format!("manifest {}", manifest_path.display()));
+                found.manifest = Some(m);
+            }
+            Err(e) => manifest_error = Some(e.to_string()),
+        }
+    } else {
+        manifest_error = Some(format!(
+            "no runtime manifest at {} (run `cargo xtask provision`)",
+            manifest_path.display()
+        ));
+    }
+
+    if let Some(m) = &found.manifest {
+        for leg in &m.legs {
+            match check_leg(leg, m.wine.as_ref()) {
+                Ok(()) => found.legs.push(leg.clone()),
+                Err(reason) => found.missing.push(MissingLeg {
+                    name: leg.name.clone(),
+                    reason,
+                }),
+            }
+        }
+    }
+
+    for leg in installed_dotnet_legs() {
+        let known = found.legs.iter().any(|l| l.name == leg.name);
+        if !known {
+            found.missing.retain(|m| m.name != leg.name);
+            found
+                .sources
+                .push(format!("installed dotnet {}", leg.host.display()));
+            found.legs.push(leg);
+        }
+    }
+
+    for name in STANDARD_LEGS {
+        let present = found.legs.iter().any(|l| l.name == name);
+        let reported = found.missing.iter().any(|m| m.name == name);
+        if !present && !reported {
+            let reason = manifest_error.clone().unwrap_or_else(|| {
+                "not in the runtime manifest (run `cargo xtask provision`)".to_string()
+            });
+            found.missing.push(MissingLeg {
+                name: name.to_string(),
+                reason,
+            });
+        }
+    }
+    found
+}
+
+/// Checks that a leg can run: its host exists, and for Windows legs Wine and its prefix exist.
+pub fn check_leg(leg: &Leg, wine: Option<&Wine>) -> std::result::Result<(), String> {
+    if !leg.host.is_file() {
+        return Err(format!("host {} not found", leg.host.display()));
+    }
+    if leg.os == Os::Windows {
+        match wine {
+            None => return Err("Windows leg but no Wine configured in the manifest".into()),
+            Some(w) if !w.loader.is_file() => {
+                return Err(format!("Wine loader {} not found", w.loader.display()))
+            }
+            Some(w) if !w.prefix.join("system.reg").is_file() => {
+                return Err(format!(
+                    "Wine prefix {} not initialised",
+                    w.prefix.display()
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Finds an executable on `PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The installed `dotnet` host: `$DOTNET_ROOT/dotnet`, else `dotnet` on `PATH`.
+pub fn installed_dotnet() -> Option<PathBuf> {
+    if let Some(root) = std::env::var_os("DOTNET_ROOT") {
+        let host = PathBuf::from(root).join("dotnet");
+        if host.is_file() {
+            return Some(host);
+        }
+    }
+    let host = find_on_path("dotnet")?;
+    Some(std::fs::canonicalize(&host).unwrap_or(host))
+}
+
+/// Linux legs provided by an installed `dotnet` (`dotnet --list-runtimes`),
+/// newest patch per `major.minor`.
+pub fn installed_dotnet_legs() -> Vec<Leg> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return Vec::new();
+    }
+    let Some(host) = installed_dotnet() else {
+        return Vec::new();
+    };
+    let Ok(out) = Command::new(&host).arg("--list-runtimes").output() else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut legs: Vec<Leg> = Vec::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if words.next() != Some("Microsoft.NETCore.App") {
+            continue;
+        }
+        let Some(version) = words.next() else {
+            continue;
+        };
+        if version.contains('-') {
+            continue; // previews
+        }
+        let leg = Leg {
+            name: format!(
+                "linux-x64-{}",
+                version.split('.').take(2).collect::<Vec<_>>().join(".")
+            ),
+            os: Os::Linux,
+            host: host.clone(),
+            version: version.to_string(),
+            tfm: tfm_for_version(version),
+        };
+        match legs.iter_mut().find(|l| l.name == leg.name) {
+            Some(existing) if version_key(&existing.version) < version_key(version) => {
+                *existing = leg
+            }
+            Some(_) => {}
+            None => legs.push(leg),
+        }
+    }
+    legs
+}
+
+fn version_key(v: &str) -> Vec<u64> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// The shared framework versions under `<host dir>/shared/Microsoft.NETCore.App/`.
+pub fn framework_versions(host: &Path) -> Vec<String> {
+    let dir = match host.parent() {
+        Some(d) => d.join("shared").join("Microsoft.NETCore.App"),
+        None => return Vec::new(),
+    };
+    let mut versions: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    versions.sort_by_key(|v| version_key(v));
+    versions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tfm_follows_the_net5_rename() {
+        assert_eq!(tfm_for_version("3.1.23"), "netcoreapp3.1");
+        assert_eq!(tfm_for_version("8.0.4"), "net8.0");
+        assert_eq!(tfm_for_version("5.0.0"), "net5.0");
+    }
+
+    #[test]
+    fn runtimeconfig_names_the_framework_major_minor() {
+        let leg = Leg {
+            name: "linux-x64-3.1".into(),
+            os: Os::Linux,
+            host: "/x/dotnet".into(),
+            version: "3.1.23".into(),
+            tfm: "netcoreapp3.1".into(),
+        };
+        let v: serde_json::Value = serde_json::from_str(&leg.runtimeconfig_json()).unwrap();
+        assert_eq!(v["runtimeOptions"]["tfm"], "netcoreapp3.1");
+        assert_eq!(v["runtimeOptions"]["framework"]["version"], "3.1.0");
+        assert_eq!(
+            v["runtimeOptions"]["framework"]["name"],
+            "Microsoft.NETCore.App"
+        );
+    }
+
+    #[test]
+    fn manifest_round_trips() {
+        let m = Manifest {
+            cache: "/c".into(),
+            wine: Some(Wine {
+                loader: "/usr/lib/wine/wine64".into(),
+                prefix: "/c/wine".into(),
+            }),
+            compiler: Some(Compiler::Mcs {
+                path: "/usr/bin/mcs".into(),
+            }),
+            legs: vec![Leg {
+                name: "win-x64-8.0".into(),
+                os: Os::Windows,
+                host: "/c/w8/dotnet.exe".into(),
+                version: "8.0.4".into(),
+                tfm: "net8.0".into(),
+            }],
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"os\":\"windows\""), "{text}");
+        assert!(text.contains("\"kind\":\"mcs\""), "{text}");
+        let back: Manifest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn missing_host_is_reported() {
+        let leg = Leg {
+            name: "linux-x64-8.0".into(),
+            os: Os::Linux,
+            host: "/nonexistent/dotnet".into(),
+            version: "8.0.4".into(),
+            tfm: "net8.0".into(),
+        };
+        let err = check_leg(&leg, None).unwrap_err();
+        assert!(err.contains("/nonexistent/dotnet"), "{err}");
+    }
+}
