@@ -163,7 +163,10 @@ impl Outcome {
     }
 
     /// `Ok` when the process exited with status 0; otherwise a readable reason:
-    /// `hung, killed after Ns, partial output: ...`, `process died: SIGSEGV`,
+    /// `hung, killed after Ns, partial output: ...`, `process died: SIGSEGV`
+    /// (or, under Wine, the unhandled Windows exception Wine reported),
+    /// `runtime failed to start` (the host's `Failed to create CoreCLR`, e.g.
+    /// when the runtime caught a fault in the profiler's `Initialize`),
     /// `exited with status N; stderr: ...`.
     pub fn check_exit(&self) -> std::result::Result<(), String> {
         match self.exit {
@@ -176,6 +179,10 @@ impl Outcome {
             Exit::Signal(sig) => Err(format!(
                 "process died: {} (signal {sig}); stderr: {:?}",
                 signal_name(sig),
+                tail(&self.stderr, 400)
+            )),
+            Exit::Code(code) if self.stderr.contains("Failed to create CoreCLR") => Err(format!(
+                "runtime failed to start (exit status {code}); stderr: {:?}",
                 tail(&self.stderr, 400)
             )),
             Exit::Code(code) => match crash_under_wine(&self.stderr) {
