@@ -92,7 +92,7 @@ pub fn compile(
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
     // Compile to a temporary name, then rename: a concurrent or interrupted
     // build never leaves a half-written assembly under the final name.
-    let tmp = dir.join(format!("{name}.{}.tmp.dll", std::process::id()));
+    let tmp = dir.join(format!("{name}.{}.tmp.dll", crate::unique_suffix()));
     let mut cmd = match compiler {
         Compiler::Mcs { path } => {
             let mut c = Command::new(path);

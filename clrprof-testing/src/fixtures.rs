@@ -81,7 +81,7 @@ pub fn broken_profiler(os: Os, build: BrokenBuild, cache: &Path) -> Result<Profi
         let source = dir.join("broken_profiler.c");
         std::fs::write(&source, BROKEN_PROFILER_SOURCE)
             .map_err(|e| Error::new(format!("{}: {e}", source.display())))?;
-        let tmp = dir.join(format!("{stem}.{}.tmp", std::process::id()));
+        let tmp = dir.join(format!("{stem}.{}.tmp", crate::unique_suffix()));
         let mut cmd = Command::new(&cc);
         cmd.args(["-shared", "-O0", "-o"]).arg(&tmp).arg(&source);
         if os == Os::Linux {

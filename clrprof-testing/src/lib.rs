@@ -60,6 +60,19 @@ impl From<String> for Error {
 /// Result type of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A suffix unique to this call within the machine (process id and a
+/// per-process counter), for temporary files renamed into place: concurrent
+/// builders (threads or processes) never write the same temporary file.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// A stable 64-bit FNV-1a hash, used to name cache entries by content.
 pub fn content_hash(parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
