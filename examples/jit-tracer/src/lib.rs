@@ -1,1 +1,40 @@
-//! jit-tracer: module loads and JIT compilations, as JSON Lines.
+//! jit-tracer: every module load and every JIT compilation, as JSON Lines.
+//!
+//! Records (to the file named by `CLRPROF_OUTPUT`, or stderr):
+//! `{"event":"runtime",...}` first, then `{"event":"module","name":PATH}` per
+//! loaded module and `{"event":"jit","method":"Namespace.Type+Nested::Method"}`
+//! per JIT compilation.
+
+use clrprof::output::JsonLines;
+use clrprof::{profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result, HRESULT};
+
+/// The profiler's state: only its output sink.
+#[profiler(clsid = "{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}")]
+#[derive(Default)]
+pub struct JitTracer {
+    out: JsonLines,
+}
+
+impl Profiler for JitTracer {
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
+        self.out.runtime_record(info)?;
+        Ok((EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION).into())
+    }
+
+    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
+        if let Ok(m) = info.module_info(module) {
+            self.out.record("module").str("name", &m.name).write();
+        }
+    }
+
+    fn jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, _safe: bool) {
+        match info.function_name(function) {
+            Ok(name) => self.out.record("jit").str("method", &name).write(),
+            Err(e) => self.out.record("jit").str("error", &e.to_string()).write(),
+        }
+    }
+
+    fn shutdown(&self, _info: &ProfilerInfo) {
+        self.out.flush();
+    }
+}

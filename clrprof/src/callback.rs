@@ -1,0 +1,392 @@
+//! The callback trait: what a profiler implements.
+//!
+//! [`Profiler`] has one method per callback of `ICorProfilerCallback` through
+//! `ICorProfilerCallback11`, with typed, borrowed arguments and empty default
+//! bodies, so a profiler implements only what it uses. The runtime calls
+//! callbacks from many threads at once (and in surprising orders, e.g. a
+//! function's ELT hooks can fire before its `JITCompilationFinished`), so every
+//! method takes `&self` and the profiler type must be `Send + Sync`: interior
+//! state goes behind atomics, `Mutex`es or lock-free structures.
+//!
+//! A callback is only delivered if the event mask returned by
+//! [`Profiler::initialize`] (or changed later with
+//! [`ProfilerInfo::set_event_mask`]) enables it; each method says which flag.
+//!
+//! Every callback runs inside the SDK's panic guard: a panic is logged and
+//! turned into the `HRESULT` that is harmless for that callback, so the host
+//! application never dies because of the profiler.
+
+use crate::error::{Error, Result, HRESULT};
+use crate::event_mask::{AttachEventMasks, EventMasks};
+use crate::gc::{GcReason, GcRanges, GenerationSet, RootReferences};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use crate::wide::WideStr;
+use windows_core::GUID;
+
+/// Why a managed/unmanaged transition happened (`COR_PRF_TRANSITION_REASON`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransitionReason {
+    /// A call crossed the boundary (`COR_PRF_TRANSITION_CALL`).
+    Call,
+    /// A call returned across the boundary (`COR_PRF_TRANSITION_RETURN`).
+    Return,
+    /// A value the SDK does not know.
+    Other(u32),
+}
+
+impl TransitionReason {
+    pub(crate) fn from_sys(v: u32) -> Self {
+        match v {
+            clrprof_sys::COR_PRF_TRANSITION_CALL => Self::Call,
+            clrprof_sys::COR_PRF_TRANSITION_RETURN => Self::Return,
+            o => Self::Other(o),
+        }
+    }
+}
+
+/// Why the runtime is suspending (`COR_PRF_SUSPEND_REASON`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SuspendReason {
+    /// `COR_PRF_SUSPEND_OTHER`.
+    Other,
+    /// For a garbage collection (`COR_PRF_SUSPEND_FOR_GC`).
+    ForGc,
+    /// For an application-domain shutdown (`COR_PRF_SUSPEND_FOR_APPDOMAIN_SHUTDOWN`).
+    ForAppDomainShutdown,
+    /// For code pitching (`COR_PRF_SUSPEND_FOR_CODE_PITCHING`).
+    ForCodePitching,
+    /// For runtime shutdown (`COR_PRF_SUSPEND_FOR_SHUTDOWN`).
+    ForShutdown,
+    /// For an in-process debugger (`COR_PRF_SUSPEND_FOR_INPROC_DEBUGGER`).
+    ForInprocDebugger,
+    /// Preparing for a GC (`COR_PRF_SUSPEND_FOR_GC_PREP`).
+    ForGcPrep,
+    /// For ReJIT (`COR_PRF_SUSPEND_FOR_REJIT`).
+    ForReJit,
+    /// Requested by a profiler (`COR_PRF_SUSPEND_FOR_PROFILER`).
+    ForProfiler,
+    /// A value the SDK does not know.
+    Unknown(u32),
+}
+
+impl SuspendReason {
+    pub(crate) fn from_sys(v: u32) -> Self {
+        use clrprof_sys as s;
+        match v {
+            s::COR_PRF_SUSPEND_OTHER => Self::Other,
+            s::COR_PRF_SUSPEND_FOR_GC => Self::ForGc,
+            s::COR_PRF_SUSPEND_FOR_APPDOMAIN_SHUTDOWN => Self::ForAppDomainShutdown,
+            s::COR_PRF_SUSPEND_FOR_CODE_PITCHING => Self::ForCodePitching,
+            s::COR_PRF_SUSPEND_FOR_SHUTDOWN => Self::ForShutdown,
+            s::COR_PRF_SUSPEND_FOR_INPROC_DEBUGGER => Self::ForInprocDebugger,
+            s::COR_PRF_SUSPEND_FOR_GC_PREP => Self::ForGcPrep,
+            s::COR_PRF_SUSPEND_FOR_REJIT => Self::ForReJit,
+            s::COR_PRF_SUSPEND_FOR_PROFILER => Self::ForProfiler,
+            o => Self::Unknown(o),
+        }
+    }
+}
+
+/// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
+#[derive(Clone, Copy, Debug)]
+pub struct EventPipeEvent<'a> {
+    /// The provider handle (`EVENTPIPE_PROVIDER`).
+    pub provider: usize,
+    /// Event ID within the provider.
+    pub event_id: u32,
+    /// Event version.
+    pub event_version: u32,
+    /// The event's metadata blob.
+    pub metadata: &'a [u8],
+    /// The event's payload.
+    pub data: &'a [u8],
+    /// Activity ID, if any.
+    pub activity_id: Option<&'a GUID>,
+    /// Related activity ID, if any.
+    pub related_activity_id: Option<&'a GUID>,
+    /// The thread that wrote the event.
+    pub thread: ThreadId<'a>,
+    /// Instruction pointers of the stack, when captured.
+    pub stack: &'a [usize],
+}
+
+/// The profiler's callbacks (`ICorProfilerCallback` … `ICorProfilerCallback11`).
+///
+/// Implement this for the struct marked `#[profiler(clsid = "...")]`. Only
+/// [`initialize`](Profiler::initialize) is required.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is marked #[profiler] but does not implement `clrprof::Profiler`",
+    label = "add `impl clrprof::Profiler for {Self} {{ fn initialize(&self, info: &clrprof::ProfilerInfo) -> clrprof::Result<clrprof::EventMasks> {{ ... }} }}`",
+    note = "the #[profiler] struct must implement the callback trait: at least `initialize`"
+)]
+#[allow(unused_variables)]
+pub trait Profiler: Send + Sync + 'static {
+    // ----- ICorProfilerCallback: startup and shutdown -----
+
+    /// `Initialize`: the profiler was loaded at startup. Return the event masks
+    /// to enable. Returning an error unloads the profiler (the runtime logs it).
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks>;
+
+    /// `Shutdown`: the runtime is shutting down (not called for every process
+    /// exit path, e.g. not on `Environment.FailFast`). Flush output here.
+    fn shutdown(&self, info: &ProfilerInfo) {}
+
+    // ----- application domains (MONITOR_APPDOMAIN_LOADS) -----
+
+    /// `AppDomainCreationStarted`.
+    fn app_domain_creation_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
+    /// `AppDomainCreationFinished`.
+    fn app_domain_creation_finished(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>, status: HRESULT) {}
+    /// `AppDomainShutdownStarted`.
+    fn app_domain_shutdown_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
+    /// `AppDomainShutdownFinished`.
+    fn app_domain_shutdown_finished(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>, status: HRESULT) {}
+
+    // ----- assemblies (MONITOR_ASSEMBLY_LOADS) -----
+
+    /// `AssemblyLoadStarted`.
+    fn assembly_load_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
+    /// `AssemblyLoadFinished`.
+    fn assembly_load_finished(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>, status: HRESULT) {}
+    /// `AssemblyUnloadStarted`.
+    fn assembly_unload_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
+    /// `AssemblyUnloadFinished`.
+    fn assembly_unload_finished(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>, status: HRESULT) {}
+
+    // ----- modules (MONITOR_MODULE_LOADS) -----
+
+    /// `ModuleLoadStarted`. The module's data is incomplete until `ModuleLoadFinished`.
+    fn module_load_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `ModuleLoadFinished`: the module can be inspected now.
+    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, status: HRESULT) {}
+    /// `ModuleUnloadStarted`: last moment the `ModuleId` is valid.
+    fn module_unload_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `ModuleUnloadFinished`.
+    fn module_unload_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, status: HRESULT) {}
+    /// `ModuleAttachedToAssembly`.
+    fn module_attached_to_assembly(&self, info: &ProfilerInfo, module: ModuleId<'_>, assembly: AssemblyId<'_>) {}
+
+    // ----- classes (MONITOR_CLASS_LOADS) -----
+
+    /// `ClassLoadStarted`.
+    fn class_load_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
+    /// `ClassLoadFinished`.
+    fn class_load_finished(&self, info: &ProfilerInfo, class: ClassId<'_>, status: HRESULT) {}
+    /// `ClassUnloadStarted`: last moment the `ClassId` (and its functions' IDs) are valid.
+    fn class_unload_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
+    /// `ClassUnloadFinished`.
+    fn class_unload_finished(&self, info: &ProfilerInfo, class: ClassId<'_>, status: HRESULT) {}
+    /// `FunctionUnloadStarted` (MONITOR_FUNCTION_UNLOADS).
+    fn function_unload_started(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+
+    // ----- JIT (MONITOR_JIT_COMPILATION, MONITOR_CACHE_SEARCHES) -----
+
+    /// `JITCompilationStarted`: the place to replace the IL body.
+    fn jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, is_safe_to_block: bool) {}
+    /// `JITCompilationFinished`.
+    fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    /// `JITCachedFunctionSearchStarted`: return `false` to reject the
+    /// precompiled (NGEN / ready-to-run) code and have the function JIT-compiled.
+    fn jit_cached_function_search_started(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+        true
+    }
+    /// `JITCachedFunctionSearchFinished`; `found` is `COR_PRF_CACHED_FUNCTION_FOUND`.
+    fn jit_cached_function_search_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, found: bool) {}
+    /// `JITFunctionPitched`.
+    fn jit_function_pitched(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `JITInlining`: return `false` to veto inlining `callee` into `caller`.
+    fn jit_inlining(&self, info: &ProfilerInfo, caller: FunctionId<'_>, callee: FunctionId<'_>) -> bool {
+        true
+    }
+
+    // ----- threads (MONITOR_THREADS) -----
+
+    /// `ThreadCreated`.
+    fn thread_created(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `ThreadDestroyed`: last moment the `ThreadId` is valid.
+    fn thread_destroyed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `ThreadAssignedToOSThread`.
+    fn thread_assigned_to_os_thread(&self, info: &ProfilerInfo, thread: ThreadId<'_>, os_thread_id: u32) {}
+    /// `ThreadNameChanged` (Callback2).
+    fn thread_name_changed(&self, info: &ProfilerInfo, thread: ThreadId<'_>, name: WideStr<'_>) {}
+
+    // ----- remoting (.NET Framework; MONITOR_REMOTING*) -----
+
+    /// `RemotingClientInvocationStarted`.
+    fn remoting_client_invocation_started(&self, info: &ProfilerInfo) {}
+    /// `RemotingClientSendingMessage`.
+    fn remoting_client_sending_message(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    /// `RemotingClientReceivingReply`.
+    fn remoting_client_receiving_reply(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    /// `RemotingClientInvocationFinished`.
+    fn remoting_client_invocation_finished(&self, info: &ProfilerInfo) {}
+    /// `RemotingServerReceivingMessage`.
+    fn remoting_server_receiving_message(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    /// `RemotingServerInvocationStarted`.
+    fn remoting_server_invocation_started(&self, info: &ProfilerInfo) {}
+    /// `RemotingServerInvocationReturned`.
+    fn remoting_server_invocation_returned(&self, info: &ProfilerInfo) {}
+    /// `RemotingServerSendingReply`.
+    fn remoting_server_sending_reply(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+
+    // ----- transitions (MONITOR_CODE_TRANSITIONS) -----
+
+    /// `UnmanagedToManagedTransition`.
+    fn unmanaged_to_managed_transition(&self, info: &ProfilerInfo, function: FunctionId<'_>, reason: TransitionReason) {}
+    /// `ManagedToUnmanagedTransition`.
+    fn managed_to_unmanaged_transition(&self, info: &ProfilerInfo, function: FunctionId<'_>, reason: TransitionReason) {}
+
+    // ----- suspension (MONITOR_SUSPENDS) -----
+
+    /// `RuntimeSuspendStarted`. The runtime may hold the thread-store lock: do not block.
+    fn runtime_suspend_started(&self, info: &ProfilerInfo, reason: SuspendReason) {}
+    /// `RuntimeSuspendFinished`.
+    fn runtime_suspend_finished(&self, info: &ProfilerInfo) {}
+    /// `RuntimeSuspendAborted`.
+    fn runtime_suspend_aborted(&self, info: &ProfilerInfo) {}
+    /// `RuntimeResumeStarted`.
+    fn runtime_resume_started(&self, info: &ProfilerInfo) {}
+    /// `RuntimeResumeFinished`.
+    fn runtime_resume_finished(&self, info: &ProfilerInfo) {}
+    /// `RuntimeThreadSuspended`.
+    fn runtime_thread_suspended(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `RuntimeThreadResumed`.
+    fn runtime_thread_resumed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+
+    // ----- GC (MONITOR_GC and friends) -----
+
+    /// `GarbageCollectionStarted` (Callback2). Every `ObjectId` held so far
+    /// becomes invalid now.
+    fn garbage_collection_started(&self, info: &ProfilerInfo, generations: GenerationSet, reason: GcReason) {}
+    /// `GarbageCollectionFinished` (Callback2).
+    fn garbage_collection_finished(&self, info: &ProfilerInfo) {}
+    /// `MovedReferences2` (Callback4; the SDK ignores the older `MovedReferences`,
+    /// which carries the same ranges with 32-bit lengths): objects moved by a
+    /// compacting GC.
+    fn moved_references(&self, info: &ProfilerInfo, ranges: GcRanges<'_>) {}
+    /// `SurvivingReferences2` (Callback4; the older `SurvivingReferences` is
+    /// ignored likewise): objects that survived a non-compacting GC.
+    fn surviving_references(&self, info: &ProfilerInfo, ranges: GcRanges<'_>) {}
+    /// `ObjectAllocated` (MONITOR_OBJECT_ALLOCATED with ENABLE_OBJECT_ALLOCATED).
+    fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>) {}
+    /// `ObjectsAllocatedByClass`: counts since the last GC, per class.
+    fn objects_allocated_by_class(&self, info: &ProfilerInfo, classes: &[ClassId<'_>], counts: &[u32]) {}
+    /// `ObjectReferences`: the objects `object` refers to. Return `false` to
+    /// stop receiving `ObjectReferences` for the rest of this GC.
+    fn object_references(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>, references: &[ObjectId<'_>]) -> bool {
+        true
+    }
+    /// `RootReferences2` (Callback2), with root kinds and flags. (The older
+    /// `RootReferences` carries a subset of the same data and is ignored.)
+    fn root_references(&self, info: &ProfilerInfo, roots: RootReferences<'_>) {}
+    /// `FinalizeableObjectQueued`; `critical` is `COR_PRF_FINALIZER_CRITICAL`.
+    fn finalizeable_object_queued(&self, info: &ProfilerInfo, object: ObjectId<'_>, critical: bool) {}
+    /// `HandleCreated`.
+    fn handle_created(&self, info: &ProfilerInfo, handle: GcHandleId<'_>, initial_object: ObjectId<'_>) {}
+    /// `HandleDestroyed`.
+    fn handle_destroyed(&self, info: &ProfilerInfo, handle: GcHandleId<'_>) {}
+    /// `ConditionalWeakTableElementReferences` (Callback5): dependent handles.
+    fn conditional_weak_table_element_references(&self, info: &ProfilerInfo, keys: &[ObjectId<'_>], values: &[ObjectId<'_>], roots: &[GcHandleId<'_>]) {}
+
+    // ----- exceptions (MONITOR_EXCEPTIONS, MONITOR_CLR_EXCEPTIONS) -----
+
+    /// `ExceptionThrown`.
+    fn exception_thrown(&self, info: &ProfilerInfo, exception: ObjectId<'_>) {}
+    /// `ExceptionSearchFunctionEnter` (first pass).
+    fn exception_search_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionSearchFunctionLeave`.
+    fn exception_search_function_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionSearchFilterEnter`.
+    fn exception_search_filter_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionSearchFilterLeave`.
+    fn exception_search_filter_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionSearchCatcherFound`.
+    fn exception_search_catcher_found(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionOSHandlerEnter` (not issued by current runtimes).
+    fn exception_os_handler_enter(&self, info: &ProfilerInfo) {}
+    /// `ExceptionOSHandlerLeave` (not issued by current runtimes).
+    fn exception_os_handler_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionUnwindFunctionEnter` (second pass). Runs where a GC cannot
+    /// happen: do not block.
+    fn exception_unwind_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionUnwindFunctionLeave`.
+    fn exception_unwind_function_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionUnwindFinallyEnter`.
+    fn exception_unwind_finally_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionUnwindFinallyLeave`.
+    fn exception_unwind_finally_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionCatcherEnter`.
+    fn exception_catcher_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>, exception: ObjectId<'_>) {}
+    /// `ExceptionCatcherLeave`.
+    fn exception_catcher_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionCLRCatcherFound`.
+    fn exception_clr_catcher_found(&self, info: &ProfilerInfo) {}
+    /// `ExceptionCLRCatcherExecute`.
+    fn exception_clr_catcher_execute(&self, info: &ProfilerInfo) {}
+
+    // ----- COM interop (MONITOR_CCW) -----
+
+    /// `COMClassicVTableCreated`.
+    fn com_classic_vtable_created(&self, info: &ProfilerInfo, class: ClassId<'_>, implemented_iid: &GUID, vtable: *mut core::ffi::c_void, slots: u32) {}
+    /// `COMClassicVTableDestroyed`.
+    fn com_classic_vtable_destroyed(&self, info: &ProfilerInfo, class: ClassId<'_>, implemented_iid: &GUID, vtable: *mut core::ffi::c_void) {}
+
+    // ----- attach and detach (Callback3) -----
+
+    /// `InitializeForAttach`: the profiler was loaded into a running process.
+    /// `client_data` is what the attach trigger sent. Only attach-allowed
+    /// masks can be returned. The default refuses attach
+    /// (`CORPROF_E_PROFILER_NOT_ATTACHABLE`).
+    fn initialize_for_attach(&self, info: &ProfilerInfo, client_data: &[u8]) -> Result<AttachEventMasks> {
+        Err(Error::runtime(
+            HRESULT(crate::error::KnownHresult::CORPROF_E_PROFILER_NOT_ATTACHABLE as i32),
+            "Profiler::initialize_for_attach",
+        ))
+    }
+    /// `ProfilerAttachComplete`: catch-up time (enumerate what loaded before the attach).
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {}
+    /// `ProfilerDetachSucceeded`: the last callback; the profiler is dropped afterwards.
+    fn profiler_detach_succeeded(&self, info: &ProfilerInfo) {}
+
+    // ----- ReJIT (Callback4) -----
+
+    /// `ReJITCompilationStarted`.
+    fn rejit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, rejit: ReJitId<'_>, is_safe_to_block: bool) {}
+    /// `GetReJITParameters`: supply the new IL through `control`. An error is
+    /// returned to the runtime, which then reports `ReJITError`.
+    fn get_rejit_parameters(&self, info: &ProfilerInfo, module: ModuleId<'_>, method: MdMethodDef, control: &crate::rejit::FunctionControl) -> Result<()> {
+        Ok(())
+    }
+    /// `ReJITCompilationFinished`.
+    fn rejit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, rejit: ReJitId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    /// `ReJITError`.
+    fn rejit_error(&self, info: &ProfilerInfo, module: ModuleId<'_>, method: MdMethodDef, function: FunctionId<'_>, status: HRESULT) {}
+
+    // ----- Callback6 .. Callback11 -----
+
+    /// `GetAssemblyReferences` (HIGH ADD_ASSEMBLY_REFERENCES): add references
+    /// the runtime should consider while loading `assembly_path`.
+    fn get_assembly_references(&self, info: &ProfilerInfo, assembly_path: WideStr<'_>, provider: &crate::rejit::AssemblyReferenceProvider) -> Result<()> {
+        Ok(())
+    }
+    /// `ModuleInMemorySymbolsUpdated` (Callback7).
+    fn module_in_memory_symbols_updated(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `DynamicMethodJITCompilationStarted` (Callback8): `il_header` is the
+    /// method's IL header and body.
+    fn dynamic_method_jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, is_safe_to_block: bool, il_header: &[u8]) {}
+    /// `DynamicMethodJITCompilationFinished` (Callback8).
+    fn dynamic_method_jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    /// `DynamicMethodUnloaded` (Callback9).
+    fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `EventPipeEventDelivered` (Callback10).
+    fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {}
+    /// `EventPipeProviderCreated` (Callback10).
+    fn event_pipe_provider_created(&self, info: &ProfilerInfo, provider: usize) {}
+    /// `LoadAsNotificationOnly` (Callback11): return `true` to be loaded as a
+    /// notification-only profiler (several may be active; fewer features).
+    /// Called before `initialize`, without a `ProfilerInfo`.
+    fn load_as_notification_only(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,358 @@
+//! `ProfilerInfo`: the safe face of `ICorProfilerInfo` … `ICorProfilerInfo15`.
+//!
+//! At `Initialize` the SDK asks the runtime (QueryInterface) for every Info
+//! version it knows, once, and keeps the interfaces the runtime offers. A
+//! method of a newer interface than the runtime has returns
+//! [`Error::Unsupported`] instead of calling through a missing vtable.
+//!
+//! The Info interfaces are free-threaded: the runtime allows calls from any
+//! thread, including threads the profiler created (BOTR *Profiling*), with the
+//! restrictions each method documents (e.g. `GetCurrentThreadID` on a
+//! non-managed thread fails with `CORPROF_E_NOT_MANAGED_THREAD`).
+
+use crate::buffer::{fill, fill_string};
+use crate::error::{check, Error, Result, HRESULT};
+use crate::event_mask::{EventMask, EventMasks, HighEventMask};
+use crate::ids::*;
+use crate::metadata::MetaDataImport;
+use clrprof_sys as sys;
+use windows_core::{IUnknown, Interface};
+
+macro_rules! info_versions {
+    ($($field:ident: $iface:ident = $n:literal;)*) => {
+        /// The runtime's profiling services for one runtime instance.
+        ///
+        /// Cloning is cheap (one `AddRef` per interface held).
+        #[derive(Clone)]
+        pub struct ProfilerInfo {
+            info1: sys::ICorProfilerInfo,
+            $($field: Option<sys::$iface>,)*
+            version: u8,
+            attached: bool,
+        }
+
+        impl ProfilerInfo {
+            /// Wraps the `IUnknown` the runtime passed to `Initialize` /
+            /// `InitializeForAttach`, querying every Info version it offers.
+            ///
+            /// # Safety
+            /// `unknown` must be the runtime's profiler-info object (the
+            /// argument of `ICorProfilerCallback::Initialize`).
+            pub unsafe fn from_unknown(unknown: &IUnknown, attached: bool) -> Result<Self> {
+                let info1: sys::ICorProfilerInfo = unknown
+                    .cast()
+                    .map_err(|e| Error::runtime(e.code(), "QueryInterface(ICorProfilerInfo)"))?;
+                let mut version = 1u8;
+                $(
+                    let $field: Option<sys::$iface> = unknown.cast().ok();
+                    if $field.is_some() {
+                        version = version.max($n);
+                    }
+                )*
+                Ok(ProfilerInfo { info1, $($field,)* version, attached })
+            }
+        }
+
+        paste::paste! {
+            impl ProfilerInfo {
+                $(
+                    #[doc = concat!("The raw `", stringify!($iface), "`, or `Unsupported` on an older runtime.")]
+                    #[inline]
+                    pub fn [<raw_ $field>](&self, call: &'static str) -> Result<&sys::$iface> {
+                        self.$field.as_ref().ok_or(Error::Unsupported { needs: $n, has: self.version, call })
+                    }
+                )*
+            }
+        }
+    };
+}
+
+info_versions! {
+    info2: ICorProfilerInfo2 = 2;
+    info3: ICorProfilerInfo3 = 3;
+    info4: ICorProfilerInfo4 = 4;
+    info5: ICorProfilerInfo5 = 5;
+    info6: ICorProfilerInfo6 = 6;
+    info7: ICorProfilerInfo7 = 7;
+    info8: ICorProfilerInfo8 = 8;
+    info9: ICorProfilerInfo9 = 9;
+    info10: ICorProfilerInfo10 = 10;
+    info11: ICorProfilerInfo11 = 11;
+    info12: ICorProfilerInfo12 = 12;
+    info13: ICorProfilerInfo13 = 13;
+    info14: ICorProfilerInfo14 = 14;
+    info15: ICorProfilerInfo15 = 15;
+}
+
+// SAFETY: the ICorProfilerInfo* interfaces are free-threaded: the runtime
+// documents them as callable from any thread at any time after Initialize
+// (subject to per-method rules that surface as HRESULTs, not memory unsafety),
+// and COM reference counting on them is thread-safe.
+unsafe impl Send for ProfilerInfo {}
+// SAFETY: as above; `ProfilerInfo` has no interior mutability of its own.
+unsafe impl Sync for ProfilerInfo {}
+
+/// Kind of runtime (`COR_PRF_RUNTIME_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RuntimeType {
+    /// .NET Framework (`COR_PRF_DESKTOP_CLR`).
+    Desktop,
+    /// .NET Core / .NET 5+ (`COR_PRF_CORE_CLR`).
+    CoreClr,
+    /// A value the SDK does not know.
+    Unknown(u32),
+}
+
+/// `GetRuntimeInformation`: which runtime this is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RuntimeInfo {
+    /// Instance ID, distinguishes side-by-side runtimes in one process.
+    pub clr_instance_id: u16,
+    /// Desktop or CoreCLR.
+    pub runtime_type: RuntimeType,
+    /// Major version (e.g. 8).
+    pub major: u16,
+    /// Minor version.
+    pub minor: u16,
+    /// Build number (for .NET Core 3.1.23 / .NET 8.0.4: the patch, 23 / 4).
+    pub build: u16,
+    /// QFE number.
+    pub qfe: u16,
+    /// The version string the runtime reports.
+    pub version_string: String,
+}
+
+impl RuntimeInfo {
+    /// `major.minor.build`, the form the examples' runtime records use.
+    pub fn version(&self) -> String {
+        format!("{}.{}.{}", self.major, self.minor, self.build)
+    }
+}
+
+/// `GetFunctionInfo`: where a function lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionInfo<'a> {
+    /// Its class (null for some generic instantiations; use `function_info2`).
+    pub class: ClassId<'a>,
+    /// Its module.
+    pub module: ModuleId<'a>,
+    /// Its method definition token.
+    pub token: MdMethodDef,
+}
+
+/// `GetModuleInfo`: a module's file name, load address and assembly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleInfo<'a> {
+    /// Base load address (0 for dynamic modules).
+    pub base_load_address: usize,
+    /// File name (path) of the module; empty for dynamic modules.
+    pub name: String,
+    /// The assembly it belongs to.
+    pub assembly: AssemblyId<'a>,
+}
+
+/// `GetClassIDInfo2`: a class's definition, parent and type arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassInfo<'a> {
+    /// Its module.
+    pub module: ModuleId<'a>,
+    /// Its type definition token.
+    pub type_def: MdTypeDef,
+    /// Its parent class (null for `System.Object` and interfaces).
+    pub parent: ClassId<'a>,
+    /// Type arguments of a generic instantiation, in order.
+    pub type_args: Vec<ClassId<'a>>,
+}
+
+/// Open flags for metadata (`CorOpenFlags`): read or read/write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaDataOpen {
+    /// `ofRead`.
+    Read,
+    /// `ofRead | ofWrite` (needed to emit new tokens for IL rewriting).
+    ReadWrite,
+}
+
+impl ProfilerInfo {
+    /// The highest `ICorProfilerInfoN` version the runtime offers.
+    pub fn version(&self) -> u8 {
+        self.version
+    }
+
+    /// `true` if the profiler was loaded by attach (`InitializeForAttach`).
+    pub fn is_attached(&self) -> bool {
+        self.attached
+    }
+
+    /// The raw `ICorProfilerInfo`.
+    pub fn raw_info1(&self) -> &sys::ICorProfilerInfo {
+        &self.info1
+    }
+
+    /// `GetEventMask` (and `GetEventMask2` when the runtime has Info5).
+    pub fn event_mask(&self) -> Result<EventMasks> {
+        if let Ok(i5) = self.raw_info5("ICorProfilerInfo5::GetEventMask2") {
+            let (mut lo, mut hi) = (0u32, 0u32);
+            // SAFETY: valid out pointers; Info5 is present.
+            check(unsafe { i5.GetEventMask2(&mut lo, &mut hi) }, "ICorProfilerInfo5::GetEventMask2")?;
+            return Ok(EventMasks { low: EventMask::from_bits_retain(lo), high: HighEventMask::from_bits_retain(hi) });
+        }
+        let mut lo = 0u32;
+        // SAFETY: valid out pointer.
+        check(unsafe { self.info1.GetEventMask(&mut lo) }, "ICorProfilerInfo::GetEventMask")?;
+        Ok(EventMasks { low: EventMask::from_bits_retain(lo), high: HighEventMask::empty() })
+    }
+
+    /// `SetEventMask` / `SetEventMask2`. A non-empty high mask needs Info5.
+    ///
+    /// Outside `Initialize`, changing an immutable flag
+    /// ([`EventMask::IMMUTABLE`]) is refused by the runtime with
+    /// `CORPROF_E_IMMUTABLE_FLAGS_SET`; so is asking a profiler loaded by
+    /// attach for a flag outside `COR_PRF_ALLOWABLE_AFTER_ATTACH`
+    /// (`CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`). Both come back as
+    /// [`Error::Runtime`] with that code and its explanation.
+    pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
+        if !masks.high.is_empty() {
+            let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
+            // SAFETY: plain value arguments.
+            check(unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }, "ICorProfilerInfo5::SetEventMask2")?;
+            return Ok(());
+        }
+        // SAFETY: plain value argument.
+        check(unsafe { self.info1.SetEventMask(masks.low.bits()) }, "ICorProfilerInfo::SetEventMask")?;
+        Ok(())
+    }
+
+    /// `GetRuntimeInformation` (Info2).
+    pub fn runtime_information(&self) -> Result<RuntimeInfo> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetRuntimeInformation")?;
+        let (mut id, mut ty, mut major, mut minor, mut build, mut qfe) = (0u16, 0u32, 0u16, 0u16, 0u16, 0u16);
+        let version_string = fill_string("ICorProfilerInfo2::GetRuntimeInformation", |cap, needed, buf| {
+            // SAFETY: `buf` has `cap` writable WCHARs (buffer protocol); other
+            // out pointers are valid locals.
+            unsafe { i2.GetRuntimeInformation(&mut id, &mut ty, &mut major, &mut minor, &mut build, &mut qfe, cap, needed, buf) }
+        })?;
+        let runtime_type = match ty {
+            sys::COR_PRF_DESKTOP_CLR => RuntimeType::Desktop,
+            sys::COR_PRF_CORE_CLR => RuntimeType::CoreClr,
+            o => RuntimeType::Unknown(o),
+        };
+        Ok(RuntimeInfo { clr_instance_id: id, runtime_type, major, minor, build, qfe, version_string })
+    }
+
+    /// `GetFunctionInfo`.
+    pub fn function_info<'a>(&self, function: FunctionId<'a>) -> Result<FunctionInfo<'a>> {
+        let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
+        // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
+        check(
+            unsafe { self.info1.GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token) },
+            "ICorProfilerInfo::GetFunctionInfo",
+        )?;
+        // SAFETY: IDs returned for a valid function stay valid as long as it does.
+        Ok(unsafe { FunctionInfo { class: ClassId::from_sys(class), module: ModuleId::from_sys(module), token: MdMethodDef(token) } })
+    }
+
+    /// `GetFunctionInfo2` without a frame: the class, module, token and the
+    /// function's own type arguments (empty for non-generic methods, or when
+    /// the runtime cannot tell without a frame).
+    pub fn function_info2<'a>(&self, function: FunctionId<'a>) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionInfo2")?;
+        let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
+        let mut args: Vec<usize> = Vec::new();
+        fill::<usize, 8>("ICorProfilerInfo2::GetFunctionInfo2", &mut args, |cap, needed, buf| {
+            // SAFETY: `function` is valid (typed ID); `buf` has `cap` slots.
+            unsafe { i2.GetFunctionInfo2(function.as_sys(), 0, &mut class, &mut module, &mut token, cap, needed, buf) }
+        })?;
+        // SAFETY: IDs the runtime returns for a valid function are valid as long as it is.
+        let info = unsafe { FunctionInfo { class: ClassId::from_sys(class), module: ModuleId::from_sys(module), token: MdMethodDef(token) } };
+        // SAFETY: as above.
+        Ok((info, args.into_iter().map(|c| unsafe { ClassId::from_sys(c) }).collect()))
+    }
+
+    /// `GetClassIDInfo2` (Info2): definition, parent and type arguments.
+    pub fn class_info<'a>(&self, class: ClassId<'a>) -> Result<ClassInfo<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetClassIDInfo2")?;
+        let (mut module, mut td, mut parent) = (0usize, 0u32, 0usize);
+        let mut args: Vec<usize> = Vec::new();
+        fill::<usize, 8>("ICorProfilerInfo2::GetClassIDInfo2", &mut args, |cap, needed, buf| {
+            // SAFETY: `class` is valid (typed ID); `buf` has `cap` slots.
+            unsafe { i2.GetClassIDInfo2(class.as_sys(), &mut module, &mut td, &mut parent, cap, needed, buf) }
+        })?;
+        // SAFETY: IDs returned for a loaded class are valid while it is.
+        Ok(unsafe {
+            ClassInfo {
+                module: ModuleId::from_sys(module),
+                type_def: MdTypeDef(td),
+                parent: ClassId::from_sys(parent),
+                type_args: args.into_iter().map(|c| ClassId::from_sys(c)).collect(),
+            }
+        })
+    }
+
+    /// `GetModuleInfo`.
+    pub fn module_info<'a>(&self, module: ModuleId<'a>) -> Result<ModuleInfo<'a>> {
+        let (mut base, mut assembly) = (core::ptr::null::<u8>(), 0usize);
+        let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
+            // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
+            unsafe { self.info1.GetModuleInfo(module.as_sys(), &mut base, cap, needed, buf, &mut assembly) }
+        })?;
+        // SAFETY: the assembly of a loaded module is valid while the module is.
+        Ok(ModuleInfo { base_load_address: base as usize, name, assembly: unsafe { AssemblyId::from_sys(assembly) } })
+    }
+
+    /// `GetModuleMetaData`: the module's metadata import interface.
+    pub fn module_metadata(&self, module: ModuleId<'_>, open: MetaDataOpen) -> Result<MetaDataImport> {
+        let flags = match open {
+            MetaDataOpen::Read => sys::ofRead,
+            MetaDataOpen::ReadWrite => sys::ofRead | sys::ofWrite,
+        };
+        let mut unk: Option<IUnknown> = None;
+        // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
+        check(
+            unsafe { self.info1.GetModuleMetaData(module.as_sys(), flags, &sys::IMetaDataImport::IID, &mut unk) },
+            "ICorProfilerInfo::GetModuleMetaData",
+        )?;
+        let unk = unk.ok_or(Error::runtime(HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32), "ICorProfilerInfo::GetModuleMetaData"))?;
+        MetaDataImport::from_unknown(&unk)
+    }
+
+    /// `GetTokenAndMetaDataFromFunction`: the function's metadata and token.
+    pub fn token_and_metadata_from_function(&self, function: FunctionId<'_>) -> Result<(MetaDataImport, MdMethodDef)> {
+        let mut unk: Option<IUnknown> = None;
+        let mut token = 0u32;
+        // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
+        check(
+            unsafe { self.info1.GetTokenAndMetaDataFromFunction(function.as_sys(), &sys::IMetaDataImport::IID, &mut unk, &mut token) },
+            "ICorProfilerInfo::GetTokenAndMetaDataFromFunction",
+        )?;
+        let unk = unk.ok_or(Error::runtime(HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32), "ICorProfilerInfo::GetTokenAndMetaDataFromFunction"))?;
+        Ok((MetaDataImport::from_unknown(&unk)?, MdMethodDef(token)))
+    }
+
+    /// `GetCurrentThreadID`: the managed thread running the caller.
+    /// Fails with `CORPROF_E_NOT_MANAGED_THREAD` on threads the runtime does not know.
+    pub fn current_thread_id(&self) -> Result<ThreadId<'_>> {
+        let mut t = 0usize;
+        // SAFETY: valid out pointer.
+        check(unsafe { self.info1.GetCurrentThreadID(&mut t) }, "ICorProfilerInfo::GetCurrentThreadID")?;
+        // SAFETY: the current thread's ID is valid while this thread runs.
+        Ok(unsafe { ThreadId::from_sys(t) })
+    }
+
+    /// `ForceGC` (Info2): must be called from a thread that is not running
+    /// managed code and is not inside a callback, e.g. a thread the profiler created.
+    pub fn force_gc(&self) -> Result<()> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::ForceGC")?;
+        // SAFETY: no arguments; the runtime checks the calling context.
+        check(unsafe { i2.ForceGC() }, "ICorProfilerInfo2::ForceGC").map(|_| ())
+    }
+
+    /// `RequestProfilerDetach` (Info3): ask the runtime to detach this
+    /// profiler; `expected_completion_ms` is how long the profiler expects
+    /// its threads to need to leave its code.
+    pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
+        let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
+        // SAFETY: plain value argument.
+        check(unsafe { i3.RequestProfilerDetach(expected_completion_ms) }, "ICorProfilerInfo3::RequestProfilerDetach").map(|_| ())
+    }
+}
