@@ -44,7 +44,7 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
             "building {package} for {} failed ({}):\n{}",
             os.rust_target(),
             out.status,
-            String::from_utf8_lossy(&out.stderr)
+            first_lines(&String::from_utf8_lossy(&out.stderr), 40)
         )));
     }
     let wanted_ext = match os {
@@ -104,4 +104,17 @@ pub fn workspace_root() -> Result<PathBuf> {
         .parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| Error::new("cargo locate-project returned no directory"))
+}
+
+/// The first `n` lines of `text` (the first compiler errors are the useful ones).
+fn first_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= n {
+        return text.to_string();
+    }
+    format!(
+        "{}\n... ({} more lines)",
+        lines[..n].join("\n"),
+        lines.len() - n
+    )
 }

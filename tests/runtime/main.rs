@@ -4,14 +4,21 @@
 //! after `cargo xtask provision` (or let `cargo xtask test` do both).
 
 mod broken;
+mod exceptions;
 mod hello;
+mod jit_tracer;
 
 use clrprof_testing::harness::Harness;
 
 fn main() {
     let mut harness = Harness::new(concat!(env!("CARGO_MANIFEST_DIR"), "/apps"))
         .workspace(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    for scenario in hello::scenarios().into_iter().chain(broken::scenarios()) {
+    let scenarios = hello::scenarios()
+        .into_iter()
+        .chain(exceptions::scenarios())
+        .chain(jit_tracer::scenarios())
+        .chain(broken::scenarios());
+    for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
     harness.main()

@@ -414,6 +414,6 @@ fn sdk_compiler() -> Option<Compiler> {
 
 /// Installs missing toolchains through `crate::toolchain` (being written by
 /// another engineer; until it lands, only reports what is missing).
-fn ensure_toolchain(_strict: bool) -> crate::Result {
+pub fn ensure_toolchain(_strict: bool) -> crate::Result {
     Ok(())
 }

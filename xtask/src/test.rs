@@ -1,5 +1,243 @@
-//! `cargo xtask` command module (to be filled in).
+//! `cargo xtask test [--strict]`: everything, on every leg.
+//!
+//! Steps: install missing toolchains → provision the runtimes and the C#
+//! compiler → build the example profilers for Linux and Windows →
+//! `cargo test --workspace` (native tests, and the real-runtime harness of
+//! `tests/`, which runs every scenario on every leg) → the cross-target
+//! clrprof-sys tests → a per-leg summary table. Strict mode (`--strict` or
+//! `CI=true`) turns anything that cannot run into a failure. Exits non-zero
+//! on any failure.
 
-pub fn main(_args: &[String]) -> crate::Result {
-    Err("not implemented yet".into())
+use crate::provision;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// One row of the final table.
+#[derive(Debug, Clone, Default)]
+pub struct Row {
+    /// What ran (a leg, or a group of tests).
+    pub name: String,
+    /// Passed count.
+    pub passed: usize,
+    /// Failed count.
+    pub failed: usize,
+    /// Skipped (or ignored) count.
+    pub skipped: usize,
+    /// A note, e.g. why a step did not run.
+    pub note: String,
+}
+
+pub fn main(args: &[String]) -> crate::Result {
+    for a in args {
+        if a != "--strict" {
+            return Err(format!("test: unknown argument `{a}`").into());
+        }
+    }
+    let strict = provision::strict_from(args);
+    let started = Instant::now();
+    let root = provision::workspace_root();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut step_failures: Vec<String> = Vec::new();
+
+    step("toolchains");
+    provision::ensure_toolchain(strict)?;
+
+    step("provision runtimes and C# compiler");
+    let cache = provision::cache_dir(None);
+    if let Err(e) = provision::provision(&cache, strict) {
+        // Not strict: what could not be provisioned shows as skipped legs below.
+        step_failures.push(format!("provision: {e}"));
+    }
+
+    step("build example profilers");
+    for (name, result) in build_examples(&root) {
+        if let Err(e) = result {
+            step_failures.push(format!("build {name}: {e}"));
+        }
+    }
+
+    step("cargo test --workspace (native tests + real-runtime harness on every leg)");
+    let summary_path = cache.join("harness-summary.json");
+    let _ = std::fs::remove_file(&summary_path);
+    let (native, ok) = cargo_test_workspace(&root, &summary_path, strict)?;
+    rows.push(native);
+    if !ok {
+        step_failures.push("cargo test --workspace failed".into());
+    }
+    match read_harness_summary(&summary_path) {
+        Some(legs) => rows.extend(legs),
+        None => {
+            step_failures.push("the real-runtime harness wrote no summary (did it run?)".into());
+        }
+    }
+
+    step("cross-target clrprof-sys tests");
+    match cross_rows(strict) {
+        Ok(cross) => rows.extend(cross),
+        Err(e) => step_failures.push(format!("cross-target tests: {e}")),
+    }
+
+    print_table(&rows);
+    let failed_cases: usize = rows.iter().map(|r| r.failed).sum();
+    println!("total time {:.0}s", started.elapsed().as_secs_f64());
+    if failed_cases > 0 || !step_failures.is_empty() {
+        for f in &step_failures {
+            eprintln!("xtask test: {f}");
+        }
+        return Err(format!(
+            "{failed_cases} failed case(s), {} failed step(s)",
+            step_failures.len()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn step(what: &str) {
+    println!("\n==> {what}");
+}
+
+/// Example profiler packages: every `examples/<name>/Cargo.toml`.
+pub fn example_packages(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("examples"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Builds every example for Linux and for Windows (x86_64-pc-windows-gnu).
+pub fn build_examples(root: &Path) -> Vec<(String, crate::Result)> {
+    let mut results = Vec::new();
+    for package in example_packages(root) {
+        for os in [clrprof_testing::Os::Linux, clrprof_testing::Os::Windows] {
+            let label = format!("{package} ({})", os.rust_target());
+            let r = clrprof_testing::build::build_cdylib(&package, os, false, root)
+                .map(|path| println!("built {label}: {}", path.display()))
+                .map_err(|e| e.to_string().into());
+            results.push((label, r));
+        }
+    }
+    results
+}
+
+/// Runs `cargo test --workspace`, streaming its output and counting libtest
+/// results. The runtime harness writes its per-leg counts to `summary`.
+fn cargo_test_workspace(root: &Path, summary: &Path, strict: bool) -> crate::Result<(Row, bool)> {
+    let mut cmd = Command::new(clrprof_testing::build::cargo());
+    cmd.current_dir(root).args(["test", "--workspace"]);
+    cmd.env("CLRPROF_HARNESS_SUMMARY", summary);
+    cmd.env("CLRPROF_CACHE", provision::cache_dir(None));
+    if strict {
+        cmd.env("CI", "true");
+    }
+    cmd.stdout(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run cargo test: {e}"))?;
+    let mut row = Row {
+        name: "native (cargo test)".into(),
+        ..Row::default()
+    };
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("{line}");
+            if let Some(counts) = parse_libtest_result(&line) {
+                row.passed += counts.0;
+                row.failed += counts.1;
+                row.skipped += counts.2;
+            }
+        }
+    }
+    let status = child.wait()?;
+    Ok((row, status.success()))
+}
+
+/// Parses `test result: ok. 19 passed; 0 failed; 2 ignored; ...` into (passed, failed, ignored).
+pub fn parse_libtest_result(line: &str) -> Option<(usize, usize, usize)> {
+    let rest = line.trim().strip_prefix("test result: ")?;
+    let (_, counts) = rest.split_once(". ")?;
+    let mut found = (0, 0, 0);
+    for part in counts.split(';') {
+        let mut words = part.split_whitespace();
+        let n: usize = words.next()?.parse().ok()?;
+        match words.next()? {
+            "passed" => found.0 = n,
+            "failed" => found.1 = n,
+            "ignored" => found.2 = n,
+            _ => {}
+        }
+    }
+    Some(found)
+}
+
+fn read_harness_summary(path: &Path) -> Option<Vec<Row>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let legs = v["legs"].as_object()?;
+    let count = |c: &serde_json::Value, k: &str| {
+        c[k].as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    Some(
+        legs.iter()
+            .map(|(name, c)| Row {
+                name: name.clone(),
+                passed: count(c, "passed"),
+                failed: count(c, "failed"),
+                skipped: count(c, "skipped"),
+                note: String::new(),
+            })
+            .collect(),
+    )
+}
+
+/// Rows of the cross-target clrprof-sys runs (xtask/src/cross.rs).
+fn cross_rows(strict: bool) -> crate::Result<Vec<Row>> {
+    let _ = strict;
+    Ok(vec![Row {
+        name: "cross targets".into(),
+        note: "not wired yet".into(),
+        ..Row::default()
+    }])
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n{:<28} {:>7} {:>7} {:>8}  note",
+        "leg", "passed", "failed", "skipped"
+    );
+    for r in rows {
+        println!(
+            "{:<28} {:>7} {:>7} {:>8}  {}",
+            r.name, r.passed, r.failed, r.skipped, r.note
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_libtest_result;
+
+    #[test]
+    fn parses_libtest_summaries() {
+        assert_eq!(
+            parse_libtest_result("test result: ok. 19 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.50s"),
+            Some((19, 0, 2))
+        );
+        assert_eq!(
+            parse_libtest_result(
+                "test result: FAILED. 3 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out"
+            ),
+            Some((3, 1, 0))
+        );
+        assert_eq!(parse_libtest_result("running 3 tests"), None);
+    }
 }
