@@ -34,7 +34,7 @@ pub fn scenarios() -> Vec<Scenario> {
         if runtime["runtime"] != "coreclr" {
             return Err(format!("runtime record {runtime} does not say coreclr").into());
         }
-        if !runtime["pid"].as_u64().is_some_and(|p| p > 0) {
+        if runtime["pid"].as_u64().is_none_or(|p| p == 0) {
             return Err(format!("runtime record {runtime} has no pid").into());
         }
 
