@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Installs what clrprof's cross-target test legs and test rig need on a bare
+# Debian 12 machine (run by `cargo xtask toolchain`):
+#
+#   rustup targets   aarch64-unknown-linux-gnu, x86_64-pc-windows-gnu
+#   Debian packages  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+#                    (aarch64 leg: cross linker, libc, user-mode emulator)
+#                    gcc-mingw-w64-x86-64 wine64 (win-x64 legs)
+#                    mono-mcs (C# compiler of the test apps)
+#                    python3-pip (downloads the runtime wheels)
+#
+# Idempotent: prints nothing and exits 0 when everything is present (checked
+# with `rustup target list --installed` and dpkg-query before any apt-get).
+# Exits 1 with a message saying what is missing when it cannot install
+# (no rustup, not Debian/apt, not root and no password-less sudo, apt failed).
+set -euo pipefail
+
+RUST_TARGETS=(aarch64-unknown-linux-gnu x86_64-pc-windows-gnu)
+DEB_PACKAGES=(
+    gcc-aarch64-linux-gnu
+    libc6-dev-arm64-cross
+    qemu-user
+    gcc-mingw-w64-x86-64
+    wine64
+    mono-mcs
+    python3-pip
+)
+
+say() { echo "install-toolchains: $*" >&2; }
+
+missing_targets=()
+if command -v rustup >/dev/null 2>&1; then
+    installed_targets=$(rustup target list --installed)
+    for target in "${RUST_TARGETS[@]}"; do
+        if ! grep -qx "$target" <<<"$installed_targets"; then
+            missing_targets+=("$target")
+        fi
+    done
+else
+    say "rustup not found; cannot add Rust targets ${RUST_TARGETS[*]}"
+    exit 1
+fi
+
+package_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing_packages=()
+if command -v dpkg-query >/dev/null 2>&1; then
+    for package in "${DEB_PACKAGES[@]}"; do
+        if ! package_installed "$package"; then
+            missing_packages+=("$package")
+        fi
+    done
+else
+    missing_packages=("${DEB_PACKAGES[@]}")
+fi
+
+if [ ${#missing_targets[@]} -eq 0 ] && [ ${#missing_packages[@]} -eq 0 ]; then
+    exit 0
+fi
+
+if [ ${#missing_targets[@]} -gt 0 ]; then
+    say "adding Rust targets: ${missing_targets[*]}"
+    if ! rustup target add "${missing_targets[@]}"; then
+        say "rustup target add failed"
+        exit 1
+    fi
+fi
+
+if [ ${#missing_packages[@]} -gt 0 ]; then
+    if ! command -v apt-get >/dev/null 2>&1 || [ ! -f /etc/debian_version ]; then
+        say "not a Debian system with apt; install these packages (or their equivalents) by hand: ${missing_packages[*]}"
+        exit 1
+    fi
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo=(sudo -n)
+        else
+            say "not root and no password-less sudo; as root run: apt-get install ${missing_packages[*]}"
+            exit 1
+        fi
+    fi
+    say "installing Debian packages: ${missing_packages[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq; then
+        say "apt-get update failed"
+        exit 1
+    fi
+    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_packages[@]}" >/dev/null; then
+        say "apt-get install failed for: ${missing_packages[*]}"
+        exit 1
+    fi
+    still_missing=()
+    for package in "${missing_packages[@]}"; do
+        package_installed "$package" || still_missing+=("$package")
+    done
+    if [ ${#still_missing[@]} -gt 0 ]; then
+        say "still missing after apt-get install: ${still_missing[*]}"
+        exit 1
+    fi
+fi
+
+say "done"
