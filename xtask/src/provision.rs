@@ -351,6 +351,32 @@ fn provision_wine(cache: &Path) -> crate::Result<Wine> {
             return Err(format!("wineboot left no system.reg in {}", prefix.display()).into());
         }
     }
+    // Rust's std for Windows imports ProcessPrng from bcryptprimitives.dll,
+    // which Wine 8 lacks, so a Rust profiler DLL would fail to load. The
+    // project's Wine runner installs a stand-in into a prefix on first use;
+    // let it do that for this prefix too.
+    let shim = prefix.join("drive_c/windows/system32/bcryptprimitives.dll");
+    if !shim.is_file() {
+        println!("provision: installing the bcryptprimitives.dll stand-in into the Wine prefix");
+        let runner = workspace_root().join("scripts").join("wine-runner.sh");
+        let status = Command::new("sh")
+            .arg(&runner)
+            .args(["cmd", "/c", "exit"])
+            .env("CLRPROF_WINEPREFIX", &prefix)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", runner.display()))?;
+        wait_for_wineserver(&loader, &prefix);
+        if !shim.is_file() {
+            return Err(format!(
+                "{} did not install {} ({status})",
+                runner.display(),
+                shim.display()
+            )
+            .into());
+        }
+    }
     Ok(Wine { loader, prefix })
 }
 
