@@ -141,7 +141,7 @@ pub fn print_manifest(m: &Manifest) {
 pub fn provision(cache: &Path, strict: bool) -> crate::Result<Manifest> {
     let started = Instant::now();
     std::fs::create_dir_all(cache).map_err(|e| format!("{}: {e}", cache.display()))?;
-    ensure_toolchain(strict)?;
+    crate::toolchain::ensure(strict)?;
 
     let mut problems: Vec<String> = Vec::new();
     let mut legs: Vec<Leg> = Vec::new();
@@ -436,10 +436,4 @@ fn sdk_compiler() -> Option<Compiler> {
         csc,
         references,
     })
-}
-
-/// Installs missing toolchains through `crate::toolchain` (being written by
-/// another engineer; until it lands, only reports what is missing).
-pub fn ensure_toolchain(_strict: bool) -> crate::Result {
-    Ok(())
 }

@@ -42,7 +42,7 @@ pub fn main(args: &[String]) -> crate::Result {
     let mut step_failures: Vec<String> = Vec::new();
 
     step("toolchains");
-    provision::ensure_toolchain(strict)?;
+    crate::toolchain::ensure(strict)?;
 
     step("provision runtimes and C# compiler");
     let cache = provision::cache_dir(None);
@@ -201,12 +201,28 @@ fn read_harness_summary(path: &Path) -> Option<Vec<Row>> {
 
 /// Rows of the cross-target clrprof-sys runs (xtask/src/cross.rs).
 fn cross_rows(strict: bool) -> crate::Result<Vec<Row>> {
-    let _ = strict;
-    Ok(vec![Row {
-        name: "cross targets".into(),
-        note: "not wired yet".into(),
-        ..Row::default()
-    }])
+    use crate::cross::LegOutcome;
+    let reports = crate::cross::run(strict)?;
+    Ok(reports
+        .into_iter()
+        .map(|r| {
+            let (failed, note) = match &r.outcome {
+                LegOutcome::Passed => (r.failed, String::new()),
+                // A leg that failed without a failing test (could not build or
+                // start) still counts as one failure.
+                LegOutcome::Failed(why) => (r.failed.max(1), why.clone()),
+                LegOutcome::Skipped(why) => (r.failed, format!("skipped: {why}")),
+            };
+            let skipped = r.ignored + usize::from(matches!(r.outcome, LegOutcome::Skipped(_)));
+            Row {
+                name: format!("clrprof-sys {}", r.leg),
+                passed: r.passed,
+                failed,
+                skipped,
+                note,
+            }
+        })
+        .collect())
 }
 
 fn print_table(rows: &[Row]) {
