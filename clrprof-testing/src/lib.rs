@@ -12,7 +12,10 @@
 //!   and collect its exit status, output and the profiler's JSON Lines records;
 //! * [`harness`]: a test runner for `harness = false` test targets that runs
 //!   scenario × leg and reports `ok` / `FAILED: reason` / `skipped: reason`;
-//! * [`clsid`], [`wine`]: CLSID markers in profiler binaries, Wine paths.
+//! * [`clsid`], [`wine`]: CLSID markers in profiler binaries, Wine paths;
+//! * [`fixtures`]: a deliberately broken C profiler, to prove failures are reported.
+
+#![warn(missing_docs)]
 
 pub mod build;
 pub mod clsid;
