@@ -120,6 +120,17 @@ pub fn run(
     for (k, v) in &launch.env {
         cmd.env(k, v);
     }
+    // Under Wine without a chosen prefix, use the one `cargo xtask provision`
+    // prepared: it has the bcryptprimitives.dll stand-in that Rust-built
+    // profiler DLLs need on Wine 8.
+    let under_wine = command
+        .first()
+        .is_some_and(|c| is_wine_command(Path::new(c)));
+    if under_wine && std::env::var_os("WINEPREFIX").is_none() {
+        if let Some(wine) = clrprof_testing::discover().wine() {
+            cmd.env("WINEPREFIX", &wine.prefix);
+        }
+    }
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;

@@ -27,7 +27,8 @@ enum Command {
     /// Sets CORECLR_ENABLE_PROFILING=1, CORECLR_PROFILER and
     /// CORECLR_PROFILER_PATH (absolute; a Z:\ path when CMD runs under Wine,
     /// i.e. CMD is a .exe or Wine itself) and, with --output, CLRPROF_OUTPUT.
-    /// Exits with CMD's status.
+    /// Without WINEPREFIX set, Wine runs use the prefix `cargo xtask
+    /// provision` prepared. Exits with CMD's status.
     Run {
         /// The profiler library (.so, or .dll for Windows runtimes under Wine).
         #[arg(long)]
