@@ -17,9 +17,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 WINEPREFIX=${CLRPROF_WINEPREFIX:-$target_dir/wine-prefix}
 WINEDEBUG=${WINEDEBUG:--all}
-# No Wine Mono or Gecko installers in a fresh prefix.
-WINEDLLOVERRIDES=${WINEDLLOVERRIDES:-mscoree,mshtml=}
-export WINEPREFIX WINEDEBUG WINEDLLOVERRIDES
+export WINEPREFIX WINEDEBUG
 
 wine=
 for candidate in /usr/lib/wine/wine64 wine64 wine; do
@@ -35,7 +33,9 @@ fi
 
 if [ ! -f "$WINEPREFIX/system.reg" ]; then
     mkdir -p "$WINEPREFIX"
-    "$wine" wineboot --init >/dev/null 2>&1 || true
+    # No Wine Mono or Gecko installers in the new prefix. (Only here: with
+    # mscoree disabled at run time, .NET 8 cannot load its mscorlib facade.)
+    WINEDLLOVERRIDES="mscoree,mshtml=" "$wine" wineboot --init >/dev/null 2>&1 || true
     server=$(dirname "$(command -v "$wine")")/wineserver
     [ -x "$server" ] || server=wineserver
     "$server" -w >/dev/null 2>&1 || true
