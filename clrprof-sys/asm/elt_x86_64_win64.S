@@ -22,7 +22,9 @@
  * JIT needs), calls the C-ABI handler stored in its slot with the ID in rcx
  * and 32 bytes of home space, restores and returns. An empty (zero) slot
  * returns at once without touching the stack. The handler is read once
- * into r11, so the trampoline never calls a half-updated slot.
+ * into r11, so the trampoline never calls a half-updated slot. Only
+ * volatile registers are saved, so the SEH unwind info needs nothing but
+ * the stack allocation.
  */
 
         .intel_syntax noprefix

@@ -2,17 +2,19 @@
 ; assembled with ml64 by the cc crate). Same code, frame and register
 ; contract as elt_x86_64_win64.S (GNU syntax, mingw-w64 targets); see that
 ; file and src/elt.rs for the convention these trampolines implement.
+; Not assembled by this project's CI (no ml64 on Linux): keep it in step
+; with the .S file by hand.
 ;
 ; Handler slots: one pointer-sized word each, zero = no handler.
 
-_DATA SEGMENT ALIGN(8) 'DATA'
+.data
+ALIGN 8
 PUBLIC clrprof_elt_enter_handler
 PUBLIC clrprof_elt_leave_handler
 PUBLIC clrprof_elt_tailcall_handler
 clrprof_elt_enter_handler    QWORD 0
 clrprof_elt_leave_handler    QWORD 0
 clrprof_elt_tailcall_handler QWORD 0
-_DATA ENDS
 
 FRAME_SIZE EQU 0A8h
 OFF_XMM0   EQU 020h
@@ -27,11 +29,12 @@ OFF_RDX    EQU 090h
 OFF_R8     EQU 098h
 OFF_R9     EQU 0A0h
 
-ELT_TRAMPOLINE MACRO name, slot
+ELT_TRAMPOLINE MACRO fn_name, slot_name
     LOCAL no_handler
-PUBLIC name
-name PROC FRAME
-        mov     r11, qword ptr [slot]
+ALIGN 16
+PUBLIC fn_name
+fn_name PROC FRAME
+        mov     r11, qword ptr [slot_name]
         test    r11, r11
         jz      no_handler
 
@@ -67,13 +70,12 @@ name PROC FRAME
         add     rsp, FRAME_SIZE
 no_handler:
         ret
-name ENDP
+fn_name ENDP
 ENDM
 
-_TEXT SEGMENT ALIGN(16) 'CODE'
+.code
 ELT_TRAMPOLINE clrprof_elt_enter3_trampoline, clrprof_elt_enter_handler
 ELT_TRAMPOLINE clrprof_elt_leave3_trampoline, clrprof_elt_leave_handler
 ELT_TRAMPOLINE clrprof_elt_tailcall3_trampoline, clrprof_elt_tailcall_handler
-_TEXT ENDS
 
 END

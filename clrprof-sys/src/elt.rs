@@ -29,7 +29,9 @@
 //! The handler is read from a pointer-sized slot owned by the assembly file
 //! (`clrprof_elt_enter_handler` etc.), so it can be installed and replaced at
 //! run time with one atomic store; a zero slot makes the trampoline return at
-//! once. Dispatch allocates nothing and takes no lock.
+//! once. Dispatch allocates nothing and takes no lock. Slots and trampolines
+//! have hidden (library-local) visibility, so two clrprof-based profilers
+//! loaded into one process each keep their own.
 //!
 //! What each trampoline preserves, from the JIT's target headers
 //! (`targetamd64.h`, `targetarm64.h`: `REG_PROFILER_*`, `RBM_PROFILER_*_TRASH`)
