@@ -60,46 +60,56 @@ if [ ${#missing_targets[@]} -eq 0 ] && [ ${#missing_packages[@]} -eq 0 ]; then
     exit 0
 fi
 
+# Keep going after a failure, so one unreachable source does not leave the
+# other half uninstalled; exit 1 at the end if anything failed.
+failed=0
+
 if [ ${#missing_targets[@]} -gt 0 ]; then
     say "adding Rust targets: ${missing_targets[*]}"
     if ! rustup target add "${missing_targets[@]}"; then
-        say "rustup target add failed"
-        exit 1
+        say "rustup target add failed for: ${missing_targets[*]} (is the Rust distribution server reachable?)"
+        failed=1
     fi
 fi
 
-if [ ${#missing_packages[@]} -gt 0 ]; then
+install_packages() {
     if ! command -v apt-get >/dev/null 2>&1 || [ ! -f /etc/debian_version ]; then
         say "not a Debian system with apt; install these packages (or their equivalents) by hand: ${missing_packages[*]}"
-        exit 1
+        return 1
     fi
-    sudo=()
+    local sudo=()
     if [ "$(id -u)" -ne 0 ]; then
         if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
             sudo=(sudo -n)
         else
             say "not root and no password-less sudo; as root run: apt-get install ${missing_packages[*]}"
-            exit 1
+            return 1
         fi
     fi
     say "installing Debian packages: ${missing_packages[*]}"
-    export DEBIAN_FRONTEND=noninteractive
     if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq; then
         say "apt-get update failed"
-        exit 1
+        return 1
     fi
     if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_packages[@]}" >/dev/null; then
         say "apt-get install failed for: ${missing_packages[*]}"
-        exit 1
+        return 1
     fi
-    still_missing=()
+    local still_missing=()
     for package in "${missing_packages[@]}"; do
         package_installed "$package" || still_missing+=("$package")
     done
     if [ ${#still_missing[@]} -gt 0 ]; then
         say "still missing after apt-get install: ${still_missing[*]}"
-        exit 1
+        return 1
     fi
+}
+
+if [ ${#missing_packages[@]} -gt 0 ]; then
+    install_packages || failed=1
 fi
 
+if [ "$failed" -ne 0 ]; then
+    exit 1
+fi
 say "done"
