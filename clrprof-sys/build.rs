@@ -23,6 +23,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(clrprof_elt_harness)");
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=asm");
+    println!("cargo::rerun-if-changed=tests/elt_trampolines.rs");
 
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
