@@ -1,5 +1,184 @@
-//! `cargo xtask` command module (to be filled in).
+//! `cargo xtask gen-sys`: regenerates the raw bindings in `clrprof-sys/src`
+//! from the runtime's reference headers.
+//!
+//! Usage: `cargo xtask gen-sys --ref-dir DIR` where DIR holds `corprof.idl`,
+//! `corprof.h`, `corprof_i.cpp`, `cor.h`, `corhdr.h` and `metahost.idl`
+//! (from dotnet/runtime or dotnet/diagnostics; they are not part of this
+//! repository). The generated files are committed.
 
-pub fn main(_args: &[String]) -> crate::Result {
-    Err("not implemented yet".into())
+mod corh;
+mod emit;
+mod idl;
+mod lex;
+mod model;
+mod parse;
+
+use std::path::{Path, PathBuf};
+
+use emit::{emit_items, Env};
+use model::Item;
+
+/// Names the C headers take from cor.h / corhdr.h; the crate defines them
+/// in `types.rs` / `metadata.rs`, so the IDL's copies are not emitted.
+const DEFINED_ELSEWHERE: &[&str] = &["CorElementType"];
+
+/// Names `types.rs` defines by hand; cor.h's typedefs of them are not emitted.
+const HAND_WRITTEN: &[&str] = &[
+    "UVCP_CONSTANT",
+    "HCORENUM",
+    "RID",
+    "COR_SIGNATURE",
+    "PCOR_SIGNATURE",
+    "PCCOR_SIGNATURE",
+];
+
+/// corhdr.h typedefs the header reader skips (bit fields, anonymous unions,
+/// several declarators); the ones the bindings need are written by hand in
+/// `corhdr_manual.rs.in`. A change in this list means the header changed.
+const CORHDR_SKIPPED: &[&str] = &[
+    "PIMAGE_DATA_DIRECTORY",
+    "PIMAGE_COR20_HEADER",
+    "IMAGE_COR_ILMETHOD_SECT_FAT",
+    "IMAGE_COR_ILMETHOD_SECT_EH_CLAUSE_FAT",
+    "IMAGE_COR_ILMETHOD_SECT_EH_CLAUSE_SMALL",
+    "IMAGE_COR_ILMETHOD_FAT",
+];
+
+/// Hand-written part of `corhdr.rs`.
+const CORHDR_MANUAL: &str = include_str!("corhdr_manual.rs.in");
+
+pub fn main(args: &[String]) -> crate::Result {
+    let mut ref_dir: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--ref-dir" => ref_dir = it.next().map(PathBuf::from),
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    let ref_dir =
+        ref_dir.ok_or("missing --ref-dir DIR (directory holding corprof.idl, cor.h, ...)")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("xtask has no parent directory")?
+        .to_path_buf();
+    let src_dir = root.join("clrprof-sys/src");
+
+    let idl_text = read(&ref_dir.join("corprof.idl"))?;
+    let idl_items: Vec<Item> = idl::parse_idl(&idl_text)
+        .map_err(|e| format!("corprof.idl: {e}"))?
+        .into_iter()
+        .filter(|i| !DEFINED_ELSEWHERE.contains(&i.name()))
+        .collect();
+
+    let cor_h =
+        corh::parse_cor_h(&read(&ref_dir.join("cor.h"))?).map_err(|e| format!("cor.h: {e}"))?;
+    let md_items: Vec<Item> = cor_h
+        .items
+        .iter()
+        .filter(|i| {
+            !HAND_WRITTEN.contains(&i.name()) && !idl_items.iter().any(|j| j.name() == i.name())
+        })
+        .cloned()
+        .collect();
+
+    let corhdr = corh::parse_cor_h(&read(&ref_dir.join("corhdr.h"))?)
+        .map_err(|e| format!("corhdr.h: {e}"))?;
+    if corhdr.skipped != CORHDR_SKIPPED {
+        return Err(format!("corhdr.h: skipped typedefs changed: {:?}", corhdr.skipped).into());
+    }
+    let hand_structs = [
+        "IMAGE_COR_ILMETHOD_SECT_EH_FAT",
+        "IMAGE_COR_ILMETHOD_SECT_EH_SMALL",
+        "IMAGE_COR_ILMETHOD_SECT_EH",
+        "IMAGE_COR_ILMETHOD",
+    ];
+    let hdr_items: Vec<Item> = corhdr
+        .items
+        .iter()
+        .filter(|i| {
+            let n = i.name();
+            !HAND_WRITTEN.contains(&n)
+                && !hand_structs.contains(&n)
+                && !n.starts_with("md")
+                && !idl_items.iter().any(|j| j.name() == n)
+        })
+        .cloned()
+        .collect();
+    if !cor_h.skipped.is_empty() {
+        return Err(format!("cor.h: typedefs not understood: {:?}", cor_h.skipped).into());
+    }
+
+    let mut env = Env::default();
+    env.add(&hdr_items)?;
+    env.add(&idl_items)?;
+    env.add(&md_items)?;
+
+    let body = emit_items(&env, &idl_items, "corprof.idl")?;
+    let corprof = format!(
+        "{}{}",
+        header(
+            "corprof.idl",
+            "Profiling API of `corprof.idl`: IDs, enums, structs, hook types and the\n//! `ICorProfilerCallback*` / `ICorProfilerInfo*` interfaces, in IDL order.",
+            &body
+        ),
+        body
+    );
+    write_rust(&src_dir.join("corprof.rs"), &corprof)?;
+
+    let body = emit_items(&env, &md_items, "cor.h")?;
+    let metadata = format!(
+        "{}{}",
+        header(
+            "cor.h",
+            "Metadata API of `cor.h`: `IMetaDataImport`/`Import2`, `IMetaDataAssemblyImport`,\n//! `IMetaDataEmit`/`Emit2`, `IMetaDataDispenser`/`DispenserEx` and the structs they use.",
+            &body
+        ),
+        body
+    );
+    write_rust(&src_dir.join("metadata.rs"), &metadata)?;
+
+    let body = emit_items(&env, &hdr_items, "corhdr.h")?;
+    let corhdr_rs = format!(
+        "{}{}{}",
+        header(
+            "corhdr.h",
+            "Metadata definitions of `corhdr.h`: token types, attribute flags, element types,\n//! calling conventions and IL method headers.",
+            &format!("{body}{CORHDR_MANUAL}")
+        ),
+        body,
+        CORHDR_MANUAL
+    );
+    write_rust(&src_dir.join("corhdr.rs"), &corhdr_rs)?;
+    Ok(())
+}
+
+fn header(source: &str, what: &str, body: &str) -> String {
+    let c_void = if body.contains("c_void") {
+        "use core::ffi::c_void;\n\n"
+    } else {
+        ""
+    };
+    format!(
+        "//! Generated by `cargo xtask gen-sys` from {source}; do not edit.\n//!\n//! {what}\n\n\
+         {c_void}use crate::*;\n\n"
+    )
+}
+
+fn read(p: &Path) -> crate::Result<String> {
+    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()).into())
+}
+
+/// Writes a Rust file and formats it with rustfmt.
+fn write_rust(p: &Path, text: &str) -> crate::Result {
+    std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+    let st = std::process::Command::new("rustfmt")
+        .args(["--edition", "2021"])
+        .arg(p)
+        .status()?;
+    if !st.success() {
+        return Err(format!("rustfmt failed on {}", p.display()).into());
+    }
+    println!("wrote {}", p.display());
+    Ok(())
 }
