@@ -12,6 +12,8 @@
 //! (or the failure `HRESULT` for `Initialize`), never an unwind into the
 //! runtime.
 
+#![allow(non_snake_case)]
+
 use crate::callback::{EventPipeEvent, Profiler, SuspendReason, TransitionReason};
 use crate::error::{KnownHresult, HRESULT};
 use crate::gc::{GcRanges, GcReason, GenerationSet, RootReferences};

@@ -124,10 +124,16 @@ fn hr_is(e: &Error, k: KnownHresult) -> bool {
     e.hresult().0 == k as i32
 }
 
-/// Turns an `HRESULT` into `Ok(hr)` for success codes (including `S_FALSE`)
+/// Turns an `HRESULT` into `Ok(())` for success codes (including `S_FALSE`)
 /// and an [`Error::Runtime`] for failures.
 #[inline]
-pub fn check(hr: HRESULT, call: &'static str) -> Result<HRESULT> {
+pub fn check(hr: HRESULT, call: &'static str) -> Result<()> {
+    check_success(hr, call).map(|_| ())
+}
+
+/// Like [`check`], keeping the success code (to tell `S_OK` from `S_FALSE`).
+#[inline]
+pub fn check_success(hr: HRESULT, call: &'static str) -> Result<HRESULT> {
     if hr.0 >= 0 {
         Ok(hr)
     } else {

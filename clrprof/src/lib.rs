@@ -44,7 +44,7 @@
 
 pub mod buffer;
 pub mod callback;
-pub mod com;
+mod com;
 pub mod error;
 pub mod event_mask;
 pub mod factory;

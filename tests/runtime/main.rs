@@ -7,6 +7,7 @@ mod broken;
 mod exceptions;
 mod hello;
 mod jit_tracer;
+mod panics;
 
 use clrprof_testing::harness::Harness;
 
@@ -17,6 +18,7 @@ fn main() {
         .into_iter()
         .chain(exceptions::scenarios())
         .chain(jit_tracer::scenarios())
+        .chain(panics::scenarios())
         .chain(broken::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -223,14 +223,14 @@ impl ProfilerInfo {
         Ok(())
     }
 
-    /// `GetRuntimeInformation` (Info2).
+    /// `GetRuntimeInformation` (Info3).
     pub fn runtime_information(&self) -> Result<RuntimeInfo> {
-        let i2 = self.raw_info2("ICorProfilerInfo2::GetRuntimeInformation")?;
+        let i3 = self.raw_info3("ICorProfilerInfo3::GetRuntimeInformation")?;
         let (mut id, mut ty, mut major, mut minor, mut build, mut qfe) = (0u16, 0u32, 0u16, 0u16, 0u16, 0u16);
-        let version_string = fill_string("ICorProfilerInfo2::GetRuntimeInformation", |cap, needed, buf| {
+        let version_string = fill_string("ICorProfilerInfo3::GetRuntimeInformation", |cap, needed, buf| {
             // SAFETY: `buf` has `cap` writable WCHARs (buffer protocol); other
             // out pointers are valid locals.
-            unsafe { i2.GetRuntimeInformation(&mut id, &mut ty, &mut major, &mut minor, &mut build, &mut qfe, cap, needed, buf) }
+            unsafe { i3.GetRuntimeInformation(&mut id, &mut ty, &mut major, &mut minor, &mut build, &mut qfe, cap, needed, buf) }
         })?;
         let runtime_type = match ty {
             sys::COR_PRF_DESKTOP_CLR => RuntimeType::Desktop,

@@ -1,0 +1,50 @@
+//! Panic containment inside real runtimes: a profiler that panics in every
+//! callback it enables (and, in a second run, in `initialize`) leaves the
+//! application's output and exit code exactly as without any profiler.
+
+use clrprof_testing::harness::Scenario;
+
+fn compare(case: &clrprof_testing::harness::Case<'_>, panic_in: Option<&str>) -> Result<(), clrprof_testing::harness::Verdict> {
+    let app = case.app("busy")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check()?;
+    if !plain.stdout.contains("caught 1") {
+        return Err(format!("the busy app did not report its exception: {:?}", plain.stdout).into());
+    }
+    let profiler = case.profiler("panicking-profiler")?;
+    let mut spec = case.spec(&app).profiler(profiler);
+    if let Some(p) = panic_in {
+        spec = spec.env("CLRPROF_PANIC_IN", p);
+    }
+    let traced = case.run(spec)?;
+    traced.check_exit()?;
+    if traced.stdout != plain.stdout {
+        return Err(format!("stdout changed:\nwithout: {:?}\nwith:    {:?}", plain.stdout, traced.stdout).into());
+    }
+    if traced.stderr != plain.stderr {
+        return Err(format!("stderr changed:\nwithout: {:?}\nwith:    {:?}", plain.stderr, traced.stderr).into());
+    }
+    match panic_in {
+        // The profiler really ran: it wrote its runtime record and armed itself.
+        None => {
+            traced.check_profiler_loaded()?;
+            if traced.events("armed").count() != 1 {
+                return Err(format!("expected one armed record, got {:?}", traced.records).into());
+            }
+        }
+        // A panic in initialize writes nothing and unloads the profiler.
+        Some(_) => {
+            if !traced.records.is_empty() {
+                return Err(format!("initialize panicked, yet records were written: {:?}", traced.records).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new("panics: every callback panics, app unchanged", |case| compare(case, None)),
+        Scenario::new("panics: initialize panics, app unchanged", |case| compare(case, Some("initialize"))),
+    ]
+}
