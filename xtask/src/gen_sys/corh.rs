@@ -20,12 +20,13 @@ pub struct CorH {
 
 /// Parses cor.h.
 pub fn parse_cor_h(src: &str) -> PResult<CorH> {
-    let toks = tokenize(
-        src,
-        PpRules {
-            false_conditions: &[],
-        },
-    );
+    parse_c_header(src, &[])
+}
+
+/// Parses the typedefs, `EXTERN_GUID`s and `DECLARE_INTERFACE_` blocks of a
+/// C header, ignoring everything else; `false_conditions` as in [`PpRules`].
+pub fn parse_c_header(src: &str, false_conditions: &[&str]) -> PResult<CorH> {
+    let toks = tokenize(src, PpRules { false_conditions });
     let mut c = Cursor::new(&toks);
     let mut items = Vec::new();
     let mut guids = BTreeMap::new();

@@ -294,7 +294,7 @@ fn doc(out: &mut String, text: &str) {
     let _ = writeln!(out, "/// {text}");
 }
 
-fn rust_ident(name: &str) -> String {
+pub fn rust_ident(name: &str) -> String {
     match name {
         "type" | "ref" | "in" | "fn" | "mod" | "impl" | "match" | "box" | "where" | "use"
         | "move" | "loop" | "struct" | "enum" | "trait" | "self" | "super" | "crate" | "static"

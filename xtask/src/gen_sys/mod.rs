@@ -6,6 +6,7 @@
 //! (from dotnet/runtime or dotnet/diagnostics; they are not part of this
 //! repository). The generated files are committed.
 
+mod checks;
 mod corh;
 mod emit;
 mod idl;
@@ -16,7 +17,7 @@ mod parse;
 use std::path::{Path, PathBuf};
 
 use emit::{emit_items, Env};
-use model::Item;
+use model::{Item, StructDef};
 
 /// Names the C headers take from cor.h / corhdr.h; the crate defines them
 /// in `types.rs` / `metadata.rs`, so the IDL's copies are not emitted.
@@ -150,6 +151,8 @@ pub fn main(args: &[String]) -> crate::Result {
         CORHDR_MANUAL
     );
     write_rust(&src_dir.join("corhdr.rs"), &corhdr_rs)?;
+
+    write_tests(&ref_dir, &root.join("clrprof-sys/tests"), &env, &idl_items, &md_items, &hdr_items)?;
     Ok(())
 }
 
@@ -181,4 +184,88 @@ fn write_rust(p: &Path, text: &str) -> crate::Result {
     }
     println!("wrote {}", p.display());
     Ok(())
+}
+
+/// Hand-written layout checks for the corhdr.h structs written by hand
+/// (sizes from ECMA-335 II.25.4), appended to the generated layout test.
+const LAYOUT_MANUAL: &str = include_str!("layout_manual.rs.in");
+
+/// Generates the cross-checking tests in `clrprof-sys/tests`.
+fn write_tests(
+    ref_dir: &Path,
+    tests_dir: &Path,
+    env: &Env,
+    idl_items: &[Item],
+    md_items: &[Item],
+    hdr_items: &[Item],
+) -> crate::Result {
+    let midl = checks::midl_guids(&read(&ref_dir.join("corprof_i.cpp"))?)?;
+    let corprof_h = read(&ref_dir.join("corprof.h"))?;
+    let vtbl = checks::vtbl_slots(&corprof_h);
+    let mut iids = Vec::new();
+    let mut slots = Vec::new();
+    for it in idl_items {
+        if let Item::Interface(i) = it {
+            let g = midl.get(&i.name).ok_or(format!("corprof_i.cpp has no IID_{}", i.name))?;
+            iids.push((i.name.clone(), g.clone(), "corprof_i.cpp"));
+            let n = vtbl.get(&i.name).ok_or(format!("corprof.h has no {}Vtbl", i.name))?;
+            slots.push((i.name.clone(), *n, "corprof.h"));
+        }
+    }
+    for it in md_items {
+        if let Item::Interface(i) = it {
+            let (_, g, n) = checks::METADATA_FACTS
+                .iter()
+                .find(|(n, _, _)| *n == i.name)
+                .ok_or(format!("no Windows SDK facts for {}", i.name))?;
+            iids.push((i.name.clone(), g.to_string(), "the Windows SDK metadata"));
+            slots.push((i.name.clone(), *n, "the Windows SDK metadata"));
+        }
+    }
+    write_rust(&tests_dir.join("iids.rs"), &checks::iid_test(&iids))?;
+    write_rust(&tests_dir.join("vtables.rs"), &checks::vtable_test(&slots))?;
+
+    let h_items = checks::corprof_h_items(&corprof_h).map_err(|e| format!("corprof.h: {e}"))?;
+    let mut corprof_structs = Vec::new();
+    for it in idl_items {
+        if let Item::Struct(s) = it {
+            let c = h_items
+                .iter()
+                .find_map(|h| match h {
+                    Item::Struct(hs) if hs.name == s.name => Some(hs),
+                    _ => None,
+                })
+                .ok_or(format!("corprof.h has no struct {}", s.name))?;
+            corprof_structs.push(c);
+        }
+    }
+    // Type names resolve first through corprof.h, then the IDL and headers.
+    let all: [&[Item]; 4] = [&h_items, idl_items, md_items, hdr_items];
+    let groups = [
+        ("corprof.h", corprof_structs),
+        ("cor.h", structs_of(md_items)),
+        ("corhdr.h", structs_of(hdr_items)),
+    ];
+    let layout = checks::layout_test(&groups, &all)? + LAYOUT_MANUAL;
+    write_rust(&tests_dir.join("layout.rs"), &layout)?;
+
+    let chain: Vec<&model::InterfaceDef> = idl_items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Interface(d) if d.name.starts_with("ICorProfilerCallback") => Some(d),
+            _ => None,
+        })
+        .collect();
+    write_rust(&tests_dir.join("implement.rs"), &checks::implement_test(env, &chain)?)?;
+    Ok(())
+}
+
+fn structs_of(items: &[Item]) -> Vec<&StructDef> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Struct(s) => Some(s),
+            _ => None,
+        })
+        .collect()
 }
