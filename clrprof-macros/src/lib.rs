@@ -8,15 +8,16 @@
 //! ```
 //!
 //! Generates, next to the struct:
-//! - a registration of the class in the library's profiler registry, which
-//!   the `DllGetClassObject` / `DllCanUnloadNow` exports of clrprof serve
+//! - an exported creation function `clrprof_class_<HEX>` named after the
+//!   CLSID, which the `DllGetClassObject` export of clrprof finds by name
 //!   (so several profilers with different CLSIDs can share one library);
+//!   two profilers with the same CLSID in one crate collide on that symbol
+//!   at compile time;
 //! - a constructor used once per `IClassFactory::CreateInstance`
 //!   (`Default::default()`, or the function named by `new = path`);
 //! - an exported marker symbol `clrprof_profiler_clsid_<HEX>` holding the
 //!   ASCII text `CLRPROF_CLSID:{...}`, which `clrprof clsid LIB` reads from
-//!   the file without loading it; two profilers with the same CLSID in one
-//!   crate collide on that symbol at compile time;
+//!   the file without loading it;
 //! - a compile-time check that the struct is `Send + Sync`.
 
 use proc_macro::TokenStream;
@@ -50,7 +51,11 @@ pub fn profiler(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-fn expand(item: Item, clsid: Option<LitStr>, ctor: Option<Path>) -> syn::Result<proc_macro2::TokenStream> {
+fn expand(
+    item: Item,
+    clsid: Option<LitStr>,
+    ctor: Option<Path>,
+) -> syn::Result<proc_macro2::TokenStream> {
     let strukt = match item {
         Item::Struct(s) => s,
         other => {
@@ -93,19 +98,17 @@ fn expand(item: Item, clsid: Option<LitStr>, ctor: Option<Path>) -> syn::Result<
     let marker_bytes = syn::LitByteStr::new(marker.as_bytes(), clsid.span());
     let ident = &strukt.ident;
     let marker_ident = format_ident!("clrprof_profiler_clsid_{:032X}", value);
-    let name = ident.to_string();
+    let create_ident = format_ident!("clrprof_class_{:032X}", value);
     let make = match ctor {
         Some(path) => quote! { #path() },
         None => quote! { <#ident as ::core::default::Default>::default() },
     };
-    let value_lit = syn::LitInt::new(&format!("0x{value:032x}u128"), Span::call_site());
 
     Ok(quote! {
         #strukt
 
         const _: () = {
-            /// Marker read by `clrprof clsid`; its symbol name makes a second
-            /// profiler with the same CLSID a link-symbol clash at compile time.
+            /// Marker read by `clrprof clsid` from the file.
             #[no_mangle]
             #[used]
             pub static #marker_ident: [u8; #marker_len] = *#marker_bytes;
@@ -117,7 +120,9 @@ fn expand(item: Item, clsid: Option<LitStr>, ctor: Option<Path>) -> syn::Result<
                 __clrprof_assert_thread_safe::<#ident>();
             }
 
-            unsafe fn __clrprof_create(
+            /// Creates this profiler class (found by `DllGetClassObject` by name).
+            #[no_mangle]
+            pub unsafe extern "system" fn #create_ident(
                 riid: *const ::clrprof::__private::GUID,
                 ppv: *mut *mut ::core::ffi::c_void,
             ) -> ::clrprof::HRESULT {
@@ -125,15 +130,6 @@ fn expand(item: Item, clsid: Option<LitStr>, ctor: Option<Path>) -> syn::Result<
                 // caller guarantees valid `riid` and `ppv` pointers.
                 unsafe { ::clrprof::__private::create_instance::<#ident>(|| #make, riid, ppv) }
             }
-
-            #[::clrprof::__private::linkme::distributed_slice(::clrprof::__private::PROFILER_CLASSES)]
-            #[linkme(crate = ::clrprof::__private::linkme)]
-            static __CLRPROF_CLASS: ::clrprof::__private::ProfilerClass = ::clrprof::__private::ProfilerClass {
-                clsid: ::clrprof::__private::GUID::from_u128(#value_lit),
-                name: #name,
-                create: __clrprof_create,
-                marker: &#marker_ident,
-            };
         };
     })
 }
@@ -142,10 +138,18 @@ fn expand(item: Item, clsid: Option<LitStr>, ctor: Option<Path>) -> syn::Result<
 /// GUID's 128-bit value in `GUID::from_u128` order.
 fn parse_clsid(s: &str) -> Option<u128> {
     let s = s.trim();
-    let s = s.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(s);
+    let s = s
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .unwrap_or(s);
     let groups: Vec<&str> = s.split('-').collect();
     let lens = [8, 4, 4, 4, 12];
-    if groups.len() != 5 || groups.iter().zip(lens).any(|(g, l)| g.len() != l || !g.chars().all(|c| c.is_ascii_hexdigit())) {
+    if groups.len() != 5
+        || groups
+            .iter()
+            .zip(lens)
+            .any(|(g, l)| g.len() != l || !g.chars().all(|c| c.is_ascii_hexdigit()))
+    {
         return None;
     }
     u128::from_str_radix(&groups.concat(), 16).ok()
@@ -153,7 +157,14 @@ fn parse_clsid(s: &str) -> Option<u128> {
 
 fn format_clsid(v: u128) -> String {
     let h = format!("{v:032X}");
-    format!("{{{}-{}-{}-{}-{}}}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{{{}-{}-{}-{}-{}}}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 #[cfg(test)]

@@ -165,7 +165,11 @@ mod tests {
 
     #[test]
     fn short_names_take_one_call() {
-        let mut sim = Simulated { answers: vec![wide_nul("System.String")], calls: 0, short_hr: false };
+        let mut sim = Simulated {
+            answers: vec![wide_nul("System.String")],
+            calls: 0,
+            short_hr: false,
+        };
         let s = fill_string("T", |c, n, b| sim.call(c, n, b)).unwrap();
         assert_eq!(s, "System.String");
         assert_eq!(sim.calls, 1);
@@ -174,7 +178,11 @@ mod tests {
     #[test]
     fn long_names_take_two_calls() {
         let long = "N".repeat(1000);
-        let mut sim = Simulated { answers: vec![wide_nul(&long)], calls: 0, short_hr: true };
+        let mut sim = Simulated {
+            answers: vec![wide_nul(&long)],
+            calls: 0,
+            short_hr: true,
+        };
         let s = fill_string("T", |c, n, b| sim.call(c, n, b)).unwrap();
         assert_eq!(s, long);
         assert_eq!(sim.calls, 2);
@@ -182,9 +190,15 @@ mod tests {
 
     #[test]
     fn failure_is_reported_with_call_name() {
-        let e = fill_string("ICorProfilerInfo::GetModuleInfo", |_, _, _| HRESULT(crate::error::KnownHresult::E_INVALIDARG as i32))
-            .unwrap_err();
-        assert!(e.to_string().starts_with("ICorProfilerInfo::GetModuleInfo failed"), "{e}");
+        let e = fill_string("ICorProfilerInfo::GetModuleInfo", |_, _, _| {
+            HRESULT(crate::error::KnownHresult::E_INVALIDARG as i32)
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("ICorProfilerInfo::GetModuleInfo failed"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -201,7 +215,11 @@ mod tests {
 
     #[test]
     fn unpaired_surrogate_is_an_error() {
-        let mut sim = Simulated { answers: vec![vec![0x41, 0xD800, 0x42, 0]], calls: 0, short_hr: false };
+        let mut sim = Simulated {
+            answers: vec![vec![0x41, 0xD800, 0x42, 0]],
+            calls: 0,
+            short_hr: false,
+        };
         let e = fill_string("T", |c, n, b| sim.call(c, n, b)).unwrap_err();
         assert_eq!(e, Error::InvalidUtf16 { call: "T" });
     }

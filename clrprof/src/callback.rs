@@ -18,7 +18,7 @@
 
 use crate::error::{Error, Result, HRESULT};
 use crate::event_mask::{AttachEventMasks, EventMasks};
-use crate::gc::{GcReason, GcRanges, GenerationSet, RootReferences};
+use crate::gc::{GcRanges, GcReason, GenerationSet, RootReferences};
 use crate::ids::*;
 use crate::info::ProfilerInfo;
 use crate::wide::WideStr;
@@ -137,22 +137,46 @@ pub trait Profiler: Send + Sync + 'static {
     /// `AppDomainCreationStarted`.
     fn app_domain_creation_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
     /// `AppDomainCreationFinished`.
-    fn app_domain_creation_finished(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>, status: HRESULT) {}
+    fn app_domain_creation_finished(
+        &self,
+        info: &ProfilerInfo,
+        app_domain: AppDomainId<'_>,
+        status: HRESULT,
+    ) {
+    }
     /// `AppDomainShutdownStarted`.
     fn app_domain_shutdown_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
     /// `AppDomainShutdownFinished`.
-    fn app_domain_shutdown_finished(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>, status: HRESULT) {}
+    fn app_domain_shutdown_finished(
+        &self,
+        info: &ProfilerInfo,
+        app_domain: AppDomainId<'_>,
+        status: HRESULT,
+    ) {
+    }
 
     // ----- assemblies (MONITOR_ASSEMBLY_LOADS) -----
 
     /// `AssemblyLoadStarted`.
     fn assembly_load_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
     /// `AssemblyLoadFinished`.
-    fn assembly_load_finished(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>, status: HRESULT) {}
+    fn assembly_load_finished(
+        &self,
+        info: &ProfilerInfo,
+        assembly: AssemblyId<'_>,
+        status: HRESULT,
+    ) {
+    }
     /// `AssemblyUnloadStarted`.
     fn assembly_unload_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
     /// `AssemblyUnloadFinished`.
-    fn assembly_unload_finished(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>, status: HRESULT) {}
+    fn assembly_unload_finished(
+        &self,
+        info: &ProfilerInfo,
+        assembly: AssemblyId<'_>,
+        status: HRESULT,
+    ) {
+    }
 
     // ----- modules (MONITOR_MODULE_LOADS) -----
 
@@ -165,7 +189,13 @@ pub trait Profiler: Send + Sync + 'static {
     /// `ModuleUnloadFinished`.
     fn module_unload_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, status: HRESULT) {}
     /// `ModuleAttachedToAssembly`.
-    fn module_attached_to_assembly(&self, info: &ProfilerInfo, module: ModuleId<'_>, assembly: AssemblyId<'_>) {}
+    fn module_attached_to_assembly(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'_>,
+        assembly: AssemblyId<'_>,
+    ) {
+    }
 
     // ----- classes (MONITOR_CLASS_LOADS) -----
 
@@ -183,20 +213,48 @@ pub trait Profiler: Send + Sync + 'static {
     // ----- JIT (MONITOR_JIT_COMPILATION, MONITOR_CACHE_SEARCHES) -----
 
     /// `JITCompilationStarted`: the place to replace the IL body.
-    fn jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, is_safe_to_block: bool) {}
+    fn jit_compilation_started(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        is_safe_to_block: bool,
+    ) {
+    }
     /// `JITCompilationFinished`.
-    fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    fn jit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        status: HRESULT,
+        is_safe_to_block: bool,
+    ) {
+    }
     /// `JITCachedFunctionSearchStarted`: return `false` to reject the
     /// precompiled (NGEN / ready-to-run) code and have the function JIT-compiled.
-    fn jit_cached_function_search_started(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+    fn jit_cached_function_search_started(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+    ) -> bool {
         true
     }
     /// `JITCachedFunctionSearchFinished`; `found` is `COR_PRF_CACHED_FUNCTION_FOUND`.
-    fn jit_cached_function_search_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, found: bool) {}
+    fn jit_cached_function_search_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        found: bool,
+    ) {
+    }
     /// `JITFunctionPitched`.
     fn jit_function_pitched(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `JITInlining`: return `false` to veto inlining `callee` into `caller`.
-    fn jit_inlining(&self, info: &ProfilerInfo, caller: FunctionId<'_>, callee: FunctionId<'_>) -> bool {
+    fn jit_inlining(
+        &self,
+        info: &ProfilerInfo,
+        caller: FunctionId<'_>,
+        callee: FunctionId<'_>,
+    ) -> bool {
         true
     }
 
@@ -207,7 +265,13 @@ pub trait Profiler: Send + Sync + 'static {
     /// `ThreadDestroyed`: last moment the `ThreadId` is valid.
     fn thread_destroyed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
     /// `ThreadAssignedToOSThread`.
-    fn thread_assigned_to_os_thread(&self, info: &ProfilerInfo, thread: ThreadId<'_>, os_thread_id: u32) {}
+    fn thread_assigned_to_os_thread(
+        &self,
+        info: &ProfilerInfo,
+        thread: ThreadId<'_>,
+        os_thread_id: u32,
+    ) {
+    }
     /// `ThreadNameChanged` (Callback2).
     fn thread_name_changed(&self, info: &ProfilerInfo, thread: ThreadId<'_>, name: WideStr<'_>) {}
 
@@ -216,26 +280,62 @@ pub trait Profiler: Send + Sync + 'static {
     /// `RemotingClientInvocationStarted`.
     fn remoting_client_invocation_started(&self, info: &ProfilerInfo) {}
     /// `RemotingClientSendingMessage`.
-    fn remoting_client_sending_message(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    fn remoting_client_sending_message(
+        &self,
+        info: &ProfilerInfo,
+        cookie: Option<&GUID>,
+        is_async: bool,
+    ) {
+    }
     /// `RemotingClientReceivingReply`.
-    fn remoting_client_receiving_reply(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    fn remoting_client_receiving_reply(
+        &self,
+        info: &ProfilerInfo,
+        cookie: Option<&GUID>,
+        is_async: bool,
+    ) {
+    }
     /// `RemotingClientInvocationFinished`.
     fn remoting_client_invocation_finished(&self, info: &ProfilerInfo) {}
     /// `RemotingServerReceivingMessage`.
-    fn remoting_server_receiving_message(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    fn remoting_server_receiving_message(
+        &self,
+        info: &ProfilerInfo,
+        cookie: Option<&GUID>,
+        is_async: bool,
+    ) {
+    }
     /// `RemotingServerInvocationStarted`.
     fn remoting_server_invocation_started(&self, info: &ProfilerInfo) {}
     /// `RemotingServerInvocationReturned`.
     fn remoting_server_invocation_returned(&self, info: &ProfilerInfo) {}
     /// `RemotingServerSendingReply`.
-    fn remoting_server_sending_reply(&self, info: &ProfilerInfo, cookie: Option<&GUID>, is_async: bool) {}
+    fn remoting_server_sending_reply(
+        &self,
+        info: &ProfilerInfo,
+        cookie: Option<&GUID>,
+        is_async: bool,
+    ) {
+    }
 
     // ----- transitions (MONITOR_CODE_TRANSITIONS) -----
 
     /// `UnmanagedToManagedTransition`.
-    fn unmanaged_to_managed_transition(&self, info: &ProfilerInfo, function: FunctionId<'_>, reason: TransitionReason) {}
+    fn unmanaged_to_managed_transition(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        reason: TransitionReason,
+    ) {
+    }
     /// `ManagedToUnmanagedTransition`.
-    fn managed_to_unmanaged_transition(&self, info: &ProfilerInfo, function: FunctionId<'_>, reason: TransitionReason) {}
+    fn managed_to_unmanaged_transition(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        reason: TransitionReason,
+    ) {
+    }
 
     // ----- suspension (MONITOR_SUSPENDS) -----
 
@@ -258,7 +358,13 @@ pub trait Profiler: Send + Sync + 'static {
 
     /// `GarbageCollectionStarted` (Callback2). Every `ObjectId` held so far
     /// becomes invalid now.
-    fn garbage_collection_started(&self, info: &ProfilerInfo, generations: GenerationSet, reason: GcReason) {}
+    fn garbage_collection_started(
+        &self,
+        info: &ProfilerInfo,
+        generations: GenerationSet,
+        reason: GcReason,
+    ) {
+    }
     /// `GarbageCollectionFinished` (Callback2).
     fn garbage_collection_finished(&self, info: &ProfilerInfo) {}
     /// `MovedReferences2` (Callback4; the SDK ignores the older `MovedReferences`,
@@ -271,23 +377,54 @@ pub trait Profiler: Send + Sync + 'static {
     /// `ObjectAllocated` (MONITOR_OBJECT_ALLOCATED with ENABLE_OBJECT_ALLOCATED).
     fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>) {}
     /// `ObjectsAllocatedByClass`: counts since the last GC, per class.
-    fn objects_allocated_by_class(&self, info: &ProfilerInfo, classes: &[ClassId<'_>], counts: &[u32]) {}
+    fn objects_allocated_by_class(
+        &self,
+        info: &ProfilerInfo,
+        classes: &[ClassId<'_>],
+        counts: &[u32],
+    ) {
+    }
     /// `ObjectReferences`: the objects `object` refers to. Return `false` to
     /// stop receiving `ObjectReferences` for the rest of this GC.
-    fn object_references(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>, references: &[ObjectId<'_>]) -> bool {
+    fn object_references(
+        &self,
+        info: &ProfilerInfo,
+        object: ObjectId<'_>,
+        class: ClassId<'_>,
+        references: &[ObjectId<'_>],
+    ) -> bool {
         true
     }
     /// `RootReferences2` (Callback2), with root kinds and flags. (The older
     /// `RootReferences` carries a subset of the same data and is ignored.)
     fn root_references(&self, info: &ProfilerInfo, roots: RootReferences<'_>) {}
     /// `FinalizeableObjectQueued`; `critical` is `COR_PRF_FINALIZER_CRITICAL`.
-    fn finalizeable_object_queued(&self, info: &ProfilerInfo, object: ObjectId<'_>, critical: bool) {}
+    fn finalizeable_object_queued(
+        &self,
+        info: &ProfilerInfo,
+        object: ObjectId<'_>,
+        critical: bool,
+    ) {
+    }
     /// `HandleCreated`.
-    fn handle_created(&self, info: &ProfilerInfo, handle: GcHandleId<'_>, initial_object: ObjectId<'_>) {}
+    fn handle_created(
+        &self,
+        info: &ProfilerInfo,
+        handle: GcHandleId<'_>,
+        initial_object: ObjectId<'_>,
+    ) {
+    }
     /// `HandleDestroyed`.
     fn handle_destroyed(&self, info: &ProfilerInfo, handle: GcHandleId<'_>) {}
     /// `ConditionalWeakTableElementReferences` (Callback5): dependent handles.
-    fn conditional_weak_table_element_references(&self, info: &ProfilerInfo, keys: &[ObjectId<'_>], values: &[ObjectId<'_>], roots: &[GcHandleId<'_>]) {}
+    fn conditional_weak_table_element_references(
+        &self,
+        info: &ProfilerInfo,
+        keys: &[ObjectId<'_>],
+        values: &[ObjectId<'_>],
+        roots: &[GcHandleId<'_>],
+    ) {
+    }
 
     // ----- exceptions (MONITOR_EXCEPTIONS, MONITOR_CLR_EXCEPTIONS) -----
 
@@ -317,7 +454,13 @@ pub trait Profiler: Send + Sync + 'static {
     /// `ExceptionUnwindFinallyLeave`.
     fn exception_unwind_finally_leave(&self, info: &ProfilerInfo) {}
     /// `ExceptionCatcherEnter`.
-    fn exception_catcher_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>, exception: ObjectId<'_>) {}
+    fn exception_catcher_enter(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        exception: ObjectId<'_>,
+    ) {
+    }
     /// `ExceptionCatcherLeave`.
     fn exception_catcher_leave(&self, info: &ProfilerInfo) {}
     /// `ExceptionCLRCatcherFound`.
@@ -328,9 +471,24 @@ pub trait Profiler: Send + Sync + 'static {
     // ----- COM interop (MONITOR_CCW) -----
 
     /// `COMClassicVTableCreated`.
-    fn com_classic_vtable_created(&self, info: &ProfilerInfo, class: ClassId<'_>, implemented_iid: &GUID, vtable: *mut core::ffi::c_void, slots: u32) {}
+    fn com_classic_vtable_created(
+        &self,
+        info: &ProfilerInfo,
+        class: ClassId<'_>,
+        implemented_iid: &GUID,
+        vtable: *mut core::ffi::c_void,
+        slots: u32,
+    ) {
+    }
     /// `COMClassicVTableDestroyed`.
-    fn com_classic_vtable_destroyed(&self, info: &ProfilerInfo, class: ClassId<'_>, implemented_iid: &GUID, vtable: *mut core::ffi::c_void) {}
+    fn com_classic_vtable_destroyed(
+        &self,
+        info: &ProfilerInfo,
+        class: ClassId<'_>,
+        implemented_iid: &GUID,
+        vtable: *mut core::ffi::c_void,
+    ) {
+    }
 
     // ----- attach and detach (Callback3) -----
 
@@ -338,7 +496,11 @@ pub trait Profiler: Send + Sync + 'static {
     /// `client_data` is what the attach trigger sent. Only attach-allowed
     /// masks can be returned. The default refuses attach
     /// (`CORPROF_E_PROFILER_NOT_ATTACHABLE`).
-    fn initialize_for_attach(&self, info: &ProfilerInfo, client_data: &[u8]) -> Result<AttachEventMasks> {
+    fn initialize_for_attach(
+        &self,
+        info: &ProfilerInfo,
+        client_data: &[u8],
+    ) -> Result<AttachEventMasks> {
         Err(Error::runtime(
             HRESULT(crate::error::KnownHresult::CORPROF_E_PROFILER_NOT_ATTACHABLE as i32),
             "Profiler::initialize_for_attach",
@@ -352,31 +514,79 @@ pub trait Profiler: Send + Sync + 'static {
     // ----- ReJIT (Callback4) -----
 
     /// `ReJITCompilationStarted`.
-    fn rejit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, rejit: ReJitId<'_>, is_safe_to_block: bool) {}
+    fn rejit_compilation_started(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: ReJitId<'_>,
+        is_safe_to_block: bool,
+    ) {
+    }
     /// `GetReJITParameters`: supply the new IL through `control`. An error is
     /// returned to the runtime, which then reports `ReJITError`.
-    fn get_rejit_parameters(&self, info: &ProfilerInfo, module: ModuleId<'_>, method: MdMethodDef, control: &crate::rejit::FunctionControl) -> Result<()> {
+    fn get_rejit_parameters(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'_>,
+        method: MdMethodDef,
+        control: &crate::rejit::FunctionControl,
+    ) -> Result<()> {
         Ok(())
     }
     /// `ReJITCompilationFinished`.
-    fn rejit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, rejit: ReJitId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    fn rejit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: ReJitId<'_>,
+        status: HRESULT,
+        is_safe_to_block: bool,
+    ) {
+    }
     /// `ReJITError`.
-    fn rejit_error(&self, info: &ProfilerInfo, module: ModuleId<'_>, method: MdMethodDef, function: FunctionId<'_>, status: HRESULT) {}
+    fn rejit_error(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'_>,
+        method: MdMethodDef,
+        function: FunctionId<'_>,
+        status: HRESULT,
+    ) {
+    }
 
     // ----- Callback6 .. Callback11 -----
 
     /// `GetAssemblyReferences` (HIGH ADD_ASSEMBLY_REFERENCES): add references
     /// the runtime should consider while loading `assembly_path`.
-    fn get_assembly_references(&self, info: &ProfilerInfo, assembly_path: WideStr<'_>, provider: &crate::rejit::AssemblyReferenceProvider) -> Result<()> {
+    fn get_assembly_references(
+        &self,
+        info: &ProfilerInfo,
+        assembly_path: WideStr<'_>,
+        provider: &crate::rejit::AssemblyReferenceProvider,
+    ) -> Result<()> {
         Ok(())
     }
     /// `ModuleInMemorySymbolsUpdated` (Callback7).
     fn module_in_memory_symbols_updated(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
     /// `DynamicMethodJITCompilationStarted` (Callback8): `il_header` is the
     /// method's IL header and body.
-    fn dynamic_method_jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, is_safe_to_block: bool, il_header: &[u8]) {}
+    fn dynamic_method_jit_compilation_started(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        is_safe_to_block: bool,
+        il_header: &[u8],
+    ) {
+    }
     /// `DynamicMethodJITCompilationFinished` (Callback8).
-    fn dynamic_method_jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>, status: HRESULT, is_safe_to_block: bool) {}
+    fn dynamic_method_jit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        status: HRESULT,
+        is_safe_to_block: bool,
+    ) {
+    }
     /// `DynamicMethodUnloaded` (Callback9).
     fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `EventPipeEventDelivered` (Callback10).

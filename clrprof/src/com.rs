@@ -48,7 +48,10 @@ impl<P: Profiler> CallbackObject<P> {
     /// Wraps a freshly constructed profiler value.
     pub fn new(profiler: P) -> Self {
         LIVE_OBJECTS.fetch_add(1, Ordering::SeqCst);
-        CallbackObject { profiler, info: OnceLock::new() }
+        CallbackObject {
+            profiler,
+            info: OnceLock::new(),
+        }
     }
 
     /// Creates the object and returns it as `IUnknown`.
@@ -56,7 +59,11 @@ impl<P: Profiler> CallbackObject<P> {
         self.into()
     }
 
-    fn dispatch(&self, entry: &'static str, f: impl FnOnce(&P, &ProfilerInfo) -> HRESULT) -> HRESULT {
+    fn dispatch(
+        &self,
+        entry: &'static str,
+        f: impl FnOnce(&P, &ProfilerInfo) -> HRESULT,
+    ) -> HRESULT {
         guard(entry, S_OK, || match self.info.get() {
             Some(info) => f(&self.profiler, info),
             // The runtime issues no callbacks before Initialize returns.
@@ -153,90 +160,269 @@ macro_rules! forward {
 // Stability"); the typed IDs created here borrow only that duration.
 impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn Initialize(&self, pICorProfilerInfoUnk: *mut c_void) -> HRESULT {
-        self.initialize_common("ICorProfilerCallback::Initialize", pICorProfilerInfoUnk, false, |p, info| p.initialize(info))
+        self.initialize_common(
+            "ICorProfilerCallback::Initialize",
+            pICorProfilerInfoUnk,
+            false,
+            |p, info| p.initialize(info),
+        )
     }
     unsafe fn Shutdown(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p.shutdown(info))
+        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p
+            .shutdown(info))
     }
     unsafe fn AppDomainCreationStarted(&self, appDomainId: AppDomainID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AppDomainCreationStarted", |p, info| p.app_domain_creation_started(info, unsafe { AppDomainId::from_sys(appDomainId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::AppDomainCreationStarted",
+            |p, info| p
+                .app_domain_creation_started(info, unsafe { AppDomainId::from_sys(appDomainId) })
+        )
     }
-    unsafe fn AppDomainCreationFinished(&self, appDomainId: AppDomainID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AppDomainCreationFinished", |p, info| p.app_domain_creation_finished(info, unsafe { AppDomainId::from_sys(appDomainId) }, hrStatus))
+    unsafe fn AppDomainCreationFinished(
+        &self,
+        appDomainId: AppDomainID,
+        hrStatus: HRESULT,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::AppDomainCreationFinished",
+            |p, info| p.app_domain_creation_finished(
+                info,
+                unsafe { AppDomainId::from_sys(appDomainId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn AppDomainShutdownStarted(&self, appDomainId: AppDomainID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AppDomainShutdownStarted", |p, info| p.app_domain_shutdown_started(info, unsafe { AppDomainId::from_sys(appDomainId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::AppDomainShutdownStarted",
+            |p, info| p
+                .app_domain_shutdown_started(info, unsafe { AppDomainId::from_sys(appDomainId) })
+        )
     }
-    unsafe fn AppDomainShutdownFinished(&self, appDomainId: AppDomainID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AppDomainShutdownFinished", |p, info| p.app_domain_shutdown_finished(info, unsafe { AppDomainId::from_sys(appDomainId) }, hrStatus))
+    unsafe fn AppDomainShutdownFinished(
+        &self,
+        appDomainId: AppDomainID,
+        hrStatus: HRESULT,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::AppDomainShutdownFinished",
+            |p, info| p.app_domain_shutdown_finished(
+                info,
+                unsafe { AppDomainId::from_sys(appDomainId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn AssemblyLoadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AssemblyLoadStarted", |p, info| p.assembly_load_started(info, unsafe { AssemblyId::from_sys(assemblyId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::AssemblyLoadStarted",
+            |p, info| p.assembly_load_started(info, unsafe { AssemblyId::from_sys(assemblyId) })
+        )
     }
     unsafe fn AssemblyLoadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AssemblyLoadFinished", |p, info| p.assembly_load_finished(info, unsafe { AssemblyId::from_sys(assemblyId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::AssemblyLoadFinished",
+            |p, info| p.assembly_load_finished(
+                info,
+                unsafe { AssemblyId::from_sys(assemblyId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn AssemblyUnloadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AssemblyUnloadStarted", |p, info| p.assembly_unload_started(info, unsafe { AssemblyId::from_sys(assemblyId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::AssemblyUnloadStarted",
+            |p, info| p.assembly_unload_started(info, unsafe { AssemblyId::from_sys(assemblyId) })
+        )
     }
     unsafe fn AssemblyUnloadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::AssemblyUnloadFinished", |p, info| p.assembly_unload_finished(info, unsafe { AssemblyId::from_sys(assemblyId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::AssemblyUnloadFinished",
+            |p, info| p.assembly_unload_finished(
+                info,
+                unsafe { AssemblyId::from_sys(assemblyId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ModuleLoadStarted", |p, info| p.module_load_started(info, unsafe { ModuleId::from_sys(moduleId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ModuleLoadStarted",
+            |p, info| p.module_load_started(info, unsafe { ModuleId::from_sys(moduleId) })
+        )
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ModuleLoadFinished", |p, info| p.module_load_finished(info, unsafe { ModuleId::from_sys(moduleId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::ModuleLoadFinished",
+            |p, info| p.module_load_finished(
+                info,
+                unsafe { ModuleId::from_sys(moduleId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn ModuleUnloadStarted(&self, moduleId: ModuleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ModuleUnloadStarted", |p, info| p.module_unload_started(info, unsafe { ModuleId::from_sys(moduleId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ModuleUnloadStarted",
+            |p, info| p.module_unload_started(info, unsafe { ModuleId::from_sys(moduleId) })
+        )
     }
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ModuleUnloadFinished", |p, info| p.module_unload_finished(info, unsafe { ModuleId::from_sys(moduleId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::ModuleUnloadFinished",
+            |p, info| p.module_unload_finished(
+                info,
+                unsafe { ModuleId::from_sys(moduleId) },
+                hrStatus
+            )
+        )
     }
-    unsafe fn ModuleAttachedToAssembly(&self, moduleId: ModuleID, AssemblyId: AssemblyID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ModuleAttachedToAssembly", |p, info| p.module_attached_to_assembly(info, unsafe { ModuleId::from_sys(moduleId) }, unsafe { crate::ids::AssemblyId::from_sys(AssemblyId) }))
+    unsafe fn ModuleAttachedToAssembly(
+        &self,
+        moduleId: ModuleID,
+        AssemblyId: AssemblyID,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::ModuleAttachedToAssembly",
+            |p, info| p.module_attached_to_assembly(
+                info,
+                unsafe { ModuleId::from_sys(moduleId) },
+                unsafe { crate::ids::AssemblyId::from_sys(AssemblyId) }
+            )
+        )
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassLoadStarted", |p, info| p.class_load_started(info, unsafe { ClassId::from_sys(classId) }))
+        forward!(self, "ICorProfilerCallback::ClassLoadStarted", |p, info| p
+            .class_load_started(info, unsafe { ClassId::from_sys(classId) }))
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassLoadFinished", |p, info| p.class_load_finished(info, unsafe { ClassId::from_sys(classId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::ClassLoadFinished",
+            |p, info| p.class_load_finished(info, unsafe { ClassId::from_sys(classId) }, hrStatus)
+        )
     }
     unsafe fn ClassUnloadStarted(&self, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassUnloadStarted", |p, info| p.class_unload_started(info, unsafe { ClassId::from_sys(classId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ClassUnloadStarted",
+            |p, info| p.class_unload_started(info, unsafe { ClassId::from_sys(classId) })
+        )
     }
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassUnloadFinished", |p, info| p.class_unload_finished(info, unsafe { ClassId::from_sys(classId) }, hrStatus))
+        forward!(
+            self,
+            "ICorProfilerCallback::ClassUnloadFinished",
+            |p, info| p.class_unload_finished(
+                info,
+                unsafe { ClassId::from_sys(classId) },
+                hrStatus
+            )
+        )
     }
     unsafe fn FunctionUnloadStarted(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::FunctionUnloadStarted", |p, info| p.function_unload_started(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::FunctionUnloadStarted",
+            |p, info| p.function_unload_started(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
-    unsafe fn JITCompilationStarted(&self, functionId: FunctionID, fIsSafeToBlock: BOOL) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::JITCompilationStarted", |p, info| p.jit_compilation_started(info, unsafe { FunctionId::from_sys(functionId) }, b(fIsSafeToBlock)))
+    unsafe fn JITCompilationStarted(
+        &self,
+        functionId: FunctionID,
+        fIsSafeToBlock: BOOL,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::JITCompilationStarted",
+            |p, info| p.jit_compilation_started(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                b(fIsSafeToBlock)
+            )
+        )
     }
-    unsafe fn JITCompilationFinished(&self, functionId: FunctionID, hrStatus: HRESULT, fIsSafeToBlock: BOOL) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::JITCompilationFinished", |p, info| p.jit_compilation_finished(info, unsafe { FunctionId::from_sys(functionId) }, hrStatus, b(fIsSafeToBlock)))
+    unsafe fn JITCompilationFinished(
+        &self,
+        functionId: FunctionID,
+        hrStatus: HRESULT,
+        fIsSafeToBlock: BOOL,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::JITCompilationFinished",
+            |p, info| p.jit_compilation_finished(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                hrStatus,
+                b(fIsSafeToBlock)
+            )
+        )
     }
-    unsafe fn JITCachedFunctionSearchStarted(&self, functionId: FunctionID, pbUseCachedFunction: *mut BOOL) -> HRESULT {
-        self.dispatch("ICorProfilerCallback::JITCachedFunctionSearchStarted", |p, info| {
-            let use_cached = p.jit_cached_function_search_started(info, unsafe { FunctionId::from_sys(functionId) });
-            if !pbUseCachedFunction.is_null() {
-                // SAFETY: the runtime passes a valid out pointer (checked non-null).
-                unsafe { *pbUseCachedFunction = use_cached as BOOL };
-            }
-            S_OK
-        })
+    unsafe fn JITCachedFunctionSearchStarted(
+        &self,
+        functionId: FunctionID,
+        pbUseCachedFunction: *mut BOOL,
+    ) -> HRESULT {
+        self.dispatch(
+            "ICorProfilerCallback::JITCachedFunctionSearchStarted",
+            |p, info| {
+                let use_cached = p.jit_cached_function_search_started(info, unsafe {
+                    FunctionId::from_sys(functionId)
+                });
+                if !pbUseCachedFunction.is_null() {
+                    // SAFETY: the runtime passes a valid out pointer (checked non-null).
+                    unsafe { *pbUseCachedFunction = use_cached as BOOL };
+                }
+                S_OK
+            },
+        )
     }
-    unsafe fn JITCachedFunctionSearchFinished(&self, functionId: FunctionID, result: COR_PRF_JIT_CACHE) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::JITCachedFunctionSearchFinished", |p, info| p.jit_cached_function_search_finished(info, unsafe { FunctionId::from_sys(functionId) }, result == sys::COR_PRF_CACHED_FUNCTION_FOUND))
+    unsafe fn JITCachedFunctionSearchFinished(
+        &self,
+        functionId: FunctionID,
+        result: COR_PRF_JIT_CACHE,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::JITCachedFunctionSearchFinished",
+            |p, info| p.jit_cached_function_search_finished(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                result == sys::COR_PRF_CACHED_FUNCTION_FOUND
+            )
+        )
     }
     unsafe fn JITFunctionPitched(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::JITFunctionPitched", |p, info| p.jit_function_pitched(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::JITFunctionPitched",
+            |p, info| p.jit_function_pitched(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
-    unsafe fn JITInlining(&self, callerId: FunctionID, calleeId: FunctionID, pfShouldInline: *mut BOOL) -> HRESULT {
+    unsafe fn JITInlining(
+        &self,
+        callerId: FunctionID,
+        calleeId: FunctionID,
+        pfShouldInline: *mut BOOL,
+    ) -> HRESULT {
         self.dispatch("ICorProfilerCallback::JITInlining", |p, info| {
-            let inline = p.jit_inlining(info, unsafe { FunctionId::from_sys(callerId) }, unsafe { FunctionId::from_sys(calleeId) });
+            let inline = p.jit_inlining(info, unsafe { FunctionId::from_sys(callerId) }, unsafe {
+                FunctionId::from_sys(calleeId)
+            });
             if !pfShouldInline.is_null() {
                 // SAFETY: the runtime passes a valid out pointer (checked non-null).
                 unsafe { *pfShouldInline = inline as BOOL };
@@ -245,86 +431,235 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         })
     }
     unsafe fn ThreadCreated(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ThreadCreated", |p, info| p.thread_created(info, unsafe { ThreadId::from_sys(threadId) }))
+        forward!(self, "ICorProfilerCallback::ThreadCreated", |p, info| p
+            .thread_created(info, unsafe { ThreadId::from_sys(threadId) }))
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| p.thread_destroyed(info, unsafe { ThreadId::from_sys(threadId) }))
+        forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| p
+            .thread_destroyed(info, unsafe { ThreadId::from_sys(threadId) }))
     }
-    unsafe fn ThreadAssignedToOSThread(&self, managedThreadId: ThreadID, osThreadId: DWORD) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ThreadAssignedToOSThread", |p, info| p.thread_assigned_to_os_thread(info, unsafe { ThreadId::from_sys(managedThreadId) }, osThreadId))
+    unsafe fn ThreadAssignedToOSThread(
+        &self,
+        managedThreadId: ThreadID,
+        osThreadId: DWORD,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::ThreadAssignedToOSThread",
+            |p, info| p.thread_assigned_to_os_thread(
+                info,
+                unsafe { ThreadId::from_sys(managedThreadId) },
+                osThreadId
+            )
+        )
     }
     unsafe fn RemotingClientInvocationStarted(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RemotingClientInvocationStarted", |p, info| p.remoting_client_invocation_started(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingClientInvocationStarted",
+            |p, info| p.remoting_client_invocation_started(info)
+        )
     }
     unsafe fn RemotingClientSendingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         // SAFETY: null or a valid GUID for the callback's duration.
-        forward!(self, "ICorProfilerCallback::RemotingClientSendingMessage", |p, info| p.remoting_client_sending_message(info, unsafe { pCookie.as_ref() }, b(fIsAsync)))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingClientSendingMessage",
+            |p, info| p.remoting_client_sending_message(
+                info,
+                unsafe { pCookie.as_ref() },
+                b(fIsAsync)
+            )
+        )
     }
     unsafe fn RemotingClientReceivingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         // SAFETY: null or a valid GUID for the callback's duration.
-        forward!(self, "ICorProfilerCallback::RemotingClientReceivingReply", |p, info| p.remoting_client_receiving_reply(info, unsafe { pCookie.as_ref() }, b(fIsAsync)))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingClientReceivingReply",
+            |p, info| p.remoting_client_receiving_reply(
+                info,
+                unsafe { pCookie.as_ref() },
+                b(fIsAsync)
+            )
+        )
     }
     unsafe fn RemotingClientInvocationFinished(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RemotingClientInvocationFinished", |p, info| p.remoting_client_invocation_finished(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingClientInvocationFinished",
+            |p, info| p.remoting_client_invocation_finished(info)
+        )
     }
     unsafe fn RemotingServerReceivingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         // SAFETY: null or a valid GUID for the callback's duration.
-        forward!(self, "ICorProfilerCallback::RemotingServerReceivingMessage", |p, info| p.remoting_server_receiving_message(info, unsafe { pCookie.as_ref() }, b(fIsAsync)))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingServerReceivingMessage",
+            |p, info| p.remoting_server_receiving_message(
+                info,
+                unsafe { pCookie.as_ref() },
+                b(fIsAsync)
+            )
+        )
     }
     unsafe fn RemotingServerInvocationStarted(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RemotingServerInvocationStarted", |p, info| p.remoting_server_invocation_started(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingServerInvocationStarted",
+            |p, info| p.remoting_server_invocation_started(info)
+        )
     }
     unsafe fn RemotingServerInvocationReturned(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RemotingServerInvocationReturned", |p, info| p.remoting_server_invocation_returned(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingServerInvocationReturned",
+            |p, info| p.remoting_server_invocation_returned(info)
+        )
     }
     unsafe fn RemotingServerSendingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         // SAFETY: null or a valid GUID for the callback's duration.
-        forward!(self, "ICorProfilerCallback::RemotingServerSendingReply", |p, info| p.remoting_server_sending_reply(info, unsafe { pCookie.as_ref() }, b(fIsAsync)))
+        forward!(
+            self,
+            "ICorProfilerCallback::RemotingServerSendingReply",
+            |p, info| p.remoting_server_sending_reply(
+                info,
+                unsafe { pCookie.as_ref() },
+                b(fIsAsync)
+            )
+        )
     }
-    unsafe fn UnmanagedToManagedTransition(&self, functionId: FunctionID, reason: COR_PRF_TRANSITION_REASON) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::UnmanagedToManagedTransition", |p, info| p.unmanaged_to_managed_transition(info, unsafe { FunctionId::from_sys(functionId) }, TransitionReason::from_sys(reason)))
+    unsafe fn UnmanagedToManagedTransition(
+        &self,
+        functionId: FunctionID,
+        reason: COR_PRF_TRANSITION_REASON,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::UnmanagedToManagedTransition",
+            |p, info| p.unmanaged_to_managed_transition(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                TransitionReason::from_sys(reason)
+            )
+        )
     }
-    unsafe fn ManagedToUnmanagedTransition(&self, functionId: FunctionID, reason: COR_PRF_TRANSITION_REASON) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ManagedToUnmanagedTransition", |p, info| p.managed_to_unmanaged_transition(info, unsafe { FunctionId::from_sys(functionId) }, TransitionReason::from_sys(reason)))
+    unsafe fn ManagedToUnmanagedTransition(
+        &self,
+        functionId: FunctionID,
+        reason: COR_PRF_TRANSITION_REASON,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback::ManagedToUnmanagedTransition",
+            |p, info| p.managed_to_unmanaged_transition(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                TransitionReason::from_sys(reason)
+            )
+        )
     }
     unsafe fn RuntimeSuspendStarted(&self, suspendReason: COR_PRF_SUSPEND_REASON) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeSuspendStarted", |p, info| p.runtime_suspend_started(info, SuspendReason::from_sys(suspendReason)))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeSuspendStarted",
+            |p, info| p.runtime_suspend_started(info, SuspendReason::from_sys(suspendReason))
+        )
     }
     unsafe fn RuntimeSuspendFinished(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeSuspendFinished", |p, info| p.runtime_suspend_finished(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeSuspendFinished",
+            |p, info| p.runtime_suspend_finished(info)
+        )
     }
     unsafe fn RuntimeSuspendAborted(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeSuspendAborted", |p, info| p.runtime_suspend_aborted(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeSuspendAborted",
+            |p, info| p.runtime_suspend_aborted(info)
+        )
     }
     unsafe fn RuntimeResumeStarted(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeResumeStarted", |p, info| p.runtime_resume_started(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeResumeStarted",
+            |p, info| p.runtime_resume_started(info)
+        )
     }
     unsafe fn RuntimeResumeFinished(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeResumeFinished", |p, info| p.runtime_resume_finished(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeResumeFinished",
+            |p, info| p.runtime_resume_finished(info)
+        )
     }
     unsafe fn RuntimeThreadSuspended(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeThreadSuspended", |p, info| p.runtime_thread_suspended(info, unsafe { ThreadId::from_sys(threadId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeThreadSuspended",
+            |p, info| p.runtime_thread_suspended(info, unsafe { ThreadId::from_sys(threadId) })
+        )
     }
     unsafe fn RuntimeThreadResumed(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::RuntimeThreadResumed", |p, info| p.runtime_thread_resumed(info, unsafe { ThreadId::from_sys(threadId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::RuntimeThreadResumed",
+            |p, info| p.runtime_thread_resumed(info, unsafe { ThreadId::from_sys(threadId) })
+        )
     }
-    unsafe fn MovedReferences(&self, _c: ULONG, _old: *const ObjectID, _new: *const ObjectID, _len: *const ULONG) -> HRESULT {
+    unsafe fn MovedReferences(
+        &self,
+        _c: ULONG,
+        _old: *const ObjectID,
+        _new: *const ObjectID,
+        _len: *const ULONG,
+    ) -> HRESULT {
         // The same ranges arrive through MovedReferences2 (we implement
         // Callback4), with lengths that cannot be truncated.
         S_OK
     }
     unsafe fn ObjectAllocated(&self, objectId: ObjectID, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p.object_allocated(info, unsafe { ObjectId::from_sys(objectId) }, unsafe { ClassId::from_sys(classId) }))
+        forward!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
+            .object_allocated(
+                info,
+                unsafe { ObjectId::from_sys(objectId) },
+                unsafe { ClassId::from_sys(classId) }
+            ))
     }
-    unsafe fn ObjectsAllocatedByClass(&self, cClassCount: ULONG, classIds: *const ClassID, cObjects: *const ULONG) -> HRESULT {
+    unsafe fn ObjectsAllocatedByClass(
+        &self,
+        cClassCount: ULONG,
+        classIds: *const ClassID,
+        cObjects: *const ULONG,
+    ) -> HRESULT {
         // SAFETY: both arrays have `cClassCount` elements valid during the callback.
-        forward!(self, "ICorProfilerCallback::ObjectsAllocatedByClass", |p, info| p.objects_allocated_by_class(info, unsafe { ids(classIds, cClassCount) }, unsafe { slice(cObjects, cClassCount) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ObjectsAllocatedByClass",
+            |p, info| p.objects_allocated_by_class(
+                info,
+                unsafe { ids(classIds, cClassCount) },
+                unsafe { slice(cObjects, cClassCount) }
+            )
+        )
     }
-    unsafe fn ObjectReferences(&self, objectId: ObjectID, classId: ClassID, cObjectRefs: ULONG, objectRefIds: *const ObjectID) -> HRESULT {
+    unsafe fn ObjectReferences(
+        &self,
+        objectId: ObjectID,
+        classId: ClassID,
+        cObjectRefs: ULONG,
+        objectRefIds: *const ObjectID,
+    ) -> HRESULT {
         self.dispatch("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
-            if p.object_references(info, unsafe { ObjectId::from_sys(objectId) }, unsafe { ClassId::from_sys(classId) }, refs) {
+            if p.object_references(
+                info,
+                unsafe { ObjectId::from_sys(objectId) },
+                unsafe { ClassId::from_sys(classId) },
+                refs,
+            ) {
                 S_OK
             } else {
                 // Any failure code stops ObjectReferences for this GC.
@@ -337,137 +672,349 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p.exception_thrown(info, unsafe { ObjectId::from_sys(thrownObjectId) }))
+        forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
+            .exception_thrown(info, unsafe {
+                ObjectId::from_sys(thrownObjectId)
+            }))
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionSearchFunctionEnter", |p, info| p.exception_search_function_enter(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionSearchFunctionEnter",
+            |p, info| p
+                .exception_search_function_enter(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionSearchFunctionLeave", |p, info| p.exception_search_function_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionSearchFunctionLeave",
+            |p, info| p.exception_search_function_leave(info)
+        )
     }
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionSearchFilterEnter", |p, info| p.exception_search_filter_enter(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionSearchFilterEnter",
+            |p, info| p
+                .exception_search_filter_enter(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
     unsafe fn ExceptionSearchFilterLeave(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionSearchFilterLeave", |p, info| p.exception_search_filter_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionSearchFilterLeave",
+            |p, info| p.exception_search_filter_leave(info)
+        )
     }
     unsafe fn ExceptionSearchCatcherFound(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionSearchCatcherFound", |p, info| p.exception_search_catcher_found(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionSearchCatcherFound",
+            |p, info| p
+                .exception_search_catcher_found(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionOSHandlerEnter", |p, info| p.exception_os_handler_enter(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionOSHandlerEnter",
+            |p, info| p.exception_os_handler_enter(info)
+        )
     }
     unsafe fn ExceptionOSHandlerLeave(&self, _unused: UINT_PTR) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionOSHandlerLeave", |p, info| p.exception_os_handler_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionOSHandlerLeave",
+            |p, info| p.exception_os_handler_leave(info)
+        )
     }
     unsafe fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionUnwindFunctionEnter", |p, info| p.exception_unwind_function_enter(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
+            |p, info| p
+                .exception_unwind_function_enter(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionUnwindFunctionLeave", |p, info| p.exception_unwind_function_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
+            |p, info| p.exception_unwind_function_leave(info)
+        )
     }
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionUnwindFinallyEnter", |p, info| p.exception_unwind_finally_enter(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionUnwindFinallyEnter",
+            |p, info| p
+                .exception_unwind_finally_enter(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionUnwindFinallyLeave", |p, info| p.exception_unwind_finally_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionUnwindFinallyLeave",
+            |p, info| p.exception_unwind_finally_leave(info)
+        )
     }
     unsafe fn ExceptionCatcherEnter(&self, functionId: FunctionID, objectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionCatcherEnter", |p, info| p.exception_catcher_enter(info, unsafe { FunctionId::from_sys(functionId) }, unsafe { ObjectId::from_sys(objectId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionCatcherEnter",
+            |p, info| p.exception_catcher_enter(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                unsafe { ObjectId::from_sys(objectId) }
+            )
+        )
     }
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionCatcherLeave", |p, info| p.exception_catcher_leave(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionCatcherLeave",
+            |p, info| p.exception_catcher_leave(info)
+        )
     }
-    unsafe fn COMClassicVTableCreated(&self, wrappedClassId: ClassID, implementedIID: REFGUID, pVTable: *mut c_void, cSlots: ULONG) -> HRESULT {
-        self.dispatch("ICorProfilerCallback::COMClassicVTableCreated", |p, info| {
-            // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
-            if let Some(iid) = unsafe { implementedIID.as_ref() } {
-                p.com_classic_vtable_created(info, unsafe { ClassId::from_sys(wrappedClassId) }, iid, pVTable, cSlots);
-            }
-            S_OK
-        })
+    unsafe fn COMClassicVTableCreated(
+        &self,
+        wrappedClassId: ClassID,
+        implementedIID: REFGUID,
+        pVTable: *mut c_void,
+        cSlots: ULONG,
+    ) -> HRESULT {
+        self.dispatch(
+            "ICorProfilerCallback::COMClassicVTableCreated",
+            |p, info| {
+                // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
+                if let Some(iid) = unsafe { implementedIID.as_ref() } {
+                    p.com_classic_vtable_created(
+                        info,
+                        unsafe { ClassId::from_sys(wrappedClassId) },
+                        iid,
+                        pVTable,
+                        cSlots,
+                    );
+                }
+                S_OK
+            },
+        )
     }
-    unsafe fn COMClassicVTableDestroyed(&self, wrappedClassId: ClassID, implementedIID: REFGUID, pVTable: *mut c_void) -> HRESULT {
-        self.dispatch("ICorProfilerCallback::COMClassicVTableDestroyed", |p, info| {
-            // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
-            if let Some(iid) = unsafe { implementedIID.as_ref() } {
-                p.com_classic_vtable_destroyed(info, unsafe { ClassId::from_sys(wrappedClassId) }, iid, pVTable);
-            }
-            S_OK
-        })
+    unsafe fn COMClassicVTableDestroyed(
+        &self,
+        wrappedClassId: ClassID,
+        implementedIID: REFGUID,
+        pVTable: *mut c_void,
+    ) -> HRESULT {
+        self.dispatch(
+            "ICorProfilerCallback::COMClassicVTableDestroyed",
+            |p, info| {
+                // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
+                if let Some(iid) = unsafe { implementedIID.as_ref() } {
+                    p.com_classic_vtable_destroyed(
+                        info,
+                        unsafe { ClassId::from_sys(wrappedClassId) },
+                        iid,
+                        pVTable,
+                    );
+                }
+                S_OK
+            },
+        )
     }
     unsafe fn ExceptionCLRCatcherFound(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionCLRCatcherFound", |p, info| p.exception_clr_catcher_found(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionCLRCatcherFound",
+            |p, info| p.exception_clr_catcher_found(info)
+        )
     }
     unsafe fn ExceptionCLRCatcherExecute(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionCLRCatcherExecute", |p, info| p.exception_clr_catcher_execute(info))
+        forward!(
+            self,
+            "ICorProfilerCallback::ExceptionCLRCatcherExecute",
+            |p, info| p.exception_clr_catcher_execute(info)
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
-    unsafe fn ThreadNameChanged(&self, threadId: ThreadID, cchName: ULONG, name: *const WCHAR) -> HRESULT {
+    unsafe fn ThreadNameChanged(
+        &self,
+        threadId: ThreadID,
+        cchName: ULONG,
+        name: *const WCHAR,
+    ) -> HRESULT {
         // SAFETY: `name` holds `cchName` WCHARs (or is null) during the callback.
-        forward!(self, "ICorProfilerCallback2::ThreadNameChanged", |p, info| p.thread_name_changed(info, unsafe { ThreadId::from_sys(threadId) }, WideStr::new(unsafe { slice(name, cchName) })))
+        forward!(
+            self,
+            "ICorProfilerCallback2::ThreadNameChanged",
+            |p, info| p.thread_name_changed(
+                info,
+                unsafe { ThreadId::from_sys(threadId) },
+                WideStr::new(unsafe { slice(name, cchName) })
+            )
+        )
     }
-    unsafe fn GarbageCollectionStarted(&self, cGenerations: i32, generationCollected: *const BOOL, reason: COR_PRF_GC_REASON) -> HRESULT {
+    unsafe fn GarbageCollectionStarted(
+        &self,
+        cGenerations: i32,
+        generationCollected: *const BOOL,
+        reason: COR_PRF_GC_REASON,
+    ) -> HRESULT {
         // SAFETY: the array has `cGenerations` entries during the callback.
-        forward!(self, "ICorProfilerCallback2::GarbageCollectionStarted", |p, info| p.garbage_collection_started(info, GenerationSet::from_flags(unsafe { slice(generationCollected, cGenerations.max(0) as u32) }), GcReason::from_sys(reason)))
+        forward!(
+            self,
+            "ICorProfilerCallback2::GarbageCollectionStarted",
+            |p, info| p.garbage_collection_started(
+                info,
+                GenerationSet::from_flags(unsafe {
+                    slice(generationCollected, cGenerations.max(0) as u32)
+                }),
+                GcReason::from_sys(reason)
+            )
+        )
     }
-    unsafe fn SurvivingReferences(&self, _c: ULONG, _start: *const ObjectID, _len: *const ULONG) -> HRESULT {
+    unsafe fn SurvivingReferences(
+        &self,
+        _c: ULONG,
+        _start: *const ObjectID,
+        _len: *const ULONG,
+    ) -> HRESULT {
         // The same ranges arrive through SurvivingReferences2 (Callback4).
         S_OK
     }
     unsafe fn GarbageCollectionFinished(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::GarbageCollectionFinished", |p, info| p.garbage_collection_finished(info))
+        forward!(
+            self,
+            "ICorProfilerCallback2::GarbageCollectionFinished",
+            |p, info| p.garbage_collection_finished(info)
+        )
     }
-    unsafe fn FinalizeableObjectQueued(&self, finalizerFlags: DWORD, objectID: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::FinalizeableObjectQueued", |p, info| p.finalizeable_object_queued(info, unsafe { ObjectId::from_sys(objectID) }, finalizerFlags & sys::COR_PRF_FINALIZER_CRITICAL != 0))
+    unsafe fn FinalizeableObjectQueued(
+        &self,
+        finalizerFlags: DWORD,
+        objectID: ObjectID,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback2::FinalizeableObjectQueued",
+            |p, info| p.finalizeable_object_queued(
+                info,
+                unsafe { ObjectId::from_sys(objectID) },
+                finalizerFlags & sys::COR_PRF_FINALIZER_CRITICAL != 0
+            )
+        )
     }
-    unsafe fn RootReferences2(&self, cRootRefs: ULONG, rootRefIds: *const ObjectID, rootKinds: *const COR_PRF_GC_ROOT_KIND, rootFlags: *const COR_PRF_GC_ROOT_FLAGS, rootIds: *const UINT_PTR) -> HRESULT {
+    unsafe fn RootReferences2(
+        &self,
+        cRootRefs: ULONG,
+        rootRefIds: *const ObjectID,
+        rootKinds: *const COR_PRF_GC_ROOT_KIND,
+        rootFlags: *const COR_PRF_GC_ROOT_FLAGS,
+        rootIds: *const UINT_PTR,
+    ) -> HRESULT {
         self.dispatch("ICorProfilerCallback2::RootReferences2", |p, info| {
             // SAFETY: each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
-                RootReferences { objects: ids(rootRefIds, cRootRefs), kinds: slice(rootKinds, cRootRefs), flags: slice(rootFlags, cRootRefs), ids: slice(rootIds, cRootRefs) }
+                RootReferences {
+                    objects: ids(rootRefIds, cRootRefs),
+                    kinds: slice(rootKinds, cRootRefs),
+                    flags: slice(rootFlags, cRootRefs),
+                    ids: slice(rootIds, cRootRefs),
+                }
             };
             p.root_references(info, roots);
             S_OK
         })
     }
     unsafe fn HandleCreated(&self, handleId: GCHandleID, initialObjectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p.handle_created(info, unsafe { GcHandleId::from_sys(handleId) }, unsafe { ObjectId::from_sys(initialObjectId) }))
+        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
+            .handle_created(
+                info,
+                unsafe { GcHandleId::from_sys(handleId) },
+                unsafe { ObjectId::from_sys(initialObjectId) }
+            ))
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::HandleDestroyed", |p, info| p.handle_destroyed(info, unsafe { GcHandleId::from_sys(handleId) }))
+        forward!(self, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
+            .handle_destroyed(info, unsafe {
+                GcHandleId::from_sys(handleId)
+            }))
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
-    unsafe fn InitializeForAttach(&self, pCorProfilerInfoUnk: *mut c_void, pvClientData: *mut c_void, cbClientData: UINT) -> HRESULT {
-        self.initialize_common("ICorProfilerCallback3::InitializeForAttach", pCorProfilerInfoUnk, true, |p, info| {
-            // SAFETY: the runtime passes `cbClientData` bytes (or null) valid during the call.
-            let data = unsafe { slice(pvClientData as *const u8, cbClientData) };
-            p.initialize_for_attach(info, data).map(Into::into)
-        })
+    unsafe fn InitializeForAttach(
+        &self,
+        pCorProfilerInfoUnk: *mut c_void,
+        pvClientData: *mut c_void,
+        cbClientData: UINT,
+    ) -> HRESULT {
+        self.initialize_common(
+            "ICorProfilerCallback3::InitializeForAttach",
+            pCorProfilerInfoUnk,
+            true,
+            |p, info| {
+                // SAFETY: the runtime passes `cbClientData` bytes (or null) valid during the call.
+                let data = unsafe { slice(pvClientData as *const u8, cbClientData) };
+                p.initialize_for_attach(info, data).map(Into::into)
+            },
+        )
     }
     unsafe fn ProfilerAttachComplete(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback3::ProfilerAttachComplete", |p, info| p.profiler_attach_complete(info))
+        forward!(
+            self,
+            "ICorProfilerCallback3::ProfilerAttachComplete",
+            |p, info| p.profiler_attach_complete(info)
+        )
     }
     unsafe fn ProfilerDetachSucceeded(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback3::ProfilerDetachSucceeded", |p, info| p.profiler_detach_succeeded(info))
+        forward!(
+            self,
+            "ICorProfilerCallback3::ProfilerDetachSucceeded",
+            |p, info| p.profiler_detach_succeeded(info)
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
-    unsafe fn ReJITCompilationStarted(&self, functionId: FunctionID, rejitId: ReJITID, fIsSafeToBlock: BOOL) -> HRESULT {
-        forward!(self, "ICorProfilerCallback4::ReJITCompilationStarted", |p, info| p.rejit_compilation_started(info, unsafe { FunctionId::from_sys(functionId) }, unsafe { ReJitId::from_sys(rejitId) }, b(fIsSafeToBlock)))
+    unsafe fn ReJITCompilationStarted(
+        &self,
+        functionId: FunctionID,
+        rejitId: ReJITID,
+        fIsSafeToBlock: BOOL,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback4::ReJITCompilationStarted",
+            |p, info| p.rejit_compilation_started(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                unsafe { ReJitId::from_sys(rejitId) },
+                b(fIsSafeToBlock)
+            )
+        )
     }
-    unsafe fn GetReJITParameters(&self, moduleId: ModuleID, methodId: mdMethodDef, pFunctionControl: *mut c_void) -> HRESULT {
+    unsafe fn GetReJITParameters(
+        &self,
+        moduleId: ModuleID,
+        methodId: mdMethodDef,
+        pFunctionControl: *mut c_void,
+    ) -> HRESULT {
         self.dispatch("ICorProfilerCallback4::GetReJITParameters", |p, info| {
             // SAFETY: the runtime passes a borrowed ICorProfilerFunctionControl valid during the call.
-            let Some(control) = (unsafe { FunctionControl::from_raw_borrowed(pFunctionControl) }) else {
+            let Some(control) = (unsafe { FunctionControl::from_raw_borrowed(pFunctionControl) })
+            else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
-            match p.get_rejit_parameters(info, unsafe { ModuleId::from_sys(moduleId) }, MdMethodDef(methodId), &control) {
+            match p.get_rejit_parameters(
+                info,
+                unsafe { ModuleId::from_sys(moduleId) },
+                MdMethodDef(methodId),
+                &control,
+            ) {
                 Ok(()) => S_OK,
                 Err(e) => {
                     log::error!("GetReJITParameters: {e}");
@@ -476,38 +1023,114 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
             }
         })
     }
-    unsafe fn ReJITCompilationFinished(&self, functionId: FunctionID, rejitId: ReJITID, hrStatus: HRESULT, fIsSafeToBlock: BOOL) -> HRESULT {
-        forward!(self, "ICorProfilerCallback4::ReJITCompilationFinished", |p, info| p.rejit_compilation_finished(info, unsafe { FunctionId::from_sys(functionId) }, unsafe { ReJitId::from_sys(rejitId) }, hrStatus, b(fIsSafeToBlock)))
+    unsafe fn ReJITCompilationFinished(
+        &self,
+        functionId: FunctionID,
+        rejitId: ReJITID,
+        hrStatus: HRESULT,
+        fIsSafeToBlock: BOOL,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback4::ReJITCompilationFinished",
+            |p, info| p.rejit_compilation_finished(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                unsafe { ReJitId::from_sys(rejitId) },
+                hrStatus,
+                b(fIsSafeToBlock)
+            )
+        )
     }
-    unsafe fn ReJITError(&self, moduleId: ModuleID, methodId: mdMethodDef, functionId: FunctionID, hrStatus: HRESULT) -> HRESULT {
-        forward!(self, "ICorProfilerCallback4::ReJITError", |p, info| p.rejit_error(info, unsafe { ModuleId::from_sys(moduleId) }, MdMethodDef(methodId), unsafe { FunctionId::from_sys(functionId) }, hrStatus))
+    unsafe fn ReJITError(
+        &self,
+        moduleId: ModuleID,
+        methodId: mdMethodDef,
+        functionId: FunctionID,
+        hrStatus: HRESULT,
+    ) -> HRESULT {
+        forward!(self, "ICorProfilerCallback4::ReJITError", |p, info| p
+            .rejit_error(
+                info,
+                unsafe { ModuleId::from_sys(moduleId) },
+                MdMethodDef(methodId),
+                unsafe { FunctionId::from_sys(functionId) },
+                hrStatus
+            ))
     }
-    unsafe fn MovedReferences2(&self, cMovedObjectIDRanges: ULONG, oldObjectIDRangeStart: *const ObjectID, newObjectIDRangeStart: *const ObjectID, cObjectIDRangeLength: *const SIZE_T) -> HRESULT {
+    unsafe fn MovedReferences2(
+        &self,
+        cMovedObjectIDRanges: ULONG,
+        oldObjectIDRangeStart: *const ObjectID,
+        newObjectIDRangeStart: *const ObjectID,
+        cObjectIDRangeLength: *const SIZE_T,
+    ) -> HRESULT {
         // SAFETY: each array has `cMovedObjectIDRanges` entries during the callback.
-        forward!(self, "ICorProfilerCallback4::MovedReferences2", |p, info| p.moved_references(info, unsafe {
-            GcRanges::moved(slice(oldObjectIDRangeStart, cMovedObjectIDRanges), slice(newObjectIDRangeStart, cMovedObjectIDRanges), slice(cObjectIDRangeLength, cMovedObjectIDRanges))
-        }))
+        forward!(
+            self,
+            "ICorProfilerCallback4::MovedReferences2",
+            |p, info| p.moved_references(info, unsafe {
+                GcRanges::moved(
+                    slice(oldObjectIDRangeStart, cMovedObjectIDRanges),
+                    slice(newObjectIDRangeStart, cMovedObjectIDRanges),
+                    slice(cObjectIDRangeLength, cMovedObjectIDRanges),
+                )
+            })
+        )
     }
-    unsafe fn SurvivingReferences2(&self, cSurvivingObjectIDRanges: ULONG, objectIDRangeStart: *const ObjectID, cObjectIDRangeLength: *const SIZE_T) -> HRESULT {
+    unsafe fn SurvivingReferences2(
+        &self,
+        cSurvivingObjectIDRanges: ULONG,
+        objectIDRangeStart: *const ObjectID,
+        cObjectIDRangeLength: *const SIZE_T,
+    ) -> HRESULT {
         // SAFETY: each array has `cSurvivingObjectIDRanges` entries during the callback.
-        forward!(self, "ICorProfilerCallback4::SurvivingReferences2", |p, info| p.surviving_references(info, unsafe {
-            GcRanges::surviving(slice(objectIDRangeStart, cSurvivingObjectIDRanges), slice(cObjectIDRangeLength, cSurvivingObjectIDRanges))
-        }))
+        forward!(
+            self,
+            "ICorProfilerCallback4::SurvivingReferences2",
+            |p, info| p.surviving_references(info, unsafe {
+                GcRanges::surviving(
+                    slice(objectIDRangeStart, cSurvivingObjectIDRanges),
+                    slice(cObjectIDRangeLength, cSurvivingObjectIDRanges),
+                )
+            })
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
-    unsafe fn ConditionalWeakTableElementReferences(&self, cRootRefs: ULONG, keyRefIds: *const ObjectID, valueRefIds: *const ObjectID, rootIds: *const GCHandleID) -> HRESULT {
+    unsafe fn ConditionalWeakTableElementReferences(
+        &self,
+        cRootRefs: ULONG,
+        keyRefIds: *const ObjectID,
+        valueRefIds: *const ObjectID,
+        rootIds: *const GCHandleID,
+    ) -> HRESULT {
         // SAFETY: each array has `cRootRefs` IDs valid during the callback.
-        forward!(self, "ICorProfilerCallback5::ConditionalWeakTableElementReferences", |p, info| p.conditional_weak_table_element_references(info, unsafe { ids(keyRefIds, cRootRefs) }, unsafe { ids(valueRefIds, cRootRefs) }, unsafe { ids(rootIds, cRootRefs) }))
+        forward!(
+            self,
+            "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
+            |p, info| p.conditional_weak_table_element_references(
+                info,
+                unsafe { ids(keyRefIds, cRootRefs) },
+                unsafe { ids(valueRefIds, cRootRefs) },
+                unsafe { ids(rootIds, cRootRefs) }
+            )
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback6_Impl for CallbackObject_Impl<P> {
-    unsafe fn GetAssemblyReferences(&self, wszAssemblyPath: *const WCHAR, pAsmRefProvider: *mut c_void) -> HRESULT {
+    unsafe fn GetAssemblyReferences(
+        &self,
+        wszAssemblyPath: *const WCHAR,
+        pAsmRefProvider: *mut c_void,
+    ) -> HRESULT {
         self.dispatch("ICorProfilerCallback6::GetAssemblyReferences", |p, info| {
             // SAFETY: a borrowed provider valid during the call, and a NUL-terminated path.
-            let Some(provider) = (unsafe { AssemblyReferenceProvider::from_raw_borrowed(pAsmRefProvider) }) else {
+            let Some(provider) =
+                (unsafe { AssemblyReferenceProvider::from_raw_borrowed(pAsmRefProvider) })
+            else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
             let path = unsafe { WideStr::from_nul_terminated(wszAssemblyPath) };
@@ -524,23 +1147,61 @@ impl<P: Profiler> ICorProfilerCallback6_Impl for CallbackObject_Impl<P> {
 
 impl<P: Profiler> ICorProfilerCallback7_Impl for CallbackObject_Impl<P> {
     unsafe fn ModuleInMemorySymbolsUpdated(&self, moduleId: ModuleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback7::ModuleInMemorySymbolsUpdated", |p, info| p.module_in_memory_symbols_updated(info, unsafe { ModuleId::from_sys(moduleId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback7::ModuleInMemorySymbolsUpdated",
+            |p, info| p
+                .module_in_memory_symbols_updated(info, unsafe { ModuleId::from_sys(moduleId) })
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
-    unsafe fn DynamicMethodJITCompilationStarted(&self, functionId: FunctionID, fIsSafeToBlock: BOOL, pILHeader: LPCBYTE, cbILHeader: ULONG) -> HRESULT {
+    unsafe fn DynamicMethodJITCompilationStarted(
+        &self,
+        functionId: FunctionID,
+        fIsSafeToBlock: BOOL,
+        pILHeader: LPCBYTE,
+        cbILHeader: ULONG,
+    ) -> HRESULT {
         // SAFETY: `pILHeader` holds `cbILHeader` bytes during the callback.
-        forward!(self, "ICorProfilerCallback8::DynamicMethodJITCompilationStarted", |p, info| p.dynamic_method_jit_compilation_started(info, unsafe { FunctionId::from_sys(functionId) }, b(fIsSafeToBlock), unsafe { slice(pILHeader, cbILHeader) }))
+        forward!(
+            self,
+            "ICorProfilerCallback8::DynamicMethodJITCompilationStarted",
+            |p, info| p.dynamic_method_jit_compilation_started(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                b(fIsSafeToBlock),
+                unsafe { slice(pILHeader, cbILHeader) }
+            )
+        )
     }
-    unsafe fn DynamicMethodJITCompilationFinished(&self, functionId: FunctionID, hrStatus: HRESULT, fIsSafeToBlock: BOOL) -> HRESULT {
-        forward!(self, "ICorProfilerCallback8::DynamicMethodJITCompilationFinished", |p, info| p.dynamic_method_jit_compilation_finished(info, unsafe { FunctionId::from_sys(functionId) }, hrStatus, b(fIsSafeToBlock)))
+    unsafe fn DynamicMethodJITCompilationFinished(
+        &self,
+        functionId: FunctionID,
+        hrStatus: HRESULT,
+        fIsSafeToBlock: BOOL,
+    ) -> HRESULT {
+        forward!(
+            self,
+            "ICorProfilerCallback8::DynamicMethodJITCompilationFinished",
+            |p, info| p.dynamic_method_jit_compilation_finished(
+                info,
+                unsafe { FunctionId::from_sys(functionId) },
+                hrStatus,
+                b(fIsSafeToBlock)
+            )
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback9_Impl for CallbackObject_Impl<P> {
     unsafe fn DynamicMethodUnloaded(&self, functionId: FunctionID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback9::DynamicMethodUnloaded", |p, info| p.dynamic_method_unloaded(info, unsafe { FunctionId::from_sys(functionId) }))
+        forward!(
+            self,
+            "ICorProfilerCallback9::DynamicMethodUnloaded",
+            |p, info| p.dynamic_method_unloaded(info, unsafe { FunctionId::from_sys(functionId) })
+        )
     }
 }
 
@@ -560,41 +1221,52 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
         numStackFrames: ULONG,
         stackFrames: *const UINT_PTR,
     ) -> HRESULT {
-        self.dispatch("ICorProfilerCallback10::EventPipeEventDelivered", |p, info| {
-            // SAFETY: every buffer has the stated length and every pointer is
-            // null or valid during the callback.
-            let event = unsafe {
-                EventPipeEvent {
-                    provider,
-                    event_id: eventId,
-                    event_version: eventVersion,
-                    metadata: slice(metadataBlob, cbMetadataBlob),
-                    data: slice(eventData, cbEventData),
-                    activity_id: pActivityId.as_ref(),
-                    related_activity_id: pRelatedActivityId.as_ref(),
-                    thread: ThreadId::from_sys(eventThread),
-                    stack: slice(stackFrames, numStackFrames),
-                }
-            };
-            p.event_pipe_event_delivered(info, &event);
-            S_OK
-        })
+        self.dispatch(
+            "ICorProfilerCallback10::EventPipeEventDelivered",
+            |p, info| {
+                // SAFETY: every buffer has the stated length and every pointer is
+                // null or valid during the callback.
+                let event = unsafe {
+                    EventPipeEvent {
+                        provider,
+                        event_id: eventId,
+                        event_version: eventVersion,
+                        metadata: slice(metadataBlob, cbMetadataBlob),
+                        data: slice(eventData, cbEventData),
+                        activity_id: pActivityId.as_ref(),
+                        related_activity_id: pRelatedActivityId.as_ref(),
+                        thread: ThreadId::from_sys(eventThread),
+                        stack: slice(stackFrames, numStackFrames),
+                    }
+                };
+                p.event_pipe_event_delivered(info, &event);
+                S_OK
+            },
+        )
     }
     unsafe fn EventPipeProviderCreated(&self, provider: EVENTPIPE_PROVIDER) -> HRESULT {
-        forward!(self, "ICorProfilerCallback10::EventPipeProviderCreated", |p, info| p.event_pipe_provider_created(info, provider))
+        forward!(
+            self,
+            "ICorProfilerCallback10::EventPipeProviderCreated",
+            |p, info| p.event_pipe_provider_created(info, provider)
+        )
     }
 }
 
 impl<P: Profiler> ICorProfilerCallback11_Impl for CallbackObject_Impl<P> {
     unsafe fn LoadAsNotificationOnly(&self, pbNotificationOnly: *mut BOOL) -> HRESULT {
-        guard("ICorProfilerCallback11::LoadAsNotificationOnly", S_OK, || {
-            let v = self.profiler.load_as_notification_only();
-            if !pbNotificationOnly.is_null() {
-                // SAFETY: the runtime passes a valid out pointer (checked non-null).
-                unsafe { *pbNotificationOnly = v as BOOL };
-            }
-            S_OK
-        })
+        guard(
+            "ICorProfilerCallback11::LoadAsNotificationOnly",
+            S_OK,
+            || {
+                let v = self.profiler.load_as_notification_only();
+                if !pbNotificationOnly.is_null() {
+                    // SAFETY: the runtime passes a valid out pointer (checked non-null).
+                    unsafe { *pbNotificationOnly = v as BOOL };
+                }
+                S_OK
+            },
+        )
     }
 }
 
@@ -603,7 +1275,11 @@ impl<P: Profiler> ICorProfilerCallback11_Impl for CallbackObject_Impl<P> {
 ///
 /// # Safety
 /// `riid` is a valid GUID pointer and `ppv` a valid out pointer (COM rules).
-pub unsafe fn create_instance<P: Profiler>(make: impl FnOnce() -> P, riid: *const GUID, ppv: *mut *mut c_void) -> HRESULT {
+pub unsafe fn create_instance<P: Profiler>(
+    make: impl FnOnce() -> P,
+    riid: *const GUID,
+    ppv: *mut *mut c_void,
+) -> HRESULT {
     let object = CallbackObject::new(make()).into_unknown();
     // SAFETY: forwarded COM out-parameter contract.
     unsafe { object.query(riid, ppv) }

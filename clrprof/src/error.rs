@@ -76,13 +76,18 @@ impl Error {
 
     /// The symbolic name of the `HRESULT`, when it is a known one.
     pub fn name(&self) -> Option<&'static str> {
-        KnownHresult::try_from(self.hresult().0).ok().map(KnownHresult::name)
+        KnownHresult::try_from(self.hresult().0)
+            .ok()
+            .map(KnownHresult::name)
     }
 
     /// `true` if the runtime refused because the profiler was loaded by attach
     /// (`CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`).
     pub fn is_unsupported_for_attach(&self) -> bool {
-        hr_is(self, KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER)
+        hr_is(
+            self,
+            KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER,
+        )
     }
 
     /// `true` for `CORPROF_E_DATAINCOMPLETE`: the ID is known but not fully
@@ -148,7 +153,9 @@ pub fn hresult_name(hr: HRESULT) -> Option<&'static str> {
 
 /// Looks up the human explanation of an `HRESULT`.
 pub fn hresult_explanation(hr: HRESULT) -> Option<&'static str> {
-    KnownHresult::try_from(hr.0).ok().map(KnownHresult::explanation)
+    KnownHresult::try_from(hr.0)
+        .ok()
+        .map(KnownHresult::explanation)
 }
 
 macro_rules! known_hresults {
@@ -261,22 +268,43 @@ mod tests {
 
     #[test]
     fn names_and_explains_corprof_codes() {
-        let e = Error::runtime(HRESULT(0x8013_136F_u32 as i32), "ICorProfilerInfo::SetEventMask");
-        assert_eq!(e.name(), Some("CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER"));
+        let e = Error::runtime(
+            HRESULT(0x8013_136F_u32 as i32),
+            "ICorProfilerInfo::SetEventMask",
+        );
+        assert_eq!(
+            e.name(),
+            Some("CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER")
+        );
         assert!(e.is_unsupported_for_attach());
         let text = e.to_string();
-        assert!(text.contains("SetEventMask failed with 0x8013136f"), "{text}");
-        assert!(text.contains("not allowed for a profiler loaded by attach"), "{text}");
+        assert!(
+            text.contains("SetEventMask failed with 0x8013136f"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not allowed for a profiler loaded by attach"),
+            "{text}"
+        );
     }
 
     #[test]
     fn known_table_agrees_with_sys_constants() {
-        assert_eq!(KnownHresult::CORPROF_E_DATAINCOMPLETE as i32, clrprof_sys::CORPROF_E_DATAINCOMPLETE);
-        assert_eq!(KnownHresult::CORPROF_E_NOT_GC_OBJECT as i32, clrprof_sys::CORPROF_E_NOT_GC_OBJECT);
-        assert_eq!(KnownHresult::E_INVALIDARG as i32, clrprof_sys::E_INVALIDARG);
+        assert_eq!(
+            KnownHresult::CORPROF_E_DATAINCOMPLETE as i32,
+            clrprof_sys::CORPROF_E_DATAINCOMPLETE.0
+        );
+        assert_eq!(
+            KnownHresult::CORPROF_E_NOT_GC_OBJECT as i32,
+            clrprof_sys::CORPROF_E_NOT_GC_OBJECT.0
+        );
+        assert_eq!(
+            KnownHresult::E_INVALIDARG as i32,
+            clrprof_sys::E_INVALIDARG.0
+        );
         assert_eq!(
             KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32,
-            clrprof_sys::CORPROF_E_PROFILER_CANCEL_ACTIVATION
+            clrprof_sys::CORPROF_E_PROFILER_CANCEL_ACTIVATION.0
         );
     }
 
@@ -291,7 +319,11 @@ mod tests {
 
     #[test]
     fn unsupported_names_versions() {
-        let e = Error::Unsupported { needs: 10, has: 9, call: "ICorProfilerInfo10::SuspendRuntime" };
+        let e = Error::Unsupported {
+            needs: 10,
+            has: 9,
+            call: "ICorProfilerInfo10::SuspendRuntime",
+        };
         assert_eq!(
             e.to_string(),
             "ICorProfilerInfo10::SuspendRuntime needs ICorProfilerInfo10, but this runtime offers only ICorProfilerInfo9"

@@ -205,7 +205,10 @@ pub struct EventMasks {
 
 impl From<EventMask> for EventMasks {
     fn from(low: EventMask) -> Self {
-        EventMasks { low, high: HighEventMask::empty() }
+        EventMasks {
+            low,
+            high: HighEventMask::empty(),
+        }
     }
 }
 
@@ -221,13 +224,19 @@ pub struct AttachEventMasks {
 
 impl From<AttachEventMask> for AttachEventMasks {
     fn from(low: AttachEventMask) -> Self {
-        AttachEventMasks { low, high: AttachHighEventMask::empty() }
+        AttachEventMasks {
+            low,
+            high: AttachHighEventMask::empty(),
+        }
     }
 }
 
 impl From<AttachEventMasks> for EventMasks {
     fn from(m: AttachEventMasks) -> Self {
-        EventMasks { low: m.low.into(), high: m.high.into() }
+        EventMasks {
+            low: m.low.into(),
+            high: m.high.into(),
+        }
     }
 }
 
@@ -237,8 +246,14 @@ mod tests {
 
     #[test]
     fn attach_masks_are_exactly_the_allowable_sets() {
-        assert_eq!(AttachEventMask::all().bits(), sys::COR_PRF_ALLOWABLE_AFTER_ATTACH);
-        assert_eq!(AttachHighEventMask::all().bits(), sys::COR_PRF_HIGH_ALLOWABLE_AFTER_ATTACH);
+        assert_eq!(
+            AttachEventMask::all().bits(),
+            sys::COR_PRF_ALLOWABLE_AFTER_ATTACH
+        );
+        assert_eq!(
+            AttachHighEventMask::all().bits(),
+            sys::COR_PRF_HIGH_ALLOWABLE_AFTER_ATTACH
+        );
     }
 
     #[test]

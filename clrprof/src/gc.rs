@@ -42,7 +42,10 @@ impl GenerationSet {
                 bits |= 1 << i;
             }
         }
-        GenerationSet { bits, count: flags.len().min(32) as u8 }
+        GenerationSet {
+            bits,
+            count: flags.len().min(32) as u8,
+        }
     }
 
     /// `true` if generation `generation` (see the type docs) is collected.
@@ -68,7 +71,9 @@ impl GenerationSet {
 
 impl core::fmt::Debug for GenerationSet {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries((0..self.count as u32).filter(|&g| self.contains(g))).finish()
+        f.debug_list()
+            .entries((0..self.count as u32).filter(|&g| self.contains(g)))
+            .finish()
     }
 }
 
@@ -102,11 +107,19 @@ pub struct GcRanges<'a> {
 impl<'a> GcRanges<'a> {
     /// Moved ranges: `old[i]..old[i]+lens[i]` moved to `new[i]`.
     pub fn moved(old: &'a [usize], new: &'a [usize], lens: &'a [usize]) -> Self {
-        GcRanges { old, new: Some(new), lens }
+        GcRanges {
+            old,
+            new: Some(new),
+            lens,
+        }
     }
     /// Surviving ranges (objects did not move).
     pub fn surviving(start: &'a [usize], lens: &'a [usize]) -> Self {
-        GcRanges { old: start, new: None, lens }
+        GcRanges {
+            old: start,
+            new: None,
+            lens,
+        }
     }
     /// Number of ranges.
     pub fn len(&self) -> usize {
@@ -191,7 +204,12 @@ impl<'a> RootReferences<'a> {
         let s = *self;
         (0..s.objects.len()).map(move |i| RootReference {
             object: s.objects[i],
-            kind: GcRootKind::from_sys(s.kinds.get(i).copied().unwrap_or(sys::COR_PRF_GC_ROOT_OTHER)),
+            kind: GcRootKind::from_sys(
+                s.kinds
+                    .get(i)
+                    .copied()
+                    .unwrap_or(sys::COR_PRF_GC_ROOT_OTHER),
+            ),
             flags: s.flags.get(i).copied().unwrap_or(0),
             root_id: s.ids.get(i).copied().unwrap_or(0),
         })
@@ -212,7 +230,11 @@ mod tests {
 
     #[test]
     fn ranges_remap_inside_only() {
-        let (old, new, lens) = ([0x1000usize, 0x5000], [0x2000usize, 0x5000], [0x100usize, 0x10]);
+        let (old, new, lens) = (
+            [0x1000usize, 0x5000],
+            [0x2000usize, 0x5000],
+            [0x100usize, 0x10],
+        );
         let r = GcRanges::moved(&old, &new, &lens);
         let v: Vec<_> = r.iter().collect();
         assert_eq!(v[0].remap(RawObjectId(0x1010)), Some(RawObjectId(0x2010)));

@@ -32,7 +32,10 @@ pub fn install_panic_hook() {
                         .location()
                         .map(|l| format!(" at {}:{}", l.file(), l.line()))
                         .unwrap_or_default();
-                    log::error!("panic in {entry}{location}: {}", payload_text(panic_info.payload()));
+                    log::error!(
+                        "panic in {entry}{location}: {}",
+                        payload_text(panic_info.payload())
+                    );
                 }
                 None => previous(panic_info),
             }
@@ -55,7 +58,10 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
 #[inline]
 pub fn guard<R>(entry: &'static str, on_panic: R, f: impl FnOnce() -> R) -> R {
     install_panic_hook();
-    let outer = CURRENT_ENTRY.try_with(|c| c.replace(Some(entry))).ok().flatten();
+    let outer = CURRENT_ENTRY
+        .try_with(|c| c.replace(Some(entry)))
+        .ok()
+        .flatten();
     let result = catch_unwind(AssertUnwindSafe(f));
     let _ = CURRENT_ENTRY.try_with(|c| c.set(outer));
     match result {

@@ -294,7 +294,10 @@ mod tests {
 
     #[test]
     fn tokens_check_their_table() {
-        assert_eq!(MdMethodDef::new(0x0600_0001), Some(MdMethodDef(0x0600_0001)));
+        assert_eq!(
+            MdMethodDef::new(0x0600_0001),
+            Some(MdMethodDef(0x0600_0001))
+        );
         assert_eq!(MdMethodDef::new(0x0200_0001), None);
         assert_eq!(MdTypeDef::from_rid(5).0, 0x0200_0005);
         assert!(MdTypeDef(0x0200_0000).is_nil());

@@ -50,6 +50,7 @@ pub mod event_mask;
 pub mod factory;
 pub mod gc;
 pub mod guard;
+pub mod host;
 pub mod ids;
 pub mod info;
 pub mod logging;
@@ -62,7 +63,9 @@ pub mod wide;
 pub use callback::{Profiler, SuspendReason, TransitionReason};
 pub use clrprof_macros::profiler;
 pub use error::{Error, Result, HRESULT};
-pub use event_mask::{AttachEventMask, AttachEventMasks, AttachHighEventMask, EventMask, EventMasks, HighEventMask};
+pub use event_mask::{
+    AttachEventMask, AttachEventMasks, AttachHighEventMask, EventMask, EventMasks, HighEventMask,
+};
 pub use ids::*;
 pub use info::{ProfilerInfo, RuntimeInfo, RuntimeType};
 pub use names::NameCache;
@@ -75,8 +78,6 @@ pub use clrprof_sys as sys;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::com::create_instance;
-    pub use crate::factory::{ProfilerClass, PROFILER_CLASSES};
-    pub use linkme;
     pub use windows_core::GUID;
 
     /// Implemented by every `Send + Sync` type; `#[profiler]` requires it so a

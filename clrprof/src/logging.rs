@@ -27,7 +27,12 @@ impl log::Log for Sink {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let line = format!("[clrprof {} {}] {}\n", record.level(), record.target(), record.args());
+        let line = format!(
+            "[clrprof {} {}] {}\n",
+            record.level(),
+            record.target(),
+            record.args()
+        );
         match &self.file {
             Some(f) => {
                 if let Ok(mut f) = f.lock() {
@@ -49,7 +54,11 @@ impl log::Log for Sink {
 pub fn init_from_env() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let level = match std::env::var("CLRPROF_LOG").as_deref().map(str::to_ascii_lowercase).as_deref() {
+        let level = match std::env::var("CLRPROF_LOG")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             Ok("error") => log::LevelFilter::Error,
             Ok("warn") => log::LevelFilter::Warn,
             Ok("info") => log::LevelFilter::Info,
@@ -58,7 +67,13 @@ pub fn init_from_env() {
             _ => return,
         };
         let file = std::env::var_os("CLRPROF_LOG_FILE")
-            .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok())
+            .and_then(|p| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .ok()
+            })
             .map(Mutex::new);
         if log::set_boxed_logger(Box::new(Sink { file })).is_ok() {
             log::set_max_level(level);

@@ -58,8 +58,9 @@ pub struct MethodProps {
 impl MetaDataImport {
     /// Wraps a metadata object returned by the runtime.
     pub fn from_unknown(unknown: &IUnknown) -> Result<Self> {
-        let import: sys::IMetaDataImport =
-            unknown.cast().map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataImport)"))?;
+        let import: sys::IMetaDataImport = unknown
+            .cast()
+            .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataImport)"))?;
         let import2 = unknown.cast().ok();
         Ok(MetaDataImport { import, import2 })
     }
@@ -80,9 +81,16 @@ impl MetaDataImport {
         let name = fill_string("IMetaDataImport::GetTypeDefProps", |cap, needed, buf| {
             // SAFETY: `buf` has `cap` WCHARs; other out pointers are locals. A
             // wrong token is reported by HRESULT, not undefined behaviour.
-            unsafe { self.import.GetTypeDefProps(type_def.0, buf, cap, needed, &mut flags, &mut extends) }
+            unsafe {
+                self.import
+                    .GetTypeDefProps(type_def.0, buf, cap, needed, &mut flags, &mut extends)
+            }
         })?;
-        Ok(TypeDefProps { name, flags, extends: MdToken(extends) })
+        Ok(TypeDefProps {
+            name,
+            flags,
+            extends: MdToken(extends),
+        })
     }
 
     /// `GetNestedClassProps`: the enclosing type of a nested type, or `None`
@@ -124,7 +132,18 @@ impl MetaDataImport {
         let name = fill_string("IMetaDataImport::GetMethodProps", |cap, needed, buf| {
             // SAFETY: `buf` has `cap` WCHARs; other out pointers are locals.
             unsafe {
-                self.import.GetMethodProps(method.0, &mut class, buf, cap, needed, &mut attrs, &mut sig, &mut sig_len, &mut rva, &mut impl_flags)
+                self.import.GetMethodProps(
+                    method.0,
+                    &mut class,
+                    buf,
+                    cap,
+                    needed,
+                    &mut attrs,
+                    &mut sig,
+                    &mut sig_len,
+                    &mut rva,
+                    &mut impl_flags,
+                )
             }
         })?;
         let signature = if sig.is_null() {
@@ -134,7 +153,14 @@ impl MetaDataImport {
             // signature heap, valid while the metadata object lives (we hold it).
             unsafe { core::slice::from_raw_parts(sig, sig_len as usize) }.to_vec()
         };
-        Ok(MethodProps { class: MdTypeDef(class), name, attributes: attrs, signature, rva, impl_flags })
+        Ok(MethodProps {
+            class: MdTypeDef(class),
+            name,
+            attributes: attrs,
+            signature,
+            rva,
+            impl_flags,
+        })
     }
 
     /// `Namespace.Type+Nested::Method` for a method definition.

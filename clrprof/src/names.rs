@@ -39,7 +39,10 @@ struct ShardedNames<K> {
 
 impl<K: Hash + Eq + Copy> ShardedNames<K> {
     fn new() -> Self {
-        ShardedNames { hasher: RandomState::new(), shards: std::array::from_fn(|_| RwLock::new(HashMap::new())) }
+        ShardedNames {
+            hasher: RandomState::new(),
+            shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+        }
     }
 
     fn shard(&self, key: &K) -> &RwLock<HashMap<K, Arc<str>>> {
@@ -64,7 +67,10 @@ impl<K: Hash + Eq + Copy> ShardedNames<K> {
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.read().map(|m| m.len()).unwrap_or(0)).sum()
+        self.shards
+            .iter()
+            .map(|s| s.read().map(|m| m.len()).unwrap_or(0))
+            .sum()
     }
 }
 
@@ -88,7 +94,10 @@ impl Default for NameCache {
 impl NameCache {
     /// An empty cache.
     pub fn new() -> Self {
-        NameCache { functions: ShardedNames::new(), classes: ShardedNames::new() }
+        NameCache {
+            functions: ShardedNames::new(),
+            classes: ShardedNames::new(),
+        }
     }
 
     /// The function's name, asking the runtime the first time only.

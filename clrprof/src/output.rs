@@ -29,14 +29,21 @@ impl JsonLines {
     /// Writes to the file named by environment variable `var` (appending), or
     /// to stderr when it is unset or cannot be opened.
     pub const fn from_env(var: &'static str) -> Self {
-        JsonLines { var, sink: OnceLock::new() }
+        JsonLines {
+            var,
+            sink: OnceLock::new(),
+        }
     }
 
     fn sink(&self) -> &Mutex<BufWriter<Box<dyn Write + Send>>> {
         self.sink.get_or_init(|| {
-            let target: Box<dyn Write + Send> = match std::env::var_os(self.var)
-                .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok())
-            {
+            let target: Box<dyn Write + Send> = match std::env::var_os(self.var).and_then(|p| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .ok()
+            }) {
                 Some(f) => Box::new(f),
                 None => Box::new(std::io::stderr()),
             };
@@ -61,7 +68,11 @@ impl JsonLines {
             RuntimeType::CoreClr => "coreclr",
             RuntimeType::Unknown(_) => "unknown",
         };
-        self.record("runtime").str("version", &rt.version()).str("runtime", kind).num("pid", std::process::id() as u64).write();
+        self.record("runtime")
+            .str("version", &rt.version())
+            .str("runtime", kind)
+            .num("pid", std::process::id() as u64)
+            .write();
         Ok(())
     }
 
@@ -183,9 +194,16 @@ mod tests {
         // A variable name unique to this test, so parallel tests do not interfere.
         std::env::set_var("CLRPROF_TEST_OUTPUT_WRITES", &path);
         let out = JsonLines::from_env("CLRPROF_TEST_OUTPUT_WRITES");
-        out.record("jit").str("method", "A.B+C::M").num("count", 3).bool("ok", true).write();
+        out.record("jit")
+            .str("method", "A.B+C::M")
+            .num("count", 3)
+            .bool("ok", true)
+            .write();
         out.flush();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text, "{\"event\":\"jit\",\"method\":\"A.B+C::M\",\"count\":3,\"ok\":true}\n");
+        assert_eq!(
+            text,
+            "{\"event\":\"jit\",\"method\":\"A.B+C::M\",\"count\":3,\"ok\":true}\n"
+        );
     }
 }

@@ -33,22 +33,36 @@ impl FunctionControl {
     /// `SetCodegenFlags` (`COR_PRF_CODEGEN_FLAGS`).
     pub fn set_codegen_flags(&self, flags: u32) -> Result<()> {
         // SAFETY: plain value argument.
-        check(unsafe { self.raw.SetCodegenFlags(flags) }, "ICorProfilerFunctionControl::SetCodegenFlags").map(|_| ())
+        check(
+            unsafe { self.raw.SetCodegenFlags(flags) },
+            "ICorProfilerFunctionControl::SetCodegenFlags",
+        )
+        .map(|_| ())
     }
 
     /// `SetILFunctionBody`: the new method header and IL. The runtime copies
     /// the bytes, so no special allocator is needed here.
     pub fn set_il_function_body(&self, body: &[u8]) -> Result<()> {
-        let len = u32::try_from(body.len()).map_err(|_| crate::Error::InvalidArgument("IL body larger than 4 GiB"))?;
+        let len = u32::try_from(body.len())
+            .map_err(|_| crate::Error::InvalidArgument("IL body larger than 4 GiB"))?;
         // SAFETY: `body` is `len` readable bytes for the call.
-        check(unsafe { self.raw.SetILFunctionBody(len, body.as_ptr()) }, "ICorProfilerFunctionControl::SetILFunctionBody").map(|_| ())
+        check(
+            unsafe { self.raw.SetILFunctionBody(len, body.as_ptr()) },
+            "ICorProfilerFunctionControl::SetILFunctionBody",
+        )
+        .map(|_| ())
     }
 
     /// `SetILInstrumentedCodeMap`: old-to-new IL offset map.
     pub fn set_il_instrumented_code_map(&self, map: &[sys::COR_IL_MAP]) -> Result<()> {
-        let len = u32::try_from(map.len()).map_err(|_| crate::Error::InvalidArgument("IL map too long"))?;
+        let len = u32::try_from(map.len())
+            .map_err(|_| crate::Error::InvalidArgument("IL map too long"))?;
         // SAFETY: `map` is `len` readable entries for the call.
-        check(unsafe { self.raw.SetILInstrumentedCodeMap(len, map.as_ptr()) }, "ICorProfilerFunctionControl::SetILInstrumentedCodeMap").map(|_| ())
+        check(
+            unsafe { self.raw.SetILInstrumentedCodeMap(len, map.as_ptr()) },
+            "ICorProfilerFunctionControl::SetILInstrumentedCodeMap",
+        )
+        .map(|_| ())
     }
 }
 
@@ -66,15 +80,25 @@ impl AssemblyReferenceProvider {
     pub unsafe fn from_raw_borrowed(ptr: *mut c_void) -> Option<Self> {
         // SAFETY: guaranteed by the caller; `cast` AddRefs.
         let unknown = unsafe { IUnknown::from_raw_borrowed(&ptr) }?;
-        unknown.cast().ok().map(|raw| AssemblyReferenceProvider { raw })
+        unknown
+            .cast()
+            .ok()
+            .map(|raw| AssemblyReferenceProvider { raw })
     }
 
     /// `AddAssemblyReference` with the raw description.
     ///
     /// # Safety
     /// Every pointer inside `info` must be valid for the call.
-    pub unsafe fn add_assembly_reference(&self, info: &sys::COR_PRF_ASSEMBLY_REFERENCE_INFO) -> Result<()> {
+    pub unsafe fn add_assembly_reference(
+        &self,
+        info: &sys::COR_PRF_ASSEMBLY_REFERENCE_INFO,
+    ) -> Result<()> {
         // SAFETY: guaranteed by the caller.
-        check(unsafe { self.raw.AddAssemblyReference(info) }, "ICorProfilerAssemblyReferenceProvider::AddAssemblyReference").map(|_| ())
+        check(
+            unsafe { self.raw.AddAssemblyReference(info) },
+            "ICorProfilerAssemblyReferenceProvider::AddAssemblyReference",
+        )
+        .map(|_| ())
     }
 }

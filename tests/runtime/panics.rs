@@ -4,13 +4,10 @@
 
 use clrprof_testing::harness::Scenario;
 
-fn compare(case: &clrprof_testing::harness::Case<'_>, panic_in: Option<&str>) -> Result<(), clrprof_testing::harness::Verdict> {
-    let app = case.app("busy")?;
+fn compare(case: &clrprof_testing::harness::Case<'_>, app: &str, panic_in: Option<&str>) -> Result<(), clrprof_testing::harness::Verdict> {
+    let app = case.app(app)?;
     let plain = case.run(case.spec(&app))?;
     plain.check()?;
-    if !plain.stdout.contains("caught 1") {
-        return Err(format!("the busy app did not report its exception: {:?}", plain.stdout).into());
-    }
     let profiler = case.profiler("panicking-profiler")?;
     let mut spec = case.spec(&app).profiler(profiler);
     if let Some(p) = panic_in {
@@ -44,7 +41,12 @@ fn compare(case: &clrprof_testing::harness::Case<'_>, panic_in: Option<&str>) ->
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        Scenario::new("panics: every callback panics, app unchanged", |case| compare(case, None)),
-        Scenario::new("panics: initialize panics, app unchanged", |case| compare(case, Some("initialize"))),
+        Scenario::new("panics: every callback panics, busy app unchanged", |case| compare(case, "busy", None))
+            .exclude_leg(
+                crate::exceptions::WINE_NET8_LEG,
+                "a Rust panic is a Windows exception too; after the app's managed exception, .NET 8 under Wine 8 aborts on the next one (the Wine defect of RUNTIMES.md); the hello variant covers this leg",
+            ),
+        Scenario::new("panics: every callback panics, hello app unchanged", |case| compare(case, "hello", None)),
+        Scenario::new("panics: initialize panics, busy app unchanged", |case| compare(case, "busy", Some("initialize"))),
     ]
 }

@@ -120,12 +120,21 @@ pub struct RuntimeInfo {
     pub qfe: u16,
     /// The version string the runtime reports.
     pub version_string: String,
+    /// The product version, when it differs from what the runtime reports:
+    /// CoreCLR before .NET 5 reports 4.0.30319; its product version (e.g.
+    /// 3.1.23) is read from the folder of the loaded runtime library
+    /// (see [`crate::host`]).
+    pub product_version: Option<String>,
 }
 
 impl RuntimeInfo {
-    /// `major.minor.build`, the form the examples' runtime records use.
+    /// The product version as `major.minor.build` (e.g. `3.1.23`, `8.0.4`),
+    /// the form the examples' runtime records use.
     pub fn version(&self) -> String {
-        format!("{}.{}.{}", self.major, self.minor, self.build)
+        match &self.product_version {
+            Some(v) => v.clone(),
+            None => format!("{}.{}.{}", self.major, self.minor, self.build),
+        }
     }
 }
 
@@ -194,13 +203,25 @@ impl ProfilerInfo {
         if let Ok(i5) = self.raw_info5("ICorProfilerInfo5::GetEventMask2") {
             let (mut lo, mut hi) = (0u32, 0u32);
             // SAFETY: valid out pointers; Info5 is present.
-            check(unsafe { i5.GetEventMask2(&mut lo, &mut hi) }, "ICorProfilerInfo5::GetEventMask2")?;
-            return Ok(EventMasks { low: EventMask::from_bits_retain(lo), high: HighEventMask::from_bits_retain(hi) });
+            check(
+                unsafe { i5.GetEventMask2(&mut lo, &mut hi) },
+                "ICorProfilerInfo5::GetEventMask2",
+            )?;
+            return Ok(EventMasks {
+                low: EventMask::from_bits_retain(lo),
+                high: HighEventMask::from_bits_retain(hi),
+            });
         }
         let mut lo = 0u32;
         // SAFETY: valid out pointer.
-        check(unsafe { self.info1.GetEventMask(&mut lo) }, "ICorProfilerInfo::GetEventMask")?;
-        Ok(EventMasks { low: EventMask::from_bits_retain(lo), high: HighEventMask::empty() })
+        check(
+            unsafe { self.info1.GetEventMask(&mut lo) },
+            "ICorProfilerInfo::GetEventMask",
+        )?;
+        Ok(EventMasks {
+            low: EventMask::from_bits_retain(lo),
+            high: HighEventMask::empty(),
+        })
     }
 
     /// `SetEventMask` / `SetEventMask2`. A non-empty high mask needs Info5.
@@ -215,29 +236,58 @@ impl ProfilerInfo {
         if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
             // SAFETY: plain value arguments.
-            check(unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }, "ICorProfilerInfo5::SetEventMask2")?;
+            check(
+                unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) },
+                "ICorProfilerInfo5::SetEventMask2",
+            )?;
             return Ok(());
         }
         // SAFETY: plain value argument.
-        check(unsafe { self.info1.SetEventMask(masks.low.bits()) }, "ICorProfilerInfo::SetEventMask")?;
+        check(
+            unsafe { self.info1.SetEventMask(masks.low.bits()) },
+            "ICorProfilerInfo::SetEventMask",
+        )?;
         Ok(())
     }
 
     /// `GetRuntimeInformation` (Info3).
     pub fn runtime_information(&self) -> Result<RuntimeInfo> {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetRuntimeInformation")?;
-        let (mut id, mut ty, mut major, mut minor, mut build, mut qfe) = (0u16, 0u32, 0u16, 0u16, 0u16, 0u16);
-        let version_string = fill_string("ICorProfilerInfo3::GetRuntimeInformation", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` writable WCHARs (buffer protocol); other
-            // out pointers are valid locals.
-            unsafe { i3.GetRuntimeInformation(&mut id, &mut ty, &mut major, &mut minor, &mut build, &mut qfe, cap, needed, buf) }
-        })?;
+        let (mut id, mut ty, mut major, mut minor, mut build, mut qfe) =
+            (0u16, 0u32, 0u16, 0u16, 0u16, 0u16);
+        let version_string = fill_string(
+            "ICorProfilerInfo3::GetRuntimeInformation",
+            |cap, needed, buf| {
+                // SAFETY: `buf` has `cap` writable WCHARs (buffer protocol); other
+                // out pointers are valid locals.
+                unsafe {
+                    i3.GetRuntimeInformation(
+                        &mut id, &mut ty, &mut major, &mut minor, &mut build, &mut qfe, cap,
+                        needed, buf,
+                    )
+                }
+            },
+        )?;
         let runtime_type = match ty {
             sys::COR_PRF_DESKTOP_CLR => RuntimeType::Desktop,
             sys::COR_PRF_CORE_CLR => RuntimeType::CoreClr,
             o => RuntimeType::Unknown(o),
         };
-        Ok(RuntimeInfo { clr_instance_id: id, runtime_type, major, minor, build, qfe, version_string })
+        let product_version = if runtime_type == RuntimeType::CoreClr && major == 4 {
+            crate::host::legacy_coreclr_product_version()
+        } else {
+            None
+        };
+        Ok(RuntimeInfo {
+            clr_instance_id: id,
+            runtime_type,
+            major,
+            minor,
+            build,
+            qfe,
+            version_string,
+            product_version,
+        })
     }
 
     /// `GetFunctionInfo`.
@@ -245,28 +295,66 @@ impl ProfilerInfo {
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
         check(
-            unsafe { self.info1.GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token) },
+            unsafe {
+                self.info1
+                    .GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token)
+            },
             "ICorProfilerInfo::GetFunctionInfo",
         )?;
         // SAFETY: IDs returned for a valid function stay valid as long as it does.
-        Ok(unsafe { FunctionInfo { class: ClassId::from_sys(class), module: ModuleId::from_sys(module), token: MdMethodDef(token) } })
+        Ok(unsafe {
+            FunctionInfo {
+                class: ClassId::from_sys(class),
+                module: ModuleId::from_sys(module),
+                token: MdMethodDef(token),
+            }
+        })
     }
 
     /// `GetFunctionInfo2` without a frame: the class, module, token and the
     /// function's own type arguments (empty for non-generic methods, or when
     /// the runtime cannot tell without a frame).
-    pub fn function_info2<'a>(&self, function: FunctionId<'a>) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
+    pub fn function_info2<'a>(
+        &self,
+        function: FunctionId<'a>,
+    ) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionInfo2")?;
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         let mut args: Vec<usize> = Vec::new();
-        fill::<usize, 8>("ICorProfilerInfo2::GetFunctionInfo2", &mut args, |cap, needed, buf| {
-            // SAFETY: `function` is valid (typed ID); `buf` has `cap` slots.
-            unsafe { i2.GetFunctionInfo2(function.as_sys(), 0, &mut class, &mut module, &mut token, cap, needed, buf) }
-        })?;
+        fill::<usize, 8>(
+            "ICorProfilerInfo2::GetFunctionInfo2",
+            &mut args,
+            |cap, needed, buf| {
+                // SAFETY: `function` is valid (typed ID); `buf` has `cap` slots.
+                unsafe {
+                    i2.GetFunctionInfo2(
+                        function.as_sys(),
+                        0,
+                        &mut class,
+                        &mut module,
+                        &mut token,
+                        cap,
+                        needed,
+                        buf,
+                    )
+                }
+            },
+        )?;
         // SAFETY: IDs the runtime returns for a valid function are valid as long as it is.
-        let info = unsafe { FunctionInfo { class: ClassId::from_sys(class), module: ModuleId::from_sys(module), token: MdMethodDef(token) } };
+        let info = unsafe {
+            FunctionInfo {
+                class: ClassId::from_sys(class),
+                module: ModuleId::from_sys(module),
+                token: MdMethodDef(token),
+            }
+        };
         // SAFETY: as above.
-        Ok((info, args.into_iter().map(|c| unsafe { ClassId::from_sys(c) }).collect()))
+        Ok((
+            info,
+            args.into_iter()
+                .map(|c| unsafe { ClassId::from_sys(c) })
+                .collect(),
+        ))
     }
 
     /// `GetClassIDInfo2` (Info2): definition, parent and type arguments.
@@ -274,10 +362,24 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetClassIDInfo2")?;
         let (mut module, mut td, mut parent) = (0usize, 0u32, 0usize);
         let mut args: Vec<usize> = Vec::new();
-        fill::<usize, 8>("ICorProfilerInfo2::GetClassIDInfo2", &mut args, |cap, needed, buf| {
-            // SAFETY: `class` is valid (typed ID); `buf` has `cap` slots.
-            unsafe { i2.GetClassIDInfo2(class.as_sys(), &mut module, &mut td, &mut parent, cap, needed, buf) }
-        })?;
+        fill::<usize, 8>(
+            "ICorProfilerInfo2::GetClassIDInfo2",
+            &mut args,
+            |cap, needed, buf| {
+                // SAFETY: `class` is valid (typed ID); `buf` has `cap` slots.
+                unsafe {
+                    i2.GetClassIDInfo2(
+                        class.as_sys(),
+                        &mut module,
+                        &mut td,
+                        &mut parent,
+                        cap,
+                        needed,
+                        buf,
+                    )
+                }
+            },
+        )?;
         // SAFETY: IDs returned for a loaded class are valid while it is.
         Ok(unsafe {
             ClassInfo {
@@ -294,14 +396,31 @@ impl ProfilerInfo {
         let (mut base, mut assembly) = (core::ptr::null::<u8>(), 0usize);
         let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
             // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
-            unsafe { self.info1.GetModuleInfo(module.as_sys(), &mut base, cap, needed, buf, &mut assembly) }
+            unsafe {
+                self.info1.GetModuleInfo(
+                    module.as_sys(),
+                    &mut base,
+                    cap,
+                    needed,
+                    buf,
+                    &mut assembly,
+                )
+            }
         })?;
         // SAFETY: the assembly of a loaded module is valid while the module is.
-        Ok(ModuleInfo { base_load_address: base as usize, name, assembly: unsafe { AssemblyId::from_sys(assembly) } })
+        Ok(ModuleInfo {
+            base_load_address: base as usize,
+            name,
+            assembly: unsafe { AssemblyId::from_sys(assembly) },
+        })
     }
 
     /// `GetModuleMetaData`: the module's metadata import interface.
-    pub fn module_metadata(&self, module: ModuleId<'_>, open: MetaDataOpen) -> Result<MetaDataImport> {
+    pub fn module_metadata(
+        &self,
+        module: ModuleId<'_>,
+        open: MetaDataOpen,
+    ) -> Result<MetaDataImport> {
         let flags = match open {
             MetaDataOpen::Read => sys::ofRead,
             MetaDataOpen::ReadWrite => sys::ofRead | sys::ofWrite,
@@ -309,23 +428,46 @@ impl ProfilerInfo {
         let mut unk: Option<IUnknown> = None;
         // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
         check(
-            unsafe { self.info1.GetModuleMetaData(module.as_sys(), flags, &sys::IMetaDataImport::IID, &mut unk) },
+            unsafe {
+                self.info1.GetModuleMetaData(
+                    module.as_sys(),
+                    flags,
+                    &sys::IMetaDataImport::IID,
+                    &mut unk,
+                )
+            },
             "ICorProfilerInfo::GetModuleMetaData",
         )?;
-        let unk = unk.ok_or(Error::runtime(HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32), "ICorProfilerInfo::GetModuleMetaData"))?;
+        let unk = unk.ok_or(Error::runtime(
+            HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
+            "ICorProfilerInfo::GetModuleMetaData",
+        ))?;
         MetaDataImport::from_unknown(&unk)
     }
 
     /// `GetTokenAndMetaDataFromFunction`: the function's metadata and token.
-    pub fn token_and_metadata_from_function(&self, function: FunctionId<'_>) -> Result<(MetaDataImport, MdMethodDef)> {
+    pub fn token_and_metadata_from_function(
+        &self,
+        function: FunctionId<'_>,
+    ) -> Result<(MetaDataImport, MdMethodDef)> {
         let mut unk: Option<IUnknown> = None;
         let mut token = 0u32;
         // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
         check(
-            unsafe { self.info1.GetTokenAndMetaDataFromFunction(function.as_sys(), &sys::IMetaDataImport::IID, &mut unk, &mut token) },
+            unsafe {
+                self.info1.GetTokenAndMetaDataFromFunction(
+                    function.as_sys(),
+                    &sys::IMetaDataImport::IID,
+                    &mut unk,
+                    &mut token,
+                )
+            },
             "ICorProfilerInfo::GetTokenAndMetaDataFromFunction",
         )?;
-        let unk = unk.ok_or(Error::runtime(HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32), "ICorProfilerInfo::GetTokenAndMetaDataFromFunction"))?;
+        let unk = unk.ok_or(Error::runtime(
+            HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
+            "ICorProfilerInfo::GetTokenAndMetaDataFromFunction",
+        ))?;
         Ok((MetaDataImport::from_unknown(&unk)?, MdMethodDef(token)))
     }
 
@@ -334,7 +476,10 @@ impl ProfilerInfo {
     pub fn current_thread_id(&self) -> Result<ThreadId<'_>> {
         let mut t = 0usize;
         // SAFETY: valid out pointer.
-        check(unsafe { self.info1.GetCurrentThreadID(&mut t) }, "ICorProfilerInfo::GetCurrentThreadID")?;
+        check(
+            unsafe { self.info1.GetCurrentThreadID(&mut t) },
+            "ICorProfilerInfo::GetCurrentThreadID",
+        )?;
         // SAFETY: the current thread's ID is valid while this thread runs.
         Ok(unsafe { ThreadId::from_sys(t) })
     }
@@ -353,6 +498,10 @@ impl ProfilerInfo {
     pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
         let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
         // SAFETY: plain value argument.
-        check(unsafe { i3.RequestProfilerDetach(expected_completion_ms) }, "ICorProfilerInfo3::RequestProfilerDetach").map(|_| ())
+        check(
+            unsafe { i3.RequestProfilerDetach(expected_completion_ms) },
+            "ICorProfilerInfo3::RequestProfilerDetach",
+        )
+        .map(|_| ())
     }
 }

@@ -6,7 +6,9 @@
 //! per JIT compilation.
 
 use clrprof::output::JsonLines;
-use clrprof::{profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result, HRESULT};
+use clrprof::{
+    profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result, HRESULT,
+};
 
 /// The profiler's state: only its output sink.
 #[profiler(clsid = "{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}")]
