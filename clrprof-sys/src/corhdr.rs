@@ -3,6 +3,9 @@
 //! Metadata definitions of `corhdr.h`: token types, attribute flags, element types,
 //! calling conventions and IL method headers.
 
+// The runtime's methods take as many arguments as they take.
+#![allow(clippy::too_many_arguments)]
+
 use core::ffi::c_void;
 
 use crate::*;

@@ -3,6 +3,9 @@
 //! Profiling API of `corprof.idl`: IDs, enums, structs, hook types and the
 //! `ICorProfilerCallback*` / `ICorProfilerInfo*` interfaces, in IDL order.
 
+// The runtime's methods take as many arguments as they take.
+#![allow(clippy::too_many_arguments)]
+
 use core::ffi::c_void;
 
 use crate::*;

@@ -3,6 +3,9 @@
 //! Metadata API of `cor.h`: `IMetaDataImport`/`Import2`, `IMetaDataAssemblyImport`,
 //! `IMetaDataEmit`/`Emit2`, `IMetaDataDispenser`/`DispenserEx` and the structs they use.
 
+// The runtime's methods take as many arguments as they take.
+#![allow(clippy::too_many_arguments)]
+
 use core::ffi::c_void;
 
 use crate::*;
