@@ -104,8 +104,20 @@ fn expand(
         None => quote! { <#ident as ::core::default::Default>::default() },
     };
 
+    let unique_ident = format_ident!(
+        "PROFILER_CLSID_{}",
+        canonical.trim_matches(|c| c == '{' || c == '}').replace('-', "_")
+    );
+
     Ok(quote! {
         #strukt
+
+        /// Two `#[profiler]` structs with the same CLSID in one module clash on
+        /// this name at `cargo check` time (across modules, on the exported
+        /// `clrprof_class_*` symbol when building).
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        const #unique_ident: () = ();
 
         const _: () = {
             /// Marker read by `clrprof clsid` from the file.
