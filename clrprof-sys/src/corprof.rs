@@ -813,9 +813,9 @@ pub unsafe trait ICorProfilerCallback: IUnknown {
     /// Mirrors `ICorProfilerCallback::ExceptionSearchCatcherFound` (corprof.idl).
     pub fn ExceptionSearchCatcherFound(&self, functionId: FunctionID) -> HRESULT;
     /// Mirrors `ICorProfilerCallback::ExceptionOSHandlerEnter` (corprof.idl).
-    pub fn ExceptionOSHandlerEnter(&self, arg0: UINT_PTR) -> HRESULT;
+    pub fn ExceptionOSHandlerEnter(&self, __unused: UINT_PTR) -> HRESULT;
     /// Mirrors `ICorProfilerCallback::ExceptionOSHandlerLeave` (corprof.idl).
-    pub fn ExceptionOSHandlerLeave(&self, arg0: UINT_PTR) -> HRESULT;
+    pub fn ExceptionOSHandlerLeave(&self, __unused: UINT_PTR) -> HRESULT;
     /// Mirrors `ICorProfilerCallback::ExceptionUnwindFunctionEnter` (corprof.idl).
     pub fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT;
     /// Mirrors `ICorProfilerCallback::ExceptionUnwindFunctionLeave` (corprof.idl).

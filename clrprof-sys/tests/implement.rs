@@ -319,11 +319,11 @@ impl ICorProfilerCallback_Impl for Probe_Impl {
         CALLS.fetch_add(1, Ordering::SeqCst);
         S_OK
     }
-    unsafe fn ExceptionOSHandlerEnter(&self, _arg0: UINT_PTR) -> HRESULT {
+    unsafe fn ExceptionOSHandlerEnter(&self, ___unused: UINT_PTR) -> HRESULT {
         CALLS.fetch_add(1, Ordering::SeqCst);
         S_OK
     }
-    unsafe fn ExceptionOSHandlerLeave(&self, _arg0: UINT_PTR) -> HRESULT {
+    unsafe fn ExceptionOSHandlerLeave(&self, ___unused: UINT_PTR) -> HRESULT {
         CALLS.fetch_add(1, Ordering::SeqCst);
         S_OK
     }

@@ -138,7 +138,10 @@ pub fn strip_decorations(toks: &[Tok]) -> Vec<Tok> {
     let mut i = 0;
     while i < toks.len() {
         if let Tok::Ident(s) = &toks[i] {
-            if is_decoration(s) {
+            // The declared name itself may look like a decoration (`__unused`).
+            let is_last_name = toks.get(i + 1).is_none_or(|t| t.is_punct("["));
+            let keep_as_name = is_last_name && s.starts_with("__") && s != "__stdcall";
+            if is_decoration(s) && !keep_as_name {
                 i += 1;
                 if i < toks.len() && toks[i].is_punct("(") && s != "__stdcall" {
                     let mut depth = 0;
