@@ -168,6 +168,28 @@ impl Case<'_> {
         Ok(compiled.for_leg(self.leg)?)
     }
 
+    /// Builds a library that serves several profiler classes and selects the
+    /// class `clsid`, which must be among the CLSID markers in the file.
+    pub fn profiler_class(&self, package: &str, clsid: &str) -> std::result::Result<Profiler, Verdict> {
+        let mut profiler = self.profiler_any(package)?;
+        let wanted = crate::clsid::normalize_clsid(clsid).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let served = crate::clsid::clsids_in_file(&profiler.path).map_err(|e| Verdict::Failed(e.to_string()))?;
+        if !served.contains(&wanted) {
+            return Err(Verdict::Failed(format!("{} does not embed the CLSID {wanted}; it embeds {served:?}", profiler.path.display())));
+        }
+        profiler.clsid = wanted;
+        Ok(profiler)
+    }
+
+    fn profiler_any(&self, package: &str) -> std::result::Result<Profiler, Verdict> {
+        let workspace = match &self.ctx.workspace {
+            Some(w) => w.clone(),
+            None => crate::build::workspace_root().map_err(|e| Verdict::Failed(e.to_string()))?,
+        };
+        let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace).map_err(|e| Verdict::Failed(e.to_string()))?;
+        Ok(Profiler { path, clsid: String::new() })
+    }
+
     /// Builds the profiler `cdylib` package `package` for this leg's OS (once
     /// per harness run) and reads its CLSID marker.
     pub fn profiler(&self, package: &str) -> std::result::Result<Profiler, Verdict> {
