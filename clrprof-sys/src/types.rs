@@ -146,3 +146,9 @@ pub type LPCVOID = *const c_void;
 pub type LPSTR = *mut i8;
 /// Win32 `LPCSTR`: pointer to a NUL-terminated 8-bit string the callee reads.
 pub type LPCSTR = *const i8;
+/// COM `CLSID`: a class ID.
+pub type CLSID = GUID;
+/// Win32 `INT32`: signed 32 bits.
+pub type INT32 = i32;
+/// Win32 `HMODULE`: a loaded module's handle.
+pub type HMODULE = *mut c_void;

@@ -460,3 +460,30 @@ fn IMetaDataInfo() {
         guid("7998EA64-7F95-48B8-86FC-17CAF48BF5CB")
     );
 }
+
+/// `ICLRMetaHost`: IID from metahost.h.
+#[test]
+fn ICLRMetaHost() {
+    assert_eq!(
+        <ICLRMetaHost as Interface>::IID,
+        guid("D332DB9E-B9B3-4125-8207-A14884F53216")
+    );
+}
+
+/// `ICLRRuntimeInfo`: IID from metahost.h.
+#[test]
+fn ICLRRuntimeInfo() {
+    assert_eq!(
+        <ICLRRuntimeInfo as Interface>::IID,
+        guid("BD39D1D2-BA2F-486A-89B0-B4B0CB466891")
+    );
+}
+
+/// `ICLRProfiling`: IID from the Windows SDK metadata.
+#[test]
+fn ICLRProfiling() {
+    assert_eq!(
+        <ICLRProfiling as Interface>::IID,
+        guid("B349ABE3-B56F-4689-BFCD-76BF39D888EA")
+    );
+}

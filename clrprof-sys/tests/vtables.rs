@@ -312,3 +312,21 @@ fn IMetaDataTables2() {
 fn IMetaDataInfo() {
     assert_eq!(slots::<IMetaDataInfo_Vtbl>(), 4);
 }
+
+/// `ICLRMetaHost`: 10 slots in metahost.h.
+#[test]
+fn ICLRMetaHost() {
+    assert_eq!(slots::<ICLRMetaHost_Vtbl>(), 10);
+}
+
+/// `ICLRRuntimeInfo`: 15 slots in metahost.h.
+#[test]
+fn ICLRRuntimeInfo() {
+    assert_eq!(slots::<ICLRRuntimeInfo_Vtbl>(), 15);
+}
+
+/// `ICLRProfiling`: 4 slots in the Windows SDK metadata.
+#[test]
+fn ICLRProfiling() {
+    assert_eq!(slots::<ICLRProfiling_Vtbl>(), 4);
+}

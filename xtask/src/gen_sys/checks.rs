@@ -21,29 +21,96 @@ use super::parse::{parse_int, PResult};
 pub const METADATA_FACTS: &[(&str, &str, usize)] = &[
     ("IMetaDataError", "B81FF171-20F3-11D2-8DCC-00A0C9B09C19", 4),
     ("IMapToken", "06A3EA8B-0225-11D1-BF72-00C04FC31E12", 4),
-    ("IMetaDataDispenser", "809C652E-7396-11D2-9771-00A0C9B4D50C", 6),
-    ("IMetaDataDispenserEx", "31BCFCE2-DAFB-11D2-9F81-00C04F79A0A3", 12),
+    (
+        "IMetaDataDispenser",
+        "809C652E-7396-11D2-9771-00A0C9B4D50C",
+        6,
+    ),
+    (
+        "IMetaDataDispenserEx",
+        "31BCFCE2-DAFB-11D2-9F81-00C04F79A0A3",
+        12,
+    ),
     ("IMetaDataEmit", "BA3FEE4C-ECB9-4E41-83B7-183FA41CD859", 52),
     ("IMetaDataEmit2", "F5DD9950-F693-42E6-830E-7B833E8146A9", 60),
-    ("IMetaDataImport", "7DAC8207-D3AE-4C75-9B67-92801A497D44", 65),
-    ("IMetaDataImport2", "FCE5EFA0-8BBA-4F8E-A036-8F2022B08466", 73),
+    (
+        "IMetaDataImport",
+        "7DAC8207-D3AE-4C75-9B67-92801A497D44",
+        65,
+    ),
+    (
+        "IMetaDataImport2",
+        "FCE5EFA0-8BBA-4F8E-A036-8F2022B08466",
+        73,
+    ),
     ("IMetaDataFilter", "D0E80DD1-12D4-11D3-B39D-00C04FF81795", 6),
     ("IHostFilter", "D0E80DD3-12D4-11D3-B39D-00C04FF81795", 4),
-    ("IMetaDataAssemblyEmit", "211EF15B-5317-4438-B196-DEC87B887693", 13),
-    ("IMetaDataAssemblyImport", "EE62470B-E94B-424E-9B7C-2F00C9249F93", 17),
-    ("IMetaDataValidate", "4709C9C6-81FF-11D3-9FC7-00C04F79A0A3", 5),
-    ("IMetaDataTables", "D8F579AB-402D-4B8E-82D9-5D63B1065C68", 22),
-    ("IMetaDataTables2", "BADB5F70-58DA-43A9-A1C6-D74819F19B15", 24),
+    (
+        "IMetaDataAssemblyEmit",
+        "211EF15B-5317-4438-B196-DEC87B887693",
+        13,
+    ),
+    (
+        "IMetaDataAssemblyImport",
+        "EE62470B-E94B-424E-9B7C-2F00C9249F93",
+        17,
+    ),
+    (
+        "IMetaDataValidate",
+        "4709C9C6-81FF-11D3-9FC7-00C04F79A0A3",
+        5,
+    ),
+    (
+        "IMetaDataTables",
+        "D8F579AB-402D-4B8E-82D9-5D63B1065C68",
+        22,
+    ),
+    (
+        "IMetaDataTables2",
+        "BADB5F70-58DA-43A9-A1C6-D74819F19B15",
+        24,
+    ),
     ("IMetaDataInfo", "7998EA64-7F95-48B8-86FC-17CAF48BF5CB", 4),
 ];
 
+/// Interfaces of metahost.idl that the runtime repository's copy lacks:
+/// name, IID, vtable slots (Windows SDK metadata).
+pub const METAHOST_FACTS: &[(&str, &str, usize)] =
+    &[("ICLRProfiling", "B349ABE3-B56F-4689-BFCD-76BF39D888EA", 4)];
+
+/// `MIDL_INTERFACE("guid") Name` lines of a MIDL-generated C++ header.
+pub fn midl_interfaces(src: &str) -> BTreeMap<String, String> {
+    let toks = tokenize(
+        src,
+        PpRules {
+            false_conditions: &[],
+        },
+    );
+    let mut out = BTreeMap::new();
+    for w in toks.windows(5) {
+        if w[0].is_ident("MIDL_INTERFACE") && w[1].is_punct("(") && w[3].is_punct(")") {
+            if let (Tok::Str(g), Tok::Ident(n)) = (&w[2], &w[4]) {
+                out.insert(n.clone(), g.to_ascii_uppercase());
+            }
+        }
+    }
+    out
+}
+
 /// `MIDL_DEFINE_GUID(IID, IID_X, ...)` lines of corprof_i.cpp.
 pub fn midl_guids(src: &str) -> PResult<BTreeMap<String, String>> {
-    let toks = tokenize(src, PpRules { false_conditions: &[] });
+    let toks = tokenize(
+        src,
+        PpRules {
+            false_conditions: &[],
+        },
+    );
     let mut out = BTreeMap::new();
     let mut i = 0;
     while i < toks.len() {
-        if toks[i].is_ident("MIDL_DEFINE_GUID") && toks.get(i + 2).is_some_and(|t| t.is_ident("IID")) {
+        if toks[i].is_ident("MIDL_DEFINE_GUID")
+            && toks.get(i + 2).is_some_and(|t| t.is_ident("IID"))
+        {
             let name = toks[i + 4].text().trim_start_matches("IID_").to_string();
             let mut nums = Vec::new();
             let mut j = i + 5;
@@ -63,11 +130,19 @@ pub fn midl_guids(src: &str) -> PResult<BTreeMap<String, String>> {
 
 /// Vtable slot counts of the C `XVtbl` structs of corprof.h.
 pub fn vtbl_slots(src: &str) -> BTreeMap<String, usize> {
-    let toks = tokenize(src, PpRules { false_conditions: &[] });
+    let toks = tokenize(
+        src,
+        PpRules {
+            false_conditions: &[],
+        },
+    );
     let mut out = BTreeMap::new();
     let mut i = 0;
     while i + 3 < toks.len() {
-        if toks[i].is_ident("typedef") && toks[i + 1].is_ident("struct") && toks[i + 3].is_punct("{") {
+        if toks[i].is_ident("typedef")
+            && toks[i + 1].is_ident("struct")
+            && toks[i + 3].is_punct("{")
+        {
             if let Some(name) = toks[i + 2].text().strip_suffix("Vtbl") {
                 let mut depth = 0;
                 let mut slots = 0;
@@ -163,11 +238,14 @@ impl<'a> Types<'a> {
         let known = match b {
             "BYTE" | "UINT8" | "uint8_t" | "char" | "unsigned char" | "BOOLEAN" => Some((1, 1)),
             "USHORT" | "WCHAR" | "uint16_t" | "short" | "unsigned short" => Some((2, 2)),
-            "BOOL" | "LONG" | "ULONG" | "DWORD" | "UINT" | "INT" | "int" | "unsigned" | "unsigned int"
-            | "UINT32" | "ULONG32" | "LONG32" | "HRESULT" | "uint32_t" | "int32_t" | "mdToken" => Some((4, 4)),
+            "BOOL" | "LONG" | "ULONG" | "DWORD" | "UINT" | "INT" | "int" | "unsigned"
+            | "unsigned int" | "UINT32" | "ULONG32" | "LONG32" | "HRESULT" | "uint32_t"
+            | "int32_t" | "mdToken" => Some((4, 4)),
             "UINT64" | "ULONGLONG" | "LONGLONG" | "uint64_t" | "int64_t" => Some((8, tg.align8)),
-            "UINT_PTR" | "ULONG_PTR" | "SIZE_T" | "INT_PTR" | "LPCWSTR" | "LPWSTR" | "LPCBYTE" | "LPBYTE"
-            | "HANDLE" | "PVOID" | "HCORENUM" | "PCCOR_SIGNATURE" | "PCOR_SIGNATURE" => Some((p, p)),
+            "UINT_PTR" | "ULONG_PTR" | "SIZE_T" | "INT_PTR" | "LPCWSTR" | "LPWSTR" | "LPCBYTE"
+            | "LPBYTE" | "HANDLE" | "PVOID" | "HCORENUM" | "PCCOR_SIGNATURE" | "PCOR_SIGNATURE" => {
+                Some((p, p))
+            }
             "GUID" => Some((16, 4)),
             _ => None,
         };
@@ -215,7 +293,11 @@ impl<'a> Types<'a> {
             }
         }
         let size = size.div_ceil(align) * align;
-        Ok(Layout { size, align, offsets })
+        Ok(Layout {
+            size,
+            align,
+            offsets,
+        })
     }
 }
 
@@ -246,7 +328,11 @@ pub fn layout_test(groups: &[(&str, Vec<&StructDef>)], all: &[&[Item]]) -> PResu
         for s in structs {
             let l64 = types.layout(s, &t64)?;
             let l32 = types.layout(s, &t32)?;
-            let _ = writeln!(out, "/// `{}` as declared in {source}.\n#[test]\nfn {}() {{", s.name, s.name);
+            let _ = writeln!(
+                out,
+                "/// `{}` as declared in {source}.\n#[test]\nfn {}() {{",
+                s.name, s.name
+            );
             let _ = writeln!(
                 out,
                 "    assert_eq!(size_of::<{0}>(), pick({1}, {2}), \"size of {0}\");",
@@ -370,7 +456,9 @@ pub fn implement_test(env: &super::emit::Env, chain: &[&InterfaceDef]) -> PResul
          \x20   }\n\
          \x20   hr\n}\n\n",
     );
-    out.push_str("#[test]\nfn query_interface_answers_the_whole_chain() {\n    let unknown = probe();\n");
+    out.push_str(
+        "#[test]\nfn query_interface_answers_the_whole_chain() {\n    let unknown = probe();\n",
+    );
     out.push_str("    assert_eq!(query(&unknown, &IUnknown::IID), S_OK, \"IUnknown\");\n");
     for i in chain {
         let _ = writeln!(
@@ -390,15 +478,28 @@ pub fn implement_test(env: &super::emit::Env, chain: &[&InterfaceDef]) -> PResul
     let mut expected = 0;
     for i in chain {
         let m = i.methods.first().ok_or("interface without methods")?;
-        let args: Vec<String> = m.params.iter().map(|p| {
-            let t = env.rust_type(&p.ty, &p.array, p.is_in, p.is_out).unwrap_or_default();
-            if t.starts_with('*') { "core::ptr::null_mut()".to_string() }
-            else if t.starts_with("Option") { "None".to_string() }
-            else if t == "HRESULT" { "S_OK".to_string() }
-            else if t == "GUID" { "GUID::zeroed()".to_string() }
-            else if t == "FunctionIDOrClientID" { "FunctionIDOrClientID { functionID: 0 }".to_string() }
-            else { "Default::default()".to_string() }
-        }).collect();
+        let args: Vec<String> = m
+            .params
+            .iter()
+            .map(|p| {
+                let t = env
+                    .rust_type(&p.ty, &p.array, p.is_in, p.is_out)
+                    .unwrap_or_default();
+                if t.starts_with('*') {
+                    "core::ptr::null_mut()".to_string()
+                } else if t.starts_with("Option") {
+                    "None".to_string()
+                } else if t == "HRESULT" {
+                    "S_OK".to_string()
+                } else if t == "GUID" {
+                    "GUID::zeroed()".to_string()
+                } else if t == "FunctionIDOrClientID" {
+                    "FunctionIDOrClientID { functionID: 0 }".to_string()
+                } else {
+                    "Default::default()".to_string()
+                }
+            })
+            .collect();
         let _ = writeln!(
             out,
             "    let i: {0} = unknown.cast().expect(\"{0}\");\n    // SAFETY: the probe ignores its arguments.\n    assert_eq!(unsafe {{ i.{1}({2}) }}, S_OK);",

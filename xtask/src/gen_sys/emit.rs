@@ -9,7 +9,7 @@ use super::parse::{parse_int, PResult};
 
 /// COM interfaces from other SDK headers (objidl.h, oaidl.h) that metadata
 /// methods mention; they are passed as untyped interface pointers.
-const FOREIGN_INTERFACES: &[&str] = &["IStream", "ITypeInfo", "ITypeLib"];
+const FOREIGN_INTERFACES: &[&str] = &["IStream", "ITypeInfo", "ITypeLib", "IEnumUnknown"];
 
 /// Everything the emitter needs to know about names declared anywhere.
 #[derive(Default)]

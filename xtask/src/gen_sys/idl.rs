@@ -162,18 +162,27 @@ pub fn parse_typedef(c: &mut Cursor<'_>) -> PResult<Item> {
     c.expect_punct(";")?;
     if let Some(open) = toks.iter().position(|t| t.is_punct("(")) {
         let pre = strip_decorations(&toks[..open]);
-        let (ret, name, is_pointer, params_at) =
-            if toks.get(open + 1).is_some_and(|t| t.is_punct("*")) {
-                // RET (*Name)(params)
-                let name = toks
-                    .get(open + 2)
-                    .map(|t| t.text().to_string())
-                    .ok_or("bad function pointer typedef")?;
-                (parse_type(&pre)?, name, true, open + 4)
-            } else {
-                let (r, n) = pre.split_at(pre.len() - 1);
-                (parse_type(r)?, n[0].text().to_string(), false, open)
-            };
+        // A calling convention may sit inside the parentheses: `(__stdcall *Name)`.
+        let star = if toks
+            .get(open + 1)
+            .is_some_and(|t| t.is_ident("__stdcall") || t.is_ident("STDMETHODCALLTYPE"))
+        {
+            open + 2
+        } else {
+            open + 1
+        };
+        let (ret, name, is_pointer, params_at) = if toks.get(star).is_some_and(|t| t.is_punct("*"))
+        {
+            // RET (*Name)(params)
+            let name = toks
+                .get(star + 1)
+                .map(|t| t.text().to_string())
+                .ok_or("bad function pointer typedef")?;
+            (parse_type(&pre)?, name, true, star + 3)
+        } else {
+            let (r, n) = pre.split_at(pre.len() - 1);
+            (parse_type(r)?, n[0].text().to_string(), false, open)
+        };
         let mut pc = Cursor::new(&toks[params_at..]);
         let params = parse_params(&mut pc)?;
         return Ok(Item::FnType(FnTypedef {

@@ -45,6 +45,35 @@ const CORHDR_SKIPPED: &[&str] = &[
     "IMAGE_COR_ILMETHOD_FAT",
 ];
 
+/// The part of metahost.idl that .NET Framework attach needs.
+const METAHOST_KEEP: &[&str] = &[
+    "CallbackThreadSetFnPtr",
+    "CallbackThreadUnsetFnPtr",
+    "RuntimeLoadedCallbackFnPtr",
+    "ICLRMetaHost",
+    "ICLRRuntimeInfo",
+];
+
+/// `ICLRProfiling` is missing from the runtime repository's metahost.idl;
+/// its declaration (facts of the Windows SDK's metahost.idl) in MIDL form.
+const CLR_PROFILING_IDL: &str = "
+[uuid(B349ABE3-B56F-4689-BFCD-76BF39D888EA), local]
+interface ICLRProfiling : IUnknown
+{
+    HRESULT AttachProfiler(
+        [in] DWORD dwProfileeProcessID,
+        [in] DWORD dwMillisecondsMax,
+        [in] const CLSID *pClsidProfiler,
+        [in] LPCWSTR wszProfilerPath,
+        [in, size_is(cbClientData)] void *pvClientData,
+        [in] UINT cbClientData);
+}
+";
+
+/// Class IDs of metahost.idl: name, GUID (`CLSID_CLRProfiling` is a fact of
+/// the Windows SDK's metahost.idl; `CLSID_CLRMetaHost` is read from metahost.h).
+const CLSID_CLR_PROFILING: &str = "BD097ED8-733E-43FE-8ED7-A95FF9A8448C";
+
 /// Hand-written part of `corhdr.rs`.
 const CORHDR_MANUAL: &str = include_str!("corhdr_manual.rs.in");
 
@@ -110,17 +139,34 @@ pub fn main(args: &[String]) -> crate::Result {
         return Err(format!("cor.h: typedefs not understood: {:?}", cor_h.skipped).into());
     }
 
+    let mh_items: Vec<Item> = idl::parse_idl(&read(&ref_dir.join("metahost.idl"))?)
+        .map_err(|e| format!("metahost.idl: {e}"))?
+        .into_iter()
+        .filter(|i| METAHOST_KEEP.contains(&i.name()))
+        .chain(idl::parse_idl(CLR_PROFILING_IDL).map_err(|e| format!("ICLRProfiling: {e}"))?)
+        .collect();
+    if mh_items.len() != METAHOST_KEEP.len() + 1 {
+        return Err("metahost.idl: an expected declaration is missing".into());
+    }
+    let metahost_h = read(&ref_dir.join("metahost.h"))?;
+    let mh_guids = corh::parse_c_header(&metahost_h, &[])?.guids;
+    let clsid_metahost = mh_guids
+        .get("CLSID_CLRMetaHost")
+        .ok_or("metahost.h: no CLSID_CLRMetaHost")?;
+
     let mut env = Env::default();
     env.add(&hdr_items)?;
+    env.add(&mh_items)?;
     env.add(&idl_items)?;
     env.add(&md_items)?;
 
-    let body = emit_items(&env, &idl_items, "corprof.idl")?;
+    let mut body = emit_items(&env, &idl_items, "corprof.idl")?;
+    body.push_str(&metahost_section(&env, &mh_items, clsid_metahost)?);
     let corprof = format!(
         "{}{}",
         header(
             "corprof.idl",
-            "Profiling API of `corprof.idl`: IDs, enums, structs, hook types and the\n//! `ICorProfilerCallback*` / `ICorProfilerInfo*` interfaces, in IDL order.",
+            "Profiling API of `corprof.idl`: IDs, enums, structs, hook types and the\n//! `ICorProfilerCallback*` / `ICorProfilerInfo*` interfaces, in IDL order; then the\n//! .NET Framework attach interfaces of `metahost.idl`.",
             &body
         ),
         body
@@ -152,7 +198,15 @@ pub fn main(args: &[String]) -> crate::Result {
     );
     write_rust(&src_dir.join("corhdr.rs"), &corhdr_rs)?;
 
-    write_tests(&ref_dir, &root.join("clrprof-sys/tests"), &env, &idl_items, &md_items, &hdr_items)?;
+    write_tests(
+        &ref_dir,
+        &root.join("clrprof-sys/tests"),
+        &env,
+        &idl_items,
+        &md_items,
+        &hdr_items,
+        &mh_items,
+    )?;
     Ok(())
 }
 
@@ -200,6 +254,7 @@ fn write_tests(
     idl_items: &[Item],
     md_items: &[Item],
     hdr_items: &[Item],
+    mh_items: &[Item],
 ) -> crate::Result {
     let midl = checks::midl_guids(&read(&ref_dir.join("corprof_i.cpp"))?)?;
     let corprof_h = read(&ref_dir.join("corprof.h"))?;
@@ -208,9 +263,13 @@ fn write_tests(
     let mut slots = Vec::new();
     for it in idl_items {
         if let Item::Interface(i) = it {
-            let g = midl.get(&i.name).ok_or(format!("corprof_i.cpp has no IID_{}", i.name))?;
+            let g = midl
+                .get(&i.name)
+                .ok_or(format!("corprof_i.cpp has no IID_{}", i.name))?;
             iids.push((i.name.clone(), g.clone(), "corprof_i.cpp"));
-            let n = vtbl.get(&i.name).ok_or(format!("corprof.h has no {}Vtbl", i.name))?;
+            let n = vtbl
+                .get(&i.name)
+                .ok_or(format!("corprof.h has no {}Vtbl", i.name))?;
             slots.push((i.name.clone(), *n, "corprof.h"));
         }
     }
@@ -222,6 +281,26 @@ fn write_tests(
                 .ok_or(format!("no Windows SDK facts for {}", i.name))?;
             iids.push((i.name.clone(), g.to_string(), "the Windows SDK metadata"));
             slots.push((i.name.clone(), *n, "the Windows SDK metadata"));
+        }
+    }
+    let mh_h = read(&ref_dir.join("metahost.h"))?;
+    let mh_iids = checks::midl_interfaces(&mh_h);
+    let mh_vtbl = checks::vtbl_slots(&mh_h);
+    for it in mh_items {
+        if let Item::Interface(i) = it {
+            if let Some((_, g, n)) = checks::METAHOST_FACTS.iter().find(|(n, _, _)| *n == i.name) {
+                iids.push((i.name.clone(), g.to_string(), "the Windows SDK metadata"));
+                slots.push((i.name.clone(), *n, "the Windows SDK metadata"));
+            } else {
+                let g = mh_iids
+                    .get(&i.name)
+                    .ok_or(format!("metahost.h has no {}", i.name))?;
+                iids.push((i.name.clone(), g.clone(), "metahost.h"));
+                let n = mh_vtbl
+                    .get(&i.name)
+                    .ok_or(format!("metahost.h has no {}Vtbl", i.name))?;
+                slots.push((i.name.clone(), *n, "metahost.h"));
+            }
         }
     }
     write_rust(&tests_dir.join("iids.rs"), &checks::iid_test(&iids))?;
@@ -258,7 +337,10 @@ fn write_tests(
             _ => None,
         })
         .collect();
-    write_rust(&tests_dir.join("implement.rs"), &checks::implement_test(env, &chain)?)?;
+    write_rust(
+        &tests_dir.join("implement.rs"),
+        &checks::implement_test(env, &chain)?,
+    )?;
     Ok(())
 }
 
@@ -270,4 +352,38 @@ fn structs_of(items: &[Item]) -> Vec<&StructDef> {
             _ => None,
         })
         .collect()
+}
+
+/// The metahost.idl part of `corprof.rs`: .NET Framework attach.
+fn metahost_section(env: &Env, items: &[Item], clsid_metahost: &str) -> crate::Result<String> {
+    let guid = |g: &str| {
+        format!(
+            "GUID::from_u128(0x{})",
+            g.replace('-', "_").to_ascii_lowercase()
+        )
+    };
+    let mut s = String::from(
+        "\n// -------------------------------------------------------------------------\n\
+         // metahost.idl: the .NET Framework hosting interfaces a profiler attach\n\
+         // trigger needs (CLRCreateInstance -> ICLRMetaHost -> ICLRRuntimeInfo ->\n\
+         // ICLRProfiling::AttachProfiler).\n\
+         // -------------------------------------------------------------------------\n\n",
+    );
+    s.push_str(&format!(
+        "/// Mirrors `CLSID_CLRMetaHost` (metahost.idl): the class `CLRCreateInstance` creates\n\
+         /// for `ICLRMetaHost`.\npub const CLSID_CLRMetaHost: GUID = {};\n\n",
+        guid(clsid_metahost)
+    ));
+    s.push_str(&format!(
+        "/// Mirrors `CLSID_CLRProfiling` (metahost.idl): the class `ICLRRuntimeInfo::GetInterface`\n\
+         /// creates for `ICLRProfiling`.\npub const CLSID_CLRProfiling: GUID = {};\n\n",
+        guid(CLSID_CLR_PROFILING)
+    ));
+    s.push_str(
+        "/// Mirrors the signature of `CLRCreateInstance` (metahost.idl), exported by\n\
+         /// mscoree.dll on .NET Framework machines; resolve it at run time.\n\
+         pub type CLRCreateInstanceFnPtr =\n    unsafe extern \"system\" fn(clsid: REFCLSID, riid: REFIID, ppInterface: *mut LPVOID) -> HRESULT;\n\n",
+    );
+    s.push_str(&emit_items(env, items, "metahost.idl")?);
+    Ok(s)
 }
