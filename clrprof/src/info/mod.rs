@@ -9,6 +9,24 @@
 //! thread, including threads the profiler created (BOTR *Profiling*), with the
 //! restrictions each method documents (e.g. `GetCurrentThreadID` on a
 //! non-managed thread fails with `CORPROF_E_NOT_MANAGED_THREAD`).
+//!
+//! The methods of `ICorProfilerInfo`…`ICorProfilerInfo3` are grouped by
+//! concern: [`functions`], [`classes`], [`statics`], [`modules`],
+//! [`threads`], [`gc`], [`exceptions`], [`jit`]; enumerators are iterators
+//! ([`enums`]). Info methods that return an ID not derived from an ID the
+//! caller passed (e.g. `function_from_ip`, `enum_modules`) tie it to `&self`;
+//! the runtime's validity rule for that kind of ID still applies.
+//!
+//! Not here, see the elt and stackwalk modules: `DoStackSnapshot`,
+//! `SetEnterLeaveFunctionHooks`/`2`/`3`/`3WithInfo`, `SetFunctionIDMapper`/`2`,
+//! `GetFunctionEnter3Info`, `GetFunctionLeave3Info`,
+//! `GetFunctionTailcall3Info`.
+//!
+//! For a profiler loaded by attach the runtime refuses some methods with
+//! `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`; among Info1–3 these are
+//! `GetNotifiedExceptionClauseInfo`, the ELT hook setters (callable only
+//! during `Initialize` anyway), `SetFunctionIDMapper`/`2` and the
+//! `GetFunction*3Info` methods. Every other Info1–3 method is allowed.
 
 use crate::buffer::{fill, fill_string};
 use crate::error::{check, Error, Result, HRESULT};
@@ -17,6 +35,23 @@ use crate::ids::*;
 use crate::metadata::MetaDataImport;
 use clrprof_sys as sys;
 use windows_core::{IUnknown, Interface};
+
+pub mod classes;
+pub mod enums;
+pub mod exceptions;
+pub mod functions;
+pub mod gc;
+pub mod jit;
+pub mod modules;
+pub mod statics;
+pub mod threads;
+
+pub use classes::{ArrayClassInfo, ArrayObjectInfo, ClassDefinition, ClassLayout, CorElementType, FieldOffset, StaticFieldKinds, StringLayout, StringLayout2};
+pub use enums::{FunctionEnum, JitedFunction, MethodEnum, ModuleEnum, ModuleMethod, ObjectEnum, ProfilerEnum, ThreadEnum};
+pub use exceptions::{ClauseType, ExceptionClauseInfo};
+pub use functions::{il_method_size, CodeChunk, IlBuffer, IlMapEntry, IlOffset, IlToNativeMapEntry, MethodMalloc};
+pub use gc::{Generation, GenerationRange};
+pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
 
 macro_rules! info_versions {
     ($($field:ident: $iface:ident = $n:literal;)*) => {

@@ -1,0 +1,370 @@
+//! Classes and objects: lookup, arrays, field layout, sizes
+//! (`ICorProfilerInfo`, `ICorProfilerInfo2`, `ICorProfilerInfo3`).
+//!
+//! `GetObjectSize2` belongs to `ICorProfilerInfo4` and is not wrapped here.
+
+use crate::buffer::fill;
+use crate::error::{check, check_success, Error, Result};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+
+/// The element type of an array class or of a type in a signature
+/// (`CorElementType`), as `IsArrayClass` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CorElementType {
+    /// `ELEMENT_TYPE_BOOLEAN`.
+    Boolean,
+    /// `ELEMENT_TYPE_CHAR`.
+    Char,
+    /// `ELEMENT_TYPE_I1`.
+    I1,
+    /// `ELEMENT_TYPE_U1`.
+    U1,
+    /// `ELEMENT_TYPE_I2`.
+    I2,
+    /// `ELEMENT_TYPE_U2`.
+    U2,
+    /// `ELEMENT_TYPE_I4`.
+    I4,
+    /// `ELEMENT_TYPE_U4`.
+    U4,
+    /// `ELEMENT_TYPE_I8`.
+    I8,
+    /// `ELEMENT_TYPE_U8`.
+    U8,
+    /// `ELEMENT_TYPE_R4`.
+    R4,
+    /// `ELEMENT_TYPE_R8`.
+    R8,
+    /// `ELEMENT_TYPE_STRING`.
+    String,
+    /// `ELEMENT_TYPE_PTR`.
+    Ptr,
+    /// `ELEMENT_TYPE_BYREF`.
+    ByRef,
+    /// `ELEMENT_TYPE_VALUETYPE`.
+    ValueType,
+    /// `ELEMENT_TYPE_CLASS`.
+    Class,
+    /// `ELEMENT_TYPE_ARRAY` (multi-dimensional).
+    Array,
+    /// `ELEMENT_TYPE_GENERICINST`.
+    GenericInst,
+    /// `ELEMENT_TYPE_I` (native int).
+    I,
+    /// `ELEMENT_TYPE_U` (native unsigned int).
+    U,
+    /// `ELEMENT_TYPE_FNPTR`.
+    FnPtr,
+    /// `ELEMENT_TYPE_OBJECT`.
+    Object,
+    /// `ELEMENT_TYPE_SZARRAY` (single-dimensional, zero-based).
+    SzArray,
+    /// Any other value, kept as is.
+    Other(u32),
+}
+
+impl CorElementType {
+    /// Decodes the runtime's value.
+    pub fn from_sys(v: sys::CorElementType) -> Self {
+        use CorElementType::*;
+        match v {
+            sys::ELEMENT_TYPE_BOOLEAN => Boolean,
+            sys::ELEMENT_TYPE_CHAR => Char,
+            sys::ELEMENT_TYPE_I1 => I1,
+            sys::ELEMENT_TYPE_U1 => U1,
+            sys::ELEMENT_TYPE_I2 => I2,
+            sys::ELEMENT_TYPE_U2 => U2,
+            sys::ELEMENT_TYPE_I4 => I4,
+            sys::ELEMENT_TYPE_U4 => U4,
+            sys::ELEMENT_TYPE_I8 => I8,
+            sys::ELEMENT_TYPE_U8 => U8,
+            sys::ELEMENT_TYPE_R4 => R4,
+            sys::ELEMENT_TYPE_R8 => R8,
+            sys::ELEMENT_TYPE_STRING => String,
+            sys::ELEMENT_TYPE_PTR => Ptr,
+            sys::ELEMENT_TYPE_BYREF => ByRef,
+            sys::ELEMENT_TYPE_VALUETYPE => ValueType,
+            sys::ELEMENT_TYPE_CLASS => Class,
+            sys::ELEMENT_TYPE_ARRAY => Array,
+            sys::ELEMENT_TYPE_GENERICINST => GenericInst,
+            sys::ELEMENT_TYPE_I => I,
+            sys::ELEMENT_TYPE_U => U,
+            sys::ELEMENT_TYPE_FNPTR => FnPtr,
+            sys::ELEMENT_TYPE_OBJECT => Object,
+            sys::ELEMENT_TYPE_SZARRAY => SzArray,
+            o => Other(o),
+        }
+    }
+}
+
+/// `IsArrayClass` for an array class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrayClassInfo<'a> {
+    /// The element type (the runtime reports the verifier's view, e.g.
+    /// `Class` for arrays of reference types).
+    pub element_type: CorElementType,
+    /// The element's class (null when the element type has none, e.g. for
+    /// some primitives on older runtimes).
+    pub element_class: ClassId<'a>,
+    /// Number of dimensions.
+    pub rank: u32,
+}
+
+/// `GetClassIDInfo`: where a class is defined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassDefinition<'a> {
+    /// Its module.
+    pub module: ModuleId<'a>,
+    /// Its type definition token.
+    pub type_def: MdTypeDef,
+}
+
+/// One instance field of `GetClassLayout` (`COR_FIELD_OFFSET`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldOffset {
+    /// The field's definition token.
+    pub field: MdFieldDef,
+    /// Offset of the field from the start of the object (for reference types,
+    /// this includes the method-table pointer) or of the unboxed value.
+    pub offset: u32,
+}
+
+/// `GetClassLayout`: the instance fields and size of a class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassLayout {
+    /// Instance fields, in the runtime's order.
+    pub fields: Vec<FieldOffset>,
+    /// For reference types the aligned base size including the object
+    /// header; for value types the unboxed, unaligned size of the fields.
+    pub size: u32,
+}
+
+/// `GetStringLayout`: offsets inside a `System.String` object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StringLayout {
+    /// Offset of the buffer length. Strings no longer have one; CoreCLR
+    /// reports the string length's offset here.
+    pub buffer_length_offset: u32,
+    /// Offset of the length (in UTF-16 units).
+    pub string_length_offset: u32,
+    /// Offset of the first character.
+    pub buffer_offset: u32,
+}
+
+/// `GetStringLayout2`: offsets inside a `System.String` object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StringLayout2 {
+    /// Offset of the length (in UTF-16 units).
+    pub string_length_offset: u32,
+    /// Offset of the first character.
+    pub buffer_offset: u32,
+}
+
+/// `GetArrayObjectInfo`: the shape and data of an array object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayObjectInfo<'a> {
+    /// Length of each dimension.
+    pub dimensions: Vec<u32>,
+    /// Lower bound of each dimension (0 for ordinary arrays).
+    pub lower_bounds: Vec<i32>,
+    /// The first element. Valid only as long as the object ID (`'a`): the
+    /// next GC may move the array.
+    pub data: *const u8,
+    _object: core::marker::PhantomData<ObjectId<'a>>,
+}
+
+bitflags::bitflags! {
+    /// `COR_PRF_STATIC_TYPE`: which kind of static a field is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct StaticFieldKinds: u32 {
+        /// `COR_PRF_FIELD_APP_DOMAIN_STATIC`: an ordinary static.
+        const APP_DOMAIN = sys::COR_PRF_FIELD_APP_DOMAIN_STATIC;
+        /// `COR_PRF_FIELD_THREAD_STATIC`: `[ThreadStatic]`.
+        const THREAD = sys::COR_PRF_FIELD_THREAD_STATIC;
+        /// `COR_PRF_FIELD_CONTEXT_STATIC`: context static (.NET Framework only).
+        const CONTEXT = sys::COR_PRF_FIELD_CONTEXT_STATIC;
+        /// `COR_PRF_FIELD_RVA_STATIC`: data at an RVA in the image.
+        const RVA = sys::COR_PRF_FIELD_RVA_STATIC;
+    }
+}
+
+/// The largest rank an array type may have in the CLR.
+const MAX_ARRAY_RANK: u32 = 32;
+
+impl ProfilerInfo {
+    /// `GetClassFromObject`: the class of an object. For instances of generic
+    /// types this is the exact instantiation. Needs a GC callback or managed
+    /// code on the calling thread (`CORPROF_E_NOT_MANAGED_THREAD` /
+    /// `CORPROF_E_UNSUPPORTED_CALL_SEQUENCE` otherwise).
+    pub fn class_from_object<'a>(&self, object: ObjectId<'a>) -> Result<ClassId<'a>> {
+        let mut c = 0usize;
+        // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
+        check(unsafe { self.raw_info1().GetClassFromObject(object.as_sys(), &mut c) }, "ICorProfilerInfo::GetClassFromObject")?;
+        // SAFETY: the class of a live object is loaded at least as long as the object lives.
+        Ok(unsafe { ClassId::from_sys(c) })
+    }
+
+    /// `GetClassFromToken`: the class of a non-generic type definition of
+    /// `module`, loading it if needed. Generic types fail with
+    /// `CORPROF_E_TYPE_IS_PARAMETERIZED`; use
+    /// [`class_from_token_and_type_args`](Self::class_from_token_and_type_args).
+    pub fn class_from_token<'a>(&self, module: ModuleId<'a>, type_def: MdTypeDef) -> Result<ClassId<'a>> {
+        let mut c = 0usize;
+        // SAFETY: `module` is valid for 'a; the runtime checks the token.
+        check(
+            unsafe { self.raw_info1().GetClassFromToken(module.as_sys(), type_def.0, &mut c) },
+            "ICorProfilerInfo::GetClassFromToken",
+        )?;
+        // SAFETY: a non-generic type of a loaded module lives as long as the module.
+        Ok(unsafe { ClassId::from_sys(c) })
+    }
+
+    /// `GetClassFromTokenAndTypeArgs` (Info2): the instantiation of the type
+    /// definition `type_def` of `module` with `type_args` (empty for a
+    /// non-generic type), loading it if needed.
+    pub fn class_from_token_and_type_args<'a>(
+        &self,
+        module: ModuleId<'a>,
+        type_def: MdTypeDef,
+        type_args: &[ClassId<'a>],
+    ) -> Result<ClassId<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetClassFromTokenAndTypeArgs")?;
+        let n = u32::try_from(type_args.len()).map_err(|_| Error::InvalidArgument("too many type arguments"))?;
+        let mut c = 0usize;
+        // SAFETY: IDs are valid for 'a; `ClassId` is `repr(transparent)` over
+        // `ClassID`, so the slice is a `ClassID[n]`.
+        check(
+            unsafe { i2.GetClassFromTokenAndTypeArgs(module.as_sys(), type_def.0, n, type_args.as_ptr() as *const sys::ClassID, &mut c) },
+            "ICorProfilerInfo2::GetClassFromTokenAndTypeArgs",
+        )?;
+        // SAFETY: the instantiation lives as long as its module and type arguments ('a).
+        Ok(unsafe { ClassId::from_sys(c) })
+    }
+
+    /// `GetClassIDInfo`: module and token of a class; `None` for arrays and
+    /// other types without a definition of their own (the runtime reports a
+    /// null module for them). Prefer [`class_info`](Self::class_info) (Info2),
+    /// which also reports type arguments.
+    pub fn class_id_info<'a>(&self, class: ClassId<'a>) -> Result<Option<ClassDefinition<'a>>> {
+        let (mut module, mut td) = (0usize, 0u32);
+        // SAFETY: `class` is valid for 'a; out pointers are locals.
+        check(unsafe { self.raw_info1().GetClassIDInfo(class.as_sys(), &mut module, &mut td) }, "ICorProfilerInfo::GetClassIDInfo")?;
+        if module == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the module of a loaded class is loaded while the class is.
+        Ok(Some(ClassDefinition { module: unsafe { ModuleId::from_sys(module) }, type_def: MdTypeDef(td) }))
+    }
+
+    /// `IsArrayClass`: element type, element class and rank of an array
+    /// class; `None` (the runtime's `S_FALSE`) for any other class.
+    pub fn is_array_class<'a>(&self, class: ClassId<'a>) -> Result<Option<ArrayClassInfo<'a>>> {
+        let (mut et, mut elem, mut rank) = (0u32, 0usize, 0u32);
+        // SAFETY: `class` is valid; out pointers are locals.
+        let hr = check_success(
+            unsafe { self.raw_info1().IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank) },
+            "ICorProfilerInfo::IsArrayClass",
+        )?;
+        if hr.0 != 0 {
+            return Ok(None);
+        }
+        // SAFETY: the element class of a loaded array class is loaded while it is.
+        Ok(Some(ArrayClassInfo { element_type: CorElementType::from_sys(et), element_class: unsafe { ClassId::from_sys(elem) }, rank }))
+    }
+
+    /// `GetClassLayout` (Info2): instance field offsets and size. Fails with
+    /// `E_INVALIDARG` for arrays and `System.String` (use
+    /// [`array_object_info`](Self::array_object_info) /
+    /// [`string_layout2`](Self::string_layout2)).
+    ///
+    /// The runtime reports the number of fields it *wrote* (not the number it
+    /// has) when given a buffer, so the count is asked first with an empty
+    /// buffer and the fields are read with exactly that capacity.
+    pub fn class_layout(&self, class: ClassId<'_>) -> Result<ClassLayout> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetClassLayout")?;
+        let mut size = 0u32;
+        let mut raw: Vec<sys::COR_FIELD_OFFSET> = Vec::new();
+        fill::<sys::COR_FIELD_OFFSET, 0>("ICorProfilerInfo2::GetClassLayout", &mut raw, |cap, needed, buf| {
+            // SAFETY: `class` is valid; `buf` has `cap` slots (none on the
+            // counting call, which the runtime answers without writing).
+            unsafe { i2.GetClassLayout(class.as_sys(), buf, cap, needed, &mut size) }
+        })?;
+        Ok(ClassLayout { fields: raw.into_iter().map(|f| FieldOffset { field: MdFieldDef(f.ridOfField), offset: f.ulOffset }).collect(), size })
+    }
+
+    /// `GetBoxClassLayout` (Info2): offset of the value inside a boxed
+    /// instance of the value type `class` (`E_INVALIDARG` for other types).
+    pub fn box_class_layout(&self, class: ClassId<'_>) -> Result<u32> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetBoxClassLayout")?;
+        let mut offset = 0u32;
+        // SAFETY: `class` is valid; valid out pointer.
+        check(unsafe { i2.GetBoxClassLayout(class.as_sys(), &mut offset) }, "ICorProfilerInfo2::GetBoxClassLayout")?;
+        Ok(offset)
+    }
+
+    /// `GetStringLayout` (Info2). Prefer [`string_layout2`](Self::string_layout2).
+    pub fn string_layout(&self) -> Result<StringLayout> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetStringLayout")?;
+        let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
+        // SAFETY: valid out pointers.
+        check(unsafe { i2.GetStringLayout(&mut a, &mut b, &mut c) }, "ICorProfilerInfo2::GetStringLayout")?;
+        Ok(StringLayout { buffer_length_offset: a, string_length_offset: b, buffer_offset: c })
+    }
+
+    /// `GetStringLayout2` (Info3): where a string's length and characters are.
+    pub fn string_layout2(&self) -> Result<StringLayout2> {
+        let i3 = self.raw_info3("ICorProfilerInfo3::GetStringLayout2")?;
+        let (mut len, mut buf) = (0u32, 0u32);
+        // SAFETY: valid out pointers.
+        check(unsafe { i3.GetStringLayout2(&mut len, &mut buf) }, "ICorProfilerInfo3::GetStringLayout2")?;
+        Ok(StringLayout2 { string_length_offset: len, buffer_offset: buf })
+    }
+
+    /// `GetArrayObjectInfo` (Info2): dimensions, lower bounds and data of an
+    /// array object. The rank is found first (`GetClassFromObject` and
+    /// `IsArrayClass`), since the runtime needs a buffer of at least that
+    /// size and does not report it. Non-arrays fail with
+    /// [`Error::InvalidArgument`].
+    pub fn array_object_info<'a>(&self, object: ObjectId<'a>) -> Result<ArrayObjectInfo<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetArrayObjectInfo")?;
+        let class = self.class_from_object(object)?;
+        let rank = match self.is_array_class(class)? {
+            Some(a) => a.rank,
+            None => return Err(Error::InvalidArgument("GetArrayObjectInfo: the object is not an array")),
+        };
+        if rank == 0 || rank > MAX_ARRAY_RANK {
+            return Err(Error::InconsistentAnswer { call: "ICorProfilerInfo::IsArrayClass" });
+        }
+        let mut dimensions = vec![0u32; rank as usize];
+        let mut lower_bounds = vec![0i32; rank as usize];
+        let mut data = core::ptr::null_mut::<u8>();
+        // SAFETY: `object` is valid for 'a; both arrays have `rank` slots.
+        check(
+            unsafe { i2.GetArrayObjectInfo(object.as_sys(), rank, dimensions.as_mut_ptr(), lower_bounds.as_mut_ptr(), &mut data) },
+            "ICorProfilerInfo2::GetArrayObjectInfo",
+        )?;
+        Ok(ArrayObjectInfo { dimensions, lower_bounds, data, _object: core::marker::PhantomData })
+    }
+
+    /// `GetObjectSize`: size of an object in bytes. An object larger than
+    /// 4 GiB fails with `COR_E_OVERFLOW` (`GetObjectSize2` of
+    /// `ICorProfilerInfo4` reports it).
+    pub fn object_size(&self, object: ObjectId<'_>) -> Result<u32> {
+        let mut size = 0u32;
+        // SAFETY: `object` is valid (typed ID); valid out pointer.
+        check(unsafe { self.raw_info1().GetObjectSize(object.as_sys(), &mut size) }, "ICorProfilerInfo::GetObjectSize")?;
+        Ok(size)
+    }
+
+    /// `GetStaticFieldInfo` (Info2): which kind of static `field` of `class`
+    /// is (empty for instance fields).
+    pub fn static_field_info(&self, class: ClassId<'_>, field: MdFieldDef) -> Result<StaticFieldKinds> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetStaticFieldInfo")?;
+        let mut kind = 0u32;
+        // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
+        check(unsafe { i2.GetStaticFieldInfo(class.as_sys(), field.0, &mut kind) }, "ICorProfilerInfo2::GetStaticFieldInfo")?;
+        Ok(StaticFieldKinds::from_bits_retain(kind))
+    }
+}

@@ -1,0 +1,262 @@
+//! Iterators over the runtime's enumerator interfaces:
+//! `ICorProfilerObjectEnum`, `ICorProfilerFunctionEnum`,
+//! `ICorProfilerModuleEnum`, `ICorProfilerThreadEnum` and
+//! `ICorProfilerMethodEnum`.
+//!
+//! The runtime fills an enumerator with a snapshot when it is created
+//! (`EnumModules`, `EnumJITedFunctions`, ...); `Next` hands out up to `celt`
+//! elements and returns `S_FALSE` once fewer than asked for were left. The
+//! iterators here fetch in batches, yield typed values and release the COM
+//! object when dropped (the wrapped interface value's `Drop` calls `Release`).
+
+use crate::error::{check, check_success, Result};
+use crate::ids::*;
+use clrprof_sys as sys;
+use core::marker::PhantomData;
+
+/// How many elements one `Next` call asks for.
+const BATCH: usize = 32;
+
+/// One of the runtime's enumerator interfaces, seen by [`ProfilerEnum`].
+///
+/// Implemented for the five `ICorProfiler*Enum` interfaces; not meant to be
+/// implemented elsewhere.
+pub trait RawProfilerEnum {
+    /// The element type of `Next` (`ObjectID`, `COR_PRF_FUNCTION`, ...).
+    type Raw: Copy + Default;
+    /// The interface name, for errors (e.g. `ICorProfilerModuleEnum`).
+    const NEXT: &'static str;
+    /// `GetCount`'s call name.
+    const GET_COUNT: &'static str;
+    /// `Skip`'s call name.
+    const SKIP: &'static str;
+    /// `Reset`'s call name.
+    const RESET: &'static str;
+    /// `Next(celt, out, &fetched)`.
+    ///
+    /// # Safety
+    /// `out` must have room for `celt` elements.
+    unsafe fn next(&self, celt: u32, out: *mut Self::Raw, fetched: &mut u32) -> sys::HRESULT;
+    /// `GetCount`.
+    fn get_count(&self, count: &mut u32) -> sys::HRESULT;
+    /// `Skip`.
+    fn skip(&self, celt: u32) -> sys::HRESULT;
+    /// `Reset`.
+    fn reset(&self) -> sys::HRESULT;
+}
+
+macro_rules! raw_enum {
+    ($iface:ident, $raw:ty) => {
+        impl RawProfilerEnum for sys::$iface {
+            type Raw = $raw;
+            const NEXT: &'static str = concat!(stringify!($iface), "::Next");
+            const GET_COUNT: &'static str = concat!(stringify!($iface), "::GetCount");
+            const SKIP: &'static str = concat!(stringify!($iface), "::Skip");
+            const RESET: &'static str = concat!(stringify!($iface), "::Reset");
+            unsafe fn next(&self, celt: u32, out: *mut $raw, fetched: &mut u32) -> sys::HRESULT {
+                // SAFETY: the caller guarantees `out` has room for `celt`
+                // elements; `fetched` is a valid out pointer.
+                unsafe { self.Next(celt, out, fetched) }
+            }
+            fn get_count(&self, count: &mut u32) -> sys::HRESULT {
+                // SAFETY: valid out pointer; the enumerator is alive (we hold a reference).
+                unsafe { self.GetCount(count) }
+            }
+            fn skip(&self, celt: u32) -> sys::HRESULT {
+                // SAFETY: plain value argument.
+                unsafe { self.Skip(celt) }
+            }
+            fn reset(&self) -> sys::HRESULT {
+                // SAFETY: no arguments.
+                unsafe { self.Reset() }
+            }
+        }
+    };
+}
+
+raw_enum!(ICorProfilerObjectEnum, sys::ObjectID);
+raw_enum!(ICorProfilerFunctionEnum, sys::COR_PRF_FUNCTION);
+raw_enum!(ICorProfilerModuleEnum, sys::ModuleID);
+raw_enum!(ICorProfilerThreadEnum, sys::ThreadID);
+raw_enum!(ICorProfilerMethodEnum, sys::COR_PRF_METHOD);
+
+/// A batched iterator over a runtime enumerator, yielding `Result<T>`.
+///
+/// The first error ends the iteration (it is yielded once). Elements carry
+/// the lifetime `'a` of what produced the enumerator (see the method that
+/// returns it for the validity rule).
+pub struct ProfilerEnum<'a, E: RawProfilerEnum, T> {
+    raw: E,
+    batch: Vec<E::Raw>,
+    pos: usize,
+    finished: bool,
+    convert: fn(E::Raw) -> T,
+    _scope: PhantomData<&'a ()>,
+}
+
+impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
+    /// Wraps an enumerator returned by the runtime.
+    ///
+    /// # Safety
+    /// Every element the enumerator yields, passed through `convert`, must be
+    /// valid for `'a` (e.g. IDs the runtime guarantees for that scope).
+    pub unsafe fn new(raw: E, convert: fn(E::Raw) -> T) -> Self {
+        ProfilerEnum { raw, batch: Vec::new(), pos: 0, finished: false, convert, _scope: PhantomData }
+    }
+
+    /// `GetCount`: how many elements the enumerator holds in total
+    /// (including those already returned).
+    pub fn total(&self) -> Result<u32> {
+        let mut n = 0u32;
+        check(self.raw.get_count(&mut n), E::GET_COUNT)?;
+        Ok(n)
+    }
+
+    /// `Skip`: moves past `count` elements (also dropping any fetched but not
+    /// yet yielded batch, so the next element is the runtime's next one).
+    /// `S_FALSE` (fewer left than asked) is not an error.
+    pub fn skip_elements(&mut self, count: u32) -> Result<()> {
+        let buffered = (self.batch.len() - self.pos) as u32;
+        if count <= buffered {
+            self.pos += count as usize;
+            return Ok(());
+        }
+        self.pos = self.batch.len();
+        check(self.raw.skip(count - buffered), E::SKIP)
+    }
+
+    /// `Reset`: starts again from the first element.
+    pub fn reset(&mut self) -> Result<()> {
+        self.batch.clear();
+        self.pos = 0;
+        self.finished = false;
+        check(self.raw.reset(), E::RESET)
+    }
+
+    /// The raw enumerator interface.
+    pub fn raw(&self) -> &E {
+        &self.raw
+    }
+
+    fn refill(&mut self) -> Result<()> {
+        self.batch.clear();
+        self.batch.resize(BATCH, E::Raw::default());
+        self.pos = 0;
+        let mut fetched = 0u32;
+        // SAFETY: `batch` has room for BATCH elements.
+        let hr = unsafe { self.raw.next(BATCH as u32, self.batch.as_mut_ptr(), &mut fetched) };
+        let hr = match check_success(hr, E::NEXT) {
+            Ok(hr) => hr,
+            Err(e) => {
+                self.batch.clear();
+                return Err(e);
+            }
+        };
+        // Never trust a count larger than the buffer.
+        self.batch.truncate((fetched as usize).min(BATCH));
+        // S_FALSE: fewer than asked for were left, so this batch is the last.
+        if hr.0 != 0 || self.batch.len() < BATCH {
+            self.finished = true;
+        }
+        Ok(())
+    }
+}
+
+impl<E: RawProfilerEnum, T> Iterator for ProfilerEnum<'_, E, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        if self.pos >= self.batch.len() {
+            if self.finished {
+                return None;
+            }
+            if let Err(e) = self.refill() {
+                self.finished = true;
+                return Some(Err(e));
+            }
+            if self.batch.is_empty() {
+                return None;
+            }
+        }
+        let raw = self.batch[self.pos];
+        self.pos += 1;
+        Some(Ok((self.convert)(raw)))
+    }
+}
+
+/// A function the JIT compiled, as `EnumJITedFunctions` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct JitedFunction<'a> {
+    /// The function.
+    pub function: FunctionId<'a>,
+    /// Its ReJIT version (0 for the original code; `EnumJITedFunctions`
+    /// always reports 0, `EnumJITedFunctions2` the real one).
+    pub rejit_id: RawReJitId,
+}
+
+/// A method named by module and token (`COR_PRF_METHOD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ModuleMethod<'a> {
+    /// The module that defines it.
+    pub module: ModuleId<'a>,
+    /// Its definition token.
+    pub method: MdMethodDef,
+}
+
+/// Objects of `EnumModuleFrozenObjects`.
+pub type ObjectEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerObjectEnum, ObjectId<'a>>;
+/// Functions of `EnumJITedFunctions`.
+pub type FunctionEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerFunctionEnum, JitedFunction<'a>>;
+/// Modules of `EnumModules`.
+pub type ModuleEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerModuleEnum, ModuleId<'a>>;
+/// Threads of `EnumThreads` (Info4).
+pub type ThreadEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerThreadEnum, ThreadId<'a>>;
+/// Methods of `EnumNgenModuleMethodsInliningThisMethod` (Info6).
+pub type MethodEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerMethodEnum, ModuleMethod<'a>>;
+
+/// Wraps an `ICorProfilerObjectEnum`.
+///
+/// # Safety
+/// The objects must be valid for `'a` (ObjectIDs: until the next GC).
+pub unsafe fn object_enum<'a>(raw: sys::ICorProfilerObjectEnum) -> ObjectEnum<'a> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ProfilerEnum::new(raw, |o| ObjectId::from_sys(o)) }
+}
+
+/// Wraps an `ICorProfilerFunctionEnum`.
+///
+/// # Safety
+/// The functions must be valid for `'a`.
+pub unsafe fn function_enum<'a>(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum<'a> {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        ProfilerEnum::new(raw, |f| JitedFunction { function: FunctionId::from_sys(f.functionId), rejit_id: RawReJitId(f.reJitId) })
+    }
+}
+
+/// Wraps an `ICorProfilerModuleEnum`.
+///
+/// # Safety
+/// The modules must be valid for `'a`.
+pub unsafe fn module_enum<'a>(raw: sys::ICorProfilerModuleEnum) -> ModuleEnum<'a> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ProfilerEnum::new(raw, |m| ModuleId::from_sys(m)) }
+}
+
+/// Wraps an `ICorProfilerThreadEnum`.
+///
+/// # Safety
+/// The threads must be valid for `'a`.
+pub unsafe fn thread_enum<'a>(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum<'a> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ProfilerEnum::new(raw, |t| ThreadId::from_sys(t)) }
+}
+
+/// Wraps an `ICorProfilerMethodEnum`.
+///
+/// # Safety
+/// The modules must be valid for `'a`.
+pub unsafe fn method_enum<'a>(raw: sys::ICorProfilerMethodEnum) -> MethodEnum<'a> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ProfilerEnum::new(raw, |m| ModuleMethod { module: ModuleId::from_sys(m.moduleId), method: MdMethodDef(m.methodId) }) }
+}

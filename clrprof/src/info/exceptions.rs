@@ -1,0 +1,63 @@
+//! Exceptions: the clause being run (`ICorProfilerInfo2`).
+
+use crate::error::{check_success, Result};
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+
+/// Kind of an exception-handling clause (`COR_PRF_CLAUSE_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClauseType {
+    /// A `filter` block.
+    Filter,
+    /// A `catch` block.
+    Catch,
+    /// A `finally` block.
+    Finally,
+    /// A value the SDK does not know.
+    Unknown(u32),
+}
+
+/// `GetNotifiedExceptionClauseInfo`: the clause the runtime last notified
+/// (`ExceptionSearchFilterEnter`, `ExceptionCatcherEnter`,
+/// `ExceptionUnwindFinallyEnter`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExceptionClauseInfo {
+    /// The kind of clause.
+    pub clause_type: ClauseType,
+    /// Native address of the clause's handler code.
+    pub program_counter: usize,
+    /// Frame pointer of the clause's frame.
+    pub frame_pointer: usize,
+    /// Shadow stack pointer (IA-64 only; 0 elsewhere).
+    pub shadow_stack_pointer: usize,
+}
+
+impl ProfilerInfo {
+    /// `GetNotifiedExceptionClauseInfo` (Info2): the clause being run on the
+    /// calling thread, or `None` when no exception is in flight (the
+    /// runtime's `S_FALSE`). Call it from an exception callback.
+    ///
+    /// Not allowed for a profiler loaded by attach: the runtime answers
+    /// `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`.
+    pub fn notified_exception_clause_info(&self) -> Result<Option<ExceptionClauseInfo>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
+        let mut info = sys::COR_PRF_EX_CLAUSE_INFO::default();
+        // SAFETY: valid out pointer to a zeroed struct.
+        let hr = check_success(unsafe { i2.GetNotifiedExceptionClauseInfo(&mut info) }, "ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
+        if hr.0 != 0 || info.clauseType == sys::COR_PRF_CLAUSE_NONE {
+            return Ok(None);
+        }
+        let clause_type = match info.clauseType {
+            sys::COR_PRF_CLAUSE_FILTER => ClauseType::Filter,
+            sys::COR_PRF_CLAUSE_CATCH => ClauseType::Catch,
+            sys::COR_PRF_CLAUSE_FINALLY => ClauseType::Finally,
+            o => ClauseType::Unknown(o),
+        };
+        Ok(Some(ExceptionClauseInfo {
+            clause_type,
+            program_counter: info.programCounter,
+            frame_pointer: info.framePointer,
+            shadow_stack_pointer: info.shadowStackPointer,
+        }))
+    }
+}

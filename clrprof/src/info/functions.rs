@@ -1,0 +1,402 @@
+//! Functions: lookup by IP and token, native code, IL bodies and IL rewriting
+//! (`ICorProfilerInfo` / `ICorProfilerInfo2`).
+
+use crate::buffer::fill;
+use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+/// One contiguous range of a function's native code (`COR_PRF_CODE_INFO`).
+///
+/// A jitted method has one chunk, or two when the JIT split it into a hot and
+/// a cold part; the first chunk is where the code starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CodeChunk {
+    /// First byte of the chunk.
+    pub start: usize,
+    /// Size in bytes.
+    pub size: usize,
+}
+
+impl CodeChunk {
+    /// `true` if `ip` lies in this chunk.
+    pub fn contains(&self, ip: usize) -> bool {
+        ip.wrapping_sub(self.start) < self.size
+    }
+}
+
+/// The IL side of one IL-to-native map entry (`ilOffset` of
+/// `COR_DEBUG_IL_TO_NATIVE_MAP`, with `CorDebugIlToNativeMappingTypes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IlOffset {
+    /// An offset in the method's IL.
+    Offset(u32),
+    /// Native code with no IL (`NO_MAPPING`).
+    NoMapping,
+    /// The prolog (`PROLOG`).
+    Prolog,
+    /// An epilog (`EPILOG`).
+    Epilog,
+}
+
+impl IlOffset {
+    fn from_sys(v: u32) -> Self {
+        match v as i32 {
+            sys::NO_MAPPING => IlOffset::NoMapping,
+            sys::PROLOG => IlOffset::Prolog,
+            sys::EPILOG => IlOffset::Epilog,
+            _ => IlOffset::Offset(v),
+        }
+    }
+}
+
+/// One entry of `GetILToNativeMapping`: the native range `native_start ..
+/// native_end` (offsets from the code start) that came from `il`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IlToNativeMapEntry {
+    /// The IL offset, or a special region.
+    pub il: IlOffset,
+    /// Native start offset.
+    pub native_start: u32,
+    /// Native end offset (exclusive).
+    pub native_end: u32,
+}
+
+/// One entry of the map given to `SetILInstrumentedCodeMap` (`COR_IL_MAP`):
+/// IL offset `old_offset` of the original body now lives at `new_offset` of
+/// the rewritten body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct IlMapEntry {
+    /// Offset in the original IL.
+    pub old_offset: u32,
+    /// Offset in the instrumented IL.
+    pub new_offset: u32,
+    /// `true` if the mapping is exact (`fAccurate`).
+    pub accurate: bool,
+}
+
+/// The runtime's IL body allocator for one module (`IMethodMalloc`, from
+/// `GetILFunctionBodyAllocator`).
+///
+/// A body passed to [`ProfilerInfo::set_il_function_body`] must stay valid
+/// for as long as the runtime may compile the method, so it must come from
+/// here: the runtime never frees what this allocator hands out while the
+/// module is loaded (CoreCLR allocates it from the process heap and never
+/// frees it). The allocations are therefore tied to the module's lifetime
+/// `'a`, not to this value.
+pub struct MethodMalloc<'a> {
+    raw: sys::IMethodMalloc,
+    _module: PhantomData<ModuleId<'a>>,
+}
+
+impl<'a> MethodMalloc<'a> {
+    /// Allocates `len` zeroed bytes for an IL body.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a zero or over-`u32` length
+    /// and with `E_OUTOFMEMORY` when the runtime's `Alloc` returns null.
+    pub fn alloc(&self, len: usize) -> Result<IlBuffer<'a>> {
+        let cb = u32::try_from(len).map_err(|_| Error::InvalidArgument("IL body larger than 4 GiB"))?;
+        if cb == 0 {
+            return Err(Error::InvalidArgument("IL body of zero bytes"));
+        }
+        // SAFETY: plain value argument; the allocator is alive (we hold a reference).
+        let p = unsafe { self.raw.Alloc(cb) } as *mut u8;
+        let ptr = NonNull::new(p).ok_or(Error::runtime(
+            sys::HRESULT(KnownHresult::E_OUTOFMEMORY as i32),
+            "IMethodMalloc::Alloc",
+        ))?;
+        // SAFETY: `Alloc` returned `len` writable bytes owned by the runtime
+        // for the module's lifetime; they may be uninitialised, so zero them
+        // before any slice is formed over them.
+        unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+        Ok(IlBuffer { ptr, len, _module: PhantomData })
+    }
+
+    /// Allocates a copy of `body`.
+    pub fn alloc_copy(&self, body: &[u8]) -> Result<IlBuffer<'a>> {
+        let mut buf = self.alloc(body.len())?;
+        buf.copy_from_slice(body);
+        Ok(buf)
+    }
+
+    /// The raw `IMethodMalloc`.
+    pub fn raw(&self) -> &sys::IMethodMalloc {
+        &self.raw
+    }
+}
+
+/// Memory from [`MethodMalloc`], valid while the module `'a` is loaded.
+/// Dereferences to `[u8]`.
+pub struct IlBuffer<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    _module: PhantomData<&'a mut [u8]>,
+}
+
+impl core::ops::Deref for IlBuffer<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` points to `len` initialised (zeroed or written) bytes
+        // owned by the runtime for the module's lifetime, which outlives `self`.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl core::ops::DerefMut for IlBuffer<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `IlBuffer` is the only handle to this
+        // allocation (each `Alloc` returns fresh memory), so access is unique.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl core::fmt::Debug for IlBuffer<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "IlBuffer({:p}, {} bytes)", self.ptr, self.len)
+    }
+}
+
+/// The size of the IL method (header, code and extra sections) at the start
+/// of `body`, checking every part lies inside `body`.
+///
+/// The runtime reads a body given to `SetILFunctionBody` by its header
+/// without any bound, so a header that claims more than the buffer holds
+/// would make it read past the allocation; this check runs before the call.
+pub fn il_method_size(body: &[u8]) -> Result<usize> {
+    let bad = |what: &str| Error::Malformed(format!("IL method body: {what}"));
+    let first = *body.first().ok_or_else(|| bad("empty"))?;
+    let end = match u32::from(first) & 0x3 {
+        // Tiny header: one byte, code size in the upper six bits.
+        0x2 => 1 + (first as usize >> 2),
+        // Fat header: 12 bytes (size in dwords in the upper nibble of the
+        // second byte), code size at offset 4.
+        0x3 => {
+            if body.len() < 12 {
+                return Err(bad("fat header truncated"));
+            }
+            let flags = u16::from_le_bytes([body[0], body[1]]);
+            let header = 4 * (flags >> 12) as usize;
+            if header < 12 {
+                return Err(bad("fat header size below 12 bytes"));
+            }
+            let code = u32::from_le_bytes([body[4], body[5], body[6], body[7]]) as usize;
+            let mut end = header.checked_add(code).ok_or_else(|| bad("size overflow"))?;
+            let mut more = u32::from(flags) & sys::CorILMethod_MoreSects != 0;
+            // Extra sections (exception tables), each 4-byte aligned.
+            let mut sections = 0;
+            while more {
+                sections += 1;
+                if sections > 64 {
+                    return Err(bad("too many extra sections"));
+                }
+                end = end.checked_add(3).ok_or_else(|| bad("size overflow"))? & !3;
+                let kind = u32::from(*body.get(end).ok_or_else(|| bad("section header truncated"))?);
+                let size = if kind & sys::CorILMethod_Sect_FatFormat != 0 {
+                    let b = body.get(end + 1..end + 4).ok_or_else(|| bad("section header truncated"))?;
+                    u32::from_le_bytes([b[0], b[1], b[2], 0]) as usize
+                } else {
+                    *body.get(end + 1).ok_or_else(|| bad("section header truncated"))? as usize
+                };
+                if size < 4 {
+                    return Err(bad("section smaller than its header"));
+                }
+                more = kind & sys::CorILMethod_Sect_MoreSects != 0;
+                end = end.checked_add(size).ok_or_else(|| bad("size overflow"))?;
+            }
+            end
+        }
+        _ => return Err(bad("first byte is neither a tiny nor a fat header")),
+    };
+    if end > body.len() {
+        return Err(bad("header claims more bytes than the buffer holds"));
+    }
+    Ok(end)
+}
+
+impl ProfilerInfo {
+    /// `GetFunctionFromIP`: the managed function whose native code contains
+    /// `ip`. Fails (`E_FAIL`) for addresses outside jitted/precompiled code and
+    /// for IL stubs and other methods without metadata.
+    ///
+    /// Callable asynchronously (e.g. from a sampling thread). The result is
+    /// tied to `&self`: it is valid while the code at `ip` exists, which the
+    /// caller's own situation (a suspended thread, a callback) must ensure.
+    pub fn function_from_ip(&self, ip: usize) -> Result<FunctionId<'_>> {
+        let mut f = 0usize;
+        // SAFETY: the runtime only looks `ip` up in its code maps, never
+        // dereferences it; `f` is a valid out pointer.
+        check(unsafe { self.raw_info1().GetFunctionFromIP(ip as sys::LPCBYTE, &mut f) }, "ICorProfilerInfo::GetFunctionFromIP")?;
+        // SAFETY: the runtime returned this FunctionID for live code.
+        Ok(unsafe { FunctionId::from_sys(f) })
+    }
+
+    /// `GetFunctionFromToken`: the function of a non-generic method, by its
+    /// `MethodDef` or `MemberRef` token in `module`.
+    ///
+    /// Generic methods (or methods of generic types) fail with
+    /// `CORPROF_E_FUNCTION_IS_PARAMETERIZED`; use
+    /// [`function_from_token_and_type_args`](Self::function_from_token_and_type_args).
+    /// A method the runtime has not loaded yet fails with `E_INVALIDARG`.
+    pub fn function_from_token<'a>(&self, module: ModuleId<'a>, token: MdToken) -> Result<FunctionId<'a>> {
+        let mut f = 0usize;
+        // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
+        check(
+            unsafe { self.raw_info1().GetFunctionFromToken(module.as_sys(), token.0, &mut f) },
+            "ICorProfilerInfo::GetFunctionFromToken",
+        )?;
+        // SAFETY: a non-generic method of a loaded module lives as long as the module.
+        Ok(unsafe { FunctionId::from_sys(f) })
+    }
+
+    /// `GetFunctionFromTokenAndTypeArgs` (Info2): the instantiation of the
+    /// method `token` of `module` on `class`, with the method's own type
+    /// arguments `type_args` (empty for a non-generic method). May load types.
+    pub fn function_from_token_and_type_args<'a>(
+        &self,
+        module: ModuleId<'a>,
+        token: MdToken,
+        class: ClassId<'a>,
+        type_args: &[ClassId<'a>],
+    ) -> Result<FunctionId<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs")?;
+        let n = u32::try_from(type_args.len()).map_err(|_| Error::InvalidArgument("too many type arguments"))?;
+        let mut f = 0usize;
+        // SAFETY: all IDs are valid for 'a (typed IDs); `ClassId` is
+        // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
+        check(
+            unsafe {
+                i2.GetFunctionFromTokenAndTypeArgs(module.as_sys(), token.0, class.as_sys(), n, type_args.as_ptr() as *const sys::ClassID, &mut f)
+            },
+            "ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs",
+        )?;
+        // SAFETY: the instantiation lives as long as its module and type arguments ('a).
+        Ok(unsafe { FunctionId::from_sys(f) })
+    }
+
+    /// `GetCodeInfo`: the first chunk of a function's native code. Fails with
+    /// `CORPROF_E_FUNCTION_NOT_COMPILED` before the function is jitted.
+    /// Prefer [`code_info2`](Self::code_info2), which reports every chunk.
+    pub fn code_info(&self, function: FunctionId<'_>) -> Result<CodeChunk> {
+        let (mut start, mut size) = (core::ptr::null::<u8>(), 0u32);
+        // SAFETY: `function` is valid (typed ID); out pointers are locals.
+        check(unsafe { self.raw_info1().GetCodeInfo(function.as_sys(), &mut start, &mut size) }, "ICorProfilerInfo::GetCodeInfo")?;
+        Ok(CodeChunk { start: start as usize, size: size as usize })
+    }
+
+    /// `GetCodeInfo2` (Info2): every chunk of a function's native code, the
+    /// chunk where the code starts first.
+    pub fn code_info2(&self, function: FunctionId<'_>) -> Result<Vec<CodeChunk>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetCodeInfo2")?;
+        let mut chunks: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
+        fill::<sys::COR_PRF_CODE_INFO, 2>("ICorProfilerInfo2::GetCodeInfo2", &mut chunks, |cap, needed, buf| {
+            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            unsafe { i2.GetCodeInfo2(function.as_sys(), cap, needed, buf) }
+        })?;
+        Ok(chunks.into_iter().map(|c| CodeChunk { start: c.startAddress, size: c.size }).collect())
+    }
+
+    /// `GetILToNativeMapping`: how the function's native code maps back to its
+    /// IL (for the first native code version when tiering made several).
+    /// Fails with `CORPROF_E_DEBUGGING_DISABLED` when the runtime has no
+    /// debugger support.
+    pub fn il_to_native_mapping(&self, function: FunctionId<'_>) -> Result<Vec<IlToNativeMapEntry>> {
+        let mut map: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
+        fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>("ICorProfilerInfo::GetILToNativeMapping", &mut map, |cap, needed, buf| {
+            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            unsafe { self.raw_info1().GetILToNativeMapping(function.as_sys(), cap, needed, buf) }
+        })?;
+        Ok(map
+            .into_iter()
+            .map(|m| IlToNativeMapEntry { il: IlOffset::from_sys(m.ilOffset), native_start: m.nativeStartOffset, native_end: m.nativeEndOffset })
+            .collect())
+    }
+
+    /// `GetILFunctionBody`: the IL method (header, code, extra sections) of
+    /// `method` in `module`: the body set with `SetILFunctionBody` if there is
+    /// one, else the one in the module's image (bodies from ReJIT are not
+    /// reported). Borrowed from runtime memory that lives as long as the
+    /// module (`'a`).
+    ///
+    /// Fails with `CORPROF_E_FUNCTION_NOT_IL` for methods without IL
+    /// (abstract, P/Invoke, runtime-implemented).
+    pub fn il_function_body<'a>(&self, module: ModuleId<'a>, method: MdMethodDef) -> Result<&'a [u8]> {
+        let (mut header, mut size) = (core::ptr::null::<u8>(), 0u32);
+        // SAFETY: `module` is valid for 'a; out pointers are locals.
+        check(
+            unsafe { self.raw_info1().GetILFunctionBody(module.as_sys(), method.0, &mut header, &mut size) },
+            "ICorProfilerInfo::GetILFunctionBody",
+        )?;
+        if header.is_null() {
+            return Ok(&[]);
+        }
+        // SAFETY: the runtime returns a pointer to `size` bytes of the method
+        // in the module's image (or its dynamic IL), valid while the module is
+        // loaded, which 'a (the module ID's lifetime) guarantees.
+        Ok(unsafe { core::slice::from_raw_parts(header, size as usize) })
+    }
+
+    /// `GetILFunctionBodyAllocator`: the allocator for new IL bodies of
+    /// `module` (see [`MethodMalloc`]).
+    pub fn il_function_body_allocator<'a>(&self, module: ModuleId<'a>) -> Result<MethodMalloc<'a>> {
+        let mut malloc: Option<sys::IMethodMalloc> = None;
+        // SAFETY: `module` is valid; `malloc` receives an owned reference.
+        check(
+            unsafe { self.raw_info1().GetILFunctionBodyAllocator(module.as_sys(), &mut malloc) },
+            "ICorProfilerInfo::GetILFunctionBodyAllocator",
+        )?;
+        let raw = malloc.ok_or(Error::runtime(
+            sys::HRESULT(KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo::GetILFunctionBodyAllocator",
+        ))?;
+        Ok(MethodMalloc { raw, _module: PhantomData })
+    }
+
+    /// `SetILFunctionBody`: replaces the IL of `method` in `module` for its
+    /// next (first) compilation; already-jitted code is not affected. The
+    /// body must start with a valid IL method header whose sizes lie inside
+    /// `body` (checked by [`il_method_size`] before the call).
+    ///
+    /// The runtime keeps the pointer (it does not copy the body), so the body
+    /// must come from the module's [`MethodMalloc`]. Calling this marks the
+    /// profiler as having made irreversible changes: it can no longer detach
+    /// (`CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`). The runtime also
+    /// refuses it for a second, non-main profiler (`E_INVALIDARG`).
+    pub fn set_il_function_body<'a>(&self, module: ModuleId<'a>, method: MdMethodDef, body: &IlBuffer<'a>) -> Result<()> {
+        il_method_size(body)?;
+        // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
+        // valid while the module is loaded, and its header was checked to
+        // describe no more than its length.
+        check(
+            unsafe { self.raw_info1().SetILFunctionBody(module.as_sys(), method.0, body.as_ptr()) },
+            "ICorProfilerInfo::SetILFunctionBody",
+        )
+    }
+
+    /// `SetILInstrumentedCodeMap`: tells the runtime (and debuggers) how the
+    /// IL offsets of the original body map to the rewritten one. Call it from
+    /// `JITCompilationStarted` (`start_jit = true`) for a body changed with
+    /// [`set_il_function_body`](Self::set_il_function_body). The runtime copies
+    /// the map.
+    pub fn set_il_instrumented_code_map(&self, function: FunctionId<'_>, start_jit: bool, map: &[IlMapEntry]) -> Result<()> {
+        let raw: Vec<sys::COR_IL_MAP> = map
+            .iter()
+            .map(|e| sys::COR_IL_MAP { oldOffset: e.old_offset, newOffset: e.new_offset, fAccurate: e.accurate as sys::BOOL })
+            .collect();
+        let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
+        // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
+        check(
+            unsafe { self.raw_info1().SetILInstrumentedCodeMap(function.as_sys(), start_jit as sys::BOOL, n, raw.as_ptr()) },
+            "ICorProfilerInfo::SetILInstrumentedCodeMap",
+        )
+    }
+
+    /// `SetFunctionReJIT`: obsolete. CoreCLR always returns `E_NOTIMPL`; use
+    /// the ReJIT API of `ICorProfilerInfo4` (`RequestReJIT`) instead.
+    pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
+        // SAFETY: `function` is valid (typed ID).
+        check(unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) }, "ICorProfilerInfo::SetFunctionReJIT")
+    }
+}

@@ -1,0 +1,105 @@
+//! The GC heap: generations and frozen objects (`ICorProfilerInfo2`).
+
+use crate::buffer::fill;
+use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::*;
+use crate::info::enums::{object_enum, ObjectEnum};
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+
+/// A GC generation (`COR_PRF_GC_GENERATION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Generation {
+    /// Generation 0.
+    Gen0,
+    /// Generation 1.
+    Gen1,
+    /// Generation 2.
+    Gen2,
+    /// The large-object heap.
+    LargeObjectHeap,
+    /// The pinned-object heap (.NET 5+).
+    PinnedObjectHeap,
+    /// A value the SDK does not know.
+    Unknown(u32),
+}
+
+impl Generation {
+    fn from_sys(v: u32) -> Self {
+        match v {
+            sys::COR_PRF_GC_GEN_0 => Generation::Gen0,
+            sys::COR_PRF_GC_GEN_1 => Generation::Gen1,
+            sys::COR_PRF_GC_GEN_2 => Generation::Gen2,
+            sys::COR_PRF_GC_LARGE_OBJECT_HEAP => Generation::LargeObjectHeap,
+            sys::COR_PRF_GC_PINNED_OBJECT_HEAP => Generation::PinnedObjectHeap,
+            o => Generation::Unknown(o),
+        }
+    }
+}
+
+/// One address range of a generation (`COR_PRF_GC_GENERATION_RANGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GenerationRange {
+    /// The generation.
+    pub generation: Generation,
+    /// First address of the range.
+    pub start: RawObjectId,
+    /// Bytes in use.
+    pub len: usize,
+    /// Bytes reserved.
+    pub reserved_len: usize,
+}
+
+impl GenerationRange {
+    fn from_sys(r: sys::COR_PRF_GC_GENERATION_RANGE) -> Self {
+        GenerationRange {
+            generation: Generation::from_sys(r.generation),
+            start: RawObjectId(r.rangeStart),
+            len: r.rangeLength,
+            reserved_len: r.rangeLengthReserved,
+        }
+    }
+
+    /// `true` if `object` lies in the used part of the range.
+    pub fn contains(&self, object: RawObjectId) -> bool {
+        object.0.wrapping_sub(self.start.0) < self.len
+    }
+}
+
+impl ProfilerInfo {
+    /// `GetGenerationBounds` (Info2): the address ranges of every generation,
+    /// as of the last GC. Only available once a GC has happened and when GC
+    /// events are monitored (`E_FAIL` otherwise).
+    pub fn generation_bounds(&self) -> Result<Vec<GenerationRange>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetGenerationBounds")?;
+        let mut ranges: Vec<sys::COR_PRF_GC_GENERATION_RANGE> = Vec::new();
+        fill::<sys::COR_PRF_GC_GENERATION_RANGE, 16>("ICorProfilerInfo2::GetGenerationBounds", &mut ranges, |cap, needed, buf| {
+            // SAFETY: `buf` has `cap` slots.
+            unsafe { i2.GetGenerationBounds(cap, needed, buf) }
+        })?;
+        Ok(ranges.into_iter().map(GenerationRange::from_sys).collect())
+    }
+
+    /// `GetObjectGeneration` (Info2): the generation range holding `object`
+    /// (`E_FAIL` when it is in none, e.g. a frozen object).
+    pub fn object_generation(&self, object: ObjectId<'_>) -> Result<GenerationRange> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetObjectGeneration")?;
+        let mut range = sys::COR_PRF_GC_GENERATION_RANGE::default();
+        // SAFETY: `object` is valid (typed ID); valid out pointer.
+        check(unsafe { i2.GetObjectGeneration(object.as_sys(), &mut range) }, "ICorProfilerInfo2::GetObjectGeneration")?;
+        Ok(GenerationRange::from_sys(range))
+    }
+
+    /// `EnumModuleFrozenObjects` (Info2): the objects of `module`'s frozen
+    /// (read-only, preinitialised) segment. CoreCLR has none and returns an
+    /// empty enumerator.
+    pub fn enum_module_frozen_objects<'a>(&self, module: ModuleId<'a>) -> Result<ObjectEnum<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::EnumModuleFrozenObjects")?;
+        let mut e: Option<sys::ICorProfilerObjectEnum> = None;
+        // SAFETY: `module` is valid; `e` receives an owned reference.
+        check(unsafe { i2.EnumModuleFrozenObjects(module.as_sys(), &mut e) }, "ICorProfilerInfo2::EnumModuleFrozenObjects")?;
+        let e = e.ok_or(Error::runtime(sys::HRESULT(KnownHresult::E_POINTER as i32), "ICorProfilerInfo2::EnumModuleFrozenObjects"))?;
+        // SAFETY: frozen objects never move and live as long as their module ('a).
+        Ok(unsafe { object_enum(e) })
+    }
+}

@@ -1,0 +1,101 @@
+//! Threads: OS identity, handle, app domain and context (`ICorProfilerInfo`,
+//! `ICorProfilerInfo2`).
+
+use crate::error::{check, Result};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+
+impl ProfilerInfo {
+    /// `GetThreadInfo`: the OS thread ID the managed thread runs on
+    /// (`E_INVALIDARG` for a thread that is not, or no longer, managed).
+    pub fn thread_info(&self, thread: ThreadId<'_>) -> Result<u32> {
+        let mut os_id = 0u32;
+        // SAFETY: `thread` is valid (typed ID); valid out pointer.
+        check(unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) }, "ICorProfilerInfo::GetThreadInfo")?;
+        Ok(os_id)
+    }
+
+    /// `GetHandleFromThread`: the runtime's OS handle of the thread. The
+    /// handle stays owned by the runtime: do not close it.
+    pub fn handle_from_thread(&self, thread: ThreadId<'_>) -> Result<sys::HANDLE> {
+        let mut handle: sys::HANDLE = core::ptr::null_mut();
+        // SAFETY: `thread` is valid (typed ID); valid out pointer.
+        check(unsafe { self.raw_info1().GetHandleFromThread(thread.as_sys(), &mut handle) }, "ICorProfilerInfo::GetHandleFromThread")?;
+        Ok(handle)
+    }
+
+    /// `GetThreadAppDomain` (Info2): the app domain `thread` runs in
+    /// (`None`: the calling thread, which must be managed, else
+    /// `CORPROF_E_NOT_MANAGED_THREAD`).
+    pub fn thread_app_domain<'a>(&'a self, thread: Option<ThreadId<'a>>) -> Result<AppDomainId<'a>> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::GetThreadAppDomain")?;
+        let mut ad = 0usize;
+        let t = thread.map_or(0, |t| t.as_sys());
+        // SAFETY: `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
+        check(unsafe { i2.GetThreadAppDomain(t, &mut ad) }, "ICorProfilerInfo2::GetThreadAppDomain")?;
+        // SAFETY: a thread's app domain outlives the thread.
+        Ok(unsafe { AppDomainId::from_sys(ad) })
+    }
+
+    /// `GetThreadContext`: the thread's context. CoreCLR has no remoting
+    /// contexts and reports the thread's app domain as its context.
+    pub fn thread_context<'a>(&self, thread: ThreadId<'a>) -> Result<ContextId<'a>> {
+        let mut ctx = 0usize;
+        // SAFETY: `thread` is valid (typed ID); valid out pointer.
+        check(unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) }, "ICorProfilerInfo::GetThreadContext")?;
+        // SAFETY: the context (app domain) outlives the thread.
+        Ok(unsafe { ContextId::from_sys(ctx) })
+    }
+}
+
+/// The in-process debugging interfaces of `ICorProfilerInfo`
+/// (`GetInprocInspectionInterface`, `GetInprocInspectionIThisThread`,
+/// `BeginInprocDebugging`, `EndInprocDebugging`) were removed from the runtime
+/// long ago: CoreCLR (and .NET Framework 2.0+) answer every one of them with
+/// `E_NOTIMPL`. They are wrapped only so that every Info method has a safe
+/// form; expect [`crate::Error::Runtime`] with `E_NOTIMPL`.
+impl ProfilerInfo {
+    /// `GetInprocInspectionInterface`: obsolete, `E_NOTIMPL` on CoreCLR.
+    pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
+        let mut unk: Option<windows_core::IUnknown> = None;
+        // SAFETY: `unk` receives an owned reference (or stays None).
+        check(unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) }, "ICorProfilerInfo::GetInprocInspectionInterface")?;
+        unk.ok_or(crate::Error::runtime(
+            sys::HRESULT(crate::error::KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo::GetInprocInspectionInterface",
+        ))
+    }
+
+    /// `GetInprocInspectionIThisThread`: obsolete, `E_NOTIMPL` on CoreCLR.
+    pub fn inproc_inspection_ithis_thread(&self) -> Result<windows_core::IUnknown> {
+        let mut unk: Option<windows_core::IUnknown> = None;
+        // SAFETY: `unk` receives an owned reference (or stays None).
+        check(
+            unsafe { self.raw_info1().GetInprocInspectionIThisThread(&mut unk) },
+            "ICorProfilerInfo::GetInprocInspectionIThisThread",
+        )?;
+        unk.ok_or(crate::Error::runtime(
+            sys::HRESULT(crate::error::KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo::GetInprocInspectionIThisThread",
+        ))
+    }
+
+    /// `BeginInprocDebugging`: obsolete, `E_NOTIMPL` on CoreCLR. Returns the
+    /// profiler context to pass to [`end_inproc_debugging`](Self::end_inproc_debugging).
+    pub fn begin_inproc_debugging(&self, this_thread_only: bool) -> Result<u32> {
+        let mut ctx = 0u32;
+        // SAFETY: plain value argument and a valid out pointer.
+        check(
+            unsafe { self.raw_info1().BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx) },
+            "ICorProfilerInfo::BeginInprocDebugging",
+        )?;
+        Ok(ctx)
+    }
+
+    /// `EndInprocDebugging`: obsolete, `E_NOTIMPL` on CoreCLR.
+    pub fn end_inproc_debugging(&self, profiler_context: u32) -> Result<()> {
+        // SAFETY: plain value argument.
+        check(unsafe { self.raw_info1().EndInprocDebugging(profiler_context) }, "ICorProfilerInfo::EndInprocDebugging")
+    }
+}
