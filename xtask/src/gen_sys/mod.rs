@@ -387,3 +387,109 @@ fn metahost_section(env: &Env, items: &[Item], clsid_metahost: &str) -> crate::R
     s.push_str(&emit_items(env, items, "metahost.idl")?);
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::emit::{emit_items, eval, Env};
+    use super::idl::parse_idl;
+    use super::model::{ArraySuffix, Item};
+
+    const SNIPPET: &str = r#"
+        typedef UINT_PTR FunctionID;
+        typedef enum { A = 0x1, B = 0x4 | A, C, D = ((1 << 3) - 1) } FLAGS;
+        typedef enum { NEG = -2 } SIGNED;
+        typedef struct _S { ULONG n; COR_X items[1]; const WCHAR *name; } S;
+        typedef void STDMETHODCALLTYPE Hook(FunctionID id);
+        typedef BOOL STDMETHODCALLTYPE (* PtrHook)(FunctionID id);
+        [object, uuid(01234567-89ab-cdef-0123-456789abcdef), local]
+        interface IThing : IUnknown
+        {
+            HRESULT M(
+                [in] IUnknown *pIn,
+                [out] IThing **ppOut,
+                [in] Hook *pHook,
+                [in] PtrHook hook2,
+                [in, size_is(c)] ULONG ids[],
+                [out, size_is(c), length_is(*pc)] ULONG outs[],
+                [in, string] const WCHAR *name,
+                [out] void **ppv);
+        }
+    "#;
+
+    #[test]
+    fn parses_the_midl_subset() {
+        let items = parse_idl(SNIPPET).expect("snippet parses");
+        let names: Vec<&str> = items.iter().map(|i| i.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "FunctionID",
+                "FLAGS",
+                "SIGNED",
+                "S",
+                "Hook",
+                "PtrHook",
+                "IThing"
+            ]
+        );
+        let Item::Struct(s) = &items[3] else {
+            panic!("S is a struct")
+        };
+        assert_eq!(s.fields[1].array, ArraySuffix::Fixed(1));
+        assert!(s.fields[2].ty.const_base && s.fields[2].ty.ptrs == 1);
+        let Item::Interface(i) = &items[6] else {
+            panic!("IThing is an interface")
+        };
+        assert_eq!(i.iid, "01234567-89AB-CDEF-0123-456789ABCDEF");
+        assert_eq!(i.methods[0].params.len(), 8);
+    }
+
+    #[test]
+    fn maps_parameters_by_the_crate_conventions() {
+        let items = parse_idl(SNIPPET).expect("snippet parses");
+        let mut env = Env::default();
+        env.add(&items).expect("env");
+        let Item::Interface(i) = &items[6] else {
+            panic!("IThing is an interface")
+        };
+        let types: Vec<String> = i.methods[0]
+            .params
+            .iter()
+            .map(|p| {
+                env.rust_type(&p.ty, &p.array, p.is_in, p.is_out)
+                    .expect("maps")
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "*mut c_void",
+                "*mut Option<IThing>",
+                "Option<Hook>",
+                "Option<PtrHook>",
+                "*const ULONG",
+                "*mut ULONG",
+                "*const WCHAR",
+                "*mut *mut c_void",
+            ]
+        );
+    }
+
+    #[test]
+    fn evaluates_and_renders_enum_values() {
+        let items = parse_idl(SNIPPET).expect("snippet parses");
+        let mut env = Env::default();
+        env.add(&items).expect("env");
+        assert_eq!(env.consts["B"], 5);
+        assert_eq!(env.consts["C"], 6);
+        assert_eq!(env.consts["D"], 7);
+        let out = emit_items(&env, &items[1..3], "test.idl").expect("emits");
+        assert!(out.contains("pub type FLAGS = u32;"));
+        assert!(out.contains("pub const B: FLAGS = 0x4 | A;"));
+        assert!(out.contains("pub type SIGNED = i32;"));
+        assert!(out.contains("pub const NEG: SIGNED = -2;"));
+        let t = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(eval(&t("( 1 << 3 ) - 1"), &env.consts), Ok(7));
+        assert!(eval(&t("UNKNOWN"), &env.consts).is_err());
+    }
+}
