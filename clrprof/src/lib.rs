@@ -58,6 +58,7 @@ pub mod metadata;
 pub mod names;
 pub mod output;
 pub mod rejit;
+pub mod signature;
 pub mod wide;
 
 pub use callback::{Profiler, SuspendReason, TransitionReason};

@@ -5,18 +5,42 @@
 //! when that module is present). Strings use the caller-allocated buffer
 //! protocol of [`crate::buffer`].
 
-use crate::buffer::fill_string;
-use crate::error::{check, Error, Result};
+use crate::buffer::{fill_string, to_wide};
+use crate::error::{check, check_success, Error, KnownHresult, Result};
 use crate::ids::*;
+use crate::signature::{MethodSig, SigFormatter, TokenNames, TypeSig};
 use clrprof_sys as sys;
 use windows_core::{IUnknown, Interface};
 
 /// A module's metadata, read side (`IMetaDataImport`, plus `IMetaDataImport2`
-/// when the runtime offers it).
+/// and `IMetaDataAssemblyImport` when the runtime offers them).
 #[derive(Clone)]
 pub struct MetaDataImport {
     import: sys::IMetaDataImport,
     import2: Option<sys::IMetaDataImport2>,
+    assembly: Option<sys::IMetaDataAssemblyImport>,
+}
+
+/// An assembly's identity (`GetAssemblyProps`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssemblyProps {
+    /// Simple name, e.g. `System.Private.CoreLib`.
+    pub name: String,
+    /// Version `major.minor.build.revision`.
+    pub version: (u16, u16, u16, u16),
+    /// `CorAssemblyFlags`.
+    pub flags: u32,
+}
+
+/// `GetMemberRefProps`: a member reference's parent, name and signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberRefProps {
+    /// The parent (TypeRef, TypeDef, TypeSpec, ModuleRef or MethodDef).
+    pub parent: MdToken,
+    /// The member's name.
+    pub name: String,
+    /// The signature blob.
+    pub signature: Vec<u8>,
 }
 
 // SAFETY: the runtime's metadata import objects are free-threaded for reading
@@ -62,7 +86,12 @@ impl MetaDataImport {
             .cast()
             .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataImport)"))?;
         let import2 = unknown.cast().ok();
-        Ok(MetaDataImport { import, import2 })
+        let assembly = unknown.cast().ok();
+        Ok(MetaDataImport {
+            import,
+            import2,
+            assembly,
+        })
     }
 
     /// The raw `IMetaDataImport`.
@@ -171,4 +200,224 @@ impl MetaDataImport {
         }
         Ok(format!("{}::{}", self.type_name(props.class)?, props.name))
     }
+
+    /// `GetTypeRefProps`: a type reference's full name and resolution scope.
+    pub fn type_ref_props(&self, type_ref: MdTypeRef) -> Result<(String, MdToken)> {
+        let mut scope = 0u32;
+        let name = fill_string("IMetaDataImport::GetTypeRefProps", |cap, needed, buf| {
+            // SAFETY: `buf` has `cap` WCHARs; `scope` is a local out value.
+            unsafe {
+                self.import
+                    .GetTypeRefProps(type_ref.0, &mut scope, buf, cap, needed)
+            }
+        })?;
+        Ok((name, MdToken(scope)))
+    }
+
+    /// The full name of a TypeDef or TypeRef (nested type references are
+    /// resolved through their enclosing TypeRef): `Namespace.Outer+Inner`.
+    pub fn type_name_of(&self, token: MdToken) -> Result<String> {
+        if token.table() == sys::mdtTypeDef {
+            return self.type_name(MdTypeDef(token.0));
+        }
+        if token.table() != sys::mdtTypeRef {
+            return Err(Error::InvalidArgument(
+                "type_name_of takes a TypeDef or TypeRef token",
+            ));
+        }
+        let mut parts = Vec::new();
+        let mut current = MdTypeRef(token.0);
+        for _ in 0..64 {
+            let (name, scope) = self.type_ref_props(current)?;
+            parts.push(name);
+            if scope.table() == sys::mdtTypeRef && scope.rid() != 0 {
+                current = MdTypeRef(scope.0);
+            } else {
+                break;
+            }
+        }
+        parts.reverse();
+        Ok(parts.join("+"))
+    }
+
+    /// `GetMemberRefProps`.
+    pub fn member_ref_props(&self, member_ref: MdMemberRef) -> Result<MemberRefProps> {
+        let (mut parent, mut sig, mut len) = (0u32, core::ptr::null::<u8>(), 0u32);
+        let name = fill_string("IMetaDataImport::GetMemberRefProps", |cap, needed, buf| {
+            // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+            unsafe {
+                self.import.GetMemberRefProps(
+                    member_ref.0,
+                    &mut parent,
+                    buf,
+                    cap,
+                    needed,
+                    &mut sig,
+                    &mut len,
+                )
+            }
+        })?;
+        // SAFETY: the metadata returns `len` bytes of its blob heap, alive while we hold it.
+        let signature = unsafe { blob(sig, len) };
+        Ok(MemberRefProps {
+            parent: MdToken(parent),
+            name,
+            signature,
+        })
+    }
+
+    /// `GetTypeSpecFromToken`: the signature blob of a TypeSpec.
+    pub fn type_spec_blob(&self, type_spec: MdTypeSpec) -> Result<Vec<u8>> {
+        let (mut sig, mut len) = (core::ptr::null::<u8>(), 0u32);
+        // SAFETY: valid out pointers; the metadata checks the token.
+        check(
+            unsafe {
+                self.import
+                    .GetTypeSpecFromToken(type_spec.0, &mut sig, &mut len)
+            },
+            "IMetaDataImport::GetTypeSpecFromToken",
+        )?;
+        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        Ok(unsafe { blob(sig, len) })
+    }
+
+    /// `GetFieldProps`: a field's name, owner, flags and signature.
+    pub fn field_props(&self, field: MdFieldDef) -> Result<(String, MdTypeDef, u32, Vec<u8>)> {
+        let (mut class, mut attrs, mut sig, mut len, mut cplus, mut value, mut value_len) = (
+            0u32,
+            0u32,
+            core::ptr::null::<u8>(),
+            0u32,
+            0u32,
+            core::ptr::null::<core::ffi::c_void>(),
+            0u32,
+        );
+        let name = fill_string("IMetaDataImport::GetFieldProps", |cap, needed, buf| {
+            // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+            unsafe {
+                self.import.GetFieldProps(
+                    field.0,
+                    &mut class,
+                    buf,
+                    cap,
+                    needed,
+                    &mut attrs,
+                    &mut sig,
+                    &mut len,
+                    &mut cplus,
+                    &mut value,
+                    &mut value_len,
+                )
+            }
+        })?;
+        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        Ok((name, MdTypeDef(class), attrs, unsafe { blob(sig, len) }))
+    }
+
+    /// `GetCustomAttributeByName`: the raw value blob of the custom attribute
+    /// named `name` (e.g. `System.ObsoleteAttribute`) on `owner`, or `None`.
+    pub fn custom_attribute(&self, owner: MdToken, name: &str) -> Result<Option<Vec<u8>>> {
+        let wide = to_wide(name);
+        let (mut data, mut len) = (core::ptr::null::<core::ffi::c_void>(), 0u32);
+        // SAFETY: NUL-terminated name; valid out pointers.
+        let hr = check_success(
+            unsafe {
+                self.import
+                    .GetCustomAttributeByName(owner.0, wide.as_ptr(), &mut data, &mut len)
+            },
+            "IMetaDataImport::GetCustomAttributeByName",
+        )?;
+        if hr.0 == KnownHresult::S_FALSE as i32 || data.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        Ok(Some(unsafe { blob(data.cast(), len) }))
+    }
+
+    /// The assembly this module's metadata belongs to (`GetAssemblyFromScope`
+    /// + `GetAssemblyProps`).
+    pub fn assembly_props(&self) -> Result<AssemblyProps> {
+        let asm = self.assembly.as_ref().ok_or(Error::Runtime {
+            hr: windows_core::HRESULT(KnownHresult::E_NOINTERFACE as i32),
+            call: "QueryInterface(IMetaDataAssemblyImport)",
+        })?;
+        let mut token = 0u32;
+        // SAFETY: valid out pointer.
+        check(
+            unsafe { asm.GetAssemblyFromScope(&mut token) },
+            "IMetaDataAssemblyImport::GetAssemblyFromScope",
+        )?;
+        let (mut key, mut key_len, mut hash, mut flags) =
+            (core::ptr::null::<core::ffi::c_void>(), 0u32, 0u32, 0u32);
+        // SAFETY: ASSEMBLYMETADATA is plain data (integers and nullable
+        // pointers); all-zero is its "no arrays requested" state.
+        let mut md: sys::ASSEMBLYMETADATA = unsafe { core::mem::zeroed() };
+        let name = fill_string(
+            "IMetaDataAssemblyImport::GetAssemblyProps",
+            |cap, needed, buf| {
+                // The metadata struct's locale/processor/OS arrays are left empty
+                // (null with zero counts), so the runtime writes only the version.
+                // SAFETY: as above.
+                md = unsafe { core::mem::zeroed() };
+                // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+                unsafe {
+                    asm.GetAssemblyProps(
+                        token,
+                        &mut key,
+                        &mut key_len,
+                        &mut hash,
+                        buf,
+                        cap,
+                        needed,
+                        &mut md,
+                        &mut flags,
+                    )
+                }
+            },
+        )?;
+        Ok(AssemblyProps {
+            name,
+            version: (
+                md.usMajorVersion,
+                md.usMinorVersion,
+                md.usBuildNumber,
+                md.usRevisionNumber,
+            ),
+            flags,
+        })
+    }
+
+    /// A method's readable signature: `int Ns.Type::Method(string, int[])`.
+    pub fn method_signature(&self, method: MdMethodDef) -> Result<String> {
+        let props = self.method_props(method)?;
+        let sig = MethodSig::parse(&props.signature)?;
+        Ok(SigFormatter::new(self).method(&self.method_name(method)?, &sig))
+    }
+}
+
+impl TokenNames for MetaDataImport {
+    fn type_name(&self, token: MdToken) -> Result<String> {
+        self.type_name_of(token)
+    }
+    fn type_spec(&self, token: MdToken) -> Result<Vec<u8>> {
+        self.type_spec_blob(MdTypeSpec(token.0))
+    }
+}
+
+/// Copies a metadata blob.
+///
+/// # Safety
+/// `ptr` is null or points to `len` readable bytes.
+unsafe fn blob(ptr: *const u8, len: u32) -> Vec<u8> {
+    if ptr.is_null() || len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { core::slice::from_raw_parts(ptr, len as usize) }.to_vec()
+    }
+}
+
+/// Parses a field signature (re-exported for convenience).
+pub fn field_type(signature: &[u8]) -> Result<TypeSig> {
+    TypeSig::parse_field(signature)
 }
