@@ -21,6 +21,7 @@ use crate::event_mask::{AttachEventMasks, EventMasks};
 use crate::gc::{GcRanges, GcReason, GenerationSet, RootReferences};
 use crate::ids::*;
 use crate::info::ProfilerInfo;
+use crate::runtimes::RuntimePolicy;
 use crate::wide::WideStr;
 use windows_core::GUID;
 
@@ -127,6 +128,15 @@ pub trait Profiler: Send + Sync + 'static {
     /// `Initialize`: the profiler was loaded at startup. Return the event masks
     /// to enable. Returning an error unloads the profiler (the runtime logs it).
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks>;
+
+    /// Which runtimes of the process this profiler class profiles when several
+    /// load it side by side (see [`crate::runtimes`]). Default: all.
+    fn runtime_policy() -> RuntimePolicy
+    where
+        Self: Sized,
+    {
+        RuntimePolicy::All
+    }
 
     /// `Shutdown`: the runtime is shutting down (not called for every process
     /// exit path, e.g. not on `Environment.FailFast`). Flush output here.

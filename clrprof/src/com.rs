@@ -21,6 +21,7 @@ use crate::guard::guard;
 use crate::ids::*;
 use crate::info::ProfilerInfo;
 use crate::rejit::{AssemblyReferenceProvider, FunctionControl};
+use crate::runtimes::RuntimeSlot;
 use crate::wide::WideStr;
 use clrprof_sys as sys;
 use clrprof_sys::*;
@@ -42,15 +43,17 @@ pub(crate) static LIVE_OBJECTS: AtomicUsize = AtomicUsize::new(0);
 pub struct CallbackObject<P: Profiler> {
     profiler: P,
     info: OnceLock<ProfilerInfo>,
+    slot: RuntimeSlot,
 }
 
 impl<P: Profiler> CallbackObject<P> {
-    /// Wraps a freshly constructed profiler value.
-    pub fn new(profiler: P) -> Self {
+    /// Wraps a freshly constructed profiler value registered under `slot`.
+    fn new(profiler: P, slot: RuntimeSlot) -> Self {
         LIVE_OBJECTS.fetch_add(1, Ordering::SeqCst);
         CallbackObject {
             profiler,
             info: OnceLock::new(),
+            slot,
         }
     }
 
@@ -85,13 +88,23 @@ impl<P: Profiler> CallbackObject<P> {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
             // SAFETY: this IUnknown is the runtime's profiler-info object.
-            let info = match unsafe { ProfilerInfo::from_unknown(unknown, attached) } {
+            let mut info = match unsafe { ProfilerInfo::from_unknown(unknown, attached) } {
                 Ok(i) => i,
                 Err(e) => {
                     log::error!("{entry}: {e}");
                     return e.hresult();
                 }
             };
+            info.set_slot(self.slot);
+            // Side-by-side policy: a runtime the profiler does not select
+            // declines quietly. Runtimes without Info3 (1.x/2.0) cannot say
+            // which they are and are treated as selected.
+            if let Ok(runtime) = info.runtime_information() {
+                if !crate::runtimes::registry().initialize(self.slot, runtime, P::runtime_policy())
+                {
+                    return HRESULT(KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32);
+                }
+            }
             let info = self.info.get_or_init(|| info);
             let result = user(&self.profiler, info).and_then(|masks| info.set_event_mask(masks));
             match result {
@@ -107,6 +120,7 @@ impl<P: Profiler> CallbackObject<P> {
 
 impl<P: Profiler> Drop for CallbackObject<P> {
     fn drop(&mut self) {
+        crate::runtimes::registry().release(self.slot);
         LIVE_OBJECTS.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -1280,7 +1294,11 @@ pub unsafe fn create_instance<P: Profiler>(
     riid: *const GUID,
     ppv: *mut *mut c_void,
 ) -> HRESULT {
-    let object = CallbackObject::new(make()).into_unknown();
+    let Some(slot) = crate::runtimes::registry().create(P::runtime_policy()) else {
+        // Policy `First`: another runtime is already profiled.
+        return HRESULT(KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32);
+    };
+    let object = CallbackObject::new(make(), slot).into_unknown();
     // SAFETY: forwarded COM out-parameter contract.
     unsafe { object.query(riid, ppv) }
 }

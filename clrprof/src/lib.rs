@@ -58,6 +58,7 @@ pub mod metadata;
 pub mod names;
 pub mod output;
 pub mod rejit;
+pub mod runtimes;
 pub mod signature;
 pub mod wide;
 
@@ -70,6 +71,7 @@ pub use event_mask::{
 pub use ids::*;
 pub use info::{ProfilerInfo, RuntimeInfo, RuntimeType};
 pub use names::NameCache;
+pub use runtimes::RuntimePolicy;
 pub use wide::WideStr;
 
 /// The raw bindings, for what the safe layer does not cover yet.

@@ -17,6 +17,7 @@ use std::sync::{Mutex, OnceLock};
 pub struct JsonLines {
     var: &'static str,
     sink: OnceLock<Mutex<BufWriter<Box<dyn Write + Send>>>>,
+    runtime: OnceLock<String>,
 }
 
 impl Default for JsonLines {
@@ -32,6 +33,7 @@ impl JsonLines {
         JsonLines {
             var,
             sink: OnceLock::new(),
+            runtime: OnceLock::new(),
         }
     }
 
@@ -51,12 +53,19 @@ impl JsonLines {
         })
     }
 
-    /// Starts a record `{"event":"<event>", ...}`.
+    /// Starts a record `{"event":"<event>", ...}`. After
+    /// [`runtime_record`](Self::runtime_record), every record also carries
+    /// `"runtime":"<major.minor.build>"`, so records of side-by-side runtimes
+    /// writing to one file can be told apart.
     pub fn record(&self, event: &str) -> Record<'_> {
         let mut line = String::with_capacity(96);
         line.push_str("{\"event\":");
         push_json_string(&mut line, event);
-        Record { out: self, line }
+        let record = Record { out: self, line };
+        match self.runtime.get() {
+            Some(version) => record.str("runtime", version),
+            None => record,
+        }
     }
 
     /// Writes the runtime record every clrprof tool starts with:
@@ -68,19 +77,29 @@ impl JsonLines {
             RuntimeType::CoreClr => "coreclr",
             RuntimeType::Unknown(_) => "unknown",
         };
-        self.record("runtime")
-            .str("version", &rt.version())
-            .str("runtime", kind)
-            .num("pid", std::process::id() as u64)
-            .write();
+        // Built directly: the runtime record itself carries no runtime tag.
+        Record {
+            out: self,
+            line: String::from("{\"event\":\"runtime\""),
+        }
+        .str("version", &rt.version())
+        .str("runtime", kind)
+        .num("pid", std::process::id() as u64)
+        .write();
+        let _ = self.runtime.set(rt.version());
         Ok(())
     }
 
     /// Writes a complete line (without the newline) as is.
     pub fn write_line(&self, line: &str) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
         if let Ok(mut w) = self.sink().lock() {
-            let _ = w.write_all(line.as_bytes());
-            let _ = w.write_all(b"\n");
+            // One write per line: buffer flushes then end on line boundaries,
+            // so several writers appending to one file (side-by-side runtimes)
+            // never split each other's lines.
+            let _ = w.write_all(&bytes);
         }
     }
 

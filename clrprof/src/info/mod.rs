@@ -46,10 +46,18 @@ pub mod modules;
 pub mod statics;
 pub mod threads;
 
-pub use classes::{ArrayClassInfo, ArrayObjectInfo, ClassDefinition, ClassLayout, CorElementType, FieldOffset, StaticFieldKinds, StringLayout, StringLayout2};
-pub use enums::{FunctionEnum, JitedFunction, MethodEnum, ModuleEnum, ModuleMethod, ObjectEnum, ProfilerEnum, ThreadEnum};
+pub use classes::{
+    ArrayClassInfo, ArrayObjectInfo, ClassDefinition, ClassLayout, CorElementType, FieldOffset,
+    StaticFieldKinds, StringLayout, StringLayout2,
+};
+pub use enums::{
+    FunctionEnum, JitedFunction, MethodEnum, ModuleEnum, ModuleMethod, ObjectEnum, ProfilerEnum,
+    ThreadEnum,
+};
 pub use exceptions::{ClauseType, ExceptionClauseInfo};
-pub use functions::{il_method_size, CodeChunk, IlBuffer, IlMapEntry, IlOffset, IlToNativeMapEntry, MethodMalloc};
+pub use functions::{
+    il_method_size, CodeChunk, IlBuffer, IlMapEntry, IlOffset, IlToNativeMapEntry, MethodMalloc,
+};
 pub use gc::{Generation, GenerationRange};
 pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
 
@@ -64,6 +72,7 @@ macro_rules! info_versions {
             $($field: Option<sys::$iface>,)*
             version: u8,
             attached: bool,
+            slot: crate::runtimes::RuntimeSlot,
         }
 
         impl ProfilerInfo {
@@ -84,7 +93,7 @@ macro_rules! info_versions {
                         version = version.max($n);
                     }
                 )*
-                Ok(ProfilerInfo { info1, $($field,)* version, attached })
+                Ok(ProfilerInfo { info1, $($field,)* version, attached, slot: crate::runtimes::RuntimeSlot(u32::MAX) })
             }
         }
 
@@ -221,6 +230,30 @@ impl ProfilerInfo {
     /// The highest `ICorProfilerInfoN` version the runtime offers.
     pub fn version(&self) -> u8 {
         self.version
+    }
+
+    /// The registry slot of the runtime this `ProfilerInfo` belongs to.
+    pub fn runtime_slot(&self) -> crate::runtimes::RuntimeSlot {
+        self.slot
+    }
+
+    pub(crate) fn set_slot(&mut self, slot: crate::runtimes::RuntimeSlot) {
+        self.slot = slot;
+    }
+
+    /// Tags a raw ID (or any value) with this runtime, for storage across
+    /// callbacks in a profiler that sees several runtimes.
+    pub fn tag<T>(&self, value: T) -> crate::runtimes::RuntimeTagged<T> {
+        crate::runtimes::RuntimeTagged {
+            slot: self.slot,
+            value,
+        }
+    }
+
+    /// Gives back a tagged value only if it was tagged by this runtime, so an
+    /// ID from one runtime cannot reach another runtime's Info methods.
+    pub fn untag<T>(&self, tagged: crate::runtimes::RuntimeTagged<T>) -> Option<T> {
+        (tagged.slot == self.slot).then_some(tagged.value)
     }
 
     /// `true` if the profiler was loaded by attach (`InitializeForAttach`).
