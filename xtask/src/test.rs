@@ -131,7 +131,9 @@ pub fn build_examples(root: &Path) -> Vec<(String, crate::Result)> {
 /// results. The runtime harness writes its per-leg counts to `summary`.
 fn cargo_test_workspace(root: &Path, summary: &Path, strict: bool) -> crate::Result<(Row, bool)> {
     let mut cmd = Command::new(clrprof_testing::build::cargo());
-    cmd.current_dir(root).args(["test", "--workspace"]);
+    // --no-fail-fast: one failing test binary must not hide the others.
+    cmd.current_dir(root)
+        .args(["test", "--workspace", "--no-fail-fast"]);
     cmd.env("CLRPROF_HARNESS_SUMMARY", summary);
     cmd.env("CLRPROF_CACHE", provision::cache_dir(None));
     if strict {
@@ -166,8 +168,13 @@ pub fn parse_libtest_result(line: &str) -> Option<(usize, usize, usize)> {
     let mut found = (0, 0, 0);
     for part in counts.split(';') {
         let mut words = part.split_whitespace();
-        let n: usize = words.next()?.parse().ok()?;
-        match words.next()? {
+        let (Some(n), Some(what)) = (
+            words.next().and_then(|w| w.parse::<usize>().ok()),
+            words.next(),
+        ) else {
+            continue; // "finished in 0.50s"
+        };
+        match what {
             "passed" => found.0 = n,
             "failed" => found.1 = n,
             "ignored" => found.2 = n,
