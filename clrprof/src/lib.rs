@@ -58,6 +58,8 @@ pub mod metadata;
 pub mod names;
 pub mod output;
 pub mod rejit;
+#[cfg(any(test, feature = "fake-runtime"))]
+pub mod testing;
 pub mod runtimes;
 pub mod signature;
 pub mod wide;

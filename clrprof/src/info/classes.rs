@@ -201,7 +201,10 @@ impl ProfilerInfo {
     pub fn class_from_object<'a>(&self, object: ObjectId<'a>) -> Result<ClassId<'a>> {
         let mut c = 0usize;
         // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
-        check(unsafe { self.raw_info1().GetClassFromObject(object.as_sys(), &mut c) }, "ICorProfilerInfo::GetClassFromObject")?;
+        check(
+            unsafe { self.raw_info1().GetClassFromObject(object.as_sys(), &mut c) },
+            "ICorProfilerInfo::GetClassFromObject",
+        )?;
         // SAFETY: the class of a live object is loaded at least as long as the object lives.
         Ok(unsafe { ClassId::from_sys(c) })
     }
@@ -210,11 +213,18 @@ impl ProfilerInfo {
     /// `module`, loading it if needed. Generic types fail with
     /// `CORPROF_E_TYPE_IS_PARAMETERIZED`; use
     /// [`class_from_token_and_type_args`](Self::class_from_token_and_type_args).
-    pub fn class_from_token<'a>(&self, module: ModuleId<'a>, type_def: MdTypeDef) -> Result<ClassId<'a>> {
+    pub fn class_from_token<'a>(
+        &self,
+        module: ModuleId<'a>,
+        type_def: MdTypeDef,
+    ) -> Result<ClassId<'a>> {
         let mut c = 0usize;
         // SAFETY: `module` is valid for 'a; the runtime checks the token.
         check(
-            unsafe { self.raw_info1().GetClassFromToken(module.as_sys(), type_def.0, &mut c) },
+            unsafe {
+                self.raw_info1()
+                    .GetClassFromToken(module.as_sys(), type_def.0, &mut c)
+            },
             "ICorProfilerInfo::GetClassFromToken",
         )?;
         // SAFETY: a non-generic type of a loaded module lives as long as the module.
@@ -231,12 +241,21 @@ impl ProfilerInfo {
         type_args: &[ClassId<'a>],
     ) -> Result<ClassId<'a>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetClassFromTokenAndTypeArgs")?;
-        let n = u32::try_from(type_args.len()).map_err(|_| Error::InvalidArgument("too many type arguments"))?;
+        let n = u32::try_from(type_args.len())
+            .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut c = 0usize;
         // SAFETY: IDs are valid for 'a; `ClassId` is `repr(transparent)` over
         // `ClassID`, so the slice is a `ClassID[n]`.
         check(
-            unsafe { i2.GetClassFromTokenAndTypeArgs(module.as_sys(), type_def.0, n, type_args.as_ptr() as *const sys::ClassID, &mut c) },
+            unsafe {
+                i2.GetClassFromTokenAndTypeArgs(
+                    module.as_sys(),
+                    type_def.0,
+                    n,
+                    type_args.as_ptr() as *const sys::ClassID,
+                    &mut c,
+                )
+            },
             "ICorProfilerInfo2::GetClassFromTokenAndTypeArgs",
         )?;
         // SAFETY: the instantiation lives as long as its module and type arguments ('a).
@@ -250,12 +269,21 @@ impl ProfilerInfo {
     pub fn class_id_info<'a>(&self, class: ClassId<'a>) -> Result<Option<ClassDefinition<'a>>> {
         let (mut module, mut td) = (0usize, 0u32);
         // SAFETY: `class` is valid for 'a; out pointers are locals.
-        check(unsafe { self.raw_info1().GetClassIDInfo(class.as_sys(), &mut module, &mut td) }, "ICorProfilerInfo::GetClassIDInfo")?;
+        check(
+            unsafe {
+                self.raw_info1()
+                    .GetClassIDInfo(class.as_sys(), &mut module, &mut td)
+            },
+            "ICorProfilerInfo::GetClassIDInfo",
+        )?;
         if module == 0 {
             return Ok(None);
         }
         // SAFETY: the module of a loaded class is loaded while the class is.
-        Ok(Some(ClassDefinition { module: unsafe { ModuleId::from_sys(module) }, type_def: MdTypeDef(td) }))
+        Ok(Some(ClassDefinition {
+            module: unsafe { ModuleId::from_sys(module) },
+            type_def: MdTypeDef(td),
+        }))
     }
 
     /// `IsArrayClass`: element type, element class and rank of an array
@@ -264,14 +292,21 @@ impl ProfilerInfo {
         let (mut et, mut elem, mut rank) = (0u32, 0usize, 0u32);
         // SAFETY: `class` is valid; out pointers are locals.
         let hr = check_success(
-            unsafe { self.raw_info1().IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank) },
+            unsafe {
+                self.raw_info1()
+                    .IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank)
+            },
             "ICorProfilerInfo::IsArrayClass",
         )?;
         if hr.0 != 0 {
             return Ok(None);
         }
         // SAFETY: the element class of a loaded array class is loaded while it is.
-        Ok(Some(ArrayClassInfo { element_type: CorElementType::from_sys(et), element_class: unsafe { ClassId::from_sys(elem) }, rank }))
+        Ok(Some(ArrayClassInfo {
+            element_type: CorElementType::from_sys(et),
+            element_class: unsafe { ClassId::from_sys(elem) },
+            rank,
+        }))
     }
 
     /// `GetClassLayout` (Info2): instance field offsets and size. Fails with
@@ -286,12 +321,25 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetClassLayout")?;
         let mut size = 0u32;
         let mut raw: Vec<sys::COR_FIELD_OFFSET> = Vec::new();
-        fill::<sys::COR_FIELD_OFFSET, 0>("ICorProfilerInfo2::GetClassLayout", &mut raw, |cap, needed, buf| {
-            // SAFETY: `class` is valid; `buf` has `cap` slots (none on the
-            // counting call, which the runtime answers without writing).
-            unsafe { i2.GetClassLayout(class.as_sys(), buf, cap, needed, &mut size) }
-        })?;
-        Ok(ClassLayout { fields: raw.into_iter().map(|f| FieldOffset { field: MdFieldDef(f.ridOfField), offset: f.ulOffset }).collect(), size })
+        fill::<sys::COR_FIELD_OFFSET, 0>(
+            "ICorProfilerInfo2::GetClassLayout",
+            &mut raw,
+            |cap, needed, buf| {
+                // SAFETY: `class` is valid; `buf` has `cap` slots (none on the
+                // counting call, which the runtime answers without writing).
+                unsafe { i2.GetClassLayout(class.as_sys(), buf, cap, needed, &mut size) }
+            },
+        )?;
+        Ok(ClassLayout {
+            fields: raw
+                .into_iter()
+                .map(|f| FieldOffset {
+                    field: MdFieldDef(f.ridOfField),
+                    offset: f.ulOffset,
+                })
+                .collect(),
+            size,
+        })
     }
 
     /// `GetBoxClassLayout` (Info2): offset of the value inside a boxed
@@ -300,7 +348,10 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetBoxClassLayout")?;
         let mut offset = 0u32;
         // SAFETY: `class` is valid; valid out pointer.
-        check(unsafe { i2.GetBoxClassLayout(class.as_sys(), &mut offset) }, "ICorProfilerInfo2::GetBoxClassLayout")?;
+        check(
+            unsafe { i2.GetBoxClassLayout(class.as_sys(), &mut offset) },
+            "ICorProfilerInfo2::GetBoxClassLayout",
+        )?;
         Ok(offset)
     }
 
@@ -309,8 +360,15 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStringLayout")?;
         let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
         // SAFETY: valid out pointers.
-        check(unsafe { i2.GetStringLayout(&mut a, &mut b, &mut c) }, "ICorProfilerInfo2::GetStringLayout")?;
-        Ok(StringLayout { buffer_length_offset: a, string_length_offset: b, buffer_offset: c })
+        check(
+            unsafe { i2.GetStringLayout(&mut a, &mut b, &mut c) },
+            "ICorProfilerInfo2::GetStringLayout",
+        )?;
+        Ok(StringLayout {
+            buffer_length_offset: a,
+            string_length_offset: b,
+            buffer_offset: c,
+        })
     }
 
     /// `GetStringLayout2` (Info3): where a string's length and characters are.
@@ -318,8 +376,14 @@ impl ProfilerInfo {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetStringLayout2")?;
         let (mut len, mut buf) = (0u32, 0u32);
         // SAFETY: valid out pointers.
-        check(unsafe { i3.GetStringLayout2(&mut len, &mut buf) }, "ICorProfilerInfo3::GetStringLayout2")?;
-        Ok(StringLayout2 { string_length_offset: len, buffer_offset: buf })
+        check(
+            unsafe { i3.GetStringLayout2(&mut len, &mut buf) },
+            "ICorProfilerInfo3::GetStringLayout2",
+        )?;
+        Ok(StringLayout2 {
+            string_length_offset: len,
+            buffer_offset: buf,
+        })
     }
 
     /// `GetArrayObjectInfo` (Info2): dimensions, lower bounds and data of an
@@ -332,20 +396,39 @@ impl ProfilerInfo {
         let class = self.class_from_object(object)?;
         let rank = match self.is_array_class(class)? {
             Some(a) => a.rank,
-            None => return Err(Error::InvalidArgument("GetArrayObjectInfo: the object is not an array")),
+            None => {
+                return Err(Error::InvalidArgument(
+                    "GetArrayObjectInfo: the object is not an array",
+                ))
+            }
         };
         if rank == 0 || rank > MAX_ARRAY_RANK {
-            return Err(Error::InconsistentAnswer { call: "ICorProfilerInfo::IsArrayClass" });
+            return Err(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo::IsArrayClass",
+            });
         }
         let mut dimensions = vec![0u32; rank as usize];
         let mut lower_bounds = vec![0i32; rank as usize];
         let mut data = core::ptr::null_mut::<u8>();
         // SAFETY: `object` is valid for 'a; both arrays have `rank` slots.
         check(
-            unsafe { i2.GetArrayObjectInfo(object.as_sys(), rank, dimensions.as_mut_ptr(), lower_bounds.as_mut_ptr(), &mut data) },
+            unsafe {
+                i2.GetArrayObjectInfo(
+                    object.as_sys(),
+                    rank,
+                    dimensions.as_mut_ptr(),
+                    lower_bounds.as_mut_ptr(),
+                    &mut data,
+                )
+            },
             "ICorProfilerInfo2::GetArrayObjectInfo",
         )?;
-        Ok(ArrayObjectInfo { dimensions, lower_bounds, data, _object: core::marker::PhantomData })
+        Ok(ArrayObjectInfo {
+            dimensions,
+            lower_bounds,
+            data,
+            _object: core::marker::PhantomData,
+        })
     }
 
     /// `GetObjectSize`: size of an object in bytes. An object larger than
@@ -354,17 +437,27 @@ impl ProfilerInfo {
     pub fn object_size(&self, object: ObjectId<'_>) -> Result<u32> {
         let mut size = 0u32;
         // SAFETY: `object` is valid (typed ID); valid out pointer.
-        check(unsafe { self.raw_info1().GetObjectSize(object.as_sys(), &mut size) }, "ICorProfilerInfo::GetObjectSize")?;
+        check(
+            unsafe { self.raw_info1().GetObjectSize(object.as_sys(), &mut size) },
+            "ICorProfilerInfo::GetObjectSize",
+        )?;
         Ok(size)
     }
 
     /// `GetStaticFieldInfo` (Info2): which kind of static `field` of `class`
     /// is (empty for instance fields).
-    pub fn static_field_info(&self, class: ClassId<'_>, field: MdFieldDef) -> Result<StaticFieldKinds> {
+    pub fn static_field_info(
+        &self,
+        class: ClassId<'_>,
+        field: MdFieldDef,
+    ) -> Result<StaticFieldKinds> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStaticFieldInfo")?;
         let mut kind = 0u32;
         // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
-        check(unsafe { i2.GetStaticFieldInfo(class.as_sys(), field.0, &mut kind) }, "ICorProfilerInfo2::GetStaticFieldInfo")?;
+        check(
+            unsafe { i2.GetStaticFieldInfo(class.as_sys(), field.0, &mut kind) },
+            "ICorProfilerInfo2::GetStaticFieldInfo",
+        )?;
         Ok(StaticFieldKinds::from_bits_retain(kind))
     }
 }

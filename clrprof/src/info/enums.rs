@@ -101,7 +101,14 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
     /// Every element the enumerator yields, passed through `convert`, must be
     /// valid for `'a` (e.g. IDs the runtime guarantees for that scope).
     pub unsafe fn new(raw: E, convert: fn(E::Raw) -> T) -> Self {
-        ProfilerEnum { raw, batch: Vec::new(), pos: 0, finished: false, convert, _scope: PhantomData }
+        ProfilerEnum {
+            raw,
+            batch: Vec::new(),
+            pos: 0,
+            finished: false,
+            convert,
+            _scope: PhantomData,
+        }
     }
 
     /// `GetCount`: how many elements the enumerator holds in total
@@ -144,7 +151,10 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
         self.pos = 0;
         let mut fetched = 0u32;
         // SAFETY: `batch` has room for BATCH elements.
-        let hr = unsafe { self.raw.next(BATCH as u32, self.batch.as_mut_ptr(), &mut fetched) };
+        let hr = unsafe {
+            self.raw
+                .next(BATCH as u32, self.batch.as_mut_ptr(), &mut fetched)
+        };
         let hr = match check_success(hr, E::NEXT) {
             Ok(hr) => hr,
             Err(e) => {
@@ -230,7 +240,10 @@ pub unsafe fn object_enum<'a>(raw: sys::ICorProfilerObjectEnum) -> ObjectEnum<'a
 pub unsafe fn function_enum<'a>(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum<'a> {
     // SAFETY: guaranteed by the caller.
     unsafe {
-        ProfilerEnum::new(raw, |f| JitedFunction { function: FunctionId::from_sys(f.functionId), rejit_id: RawReJitId(f.reJitId) })
+        ProfilerEnum::new(raw, |f| JitedFunction {
+            function: FunctionId::from_sys(f.functionId),
+            rejit_id: RawReJitId(f.reJitId),
+        })
     }
 }
 
@@ -258,5 +271,10 @@ pub unsafe fn thread_enum<'a>(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum<'a
 /// The modules must be valid for `'a`.
 pub unsafe fn method_enum<'a>(raw: sys::ICorProfilerMethodEnum) -> MethodEnum<'a> {
     // SAFETY: guaranteed by the caller.
-    unsafe { ProfilerEnum::new(raw, |m| ModuleMethod { module: ModuleId::from_sys(m.moduleId), method: MdMethodDef(m.methodId) }) }
+    unsafe {
+        ProfilerEnum::new(raw, |m| ModuleMethod {
+            module: ModuleId::from_sys(m.moduleId),
+            method: MdMethodDef(m.methodId),
+        })
+    }
 }

@@ -43,7 +43,10 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
         let mut info = sys::COR_PRF_EX_CLAUSE_INFO::default();
         // SAFETY: valid out pointer to a zeroed struct.
-        let hr = check_success(unsafe { i2.GetNotifiedExceptionClauseInfo(&mut info) }, "ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
+        let hr = check_success(
+            unsafe { i2.GetNotifiedExceptionClauseInfo(&mut info) },
+            "ICorProfilerInfo2::GetNotifiedExceptionClauseInfo",
+        )?;
         if hr.0 != 0 || info.clauseType == sys::COR_PRF_CLAUSE_NONE {
             return Ok(None);
         }

@@ -98,7 +98,8 @@ impl<'a> MethodMalloc<'a> {
     /// Fails with [`Error::InvalidArgument`] for a zero or over-`u32` length
     /// and with `E_OUTOFMEMORY` when the runtime's `Alloc` returns null.
     pub fn alloc(&self, len: usize) -> Result<IlBuffer<'a>> {
-        let cb = u32::try_from(len).map_err(|_| Error::InvalidArgument("IL body larger than 4 GiB"))?;
+        let cb =
+            u32::try_from(len).map_err(|_| Error::InvalidArgument("IL body larger than 4 GiB"))?;
         if cb == 0 {
             return Err(Error::InvalidArgument("IL body of zero bytes"));
         }
@@ -112,7 +113,11 @@ impl<'a> MethodMalloc<'a> {
         // for the module's lifetime; they may be uninitialised, so zero them
         // before any slice is formed over them.
         unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, len) };
-        Ok(IlBuffer { ptr, len, _module: PhantomData })
+        Ok(IlBuffer {
+            ptr,
+            len,
+            _module: PhantomData,
+        })
     }
 
     /// Allocates a copy of `body`.
@@ -183,7 +188,9 @@ pub fn il_method_size(body: &[u8]) -> Result<usize> {
                 return Err(bad("fat header size below 12 bytes"));
             }
             let code = u32::from_le_bytes([body[4], body[5], body[6], body[7]]) as usize;
-            let mut end = header.checked_add(code).ok_or_else(|| bad("size overflow"))?;
+            let mut end = header
+                .checked_add(code)
+                .ok_or_else(|| bad("size overflow"))?;
             let mut more = u32::from(flags) & sys::CorILMethod_MoreSects != 0;
             // Extra sections (exception tables), each 4-byte aligned.
             let mut sections = 0;
@@ -193,12 +200,21 @@ pub fn il_method_size(body: &[u8]) -> Result<usize> {
                     return Err(bad("too many extra sections"));
                 }
                 end = end.checked_add(3).ok_or_else(|| bad("size overflow"))? & !3;
-                let kind = u32::from(*body.get(end).ok_or_else(|| bad("section header truncated"))?);
+                let kind = u32::from(
+                    *body
+                        .get(end)
+                        .ok_or_else(|| bad("section header truncated"))?,
+                );
                 let size = if kind & sys::CorILMethod_Sect_FatFormat != 0 {
-                    let b = body.get(end + 1..end + 4).ok_or_else(|| bad("section header truncated"))?;
+                    let b = body
+                        .get(end + 1..end + 4)
+                        .ok_or_else(|| bad("section header truncated"))?;
                     u32::from_le_bytes([b[0], b[1], b[2], 0]) as usize
                 } else {
-                    *body.get(end + 1).ok_or_else(|| bad("section header truncated"))? as usize
+                    *body
+                        .get(end + 1)
+                        .ok_or_else(|| bad("section header truncated"))?
+                        as usize
                 };
                 if size < 4 {
                     return Err(bad("section smaller than its header"));
@@ -228,7 +244,13 @@ impl ProfilerInfo {
         let mut f = 0usize;
         // SAFETY: the runtime only looks `ip` up in its code maps, never
         // dereferences it; `f` is a valid out pointer.
-        check(unsafe { self.raw_info1().GetFunctionFromIP(ip as sys::LPCBYTE, &mut f) }, "ICorProfilerInfo::GetFunctionFromIP")?;
+        check(
+            unsafe {
+                self.raw_info1()
+                    .GetFunctionFromIP(ip as sys::LPCBYTE, &mut f)
+            },
+            "ICorProfilerInfo::GetFunctionFromIP",
+        )?;
         // SAFETY: the runtime returned this FunctionID for live code.
         Ok(unsafe { FunctionId::from_sys(f) })
     }
@@ -240,11 +262,18 @@ impl ProfilerInfo {
     /// `CORPROF_E_FUNCTION_IS_PARAMETERIZED`; use
     /// [`function_from_token_and_type_args`](Self::function_from_token_and_type_args).
     /// A method the runtime has not loaded yet fails with `E_INVALIDARG`.
-    pub fn function_from_token<'a>(&self, module: ModuleId<'a>, token: MdToken) -> Result<FunctionId<'a>> {
+    pub fn function_from_token<'a>(
+        &self,
+        module: ModuleId<'a>,
+        token: MdToken,
+    ) -> Result<FunctionId<'a>> {
         let mut f = 0usize;
         // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
         check(
-            unsafe { self.raw_info1().GetFunctionFromToken(module.as_sys(), token.0, &mut f) },
+            unsafe {
+                self.raw_info1()
+                    .GetFunctionFromToken(module.as_sys(), token.0, &mut f)
+            },
             "ICorProfilerInfo::GetFunctionFromToken",
         )?;
         // SAFETY: a non-generic method of a loaded module lives as long as the module.
@@ -262,13 +291,21 @@ impl ProfilerInfo {
         type_args: &[ClassId<'a>],
     ) -> Result<FunctionId<'a>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs")?;
-        let n = u32::try_from(type_args.len()).map_err(|_| Error::InvalidArgument("too many type arguments"))?;
+        let n = u32::try_from(type_args.len())
+            .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut f = 0usize;
         // SAFETY: all IDs are valid for 'a (typed IDs); `ClassId` is
         // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
         check(
             unsafe {
-                i2.GetFunctionFromTokenAndTypeArgs(module.as_sys(), token.0, class.as_sys(), n, type_args.as_ptr() as *const sys::ClassID, &mut f)
+                i2.GetFunctionFromTokenAndTypeArgs(
+                    module.as_sys(),
+                    token.0,
+                    class.as_sys(),
+                    n,
+                    type_args.as_ptr() as *const sys::ClassID,
+                    &mut f,
+                )
             },
             "ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs",
         )?;
@@ -282,8 +319,17 @@ impl ProfilerInfo {
     pub fn code_info(&self, function: FunctionId<'_>) -> Result<CodeChunk> {
         let (mut start, mut size) = (core::ptr::null::<u8>(), 0u32);
         // SAFETY: `function` is valid (typed ID); out pointers are locals.
-        check(unsafe { self.raw_info1().GetCodeInfo(function.as_sys(), &mut start, &mut size) }, "ICorProfilerInfo::GetCodeInfo")?;
-        Ok(CodeChunk { start: start as usize, size: size as usize })
+        check(
+            unsafe {
+                self.raw_info1()
+                    .GetCodeInfo(function.as_sys(), &mut start, &mut size)
+            },
+            "ICorProfilerInfo::GetCodeInfo",
+        )?;
+        Ok(CodeChunk {
+            start: start as usize,
+            size: size as usize,
+        })
     }
 
     /// `GetCodeInfo2` (Info2): every chunk of a function's native code, the
@@ -291,26 +337,50 @@ impl ProfilerInfo {
     pub fn code_info2(&self, function: FunctionId<'_>) -> Result<Vec<CodeChunk>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetCodeInfo2")?;
         let mut chunks: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
-        fill::<sys::COR_PRF_CODE_INFO, 2>("ICorProfilerInfo2::GetCodeInfo2", &mut chunks, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
-            unsafe { i2.GetCodeInfo2(function.as_sys(), cap, needed, buf) }
-        })?;
-        Ok(chunks.into_iter().map(|c| CodeChunk { start: c.startAddress, size: c.size }).collect())
+        fill::<sys::COR_PRF_CODE_INFO, 2>(
+            "ICorProfilerInfo2::GetCodeInfo2",
+            &mut chunks,
+            |cap, needed, buf| {
+                // SAFETY: `function` is valid; `buf` has `cap` slots.
+                unsafe { i2.GetCodeInfo2(function.as_sys(), cap, needed, buf) }
+            },
+        )?;
+        Ok(chunks
+            .into_iter()
+            .map(|c| CodeChunk {
+                start: c.startAddress,
+                size: c.size,
+            })
+            .collect())
     }
 
     /// `GetILToNativeMapping`: how the function's native code maps back to its
     /// IL (for the first native code version when tiering made several).
     /// Fails with `CORPROF_E_DEBUGGING_DISABLED` when the runtime has no
     /// debugger support.
-    pub fn il_to_native_mapping(&self, function: FunctionId<'_>) -> Result<Vec<IlToNativeMapEntry>> {
+    pub fn il_to_native_mapping(
+        &self,
+        function: FunctionId<'_>,
+    ) -> Result<Vec<IlToNativeMapEntry>> {
         let mut map: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
-        fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>("ICorProfilerInfo::GetILToNativeMapping", &mut map, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
-            unsafe { self.raw_info1().GetILToNativeMapping(function.as_sys(), cap, needed, buf) }
-        })?;
+        fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(
+            "ICorProfilerInfo::GetILToNativeMapping",
+            &mut map,
+            |cap, needed, buf| {
+                // SAFETY: `function` is valid; `buf` has `cap` slots.
+                unsafe {
+                    self.raw_info1()
+                        .GetILToNativeMapping(function.as_sys(), cap, needed, buf)
+                }
+            },
+        )?;
         Ok(map
             .into_iter()
-            .map(|m| IlToNativeMapEntry { il: IlOffset::from_sys(m.ilOffset), native_start: m.nativeStartOffset, native_end: m.nativeEndOffset })
+            .map(|m| IlToNativeMapEntry {
+                il: IlOffset::from_sys(m.ilOffset),
+                native_start: m.nativeStartOffset,
+                native_end: m.nativeEndOffset,
+            })
             .collect())
     }
 
@@ -322,11 +392,22 @@ impl ProfilerInfo {
     ///
     /// Fails with `CORPROF_E_FUNCTION_NOT_IL` for methods without IL
     /// (abstract, P/Invoke, runtime-implemented).
-    pub fn il_function_body<'a>(&self, module: ModuleId<'a>, method: MdMethodDef) -> Result<&'a [u8]> {
+    pub fn il_function_body<'a>(
+        &self,
+        module: ModuleId<'a>,
+        method: MdMethodDef,
+    ) -> Result<&'a [u8]> {
         let (mut header, mut size) = (core::ptr::null::<u8>(), 0u32);
         // SAFETY: `module` is valid for 'a; out pointers are locals.
         check(
-            unsafe { self.raw_info1().GetILFunctionBody(module.as_sys(), method.0, &mut header, &mut size) },
+            unsafe {
+                self.raw_info1().GetILFunctionBody(
+                    module.as_sys(),
+                    method.0,
+                    &mut header,
+                    &mut size,
+                )
+            },
             "ICorProfilerInfo::GetILFunctionBody",
         )?;
         if header.is_null() {
@@ -344,14 +425,20 @@ impl ProfilerInfo {
         let mut malloc: Option<sys::IMethodMalloc> = None;
         // SAFETY: `module` is valid; `malloc` receives an owned reference.
         check(
-            unsafe { self.raw_info1().GetILFunctionBodyAllocator(module.as_sys(), &mut malloc) },
+            unsafe {
+                self.raw_info1()
+                    .GetILFunctionBodyAllocator(module.as_sys(), &mut malloc)
+            },
             "ICorProfilerInfo::GetILFunctionBodyAllocator",
         )?;
         let raw = malloc.ok_or(Error::runtime(
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo::GetILFunctionBodyAllocator",
         ))?;
-        Ok(MethodMalloc { raw, _module: PhantomData })
+        Ok(MethodMalloc {
+            raw,
+            _module: PhantomData,
+        })
     }
 
     /// `SetILFunctionBody`: replaces the IL of `method` in `module` for its
@@ -364,13 +451,21 @@ impl ProfilerInfo {
     /// profiler as having made irreversible changes: it can no longer detach
     /// (`CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`). The runtime also
     /// refuses it for a second, non-main profiler (`E_INVALIDARG`).
-    pub fn set_il_function_body<'a>(&self, module: ModuleId<'a>, method: MdMethodDef, body: &IlBuffer<'a>) -> Result<()> {
+    pub fn set_il_function_body<'a>(
+        &self,
+        module: ModuleId<'a>,
+        method: MdMethodDef,
+        body: &IlBuffer<'a>,
+    ) -> Result<()> {
         il_method_size(body)?;
         // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
         // valid while the module is loaded, and its header was checked to
         // describe no more than its length.
         check(
-            unsafe { self.raw_info1().SetILFunctionBody(module.as_sys(), method.0, body.as_ptr()) },
+            unsafe {
+                self.raw_info1()
+                    .SetILFunctionBody(module.as_sys(), method.0, body.as_ptr())
+            },
             "ICorProfilerInfo::SetILFunctionBody",
         )
     }
@@ -380,15 +475,31 @@ impl ProfilerInfo {
     /// `JITCompilationStarted` (`start_jit = true`) for a body changed with
     /// [`set_il_function_body`](Self::set_il_function_body). The runtime copies
     /// the map.
-    pub fn set_il_instrumented_code_map(&self, function: FunctionId<'_>, start_jit: bool, map: &[IlMapEntry]) -> Result<()> {
+    pub fn set_il_instrumented_code_map(
+        &self,
+        function: FunctionId<'_>,
+        start_jit: bool,
+        map: &[IlMapEntry],
+    ) -> Result<()> {
         let raw: Vec<sys::COR_IL_MAP> = map
             .iter()
-            .map(|e| sys::COR_IL_MAP { oldOffset: e.old_offset, newOffset: e.new_offset, fAccurate: e.accurate as sys::BOOL })
+            .map(|e| sys::COR_IL_MAP {
+                oldOffset: e.old_offset,
+                newOffset: e.new_offset,
+                fAccurate: e.accurate as sys::BOOL,
+            })
             .collect();
         let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
         // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
         check(
-            unsafe { self.raw_info1().SetILInstrumentedCodeMap(function.as_sys(), start_jit as sys::BOOL, n, raw.as_ptr()) },
+            unsafe {
+                self.raw_info1().SetILInstrumentedCodeMap(
+                    function.as_sys(),
+                    start_jit as sys::BOOL,
+                    n,
+                    raw.as_ptr(),
+                )
+            },
             "ICorProfilerInfo::SetILInstrumentedCodeMap",
         )
     }
@@ -397,6 +508,239 @@ impl ProfilerInfo {
     /// the ReJIT API of `ICorProfilerInfo4` (`RequestReJIT`) instead.
     pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
         // SAFETY: `function` is valid (typed ID).
-        check(unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) }, "ICorProfilerInfo::SetFunctionReJIT")
+        check(
+            unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) },
+            "ICorProfilerInfo::SetFunctionReJIT",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeFunction, FakeModule, FakeRuntime};
+    use std::sync::Arc;
+
+    const F: usize = 0x1000;
+    const M: usize = 0x2000;
+    const C: usize = 0x3000;
+
+    fn world() -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        {
+            let mut st = fake.state();
+            st.functions.insert(
+                F,
+                FakeFunction {
+                    class: C,
+                    module: M,
+                    token: 0x0600_0001,
+                    code: vec![(0x7000, 0x40), (0x9000, 0x10)],
+                    il_map: vec![(u32::MAX - 1, 0, 4), (0, 4, 12), (5, 12, 0x40)],
+                    ..Default::default()
+                },
+            );
+            let mut m = FakeModule::default();
+            m.functions_by_token.insert(0x0600_0001, F);
+            m.function_instantiations.push(((0x0600_0002, C, vec![0x3100, 0x3200]), 0x1100));
+            // Tiny header: code size 3 (ldc.i4.1; pop; ret).
+            m.il_bodies.insert(0x0600_0001, Arc::from(&[0x0E, 0x17, 0x26, 0x2A][..]));
+            st.modules.insert(M, m);
+        }
+        fake
+    }
+
+    #[test]
+    fn function_from_ip_finds_hot_and_cold_chunks() {
+        let fake = world();
+        let info = fake.profiler_info();
+        assert_eq!(info.function_from_ip(0x7010).unwrap().as_sys(), F);
+        assert_eq!(info.function_from_ip(0x900f).unwrap().as_sys(), F);
+        let e = info.function_from_ip(0x9010).unwrap_err();
+        assert_eq!(e.hresult().0, KnownHresult::E_FAIL as i32);
+        assert_eq!(fake.calls_of("GetFunctionFromIP")[0].args, vec![0x7010]);
+    }
+
+    #[test]
+    fn function_from_token_passes_module_and_token() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let f = info.function_from_token(m, MdToken(0x0600_0001)).unwrap();
+        assert_eq!(f.as_sys(), F);
+        assert_eq!(fake.calls_of("GetFunctionFromToken")[0].args, vec![M, 0x0600_0001]);
+        let e = info.function_from_token(m, MdToken(0x0600_0099)).unwrap_err();
+        assert_eq!(e.hresult().0, KnownHresult::E_INVALIDARG as i32);
+    }
+
+    #[test]
+    fn function_from_token_and_type_args_passes_every_type_arg() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M), c = class_id(C), a = class_id(0x3100), b = class_id(0x3200));
+        let f = info.function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[a, b]).unwrap();
+        assert_eq!(f.as_sys(), 0x1100);
+        assert_eq!(fake.calls_of("GetFunctionFromTokenAndTypeArgs")[0].args, vec![M, 0x0600_0002, C, 0x3100, 0x3200]);
+        // Different type arguments: no such instantiation.
+        assert!(info.function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[b, a]).is_err());
+    }
+
+    #[test]
+    fn code_info_reports_first_chunk_and_not_compiled() {
+        let fake = world();
+        fake.state().functions.insert(0x1200, FakeFunction::default());
+        let info = fake.profiler_info();
+        fake_ids!(fake; f = function_id(F), g = function_id(0x1200));
+        assert_eq!(info.code_info(f).unwrap(), CodeChunk { start: 0x7000, size: 0x40 });
+        let e = info.code_info(g).unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_FUNCTION_NOT_COMPILED"));
+    }
+
+    #[test]
+    fn code_info2_reads_all_chunks_and_follows_growth() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; f = function_id(F));
+        let chunks = info.code_info2(f).unwrap();
+        assert_eq!(chunks, vec![CodeChunk { start: 0x7000, size: 0x40 }, CodeChunk { start: 0x9000, size: 0x10 }]);
+        assert!(chunks[0].contains(0x703f) && !chunks[0].contains(0x7040));
+        assert_eq!(fake.call_count("GetCodeInfo2"), 1);
+
+        // Three chunks do not fit the stack buffer of two; a fourth appears
+        // between the second and third call.
+        fake.state().functions.get_mut(&F).unwrap().code.push((0xA000, 8));
+        let mut n = 0;
+        fake.on_call(move |st, m| {
+            if m == "GetCodeInfo2" {
+                n += 1;
+                if n == 2 {
+                    st.functions.get_mut(&F).unwrap().code.push((0xB000, 4));
+                }
+            }
+        });
+        let before = fake.call_count("GetCodeInfo2");
+        let chunks = info.code_info2(f).unwrap();
+        assert_eq!(chunks.len(), 4);
+        assert_eq!(chunks[3], CodeChunk { start: 0xB000, size: 4 });
+        assert_eq!(fake.call_count("GetCodeInfo2") - before, 3);
+    }
+
+    #[test]
+    fn il_to_native_mapping_decodes_special_offsets_and_grows() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; f = function_id(F));
+        let map = info.il_to_native_mapping(f).unwrap();
+        assert_eq!(map[0], IlToNativeMapEntry { il: IlOffset::Prolog, native_start: 0, native_end: 4 });
+        assert_eq!(map[2].il, IlOffset::Offset(5));
+
+        let long: Vec<(u32, u32, u32)> = (0..40).map(|i| (i, i * 2, i * 2 + 2)).collect();
+        fake.state().functions.get_mut(&F).unwrap().il_map = long;
+        let mut n = 0;
+        fake.on_call(move |st, m| {
+            if m == "GetILToNativeMapping" {
+                n += 1;
+                if n == 2 {
+                    st.functions.get_mut(&F).unwrap().il_map.push((u32::MAX - 2, 80, 90));
+                }
+            }
+        });
+        let map = info.il_to_native_mapping(f).unwrap();
+        assert_eq!(map.len(), 41);
+        assert_eq!(map[40].il, IlOffset::Epilog);
+        assert_eq!(map[39].il, IlOffset::Offset(39));
+        assert_eq!(fake.call_count("GetILToNativeMapping"), 1 + 3);
+    }
+
+    #[test]
+    fn il_function_body_borrows_module_memory() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let body = info.il_function_body(m, MdMethodDef(0x0600_0001)).unwrap();
+        assert_eq!(body, &[0x0E, 0x17, 0x26, 0x2A]);
+        assert_eq!(il_method_size(body).unwrap(), 4);
+        let e = info.il_function_body(m, MdMethodDef(0x0600_0009)).unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_FUNCTION_NOT_IL"));
+    }
+
+    #[test]
+    fn allocator_zeroes_memory_and_set_body_passes_the_allocation() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let malloc = info.il_function_body_allocator(m).unwrap();
+        let zeroed = malloc.alloc(16).unwrap();
+        assert!(zeroed.iter().all(|&b| b == 0), "the fake fills with 0xCD; alloc must zero");
+        let body = malloc.alloc_copy(&[0x0A, 0x00, 0x2A]).unwrap();
+        info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body).unwrap();
+        let st = fake.state();
+        // Tiny header 0x0A: two bytes of code after it, so three bytes in all.
+        assert_eq!(st.il_bodies_set, vec![(M, 0x0600_0001, vec![0x0A, 0x00, 0x2A])]);
+        assert_eq!(st.calls.iter().filter(|c| c.method == "Alloc").map(|c| c.args[0]).collect::<Vec<_>>(), vec![16, 3]);
+    }
+
+    #[test]
+    fn set_body_refuses_a_header_that_overruns_the_buffer() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let malloc = info.il_function_body_allocator(m).unwrap();
+        // Tiny header claiming 10 bytes of code in a 3-byte buffer.
+        let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
+        let e = info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body).unwrap_err();
+        assert!(matches!(e, Error::Malformed(_)), "{e}");
+        assert_eq!(fake.call_count("SetILFunctionBody"), 0);
+    }
+
+    #[test]
+    fn allocator_failure_and_zero_length() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let malloc = info.il_function_body_allocator(m).unwrap();
+        assert_eq!(malloc.alloc(0).unwrap_err(), Error::InvalidArgument("IL body of zero bytes"));
+        fake.fail("Alloc", sys::HRESULT(1));
+        let e = malloc.alloc(8).unwrap_err();
+        assert_eq!(e.name(), Some("E_OUTOFMEMORY"));
+    }
+
+    #[test]
+    fn il_method_size_reads_fat_headers_and_sections() {
+        // Fat header (flags 0x3013: fat, init locals, size 3 dwords), code size 2, no sections.
+        let mut fat = vec![0x13, 0x30, 0x08, 0x00, 0x02, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x00, 0x2A];
+        assert_eq!(il_method_size(&fat).unwrap(), 14);
+        // With MoreSects: one small EH section of 16 bytes at the next 4-byte boundary (16).
+        fat[0] |= 0x08;
+        fat.extend_from_slice(&[0, 0]);
+        fat.extend_from_slice(&[0x01, 16, 0, 0]);
+        fat.extend_from_slice(&[0; 12]);
+        assert_eq!(il_method_size(&fat).unwrap(), 32);
+        assert!(il_method_size(&fat[..31]).is_err());
+        assert!(il_method_size(&[]).is_err());
+        assert!(il_method_size(&[0x00]).is_err());
+    }
+
+    #[test]
+    fn instrumented_code_map_is_copied_with_flags() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; f = function_id(F));
+        let map = [IlMapEntry { old_offset: 0, new_offset: 4, accurate: true }, IlMapEntry { old_offset: 2, new_offset: 9, accurate: false }];
+        info.set_il_instrumented_code_map(f, true, &map).unwrap();
+        let st = fake.state();
+        let (func, start, raw) = &st.il_maps_set[0];
+        assert_eq!((*func, *start), (F, true));
+        assert_eq!(raw.iter().map(|m| (m.oldOffset, m.newOffset, m.fAccurate)).collect::<Vec<_>>(), vec![(0, 4, 1), (2, 9, 0)]);
+    }
+
+    #[test]
+    fn set_function_rejit_reports_not_implemented() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; f = function_id(F));
+        let e = info.set_function_rejit(f).unwrap_err();
+        assert_eq!(e.name(), Some("E_NOTIMPL"));
+        assert_eq!(fake.calls_of("SetFunctionReJIT")[0].args, vec![F]);
     }
 }

@@ -73,10 +73,14 @@ impl ProfilerInfo {
     pub fn generation_bounds(&self) -> Result<Vec<GenerationRange>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetGenerationBounds")?;
         let mut ranges: Vec<sys::COR_PRF_GC_GENERATION_RANGE> = Vec::new();
-        fill::<sys::COR_PRF_GC_GENERATION_RANGE, 16>("ICorProfilerInfo2::GetGenerationBounds", &mut ranges, |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` slots.
-            unsafe { i2.GetGenerationBounds(cap, needed, buf) }
-        })?;
+        fill::<sys::COR_PRF_GC_GENERATION_RANGE, 16>(
+            "ICorProfilerInfo2::GetGenerationBounds",
+            &mut ranges,
+            |cap, needed, buf| {
+                // SAFETY: `buf` has `cap` slots.
+                unsafe { i2.GetGenerationBounds(cap, needed, buf) }
+            },
+        )?;
         Ok(ranges.into_iter().map(GenerationRange::from_sys).collect())
     }
 
@@ -86,7 +90,10 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetObjectGeneration")?;
         let mut range = sys::COR_PRF_GC_GENERATION_RANGE::default();
         // SAFETY: `object` is valid (typed ID); valid out pointer.
-        check(unsafe { i2.GetObjectGeneration(object.as_sys(), &mut range) }, "ICorProfilerInfo2::GetObjectGeneration")?;
+        check(
+            unsafe { i2.GetObjectGeneration(object.as_sys(), &mut range) },
+            "ICorProfilerInfo2::GetObjectGeneration",
+        )?;
         Ok(GenerationRange::from_sys(range))
     }
 
@@ -97,8 +104,14 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::EnumModuleFrozenObjects")?;
         let mut e: Option<sys::ICorProfilerObjectEnum> = None;
         // SAFETY: `module` is valid; `e` receives an owned reference.
-        check(unsafe { i2.EnumModuleFrozenObjects(module.as_sys(), &mut e) }, "ICorProfilerInfo2::EnumModuleFrozenObjects")?;
-        let e = e.ok_or(Error::runtime(sys::HRESULT(KnownHresult::E_POINTER as i32), "ICorProfilerInfo2::EnumModuleFrozenObjects"))?;
+        check(
+            unsafe { i2.EnumModuleFrozenObjects(module.as_sys(), &mut e) },
+            "ICorProfilerInfo2::EnumModuleFrozenObjects",
+        )?;
+        let e = e.ok_or(Error::runtime(
+            sys::HRESULT(KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo2::EnumModuleFrozenObjects",
+        ))?;
         // SAFETY: frozen objects never move and live as long as their module ('a).
         Ok(unsafe { object_enum(e) })
     }

@@ -19,8 +19,14 @@ impl ProfilerInfo {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
         let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
         // SAFETY: `e` receives an owned reference.
-        check(unsafe { i3.EnumJITedFunctions(&mut e) }, "ICorProfilerInfo3::EnumJITedFunctions")?;
-        let e = e.ok_or(Error::runtime(sys::HRESULT(KnownHresult::E_POINTER as i32), "ICorProfilerInfo3::EnumJITedFunctions"))?;
+        check(
+            unsafe { i3.EnumJITedFunctions(&mut e) },
+            "ICorProfilerInfo3::EnumJITedFunctions",
+        )?;
+        let e = e.ok_or(Error::runtime(
+            sys::HRESULT(KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo3::EnumJITedFunctions",
+        ))?;
         // SAFETY: functions the runtime enumerates are loaded now; see the doc
         // comment for how long they stay valid.
         Ok(unsafe { function_enum(e) })

@@ -70,9 +70,15 @@ impl ProfilerInfo {
         let mut pid = 0usize;
         let name = fill_string("ICorProfilerInfo::GetAppDomainInfo", |cap, needed, buf| {
             // SAFETY: `app_domain` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe { self.raw_info1().GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid) }
+            unsafe {
+                self.raw_info1()
+                    .GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid)
+            }
         })?;
-        Ok(AppDomainInfo { name, process_id: pid })
+        Ok(AppDomainInfo {
+            name,
+            process_id: pid,
+        })
     }
 
     /// `GetAssemblyInfo`: name, app domain and manifest module of an
@@ -82,10 +88,25 @@ impl ProfilerInfo {
         let (mut ad, mut module) = (0usize, 0usize);
         let name = fill_string("ICorProfilerInfo::GetAssemblyInfo", |cap, needed, buf| {
             // SAFETY: `assembly` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe { self.raw_info1().GetAssemblyInfo(assembly.as_sys(), cap, needed, buf, &mut ad, &mut module) }
+            unsafe {
+                self.raw_info1().GetAssemblyInfo(
+                    assembly.as_sys(),
+                    cap,
+                    needed,
+                    buf,
+                    &mut ad,
+                    &mut module,
+                )
+            }
         })?;
         // SAFETY: an assembly's app domain and manifest module live as long as it does.
-        Ok(unsafe { AssemblyInfo { name, app_domain: AppDomainId::from_sys(ad), module: ModuleId::from_sys(module) } })
+        Ok(unsafe {
+            AssemblyInfo {
+                name,
+                app_domain: AppDomainId::from_sys(ad),
+                module: ModuleId::from_sys(module),
+            }
+        })
     }
 
     /// `GetModuleInfo2` (Info3): like [`module_info`](Self::module_info),
@@ -96,7 +117,17 @@ impl ProfilerInfo {
         let (mut base, mut assembly, mut flags) = (core::ptr::null::<u8>(), 0usize, 0u32);
         let name = fill_string("ICorProfilerInfo3::GetModuleInfo2", |cap, needed, buf| {
             // SAFETY: `module` is valid; `buf` has `cap` WCHARs; other out pointers are locals.
-            unsafe { i3.GetModuleInfo2(module.as_sys(), &mut base, cap, needed, buf, &mut assembly, &mut flags) }
+            unsafe {
+                i3.GetModuleInfo2(
+                    module.as_sys(),
+                    &mut base,
+                    cap,
+                    needed,
+                    buf,
+                    &mut assembly,
+                    &mut flags,
+                )
+            }
         })?;
         Ok(ModuleInfo2 {
             base_load_address: base as usize,
@@ -109,15 +140,25 @@ impl ProfilerInfo {
 
     /// `GetAppDomainsContainingModule` (Info3): the app domains the module is
     /// loaded in (one on CoreCLR).
-    pub fn app_domains_containing_module<'a>(&self, module: ModuleId<'a>) -> Result<Vec<AppDomainId<'a>>> {
+    pub fn app_domains_containing_module<'a>(
+        &self,
+        module: ModuleId<'a>,
+    ) -> Result<Vec<AppDomainId<'a>>> {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetAppDomainsContainingModule")?;
         let mut ids: Vec<usize> = Vec::new();
-        fill::<usize, 4>("ICorProfilerInfo3::GetAppDomainsContainingModule", &mut ids, |cap, needed, buf| {
-            // SAFETY: `module` is valid; `buf` has `cap` slots.
-            unsafe { i3.GetAppDomainsContainingModule(module.as_sys(), cap, needed, buf) }
-        })?;
+        fill::<usize, 4>(
+            "ICorProfilerInfo3::GetAppDomainsContainingModule",
+            &mut ids,
+            |cap, needed, buf| {
+                // SAFETY: `module` is valid; `buf` has `cap` slots.
+                unsafe { i3.GetAppDomainsContainingModule(module.as_sys(), cap, needed, buf) }
+            },
+        )?;
         // SAFETY: an app domain containing a loaded module outlives it.
-        Ok(ids.into_iter().map(|a| unsafe { AppDomainId::from_sys(a) }).collect())
+        Ok(ids
+            .into_iter()
+            .map(|a| unsafe { AppDomainId::from_sys(a) })
+            .collect())
     }
 
     /// `EnumModules` (Info3): every module loaded now (a snapshot taken by
@@ -130,8 +171,14 @@ impl ProfilerInfo {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
         let mut e: Option<sys::ICorProfilerModuleEnum> = None;
         // SAFETY: `e` receives an owned reference.
-        check(unsafe { i3.EnumModules(&mut e) }, "ICorProfilerInfo3::EnumModules")?;
-        let e = e.ok_or(Error::runtime(sys::HRESULT(KnownHresult::E_POINTER as i32), "ICorProfilerInfo3::EnumModules"))?;
+        check(
+            unsafe { i3.EnumModules(&mut e) },
+            "ICorProfilerInfo3::EnumModules",
+        )?;
+        let e = e.ok_or(Error::runtime(
+            sys::HRESULT(KnownHresult::E_POINTER as i32),
+            "ICorProfilerInfo3::EnumModules",
+        ))?;
         // SAFETY: the modules are loaded now; see the doc comment.
         Ok(unsafe { module_enum(e) })
     }

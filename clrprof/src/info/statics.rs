@@ -20,19 +20,34 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetRVAStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
-        check(unsafe { i2.GetRVAStaticAddress(class.as_sys(), field.0, &mut addr) }, "ICorProfilerInfo2::GetRVAStaticAddress")?;
+        check(
+            unsafe { i2.GetRVAStaticAddress(class.as_sys(), field.0, &mut addr) },
+            "ICorProfilerInfo2::GetRVAStaticAddress",
+        )?;
         Ok(addr)
     }
 
     /// `GetAppDomainStaticAddress` (Info2): address of an ordinary static in
     /// `app_domain`. Literal (`const`) fields fail with
     /// `CORPROF_E_LITERALS_HAVE_NO_ADDRESS`.
-    pub fn app_domain_static_address(&self, class: ClassId<'_>, field: MdFieldDef, app_domain: AppDomainId<'_>) -> Result<*mut c_void> {
+    pub fn app_domain_static_address(
+        &self,
+        class: ClassId<'_>,
+        field: MdFieldDef,
+        app_domain: AppDomainId<'_>,
+    ) -> Result<*mut c_void> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetAppDomainStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         // SAFETY: IDs are valid (typed IDs); valid out pointer.
         check(
-            unsafe { i2.GetAppDomainStaticAddress(class.as_sys(), field.0, app_domain.as_sys(), &mut addr) },
+            unsafe {
+                i2.GetAppDomainStaticAddress(
+                    class.as_sys(),
+                    field.0,
+                    app_domain.as_sys(),
+                    &mut addr,
+                )
+            },
             "ICorProfilerInfo2::GetAppDomainStaticAddress",
         )?;
         Ok(addr)
@@ -41,7 +56,12 @@ impl ProfilerInfo {
     /// `GetThreadStaticAddress` (Info2): address of a `[ThreadStatic]` field
     /// for `thread`, which must be the calling thread (`None` means the
     /// calling thread; any other thread fails with `E_INVALIDARG`).
-    pub fn thread_static_address(&self, class: ClassId<'_>, field: MdFieldDef, thread: Option<ThreadId<'_>>) -> Result<*mut c_void> {
+    pub fn thread_static_address(
+        &self,
+        class: ClassId<'_>,
+        field: MdFieldDef,
+        thread: Option<ThreadId<'_>>,
+    ) -> Result<*mut c_void> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetThreadStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         let t = thread.map_or(0, |t| t.as_sys());
@@ -67,7 +87,15 @@ impl ProfilerInfo {
         let t = thread.map_or(0, |t| t.as_sys());
         // SAFETY: IDs are valid (typed IDs) or 0 ("current thread"); valid out pointer.
         check(
-            unsafe { i3.GetThreadStaticAddress2(class.as_sys(), field.0, app_domain.as_sys(), t, &mut addr) },
+            unsafe {
+                i3.GetThreadStaticAddress2(
+                    class.as_sys(),
+                    field.0,
+                    app_domain.as_sys(),
+                    t,
+                    &mut addr,
+                )
+            },
             "ICorProfilerInfo3::GetThreadStaticAddress2",
         )?;
         Ok(addr)
@@ -76,12 +104,19 @@ impl ProfilerInfo {
     /// `GetContextStaticAddress` (Info2): address of a context static
     /// (.NET Framework remoting contexts). CoreCLR has no contexts and always
     /// returns `E_NOTIMPL`.
-    pub fn context_static_address(&self, class: ClassId<'_>, field: MdFieldDef, context: ContextId<'_>) -> Result<*mut c_void> {
+    pub fn context_static_address(
+        &self,
+        class: ClassId<'_>,
+        field: MdFieldDef,
+        context: ContextId<'_>,
+    ) -> Result<*mut c_void> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetContextStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         // SAFETY: IDs are valid (typed IDs); valid out pointer.
         check(
-            unsafe { i2.GetContextStaticAddress(class.as_sys(), field.0, context.as_sys(), &mut addr) },
+            unsafe {
+                i2.GetContextStaticAddress(class.as_sys(), field.0, context.as_sys(), &mut addr)
+            },
             "ICorProfilerInfo2::GetContextStaticAddress",
         )?;
         Ok(addr)

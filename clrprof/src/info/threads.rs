@@ -12,7 +12,10 @@ impl ProfilerInfo {
     pub fn thread_info(&self, thread: ThreadId<'_>) -> Result<u32> {
         let mut os_id = 0u32;
         // SAFETY: `thread` is valid (typed ID); valid out pointer.
-        check(unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) }, "ICorProfilerInfo::GetThreadInfo")?;
+        check(
+            unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) },
+            "ICorProfilerInfo::GetThreadInfo",
+        )?;
         Ok(os_id)
     }
 
@@ -21,19 +24,31 @@ impl ProfilerInfo {
     pub fn handle_from_thread(&self, thread: ThreadId<'_>) -> Result<sys::HANDLE> {
         let mut handle: sys::HANDLE = core::ptr::null_mut();
         // SAFETY: `thread` is valid (typed ID); valid out pointer.
-        check(unsafe { self.raw_info1().GetHandleFromThread(thread.as_sys(), &mut handle) }, "ICorProfilerInfo::GetHandleFromThread")?;
+        check(
+            unsafe {
+                self.raw_info1()
+                    .GetHandleFromThread(thread.as_sys(), &mut handle)
+            },
+            "ICorProfilerInfo::GetHandleFromThread",
+        )?;
         Ok(handle)
     }
 
     /// `GetThreadAppDomain` (Info2): the app domain `thread` runs in
     /// (`None`: the calling thread, which must be managed, else
     /// `CORPROF_E_NOT_MANAGED_THREAD`).
-    pub fn thread_app_domain<'a>(&'a self, thread: Option<ThreadId<'a>>) -> Result<AppDomainId<'a>> {
+    pub fn thread_app_domain<'a>(
+        &'a self,
+        thread: Option<ThreadId<'a>>,
+    ) -> Result<AppDomainId<'a>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetThreadAppDomain")?;
         let mut ad = 0usize;
         let t = thread.map_or(0, |t| t.as_sys());
         // SAFETY: `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
-        check(unsafe { i2.GetThreadAppDomain(t, &mut ad) }, "ICorProfilerInfo2::GetThreadAppDomain")?;
+        check(
+            unsafe { i2.GetThreadAppDomain(t, &mut ad) },
+            "ICorProfilerInfo2::GetThreadAppDomain",
+        )?;
         // SAFETY: a thread's app domain outlives the thread.
         Ok(unsafe { AppDomainId::from_sys(ad) })
     }
@@ -43,7 +58,10 @@ impl ProfilerInfo {
     pub fn thread_context<'a>(&self, thread: ThreadId<'a>) -> Result<ContextId<'a>> {
         let mut ctx = 0usize;
         // SAFETY: `thread` is valid (typed ID); valid out pointer.
-        check(unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) }, "ICorProfilerInfo::GetThreadContext")?;
+        check(
+            unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) },
+            "ICorProfilerInfo::GetThreadContext",
+        )?;
         // SAFETY: the context (app domain) outlives the thread.
         Ok(unsafe { ContextId::from_sys(ctx) })
     }
@@ -60,7 +78,10 @@ impl ProfilerInfo {
     pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
         // SAFETY: `unk` receives an owned reference (or stays None).
-        check(unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) }, "ICorProfilerInfo::GetInprocInspectionInterface")?;
+        check(
+            unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) },
+            "ICorProfilerInfo::GetInprocInspectionInterface",
+        )?;
         unk.ok_or(crate::Error::runtime(
             sys::HRESULT(crate::error::KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo::GetInprocInspectionInterface",
@@ -87,7 +108,10 @@ impl ProfilerInfo {
         let mut ctx = 0u32;
         // SAFETY: plain value argument and a valid out pointer.
         check(
-            unsafe { self.raw_info1().BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx) },
+            unsafe {
+                self.raw_info1()
+                    .BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx)
+            },
             "ICorProfilerInfo::BeginInprocDebugging",
         )?;
         Ok(ctx)
@@ -96,6 +120,9 @@ impl ProfilerInfo {
     /// `EndInprocDebugging`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn end_inproc_debugging(&self, profiler_context: u32) -> Result<()> {
         // SAFETY: plain value argument.
-        check(unsafe { self.raw_info1().EndInprocDebugging(profiler_context) }, "ICorProfilerInfo::EndInprocDebugging")
+        check(
+            unsafe { self.raw_info1().EndInprocDebugging(profiler_context) },
+            "ICorProfilerInfo::EndInprocDebugging",
+        )
     }
 }
