@@ -168,6 +168,12 @@ impl Case<'_> {
         Ok(compiled.for_leg(self.leg)?)
     }
 
+    /// Another available leg, by name (for scenarios that combine legs, such
+    /// as side-by-side runtimes in one process).
+    pub fn other_leg(&self, name: &str) -> Option<&Leg> {
+        self.ctx.runtimes.leg(name)
+    }
+
     /// Builds a library that serves several profiler classes and selects the
     /// class `clsid`, which must be among the CLSID markers in the file.
     pub fn profiler_class(&self, package: &str, clsid: &str) -> std::result::Result<Profiler, Verdict> {

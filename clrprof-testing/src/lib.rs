@@ -24,6 +24,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod manifest;
 pub mod run;
+pub mod sxs;
 pub mod wine;
 
 pub use manifest::{discover, Leg, Manifest, Os, Runtimes};

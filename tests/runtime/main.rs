@@ -8,6 +8,7 @@ mod exceptions;
 mod hello;
 mod jit_tracer;
 mod panics;
+mod sxs;
 
 use clrprof_testing::harness::Harness;
 
@@ -19,6 +20,7 @@ fn main() {
         .chain(exceptions::scenarios())
         .chain(jit_tracer::scenarios())
         .chain(panics::scenarios())
+        .chain(sxs::scenarios())
         .chain(broken::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -3,11 +3,13 @@
 //! Records (to the file named by `CLRPROF_OUTPUT`, or stderr):
 //! `{"event":"runtime",...}` first, then `{"event":"module","name":PATH}` per
 //! loaded module and `{"event":"jit","method":"Namespace.Type+Nested::Method"}`
-//! per JIT compilation.
+//! per JIT compilation. With side-by-side runtimes each runtime writes its own
+//! runtime record and tags its other records with `"runtime":"<version>"`.
 
 use clrprof::output::JsonLines;
 use clrprof::{
-    profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result, HRESULT,
+    profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result,
+    RuntimePolicy, HRESULT,
 };
 
 /// The profiler's state: only its output sink.
@@ -18,6 +20,11 @@ pub struct JitTracer {
 }
 
 impl Profiler for JitTracer {
+    /// `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version such as `8`.
+    fn runtime_policy() -> RuntimePolicy {
+        RuntimePolicy::from_env("CLRPROF_RUNTIMES")
+    }
+
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         Ok((EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION).into())

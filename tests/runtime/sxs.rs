@@ -1,0 +1,114 @@
+//! Side-by-side: .NET Core 3.1 and .NET 8 loaded into one process by the
+//! native host of `clrprof_testing::sxs`, one after the other and
+//! concurrently on two threads, under jit-tracer with each runtime policy.
+//!
+//! Checked: which runtimes wrote a runtime record (the policy's choice), that
+//! every other record carries the runtime it came from, that each runtime
+//! JIT-compiled the app's own methods exactly once (no record attributed to
+//! the wrong runtime), and that both apps printed their normal output.
+
+use clrprof_testing::harness::{Case, Scenario, Verdict};
+use clrprof_testing::run::{run_captured, Exit};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+/// The scenario runs once, on this leg, and takes the 3.1 runtime from the other Linux leg.
+const HOST_LEG: &str = "linux-x64-8.0";
+const OTHER_LEG: &str = "linux-x64-3.1";
+const WHY_ONE_LEG: &str = "the side-by-side host loads both Linux runtimes into one process; it runs once, on the linux-x64-8.0 leg";
+
+fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
+    let here = case.leg().clone();
+    let other = case.other_leg(OTHER_LEG).cloned().ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
+    let app = case.app("jit")?;
+    let profiler = case.profiler("jit-tracer")?;
+    // Ground truth: what the app prints in one runtime on its own.
+    let alone = case.run(case.spec(&app))?;
+    alone.check()?;
+
+    let dir = app.parent().unwrap_or(std::path::Path::new(".")).join(format!("sxs-{policy}-{}", if concurrent { "concurrent" } else { "sequential" }));
+    std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+    let output = dir.join("records.jsonl");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
+    if concurrent {
+        cmd.arg("--concurrent");
+    }
+    cmd.arg(clrprof_testing::sxs::framework_dir(&other)).arg(&app);
+    cmd.arg(clrprof_testing::sxs::framework_dir(&here)).arg(&app);
+    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("CORECLR_ENABLE_PROFILING", "1")
+        .env("CORECLR_PROFILER", &profiler.clsid)
+        .env("CORECLR_PROFILER_PATH", &profiler.path)
+        .env("CLRPROF_OUTPUT", &output)
+        .env("CLRPROF_RUNTIMES", policy);
+    let out = run_captured(cmd, Duration::from_secs(120), &dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+    if !matches!(out.exit, Exit::Code(0)) {
+        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
+    }
+
+    // Both apps printed exactly their normal lines (interleaved when concurrent).
+    let mut expected: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in alone.stdout.lines() {
+        *expected.entry(l).or_default() += 2;
+    }
+    let mut got: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in out.stdout.lines() {
+        *got.entry(l).or_default() += 1;
+    }
+    if got != expected {
+        return Err(format!("the two apps' output differs from twice the single run:\n got {got:?}\n expected {expected:?}").into());
+    }
+
+    let text = std::fs::read_to_string(&output).map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
+    let records: Vec<serde_json::Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>().map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
+    let runtimes: Vec<&str> = records.iter().filter(|r| r["event"] == "runtime").filter_map(|r| r["version"].as_str()).collect();
+    let wanted: Vec<&str> = match (policy, concurrent) {
+        ("all", _) => vec![other.version.as_str(), here.version.as_str()],
+        ("first", false) => vec![other.version.as_str()],
+        ("first", true) => runtimes.clone(), // whichever runtime created its profiler first
+        ("8", _) => vec![here.version.as_str()],
+        _ => return Err(format!("unknown policy {policy}").into()),
+    };
+    let mut sorted = runtimes.clone();
+    sorted.sort_unstable();
+    let mut wanted_sorted = wanted.clone();
+    wanted_sorted.sort_unstable();
+    if sorted != wanted_sorted || (policy == "first" && runtimes.len() != 1) {
+        return Err(format!("policy {policy}: runtime records {runtimes:?}, expected {wanted:?}").into());
+    }
+    for r in records.iter().filter(|r| r["event"] != "runtime") {
+        let tag = r["runtime"].as_str().unwrap_or("");
+        if !runtimes.contains(&tag) {
+            return Err(format!("record {r} is not tagged with a profiled runtime {runtimes:?}").into());
+        }
+    }
+    // The app's methods were JIT-compiled exactly once per profiled runtime.
+    let called: Vec<&str> = alone.stdout.lines().filter_map(|l| l.strip_prefix("calls ")).collect();
+    for rt in &runtimes {
+        for m in &called {
+            let n = records.iter().filter(|r| r["event"] == "jit" && r["runtime"] == *rt && r["method"] == *m).count();
+            if n != 1 {
+                return Err(format!("{m} was JIT-compiled {n} times in runtime {rt} (expected 1)").into());
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let mut v = Vec::new();
+    for concurrent in [false, true] {
+        for policy in ["all", "first", "8"] {
+            let name = format!("side-by-side: 3.1 + 8.0 in one process, {}, policy {policy}", if concurrent { "concurrent" } else { "one after the other" });
+            let mut s = Scenario::new(&name, move |case| run(case, concurrent, policy));
+            for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
+                s = s.exclude_leg(leg, WHY_ONE_LEG);
+            }
+            let _ = HOST_LEG;
+            v.push(s);
+        }
+    }
+    v
+}
