@@ -92,6 +92,19 @@ fn absolute(p: &Path) -> PathBuf {
     clrprof_testing::manifest::absolute(p)
 }
 
+/// The Wine prefix of the runtime manifest found from the current directory,
+/// else from the profiler library's location (its workspace's `target/`).
+fn provisioned_wine_prefix(profiler: &Path) -> Option<PathBuf> {
+    if let Some(w) = clrprof_testing::discover().wine() {
+        return Some(w.prefix.clone());
+    }
+    let cache = clrprof_testing::manifest::find_cache_from(profiler.parent()?)?;
+    let manifest =
+        clrprof_testing::Manifest::load(&cache.join(clrprof_testing::manifest::MANIFEST_FILE))
+            .ok()?;
+    manifest.wine.map(|w| w.prefix)
+}
+
 /// Runs the command. On Unix the process *becomes* CMD (exec), so its exit
 /// status and its signals are exactly CMD's; elsewhere the status is passed on.
 pub fn run(
@@ -126,9 +139,20 @@ pub fn run(
     let under_wine = command
         .first()
         .is_some_and(|c| is_wine_command(Path::new(c)));
+    if under_wine && std::env::var_os("WINEDEBUG").is_none() {
+        // Wine's own diagnostics would mix with the app's stderr.
+        cmd.env("WINEDEBUG", "-all");
+    }
     if under_wine && std::env::var_os("WINEPREFIX").is_none() {
-        if let Some(wine) = clrprof_testing::discover().wine() {
-            cmd.env("WINEPREFIX", &wine.prefix);
+        match provisioned_wine_prefix(profiler) {
+            Some(prefix) => {
+                cmd.env("WINEPREFIX", prefix);
+            }
+            None => eprintln!(
+                "clrprof: warning: WINEPREFIX is unset and no provisioned prefix was found \
+                 (cargo xtask provision); a Rust-built profiler DLL needs the \
+                 bcryptprimitives.dll stand-in that prefix has"
+            ),
         }
     }
     #[cfg(unix)]

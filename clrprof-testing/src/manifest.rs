@@ -203,6 +203,20 @@ pub fn default_cache_dir() -> PathBuf {
     fallback.unwrap_or_else(|| cwd.join("target").join("clrprof-cache"))
 }
 
+/// The provisioned cache nearest to `start`: `target/clrprof-cache` in
+/// `start` or one of its ancestors, when it holds a manifest. Finds the cache
+/// of the workspace a profiler library was built in, from the library's path.
+pub fn find_cache_from(start: &Path) -> Option<PathBuf> {
+    absolute(start).ancestors().find_map(|dir| {
+        let cache = if dir.file_name().is_some_and(|n| n == "target") {
+            dir.join("clrprof-cache")
+        } else {
+            dir.join("target").join("clrprof-cache")
+        };
+        cache.join(MANIFEST_FILE).is_file().then_some(cache)
+    })
+}
+
 /// Makes a path absolute against the current directory (without resolving links).
 pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
@@ -492,6 +506,23 @@ mod tests {
         assert!(text.contains("\"kind\":\"mcs\""), "{text}");
         let back: Manifest = serde_json::from_str(&text).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn cache_is_found_from_a_library_path_inside_target() {
+        let root = std::env::temp_dir().join(format!("clrprof-find-cache-{}", std::process::id()));
+        let cache = root.join("target").join("clrprof-cache");
+        let lib_dir = root
+            .join("target")
+            .join("x86_64-pc-windows-gnu")
+            .join("debug");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::create_dir_all(&lib_dir).unwrap();
+        assert_eq!(find_cache_from(&lib_dir), None);
+        std::fs::write(cache.join(MANIFEST_FILE), "{}").unwrap();
+        assert_eq!(find_cache_from(&lib_dir), Some(cache.clone()));
+        assert_eq!(find_cache_from(&root), Some(cache));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -137,7 +137,8 @@ mod host {
         }
         let pairs: Vec<(PathBuf, PathBuf)> =
             args.chunks(2).map(|c| (PathBuf::from(&c[0]), PathBuf::from(&c[1]))).collect();
-        let results: Vec<(PathBuf, Result<(u32, Loaded), String>)> = if concurrent {
+        type Run = (PathBuf, Result<(u32, Loaded), String>);
+        let results: Vec<Run> = if concurrent {
             let handles: Vec<_> = pairs
                 .into_iter()
                 .map(|(fw, app)| std::thread::spawn(move || {
