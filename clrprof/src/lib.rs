@@ -42,9 +42,11 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod attach;
 pub mod buffer;
 pub mod callback;
 mod com;
+pub mod detach;
 pub mod error;
 pub mod event_mask;
 pub mod factory;
@@ -58,6 +60,7 @@ pub mod metadata;
 pub mod names;
 pub mod output;
 pub mod rejit;
+pub mod thread;
 #[cfg(any(test, feature = "fake-runtime"))]
 pub mod testing;
 pub mod runtimes;

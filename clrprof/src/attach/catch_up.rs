@@ -1,0 +1,271 @@
+//! `ProfilerAttachComplete` catch-up: what loaded before the profiler did.
+//!
+//! A profiler loaded by attach gets no callbacks for modules loaded and
+//! functions compiled before it arrived. The runtime's recipe (profiling API
+//! docs, "Profiler Attach and Detach", catch-up): enable the load callbacks in
+//! `InitializeForAttach`, then, when `ProfilerAttachComplete` arrives,
+//! enumerate what already exists with `ICorProfilerInfo3::EnumModules` and
+//! `EnumJITedFunctions`.
+//!
+//! The race the docs warn about: the enumeration and the load callbacks run
+//! at the same time on different threads. A module whose load finishes while
+//! the enumeration runs can be both enumerated and announced by
+//! `ModuleLoadFinished`, in either order; one that the enumerator took while
+//! its load was still in progress is announced afterwards as well. Counting
+//! both paths double-counts. [`CatchUp`] keeps one [`Seen`] set per ID kind,
+//! keyed by raw ID, and reports each ID through whichever path gets there
+//! first.
+//!
+//! The enumerators are driven through the raw `ICorProfilerInfo3` interface
+//! here (`Next` in batches), so these helpers do not depend on the iterator
+//! types of [`crate::info`].
+
+use crate::error::{check, Error, KnownHresult, Result, HRESULT};
+use crate::ids::{FunctionId, ModuleId};
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+const SHARDS: usize = 16;
+const BATCH: usize = 64;
+
+/// A concurrent set of raw runtime IDs: "has this ID been reported yet?".
+///
+/// Sharded by ID so the callback threads and the enumerating thread seldom
+/// wait for each other.
+pub struct Seen {
+    shards: [Mutex<HashSet<usize>>; SHARDS],
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            shards: core::array::from_fn(|_| Mutex::new(HashSet::new())),
+        }
+    }
+}
+
+impl Seen {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn shard(&self, raw: usize) -> &Mutex<HashSet<usize>> {
+        // IDs are pointers: drop the alignment bits before picking a shard.
+        &self.shards[(raw >> 4) % SHARDS]
+    }
+
+    /// Records `raw`; `true` if it was not recorded before (the caller is the
+    /// first to report it).
+    pub fn insert(&self, raw: usize) -> bool {
+        match self.shard(raw).lock() {
+            Ok(mut s) => s.insert(raw),
+            Err(poisoned) => poisoned.into_inner().insert(raw),
+        }
+    }
+
+    /// Forgets `raw` (e.g. on `ModuleUnloadStarted`: the runtime may reuse
+    /// the address for a later module).
+    pub fn remove(&self, raw: usize) -> bool {
+        match self.shard(raw).lock() {
+            Ok(mut s) => s.remove(&raw),
+            Err(poisoned) => poisoned.into_inner().remove(&raw),
+        }
+    }
+
+    /// `true` if `raw` is recorded.
+    pub fn contains(&self, raw: usize) -> bool {
+        match self.shard(raw).lock() {
+            Ok(s) => s.contains(&raw),
+            Err(poisoned) => poisoned.into_inner().contains(&raw),
+        }
+    }
+
+    /// How many IDs are recorded.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| match s.lock() {
+                Ok(s) => s.len(),
+                Err(p) => p.into_inner().len(),
+            })
+            .sum()
+    }
+
+    /// `true` when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Catch-up bookkeeping for a profiler loaded by attach: each module and
+/// each JIT-compiled function is reported once, whether it comes from the
+/// enumeration in `profiler_attach_complete` or from a load callback racing it.
+///
+/// Use: call [`CatchUp::module_loaded`] from `module_load_finished` and
+/// [`CatchUp::function_compiled`] from `jit_compilation_finished` and act
+/// only when they return `true`; call [`CatchUp::loaded_modules`] and
+/// [`CatchUp::compiled_functions`] from `profiler_attach_complete`.
+#[derive(Default)]
+pub struct CatchUp {
+    modules: Seen,
+    functions: Seen,
+}
+
+impl CatchUp {
+    /// Empty bookkeeping.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From `module_load_finished`: `true` if the module was not reported yet.
+    pub fn module_loaded(&self, module: ModuleId<'_>) -> bool {
+        self.modules.insert(module.as_sys())
+    }
+
+    /// From `module_unload_started`: forget the module, so a new module at
+    /// the same address is reported again.
+    pub fn module_unloaded(&self, module: ModuleId<'_>) {
+        self.modules.remove(module.as_sys());
+    }
+
+    /// From `jit_compilation_finished`: `true` if the function was not reported yet.
+    pub fn function_compiled(&self, function: FunctionId<'_>) -> bool {
+        self.functions.insert(function.as_sys())
+    }
+
+    /// From `profiler_attach_complete`: enumerates the modules loaded now
+    /// (`EnumModules`) and calls `report` for each one no callback reported
+    /// yet. `report` returns `false` when it could not use the module yet
+    /// (e.g. `module_info` said `CORPROF_E_DATAINCOMPLETE`: its load is still
+    /// in progress); it is then left for `module_load_finished` to report.
+    /// Returns how many modules `report` accepted.
+    ///
+    /// A module ID is valid until its `ModuleUnloadStarted`; the enumeration
+    /// hands out modules that are loaded at the time of the call.
+    pub fn loaded_modules(
+        &self,
+        info: &ProfilerInfo,
+        mut report: impl FnMut(ModuleId<'_>) -> bool,
+    ) -> Result<usize> {
+        const CALL: &str = "ICorProfilerInfo3::EnumModules";
+        let i3 = info.raw_info3(CALL)?;
+        let mut e: Option<sys::ICorProfilerModuleEnum> = None;
+        // SAFETY: `e` receives an owned reference (released when dropped).
+        check(unsafe { i3.EnumModules(&mut e) }, CALL)?;
+        let e = e.ok_or(Error::runtime(
+            HRESULT(KnownHresult::E_POINTER as i32),
+            CALL,
+        ))?;
+        let mut accepted = 0;
+        let mut batch = [0 as sys::ModuleID; BATCH];
+        loop {
+            let mut fetched = 0u32;
+            // SAFETY: `batch` has room for BATCH elements; `fetched` is a valid out pointer.
+            let hr = unsafe { e.Next(BATCH as u32, batch.as_mut_ptr(), &mut fetched) };
+            check(hr, "ICorProfilerModuleEnum::Next")?;
+            let n = (fetched as usize).min(BATCH);
+            for &raw in &batch[..n] {
+                if raw == 0 || !self.modules.insert(raw) {
+                    continue;
+                }
+                // SAFETY: the runtime enumerated this module as loaded now; it
+                // stays valid until its ModuleUnloadStarted, which cannot
+                // complete while the profiler is inside this callback using it.
+                let module = unsafe { ModuleId::from_sys(raw) };
+                if report(module) {
+                    accepted += 1;
+                } else {
+                    self.modules.remove(raw);
+                }
+            }
+            if n < BATCH {
+                return Ok(accepted);
+            }
+        }
+    }
+
+    /// From `profiler_attach_complete`: enumerates the functions compiled so
+    /// far (`EnumJITedFunctions`) and calls `report` for each one not yet
+    /// reported by `jit_compilation_finished`. Returns how many were reported.
+    ///
+    /// A function ID is valid until its class unloads.
+    pub fn compiled_functions(
+        &self,
+        info: &ProfilerInfo,
+        mut report: impl FnMut(FunctionId<'_>),
+    ) -> Result<usize> {
+        const CALL: &str = "ICorProfilerInfo3::EnumJITedFunctions";
+        let i3 = info.raw_info3(CALL)?;
+        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
+        // SAFETY: `e` receives an owned reference (released when dropped).
+        check(unsafe { i3.EnumJITedFunctions(&mut e) }, CALL)?;
+        let e = e.ok_or(Error::runtime(
+            HRESULT(KnownHresult::E_POINTER as i32),
+            CALL,
+        ))?;
+        let mut reported = 0;
+        let mut batch = [sys::COR_PRF_FUNCTION::default(); BATCH];
+        loop {
+            let mut fetched = 0u32;
+            // SAFETY: `batch` has room for BATCH elements; `fetched` is a valid out pointer.
+            let hr = unsafe { e.Next(BATCH as u32, batch.as_mut_ptr(), &mut fetched) };
+            check(hr, "ICorProfilerFunctionEnum::Next")?;
+            let n = (fetched as usize).min(BATCH);
+            for f in &batch[..n] {
+                let raw = f.functionId;
+                if raw == 0 || !self.functions.insert(raw) {
+                    continue;
+                }
+                // SAFETY: the runtime enumerated this function as compiled;
+                // it stays valid until its class unloads.
+                report(unsafe { FunctionId::from_sys(raw) });
+                reported += 1;
+            }
+            if n < BATCH {
+                return Ok(reported);
+            }
+        }
+    }
+
+    /// Modules reported so far (by either path, minus unloaded ones).
+    pub fn module_count(&self) -> usize {
+        self.modules.len()
+    }
+
+    /// Functions reported so far (by either path).
+    pub fn function_count(&self) -> usize {
+        self.functions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn each_id_is_first_exactly_once_across_threads() {
+        let seen = Arc::new(Seen::new());
+        let firsts: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let seen = seen.clone();
+                    s.spawn(move || {
+                        (0..1000usize)
+                            .filter(|i| seen.insert(0x1000 + i * 16))
+                            .count()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(firsts, 1000);
+        assert_eq!(seen.len(), 1000);
+        assert!(seen.remove(0x1000));
+        assert!(!seen.contains(0x1000));
+        assert!(seen.insert(0x1000));
+    }
+}

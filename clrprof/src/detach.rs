@@ -1,0 +1,67 @@
+//! Detaching the profiler from a running process.
+//!
+//! The runtime's rules (profiling API docs, "Profiler Detach"):
+//! - detach is requested with `ICorProfilerInfo3::RequestProfilerDetach`,
+//!   from any thread, usually one the profiler created; the runtime then
+//!   stops issuing new callbacks, waits (first about the time the profiler
+//!   said it needs, then polling) until no thread is inside a callback,
+//!   calls `ProfilerDetachSucceeded`, releases the callback object (the SDK
+//!   drops the user's profiler value then) and unloads the library;
+//! - the runtime does not know the profiler's own threads: they must have
+//!   finished before the library goes away;
+//! - a profiler that used instrumentation the runtime cannot undo (ELT hooks,
+//!   IL rewriting, `COR_PRF_MONITOR_ENTERLEAVE`, ...) cannot detach: the
+//!   request fails with `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`.
+//!
+//! [`request_detach`] encodes the thread rule with [`crate::thread`]: it
+//! refuses while another profiler thread still runs; the calling profiler
+//! thread itself is fine, since it holds a reference to the library until it
+//! has left it.
+
+use crate::error::{Error, Result};
+use crate::info::ProfilerInfo;
+
+/// Asks the runtime to detach this profiler (`RequestProfilerDetach`).
+///
+/// `expected_completion_ms` is how long the profiler expects its threads to
+/// need to leave its code; the runtime waits about that long before checking.
+///
+/// Fails with [`Error::Usage`] naming the threads when threads started with
+/// [`crate::thread::spawn`] (other than the caller) are still running: join
+/// them first. Runtime refusals come back as [`Error::Runtime`] with the
+/// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT` or
+/// `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
+/// the runtime any more; callbacks may still arrive until the runtime has
+/// drained them, then `profiler_detach_succeeded` is the last one.
+pub fn request_detach(info: &ProfilerInfo, expected_completion_ms: u32) -> Result<()> {
+    let others = crate::thread::running_except_current();
+    if !others.is_empty() {
+        return Err(Error::Usage(format!(
+            "cannot request detach: {} profiler thread(s) still running ({}); the runtime unloads the profiler library after detaching and does not wait for the profiler's own threads, so let them finish (ProfilerThread::join) first",
+            others.len(),
+            others.join(", ")
+        )));
+    }
+    info.request_profiler_detach(expected_completion_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn irreversible_instrumentation_is_explained() {
+        let e = Error::runtime(
+            crate::HRESULT(
+                crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
+            ),
+            "ICorProfilerInfo3::RequestProfilerDetach",
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT"),
+            "{text}"
+        );
+        assert!(text.contains("cannot detach"), "{text}");
+    }
+}
