@@ -97,6 +97,14 @@ pub fn main(args: &[String]) -> crate::Result {
         match a.as_str() {
             "--cache" => cache = Some(PathBuf::from(it.next().ok_or("--cache needs a directory")?)),
             "--strict" => {}
+            "-h" | "--help" => {
+                println!(
+                    "usage: cargo xtask provision [--cache DIR] [--strict]\n\n\
+                     Installs the runtime legs, a Wine prefix and the C# compiler into DIR\n\
+                     (default: $CLRPROF_CACHE, else target/clrprof-cache) and writes runtimes.json."
+                );
+                return Ok(());
+            }
             other => return Err(format!("provision: unknown argument `{other}`").into()),
         }
     }

@@ -30,6 +30,15 @@ pub struct Row {
 }
 
 pub fn main(args: &[String]) -> crate::Result {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!(
+            "usage: cargo xtask test [--strict]\n\n\
+             Provisions, builds the examples, runs every workspace test (with the real-runtime\n\
+             harness on every leg) and the cross-target clrprof-sys tests, then prints a table.\n\
+             --strict (or CI=true): a leg or tool that cannot run is a failure."
+        );
+        return Ok(());
+    }
     for a in args {
         if a != "--strict" {
             return Err(format!("test: unknown argument `{a}`").into());
