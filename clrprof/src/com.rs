@@ -1302,3 +1302,121 @@ pub unsafe fn create_instance<P: Profiler>(
     // SAFETY: forwarded COM out-parameter contract.
     unsafe { object.query(riid, ppv) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event_mask::{EventMask, EventMasks};
+    use crate::testing::fake::FakeRuntime;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    /// A profiler that counts JIT callbacks and its own drops, and panics on demand.
+    struct Probe {
+        jitted: Arc<AtomicUsize>,
+        dropped: Arc<AtomicUsize>,
+        mask: EventMask,
+    }
+
+    impl Profiler for Probe {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::Result<EventMasks> {
+            Ok(self.mask.into())
+        }
+        fn jit_compilation_started(&self, _info: &ProfilerInfo, f: FunctionId<'_>, _safe: bool) {
+            if f.as_sys() == 0xbad {
+                panic!("deliberate");
+            }
+            self.jitted.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn make(mask: EventMask) -> (ICorProfilerCallback2, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (jitted, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let probe = Probe {
+            jitted: jitted.clone(),
+            dropped: dropped.clone(),
+            mask,
+        };
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid IID and out pointer.
+        let hr = unsafe { create_instance(move || probe, &ICorProfilerCallback2::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
+        (cb, jitted, dropped)
+    }
+
+    #[test]
+    fn initialize_sets_the_returned_mask_and_callbacks_reach_the_profiler() {
+        let fake = FakeRuntime::new();
+        let (cb, jitted, dropped) = make(EventMask::MONITOR_JIT_COMPILATION);
+        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
+        assert_eq!(hr.0, 0);
+        assert_eq!(
+            fake.state().event_mask,
+            EventMask::MONITOR_JIT_COMPILATION.bits()
+        );
+        // SAFETY: plain values.
+        unsafe {
+            assert_eq!(cb.JITCompilationStarted(0x1234, 1).0, 0);
+            assert_eq!(
+                cb.JITCompilationStarted(0xbad, 1).0,
+                0,
+                "a panic becomes S_OK"
+            );
+            assert_eq!(cb.JITCompilationStarted(0x5678, 1).0, 0);
+        }
+        assert_eq!(jitted.load(Ordering::SeqCst), 2);
+        // QueryInterface answers every callback version.
+        let _: ICorProfilerCallback11 = cb.cast().expect("Callback11");
+        let _: ICorProfilerCallback3 = cb.cast().expect("Callback3");
+        assert_eq!(dropped.load(Ordering::SeqCst), 0);
+        drop(cb);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the last Release drops the profiler value"
+        );
+    }
+
+    #[test]
+    fn a_refused_mask_fails_initialize_with_the_runtime_code() {
+        let fake = FakeRuntime::new();
+        let refusal = HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER as i32);
+        fake.fail("SetEventMask", refusal);
+        let (cb, _, _) = make(EventMask::MONITOR_ENTERLEAVE);
+        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
+        assert_eq!(hr, refusal);
+    }
+
+    #[test]
+    fn callbacks_before_initialize_are_ignored() {
+        let (cb, jitted, _) = make(EventMask::MONITOR_JIT_COMPILATION);
+        // SAFETY: plain values.
+        assert_eq!(unsafe { cb.JITCompilationStarted(0x1234, 1) }.0, 0);
+        assert_eq!(jitted.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn create_instance_honours_riid() {
+        let probe = Probe {
+            jitted: Default::default(),
+            dropped: Default::default(),
+            mask: EventMask::empty(),
+        };
+        let mut ppv: *mut c_void = core::ptr::dangling_mut();
+        let foreign = GUID::from_u128(0x0bad_0000_0000_0000_0000_0000_0000_0000);
+        // SAFETY: valid IID and out pointer.
+        let hr = unsafe { create_instance(move || probe, &foreign, &mut ppv) };
+        assert_eq!(hr.0, KnownHresult::E_NOINTERFACE as i32);
+        assert!(ppv.is_null());
+    }
+}

@@ -30,14 +30,14 @@ mod class_factory {
     #[interface("00000001-0000-0000-C000-000000000046")]
     pub unsafe trait IClassFactory: IUnknown {
         /// `IClassFactory::CreateInstance`.
-        fn CreateInstance(
+        pub fn CreateInstance(
             &self,
             outer: *mut c_void,
             riid: *const GUID,
             object: *mut *mut c_void,
         ) -> HRESULT;
         /// `IClassFactory::LockServer`.
-        fn LockServer(&self, lock: i32) -> HRESULT;
+        pub fn LockServer(&self, lock: i32) -> HRESULT;
     }
 }
 
@@ -217,5 +217,34 @@ mod tests {
         let hr = unsafe { DllGetClassObject(&clsid, &IClassFactory::IID, &mut ppv) };
         assert_eq!(hr.0, KnownHresult::CLASS_E_CLASSNOTAVAILABLE as i32);
         assert!(ppv.is_null());
+    }
+}
+
+#[cfg(test)]
+mod factory_tests {
+    use super::*;
+
+    unsafe extern "system" fn refuse(_riid: *const GUID, _ppv: *mut *mut c_void) -> HRESULT {
+        HRESULT(KnownHresult::E_FAIL as i32)
+    }
+
+    #[test]
+    fn create_instance_refuses_aggregation_and_lock_server_counts() {
+        let factory: IClassFactory = ClassFactory { create: refuse }.into();
+        let mut ppv: *mut c_void = core::ptr::dangling_mut();
+        let outer = 1usize as *mut c_void;
+        // SAFETY: valid pointers; `outer` is never dereferenced (aggregation is refused first).
+        let hr = unsafe { factory.CreateInstance(outer, &IClassFactory::IID, &mut ppv) };
+        assert_eq!(hr.0, KnownHresult::CLASS_E_NOAGGREGATION as i32);
+        assert!(ppv.is_null());
+        let before = SERVER_LOCKS.load(Ordering::SeqCst);
+        // SAFETY: plain values.
+        unsafe {
+            assert_eq!(factory.LockServer(1).0, 0);
+            assert_eq!(SERVER_LOCKS.load(Ordering::SeqCst), before + 1);
+            assert_eq!(DllCanUnloadNow().0, 1, "S_FALSE while locked");
+            assert_eq!(factory.LockServer(0).0, 0);
+        }
+        assert_eq!(SERVER_LOCKS.load(Ordering::SeqCst), before);
     }
 }
