@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod background;
 pub mod build;
 pub mod clsid;
 pub mod csharp;

@@ -1,0 +1,285 @@
+//! attach-tracer: a profiler made to be attached to a running process.
+//!
+//! Load it with `clrprof attach --pid PID --profiler libattach_tracer.so
+//! [--client-data "detach_after_ms=500"]`. Client data is `key=value;...`:
+//! - `output=PATH`: append the records to PATH (the CLI passes its
+//!   `CLRPROF_OUTPUT` this way); default: `$CLRPROF_OUTPUT` of the target,
+//!   else stderr;
+//! - `detach_after_ms=N`: request detach N ms after attaching, from a
+//!   profiler thread started with `clrprof::thread::spawn`.
+//!
+//! Records (JSON Lines), per attach:
+//! `{"event":"runtime",...}`, `{"event":"attached","client_data":TEXT}`;
+//! at `ProfilerAttachComplete` one `{"event":"module","name":PATH}` per module
+//! loaded (the catch-up enumeration and racing load callbacks, de-duplicated)
+//! and `{"event":"attach_complete","modules":N}`; with `detach_after_ms`,
+//! `{"event":"detach_requested","jit":N}` and finally
+//! `{"event":"detached","jit":N}` from `ProfilerDetachSucceeded`, `N` being
+//! the JIT compilations seen while attached.
+//!
+//! Loaded at startup instead (`clrprof run`, or a diagnostic port's
+//! `StartupProfiler`), it writes the runtime record, `{"event":"startup"}`,
+//! a module record per load and `{"event":"shutdown","jit":N}`.
+
+use clrprof::attach::{CatchUp, ClientData};
+use clrprof::output::push_json_string;
+use clrprof::thread::ProfilerThread;
+use clrprof::{
+    profiler, AttachEventMask, AttachEventMasks, EventMask, EventMasks, FunctionId, ModuleId,
+    Profiler, ProfilerInfo, Result, RuntimeType, HRESULT,
+};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where records go: a file, or stderr until one is chosen.
+#[derive(Default)]
+struct Sink {
+    file: Mutex<Option<BufWriter<File>>>,
+}
+
+impl Sink {
+    fn open(&self, path: Option<&str>) {
+        let file = path.and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        });
+        if let Ok(mut f) = self.file.lock() {
+            *f = file.map(BufWriter::new);
+        }
+    }
+
+    fn line(&self, line: &str) {
+        match self.file.lock() {
+            Ok(mut guard) => match guard.as_mut() {
+                Some(f) => {
+                    let _ = writeln!(f, "{line}");
+                }
+                None => eprintln!("{line}"),
+            },
+            Err(_) => eprintln!("{line}"),
+        }
+    }
+
+    fn flush(&self) {
+        if let Ok(mut guard) = self.file.lock() {
+            if let Some(f) = guard.as_mut() {
+                let _ = f.flush();
+            }
+        }
+    }
+}
+
+/// One JSON Lines record being built.
+struct Line(String);
+
+impl Line {
+    fn new(event: &str) -> Line {
+        let mut s = String::from("{\"event\":");
+        push_json_string(&mut s, event);
+        Line(s)
+    }
+    fn str(mut self, key: &str, value: &str) -> Line {
+        self.0.push(',');
+        push_json_string(&mut self.0, key);
+        self.0.push(':');
+        push_json_string(&mut self.0, value);
+        self
+    }
+    fn num(mut self, key: &str, value: u64) -> Line {
+        self.0.push(',');
+        push_json_string(&mut self.0, key);
+        self.0.push_str(&format!(":{value}"));
+        self
+    }
+    fn write(mut self, out: &Sink) {
+        self.0.push('}');
+        out.line(&self.0);
+    }
+}
+
+/// What the profiler shares with its detacher thread.
+#[derive(Default)]
+struct Shared {
+    out: Sink,
+    jit: AtomicU64,
+}
+
+impl Shared {
+    fn jit(&self) -> u64 {
+        self.jit.load(Ordering::Relaxed)
+    }
+}
+
+/// The profiler's state.
+#[profiler(clsid = "{2F0B7C43-91A5-4E2D-8C6B-5D7E9A1F3B20}")]
+#[derive(Default)]
+pub struct AttachTracer {
+    shared: Arc<Shared>,
+    catch_up: CatchUp,
+    detach_after_ms: Mutex<Option<u64>>,
+    detacher: Mutex<Option<ProfilerThread<()>>>,
+}
+
+impl AttachTracer {
+    fn out(&self) -> &Sink {
+        &self.shared.out
+    }
+
+    fn runtime_record(&self, info: &ProfilerInfo) -> Result<()> {
+        let rt = info.runtime_information()?;
+        let kind = match rt.runtime_type {
+            RuntimeType::Desktop => "desktop",
+            RuntimeType::CoreClr => "coreclr",
+            RuntimeType::Unknown(_) => "unknown",
+        };
+        Line::new("runtime")
+            .str("version", &rt.version())
+            .str("runtime", kind)
+            .num("pid", u64::from(std::process::id()))
+            .write(self.out());
+        Ok(())
+    }
+
+    fn module_record(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
+        match info.module_info(module) {
+            Ok(m) => {
+                Line::new("module").str("name", &m.name).write(self.out());
+                true
+            }
+            // Still loading: its ModuleLoadFinished will report it.
+            Err(e) if e.is_data_incomplete() => false,
+            Err(e) => {
+                Line::new("module")
+                    .str("error", &e.to_string())
+                    .write(self.out());
+                true
+            }
+        }
+    }
+}
+
+impl Profiler for AttachTracer {
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
+        self.out()
+            .open(std::env::var("CLRPROF_OUTPUT").ok().as_deref());
+        self.runtime_record(info)?;
+        Line::new("startup").write(self.out());
+        self.out().flush();
+        Ok((EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION).into())
+    }
+
+    fn initialize_for_attach(
+        &self,
+        info: &ProfilerInfo,
+        client_data: &[u8],
+    ) -> Result<AttachEventMasks> {
+        let data = ClientData::new(client_data);
+        let env_output = std::env::var("CLRPROF_OUTPUT").ok();
+        self.out()
+            .open(data.get("output").or(env_output.as_deref()));
+        self.runtime_record(info)?;
+        let text = data.text().unwrap_or("<not UTF-8>");
+        Line::new("attached")
+            .str("client_data", text)
+            .write(self.out());
+        self.out().flush();
+        if let Ok(mut d) = self.detach_after_ms.lock() {
+            *d = data.parse("detach_after_ms");
+        }
+        // Load callbacks first, then the catch-up enumeration in
+        // ProfilerAttachComplete (the order the runtime's docs prescribe).
+        Ok(
+            (AttachEventMask::MONITOR_MODULE_LOADS | AttachEventMask::MONITOR_JIT_COMPILATION)
+                .into(),
+        )
+    }
+
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {
+        let result = self
+            .catch_up
+            .loaded_modules(info, |m| self.module_record(info, m));
+        match result {
+            Ok(n) => Line::new("attach_complete").num("modules", n as u64),
+            Err(e) => Line::new("attach_complete").str("error", &e.to_string()),
+        }
+        .write(self.out());
+        self.out().flush();
+        let Some(ms) = self.detach_after_ms.lock().ok().and_then(|d| *d) else {
+            return;
+        };
+        let info = info.clone();
+        let shared = self.shared.clone();
+        let spawned = clrprof::thread::spawn("attach-tracer-detach", move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            Line::new("detach_requested")
+                .num("jit", shared.jit())
+                .write(&shared.out);
+            shared.out.flush();
+            if let Err(e) = clrprof::detach::request_detach(&info, 100) {
+                Line::new("detach_failed")
+                    .str("error", &e.to_string())
+                    .write(&shared.out);
+                shared.out.flush();
+            }
+            // Nothing of the runtime is used after the request.
+            drop(info);
+        });
+        match spawned {
+            Ok(t) => {
+                if let Ok(mut d) = self.detacher.lock() {
+                    *d = Some(t);
+                }
+            }
+            Err(e) => Line::new("detach_failed")
+                .str("error", &e.to_string())
+                .write(self.out()),
+        }
+    }
+
+    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
+        if self.catch_up.module_loaded(module) {
+            self.module_record(info, module);
+        }
+    }
+
+    fn module_unload_started(&self, _info: &ProfilerInfo, module: ModuleId<'_>) {
+        self.catch_up.module_unloaded(module);
+    }
+
+    fn jit_compilation_finished(
+        &self,
+        _info: &ProfilerInfo,
+        _function: FunctionId<'_>,
+        _status: HRESULT,
+        _safe: bool,
+    ) {
+        self.shared.jit.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
+        // The detacher's closure has finished or is finishing: it asked for
+        // this detach and writes nothing after asking.
+        if let Ok(mut d) = self.detacher.lock() {
+            if let Some(t) = d.take() {
+                let _ = t.join();
+            }
+        }
+        Line::new("detached")
+            .num("jit", self.shared.jit())
+            .write(self.out());
+        self.out().flush();
+    }
+
+    fn shutdown(&self, _info: &ProfilerInfo) {
+        Line::new("shutdown")
+            .num("jit", self.shared.jit())
+            .write(self.out());
+        self.out().flush();
+    }
+}
