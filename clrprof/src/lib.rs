@@ -37,7 +37,8 @@
 //! - [`error`]: [`Error`] with named, explained `HRESULT`s;
 //! - [`buffer`]: the caller-allocated-buffer protocol;
 //! - [`metadata`], [`names`]: metadata access, names and a name cache;
-//! - [`gc`]: GC callback data;
+//! - [`gc`]: GC callback data and [`gc::ObjectTable`];
+//! - [`inspect`]: a string's text, an array's elements, field and static values;
 //! - [`guard`], [`logging`]: panic containment and the log sink.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -55,6 +56,7 @@ pub mod guard;
 pub mod host;
 pub mod ids;
 pub mod info;
+pub mod inspect;
 pub mod logging;
 pub mod metadata;
 pub mod names;

@@ -1,0 +1,442 @@
+//! Reading managed objects: a string's text, an array's elements, a field's
+//! value by name, a static field's value.
+//!
+//! The profiling API describes object layouts but leaves reading them to the
+//! profiler: `GetStringLayout2` says where a string's length and characters
+//! are, `GetArrayObjectInfo` where an array's elements start,
+//! `GetClassLayout` at which offset each instance field lives (counted from
+//! the object's start, the method-table pointer included) and the
+//! `Get*StaticAddress` methods where a static field's storage is. The field's
+//! type comes from its metadata signature. These readers put the pieces
+//! together and check each step, so no read leaves the object.
+//!
+//! # Validity
+//!
+//! An [`ObjectId`] is the object's address and stays valid until the next
+//! GC starts (BOTR *Profiling*, "Lifetime & Stability"); an object reference
+//! read from a field is valid for just as long, so it comes back with the
+//! same lifetime. Call these from a callback where no GC can run in between
+//! (any callback that received the object, or a GC callback for the objects
+//! it reports).
+
+use crate::error::{Error, Result};
+use crate::ids::*;
+use crate::info::classes::{CorElementType, StaticFieldKinds};
+use crate::info::{MetaDataOpen, ProfilerInfo};
+use crate::signature::TypeSig;
+use clrprof_sys as sys;
+
+/// A value read from a field or an array element.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    /// `bool`.
+    Bool(bool),
+    /// `char` (one UTF-16 unit).
+    Char(u16),
+    /// `sbyte`.
+    I8(i8),
+    /// `byte`.
+    U8(u8),
+    /// `short`.
+    I16(i16),
+    /// `ushort`.
+    U16(u16),
+    /// `int`.
+    I32(i32),
+    /// `uint`.
+    U32(u32),
+    /// `long`.
+    I64(i64),
+    /// `ulong`.
+    U64(u64),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+    /// `IntPtr` / `nint` (and unmanaged pointers).
+    IntPtr(isize),
+    /// `UIntPtr` / `nuint`.
+    UIntPtr(usize),
+    /// An object reference; null when the field holds `null`.
+    Object(ObjectId<'a>),
+    /// A value of a type these readers do not decode (a struct, an enum, a
+    /// generic parameter): where it is stored, valid as long as the object.
+    Unread {
+        /// Address of the value.
+        address: usize,
+    },
+}
+
+impl<'a> Value<'a> {
+    /// The value as a signed integer, for any integral or `char`/`bool` value.
+    pub fn as_i64(&self) -> Option<i64> {
+        Some(match *self {
+            Value::Bool(b) => b as i64,
+            Value::Char(c) => c as i64,
+            Value::I8(v) => v as i64,
+            Value::U8(v) => v as i64,
+            Value::I16(v) => v as i64,
+            Value::U16(v) => v as i64,
+            Value::I32(v) => v as i64,
+            Value::U32(v) => v as i64,
+            Value::I64(v) => v,
+            Value::U64(v) => i64::try_from(v).ok()?,
+            Value::IntPtr(v) => v as i64,
+            Value::UIntPtr(v) => i64::try_from(v).ok()?,
+            _ => return None,
+        })
+    }
+
+    /// The object reference, if this is one (null references included).
+    pub fn as_object(&self) -> Option<ObjectId<'a>> {
+        match *self {
+            Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+}
+
+/// How a value of some type is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Bool,
+    Char,
+    I1,
+    U1,
+    I2,
+    U2,
+    I4,
+    U4,
+    I8,
+    U8,
+    R4,
+    R8,
+    I,
+    U,
+    Reference,
+    Other,
+}
+
+impl Slot {
+    fn of_element(e: u8) -> Slot {
+        match e as sys::CorElementType {
+            sys::ELEMENT_TYPE_BOOLEAN => Slot::Bool,
+            sys::ELEMENT_TYPE_CHAR => Slot::Char,
+            sys::ELEMENT_TYPE_I1 => Slot::I1,
+            sys::ELEMENT_TYPE_U1 => Slot::U1,
+            sys::ELEMENT_TYPE_I2 => Slot::I2,
+            sys::ELEMENT_TYPE_U2 => Slot::U2,
+            sys::ELEMENT_TYPE_I4 => Slot::I4,
+            sys::ELEMENT_TYPE_U4 => Slot::U4,
+            sys::ELEMENT_TYPE_I8 => Slot::I8,
+            sys::ELEMENT_TYPE_U8 => Slot::U8,
+            sys::ELEMENT_TYPE_R4 => Slot::R4,
+            sys::ELEMENT_TYPE_R8 => Slot::R8,
+            sys::ELEMENT_TYPE_I => Slot::I,
+            sys::ELEMENT_TYPE_U => Slot::U,
+            sys::ELEMENT_TYPE_STRING | sys::ELEMENT_TYPE_OBJECT => Slot::Reference,
+            _ => Slot::Other,
+        }
+    }
+
+    fn of_sig(t: &TypeSig) -> Slot {
+        match t {
+            TypeSig::Primitive(e) => Slot::of_element(*e),
+            TypeSig::Class(_) | TypeSig::SzArray(_) | TypeSig::Array { .. } => Slot::Reference,
+            TypeSig::GenericInst {
+                value_type: false, ..
+            } => Slot::Reference,
+            TypeSig::Ptr(_) | TypeSig::FnPtr(_) => Slot::I,
+            TypeSig::Modified { inner, .. } | TypeSig::Pinned(inner) => Slot::of_sig(inner),
+            _ => Slot::Other,
+        }
+    }
+
+    fn of_array_element(e: CorElementType) -> Slot {
+        use CorElementType as C;
+        match e {
+            C::Boolean => Slot::Bool,
+            C::Char => Slot::Char,
+            C::I1 => Slot::I1,
+            C::U1 => Slot::U1,
+            C::I2 => Slot::I2,
+            C::U2 => Slot::U2,
+            C::I4 => Slot::I4,
+            C::U4 => Slot::U4,
+            C::I8 => Slot::I8,
+            C::U8 => Slot::U8,
+            C::R4 => Slot::R4,
+            C::R8 => Slot::R8,
+            C::I | C::Ptr | C::FnPtr => Slot::I,
+            C::U => Slot::U,
+            C::String | C::Class | C::Object | C::SzArray | C::Array | C::GenericInst => {
+                Slot::Reference
+            }
+            _ => Slot::Other,
+        }
+    }
+
+    /// Bytes one value takes (array stride), when known.
+    fn size(self) -> Option<usize> {
+        Some(match self {
+            Slot::Bool | Slot::I1 | Slot::U1 => 1,
+            Slot::Char | Slot::I2 | Slot::U2 => 2,
+            Slot::I4 | Slot::U4 | Slot::R4 => 4,
+            Slot::I8 | Slot::U8 | Slot::R8 => 8,
+            Slot::I | Slot::U | Slot::Reference => core::mem::size_of::<usize>(),
+            Slot::Other => return None,
+        })
+    }
+
+    /// Reads a value of this kind at `address`.
+    ///
+    /// # Safety
+    /// `address` must point to a readable value of this kind (for
+    /// `Slot::Other`, nothing is read) that stays in place for `'a`.
+    unsafe fn read<'a>(self, address: usize) -> Value<'a> {
+        let p = address as *const u8;
+        // SAFETY: guaranteed by the caller; unaligned reads because nothing
+        // in the layout contract promises natural alignment.
+        unsafe {
+            match self {
+                Slot::Bool => Value::Bool(p.read() != 0),
+                Slot::Char => Value::Char(p.cast::<u16>().read_unaligned()),
+                Slot::I1 => Value::I8(p.cast::<i8>().read()),
+                Slot::U1 => Value::U8(p.read()),
+                Slot::I2 => Value::I16(p.cast::<i16>().read_unaligned()),
+                Slot::U2 => Value::U16(p.cast::<u16>().read_unaligned()),
+                Slot::I4 => Value::I32(p.cast::<i32>().read_unaligned()),
+                Slot::U4 => Value::U32(p.cast::<u32>().read_unaligned()),
+                Slot::I8 => Value::I64(p.cast::<i64>().read_unaligned()),
+                Slot::U8 => Value::U64(p.cast::<u64>().read_unaligned()),
+                Slot::R4 => Value::F32(p.cast::<f32>().read_unaligned()),
+                Slot::R8 => Value::F64(p.cast::<f64>().read_unaligned()),
+                Slot::I => Value::IntPtr(p.cast::<isize>().read_unaligned()),
+                Slot::U => Value::UIntPtr(p.cast::<usize>().read_unaligned()),
+                // The slot holds the referenced object's address (its ObjectID),
+                // valid as long as the object holding it.
+                Slot::Reference => {
+                    Value::Object(ObjectId::from_sys(p.cast::<usize>().read_unaligned()))
+                }
+                Slot::Other => Value::Unread { address },
+            }
+        }
+    }
+}
+
+impl ProfilerInfo {
+    /// The text of a `System.String` object (`GetStringLayout2`). Checks the
+    /// object's class first (`GetClassFromObject`): reading another object
+    /// as a string would read past its end. Invalid UTF-16 (a lone
+    /// surrogate, which .NET strings may hold) is an [`Error::InvalidUtf16`].
+    pub fn string_text(&self, object: ObjectId<'_>) -> Result<String> {
+        const CALL: &str = "string_text";
+        if object.is_null() {
+            return Err(Error::InvalidArgument("string_text: null object"));
+        }
+        let class = self.class_from_object(object)?;
+        if self.class_name(class)? != "System.String" {
+            return Err(Error::InvalidArgument(
+                "string_text: the object is not a System.String",
+            ));
+        }
+        let layout = self.string_layout2()?;
+        let size = self.object_size(object)? as usize;
+        let base = object.as_sys();
+        // SAFETY: `object` is a live System.String for the scope of the ID;
+        // GetStringLayout2 gives the offset of its 32-bit length inside it.
+        let len = unsafe {
+            ((base + layout.string_length_offset as usize) as *const u32).read_unaligned()
+        } as usize;
+        let end = (layout.buffer_offset as usize).saturating_add(len.saturating_mul(2));
+        if end > size {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        // SAFETY: `len` UTF-16 units start at the buffer offset and end inside
+        // the object (checked against GetObjectSize above); the string is
+        // immutable and does not move while the ID is valid.
+        let units = unsafe {
+            core::slice::from_raw_parts((base + layout.buffer_offset as usize) as *const u16, len)
+        };
+        String::from_utf16(units).map_err(|_| Error::InvalidUtf16 { call: CALL })
+    }
+
+    /// The elements of an array object, in storage order (row-major for
+    /// multi-dimensional arrays), from `IsArrayClass` and
+    /// `GetArrayObjectInfo`. Elements of struct type come back as
+    /// [`Value::Unread`] only when their size is unknown: such arrays are
+    /// refused with [`Error::InvalidArgument`].
+    pub fn array_elements<'a>(&self, object: ObjectId<'a>) -> Result<Vec<Value<'a>>> {
+        let class = self.class_from_object(object)?;
+        let array = self.is_array_class(class)?.ok_or(Error::InvalidArgument(
+            "array_elements: the object is not an array",
+        ))?;
+        let slot = Slot::of_array_element(array.element_type);
+        let stride = slot.size().ok_or(Error::InvalidArgument(
+            "array_elements: elements of struct type are not decoded",
+        ))?;
+        let info = self.array_object_info(object)?;
+        let count = info
+            .dimensions
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+            .ok_or(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo2::GetArrayObjectInfo",
+            })?;
+        let size = self.object_size(object)? as usize;
+        let data_offset = (info.data as usize).wrapping_sub(object.as_sys());
+        if count
+            .checked_mul(stride)
+            .and_then(|b| b.checked_add(data_offset))
+            .is_none_or(|end| end > size)
+        {
+            return Err(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo2::GetArrayObjectInfo",
+            });
+        }
+        Ok((0..count)
+            // SAFETY: every element lies inside the array object (checked
+            // against GetObjectSize above) and has the array's element type;
+            // the array stays in place while the ID is valid ('a).
+            .map(|i| unsafe { slot.read(info.data as usize + i * stride) })
+            .collect())
+    }
+
+    /// The value of the instance field `name` of `object`, looked up in the
+    /// object's class and then its base classes (`GetClassIDInfo2`,
+    /// `GetClassLayout`, the fields' metadata names and signatures).
+    /// A missing field is an [`Error::Usage`] naming it.
+    pub fn field_value<'a>(&self, object: ObjectId<'a>, name: &str) -> Result<Value<'a>> {
+        if object.is_null() {
+            return Err(Error::InvalidArgument("field_value: null object"));
+        }
+        let mut class = self.class_from_object(object)?;
+        let size = self.object_size(object)? as usize;
+        while !class.is_null() {
+            let info = self.class_info(class)?;
+            let layout = self.class_layout(class)?;
+            let metadata = self.module_metadata(info.module, MetaDataOpen::Read)?;
+            for field in &layout.fields {
+                let (field_name, _, _, sig) = metadata.field_props(field.field)?;
+                if field_name != name {
+                    continue;
+                }
+                let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
+                let offset = field.offset as usize;
+                if offset.saturating_add(slot.size().unwrap_or(0)) > size {
+                    return Err(Error::InconsistentAnswer {
+                        call: "ICorProfilerInfo2::GetClassLayout",
+                    });
+                }
+                // SAFETY: the field lies inside the live object (offset from
+                // GetClassLayout, checked against GetObjectSize) and has the
+                // type of its signature; the object stays put for 'a.
+                return Ok(unsafe { slot.read(object.as_sys() + offset) });
+            }
+            class = info.parent;
+        }
+        Err(Error::Usage(format!(
+            "field_value: the object's class has no instance field named {name:?}"
+        )))
+    }
+
+    /// The value of the static field `name` of `class` (not its base
+    /// classes), as seen in `app_domain` (for `[ThreadStatic]` fields: on the
+    /// calling thread). Uses `GetStaticFieldInfo` and the matching
+    /// `Get*StaticAddress` method; the runtime answers
+    /// `CORPROF_E_DATAINCOMPLETE` until the class's static constructor has run.
+    /// An object reference read here is valid until the next GC starts.
+    pub fn static_field_value<'a>(
+        &self,
+        class: ClassId<'a>,
+        name: &str,
+        app_domain: AppDomainId<'_>,
+    ) -> Result<Value<'a>> {
+        let info = self.class_info(class)?;
+        let metadata = self.module_metadata(info.module, MetaDataOpen::Read)?;
+        let wide = crate::buffer::to_wide(name);
+        let mut token = 0u32;
+        // SAFETY: `wide` is NUL-terminated and outlives the call; no signature
+        // is given (null, 0); the out pointer is a local.
+        let hr = unsafe {
+            metadata.raw().FindField(
+                info.type_def.0,
+                wide.as_ptr(),
+                core::ptr::null(),
+                0,
+                &mut token,
+            )
+        };
+        if hr.0 < 0 || token == 0 {
+            return Err(Error::Usage(format!(
+                "static_field_value: the class has no field named {name:?}"
+            )));
+        }
+        let field = MdFieldDef(token);
+        let (_, _, _, sig) = metadata.field_props(field)?;
+        let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
+        let kinds = self.static_field_info(class, field)?;
+        let address = if kinds.contains(StaticFieldKinds::THREAD) {
+            self.thread_static_address(class, field, None)?
+        } else if kinds.contains(StaticFieldKinds::RVA) {
+            self.rva_static_address(class, field)?
+        } else if kinds.contains(StaticFieldKinds::APP_DOMAIN) {
+            self.app_domain_static_address(class, field, app_domain)?
+        } else {
+            return Err(Error::Usage(format!(
+                "static_field_value: {name:?} is not a static field with an address"
+            )));
+        };
+        if address.is_null() {
+            return Err(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo2::Get*StaticAddress",
+            });
+        }
+        // SAFETY: the runtime returned the address of the field's storage,
+        // valid while the class is loaded ('a); the value has the field's
+        // signature type.
+        Ok(unsafe { slot.read(address as usize) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_signatures() {
+        assert_eq!(
+            Slot::of_sig(&TypeSig::Primitive(sys::ELEMENT_TYPE_I4 as u8)),
+            Slot::I4
+        );
+        assert_eq!(
+            Slot::of_sig(&TypeSig::Primitive(sys::ELEMENT_TYPE_STRING as u8)),
+            Slot::Reference
+        );
+        assert_eq!(
+            Slot::of_sig(&TypeSig::ValueType(MdToken(0x0200_0001))),
+            Slot::Other
+        );
+        assert_eq!(
+            Slot::of_array_element(CorElementType::Class),
+            Slot::Reference
+        );
+        assert_eq!(Slot::R8.size(), Some(8));
+        assert_eq!(Slot::Other.size(), None);
+    }
+
+    #[test]
+    fn reads_values_of_each_slot() {
+        let bytes: [u8; 8] = 0x0102_0304_0506_0708u64.to_le_bytes();
+        let a = bytes.as_ptr() as usize;
+        // SAFETY: `bytes` holds 8 readable bytes for the whole test.
+        unsafe {
+            assert_eq!(Slot::U8.read(a), Value::U64(0x0102_0304_0506_0708));
+            assert_eq!(Slot::I4.read(a), Value::I32(0x0506_0708));
+            assert_eq!(Slot::U1.read(a), Value::U8(8));
+            assert_eq!(Slot::Other.read(a), Value::Unread { address: a });
+        }
+        assert_eq!(Value::U16(7).as_i64(), Some(7));
+        assert_eq!(Value::F32(1.0).as_i64(), None);
+    }
+}
