@@ -200,8 +200,8 @@ impl ProfilerInfo {
     /// `CORPROF_E_UNSUPPORTED_CALL_SEQUENCE` otherwise).
     pub fn class_from_object<'a>(&self, object: ObjectId<'a>) -> Result<ClassId<'a>> {
         let mut c = 0usize;
-        // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
         check(
+            // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
             unsafe { self.raw_info1().GetClassFromObject(object.as_sys(), &mut c) },
             "ICorProfilerInfo::GetClassFromObject",
         )?;
@@ -219,8 +219,8 @@ impl ProfilerInfo {
         type_def: MdTypeDef,
     ) -> Result<ClassId<'a>> {
         let mut c = 0usize;
-        // SAFETY: `module` is valid for 'a; the runtime checks the token.
         check(
+            // SAFETY: `module` is valid for 'a; the runtime checks the token.
             unsafe {
                 self.raw_info1()
                     .GetClassFromToken(module.as_sys(), type_def.0, &mut c)
@@ -244,9 +244,9 @@ impl ProfilerInfo {
         let n = u32::try_from(type_args.len())
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut c = 0usize;
-        // SAFETY: IDs are valid for 'a; `ClassId` is `repr(transparent)` over
-        // `ClassID`, so the slice is a `ClassID[n]`.
         check(
+            // SAFETY: IDs are valid for 'a; `ClassId` is `repr(transparent)` over
+            // `ClassID`, so the slice is a `ClassID[n]`.
             unsafe {
                 i2.GetClassFromTokenAndTypeArgs(
                     module.as_sys(),
@@ -268,8 +268,8 @@ impl ProfilerInfo {
     /// which also reports type arguments.
     pub fn class_id_info<'a>(&self, class: ClassId<'a>) -> Result<Option<ClassDefinition<'a>>> {
         let (mut module, mut td) = (0usize, 0u32);
-        // SAFETY: `class` is valid for 'a; out pointers are locals.
         check(
+            // SAFETY: `class` is valid for 'a; out pointers are locals.
             unsafe {
                 self.raw_info1()
                     .GetClassIDInfo(class.as_sys(), &mut module, &mut td)
@@ -279,8 +279,8 @@ impl ProfilerInfo {
         if module == 0 {
             return Ok(None);
         }
-        // SAFETY: the module of a loaded class is loaded while the class is.
         Ok(Some(ClassDefinition {
+            // SAFETY: the module of a loaded class is loaded while the class is.
             module: unsafe { ModuleId::from_sys(module) },
             type_def: MdTypeDef(td),
         }))
@@ -290,8 +290,8 @@ impl ProfilerInfo {
     /// class; `None` (the runtime's `S_FALSE`) for any other class.
     pub fn is_array_class<'a>(&self, class: ClassId<'a>) -> Result<Option<ArrayClassInfo<'a>>> {
         let (mut et, mut elem, mut rank) = (0u32, 0usize, 0u32);
-        // SAFETY: `class` is valid; out pointers are locals.
         let hr = check_success(
+            // SAFETY: `class` is valid; out pointers are locals.
             unsafe {
                 self.raw_info1()
                     .IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank)
@@ -301,9 +301,9 @@ impl ProfilerInfo {
         if hr.0 != 0 {
             return Ok(None);
         }
-        // SAFETY: the element class of a loaded array class is loaded while it is.
         Ok(Some(ArrayClassInfo {
             element_type: CorElementType::from_sys(et),
+            // SAFETY: the element class of a loaded array class is loaded while it is.
             element_class: unsafe { ClassId::from_sys(elem) },
             rank,
         }))
@@ -347,8 +347,8 @@ impl ProfilerInfo {
     pub fn box_class_layout(&self, class: ClassId<'_>) -> Result<u32> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetBoxClassLayout")?;
         let mut offset = 0u32;
-        // SAFETY: `class` is valid; valid out pointer.
         check(
+            // SAFETY: `class` is valid; valid out pointer.
             unsafe { i2.GetBoxClassLayout(class.as_sys(), &mut offset) },
             "ICorProfilerInfo2::GetBoxClassLayout",
         )?;
@@ -359,8 +359,8 @@ impl ProfilerInfo {
     pub fn string_layout(&self) -> Result<StringLayout> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStringLayout")?;
         let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
-        // SAFETY: valid out pointers.
         check(
+            // SAFETY: valid out pointers.
             unsafe { i2.GetStringLayout(&mut a, &mut b, &mut c) },
             "ICorProfilerInfo2::GetStringLayout",
         )?;
@@ -375,8 +375,8 @@ impl ProfilerInfo {
     pub fn string_layout2(&self) -> Result<StringLayout2> {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetStringLayout2")?;
         let (mut len, mut buf) = (0u32, 0u32);
-        // SAFETY: valid out pointers.
         check(
+            // SAFETY: valid out pointers.
             unsafe { i3.GetStringLayout2(&mut len, &mut buf) },
             "ICorProfilerInfo3::GetStringLayout2",
         )?;
@@ -410,8 +410,8 @@ impl ProfilerInfo {
         let mut dimensions = vec![0u32; rank as usize];
         let mut lower_bounds = vec![0i32; rank as usize];
         let mut data = core::ptr::null_mut::<u8>();
-        // SAFETY: `object` is valid for 'a; both arrays have `rank` slots.
         check(
+            // SAFETY: `object` is valid for 'a; both arrays have `rank` slots.
             unsafe {
                 i2.GetArrayObjectInfo(
                     object.as_sys(),
@@ -436,8 +436,8 @@ impl ProfilerInfo {
     /// `ICorProfilerInfo4` reports it).
     pub fn object_size(&self, object: ObjectId<'_>) -> Result<u32> {
         let mut size = 0u32;
-        // SAFETY: `object` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `object` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1().GetObjectSize(object.as_sys(), &mut size) },
             "ICorProfilerInfo::GetObjectSize",
         )?;
@@ -453,11 +453,291 @@ impl ProfilerInfo {
     ) -> Result<StaticFieldKinds> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStaticFieldInfo")?;
         let mut kind = 0u32;
-        // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
         check(
+            // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
             unsafe { i2.GetStaticFieldInfo(class.as_sys(), field.0, &mut kind) },
             "ICorProfilerInfo2::GetStaticFieldInfo",
         )?;
         Ok(StaticFieldKinds::from_bits_retain(kind))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::KnownHresult;
+    use crate::testing::fake::{
+        fake_ids, FakeClass, FakeModule, FakeObject, FakeRuntime, FakeStatic,
+    };
+
+    const M: usize = 0x2000;
+    const C: usize = 0x3000;
+    const ARR: usize = 0x3100;
+    const VT: usize = 0x3200;
+    const GEN: usize = 0x3300;
+    const O: usize = 0x9000;
+    const OARR: usize = 0x9100;
+
+    fn world() -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        {
+            let mut st = fake.state();
+            st.classes.insert(
+                C,
+                FakeClass {
+                    module: M,
+                    type_def: 0x0200_0002,
+                    fields: vec![(0x0400_0001, 8), (0x0400_0002, 16)],
+                    size: 24,
+                    ..Default::default()
+                },
+            );
+            st.classes.insert(
+                ARR,
+                FakeClass {
+                    array: Some((sys::ELEMENT_TYPE_CLASS, C, 2)),
+                    ..Default::default()
+                },
+            );
+            st.classes.insert(
+                VT,
+                FakeClass {
+                    module: M,
+                    type_def: 0x0200_0003,
+                    size: 4,
+                    box_offset: Some(8),
+                    ..Default::default()
+                },
+            );
+            st.classes.insert(
+                GEN,
+                FakeClass {
+                    module: M,
+                    type_def: 0x0200_0004,
+                    type_args: vec![C],
+                    ..Default::default()
+                },
+            );
+            st.objects.insert(
+                O,
+                FakeObject {
+                    class: C,
+                    size: 24,
+                    array: None,
+                },
+            );
+            st.objects.insert(
+                OARR,
+                FakeObject {
+                    class: ARR,
+                    size: 80,
+                    array: Some((vec![3, 4], vec![0, 1], 0x9120)),
+                },
+            );
+            st.statics.insert(
+                (C, 0x0400_0005),
+                FakeStatic {
+                    kind: sys::COR_PRF_FIELD_THREAD_STATIC,
+                    address: 0x5000,
+                },
+            );
+            let mut m = FakeModule::default();
+            m.classes_by_token.insert(0x0200_0002, C);
+            m.class_instantiations.push(((0x0200_0004, vec![C]), GEN));
+            st.modules.insert(M, m);
+        }
+        fake
+    }
+
+    #[test]
+    fn class_from_object_and_token() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; o = object_id(O), m = module_id(M), c = class_id(C));
+        assert_eq!(info.class_from_object(o).unwrap().as_sys(), C);
+        assert_eq!(
+            info.class_from_token(m, MdTypeDef(0x0200_0002))
+                .unwrap()
+                .as_sys(),
+            C
+        );
+        assert_eq!(
+            fake.calls_of("GetClassFromToken")[0].args,
+            vec![M, 0x0200_0002]
+        );
+        let g = info
+            .class_from_token_and_type_args(m, MdTypeDef(0x0200_0004), &[c])
+            .unwrap();
+        assert_eq!(g.as_sys(), GEN);
+        assert_eq!(
+            fake.calls_of("GetClassFromTokenAndTypeArgs")[0].args,
+            vec![M, 0x0200_0004, C]
+        );
+        assert!(info
+            .class_from_token_and_type_args(m, MdTypeDef(0x0200_0004), &[])
+            .is_err());
+    }
+
+    #[test]
+    fn class_id_info_is_none_for_arrays() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; c = class_id(C), a = class_id(ARR));
+        let d = info.class_id_info(c).unwrap().unwrap();
+        assert_eq!((d.module.as_sys(), d.type_def), (M, MdTypeDef(0x0200_0002)));
+        assert_eq!(info.class_id_info(a).unwrap(), None);
+    }
+
+    #[test]
+    fn is_array_class_decodes_or_says_none() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; c = class_id(C), a = class_id(ARR));
+        let arr = info.is_array_class(a).unwrap().unwrap();
+        assert_eq!(arr.element_type, CorElementType::Class);
+        assert_eq!(arr.element_class.as_sys(), C);
+        assert_eq!(arr.rank, 2);
+        assert_eq!(info.is_array_class(c).unwrap(), None);
+        assert_eq!(CorElementType::from_sys(0x45), CorElementType::Other(0x45));
+    }
+
+    #[test]
+    fn class_layout_asks_the_count_first_and_reads_every_field() {
+        let fake = world();
+        // 40 fields: the runtime reports only what it wrote, so a guessed
+        // buffer would silently truncate.
+        fake.state().classes.get_mut(&C).unwrap().fields =
+            (1..=40).map(|i| (0x0400_0000 + i, i * 8)).collect();
+        let info = fake.profiler_info();
+        fake_ids!(fake; c = class_id(C), a = class_id(ARR));
+        let layout = info.class_layout(c).unwrap();
+        assert_eq!(layout.size, 24);
+        assert_eq!(layout.fields.len(), 40);
+        assert_eq!(
+            layout.fields[39],
+            FieldOffset {
+                field: MdFieldDef(0x0400_0028),
+                offset: 320
+            }
+        );
+        let caps: Vec<usize> = fake
+            .calls_of("GetClassLayout")
+            .iter()
+            .map(|c| c.args[1])
+            .collect();
+        assert_eq!(caps, vec![0, 40]);
+        assert_eq!(
+            info.class_layout(a).unwrap_err().hresult().0,
+            KnownHresult::E_INVALIDARG as i32
+        );
+    }
+
+    #[test]
+    fn class_layout_follows_a_count_that_grows() {
+        let fake = world();
+        let mut n = 0;
+        fake.on_call(move |st, m| {
+            if m == "GetClassLayout" {
+                n += 1;
+                if n == 2 {
+                    st.classes
+                        .get_mut(&C)
+                        .unwrap()
+                        .fields
+                        .push((0x0400_0003, 24));
+                }
+            }
+        });
+        let info = fake.profiler_info();
+        fake_ids!(fake; c = class_id(C));
+        // Count 2, then 3 fields with room for 2: the runtime writes 2 and
+        // says 2, which the protocol takes as complete. The growth shows in
+        // the next call.
+        let layout = info.class_layout(c).unwrap();
+        assert_eq!(layout.fields.len(), 2);
+        let layout = info.class_layout(c).unwrap();
+        assert_eq!(layout.fields.len(), 3);
+        assert_eq!(
+            layout.fields[2],
+            FieldOffset {
+                field: MdFieldDef(0x0400_0003),
+                offset: 24
+            }
+        );
+    }
+
+    #[test]
+    fn box_and_string_layouts() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; v = class_id(VT), c = class_id(C));
+        assert_eq!(info.box_class_layout(v).unwrap(), 8);
+        assert!(info.box_class_layout(c).is_err());
+        assert_eq!(
+            info.string_layout().unwrap(),
+            StringLayout {
+                buffer_length_offset: 8,
+                string_length_offset: 8,
+                buffer_offset: 12
+            }
+        );
+        assert_eq!(
+            info.string_layout2().unwrap(),
+            StringLayout2 {
+                string_length_offset: 8,
+                buffer_offset: 12
+            }
+        );
+    }
+
+    #[test]
+    fn array_object_info_finds_the_rank_first() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; a = object_id(OARR), o = object_id(O));
+        let arr = info.array_object_info(a).unwrap();
+        assert_eq!(arr.dimensions, vec![3, 4]);
+        assert_eq!(arr.lower_bounds, vec![0, 1]);
+        assert_eq!(arr.data as usize, 0x9120);
+        assert_eq!(fake.calls_of("GetArrayObjectInfo")[0].args, vec![OARR, 2]);
+        assert_eq!(
+            info.array_object_info(o).unwrap_err(),
+            Error::InvalidArgument("GetArrayObjectInfo: the object is not an array")
+        );
+    }
+
+    #[test]
+    fn object_size_and_failure_mapping() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; o = object_id(O));
+        assert_eq!(info.object_size(o).unwrap(), 24);
+        fake.fail(
+            "GetObjectSize",
+            sys::HRESULT(KnownHresult::CORPROF_E_NOT_MANAGED_THREAD as i32),
+        );
+        let e = info.object_size(o).unwrap_err();
+        assert_eq!(
+            e,
+            Error::Runtime {
+                hr: sys::HRESULT(KnownHresult::CORPROF_E_NOT_MANAGED_THREAD as i32),
+                call: "ICorProfilerInfo::GetObjectSize"
+            }
+        );
+    }
+
+    #[test]
+    fn static_field_info_reads_kinds() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; c = class_id(C));
+        assert_eq!(
+            info.static_field_info(c, MdFieldDef(0x0400_0005)).unwrap(),
+            StaticFieldKinds::THREAD
+        );
+        assert!(info
+            .static_field_info(c, MdFieldDef(0x0400_0001))
+            .unwrap()
+            .is_empty());
     }
 }

@@ -278,3 +278,64 @@ pub unsafe fn method_enum<'a>(raw: sys::ICorProfilerMethodEnum) -> MethodEnum<'a
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::fake::{fake_ids, FakeModule, FakeRuntime};
+
+    fn frozen(n: usize) -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        fake.state().modules.insert(
+            0x2000,
+            FakeModule {
+                frozen_objects: (0..n).map(|i| 0x10 * (i + 1)).collect(),
+                ..Default::default()
+            },
+        );
+        fake
+    }
+
+    #[test]
+    fn empty_enumerator_yields_nothing() {
+        let fake = frozen(0);
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(0x2000));
+        let mut e = info.enum_module_frozen_objects(m).unwrap();
+        assert!(e.next().is_none());
+        assert!(e.next().is_none());
+        assert_eq!(e.total().unwrap(), 0);
+    }
+
+    #[test]
+    fn batch_boundaries_lose_nothing() {
+        for n in [31, 32, 33, 64, 65] {
+            let fake = frozen(n);
+            let info = fake.profiler_info();
+            fake_ids!(fake; m = module_id(0x2000));
+            let got: Vec<usize> = info
+                .enum_module_frozen_objects(m)
+                .unwrap()
+                .map(|o| o.unwrap().as_sys())
+                .collect();
+            assert_eq!(
+                got,
+                (0..n).map(|i| 0x10 * (i + 1)).collect::<Vec<_>>(),
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn skip_within_and_beyond_the_fetched_batch() {
+        let fake = frozen(70);
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(0x2000));
+        let mut e = info.enum_module_frozen_objects(m).unwrap();
+        assert_eq!(e.next().unwrap().unwrap().as_sys(), 0x10);
+        // 31 are buffered; skipping 40 skips them and 9 more in the runtime.
+        e.skip_elements(40).unwrap();
+        assert_eq!(e.next().unwrap().unwrap().as_sys(), 0x10 * 42);
+        e.skip_elements(1000).unwrap();
+        assert!(e.next().is_none());
+    }
+}

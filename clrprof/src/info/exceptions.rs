@@ -42,8 +42,8 @@ impl ProfilerInfo {
     pub fn notified_exception_clause_info(&self) -> Result<Option<ExceptionClauseInfo>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
         let mut info = sys::COR_PRF_EX_CLAUSE_INFO::default();
-        // SAFETY: valid out pointer to a zeroed struct.
         let hr = check_success(
+            // SAFETY: valid out pointer to a zeroed struct.
             unsafe { i2.GetNotifiedExceptionClauseInfo(&mut info) },
             "ICorProfilerInfo2::GetNotifiedExceptionClauseInfo",
         )?;
@@ -62,5 +62,45 @@ impl ProfilerInfo {
             frame_pointer: info.framePointer,
             shadow_stack_pointer: info.shadowStackPointer,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::FakeRuntime;
+
+    #[test]
+    fn clause_is_decoded_or_none() {
+        let fake = FakeRuntime::new();
+        let info = fake.profiler_info();
+        assert_eq!(info.notified_exception_clause_info().unwrap(), None);
+        fake.state().exception_clause = Some(sys::COR_PRF_EX_CLAUSE_INFO {
+            clauseType: sys::COR_PRF_CLAUSE_FINALLY,
+            programCounter: 0x7100,
+            framePointer: 0x7fff_0000,
+            shadowStackPointer: 0,
+        });
+        let c = info.notified_exception_clause_info().unwrap().unwrap();
+        assert_eq!(
+            c,
+            ExceptionClauseInfo {
+                clause_type: ClauseType::Finally,
+                program_counter: 0x7100,
+                frame_pointer: 0x7fff_0000,
+                shadow_stack_pointer: 0
+            }
+        );
+    }
+
+    #[test]
+    fn refused_for_attached_profilers() {
+        let fake = FakeRuntime::new();
+        let info = fake.profiler_info_attached();
+        assert!(info.is_attached());
+        assert!(info
+            .notified_exception_clause_info()
+            .unwrap_err()
+            .is_unsupported_for_attach());
     }
 }

@@ -242,9 +242,9 @@ impl ProfilerInfo {
     /// caller's own situation (a suspended thread, a callback) must ensure.
     pub fn function_from_ip(&self, ip: usize) -> Result<FunctionId<'_>> {
         let mut f = 0usize;
-        // SAFETY: the runtime only looks `ip` up in its code maps, never
-        // dereferences it; `f` is a valid out pointer.
         check(
+            // SAFETY: the runtime only looks `ip` up in its code maps, never
+            // dereferences it; `f` is a valid out pointer.
             unsafe {
                 self.raw_info1()
                     .GetFunctionFromIP(ip as sys::LPCBYTE, &mut f)
@@ -268,8 +268,8 @@ impl ProfilerInfo {
         token: MdToken,
     ) -> Result<FunctionId<'a>> {
         let mut f = 0usize;
-        // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
         check(
+            // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
             unsafe {
                 self.raw_info1()
                     .GetFunctionFromToken(module.as_sys(), token.0, &mut f)
@@ -294,9 +294,9 @@ impl ProfilerInfo {
         let n = u32::try_from(type_args.len())
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut f = 0usize;
-        // SAFETY: all IDs are valid for 'a (typed IDs); `ClassId` is
-        // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
         check(
+            // SAFETY: all IDs are valid for 'a (typed IDs); `ClassId` is
+            // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
             unsafe {
                 i2.GetFunctionFromTokenAndTypeArgs(
                     module.as_sys(),
@@ -318,8 +318,8 @@ impl ProfilerInfo {
     /// Prefer [`code_info2`](Self::code_info2), which reports every chunk.
     pub fn code_info(&self, function: FunctionId<'_>) -> Result<CodeChunk> {
         let (mut start, mut size) = (core::ptr::null::<u8>(), 0u32);
-        // SAFETY: `function` is valid (typed ID); out pointers are locals.
         check(
+            // SAFETY: `function` is valid (typed ID); out pointers are locals.
             unsafe {
                 self.raw_info1()
                     .GetCodeInfo(function.as_sys(), &mut start, &mut size)
@@ -398,8 +398,8 @@ impl ProfilerInfo {
         method: MdMethodDef,
     ) -> Result<&'a [u8]> {
         let (mut header, mut size) = (core::ptr::null::<u8>(), 0u32);
-        // SAFETY: `module` is valid for 'a; out pointers are locals.
         check(
+            // SAFETY: `module` is valid for 'a; out pointers are locals.
             unsafe {
                 self.raw_info1().GetILFunctionBody(
                     module.as_sys(),
@@ -423,8 +423,8 @@ impl ProfilerInfo {
     /// `module` (see [`MethodMalloc`]).
     pub fn il_function_body_allocator<'a>(&self, module: ModuleId<'a>) -> Result<MethodMalloc<'a>> {
         let mut malloc: Option<sys::IMethodMalloc> = None;
-        // SAFETY: `module` is valid; `malloc` receives an owned reference.
         check(
+            // SAFETY: `module` is valid; `malloc` receives an owned reference.
             unsafe {
                 self.raw_info1()
                     .GetILFunctionBodyAllocator(module.as_sys(), &mut malloc)
@@ -458,10 +458,10 @@ impl ProfilerInfo {
         body: &IlBuffer<'a>,
     ) -> Result<()> {
         il_method_size(body)?;
-        // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
-        // valid while the module is loaded, and its header was checked to
-        // describe no more than its length.
         check(
+            // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
+            // valid while the module is loaded, and its header was checked to
+            // describe no more than its length.
             unsafe {
                 self.raw_info1()
                     .SetILFunctionBody(module.as_sys(), method.0, body.as_ptr())
@@ -490,8 +490,8 @@ impl ProfilerInfo {
             })
             .collect();
         let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
-        // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
         check(
+            // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
             unsafe {
                 self.raw_info1().SetILInstrumentedCodeMap(
                     function.as_sys(),
@@ -507,8 +507,8 @@ impl ProfilerInfo {
     /// `SetFunctionReJIT`: obsolete. CoreCLR always returns `E_NOTIMPL`; use
     /// the ReJIT API of `ICorProfilerInfo4` (`RequestReJIT`) instead.
     pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
-        // SAFETY: `function` is valid (typed ID).
         check(
+            // SAFETY: `function` is valid (typed ID).
             unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) },
             "ICorProfilerInfo::SetFunctionReJIT",
         )
@@ -542,9 +542,11 @@ mod tests {
             );
             let mut m = FakeModule::default();
             m.functions_by_token.insert(0x0600_0001, F);
-            m.function_instantiations.push(((0x0600_0002, C, vec![0x3100, 0x3200]), 0x1100));
+            m.function_instantiations
+                .push(((0x0600_0002, C, vec![0x3100, 0x3200]), 0x1100));
             // Tiny header: code size 3 (ldc.i4.1; pop; ret).
-            m.il_bodies.insert(0x0600_0001, Arc::from(&[0x0E, 0x17, 0x26, 0x2A][..]));
+            m.il_bodies
+                .insert(0x0600_0001, Arc::from(&[0x0E, 0x17, 0x26, 0x2A][..]));
             st.modules.insert(M, m);
         }
         fake
@@ -568,8 +570,13 @@ mod tests {
         fake_ids!(fake; m = module_id(M));
         let f = info.function_from_token(m, MdToken(0x0600_0001)).unwrap();
         assert_eq!(f.as_sys(), F);
-        assert_eq!(fake.calls_of("GetFunctionFromToken")[0].args, vec![M, 0x0600_0001]);
-        let e = info.function_from_token(m, MdToken(0x0600_0099)).unwrap_err();
+        assert_eq!(
+            fake.calls_of("GetFunctionFromToken")[0].args,
+            vec![M, 0x0600_0001]
+        );
+        let e = info
+            .function_from_token(m, MdToken(0x0600_0099))
+            .unwrap_err();
         assert_eq!(e.hresult().0, KnownHresult::E_INVALIDARG as i32);
     }
 
@@ -578,20 +585,35 @@ mod tests {
         let fake = world();
         let info = fake.profiler_info();
         fake_ids!(fake; m = module_id(M), c = class_id(C), a = class_id(0x3100), b = class_id(0x3200));
-        let f = info.function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[a, b]).unwrap();
+        let f = info
+            .function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[a, b])
+            .unwrap();
         assert_eq!(f.as_sys(), 0x1100);
-        assert_eq!(fake.calls_of("GetFunctionFromTokenAndTypeArgs")[0].args, vec![M, 0x0600_0002, C, 0x3100, 0x3200]);
+        assert_eq!(
+            fake.calls_of("GetFunctionFromTokenAndTypeArgs")[0].args,
+            vec![M, 0x0600_0002, C, 0x3100, 0x3200]
+        );
         // Different type arguments: no such instantiation.
-        assert!(info.function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[b, a]).is_err());
+        assert!(info
+            .function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[b, a])
+            .is_err());
     }
 
     #[test]
     fn code_info_reports_first_chunk_and_not_compiled() {
         let fake = world();
-        fake.state().functions.insert(0x1200, FakeFunction::default());
+        fake.state()
+            .functions
+            .insert(0x1200, FakeFunction::default());
         let info = fake.profiler_info();
         fake_ids!(fake; f = function_id(F), g = function_id(0x1200));
-        assert_eq!(info.code_info(f).unwrap(), CodeChunk { start: 0x7000, size: 0x40 });
+        assert_eq!(
+            info.code_info(f).unwrap(),
+            CodeChunk {
+                start: 0x7000,
+                size: 0x40
+            }
+        );
         let e = info.code_info(g).unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_FUNCTION_NOT_COMPILED"));
     }
@@ -602,13 +624,30 @@ mod tests {
         let info = fake.profiler_info();
         fake_ids!(fake; f = function_id(F));
         let chunks = info.code_info2(f).unwrap();
-        assert_eq!(chunks, vec![CodeChunk { start: 0x7000, size: 0x40 }, CodeChunk { start: 0x9000, size: 0x10 }]);
+        assert_eq!(
+            chunks,
+            vec![
+                CodeChunk {
+                    start: 0x7000,
+                    size: 0x40
+                },
+                CodeChunk {
+                    start: 0x9000,
+                    size: 0x10
+                }
+            ]
+        );
         assert!(chunks[0].contains(0x703f) && !chunks[0].contains(0x7040));
         assert_eq!(fake.call_count("GetCodeInfo2"), 1);
 
         // Three chunks do not fit the stack buffer of two; a fourth appears
         // between the second and third call.
-        fake.state().functions.get_mut(&F).unwrap().code.push((0xA000, 8));
+        fake.state()
+            .functions
+            .get_mut(&F)
+            .unwrap()
+            .code
+            .push((0xA000, 8));
         let mut n = 0;
         fake.on_call(move |st, m| {
             if m == "GetCodeInfo2" {
@@ -621,7 +660,13 @@ mod tests {
         let before = fake.call_count("GetCodeInfo2");
         let chunks = info.code_info2(f).unwrap();
         assert_eq!(chunks.len(), 4);
-        assert_eq!(chunks[3], CodeChunk { start: 0xB000, size: 4 });
+        assert_eq!(
+            chunks[3],
+            CodeChunk {
+                start: 0xB000,
+                size: 4
+            }
+        );
         assert_eq!(fake.call_count("GetCodeInfo2") - before, 3);
     }
 
@@ -631,7 +676,14 @@ mod tests {
         let info = fake.profiler_info();
         fake_ids!(fake; f = function_id(F));
         let map = info.il_to_native_mapping(f).unwrap();
-        assert_eq!(map[0], IlToNativeMapEntry { il: IlOffset::Prolog, native_start: 0, native_end: 4 });
+        assert_eq!(
+            map[0],
+            IlToNativeMapEntry {
+                il: IlOffset::Prolog,
+                native_start: 0,
+                native_end: 4
+            }
+        );
         assert_eq!(map[2].il, IlOffset::Offset(5));
 
         let long: Vec<(u32, u32, u32)> = (0..40).map(|i| (i, i * 2, i * 2 + 2)).collect();
@@ -641,7 +693,11 @@ mod tests {
             if m == "GetILToNativeMapping" {
                 n += 1;
                 if n == 2 {
-                    st.functions.get_mut(&F).unwrap().il_map.push((u32::MAX - 2, 80, 90));
+                    st.functions
+                        .get_mut(&F)
+                        .unwrap()
+                        .il_map
+                        .push((u32::MAX - 2, 80, 90));
                 }
             }
         });
@@ -660,7 +716,9 @@ mod tests {
         let body = info.il_function_body(m, MdMethodDef(0x0600_0001)).unwrap();
         assert_eq!(body, &[0x0E, 0x17, 0x26, 0x2A]);
         assert_eq!(il_method_size(body).unwrap(), 4);
-        let e = info.il_function_body(m, MdMethodDef(0x0600_0009)).unwrap_err();
+        let e = info
+            .il_function_body(m, MdMethodDef(0x0600_0009))
+            .unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_FUNCTION_NOT_IL"));
     }
 
@@ -671,13 +729,27 @@ mod tests {
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
         let zeroed = malloc.alloc(16).unwrap();
-        assert!(zeroed.iter().all(|&b| b == 0), "the fake fills with 0xCD; alloc must zero");
+        assert!(
+            zeroed.iter().all(|&b| b == 0),
+            "the fake fills with 0xCD; alloc must zero"
+        );
         let body = malloc.alloc_copy(&[0x0A, 0x00, 0x2A]).unwrap();
-        info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body).unwrap();
+        info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body)
+            .unwrap();
         let st = fake.state();
         // Tiny header 0x0A: two bytes of code after it, so three bytes in all.
-        assert_eq!(st.il_bodies_set, vec![(M, 0x0600_0001, vec![0x0A, 0x00, 0x2A])]);
-        assert_eq!(st.calls.iter().filter(|c| c.method == "Alloc").map(|c| c.args[0]).collect::<Vec<_>>(), vec![16, 3]);
+        assert_eq!(
+            st.il_bodies_set,
+            vec![(M, 0x0600_0001, vec![0x0A, 0x00, 0x2A])]
+        );
+        assert_eq!(
+            st.calls
+                .iter()
+                .filter(|c| c.method == "Alloc")
+                .map(|c| c.args[0])
+                .collect::<Vec<_>>(),
+            vec![16, 3]
+        );
     }
 
     #[test]
@@ -688,7 +760,9 @@ mod tests {
         let malloc = info.il_function_body_allocator(m).unwrap();
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
         let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
-        let e = info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body).unwrap_err();
+        let e = info
+            .set_il_function_body(m, MdMethodDef(0x0600_0001), &body)
+            .unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         assert_eq!(fake.call_count("SetILFunctionBody"), 0);
     }
@@ -699,7 +773,10 @@ mod tests {
         let info = fake.profiler_info();
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
-        assert_eq!(malloc.alloc(0).unwrap_err(), Error::InvalidArgument("IL body of zero bytes"));
+        assert_eq!(
+            malloc.alloc(0).unwrap_err(),
+            Error::InvalidArgument("IL body of zero bytes")
+        );
         fake.fail("Alloc", sys::HRESULT(1));
         let e = malloc.alloc(8).unwrap_err();
         assert_eq!(e.name(), Some("E_OUTOFMEMORY"));
@@ -708,7 +785,9 @@ mod tests {
     #[test]
     fn il_method_size_reads_fat_headers_and_sections() {
         // Fat header (flags 0x3013: fat, init locals, size 3 dwords), code size 2, no sections.
-        let mut fat = vec![0x13, 0x30, 0x08, 0x00, 0x02, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x00, 0x2A];
+        let mut fat = vec![
+            0x13, 0x30, 0x08, 0x00, 0x02, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x00, 0x2A,
+        ];
         assert_eq!(il_method_size(&fat).unwrap(), 14);
         // With MoreSects: one small EH section of 16 bytes at the next 4-byte boundary (16).
         fat[0] |= 0x08;
@@ -726,12 +805,28 @@ mod tests {
         let fake = world();
         let info = fake.profiler_info();
         fake_ids!(fake; f = function_id(F));
-        let map = [IlMapEntry { old_offset: 0, new_offset: 4, accurate: true }, IlMapEntry { old_offset: 2, new_offset: 9, accurate: false }];
+        let map = [
+            IlMapEntry {
+                old_offset: 0,
+                new_offset: 4,
+                accurate: true,
+            },
+            IlMapEntry {
+                old_offset: 2,
+                new_offset: 9,
+                accurate: false,
+            },
+        ];
         info.set_il_instrumented_code_map(f, true, &map).unwrap();
         let st = fake.state();
         let (func, start, raw) = &st.il_maps_set[0];
         assert_eq!((*func, *start), (F, true));
-        assert_eq!(raw.iter().map(|m| (m.oldOffset, m.newOffset, m.fAccurate)).collect::<Vec<_>>(), vec![(0, 4, 1), (2, 9, 0)]);
+        assert_eq!(
+            raw.iter()
+                .map(|m| (m.oldOffset, m.newOffset, m.fAccurate))
+                .collect::<Vec<_>>(),
+            vec![(0, 4, 1), (2, 9, 0)]
+        );
     }
 
     #[test]

@@ -89,8 +89,8 @@ impl ProfilerInfo {
     pub fn object_generation(&self, object: ObjectId<'_>) -> Result<GenerationRange> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetObjectGeneration")?;
         let mut range = sys::COR_PRF_GC_GENERATION_RANGE::default();
-        // SAFETY: `object` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `object` is valid (typed ID); valid out pointer.
             unsafe { i2.GetObjectGeneration(object.as_sys(), &mut range) },
             "ICorProfilerInfo2::GetObjectGeneration",
         )?;
@@ -103,8 +103,8 @@ impl ProfilerInfo {
     pub fn enum_module_frozen_objects<'a>(&self, module: ModuleId<'a>) -> Result<ObjectEnum<'a>> {
         let i2 = self.raw_info2("ICorProfilerInfo2::EnumModuleFrozenObjects")?;
         let mut e: Option<sys::ICorProfilerObjectEnum> = None;
-        // SAFETY: `module` is valid; `e` receives an owned reference.
         check(
+            // SAFETY: `module` is valid; `e` receives an owned reference.
             unsafe { i2.EnumModuleFrozenObjects(module.as_sys(), &mut e) },
             "ICorProfilerInfo2::EnumModuleFrozenObjects",
         )?;
@@ -114,5 +114,98 @@ impl ProfilerInfo {
         ))?;
         // SAFETY: frozen objects never move and live as long as their module ('a).
         Ok(unsafe { object_enum(e) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeModule, FakeRuntime};
+
+    fn range(generation: u32, start: usize, len: usize) -> sys::COR_PRF_GC_GENERATION_RANGE {
+        sys::COR_PRF_GC_GENERATION_RANGE {
+            generation,
+            rangeStart: start,
+            rangeLength: len,
+            rangeLengthReserved: len * 2,
+        }
+    }
+
+    #[test]
+    fn generation_bounds_decode_and_follow_growth() {
+        let fake = FakeRuntime::new();
+        let info = fake.profiler_info();
+        // No GC yet.
+        assert_eq!(info.generation_bounds().unwrap_err().name(), Some("E_FAIL"));
+        fake.state().generation_bounds = vec![
+            range(0, 0x1000, 0x100),
+            range(2, 0x8000, 0x800),
+            range(4, 0xF000, 0x10),
+        ];
+        let b = info.generation_bounds().unwrap();
+        assert_eq!(
+            b[0],
+            GenerationRange {
+                generation: Generation::Gen0,
+                start: RawObjectId(0x1000),
+                len: 0x100,
+                reserved_len: 0x200
+            }
+        );
+        assert_eq!(b[2].generation, Generation::PinnedObjectHeap);
+        assert!(b[1].contains(RawObjectId(0x87ff)) && !b[1].contains(RawObjectId(0x8800)));
+
+        // Server GC: more ranges than the stack buffer, and one more appears.
+        fake.state().generation_bounds = (0..20)
+            .map(|i| range(i % 4, 0x10_0000 * (i as usize + 1), 0x100))
+            .collect();
+        let mut n = 0;
+        fake.on_call(move |st, m| {
+            if m == "GetGenerationBounds" {
+                n += 1;
+                if n == 2 {
+                    st.generation_bounds.push(range(9, 1, 1));
+                }
+            }
+        });
+        let b = info.generation_bounds().unwrap();
+        assert_eq!(b.len(), 21);
+        assert_eq!(b[20].generation, Generation::Unknown(9));
+        assert_eq!(fake.call_count("GetGenerationBounds"), 2 + 3);
+    }
+
+    #[test]
+    fn object_generation_finds_the_range() {
+        let fake = FakeRuntime::new();
+        fake.state().generation_bounds = vec![range(1, 0x1000, 0x100)];
+        let info = fake.profiler_info();
+        fake_ids!(fake; inside = object_id(0x1010), outside = object_id(0x5000));
+        assert_eq!(
+            info.object_generation(inside).unwrap().generation,
+            Generation::Gen1
+        );
+        assert_eq!(
+            info.object_generation(outside).unwrap_err().name(),
+            Some("E_FAIL")
+        );
+    }
+
+    #[test]
+    fn frozen_objects_are_enumerated() {
+        let fake = FakeRuntime::new();
+        fake.state().modules.insert(
+            0x2000,
+            FakeModule {
+                frozen_objects: vec![0xA0, 0xB0, 0xC0],
+                ..Default::default()
+            },
+        );
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(0x2000), none = module_id(0x2100));
+        let mut e = info.enum_module_frozen_objects(m).unwrap();
+        e.skip_elements(1).unwrap();
+        let rest: Vec<usize> = e.map(|o| o.unwrap().as_sys()).collect();
+        assert_eq!(rest, vec![0xB0, 0xC0]);
+        assert!(info.enum_module_frozen_objects(none).is_err());
     }
 }

@@ -18,8 +18,8 @@ impl ProfilerInfo {
     pub fn enum_jited_functions(&self) -> Result<FunctionEnum<'_>> {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
         let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        // SAFETY: `e` receives an owned reference.
         check(
+            // SAFETY: `e` receives an owned reference.
             unsafe { i3.EnumJITedFunctions(&mut e) },
             "ICorProfilerInfo3::EnumJITedFunctions",
         )?;
@@ -30,5 +30,42 @@ impl ProfilerInfo {
         // SAFETY: functions the runtime enumerates are loaded now; see the doc
         // comment for how long they stay valid.
         Ok(unsafe { function_enum(e) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids::RawReJitId;
+    use crate::testing::fake::FakeRuntime;
+    use clrprof_sys as sys;
+
+    #[test]
+    fn jited_functions_are_enumerated_in_batches() {
+        let fake = FakeRuntime::new();
+        // More than one batch of 32.
+        fake.state().jitted = (0..70)
+            .map(|i| sys::COR_PRF_FUNCTION {
+                functionId: 0x1000 + i,
+                reJitId: 0,
+            })
+            .collect();
+        let info = fake.profiler_info();
+        let e = info.enum_jited_functions().unwrap();
+        assert_eq!(e.total().unwrap(), 70);
+        let all: Vec<_> = e.collect::<crate::Result<Vec<_>>>().unwrap();
+        assert_eq!(all.len(), 70);
+        assert_eq!(all[69].function.as_sys(), 0x1000 + 69);
+        assert_eq!(all[0].rejit_id, RawReJitId(0));
+    }
+
+    #[test]
+    fn failure_is_reported() {
+        let fake = FakeRuntime::new();
+        fake.fail("EnumJITedFunctions", sys::E_OUTOFMEMORY);
+        let info = fake.profiler_info();
+        assert_eq!(
+            info.enum_jited_functions().err().unwrap().name(),
+            Some("E_OUTOFMEMORY")
+        );
     }
 }

@@ -154,9 +154,9 @@ impl ProfilerInfo {
                 unsafe { i3.GetAppDomainsContainingModule(module.as_sys(), cap, needed, buf) }
             },
         )?;
-        // SAFETY: an app domain containing a loaded module outlives it.
         Ok(ids
             .into_iter()
+            // SAFETY: an app domain containing a loaded module outlives it.
             .map(|a| unsafe { AppDomainId::from_sys(a) })
             .collect())
     }
@@ -170,8 +170,8 @@ impl ProfilerInfo {
     pub fn enum_modules(&self) -> Result<ModuleEnum<'_>> {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
         let mut e: Option<sys::ICorProfilerModuleEnum> = None;
-        // SAFETY: `e` receives an owned reference.
         check(
+            // SAFETY: `e` receives an owned reference.
             unsafe { i3.EnumModules(&mut e) },
             "ICorProfilerInfo3::EnumModules",
         )?;
@@ -181,5 +181,192 @@ impl ProfilerInfo {
         ))?;
         // SAFETY: the modules are loaded now; see the doc comment.
         Ok(unsafe { module_enum(e) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{
+        fake_ids, FakeAppDomain, FakeAssembly, FakeModule, FakeRuntime, FakeState,
+    };
+
+    const M: usize = 0x2000;
+    const M2: usize = 0x2100;
+    const A: usize = 0x5000;
+    const AD: usize = 0x4000;
+
+    fn world() -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        {
+            let mut st = fake.state();
+            st.modules.insert(
+                M,
+                FakeModule {
+                    name: "/app/app.dll".into(),
+                    base: 0x7f00_0000,
+                    assembly: A,
+                    flags: sys::COR_PRF_MODULE_DISK | sys::COR_PRF_MODULE_NGEN,
+                    app_domains: vec![AD],
+                    ..Default::default()
+                },
+            );
+            st.modules.insert(
+                M2,
+                FakeModule {
+                    name: "dyn".into(),
+                    assembly: A,
+                    flags: sys::COR_PRF_MODULE_DYNAMIC,
+                    ..Default::default()
+                },
+            );
+            st.assemblies.insert(
+                A,
+                FakeAssembly {
+                    name: "app".into(),
+                    app_domain: AD,
+                    module: M,
+                },
+            );
+            st.app_domains.insert(
+                AD,
+                FakeAppDomain {
+                    name: "clrhost".into(),
+                    process_id: 1234,
+                },
+            );
+        }
+        fake
+    }
+
+    /// Makes the answer of `method` longer on its `grow_on`-th call.
+    fn grow_on(
+        fake: &FakeRuntime,
+        method: &'static str,
+        grow_on: usize,
+        grow: impl Fn(&mut FakeState) + Send + 'static,
+    ) {
+        let mut n = 0;
+        fake.on_call(move |st, m| {
+            if m == method {
+                n += 1;
+                if n == grow_on {
+                    grow(st);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn app_domain_info_reads_name_and_process() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; ad = app_domain_id(AD));
+        assert_eq!(
+            info.app_domain_info(ad).unwrap(),
+            AppDomainInfo {
+                name: "clrhost".into(),
+                process_id: 1234
+            }
+        );
+        assert_eq!(fake.call_count("GetAppDomainInfo"), 1);
+    }
+
+    #[test]
+    fn app_domain_name_that_grows_between_calls_is_read_whole() {
+        let fake = world();
+        let long = "d".repeat(300);
+        fake.state().app_domains.get_mut(&AD).unwrap().name = long.clone();
+        grow_on(&fake, "GetAppDomainInfo", 2, |st| {
+            st.app_domains.get_mut(&AD).unwrap().name.push_str("-grown")
+        });
+        let info = fake.profiler_info();
+        fake_ids!(fake; ad = app_domain_id(AD));
+        assert_eq!(
+            info.app_domain_info(ad).unwrap().name,
+            format!("{long}-grown")
+        );
+        assert_eq!(fake.call_count("GetAppDomainInfo"), 3);
+    }
+
+    #[test]
+    fn assembly_info_and_growth() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; a = assembly_id(A));
+        let ai = info.assembly_info(a).unwrap();
+        assert_eq!(
+            (ai.name.as_str(), ai.app_domain.as_sys(), ai.module.as_sys()),
+            ("app", AD, M)
+        );
+
+        let long = "N".repeat(257);
+        fake.state().assemblies.get_mut(&A).unwrap().name = long.clone();
+        grow_on(&fake, "GetAssemblyInfo", 2, |st| {
+            st.assemblies.get_mut(&A).unwrap().name.push('x')
+        });
+        assert_eq!(info.assembly_info(a).unwrap().name, format!("{long}x"));
+        // 1 (first test) + 3: stack buffer, exact size, grown size.
+        assert_eq!(fake.call_count("GetAssemblyInfo"), 4);
+        fake.fail(
+            "GetAssemblyInfo",
+            sys::HRESULT(KnownHresult::CORPROF_E_DATAINCOMPLETE as i32),
+        );
+        assert!(info.assembly_info(a).unwrap_err().is_data_incomplete());
+    }
+
+    #[test]
+    fn module_info2_reads_flags_and_long_names() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M), m2 = module_id(M2));
+        let mi = info.module_info2(m).unwrap();
+        assert_eq!(mi.name, "/app/app.dll");
+        assert_eq!(mi.base_load_address, 0x7f00_0000);
+        assert_eq!(mi.assembly.as_sys(), A);
+        assert_eq!(mi.flags, ModuleFlags::DISK | ModuleFlags::NGEN);
+        assert_eq!(info.module_info2(m2).unwrap().flags, ModuleFlags::DYNAMIC);
+
+        // A path longer than the stack buffer, growing once more in between:
+        // the fake answers ERROR_INSUFFICIENT_BUFFER like the runtime.
+        let long = format!("/{}/app.dll", "p".repeat(400));
+        fake.state().modules.get_mut(&M).unwrap().name = long.clone();
+        grow_on(&fake, "GetModuleInfo2", 2, |st| {
+            st.modules.get_mut(&M).unwrap().name.insert_str(0, "/mnt")
+        });
+        let before = fake.call_count("GetModuleInfo2");
+        assert_eq!(info.module_info2(m).unwrap().name, format!("/mnt{long}"));
+        assert_eq!(fake.call_count("GetModuleInfo2") - before, 3);
+    }
+
+    #[test]
+    fn app_domains_containing_module_and_growth() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; m = module_id(M));
+        let ads = info.app_domains_containing_module(m).unwrap();
+        assert_eq!(ads.iter().map(|a| a.as_sys()).collect::<Vec<_>>(), vec![AD]);
+
+        fake.state().modules.get_mut(&M).unwrap().app_domains = (0..6).map(|i| AD + i).collect();
+        grow_on(&fake, "GetAppDomainsContainingModule", 2, |st| {
+            st.modules.get_mut(&M).unwrap().app_domains.push(AD + 100)
+        });
+        let ads = info.app_domains_containing_module(m).unwrap();
+        assert_eq!(ads.len(), 7);
+        assert_eq!(ads[6].as_sys(), AD + 100);
+        assert_eq!(fake.call_count("GetAppDomainsContainingModule"), 1 + 3);
+    }
+
+    #[test]
+    fn enum_modules_lists_every_module_and_releases_the_enumerator() {
+        let fake = world();
+        let info = fake.profiler_info();
+        let mut e = info.enum_modules().unwrap();
+        assert_eq!(e.total().unwrap(), 2);
+        let first = e.next().unwrap().unwrap();
+        assert_eq!(first.as_sys(), M);
+        e.reset().unwrap();
+        let all: Vec<usize> = e.map(|m| m.unwrap().as_sys()).collect();
+        assert_eq!(all, vec![M, M2]);
     }
 }

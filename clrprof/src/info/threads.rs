@@ -11,8 +11,8 @@ impl ProfilerInfo {
     /// (`E_INVALIDARG` for a thread that is not, or no longer, managed).
     pub fn thread_info(&self, thread: ThreadId<'_>) -> Result<u32> {
         let mut os_id = 0u32;
-        // SAFETY: `thread` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `thread` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) },
             "ICorProfilerInfo::GetThreadInfo",
         )?;
@@ -23,8 +23,8 @@ impl ProfilerInfo {
     /// handle stays owned by the runtime: do not close it.
     pub fn handle_from_thread(&self, thread: ThreadId<'_>) -> Result<sys::HANDLE> {
         let mut handle: sys::HANDLE = core::ptr::null_mut();
-        // SAFETY: `thread` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `thread` is valid (typed ID); valid out pointer.
             unsafe {
                 self.raw_info1()
                     .GetHandleFromThread(thread.as_sys(), &mut handle)
@@ -44,8 +44,8 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetThreadAppDomain")?;
         let mut ad = 0usize;
         let t = thread.map_or(0, |t| t.as_sys());
-        // SAFETY: `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
         check(
+            // SAFETY: `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
             unsafe { i2.GetThreadAppDomain(t, &mut ad) },
             "ICorProfilerInfo2::GetThreadAppDomain",
         )?;
@@ -57,8 +57,8 @@ impl ProfilerInfo {
     /// contexts and reports the thread's app domain as its context.
     pub fn thread_context<'a>(&self, thread: ThreadId<'a>) -> Result<ContextId<'a>> {
         let mut ctx = 0usize;
-        // SAFETY: `thread` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `thread` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) },
             "ICorProfilerInfo::GetThreadContext",
         )?;
@@ -77,8 +77,8 @@ impl ProfilerInfo {
     /// `GetInprocInspectionInterface`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
-        // SAFETY: `unk` receives an owned reference (or stays None).
         check(
+            // SAFETY: `unk` receives an owned reference (or stays None).
             unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionInterface",
         )?;
@@ -91,8 +91,8 @@ impl ProfilerInfo {
     /// `GetInprocInspectionIThisThread`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn inproc_inspection_ithis_thread(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
-        // SAFETY: `unk` receives an owned reference (or stays None).
         check(
+            // SAFETY: `unk` receives an owned reference (or stays None).
             unsafe { self.raw_info1().GetInprocInspectionIThisThread(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionIThisThread",
         )?;
@@ -106,8 +106,8 @@ impl ProfilerInfo {
     /// profiler context to pass to [`end_inproc_debugging`](Self::end_inproc_debugging).
     pub fn begin_inproc_debugging(&self, this_thread_only: bool) -> Result<u32> {
         let mut ctx = 0u32;
-        // SAFETY: plain value argument and a valid out pointer.
         check(
+            // SAFETY: plain value argument and a valid out pointer.
             unsafe {
                 self.raw_info1()
                     .BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx)
@@ -119,10 +119,86 @@ impl ProfilerInfo {
 
     /// `EndInprocDebugging`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn end_inproc_debugging(&self, profiler_context: u32) -> Result<()> {
-        // SAFETY: plain value argument.
         check(
+            // SAFETY: plain value argument.
             unsafe { self.raw_info1().EndInprocDebugging(profiler_context) },
             "ICorProfilerInfo::EndInprocDebugging",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::KnownHresult;
+    use crate::testing::fake::{fake_ids, FakeRuntime, FakeThread};
+
+    const T: usize = 0x6000;
+    const AD: usize = 0x4000;
+
+    fn world() -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        fake.state().threads.insert(
+            T,
+            FakeThread {
+                os_id: 4242,
+                handle: 0x88,
+                app_domain: AD,
+                context: AD + 1,
+            },
+        );
+        fake
+    }
+
+    #[test]
+    fn thread_facts() {
+        let fake = world();
+        let info = fake.profiler_info();
+        fake_ids!(fake; t = thread_id(T), bogus = thread_id(0x1));
+        assert_eq!(info.thread_info(t).unwrap(), 4242);
+        assert_eq!(info.handle_from_thread(t).unwrap() as usize, 0x88);
+        assert_eq!(info.thread_context(t).unwrap().as_sys(), AD + 1);
+        assert_eq!(info.thread_app_domain(Some(t)).unwrap().as_sys(), AD);
+        assert_eq!(
+            info.thread_info(bogus).unwrap_err().hresult().0,
+            KnownHresult::E_INVALIDARG as i32
+        );
+    }
+
+    #[test]
+    fn current_thread_app_domain_needs_a_managed_thread() {
+        let fake = world();
+        let info = fake.profiler_info();
+        let e = info.thread_app_domain(None).unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_NOT_MANAGED_THREAD"));
+        fake.state().current_thread = Some(T);
+        assert_eq!(info.thread_app_domain(None).unwrap().as_sys(), AD);
+        assert_eq!(
+            fake.calls_of("GetThreadAppDomain").last().unwrap().args,
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn inproc_debugging_is_gone() {
+        let fake = world();
+        let info = fake.profiler_info();
+        assert_eq!(
+            info.inproc_inspection_interface().unwrap_err().name(),
+            Some("E_NOTIMPL")
+        );
+        assert_eq!(
+            info.inproc_inspection_ithis_thread().unwrap_err().name(),
+            Some("E_NOTIMPL")
+        );
+        assert_eq!(
+            info.begin_inproc_debugging(true).unwrap_err().name(),
+            Some("E_NOTIMPL")
+        );
+        assert_eq!(
+            info.end_inproc_debugging(7).unwrap_err().name(),
+            Some("E_NOTIMPL")
+        );
+        assert_eq!(fake.calls_of("BeginInprocDebugging")[0].args, vec![1]);
+        assert_eq!(fake.calls_of("EndInprocDebugging")[0].args, vec![7]);
     }
 }

@@ -3,6 +3,8 @@
 //! part of `IMetaDataImport` that names need.
 //!
 //! ```
+//! # #[cfg(feature = "fake-runtime")]
+//! # fn main() {
 //! use clrprof::testing::fake::{FakeFunction, FakeRuntime};
 //!
 //! let fake = FakeRuntime::new();
@@ -11,6 +13,9 @@
 //! // SAFETY: the ID is only passed to the fake's ProfilerInfo.
 //! let f = unsafe { fake.function_id(0x10) };
 //! assert_eq!(info.function_info(f).unwrap().token.0, 0x0600_0001);
+//! # }
+//! # #[cfg(not(feature = "fake-runtime"))]
+//! # fn main() {}
 //! ```
 //!
 //! What the fake does, so tests can rely on it:
@@ -128,6 +133,9 @@ pub struct FakeClass {
     pub box_offset: Option<u32>,
 }
 
+/// The key of a generic method instantiation: `(token, class, method type arguments)`.
+pub type FunctionInstantiation = (u32, usize, Vec<usize>);
+
 /// A module.
 #[derive(Clone, Debug, Default)]
 pub struct FakeModule {
@@ -154,7 +162,7 @@ pub struct FakeModule {
     /// `GetClassFromTokenAndTypeArgs` answers: `(TypeDef, type args)` → ClassID.
     pub class_instantiations: Vec<((u32, Vec<usize>), usize)>,
     /// `GetFunctionFromTokenAndTypeArgs` answers: `(token, class, type args)` → FunctionID.
-    pub function_instantiations: Vec<((u32, usize, Vec<usize>), usize)>,
+    pub function_instantiations: Vec<(FunctionInstantiation, usize)>,
 }
 
 /// An assembly.
@@ -264,6 +272,7 @@ pub struct FakeState {
     /// Memory the fake handed out and keeps alive while it lives.
     keep_alive: Vec<Arc<[u8]>>,
     allocations: Vec<Box<[u8]>>,
+    live_enumerators: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeState {
@@ -296,8 +305,13 @@ impl FakeRuntime {
     /// A fake with no IDs, CoreCLR 8.0.4 runtime information and the string
     /// layout of 64-bit CoreCLR (`8, 8, 12`).
     pub fn new() -> Self {
-        let state = FakeState { string_layout: [8, 8, 12], ..Default::default() };
-        FakeRuntime { state: Arc::new(Mutex::new(state)) }
+        let state = FakeState {
+            string_layout: [8, 8, 12],
+            ..Default::default()
+        };
+        FakeRuntime {
+            state: Arc::new(Mutex::new(state)),
+        }
     }
 
     /// The state, to program answers or read recorded calls. Do not hold the
@@ -316,19 +330,39 @@ impl FakeRuntime {
         self.state().hook = Some(Box::new(hook));
     }
 
+    /// How many enumerators the fake handed out are still alive (not yet
+    /// released by the caller).
+    pub fn live_enumerators(&self) -> usize {
+        self.state()
+            .live_enumerators
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// How many times `method` was called.
     pub fn call_count(&self, method: &str) -> usize {
-        self.state().calls.iter().filter(|c| c.method == method).count()
+        self.state()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
     }
 
     /// The recorded calls of `method`, in order.
     pub fn calls_of(&self, method: &str) -> Vec<FakeCall> {
-        self.state().calls.iter().filter(|c| c.method == method).cloned().collect()
+        self.state()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
     }
 
     /// The fake as the `IUnknown` a runtime passes to `Initialize`.
     pub fn unknown(&self) -> IUnknown {
-        info::FakeInfo { state: self.state.clone() }.into()
+        info::FakeInfo {
+            state: self.state.clone(),
+        }
+        .into()
     }
 
     /// A `ProfilerInfo` over the fake (as loaded at startup).
@@ -422,7 +456,13 @@ pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
 ///
 /// # Safety
 /// `buf` is valid for `cap` writes (or `cap` is 0); `needed` is null or valid.
-pub(crate) unsafe fn give<T: Copy>(data: &[T], cap: u32, needed: *mut u32, buf: *mut T, mode: Buffer) -> HRESULT {
+pub(crate) unsafe fn give<T: Copy>(
+    data: &[T],
+    cap: u32,
+    needed: *mut u32,
+    buf: *mut T,
+    mode: Buffer,
+) -> HRESULT {
     let total = data.len();
     let fits = total.min(cap as usize);
     match mode {
@@ -452,7 +492,13 @@ pub(crate) unsafe fn give<T: Copy>(data: &[T], cap: u32, needed: *mut u32, buf: 
 ///
 /// # Safety
 /// As [`give`].
-pub(crate) unsafe fn give_str(s: &str, cap: u32, needed: *mut u32, buf: *mut u16, mode: Buffer) -> HRESULT {
+pub(crate) unsafe fn give_str(
+    s: &str,
+    cap: u32,
+    needed: *mut u32,
+    buf: *mut u16,
+    mode: Buffer,
+) -> HRESULT {
     let wide: Vec<u16> = s.encode_utf16().chain(Some(0)).collect();
     match mode {
         Buffer::Truncate | Buffer::MetadataTruncate => {

@@ -8,25 +8,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use windows_core::implement;
 
-/// Live fake enumerators (to check that iterators release them).
-pub(crate) static LIVE_ENUMS: AtomicUsize = AtomicUsize::new(0);
-
 #[implement(ICorProfilerObjectEnum)]
 pub(crate) struct FakeObjectEnum {
     items: Vec<ObjectID>,
     pos: AtomicUsize,
+    live: Arc<AtomicUsize>,
 }
 
 impl FakeObjectEnum {
-    pub(crate) fn create(items: Vec<ObjectID>) -> ICorProfilerObjectEnum {
-        LIVE_ENUMS.fetch_add(1, Ordering::SeqCst);
-        FakeObjectEnum { items, pos: AtomicUsize::new(0) }.into()
+    pub(crate) fn create(items: Vec<ObjectID>, live: &Arc<AtomicUsize>) -> ICorProfilerObjectEnum {
+        live.fetch_add(1, Ordering::SeqCst);
+        FakeObjectEnum {
+            items,
+            pos: AtomicUsize::new(0),
+            live: live.clone(),
+        }
+        .into()
     }
 }
 
 impl Drop for FakeObjectEnum {
     fn drop(&mut self) {
-        LIVE_ENUMS.fetch_sub(1, Ordering::SeqCst);
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -35,7 +38,11 @@ impl ICorProfilerObjectEnum_Impl for FakeObjectEnum_Impl {
         let pos = self.pos.load(Ordering::SeqCst);
         let next = (pos + celt as usize).min(self.items.len());
         self.pos.store(next, Ordering::SeqCst);
-        if next - pos == celt as usize { S_OK } else { S_FALSE }
+        if next - pos == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
     unsafe fn Reset(&self) -> HRESULT {
         self.pos.store(0, Ordering::SeqCst);
@@ -58,7 +65,11 @@ impl ICorProfilerObjectEnum_Impl for FakeObjectEnum_Impl {
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
-        if n == celt as usize { S_OK } else { S_FALSE }
+        if n == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
 }
 
@@ -66,18 +77,27 @@ impl ICorProfilerObjectEnum_Impl for FakeObjectEnum_Impl {
 pub(crate) struct FakeFunctionEnum {
     items: Vec<COR_PRF_FUNCTION>,
     pos: AtomicUsize,
+    live: Arc<AtomicUsize>,
 }
 
 impl FakeFunctionEnum {
-    pub(crate) fn create(items: Vec<COR_PRF_FUNCTION>) -> ICorProfilerFunctionEnum {
-        LIVE_ENUMS.fetch_add(1, Ordering::SeqCst);
-        FakeFunctionEnum { items, pos: AtomicUsize::new(0) }.into()
+    pub(crate) fn create(
+        items: Vec<COR_PRF_FUNCTION>,
+        live: &Arc<AtomicUsize>,
+    ) -> ICorProfilerFunctionEnum {
+        live.fetch_add(1, Ordering::SeqCst);
+        FakeFunctionEnum {
+            items,
+            pos: AtomicUsize::new(0),
+            live: live.clone(),
+        }
+        .into()
     }
 }
 
 impl Drop for FakeFunctionEnum {
     fn drop(&mut self) {
-        LIVE_ENUMS.fetch_sub(1, Ordering::SeqCst);
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -86,7 +106,11 @@ impl ICorProfilerFunctionEnum_Impl for FakeFunctionEnum_Impl {
         let pos = self.pos.load(Ordering::SeqCst);
         let next = (pos + celt as usize).min(self.items.len());
         self.pos.store(next, Ordering::SeqCst);
-        if next - pos == celt as usize { S_OK } else { S_FALSE }
+        if next - pos == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
     unsafe fn Reset(&self) -> HRESULT {
         self.pos.store(0, Ordering::SeqCst);
@@ -99,7 +123,12 @@ impl ICorProfilerFunctionEnum_Impl for FakeFunctionEnum_Impl {
         put(pcelt, self.items.len() as u32);
         S_OK
     }
-    unsafe fn Next(&self, celt: ULONG, out: *mut COR_PRF_FUNCTION, pceltFetched: *mut ULONG) -> HRESULT {
+    unsafe fn Next(
+        &self,
+        celt: ULONG,
+        out: *mut COR_PRF_FUNCTION,
+        pceltFetched: *mut ULONG,
+    ) -> HRESULT {
         if out.is_null() {
             return E_INVALIDARG;
         }
@@ -109,7 +138,11 @@ impl ICorProfilerFunctionEnum_Impl for FakeFunctionEnum_Impl {
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
-        if n == celt as usize { S_OK } else { S_FALSE }
+        if n == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
 }
 
@@ -117,18 +150,24 @@ impl ICorProfilerFunctionEnum_Impl for FakeFunctionEnum_Impl {
 pub(crate) struct FakeModuleEnum {
     items: Vec<ModuleID>,
     pos: AtomicUsize,
+    live: Arc<AtomicUsize>,
 }
 
 impl FakeModuleEnum {
-    pub(crate) fn create(items: Vec<ModuleID>) -> ICorProfilerModuleEnum {
-        LIVE_ENUMS.fetch_add(1, Ordering::SeqCst);
-        FakeModuleEnum { items, pos: AtomicUsize::new(0) }.into()
+    pub(crate) fn create(items: Vec<ModuleID>, live: &Arc<AtomicUsize>) -> ICorProfilerModuleEnum {
+        live.fetch_add(1, Ordering::SeqCst);
+        FakeModuleEnum {
+            items,
+            pos: AtomicUsize::new(0),
+            live: live.clone(),
+        }
+        .into()
     }
 }
 
 impl Drop for FakeModuleEnum {
     fn drop(&mut self) {
-        LIVE_ENUMS.fetch_sub(1, Ordering::SeqCst);
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -137,7 +176,11 @@ impl ICorProfilerModuleEnum_Impl for FakeModuleEnum_Impl {
         let pos = self.pos.load(Ordering::SeqCst);
         let next = (pos + celt as usize).min(self.items.len());
         self.pos.store(next, Ordering::SeqCst);
-        if next - pos == celt as usize { S_OK } else { S_FALSE }
+        if next - pos == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
     unsafe fn Reset(&self) -> HRESULT {
         self.pos.store(0, Ordering::SeqCst);
@@ -160,7 +203,11 @@ impl ICorProfilerModuleEnum_Impl for FakeModuleEnum_Impl {
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
-        if n == celt as usize { S_OK } else { S_FALSE }
+        if n == celt as usize {
+            S_OK
+        } else {
+            S_FALSE
+        }
     }
 }
 

@@ -1,1 +1,355 @@
-//! Tests of the fake itself.
+//! Tests of the fake itself, of version handling, of the name layer and of
+//! the Info wrappers that live in `info/mod.rs`, all against the fake.
+
+use super::*;
+use crate::error::Error;
+use crate::event_mask::{EventMask, EventMasks, HighEventMask};
+use crate::info::{MetaDataOpen, RuntimeType};
+use crate::names::NameCache;
+use windows_core::Interface;
+
+const M: usize = 0x2000;
+const F_INNER: usize = 0x1000;
+const F_GENERIC: usize = 0x1100;
+const C_INNER: usize = 0x3000;
+const C_LIST: usize = 0x3100;
+
+/// A module with `Ns.Outer+Inner::Method` and ``Ns.List`1::Add``.
+fn named_world() -> FakeRuntime {
+    let fake = FakeRuntime::new();
+    let md = FakeMetaData::default()
+        .with_type(0x0200_0002, "Ns.Outer")
+        .with_nested_type(0x0200_0003, "Inner", 0x0200_0002)
+        .with_type(0x0200_0004, "Ns.List`1")
+        .with_method(0x0600_0001, 0x0200_0003, "Method")
+        .with_method(0x0600_0002, 0x0200_0004, "Add");
+    {
+        let mut st = fake.state();
+        st.modules.insert(
+            M,
+            FakeModule {
+                name: "ns.dll".into(),
+                metadata: Arc::new(md),
+                ..Default::default()
+            },
+        );
+        st.functions.insert(
+            F_INNER,
+            FakeFunction {
+                class: C_INNER,
+                module: M,
+                token: 0x0600_0001,
+                ..Default::default()
+            },
+        );
+        st.functions.insert(
+            F_GENERIC,
+            FakeFunction {
+                class: C_LIST,
+                module: M,
+                token: 0x0600_0002,
+                ..Default::default()
+            },
+        );
+        st.classes.insert(
+            C_INNER,
+            FakeClass {
+                module: M,
+                type_def: 0x0200_0003,
+                ..Default::default()
+            },
+        );
+        st.classes.insert(
+            C_LIST,
+            FakeClass {
+                module: M,
+                type_def: 0x0200_0004,
+                type_args: vec![C_INNER],
+                ..Default::default()
+            },
+        );
+    }
+    fake
+}
+
+#[test]
+fn fake_offers_info3_and_newer_methods_are_unsupported() {
+    let fake = FakeRuntime::new();
+    let info = fake.profiler_info();
+    assert_eq!(info.version(), 3);
+    assert!(info.raw_info3("x").is_ok());
+    assert_eq!(
+        info.raw_info4("ICorProfilerInfo4::EnumThreads").err(),
+        Some(Error::Unsupported {
+            needs: 4,
+            has: 3,
+            call: "ICorProfilerInfo4::EnumThreads"
+        })
+    );
+    let masks = EventMasks {
+        low: EventMask::MONITOR_JIT_COMPILATION,
+        high: HighEventMask::from_bits_retain(1),
+    };
+    assert!(matches!(
+        info.set_event_mask(masks),
+        Err(Error::Unsupported {
+            needs: 5,
+            has: 3,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn event_mask_round_trips_through_info1() {
+    let fake = FakeRuntime::new();
+    let info = fake.profiler_info();
+    info.set_event_mask(EventMask::MONITOR_MODULE_LOADS.into())
+        .unwrap();
+    assert_eq!(
+        fake.state().event_mask,
+        EventMask::MONITOR_MODULE_LOADS.bits()
+    );
+    assert_eq!(
+        info.event_mask().unwrap().low,
+        EventMask::MONITOR_MODULE_LOADS
+    );
+}
+
+#[test]
+fn unimplemented_methods_answer_e_notimpl() {
+    let fake = FakeRuntime::new();
+    let info = fake.profiler_info();
+    let i2 = info.raw_info2("test").unwrap();
+    // SAFETY: the fake ignores every argument of DoStackSnapshot.
+    let hr = unsafe { i2.DoStackSnapshot(0, None, 0, core::ptr::null_mut(), core::ptr::null(), 0) };
+    assert_eq!(hr, E_NOTIMPL);
+    // QueryInterface for Info4 fails, for Info2 succeeds.
+    let unk = fake.unknown();
+    assert!(unk.cast::<sys::ICorProfilerInfo4>().is_err());
+    assert!(unk.cast::<sys::ICorProfilerInfo2>().is_ok());
+}
+
+#[test]
+fn runtime_information_reads_a_growing_version_string() {
+    let fake = FakeRuntime::new();
+    let info = fake.profiler_info();
+    let ri = info.runtime_information().unwrap();
+    assert_eq!(
+        (
+            ri.runtime_type,
+            ri.major,
+            ri.minor,
+            ri.build,
+            ri.clr_instance_id
+        ),
+        (RuntimeType::CoreClr, 8, 0, 4, 7)
+    );
+    assert_eq!(ri.version_string, "8.0.4");
+
+    fake.state().runtime.version_string = "v".repeat(300);
+    let mut n = 0;
+    fake.on_call(move |st, m| {
+        if m == "GetRuntimeInformation" {
+            n += 1;
+            if n == 2 {
+                st.runtime.version_string.push_str("+grown");
+            }
+        }
+    });
+    let ri = info.runtime_information().unwrap();
+    assert_eq!(ri.version_string, format!("{}+grown", "v".repeat(300)));
+    assert_eq!(fake.call_count("GetRuntimeInformation"), 1 + 3);
+}
+
+#[test]
+fn module_info_reads_a_growing_path() {
+    let fake = named_world();
+    let long = format!("/{}/ns.dll", "x".repeat(270));
+    fake.state().modules.get_mut(&M).unwrap().name = long.clone();
+    let mut n = 0;
+    fake.on_call(move |st, m| {
+        if m == "GetModuleInfo" {
+            n += 1;
+            if n == 2 {
+                st.modules.get_mut(&M).unwrap().name.push_str(".bak");
+            }
+        }
+    });
+    let info = fake.profiler_info();
+    fake_ids!(fake; m = module_id(M));
+    assert_eq!(info.module_info(m).unwrap().name, format!("{long}.bak"));
+    assert_eq!(fake.call_count("GetModuleInfo"), 3);
+}
+
+#[test]
+fn class_and_function_info2_report_type_args() {
+    let fake = named_world();
+    let info = fake.profiler_info();
+    fake_ids!(fake; list = class_id(C_LIST), f = function_id(F_GENERIC));
+    let ci = info.class_info(list).unwrap();
+    assert_eq!(
+        ci.type_args.iter().map(|c| c.as_sys()).collect::<Vec<_>>(),
+        vec![C_INNER]
+    );
+    assert_eq!(ci.type_def.0, 0x0200_0004);
+    let (fi, args) = info.function_info2(f).unwrap();
+    assert_eq!(
+        (fi.class.as_sys(), fi.module.as_sys(), fi.token.0),
+        (C_LIST, M, 0x0600_0002)
+    );
+    assert!(args.is_empty());
+}
+
+#[test]
+fn names_keep_nesting_and_generic_arity() {
+    let fake = named_world();
+    let info = fake.profiler_info();
+    fake_ids!(fake; f = function_id(F_INNER), g = function_id(F_GENERIC), inner = class_id(C_INNER), list = class_id(C_LIST));
+    assert_eq!(info.function_name(f).unwrap(), "Ns.Outer+Inner::Method");
+    assert_eq!(info.function_name(g).unwrap(), "Ns.List`1::Add");
+    assert_eq!(info.class_name(inner).unwrap(), "Ns.Outer+Inner");
+    assert_eq!(info.class_name(list).unwrap(), "Ns.List`1");
+}
+
+#[test]
+fn long_metadata_names_are_read_whole() {
+    let fake = named_world();
+    let long = format!("Ns.{}", "Q".repeat(400));
+    {
+        let mut st = fake.state();
+        let mut md = (*st.modules[&M].metadata).clone();
+        md.type_defs.get_mut(&0x0200_0002).unwrap().name = long.clone();
+        st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
+    }
+    let info = fake.profiler_info();
+    fake_ids!(fake; f = function_id(F_INNER));
+    assert_eq!(
+        info.function_name(f).unwrap(),
+        format!("{long}+Inner::Method")
+    );
+}
+
+#[test]
+fn name_cache_asks_the_runtime_once() {
+    let fake = named_world();
+    let info = fake.profiler_info();
+    let cache = NameCache::new();
+    fake_ids!(fake; f = function_id(F_INNER));
+    assert_eq!(
+        &*cache.function_name(&info, f).unwrap(),
+        "Ns.Outer+Inner::Method"
+    );
+    let calls = fake.state().calls.len();
+    assert_eq!(
+        &*cache.function_name(&info, f).unwrap(),
+        "Ns.Outer+Inner::Method"
+    );
+    assert_eq!(
+        fake.state().calls.len(),
+        calls,
+        "a cached name makes no runtime call"
+    );
+}
+
+#[test]
+fn unknown_function_name_reports_the_failing_call() {
+    let fake = named_world();
+    let info = fake.profiler_info();
+    fake_ids!(fake; nope = function_id(0x42));
+    let e = info.function_name(nope).unwrap_err();
+    assert_eq!(
+        e,
+        Error::Runtime {
+            hr: E_INVALIDARG,
+            call: "ICorProfilerInfo::GetTokenAndMetaDataFromFunction"
+        }
+    );
+}
+
+#[test]
+fn type_refs_and_member_refs_are_answered() {
+    let fake = named_world();
+    {
+        let mut st = fake.state();
+        let mut md = (*st.modules[&M].metadata).clone();
+        md.type_refs
+            .insert(0x0100_0001, (0x2300_0001, "System.Object".into()));
+        md.member_refs.insert(
+            0x0A00_0001,
+            FakeMemberRef {
+                parent: 0x0100_0001,
+                name: ".ctor".into(),
+                signature: vec![0x20, 0, 1],
+            },
+        );
+        st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
+    }
+    let info = fake.profiler_info();
+    fake_ids!(fake; m = module_id(M));
+    let md = info.module_metadata(m, MetaDataOpen::Read).unwrap();
+    let (name, scope) = md
+        .type_ref_props(crate::ids::MdTypeRef(0x0100_0001))
+        .unwrap();
+    assert_eq!((name.as_str(), scope.0), ("System.Object", 0x2300_0001));
+    let mr = md
+        .member_ref_props(crate::ids::MdMemberRef(0x0A00_0001))
+        .unwrap();
+    assert!(format!("{mr:?}").contains(".ctor"), "{mr:?}");
+}
+
+#[test]
+fn enumerators_are_released_when_dropped() {
+    let fake = named_world();
+    let info = fake.profiler_info();
+    {
+        let mut e = info.enum_modules().unwrap();
+        assert_eq!(fake.live_enumerators(), 1);
+        assert!(e.next().is_some());
+    }
+    assert_eq!(fake.live_enumerators(), 0);
+    let e = info.enum_jited_functions().unwrap();
+    assert_eq!(fake.live_enumerators(), 1);
+    drop(e);
+    assert_eq!(fake.live_enumerators(), 0);
+}
+
+#[test]
+fn current_thread_and_detach_and_force_gc() {
+    let fake = FakeRuntime::new();
+    let info = fake.profiler_info();
+    assert_eq!(
+        info.current_thread_id().unwrap_err().name(),
+        Some("CORPROF_E_NOT_MANAGED_THREAD")
+    );
+    fake.state().current_thread = Some(0x6000);
+    assert_eq!(info.current_thread_id().unwrap().as_sys(), 0x6000);
+    info.request_profiler_detach(2500).unwrap();
+    assert_eq!(fake.calls_of("RequestProfilerDetach")[0].args, vec![2500]);
+    info.force_gc().unwrap();
+    assert_eq!(fake.call_count("ForceGC"), 1);
+}
+
+#[test]
+fn metadata_truncation_is_reported_as_truncation() {
+    let md: sys::IMetaDataImport = metadata::FakeMetaDataImport {
+        tables: Arc::new(FakeMetaData::default().with_type(0x0200_0001, "Abcdef")),
+    }
+    .into();
+    let mut buf = [0u16; 4];
+    let (mut needed, mut flags, mut extends) = (0u32, 0u32, 0u32);
+    // SAFETY: `buf` has 4 WCHARs; the other out pointers are locals.
+    let hr = unsafe {
+        md.GetTypeDefProps(
+            0x0200_0001,
+            buf.as_mut_ptr(),
+            4,
+            &mut needed,
+            &mut flags,
+            &mut extends,
+        )
+    };
+    assert_eq!(hr, CLDB_S_TRUNCATION);
+    assert_eq!(needed, 7);
+    assert_eq!(buf, [b'A' as u16, b'b' as u16, b'c' as u16, 0]);
+}
