@@ -459,13 +459,8 @@ impl FakeInfo {
         put(pClassId, f.class);
         put(pModuleId, f.module);
         put(pToken, f.token);
-        give(
-            &f.type_args,
-            cTypeArgs,
-            pcTypeArgs,
-            typeArgs,
-            Buffer::FillReportTotal,
-        )
+        // Like the runtime: given a buffer, it reports the count written.
+        give(&f.type_args, cTypeArgs, pcTypeArgs, typeArgs, Buffer::ReportWritten)
     }
 
     unsafe fn do_GetStringLayout(
@@ -530,13 +525,8 @@ impl FakeInfo {
         put(pModuleId, c.module);
         put(pTypeDefToken, c.type_def);
         put(pParentClassId, c.parent);
-        give(
-            &c.type_args,
-            cNumTypeArgs,
-            pcNumTypeArgs,
-            typeArgs,
-            Buffer::FillReportTotal,
-        )
+        // Like the runtime: given a buffer, it reports the count written.
+        give(&c.type_args, cNumTypeArgs, pcNumTypeArgs, typeArgs, Buffer::ReportWritten)
     }
 
     unsafe fn do_GetCodeInfo2(

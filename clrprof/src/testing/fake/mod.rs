@@ -29,8 +29,9 @@
 //! - Caller-allocated buffers follow the runtime's conventions per method:
 //!   module names answer `ERROR_INSUFFICIENT_BUFFER` when short; app-domain,
 //!   assembly and runtime-version strings are truncated; arrays report the
-//!   full count and fill what fits; `GetClassLayout` reports the number of
-//!   fields written (the count when asked with no buffer); metadata names are
+//!   full count and fill what fits; `GetClassLayout`, `GetClassIDInfo2` and
+//!   `GetFunctionInfo2` report the number of elements written (the count
+//!   only when asked with no buffer); metadata names are
 //!   truncated with `CLDB_S_TRUNCATION`.
 //! - Methods the fake does not implement, and Info4+ (`QueryInterface` fails),
 //!   answer `E_NOTIMPL`; so does every method CoreCLR leaves unimplemented
