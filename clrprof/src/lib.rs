@@ -62,11 +62,13 @@ pub mod metadata;
 pub mod names;
 pub mod output;
 pub mod rejit;
+pub mod sampler;
 pub mod thread;
 #[cfg(any(test, feature = "fake-runtime"))]
 pub mod testing;
 pub mod runtimes;
 pub mod signature;
+pub mod stackwalk;
 pub mod wide;
 
 pub use callback::{Profiler, SuspendReason, TransitionReason};

@@ -1,0 +1,185 @@
+//! Preallocated storage for walks made while threads are suspended.
+//!
+//! Nothing here grows after construction: pushing into a full buffer drops
+//! the value and marks the result truncated, so no allocator call happens
+//! while the runtime is suspended (rule 5 of the [module](super)).
+
+use crate::ids::{RawFunctionId, RawThreadId};
+
+/// Frames of many stacks, in one fixed-capacity array.
+///
+/// Each stack is a [`StackSample`]: a thread and a range of frames, stored
+/// leaf first as the runtime reports them.
+pub struct FrameBuffer {
+    frames: Vec<RawFunctionId>,
+    samples: Vec<StackSample>,
+    frame_capacity: usize,
+    sample_capacity: usize,
+    max_depth: usize,
+}
+
+/// One walked stack inside a [`FrameBuffer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackSample {
+    /// The thread that was walked.
+    pub thread: RawThreadId,
+    start: usize,
+    len: usize,
+    /// `true` if the stack had more frames than fitted.
+    pub truncated: bool,
+}
+
+impl FrameBuffer {
+    /// Room for `max_stacks` stacks of up to `max_depth` frames each.
+    pub fn new(max_stacks: usize, max_depth: usize) -> Self {
+        let frame_capacity = max_stacks.saturating_mul(max_depth);
+        FrameBuffer {
+            frames: Vec::with_capacity(frame_capacity),
+            samples: Vec::with_capacity(max_stacks),
+            frame_capacity,
+            sample_capacity: max_stacks,
+            max_depth,
+        }
+    }
+
+    /// Empties the buffer, keeping its memory.
+    pub fn clear(&mut self) {
+        self.frames.clear();
+        self.samples.clear();
+    }
+
+    /// Starts a stack for `thread`; `false` if there is no room for another.
+    pub fn begin(&mut self, thread: RawThreadId) -> bool {
+        if self.samples.len() >= self.sample_capacity {
+            return false;
+        }
+        self.samples.push(StackSample {
+            thread,
+            start: self.frames.len(),
+            len: 0,
+            truncated: false,
+        });
+        true
+    }
+
+    /// Appends a frame (leaf first) to the current stack; `false` when the
+    /// stack is full (it is then marked truncated).
+    pub fn push(&mut self, function: RawFunctionId) -> bool {
+        let Some(s) = self.samples.last_mut() else {
+            return false;
+        };
+        if s.len >= self.max_depth || self.frames.len() >= self.frame_capacity {
+            s.truncated = true;
+            return false;
+        }
+        self.frames.push(function);
+        s.len += 1;
+        true
+    }
+
+    /// Drops the current stack (e.g. its walk failed).
+    pub fn abandon(&mut self) {
+        if let Some(s) = self.samples.pop() {
+            self.frames.truncate(s.start);
+        }
+    }
+
+    /// The stacks taken since the last [`clear`](Self::clear).
+    pub fn samples(&self) -> &[StackSample] {
+        &self.samples
+    }
+
+    /// The frames of `sample`, leaf first (`RawFunctionId(0)` = unmanaged run).
+    pub fn frames(&self, sample: &StackSample) -> &[RawFunctionId] {
+        &self.frames[sample.start..sample.start + sample.len]
+    }
+
+    /// `true` if nothing has reallocated: the capacity is the one from `new`.
+    pub fn capacity_unchanged(&self) -> bool {
+        self.frames.capacity() >= self.frame_capacity
+            && self.samples.capacity() >= self.sample_capacity
+            && self.frames.len() <= self.frame_capacity
+    }
+}
+
+/// A fixed-capacity list of `ThreadID`s, filled by `EnumThreads`.
+pub struct ThreadList {
+    threads: Vec<usize>,
+    len: usize,
+    /// Threads the runtime listed that did not fit.
+    pub overflow: usize,
+    /// The suspension that filled the list (0: none).
+    pub(crate) serial: u64,
+}
+
+impl ThreadList {
+    /// Room for `capacity` threads.
+    pub fn new(capacity: usize) -> Self {
+        ThreadList {
+            threads: vec![0; capacity],
+            len: 0,
+            overflow: 0,
+            serial: 0,
+        }
+    }
+
+    /// The listed threads.
+    pub fn threads(&self) -> impl Iterator<Item = RawThreadId> + '_ {
+        self.threads[..self.len].iter().map(|&t| RawThreadId(t))
+    }
+
+    /// Number of listed threads.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` if no thread is listed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.overflow = 0;
+    }
+
+    pub(crate) fn spare(&mut self) -> &mut [usize] {
+        &mut self.threads[self.len..]
+    }
+
+    pub(crate) fn added(&mut self, n: usize) {
+        self.len = (self.len + n).min(self.threads.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_are_bounded_and_memory_is_kept() {
+        let mut b = FrameBuffer::new(2, 3);
+        assert!(b.begin(RawThreadId(1)));
+        for f in 1..=5 {
+            b.push(RawFunctionId(f));
+        }
+        assert!(b.begin(RawThreadId(2)));
+        b.push(RawFunctionId(9));
+        assert!(!b.begin(RawThreadId(3)), "third stack does not fit");
+        let s = b.samples().to_vec();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            b.frames(&s[0]),
+            &[RawFunctionId(1), RawFunctionId(2), RawFunctionId(3)]
+        );
+        assert!(s[0].truncated);
+        assert_eq!(b.frames(&s[1]), &[RawFunctionId(9)]);
+        assert!(!s[1].truncated);
+        b.abandon();
+        assert_eq!(b.samples().len(), 1);
+        assert!(b.capacity_unchanged());
+        b.clear();
+        assert!(b.samples().is_empty());
+        assert!(b.capacity_unchanged());
+    }
+}

@@ -1,0 +1,145 @@
+//! `ThreadDestroyed` waits for walks of that thread: the [`ThreadGate`].
+
+use crate::ids::RawThreadId;
+use core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+/// How many recently destroyed threads the gate remembers.
+const DESTROYED_SLOTS: usize = 64;
+
+/// Keeps walks away from threads the runtime has destroyed, lock-free.
+///
+/// A walker announces the thread it is about to walk ([`ThreadGate::enter`]);
+/// the profiler's `thread_destroyed` callback calls
+/// [`ThreadGate::thread_destroyed`], which marks the thread as gone and
+/// waits until no walk of it is running. Both sides use sequentially
+/// consistent atomics in opposite order (announce, then check), so either the
+/// walker sees the thread marked and skips it, or the destroyer sees the walk
+/// and waits for it: a thread is never walked after its `ThreadDestroyed`
+/// has returned.
+///
+/// No lock is involved, so a walker suspended in the middle of a walk never
+/// blocks anything but the one `ThreadDestroyed` that waits for it, and that
+/// waiter holds nothing the walker needs (rule 4 of the [module](super)).
+///
+/// Destroyed IDs are remembered in a small ring until `ThreadCreated` reports
+/// the same ID again (the runtime reuses the memory of a `Thread`).
+pub struct ThreadGate {
+    /// The thread each walker is walking (0 when none); one slot per walker.
+    walking: [AtomicUsize; 4],
+    destroyed: [AtomicUsize; DESTROYED_SLOTS],
+    next_destroyed: AtomicUsize,
+}
+
+impl Default for ThreadGate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A walk announced to a [`ThreadGate`]; ends (and releases the waiting
+/// `ThreadDestroyed`) when dropped.
+pub struct GateEntry<'g> {
+    slot: &'g AtomicUsize,
+}
+
+impl Drop for GateEntry<'_> {
+    fn drop(&mut self) {
+        self.slot.store(0, SeqCst);
+    }
+}
+
+impl ThreadGate {
+    /// An empty gate.
+    pub const fn new() -> Self {
+        ThreadGate {
+            walking: [const { AtomicUsize::new(0) }; 4],
+            destroyed: [const { AtomicUsize::new(0) }; DESTROYED_SLOTS],
+            next_destroyed: AtomicUsize::new(0),
+        }
+    }
+
+    fn is_destroyed(&self, thread: usize) -> bool {
+        self.destroyed.iter().any(|d| d.load(SeqCst) == thread)
+    }
+
+    /// Announces a walk of `thread` by walker `walker` (0..4). Returns `None`
+    /// if the thread has been destroyed (do not walk it). Allocation-free.
+    pub fn enter(&self, walker: usize, thread: RawThreadId) -> Option<GateEntry<'_>> {
+        let slot = &self.walking[walker % self.walking.len()];
+        if thread.0 == 0 {
+            return None;
+        }
+        slot.store(thread.0, SeqCst);
+        if self.is_destroyed(thread.0) {
+            slot.store(0, SeqCst);
+            return None;
+        }
+        Some(GateEntry { slot })
+    }
+
+    /// Call from `ThreadDestroyed`: marks `thread` gone, then waits until no
+    /// walk of it is running. Returns how many times it had to wait.
+    pub fn thread_destroyed(&self, thread: RawThreadId) -> u64 {
+        let i = self.next_destroyed.fetch_add(1, SeqCst) % DESTROYED_SLOTS;
+        self.destroyed[i].store(thread.0, SeqCst);
+        let mut waits = 0u64;
+        while self.walking.iter().any(|w| w.load(SeqCst) == thread.0) {
+            waits += 1;
+            std::thread::yield_now();
+        }
+        waits
+    }
+
+    /// Call from `ThreadCreated`: a new thread may reuse a destroyed one's ID.
+    pub fn thread_created(&self, thread: RawThreadId) {
+        for d in &self.destroyed {
+            let _ = d.compare_exchange(thread.0, 0, SeqCst, SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[test]
+    fn destroyed_threads_are_not_entered_until_recreated() {
+        let gate = ThreadGate::new();
+        let t = RawThreadId(0x1000);
+        assert!(gate.enter(0, t).is_some());
+        gate.thread_destroyed(t);
+        assert!(gate.enter(0, t).is_none());
+        gate.thread_created(t);
+        assert!(gate.enter(0, t).is_some());
+        assert!(gate.enter(0, RawThreadId(0)).is_none());
+    }
+
+    #[test]
+    fn thread_destroyed_waits_for_the_running_walk() {
+        let gate = Arc::new(ThreadGate::new());
+        let t = RawThreadId(0x2000);
+        let entry_gate = gate.clone();
+        let walking = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (w, d) = (walking.clone(), done.clone());
+        let walker = std::thread::spawn(move || {
+            let entry = entry_gate.enter(1, t).expect("not destroyed yet");
+            w.store(true, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            d.store(true, SeqCst);
+            drop(entry);
+        });
+        while !walking.load(SeqCst) {
+            std::thread::yield_now();
+        }
+        let waits = gate.thread_destroyed(t);
+        assert!(
+            done.load(SeqCst),
+            "ThreadDestroyed returned while the walk ran"
+        );
+        assert!(waits > 0);
+        walker.join().unwrap();
+    }
+}

@@ -1,0 +1,222 @@
+//! Seeded walks of a thread the profiler suspended itself (Windows only).
+//!
+//! On Windows a sampler can stop one thread with `SuspendThread`, read its
+//! registers with `GetThreadContext` and hand them to `DoStackSnapshot` as
+//! the seed of the walk. The runtime only accepts a seed whose instruction
+//! pointer is in managed (jitted or ready-to-run) code; a seed in unmanaged
+//! code is refused with `CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX`.
+//!
+//! So when the suspended thread is in unmanaged code at the top of its stack
+//! (the runtime, the OS, a P/Invoke target), [`walk_suspended_thread`]
+//! reports that run of unmanaged frames first, as one [`Frame`] with no
+//! function and the thread's instruction pointer, and then lets the runtime
+//! walk unseeded, starting at the last managed frame it recorded on the
+//! transition out of managed code. A profiler that wants the native frames
+//! in between unwinds them itself (e.g. `RtlVirtualUnwind`) from the same
+//! context, which [`SuspendedThread::context`] exposes.
+//!
+//! Between `SuspendThread` and `ResumeThread` nothing is allocated: the
+//! `CONTEXT` lives in a [`SuspendedThread`] made beforehand, and the
+//! closure must not allocate either (the suspended thread may hold the heap
+//! lock). The runtime itself also suspends the thread for the walk; the
+//! suspend counts nest.
+//!
+//! On other platforms the functions exist and return [`Error::Usage`].
+
+#[cfg(windows)]
+use super::{do_stack_snapshot, SnapshotFrameInfo, WalkOptions};
+use super::{Frame, ThreadGate, Walk, WalkEnd};
+use crate::error::{Error, Result};
+use crate::ids::ThreadId;
+use crate::info::ProfilerInfo;
+
+/// Size of the x86_64 Windows `CONTEXT` structure.
+pub const CONTEXT_SIZE: usize = 1232;
+
+/// A 16-byte aligned `CONTEXT` buffer, reused across samples.
+#[repr(C, align(16))]
+pub struct SuspendedThread {
+    context: [u8; CONTEXT_SIZE],
+}
+
+impl Default for SuspendedThread {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SuspendedThread {
+    /// A zeroed context buffer.
+    pub const fn new() -> Self {
+        SuspendedThread {
+            context: [0; CONTEXT_SIZE],
+        }
+    }
+
+    /// The raw `CONTEXT` of the last suspension.
+    pub fn context(&self) -> &[u8] {
+        &self.context
+    }
+
+    /// The instruction pointer (`Rip`, offset 0xF8) of the last suspension.
+    pub fn instruction_pointer(&self) -> usize {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.context[0xF8..0x100]);
+        u64::from_le_bytes(b) as usize
+    }
+}
+
+#[cfg(all(windows, target_arch = "x86_64"))]
+mod os {
+    use core::ffi::c_void;
+    pub const THREAD_SUSPEND_RESUME: u32 = 0x0002;
+    pub const THREAD_GET_CONTEXT: u32 = 0x0008;
+    pub const THREAD_QUERY_INFORMATION: u32 = 0x0040;
+    /// CONTEXT_AMD64 | CONTEXT_CONTROL | CONTEXT_INTEGER.
+    pub const CONTEXT_CONTROL_INTEGER: u32 = 0x0010_0003;
+    /// Offset of `ContextFlags` in the x86_64 CONTEXT.
+    pub const CONTEXT_FLAGS_OFFSET: usize = 0x30;
+    #[link(name = "kernel32")]
+    extern "system" {
+        pub fn OpenThread(access: u32, inherit: i32, thread_id: u32) -> *mut c_void;
+        pub fn SuspendThread(thread: *mut c_void) -> u32;
+        pub fn ResumeThread(thread: *mut c_void) -> u32;
+        pub fn GetThreadContext(thread: *mut c_void, context: *mut u8) -> i32;
+        pub fn CloseHandle(handle: *mut c_void) -> i32;
+    }
+}
+
+/// Suspends `thread` (its OS thread, from `GetThreadInfo`), reads its
+/// registers into `scratch`, walks it seeded from them (or, when it stands in
+/// unmanaged code, reports that run and walks unseeded; see the module docs)
+/// and resumes it. `walker` is this caller's [`ThreadGate`] slot.
+#[cfg(all(windows, target_arch = "x86_64"))]
+pub fn walk_suspended_thread(
+    info: &ProfilerInfo,
+    thread: ThreadId<'_>,
+    gate: &ThreadGate,
+    walker: usize,
+    scratch: &mut SuspendedThread,
+    mut visit: impl FnMut(Frame<'_>) -> Walk,
+) -> Result<Option<WalkEnd>> {
+    use crate::error::KnownHresult;
+    let os_id = info.thread_info(thread)?;
+    let Some(_entry) = gate.enter(walker, thread.to_raw()) else {
+        return Ok(None);
+    };
+    // SAFETY: plain values; a null handle is checked below.
+    let handle = unsafe {
+        os::OpenThread(
+            os::THREAD_SUSPEND_RESUME | os::THREAD_GET_CONTEXT | os::THREAD_QUERY_INFORMATION,
+            0,
+            os_id,
+        )
+    };
+    if handle.is_null() {
+        return Err(Error::Usage(format!("OpenThread({os_id}) failed")));
+    }
+    struct Handle(*mut core::ffi::c_void);
+    impl Drop for Handle {
+        fn drop(&mut self) {
+            // SAFETY: a handle from OpenThread, closed once.
+            unsafe { os::CloseHandle(self.0) };
+        }
+    }
+    let handle = Handle(handle);
+    // SAFETY: a valid thread handle with THREAD_SUSPEND_RESUME.
+    if unsafe { os::SuspendThread(handle.0) } == u32::MAX {
+        return Err(Error::Usage(format!("SuspendThread({os_id}) failed")));
+    }
+    struct Resume(*mut core::ffi::c_void);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            // SAFETY: pairs the successful SuspendThread above.
+            unsafe { os::ResumeThread(self.0) };
+        }
+    }
+    let _resume = Resume(handle.0);
+    scratch.context[os::CONTEXT_FLAGS_OFFSET..os::CONTEXT_FLAGS_OFFSET + 4]
+        .copy_from_slice(&os::CONTEXT_CONTROL_INTEGER.to_le_bytes());
+    // SAFETY: `scratch.context` is a 16-byte aligned CONTEXT-sized buffer
+    // with ContextFlags set; the thread is suspended.
+    if unsafe { os::GetThreadContext(handle.0, scratch.context.as_mut_ptr()) } == 0 {
+        return Err(Error::Usage(format!("GetThreadContext({os_id}) failed")));
+    }
+    let ip = scratch.instruction_pointer();
+    let managed = info.function_from_ip(ip).is_ok();
+    if !managed {
+        let top = Frame {
+            function: None,
+            ip,
+            frame_info: SnapshotFrameInfo {
+                raw: 0,
+                _walk: core::marker::PhantomData,
+            },
+            context: Some(&scratch.context),
+        };
+        if visit(top) == Walk::Stop {
+            return Ok(Some(WalkEnd::Stopped));
+        }
+    }
+    let seed = managed.then_some(&scratch.context[..]);
+    // SAFETY: the thread is valid (typed ID, and the gate holds off its
+    // ThreadDestroyed); the seed is the thread's own CONTEXT and points into
+    // managed code (checked with GetFunctionFromIP), as the runtime requires.
+    let result = unsafe {
+        do_stack_snapshot(
+            info,
+            thread.as_sys(),
+            WalkOptions::default(),
+            seed,
+            &mut visit,
+        )
+    };
+    match result {
+        Err(e) if e.hresult().0 == KnownHresult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX as i32 => {
+            // The IP left managed code between the check and the walk: walk unseeded.
+            // SAFETY: as above, without a seed.
+            unsafe {
+                do_stack_snapshot(
+                    info,
+                    thread.as_sys(),
+                    WalkOptions::default(),
+                    None,
+                    &mut visit,
+                )
+            }
+            .map(Some)
+        }
+        other => other.map(Some),
+    }
+}
+
+/// On this platform a profiler cannot suspend one thread and seed a walk:
+/// always [`Error::Usage`].
+#[cfg(not(all(windows, target_arch = "x86_64")))]
+pub fn walk_suspended_thread(
+    _info: &ProfilerInfo,
+    _thread: ThreadId<'_>,
+    _gate: &ThreadGate,
+    _walker: usize,
+    _scratch: &mut SuspendedThread,
+    _visit: impl FnMut(Frame<'_>) -> Walk,
+) -> Result<Option<WalkEnd>> {
+    Err(Error::Usage(
+        "seeded walks of a thread suspended by the profiler exist only on Windows x86_64; \
+         use RuntimeSuspension::walk (.NET 5+) elsewhere"
+            .to_string(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_buffer_is_aligned_and_reads_rip() {
+        let mut s = SuspendedThread::new();
+        assert_eq!(core::mem::align_of::<SuspendedThread>(), 16);
+        s.context[0xF8..0x100].copy_from_slice(&0x1234_5678u64.to_le_bytes());
+        assert_eq!(s.instruction_pointer(), 0x1234_5678);
+    }
+}

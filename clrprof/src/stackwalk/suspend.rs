@@ -1,0 +1,239 @@
+//! The sampling thread and runtime suspensions (`ICorProfilerInfo10`).
+
+use super::{
+    do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
+};
+use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawFunctionId;
+use crate::info::enums::RawProfilerEnum;
+use crate::info::ProfilerInfo;
+use crate::thread::ProfilerThread;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The SDK-made thread that may suspend the runtime (rules 1 and 2 of the
+/// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
+/// started, after its first Info call; it cannot be sent elsewhere.
+pub struct SamplingThread {
+    info: ProfilerInfo,
+    walker: usize,
+    _pinned: PhantomData<*const ()>,
+}
+
+/// Starts the sampling thread `name`: an SDK thread ([`crate::thread::spawn`])
+/// that first makes its first Info call (`InitializeCurrentThread`, Info4+,
+/// or `GetCurrentThreadID` before that), checks that the runtime does not
+/// know it as a managed thread, and then runs `body`.
+///
+/// `walker` (0..4) names this thread's slot in the [`ThreadGate`]s it uses.
+pub fn spawn_sampling_thread<T, F>(
+    info: &ProfilerInfo,
+    name: &str,
+    walker: usize,
+    body: F,
+) -> std::io::Result<ProfilerThread<Result<T>>>
+where
+    F: FnOnce(&mut SamplingThread) -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let info = info.clone();
+    crate::thread::spawn(name, move || {
+        let mut thread = SamplingThread::initialize(info, walker)?;
+        Ok(body(&mut thread))
+    })
+}
+
+impl SamplingThread {
+    fn initialize(info: ProfilerInfo, walker: usize) -> Result<Self> {
+        match info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
+            Ok(i4) => {
+                // SAFETY: no arguments; the runtime documents this call as the
+                // first one a profiler thread makes, before it suspends anything.
+                check(
+                    unsafe { i4.InitializeCurrentThread() },
+                    "ICorProfilerInfo4::InitializeCurrentThread",
+                )?;
+            }
+            Err(Error::Unsupported { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        // On every runtime: the thread must be unknown to the runtime, i.e.
+        // it has never run managed code and never will.
+        match info.current_thread_id() {
+            Err(e) if hr_is(&e, KnownHresult::CORPROF_E_NOT_MANAGED_THREAD) => {}
+            Err(e) => return Err(e),
+            Ok(t) => {
+                return Err(Error::Usage(format!(
+                    "the sampling thread is a managed thread ({t:?}); a sampler must run on a thread that never runs managed code"
+                )))
+            }
+        }
+        Ok(SamplingThread {
+            info,
+            walker,
+            _pinned: PhantomData,
+        })
+    }
+
+    /// The runtime's Info interfaces.
+    pub fn info(&self) -> &ProfilerInfo {
+        &self.info
+    }
+
+    /// `ICorProfilerInfo10::SuspendRuntime`: stops every managed thread at a
+    /// safe point, until the returned guard is dropped (`ResumeRuntime`).
+    ///
+    /// Needs .NET 5 or later (Info10); older runtimes give
+    /// [`Error::Unsupported`]. Do not allocate, and take no lock a callback
+    /// might hold, until the guard is dropped (see the [module](super) rules).
+    pub fn suspend_runtime(&mut self) -> Result<RuntimeSuspension<'_>> {
+        const CALL: &str = "ICorProfilerInfo10::SuspendRuntime";
+        let i10 = self.info.raw_info10(CALL)?;
+        // SAFETY: no arguments; called from a profiler thread that has made
+        // its first Info call and holds no lock (rules 1, 2, 4).
+        check(unsafe { i10.SuspendRuntime() }, CALL)?;
+        Ok(RuntimeSuspension {
+            thread: self,
+            serial: SUSPENSIONS.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+}
+
+fn hr_is(e: &Error, k: KnownHresult) -> bool {
+    e.hresult().0 == k as i32
+}
+
+/// The runtime suspended by [`SamplingThread::suspend_runtime`]; resumes on drop.
+pub struct RuntimeSuspension<'s> {
+    thread: &'s mut SamplingThread,
+    serial: u64,
+}
+
+impl RuntimeSuspension<'_> {
+    /// Lists the managed threads (`ICorProfilerInfo4::EnumThreads`) into
+    /// `list`, without allocating in the profiler. The runtime holds its
+    /// thread-store lock for the whole suspension, so the list stays valid
+    /// until the guard is dropped; threads whose `ThreadDestroyed` was
+    /// already reported are not listed.
+    pub fn enum_threads(&self, list: &mut ThreadList) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo4::EnumThreads";
+        let i4 = self.thread.info.raw_info4(CALL)?;
+        let mut raw: Option<clrprof_sys::ICorProfilerThreadEnum> = None;
+        // SAFETY: valid out pointer; the runtime is suspended by this profiler,
+        // the case EnumThreads handles without taking the thread-store lock again.
+        check(unsafe { i4.EnumThreads(&mut raw) }, CALL)?;
+        let Some(e) = raw else {
+            return Err(Error::runtime(
+                crate::HRESULT(KnownHresult::E_POINTER as i32),
+                CALL,
+            ));
+        };
+        list.clear();
+        list.serial = self.serial;
+        loop {
+            let spare = list.spare();
+            if spare.is_empty() {
+                let mut total = 0u32;
+                if e.get_count(&mut total).0 >= 0 {
+                    list.overflow = (total as usize).saturating_sub(list.len());
+                }
+                break;
+            }
+            let mut fetched = 0u32;
+            let want = spare.len().min(u32::MAX as usize) as u32;
+            // SAFETY: `spare` has room for `want` ThreadIDs.
+            let hr = unsafe { e.next(want, spare.as_mut_ptr(), &mut fetched) };
+            check(
+                hr,
+                <clrprof_sys::ICorProfilerThreadEnum as RawProfilerEnum>::NEXT,
+            )?;
+            list.added(fetched as usize);
+            if fetched < want {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks thread number `index` of `list` (listed by
+    /// [`enum_threads`](Self::enum_threads) during *this* suspension), unless
+    /// `gate` says it was destroyed (then `Ok(None)`).
+    pub fn walk(
+        &self,
+        list: &ThreadList,
+        index: usize,
+        gate: &ThreadGate,
+        options: WalkOptions,
+        mut visit: impl FnMut(Frame<'_>) -> Walk,
+    ) -> Result<Option<WalkEnd>> {
+        if list.serial != self.serial {
+            return Err(Error::Usage(
+                "that thread list was not filled during this suspension".to_string(),
+            ));
+        }
+        let Some(thread) = list.threads().nth(index) else {
+            return Err(Error::InvalidArgument("thread index beyond the list"));
+        };
+        let Some(_entry) = gate.enter(self.thread.walker, thread) else {
+            return Ok(None);
+        };
+        // SAFETY: the ID was listed by EnumThreads during this suspension (the
+        // thread store cannot delete a Thread while it is held), and the gate
+        // entry keeps its ThreadDestroyed from returning until the walk ends.
+        unsafe { do_stack_snapshot(&self.thread.info, thread.0, options, None, &mut visit) }
+            .map(Some)
+    }
+
+    /// Walks thread `index` of `list` into `buffer` as one [`super::StackSample`]
+    /// (leaf first, unmanaged runs as `RawFunctionId(0)`), allocating nothing.
+    /// Returns `false` when the thread was skipped (destroyed, buffer full,
+    /// or its walk failed: the runtime refuses threads it cannot walk now).
+    pub fn sample_into(
+        &self,
+        list: &ThreadList,
+        index: usize,
+        gate: &ThreadGate,
+        buffer: &mut FrameBuffer,
+    ) -> bool {
+        let Some(thread) = list.threads().nth(index) else {
+            return false;
+        };
+        if !buffer.begin(thread) {
+            return false;
+        }
+        let walked = self.walk(list, index, gate, WalkOptions::default(), |frame| {
+            if buffer.push(
+                frame
+                    .function
+                    .map(|f| f.to_raw())
+                    .unwrap_or(RawFunctionId(0)),
+            ) {
+                Walk::Continue
+            } else {
+                Walk::Stop
+            }
+        });
+        match walked {
+            Ok(Some(_)) => true,
+            _ => {
+                buffer.abandon();
+                false
+            }
+        }
+    }
+}
+
+impl Drop for RuntimeSuspension<'_> {
+    fn drop(&mut self) {
+        const CALL: &str = "ICorProfilerInfo10::ResumeRuntime";
+        if let Ok(i10) = self.thread.info.raw_info10(CALL) {
+            // SAFETY: no arguments; pairs the SuspendRuntime that made this guard.
+            let hr = unsafe { i10.ResumeRuntime() };
+            if hr.0 < 0 {
+                log::error!("{CALL} failed with {:#010x}", hr.0 as u32);
+            }
+        }
+    }
+}
