@@ -1,0 +1,237 @@
+//! ReJIT (`ICorProfilerInfo4::RequestReJIT` / `RequestRevert`) and the
+//! SDK-owned thread that issues the requests.
+//!
+//! The runtime rules this module encodes:
+//! - the profiler must have set [`EventMask::ENABLE_REJIT`](crate::EventMask::ENABLE_REJIT)
+//!   in `Initialize` (else `CORPROF_E_REJIT_NOT_ENABLED`) and implement
+//!   `ICorProfilerCallback4` (clrprof always does);
+//! - `RequestReJIT` and `RequestRevert` suspend the runtime to patch code.
+//!   Called on a thread that is inside a runtime callback (module load,
+//!   JIT, ...) this can deadlock against the locks that callback holds, so
+//!   they belong on a thread of the profiler's own; [`ReJitThread`] is that
+//!   thread. It calls `InitializeCurrentThread` first, as the runtime asks of
+//!   profiler threads that will call Info methods which suspend;
+//! - the new IL is supplied in `GetReJITParameters`
+//!   ([`Profiler::get_rejit_parameters`](crate::Profiler::get_rejit_parameters))
+//!   through [`FunctionControl`](crate::rejit::FunctionControl), once per
+//!   (module, method) and request, also for methods not compiled yet when
+//!   the request was made (they are compiled with the new IL on first call).
+
+use crate::error::{check, Error, Result, HRESULT};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use clrprof_sys as sys;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+fn split(methods: &[(RawModuleId, MdMethodDef)]) -> Result<(u32, Vec<sys::ModuleID>, Vec<u32>)> {
+    let n = u32::try_from(methods.len()).map_err(|_| Error::InvalidArgument("too many methods"))?;
+    if n == 0 {
+        return Err(Error::InvalidArgument("no methods to ReJIT or revert"));
+    }
+    Ok((
+        n,
+        methods.iter().map(|(m, _)| m.0 as sys::ModuleID).collect(),
+        methods.iter().map(|(_, t)| t.0).collect(),
+    ))
+}
+
+impl ProfilerInfo {
+    /// `ICorProfilerInfo4::RequestReJIT` for (module, method) pairs.
+    ///
+    /// # Safety
+    /// Every module must be loaded for the duration of the call. Do not call
+    /// this from inside a runtime callback (see the module docs); use
+    /// [`ReJitThread`].
+    pub unsafe fn request_rejit_raw(&self, methods: &[(RawModuleId, MdMethodDef)]) -> Result<()> {
+        let i4 = self.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
+        let (n, modules, tokens) = split(methods)?;
+        // SAFETY: both arrays hold `n` entries for the call; module validity
+        // is the caller's promise.
+        check(
+            unsafe { i4.RequestReJIT(n, modules.as_ptr(), tokens.as_ptr()) },
+            "ICorProfilerInfo4::RequestReJIT",
+        )
+    }
+
+    /// `ICorProfilerInfo4::RequestRevert`: back to the original IL. Returns
+    /// the per-method status the runtime reports.
+    ///
+    /// # Safety
+    /// As for [`request_rejit_raw`](Self::request_rejit_raw).
+    pub unsafe fn request_revert_raw(
+        &self,
+        methods: &[(RawModuleId, MdMethodDef)],
+    ) -> Result<Vec<HRESULT>> {
+        let i4 = self.raw_info4("ICorProfilerInfo4::RequestRevert")?;
+        let (n, modules, tokens) = split(methods)?;
+        let mut status = vec![HRESULT(0); methods.len()];
+        // SAFETY: the three arrays hold `n` entries for the call.
+        check(
+            unsafe { i4.RequestRevert(n, modules.as_ptr(), tokens.as_ptr(), status.as_mut_ptr()) },
+            "ICorProfilerInfo4::RequestRevert",
+        )?;
+        Ok(status)
+    }
+
+    /// `ICorProfilerInfo4::GetReJITIDs`: the ReJIT versions of a function.
+    pub fn rejit_ids(&self, function: FunctionId<'_>) -> Result<Vec<RawReJitId>> {
+        let i4 = self.raw_info4("ICorProfilerInfo4::GetReJITIDs")?;
+        let mut n = 0u32;
+        // SAFETY: size query: null buffer of 0 entries.
+        check(
+            unsafe { i4.GetReJITIDs(function.as_sys(), 0, &mut n, core::ptr::null_mut()) },
+            "ICorProfilerInfo4::GetReJITIDs",
+        )?;
+        let mut ids = vec![0 as sys::ReJITID; n as usize];
+        let mut got = 0u32;
+        // SAFETY: `ids` has `n` entries.
+        check(
+            unsafe { i4.GetReJITIDs(function.as_sys(), n, &mut got, ids.as_mut_ptr()) },
+            "ICorProfilerInfo4::GetReJITIDs",
+        )?;
+        ids.truncate(got.min(n) as usize);
+        Ok(ids.into_iter().map(|i| RawReJitId(i as usize)).collect())
+    }
+}
+
+enum Job {
+    ReJit(
+        Vec<(RawModuleId, MdMethodDef)>,
+        mpsc::Sender<Result<Vec<HRESULT>>>,
+    ),
+    Revert(
+        Vec<(RawModuleId, MdMethodDef)>,
+        mpsc::Sender<Result<Vec<HRESULT>>>,
+    ),
+}
+
+/// A thread of the profiler's own that issues `RequestReJIT` and
+/// `RequestRevert` (see the module docs for why).
+pub struct ReJitThread {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ReJitThread {
+    /// Starts the thread. It calls `InitializeCurrentThread` (Info4) first;
+    /// on a runtime without Info4 this fails with `Unsupported`.
+    pub fn spawn(info: &ProfilerInfo) -> Result<ReJitThread> {
+        info.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
+        let info = info.clone();
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("clrprof-rejit".into())
+            .spawn(move || {
+                if let Ok(i4) = info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
+                    // SAFETY: no arguments; allowed on any thread the profiler
+                    // created. A failure only loses the pre-initialisation.
+                    let _ = unsafe { i4.InitializeCurrentThread() };
+                }
+                while let Ok(job) = rx.recv() {
+                    crate::guard::guard("ReJIT thread", (), || match job {
+                        Job::ReJit(methods, reply) => {
+                            // SAFETY: whoever queued the job promised the
+                            // modules stay loaded until the reply is sent.
+                            let r = unsafe { info.request_rejit_raw(&methods) }
+                                .map(|()| vec![HRESULT(0); methods.len()]);
+                            let _ = reply.send(r);
+                        }
+                        Job::Revert(methods, reply) => {
+                            // SAFETY: as above.
+                            let _ = reply.send(unsafe { info.request_revert_raw(&methods) });
+                        }
+                    });
+                }
+            })
+            .map_err(|e| Error::Usage(format!("cannot start the ReJIT thread: {e}")))?;
+        Ok(ReJitThread {
+            jobs: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn queue(
+        &self,
+        make: impl FnOnce(mpsc::Sender<Result<Vec<HRESULT>>>) -> Job,
+    ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
+        let (tx, rx) = mpsc::channel();
+        let jobs = self
+            .jobs
+            .lock()
+            .map_err(|_| Error::Usage("ReJIT thread lock poisoned".into()))?;
+        jobs.as_ref()
+            .ok_or_else(|| Error::Usage("the ReJIT thread has stopped".into()))?
+            .send(make(tx))
+            .map_err(|_| Error::Usage("the ReJIT thread has stopped".into()))?;
+        Ok(rx)
+    }
+
+    /// Queues a ReJIT request and returns at once; the receiver gets the
+    /// outcome.
+    ///
+    /// # Safety
+    /// The modules must stay loaded until the outcome arrives.
+    pub unsafe fn request_rejit_async(
+        &self,
+        methods: Vec<(RawModuleId, MdMethodDef)>,
+    ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
+        self.queue(|tx| Job::ReJit(methods, tx))
+    }
+
+    /// Queues a revert request and returns at once.
+    ///
+    /// # Safety
+    /// As for [`request_rejit_async`](Self::request_rejit_async).
+    pub unsafe fn request_revert_async(
+        &self,
+        methods: Vec<(RawModuleId, MdMethodDef)>,
+    ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
+        self.queue(|tx| Job::Revert(methods, tx))
+    }
+
+    /// Requests ReJIT of `methods` on the thread and waits for the runtime's
+    /// answer (the IDs stay valid meanwhile because the caller is blocked in
+    /// the scope that lent them). The new IL is asked for later, in
+    /// `GetReJITParameters`, when each method is next called.
+    ///
+    /// Waiting inside a runtime callback is safe only where the callback
+    /// holds no lock the runtime's suspension needs; `JITCompilationStarted`
+    /// of an unrelated method and a managed-to-profiler call are such places,
+    /// `ModuleLoadFinished` is not.
+    pub fn request_rejit(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<()> {
+        let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
+        // SAFETY: we block below until the thread has answered, so the IDs
+        // (valid for the caller's scope) outlive their use.
+        let rx = unsafe { self.request_rejit_async(raw)? };
+        rx.recv()
+            .map_err(|_| Error::Usage("the ReJIT thread stopped before answering".into()))?
+            .map(|_| ())
+    }
+
+    /// Requests a revert and waits; returns the per-method status.
+    pub fn request_revert(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<Vec<HRESULT>> {
+        let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
+        // SAFETY: as in `request_rejit`.
+        let rx = unsafe { self.request_revert_async(raw)? };
+        rx.recv()
+            .map_err(|_| Error::Usage("the ReJIT thread stopped before answering".into()))?
+    }
+
+    /// Stops the thread after the queued requests and waits for it.
+    pub fn stop(&self) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.take();
+        }
+        if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ReJitThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,437 @@
+//! Writing to a module's metadata (`IMetaDataEmit`): the references and
+//! signatures injected IL needs, with lookups of existing ones first.
+//!
+//! The profiler opens a module's metadata for writing with
+//! [`ProfilerInfo::module_metadata_emit`] (`GetModuleMetaData` with
+//! `ofRead | ofWrite`). CoreCLR allows new tokens to be defined while the
+//! module is loaded, typically from `ModuleLoadFinished` or just before the
+//! IL that uses them is set (`JITCompilationStarted`, `GetReJITParameters`);
+//! existing rows cannot be changed. Signature blobs are built with
+//! [`SigBuilder`].
+
+use crate::buffer::to_wide;
+use crate::error::{check, Error, KnownHresult, Result, HRESULT};
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use crate::metadata::MetaDataImport;
+use clrprof_sys as sys;
+use windows_core::{IUnknown, Interface};
+
+/// A module's metadata, write side (`IMetaDataEmit`), with its read side.
+#[derive(Clone)]
+pub struct MetaDataEmit {
+    emit: sys::IMetaDataEmit,
+    import: MetaDataImport,
+}
+
+// SAFETY: the runtime's metadata objects serialize writers internally (the
+// RegMeta implementation takes its own lock around every emit and import
+// call), and COM reference counting is thread-safe.
+unsafe impl Send for MetaDataEmit {}
+// SAFETY: as above.
+unsafe impl Sync for MetaDataEmit {}
+
+impl ProfilerInfo {
+    /// `GetModuleMetaData(ofRead | ofWrite, IID_IMetaDataEmit)`: the module's
+    /// metadata for defining new tokens. Fails for modules whose metadata is
+    /// read-only (e.g. some dynamic modules).
+    pub fn module_metadata_emit(&self, module: ModuleId<'_>) -> Result<MetaDataEmit> {
+        let mut unk: Option<IUnknown> = None;
+        // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
+        // receives an owned reference.
+        check(
+            unsafe {
+                self.raw_info1().GetModuleMetaData(
+                    module.as_sys(),
+                    sys::ofRead | sys::ofWrite,
+                    &sys::IMetaDataEmit::IID,
+                    &mut unk,
+                )
+            },
+            "ICorProfilerInfo::GetModuleMetaData",
+        )?;
+        let unk = unk.ok_or(Error::runtime(
+            HRESULT(KnownHresult::E_NOINTERFACE as i32),
+            "ICorProfilerInfo::GetModuleMetaData",
+        ))?;
+        MetaDataEmit::from_unknown(&unk)
+    }
+}
+
+fn len_u32(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::InvalidArgument("metadata blob or string too long"))
+}
+
+/// `true` for the "not found" answer of the Find* methods.
+fn not_found(e: &Error) -> bool {
+    e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32
+}
+
+impl MetaDataEmit {
+    /// Wraps a metadata object that implements `IMetaDataEmit` and
+    /// `IMetaDataImport`.
+    pub fn from_unknown(unknown: &IUnknown) -> Result<Self> {
+        let emit = unknown
+            .cast()
+            .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataEmit)"))?;
+        Ok(MetaDataEmit {
+            emit,
+            import: MetaDataImport::from_unknown(unknown)?,
+        })
+    }
+
+    /// The read side of the same metadata.
+    pub fn import(&self) -> &MetaDataImport {
+        &self.import
+    }
+
+    /// The raw `IMetaDataEmit`.
+    pub fn raw(&self) -> &sys::IMetaDataEmit {
+        &self.emit
+    }
+
+    /// `GetTokenFromSig`: the StandAloneSig token for a signature blob (a
+    /// `calli` site or a locals signature). The metadata returns the
+    /// existing token when the same blob is already defined.
+    pub fn token_from_sig(&self, signature: &[u8]) -> Result<MdSignature> {
+        let mut tok = 0u32;
+        // SAFETY: `signature` is `len` readable bytes; the metadata copies them.
+        check(
+            unsafe {
+                self.emit
+                    .GetTokenFromSig(signature.as_ptr(), len_u32(signature.len())?, &mut tok)
+            },
+            "IMetaDataEmit::GetTokenFromSig",
+        )?;
+        Ok(MdSignature(tok))
+    }
+
+    /// `DefineMemberRef`: a reference to member `name` with `signature` of
+    /// `parent` (TypeRef, TypeDef, TypeSpec, ModuleRef or MethodDef). Defines
+    /// a new row each time; see [`member_ref`](Self::member_ref) to reuse.
+    pub fn define_member_ref(
+        &self,
+        parent: MdToken,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<MdMemberRef> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+        // bytes; the metadata copies both.
+        check(
+            unsafe {
+                self.emit.DefineMemberRef(
+                    parent.0,
+                    wname.as_ptr(),
+                    signature.as_ptr(),
+                    len_u32(signature.len())?,
+                    &mut tok,
+                )
+            },
+            "IMetaDataEmit::DefineMemberRef",
+        )?;
+        Ok(MdMemberRef(tok))
+    }
+
+    /// `FindMemberRef`: an existing reference to `name` with `signature` on
+    /// `parent`, if any.
+    pub fn find_member_ref(
+        &self,
+        parent: MdToken,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<Option<MdMemberRef>> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: as in `define_member_ref`; read-only lookup.
+        let hr = unsafe {
+            self.import.raw().FindMemberRef(
+                parent.0,
+                wname.as_ptr(),
+                signature.as_ptr(),
+                len_u32(signature.len())?,
+                &mut tok,
+            )
+        };
+        match check(hr, "IMetaDataImport::FindMemberRef") {
+            Ok(()) => Ok(Some(MdMemberRef(tok))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The reference to `name` with `signature` on `parent`: the existing one
+    /// or a new one.
+    pub fn member_ref(&self, parent: MdToken, name: &str, signature: &[u8]) -> Result<MdMemberRef> {
+        match self.find_member_ref(parent, name, signature)? {
+            Some(t) => Ok(t),
+            None => self.define_member_ref(parent, name, signature),
+        }
+    }
+
+    /// `FindTypeRef`: an existing reference to type `name` (`Namespace.Name`)
+    /// in `scope` (an AssemblyRef, ModuleRef or, for nested types, TypeRef).
+    pub fn find_type_ref(&self, scope: MdToken, name: &str) -> Result<Option<MdTypeRef>> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: `wname` is NUL-terminated; read-only lookup.
+        let hr = unsafe {
+            self.import
+                .raw()
+                .FindTypeRef(scope.0, wname.as_ptr(), &mut tok)
+        };
+        match check(hr, "IMetaDataImport::FindTypeRef") {
+            Ok(()) => Ok(Some(MdTypeRef(tok))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `DefineTypeRefByName`: a reference to type `name` in `scope`; the
+    /// metadata returns the existing row when there is one.
+    pub fn type_ref(&self, scope: MdToken, name: &str) -> Result<MdTypeRef> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: `wname` is NUL-terminated; the metadata copies it.
+        check(
+            unsafe {
+                self.emit
+                    .DefineTypeRefByName(scope.0, wname.as_ptr(), &mut tok)
+            },
+            "IMetaDataEmit::DefineTypeRefByName",
+        )?;
+        Ok(MdTypeRef(tok))
+    }
+
+    /// `FindTypeDefByName`: a type defined in this module.
+    pub fn find_type_def(
+        &self,
+        name: &str,
+        enclosing: Option<MdTypeDef>,
+    ) -> Result<Option<MdTypeDef>> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: `wname` is NUL-terminated; read-only lookup.
+        let hr = unsafe {
+            self.import.raw().FindTypeDefByName(
+                wname.as_ptr(),
+                enclosing.map_or(0, |t| t.0),
+                &mut tok,
+            )
+        };
+        match check(hr, "IMetaDataImport::FindTypeDefByName") {
+            Ok(()) => Ok(Some(MdTypeDef(tok))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `FindMethod`: a method of `type_def` by name and signature.
+    pub fn find_method(
+        &self,
+        type_def: MdTypeDef,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<Option<MdMethodDef>> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: as in `find_member_ref`.
+        let hr = unsafe {
+            self.import.raw().FindMethod(
+                type_def.0,
+                wname.as_ptr(),
+                signature.as_ptr(),
+                len_u32(signature.len())?,
+                &mut tok,
+            )
+        };
+        match check(hr, "IMetaDataImport::FindMethod") {
+            Ok(()) => Ok(Some(MdMethodDef(tok))),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `DefineUserString`: the token `ldstr` uses for `s` (existing strings
+    /// are reused by the metadata).
+    pub fn define_user_string(&self, s: &str) -> Result<MdString> {
+        let w: Vec<u16> = s.encode_utf16().collect();
+        let mut tok = 0u32;
+        // SAFETY: `w` is `len` UTF-16 units (no terminator needed: the length
+        // is passed); the metadata copies them.
+        let hr = unsafe {
+            self.emit
+                .DefineUserString(w.as_ptr(), len_u32(w.len())?, &mut tok)
+        };
+        check(hr, "IMetaDataEmit::DefineUserString")?;
+        Ok(MdString(tok))
+    }
+}
+
+/// Builds signature blobs (ECMA-335 II.23.2) for the references injected IL
+/// uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SigBuilder {
+    bytes: Vec<u8>,
+}
+
+/// Unmanaged calling conventions for a `calli` to native code
+/// (`IMAGE_CEE_CS_CALLCONV_C`, `_STDCALL`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnmanagedCallConv {
+    /// `cdecl` (`IMAGE_CEE_CS_CALLCONV_C`).
+    C,
+    /// `stdcall` (`IMAGE_CEE_CS_CALLCONV_STDCALL`). On x86_64 and aarch64
+    /// every one of these is the platform's one C convention: what Rust's
+    /// `extern "system"` (and `extern "C"`) compiles to.
+    StdCall,
+}
+
+impl SigBuilder {
+    /// An empty blob.
+    pub fn new() -> Self {
+        SigBuilder::default()
+    }
+
+    /// A static managed method: `DEFAULT`, parameter count, return type and
+    /// parameters (each an encoded type, e.g. [`SigBuilder::primitive`]).
+    pub fn static_method(ret: &[u8], params: &[&[u8]]) -> Result<Vec<u8>> {
+        Self::method(sys::IMAGE_CEE_CS_CALLCONV_DEFAULT as u8, ret, params)
+    }
+
+    /// An instance method (`HASTHIS`).
+    pub fn instance_method(ret: &[u8], params: &[&[u8]]) -> Result<Vec<u8>> {
+        Self::method(
+            (sys::IMAGE_CEE_CS_CALLCONV_DEFAULT | sys::IMAGE_CEE_CS_CALLCONV_HASTHIS) as u8,
+            ret,
+            params,
+        )
+    }
+
+    /// A stand-alone signature for `calli` to a native function pointer.
+    pub fn unmanaged_calli(
+        conv: UnmanagedCallConv,
+        ret: &[u8],
+        params: &[&[u8]],
+    ) -> Result<Vec<u8>> {
+        let c = match conv {
+            UnmanagedCallConv::C => sys::IMAGE_CEE_CS_CALLCONV_C,
+            UnmanagedCallConv::StdCall => sys::IMAGE_CEE_CS_CALLCONV_STDCALL,
+        };
+        Self::method(c as u8, ret, params)
+    }
+
+    fn method(conv: u8, ret: &[u8], params: &[&[u8]]) -> Result<Vec<u8>> {
+        let mut b = SigBuilder::new();
+        b.bytes.push(conv);
+        b.compressed(
+            u32::try_from(params.len())
+                .map_err(|_| Error::InvalidArgument("too many parameters"))?,
+        )?;
+        b.bytes.extend_from_slice(ret);
+        for p in params {
+            b.bytes.extend_from_slice(p);
+        }
+        Ok(b.bytes)
+    }
+
+    /// A primitive type (`ELEMENT_TYPE_VOID`, `_I4`, `_I`, ...).
+    pub fn primitive(element_type: u8) -> [u8; 1] {
+        [element_type]
+    }
+
+    /// Appends an unsigned integer in the compressed form (II.23.2); values
+    /// above `0x1FFF_FFFF` do not fit.
+    pub fn compressed(&mut self, v: u32) -> Result<&mut Self> {
+        match v {
+            0..=0x7f => self.bytes.push(v as u8),
+            0x80..=0x3fff => self
+                .bytes
+                .extend_from_slice(&((v as u16) | 0x8000).to_be_bytes()),
+            0x4000..=0x1fff_ffff => self
+                .bytes
+                .extend_from_slice(&(v | 0xc000_0000).to_be_bytes()),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "value too large for a compressed integer",
+                ))
+            }
+        }
+        Ok(self)
+    }
+
+    /// Appends a TypeDef, TypeRef or TypeSpec token in the compressed
+    /// `TypeDefOrRefOrSpecEncoded` form.
+    pub fn type_token(&mut self, token: MdToken) -> Result<&mut Self> {
+        let tag = match token.table() {
+            t if t == sys::mdtTypeDef => 0,
+            t if t == sys::mdtTypeRef => 1,
+            t if t == sys::mdtTypeSpec => 2,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "not a TypeDef, TypeRef or TypeSpec token",
+                ))
+            }
+        };
+        self.compressed((token.rid() << 2) | tag)
+    }
+
+    /// Appends raw bytes (an already encoded type).
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.bytes.extend_from_slice(bytes);
+        self
+    }
+
+    /// The blob.
+    pub fn finish(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::il::CallSite;
+
+    #[test]
+    fn calli_signature_is_the_ecma_encoding() {
+        let sig = SigBuilder::unmanaged_calli(
+            UnmanagedCallConv::StdCall,
+            &SigBuilder::primitive(sys::ELEMENT_TYPE_VOID as u8),
+            &[&SigBuilder::primitive(sys::ELEMENT_TYPE_I4 as u8)],
+        )
+        .unwrap();
+        assert_eq!(sig, vec![0x02, 0x01, 0x01, 0x08]);
+        let site = CallSite::from_signature(&sig).unwrap();
+        assert_eq!(
+            site,
+            CallSite {
+                params: 1,
+                has_this: false,
+                returns_value: false
+            }
+        );
+    }
+
+    #[test]
+    fn compressed_integers_and_type_tokens() {
+        let mut b = SigBuilder::new();
+        b.compressed(0x03).unwrap();
+        b.compressed(0x80).unwrap();
+        b.compressed(0x3fff).unwrap();
+        b.compressed(0x4000).unwrap();
+        b.type_token(MdToken(0x0100_0012)).unwrap();
+        assert!(b.compressed(0x2000_0000).is_err());
+        assert_eq!(
+            b.finish(),
+            vec![0x03, 0x80, 0x80, 0xbf, 0xff, 0xc0, 0x00, 0x40, 0x00, 0x49]
+        );
+        let inst = SigBuilder::instance_method(&[0x08], &[&[0x0e], &[0x08]]).unwrap();
+        assert_eq!(inst, vec![0x20, 0x02, 0x08, 0x0e, 0x08]);
+        let site = CallSite::from_signature(&inst).unwrap();
+        assert_eq!(site.pops(crate::il::OpCode::CALLVIRT), 3);
+        assert_eq!(site.pops(crate::il::OpCode::NEWOBJ), 2);
+        assert_eq!(site.pushes(crate::il::OpCode::NEWOBJ), 1);
+    }
+}
