@@ -2,6 +2,7 @@
 //!
 //! Each command lives in its own module; `main` only dispatches.
 
+mod book;
 mod cross;
 mod demo;
 mod gen_sys;
@@ -20,7 +21,8 @@ commands:
   provision   install the test runtimes and the C# compiler into the cache
   toolchain   install the cross toolchains (rustup targets, gcc, qemu, wine)
   cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
-  gen-sys     regenerate clrprof-sys from corprof.idl / cor.h";
+  gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
+  book        check the listings and build the mdBook tutorial into target/book";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +40,7 @@ fn main() {
         "toolchain" => toolchain::main(rest),
         "cross-test" => cross::main(rest),
         "gen-sys" => gen_sys::main(rest),
+        "book" => book::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

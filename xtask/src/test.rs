@@ -82,6 +82,7 @@ pub fn main(args: &[String]) -> crate::Result {
         }
     }
 
+    if let Err(e) = crate::book::build(strict) { step_failures.push(format!("book: {e}")); }
     step("cross-target clrprof-sys tests");
     match cross_rows(strict) {
         Ok(cross) => rows.extend(cross),

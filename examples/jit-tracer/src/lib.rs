@@ -12,6 +12,7 @@ use clrprof::{
     RuntimePolicy, HRESULT,
 };
 
+// ANCHOR: profiler
 /// The profiler's state: only its output sink.
 #[profiler(clsid = "{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}")]
 #[derive(Default)]
@@ -19,17 +20,23 @@ pub struct JitTracer {
     out: JsonLines,
 }
 
+// ANCHOR_END: profiler
 impl Profiler for JitTracer {
+    // ANCHOR: policy
     /// `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version such as `8`.
     fn runtime_policy() -> RuntimePolicy {
         RuntimePolicy::from_env("CLRPROF_RUNTIMES")
     }
+    // ANCHOR_END: policy
 
+    // ANCHOR: initialize
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         Ok((EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION).into())
     }
+    // ANCHOR_END: initialize
 
+    // ANCHOR: callbacks
     fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
         if let Ok(m) = info.module_info(module) {
             self.out.record("module").str("name", &m.name).write();
@@ -42,6 +49,7 @@ impl Profiler for JitTracer {
             Err(e) => self.out.record("jit").str("error", &e.to_string()).write(),
         }
     }
+    // ANCHOR_END: callbacks
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         self.out.flush();
