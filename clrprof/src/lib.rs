@@ -47,6 +47,7 @@ pub mod attach;
 pub mod buffer;
 pub mod callback;
 mod com;
+pub mod elt;
 pub mod detach;
 pub mod error;
 pub mod event_mask;

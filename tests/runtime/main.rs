@@ -4,6 +4,7 @@
 //! after `cargo xtask provision` (or let `cargo xtask test` do both).
 
 mod broken;
+mod elt;
 mod exceptions;
 mod hello;
 mod jit_tracer;
@@ -21,7 +22,8 @@ fn main() {
         .chain(jit_tracer::scenarios())
         .chain(panics::scenarios())
         .chain(sxs::scenarios())
-        .chain(broken::scenarios());
+        .chain(broken::scenarios())
+        .chain(elt::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

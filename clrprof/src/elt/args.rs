@@ -1,0 +1,340 @@
+//! Typed argument and return values for the WithInfo hooks.
+//!
+//! `GetFunctionEnter3Info` gives one byte range per argument (`this` first
+//! for instance methods) and `GetFunctionLeave3Info` one for the return
+//! value; the method signature says what each range holds. The reading
+//! rules (BOTR *Profiling*, "Object Inspection"):
+//!
+//! | signature element | range holds | [`ArgValue`] |
+//! |---|---|---|
+//! | `BOOLEAN`, `CHAR`, `I1`…`U8`, `R4`, `R8`, `I`, `U` | the value | the matching primitive |
+//! | `STRING` | an object reference | [`ArgValue::String`]: the reference and its UTF-16 characters (`GetStringLayout2`) |
+//! | `CLASS`, `OBJECT`, `SZARRAY`, `ARRAY`, generic class instantiations | an object reference (`ObjectID`) | [`ArgValue::Object`] |
+//! | `BYREF` | the address of the referenced location | [`ArgValue::ByRef`] |
+//! | `PTR`, `FNPTR` | the pointer | [`ArgValue::Pointer`] |
+//! | `VALUETYPE` (structs, enums), generic value-type instantiations | the value's bytes (its unboxed layout: `GetClassLayout`) | [`ArgValue::ValueType`] |
+//! | `VAR`, `MVAR`, `TYPEDBYREF` | depends on the instantiation | [`ArgValue::Unknown`] |
+//!
+//! Parse the signature once per function ([`MethodShape::of`], typically
+//! in [`EltHooks::map_function`](super::EltHooks::map_function)) and keep it
+//! in the function's data; decoding in the hook then reads memory only.
+//! Object references are valid during the hook call (no GC can move them
+//! while the hook runs) and not after: keep the values, not the references.
+
+use super::frame::{ArgumentRange, Arguments};
+use crate::error::{Error, Result};
+use crate::ids::{FunctionId, MdToken};
+use crate::info::{ProfilerInfo, StringLayout2};
+use crate::signature::{MethodSig, TypeSig};
+use clrprof_sys as sys;
+
+/// How to read one argument or return value, from its signature element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// `void` (return values only).
+    Void,
+    /// A primitive, by its `ELEMENT_TYPE_*` code.
+    Primitive(u8),
+    /// `System.String`.
+    String,
+    /// Any other object reference.
+    Object,
+    /// A managed reference (`ref`/`out`/`in`).
+    ByRef,
+    /// An unmanaged or function pointer.
+    Pointer,
+    /// A value type; the token is its TypeDef/TypeRef/TypeSpec (or the
+    /// generic definition for instantiations).
+    ValueType(MdToken),
+    /// A generic parameter or a typed reference.
+    Unknown,
+}
+
+impl ArgKind {
+    /// The kind of a signature type.
+    pub fn of(sig: &TypeSig) -> ArgKind {
+        match sig {
+            TypeSig::Primitive(e) => match *e as i32 {
+                x if x == sys::ELEMENT_TYPE_VOID as i32 => ArgKind::Void,
+                x if x == sys::ELEMENT_TYPE_STRING as i32 => ArgKind::String,
+                x if x == sys::ELEMENT_TYPE_OBJECT as i32 => ArgKind::Object,
+                x if x == sys::ELEMENT_TYPE_TYPEDBYREF as i32 => ArgKind::Unknown,
+                _ => ArgKind::Primitive(*e),
+            },
+            TypeSig::Class(_) | TypeSig::SzArray(_) | TypeSig::Array { .. } => ArgKind::Object,
+            TypeSig::ValueType(t) => ArgKind::ValueType(*t),
+            TypeSig::GenericInst {
+                value_type: true,
+                generic,
+                ..
+            } => ArgKind::ValueType(*generic),
+            TypeSig::GenericInst { .. } => ArgKind::Object,
+            TypeSig::ByRef(_) => ArgKind::ByRef,
+            TypeSig::Ptr(_) | TypeSig::FnPtr(_) => ArgKind::Pointer,
+            TypeSig::Modified { inner, .. } | TypeSig::Pinned(inner) => ArgKind::of(inner),
+            TypeSig::Var(_) | TypeSig::MVar(_) => ArgKind::Unknown,
+        }
+    }
+}
+
+/// Longest parameter list a [`MethodShape`] keeps (the WithInfo buffer has
+/// room for [`super::frame::MAX_ARGUMENT_RANGES`] ranges, `this` included).
+pub const MAX_PARAMS: usize = 31;
+
+/// What a method's arguments and return value are, parsed once from its
+/// signature. Fixed size: keeping one per hooked function allocates nothing
+/// more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodShape {
+    has_this: bool,
+    count: usize,
+    params: [ArgKind; MAX_PARAMS],
+    ret: ArgKind,
+}
+
+impl MethodShape {
+    /// The shape of a parsed signature; `Err` for more than [`MAX_PARAMS`]
+    /// parameters.
+    pub fn from_sig(sig: &MethodSig) -> Result<MethodShape> {
+        if sig.params.len() > MAX_PARAMS {
+            return Err(Error::Usage(format!(
+                "a method with {} parameters (more than {MAX_PARAMS})",
+                sig.params.len()
+            )));
+        }
+        let mut params = [ArgKind::Unknown; MAX_PARAMS];
+        for (slot, p) in params.iter_mut().zip(&sig.params) {
+            *slot = ArgKind::of(p);
+        }
+        Ok(MethodShape {
+            has_this: sig.has_this(),
+            count: sig.params.len(),
+            params,
+            ret: ArgKind::of(&sig.ret),
+        })
+    }
+
+    /// Reads and parses the signature of `function` (`GetTokenAndMetaDataFromFunction`,
+    /// `GetMethodProps`).
+    pub fn of(info: &ProfilerInfo, function: FunctionId<'_>) -> Result<MethodShape> {
+        let (metadata, token) = info.token_and_metadata_from_function(function)?;
+        let props = metadata.method_props(token)?;
+        MethodShape::from_sig(&MethodSig::parse(&props.signature)?)
+    }
+
+    /// Whether the first range is `this`.
+    pub fn has_this(&self) -> bool {
+        self.has_this
+    }
+
+    /// The declared parameters (without `this`).
+    pub fn params(&self) -> &[ArgKind] {
+        &self.params[..self.count]
+    }
+
+    /// The return value.
+    pub fn ret(&self) -> ArgKind {
+        self.ret
+    }
+
+    /// How many ranges `GetFunctionEnter3Info` reports for this method.
+    pub fn range_count(&self) -> usize {
+        self.count + self.has_this as usize
+    }
+}
+
+/// A decoded argument or return value, borrowing the hook call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ArgValue<'a> {
+    /// `bool`.
+    Bool(bool),
+    /// `char` (a UTF-16 unit).
+    Char(u16),
+    /// `sbyte`.
+    I1(i8),
+    /// `byte`.
+    U1(u8),
+    /// `short`.
+    I2(i16),
+    /// `ushort`.
+    U2(u16),
+    /// `int`.
+    I4(i32),
+    /// `uint`.
+    U4(u32),
+    /// `long`.
+    I8(i64),
+    /// `ulong`.
+    U8(u64),
+    /// `float`.
+    R4(f32),
+    /// `double`.
+    R8(f64),
+    /// `nint`.
+    I(isize),
+    /// `nuint`.
+    U(usize),
+    /// A string: its object reference (an `ObjectID`, 0 for null) and its
+    /// characters (empty for null).
+    String {
+        /// The `ObjectID`.
+        object: usize,
+        /// The UTF-16 characters.
+        chars: &'a [u16],
+    },
+    /// Another object reference (`ObjectID`, 0 for null).
+    Object(usize),
+    /// A managed reference: the address it points to.
+    ByRef(usize),
+    /// A pointer.
+    Pointer(usize),
+    /// A value type's bytes, in its unboxed layout.
+    ValueType {
+        /// Its type token (see [`ArgKind::ValueType`]).
+        token: MdToken,
+        /// Its bytes.
+        bytes: &'a [u8],
+    },
+    /// Bytes whose type the signature alone does not tell.
+    Unknown(&'a [u8]),
+    /// `void` (a return value of a method that returns nothing).
+    Void,
+}
+
+impl ArgValue<'_> {
+    /// The string's text (lossy for unpaired surrogates), for strings.
+    pub fn string_text(&self) -> Option<String> {
+        match self {
+            ArgValue::String { chars, .. } => Some(String::from_utf16_lossy(chars)),
+            _ => None,
+        }
+    }
+}
+
+fn read<const N: usize>(bytes: &[u8]) -> Result<[u8; N]> {
+    bytes
+        .get(..N)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            Error::Malformed(format!(
+                "argument range of {} bytes, expected {N}",
+                bytes.len()
+            ))
+        })
+}
+
+fn read_usize(bytes: &[u8]) -> Result<usize> {
+    Ok(usize::from_ne_bytes(read::<
+        { core::mem::size_of::<usize>() },
+    >(bytes)?))
+}
+
+/// Decodes the value in `bytes` as `kind`.
+///
+/// # Safety
+/// `bytes` must be a range the runtime reported for the current hook call,
+/// so that an object reference in it points to a live object (for strings,
+/// its characters are read through `layout`).
+pub unsafe fn decode<'a>(
+    kind: ArgKind,
+    bytes: &'a [u8],
+    layout: StringLayout2,
+) -> Result<ArgValue<'a>> {
+    use sys as s;
+    Ok(match kind {
+        ArgKind::Void => ArgValue::Void,
+        ArgKind::Primitive(e) => match e as i32 {
+            x if x == s::ELEMENT_TYPE_BOOLEAN as i32 => ArgValue::Bool(read::<1>(bytes)?[0] != 0),
+            x if x == s::ELEMENT_TYPE_CHAR as i32 => {
+                ArgValue::Char(u16::from_ne_bytes(read(bytes)?))
+            }
+            x if x == s::ELEMENT_TYPE_I1 as i32 => ArgValue::I1(i8::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_U1 as i32 => ArgValue::U1(read::<1>(bytes)?[0]),
+            x if x == s::ELEMENT_TYPE_I2 as i32 => ArgValue::I2(i16::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_U2 as i32 => ArgValue::U2(u16::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_I4 as i32 => ArgValue::I4(i32::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_U4 as i32 => ArgValue::U4(u32::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_I8 as i32 => ArgValue::I8(i64::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_U8 as i32 => ArgValue::U8(u64::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_R4 as i32 => ArgValue::R4(f32::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_R8 as i32 => ArgValue::R8(f64::from_ne_bytes(read(bytes)?)),
+            x if x == s::ELEMENT_TYPE_I as i32 => ArgValue::I(read_usize(bytes)? as isize),
+            x if x == s::ELEMENT_TYPE_U as i32 => ArgValue::U(read_usize(bytes)?),
+            _ => ArgValue::Unknown(bytes),
+        },
+        ArgKind::String => {
+            let object = read_usize(bytes)?;
+            let chars: &[u16] = if object == 0 {
+                &[]
+            } else {
+                // SAFETY: a non-null string reference from a range of this
+                // hook call points to a live System.String; GetStringLayout2
+                // says where its 32-bit length and its characters are.
+                unsafe {
+                    let len = core::ptr::read_unaligned(
+                        (object + layout.string_length_offset as usize) as *const u32,
+                    );
+                    core::slice::from_raw_parts(
+                        (object + layout.buffer_offset as usize) as *const u16,
+                        len as usize,
+                    )
+                }
+            };
+            ArgValue::String { object, chars }
+        }
+        ArgKind::Object => ArgValue::Object(read_usize(bytes)?),
+        ArgKind::ByRef => ArgValue::ByRef(read_usize(bytes)?),
+        ArgKind::Pointer => ArgValue::Pointer(read_usize(bytes)?),
+        ArgKind::ValueType(token) => ArgValue::ValueType { token, bytes },
+        ArgKind::Unknown => ArgValue::Unknown(bytes),
+    })
+}
+
+/// Decodes every argument of an enter hook call: `this` (as an object
+/// reference, or a managed reference for value-type methods) then the
+/// parameters. Fails when the runtime reported a different number of
+/// ranges than the signature has.
+pub fn decode_arguments<'a>(
+    shape: &MethodShape,
+    args: &Arguments<'a>,
+    layout: StringLayout2,
+    mut each: impl FnMut(usize, ArgValue<'a>),
+) -> Result<()> {
+    if args.ranges().len() != shape.range_count() {
+        return Err(Error::Malformed(format!(
+            "{} argument ranges for a signature with {} (this: {})",
+            args.ranges().len(),
+            shape.range_count(),
+            shape.has_this()
+        )));
+    }
+    let kinds = shape
+        .has_this()
+        .then_some(ArgKind::Object)
+        .into_iter()
+        .chain(shape.params().iter().copied());
+    for (index, kind) in kinds.enumerate() {
+        let bytes = args.bytes(index).unwrap_or(&[]);
+        // SAFETY: the ranges come from this hook call (`Arguments<'a>`).
+        let value = unsafe { decode(kind, bytes, layout)? };
+        each(index, value);
+    }
+    Ok(())
+}
+
+/// Decodes a leave hook's return value.
+///
+/// # Safety
+/// `range` must come from [`LeaveContext::return_value`](super::LeaveContext::return_value)
+/// of the current hook call.
+pub unsafe fn decode_return<'a>(
+    shape: &MethodShape,
+    range: &'a ArgumentRange,
+    layout: StringLayout2,
+) -> Result<ArgValue<'a>> {
+    if shape.ret() == ArgKind::Void {
+        return Ok(ArgValue::Void);
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { decode(shape.ret(), range.bytes(), layout) }
+}

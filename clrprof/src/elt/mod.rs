@@ -1,0 +1,671 @@
+//! Enter/Leave/Tailcall hooks (ELT) in safe Rust.
+//!
+//! With `COR_PRF_MONITOR_ENTERLEAVE` the runtime calls a profiler hook when a
+//! jitted method is entered, when it returns and when it leaves through a
+//! tail call. This module registers those hooks for you and calls the
+//! methods of an [`EltHooks`] implementation:
+//!
+//! ```no_run
+//! use clrprof::elt::{self, EltHooks, EltOptions, Hooked};
+//! use clrprof::{EventMask, EventMasks, FunctionId, ProfilerInfo, Result};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//!
+//! struct CountCalls;
+//!
+//! impl EltHooks for CountCalls {
+//!     // What the SDK keeps for every hooked function: here, its call count.
+//!     type Function = AtomicU64;
+//!     fn map_function(&self, _info: &ProfilerInfo, _f: FunctionId<'_>) -> Option<AtomicU64> {
+//!         Some(AtomicU64::new(0)) // hook every function
+//!     }
+//!     fn enter(&self, function: &Hooked<AtomicU64>) {
+//!         function.data().fetch_add(1, Ordering::Relaxed);
+//!     }
+//! }
+//!
+//! // In `Profiler::initialize`:
+//! fn initialize(info: &ProfilerInfo) -> Result<EventMasks> {
+//!     let wanted = EventMasks::from(EventMask::DISABLE_INLINING);
+//!     let (masks, _runtime) = elt::install(info, Arc::new(CountCalls), EltOptions::fast_path(), wanted)?;
+//!     Ok(masks) // return exactly these masks
+//! }
+//! ```
+//!
+//! # The two variants
+//!
+//! * **Fast path** ([`EltOptions::fast_path`]): `SetEnterLeaveFunctionHooks3`.
+//!   Jitted code calls clrprof's assembly trampolines (`clrprof_sys::elt`)
+//!   directly, which save the registers the JIT keeps live and call
+//!   [`EltHooks::enter`] / [`leave`](EltHooks::leave) /
+//!   [`tailcall`](EltHooks::tailcall). No argument or frame information.
+//!   Available where clrprof-sys has trampolines (x86_64 Linux/macOS/Windows,
+//!   aarch64 Linux/macOS); elsewhere [`install`] says so.
+//! * **WithInfo** ([`EltOptions::with_info`]): `SetEnterLeaveFunctionHooks3WithInfo`.
+//!   The runtime calls through its own stub and hands an `eltInfo` handle,
+//!   from which [`EnterContext`], [`LeaveContext`] and [`TailcallContext`]
+//!   read the frame info (`GetFunctionEnter3Info` …), the argument ranges
+//!   and the return value range; [`args`] decodes them into typed values.
+//!   It needs at least one of `COR_PRF_ENABLE_FUNCTION_ARGS`,
+//!   `COR_PRF_ENABLE_FUNCTION_RETVAL`, `COR_PRF_ENABLE_FRAME_INFO`, and is
+//!   several times slower than the fast path.
+//!
+//! # Rules the runtime sets, and how [`install`] keeps them
+//!
+//! * The hooks can only be set during `Initialize`, and the runtime checks
+//!   them against the event mask *current at that moment*: the fast-path
+//!   setter fails with `CORPROF_E_INCONSISTENT_WITH_FLAGS` if ARGS, RETVAL
+//!   or FRAME_INFO is set, the WithInfo setter if none is. So [`install`]
+//!   sets the complete mask first (the one it also returns, with
+//!   `MONITOR_ENTERLEAVE` and the variant's flags added), then the function
+//!   ID mapper, then the hooks. Those flags are immutable: they cannot be
+//!   changed after `Initialize`. Return the masks [`install`] gives back.
+//! * Inconsistent requests are refused before the runtime sees them, with
+//!   [`Error::Usage`]: ARGS/RETVAL/FRAME_INFO with the fast path, WithInfo
+//!   with none of them, the fast path on a target without trampolines, a
+//!   second hooks type in one process.
+//! * A profiler loaded by attach cannot set ELT hooks: the runtime refuses
+//!   with `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER` (ENTERLEAVE is not
+//!   in `COR_PRF_ALLOWABLE_AFTER_ATTACH`); [`install`] returns that error
+//!   without calling the runtime.
+//! * Setting ELT hooks makes detaching impossible:
+//!   `RequestProfilerDetach` then fails with
+//!   `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`. The SDK relies on it:
+//!   the per-runtime state and the per-function records live until the
+//!   process ends.
+//! * The JIT inlines small methods and an inlined call has no hooks. For
+//!   exact call counts add `EventMask::DISABLE_INLINING` (immutable too).
+//!
+//! # Choosing functions and routing ([`EltHooks::map_function`])
+//!
+//! The SDK registers a `FunctionIDMapper2`. The runtime calls it once per
+//! function it compiles with hooks; [`EltHooks::map_function`] decides
+//! whether the function is hooked at all (`None`: the JIT emits no hook
+//! calls for it, which costs nothing at run time) and returns the data the
+//! SDK keeps for it. The SDK stores that data in a [`Hooked`] record that
+//! lives until the process ends, and gives the runtime the record's address
+//! as the function's client ID: every hook call reaches its record with one
+//! load and no lookup. The mapper's client data is the runtime's own state,
+//! so side-by-side runtimes each map and route their own functions. A
+//! function the runtime asks about again (tiered recompilation) gets the
+//! same record.
+//!
+//! # Hook rules
+//!
+//! Hooks run on any thread that runs managed code, concurrently, inside the
+//! prolog or epilog of the managed method, with the GC unable to proceed
+//! until they return. Keep them short, take no lock that a GC or another
+//! hook might hold, and do not call back into managed code. A panic in a
+//! hook is caught and logged, and the hook call becomes a no-op. The SDK's
+//! own dispatch allocates nothing and takes no lock.
+//!
+//! # Shadow stacks
+//!
+//! [`shadow_stack`] keeps a per-thread stack of the hooked frames, which
+//! the thread itself or a sampler can read at any moment.
+
+use crate::error::{Error, Result};
+use crate::event_mask::{EventMask, EventMasks};
+use crate::ids::{FunctionId, RawFunctionId};
+use crate::info::ProfilerInfo;
+use crate::runtimes::RuntimeSlot;
+use clrprof_sys as sys;
+use core::ffi::c_void;
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+pub mod args;
+mod frame;
+pub mod shadow_stack;
+
+pub use frame::{
+    ArgumentRange, Arguments, EnterContext, FrameInfo, LeaveContext, TailcallContext,
+    MAX_ARGUMENT_RANGES,
+};
+
+/// Whether clrprof-sys has fast-path trampolines for this target (the same
+/// table as its build script).
+pub const FAST_PATH_AVAILABLE: bool = cfg!(any(
+    all(
+        target_arch = "x86_64",
+        any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "windows"
+        )
+    ),
+    all(
+        target_arch = "aarch64",
+        any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos"
+        )
+    )
+));
+
+/// What a profiler implements to receive ELT hooks.
+///
+/// Every method has a default, so an implementation writes only what it
+/// uses. The WithInfo methods default to the fast-path ones, so one
+/// implementation serves both variants.
+#[allow(unused_variables)]
+pub trait EltHooks: Send + Sync + 'static {
+    /// What the SDK keeps for each hooked function (a counter, an index into
+    /// the profiler's own table, a decoded signature, `()`...). Created once
+    /// per function by [`map_function`](Self::map_function); hooks get a
+    /// shared reference to it, so mutable parts must be atomics.
+    type Function: Send + Sync + 'static;
+
+    /// The `FunctionIDMapper2` decision: `None` leaves the function
+    /// unhooked, `Some(data)` hooks it. Called once per function, on the
+    /// thread that JIT-compiles it, before its first hook call. Any Info or
+    /// metadata call is allowed here (names, modules, signatures).
+    fn map_function(&self, info: &ProfilerInfo, function: FunctionId<'_>)
+        -> Option<Self::Function>;
+
+    /// Fast path: a hooked function was entered.
+    fn enter(&self, function: &Hooked<Self::Function>) {}
+    /// Fast path: a hooked function returns normally.
+    fn leave(&self, function: &Hooked<Self::Function>) {}
+    /// Fast path: a hooked function leaves through a tail call (its callee
+    /// replaces its frame; no leave follows for it).
+    fn tailcall(&self, function: &Hooked<Self::Function>) {}
+
+    /// WithInfo: entered; `context` reads frame info and arguments.
+    /// Defaults to [`enter`](Self::enter).
+    fn enter_with_info(&self, function: &Hooked<Self::Function>, context: &EnterContext<'_>) {
+        self.enter(function)
+    }
+    /// WithInfo: returns; `context` reads frame info and the return value.
+    /// Defaults to [`leave`](Self::leave).
+    fn leave_with_info(&self, function: &Hooked<Self::Function>, context: &LeaveContext<'_>) {
+        self.leave(function)
+    }
+    /// WithInfo: leaves through a tail call. Defaults to [`tailcall`](Self::tailcall).
+    fn tailcall_with_info(&self, function: &Hooked<Self::Function>, context: &TailcallContext<'_>) {
+        self.tailcall(function)
+    }
+}
+
+/// One hooked function: its ID, its runtime and the profiler's data for it.
+///
+/// Created by the SDK when [`EltHooks::map_function`] returns `Some`, and
+/// kept until the process ends (ELT hooks make the profiler undetachable,
+/// and jitted code holds the record's address).
+#[derive(Debug)]
+#[repr(C)] // the function ID first, whatever `F` is (see `shadow_stack`)
+pub struct Hooked<F> {
+    function: RawFunctionId,
+    runtime: RuntimeSlot,
+    data: F,
+}
+
+impl<F> Hooked<F> {
+    /// The function's ID (raw: it stays valid until its class unloads).
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
+    /// The runtime the function belongs to.
+    pub fn runtime(&self) -> RuntimeSlot {
+        self.runtime
+    }
+
+    /// The profiler's data for the function.
+    pub fn data(&self) -> &F {
+        &self.data
+    }
+
+    /// The record's address, which is the client ID the runtime passes to
+    /// the hooks and what [`shadow_stack`] stores.
+    pub fn client_id(&self) -> usize {
+        self as *const Self as usize
+    }
+}
+
+/// Which ELT variant to register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EltVariant {
+    /// `SetEnterLeaveFunctionHooks3` through the assembly trampolines.
+    FastPath,
+    /// `SetEnterLeaveFunctionHooks3WithInfo`, with these of
+    /// `ENABLE_FUNCTION_ARGS`, `ENABLE_FUNCTION_RETVAL`, `ENABLE_FRAME_INFO`
+    /// (at least one).
+    WithInfo(EventMask),
+}
+
+/// How [`install`] sets up the hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EltOptions {
+    /// The variant.
+    pub variant: EltVariant,
+    /// Adds `MONITOR_EXCEPTIONS`, which the shadow stack needs to pop frames
+    /// that an exception unwinds (forward
+    /// [`Profiler::exception_unwind_function_enter`](crate::Profiler::exception_unwind_function_enter)
+    /// and `_leave` to [`shadow_stack`]).
+    pub exceptions: bool,
+}
+
+impl EltOptions {
+    /// The fast path (no arguments, no frame info).
+    pub const fn fast_path() -> Self {
+        EltOptions {
+            variant: EltVariant::FastPath,
+            exceptions: false,
+        }
+    }
+
+    /// WithInfo with arguments, return value and frame info.
+    pub const fn with_info() -> Self {
+        EltOptions {
+            variant: EltVariant::WithInfo(
+                EventMask::ENABLE_FUNCTION_ARGS
+                    .union(EventMask::ENABLE_FUNCTION_RETVAL.union(EventMask::ENABLE_FRAME_INFO)),
+            ),
+            exceptions: false,
+        }
+    }
+
+    /// WithInfo with only the given info flags.
+    pub const fn with_info_flags(flags: EventMask) -> Self {
+        EltOptions {
+            variant: EltVariant::WithInfo(flags),
+            exceptions: false,
+        }
+    }
+
+    /// Also monitor exceptions (for shadow stacks that stay balanced when
+    /// exceptions unwind hooked frames).
+    pub const fn with_exceptions(mut self) -> Self {
+        self.exceptions = true;
+        self
+    }
+
+    /// Whether the variant is WithInfo.
+    pub const fn is_with_info(&self) -> bool {
+        matches!(self.variant, EltVariant::WithInfo(_))
+    }
+}
+
+/// The event-mask flags that select the WithInfo path.
+pub const WITH_INFO_FLAGS: EventMask = EventMask::ENABLE_FUNCTION_ARGS
+    .union(EventMask::ENABLE_FUNCTION_RETVAL)
+    .union(EventMask::ENABLE_FRAME_INFO);
+
+/// Checks `options` against `wanted` and returns the masks to set: `wanted`
+/// plus `MONITOR_ENTERLEAVE`, the WithInfo flags and `MONITOR_EXCEPTIONS`
+/// as the options ask. Pure: this is what [`install`] refuses, before any
+/// runtime call.
+pub fn masks_for(options: &EltOptions, wanted: EventMasks, attached: bool) -> Result<EventMasks> {
+    if attached {
+        return Err(Error::runtime(
+            sys::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER,
+            "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3 (ELT hooks cannot be set by a profiler loaded by attach)",
+        ));
+    }
+    let mut masks = wanted;
+    masks.low |= EventMask::MONITOR_ENTERLEAVE;
+    if options.exceptions {
+        masks.low |= EventMask::MONITOR_EXCEPTIONS;
+    }
+    match options.variant {
+        EltVariant::FastPath => {
+            if !FAST_PATH_AVAILABLE {
+                return Err(Error::Usage(
+                    "the ELT fast path has no trampolines for this target; use EltOptions::with_info()"
+                        .into(),
+                ));
+            }
+            let extra = masks.low & WITH_INFO_FLAGS;
+            if !extra.is_empty() {
+                return Err(Error::Usage(format!(
+                    "the ELT fast path cannot be combined with {extra:?}: with those flags the runtime \
+                     only accepts SetEnterLeaveFunctionHooks3WithInfo (CORPROF_E_INCONSISTENT_WITH_FLAGS); \
+                     use EltOptions::with_info_flags"
+                )));
+            }
+        }
+        EltVariant::WithInfo(flags) => {
+            if !(flags - WITH_INFO_FLAGS).is_empty() {
+                return Err(Error::Usage(format!(
+                    "EltVariant::WithInfo takes only ENABLE_FUNCTION_ARGS, ENABLE_FUNCTION_RETVAL and \
+                     ENABLE_FRAME_INFO, not {:?}",
+                    flags - WITH_INFO_FLAGS
+                )));
+            }
+            if flags.is_empty() && (masks.low & WITH_INFO_FLAGS).is_empty() {
+                return Err(Error::Usage(
+                    "the WithInfo ELT variant needs at least one of ENABLE_FUNCTION_ARGS, \
+                     ENABLE_FUNCTION_RETVAL, ENABLE_FRAME_INFO (without them the runtime refuses \
+                     SetEnterLeaveFunctionHooks3WithInfo with CORPROF_E_INCONSISTENT_WITH_FLAGS)"
+                        .into(),
+                ));
+            }
+            masks.low |= flags;
+        }
+    }
+    Ok(masks)
+}
+
+/// Per-runtime ELT state; the `FunctionIDMapper2` client data.
+struct RuntimeElt<H: EltHooks> {
+    hooks: Arc<H>,
+    info: ProfilerInfo,
+    info3: sys::ICorProfilerInfo3,
+    slot: RuntimeSlot,
+    /// FunctionID → its record, so a function mapped twice keeps one record.
+    mapped: Mutex<HashMap<usize, &'static Entry<H>>>,
+}
+
+// SAFETY: the only non-Sync member is the ICorProfilerInfo3 interface,
+// which the runtime documents as free-threaded (callable from any thread,
+// the ELT hooks included); COM reference counting is thread-safe.
+unsafe impl<H: EltHooks> Send for RuntimeElt<H> {}
+// SAFETY: as above.
+unsafe impl<H: EltHooks> Sync for RuntimeElt<H> {}
+
+/// The record behind a client ID: the user's [`Hooked`] first, then what
+/// the dispatch needs.
+#[repr(C)]
+struct Entry<H: EltHooks> {
+    hooked: Hooked<H::Function>,
+    runtime: &'static RuntimeElt<H>,
+}
+
+/// A handle to the ELT state of one runtime, returned by [`install`].
+pub struct EltRuntime<H: EltHooks> {
+    state: &'static RuntimeElt<H>,
+}
+
+impl<H: EltHooks> Clone for EltRuntime<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<H: EltHooks> Copy for EltRuntime<H> {}
+
+impl<H: EltHooks> EltRuntime<H> {
+    /// The runtime's slot.
+    pub fn runtime(&self) -> RuntimeSlot {
+        self.state.slot
+    }
+
+    /// The hooks object.
+    pub fn hooks(&self) -> &H {
+        &self.state.hooks
+    }
+
+    /// Every function hooked so far in this runtime (in no particular order).
+    /// Takes the mapper's lock: call it from callbacks, not from hooks.
+    pub fn functions(&self) -> Vec<&'static Hooked<H::Function>> {
+        match self.state.mapped.lock() {
+            Ok(map) => map.values().map(|e| &e.hooked).collect(),
+            Err(poisoned) => poisoned.get_ref().values().map(|e| &e.hooked).collect(),
+        }
+    }
+
+    /// The record of `function`, if it is hooked. Takes the mapper's lock.
+    pub fn function(&self, function: RawFunctionId) -> Option<&'static Hooked<H::Function>> {
+        let map = self.state.mapped.lock().ok()?;
+        map.get(&function.0).map(|e| &e.hooked)
+    }
+}
+
+/// The hooks type installed in this process (the handler slots are
+/// process-wide: one per library).
+static INSTALLED: Mutex<Option<TypeId>> = Mutex::new(None);
+
+/// Registers ELT hooks for the runtime of `info`. Call it from
+/// [`Profiler::initialize`](crate::Profiler::initialize) and return the
+/// masks it gives back.
+///
+/// In order: checks `options` against `wanted` ([`masks_for`]), sets the
+/// resulting event mask, registers the `FunctionIDMapper2` (client data:
+/// this runtime's state) and the hooks of the chosen variant. Side-by-side
+/// runtimes may each call it with the same hooks type; a different type in
+/// the same process is refused.
+pub fn install<H: EltHooks>(
+    info: &ProfilerInfo,
+    hooks: Arc<H>,
+    options: EltOptions,
+    wanted: EventMasks,
+) -> Result<(EventMasks, EltRuntime<H>)> {
+    let masks = masks_for(&options, wanted, info.is_attached())?;
+    let info3 = info
+        .raw_info3("ICorProfilerInfo3::SetEnterLeaveFunctionHooks3")?
+        .clone();
+    {
+        let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        match *installed {
+            Some(t) if t != TypeId::of::<H>() => {
+                return Err(Error::Usage(format!(
+                    "ELT hooks of another type are already installed in this process; \
+                     every runtime must use the same EltHooks type (not {})",
+                    std::any::type_name::<H>()
+                )))
+            }
+            _ => *installed = Some(TypeId::of::<H>()),
+        }
+    }
+    info.set_event_mask(masks)?;
+
+    let state: &'static RuntimeElt<H> = Box::leak(Box::new(RuntimeElt {
+        hooks,
+        info: info.clone(),
+        info3,
+        slot: info.runtime_slot(),
+        mapped: Mutex::new(HashMap::new()),
+    }));
+    let client_data = state as *const RuntimeElt<H> as *mut c_void;
+    // SAFETY: `map_function::<H>` has the FunctionIDMapper2 signature and
+    // treats the client data as the `RuntimeElt<H>` passed here, which is
+    // leaked and so outlives every call.
+    crate::error::check(
+        unsafe {
+            state
+                .info3
+                .SetFunctionIDMapper2(Some(map_function::<H>), client_data)
+        },
+        "ICorProfilerInfo3::SetFunctionIDMapper2",
+    )?;
+    match options.variant {
+        EltVariant::FastPath => set_fast_path::<H>(&state.info3)?,
+        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3)?,
+    }
+    Ok((masks, EltRuntime { state }))
+}
+
+#[cfg(any(
+    all(
+        target_arch = "x86_64",
+        any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "windows"
+        )
+    ),
+    all(
+        target_arch = "aarch64",
+        any(target_os = "linux", target_os = "android", target_os = "macos")
+    )
+))]
+fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
+    use sys::elt;
+    // SAFETY: the handlers only read records the mapper created (client IDs
+    // are their addresses; the records are leaked), never unwind (every user
+    // call is inside `contain`), and are plain functions of this library.
+    unsafe {
+        elt::set_enter3_handler(Some(fast_enter::<H>));
+        elt::set_leave3_handler(Some(fast_leave::<H>));
+        elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
+    }
+    // SAFETY: the trampolines implement the JIT's FunctionEnter3/Leave3/
+    // Tailcall3 convention for this target (clrprof_sys::elt).
+    crate::error::check(
+        unsafe {
+            info3.SetEnterLeaveFunctionHooks3(
+                Some(elt::enter3_trampoline()),
+                Some(elt::leave3_trampoline()),
+                Some(elt::tailcall3_trampoline()),
+            )
+        },
+        "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3",
+    )
+}
+
+#[cfg(not(any(
+    all(
+        target_arch = "x86_64",
+        any(
+            target_os = "linux",
+            target_os = "android",
+            target_os = "macos",
+            target_os = "windows"
+        )
+    ),
+    all(
+        target_arch = "aarch64",
+        any(target_os = "linux", target_os = "android", target_os = "macos")
+    )
+)))]
+fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3) -> Result<()> {
+    Err(Error::Usage(
+        "the ELT fast path has no trampolines for this target".into(),
+    ))
+}
+
+fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
+    use sys::elt;
+    // SAFETY: as for the fast-path handlers.
+    unsafe {
+        elt::set_enter3_with_info_handler(Some(info_enter::<H>));
+        elt::set_leave3_with_info_handler(Some(info_leave::<H>));
+        elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
+    }
+    // SAFETY: the entry points have the IDL's C-ABI WithInfo signatures.
+    crate::error::check(
+        unsafe {
+            info3.SetEnterLeaveFunctionHooks3WithInfo(
+                Some(elt::enter3_with_info_hook()),
+                Some(elt::leave3_with_info_hook()),
+                Some(elt::tailcall3_with_info_hook()),
+            )
+        },
+        "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
+    )
+}
+
+/// The `FunctionIDMapper2` registered by [`install`].
+unsafe extern "system" fn map_function<H: EltHooks>(
+    function: sys::FunctionID,
+    client_data: *mut c_void,
+    hook: *mut sys::BOOL,
+) -> usize {
+    let set_hook = |value: bool| {
+        if !hook.is_null() {
+            // SAFETY: the runtime passes a valid out pointer for the decision.
+            unsafe { *hook = value as sys::BOOL };
+        }
+    };
+    set_hook(false);
+    if client_data.is_null() {
+        return function;
+    }
+    // SAFETY: the client data is the leaked `RuntimeElt<H>` that `install`
+    // registered together with this monomorphisation.
+    let state: &'static RuntimeElt<H> = unsafe { &*(client_data as *const RuntimeElt<H>) };
+    crate::guard::guard("FunctionIDMapper2", function, || {
+        let mut mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = mapped.get(&function).copied() {
+            set_hook(true);
+            return entry as *const Entry<H> as usize;
+        }
+        // SAFETY: the runtime passes a valid FunctionID, valid for the call.
+        let id = unsafe { FunctionId::from_sys(function) };
+        let Some(data) = state.hooks.map_function(&state.info, id) else {
+            return function;
+        };
+        let entry: &'static Entry<H> = Box::leak(Box::new(Entry {
+            hooked: Hooked {
+                function: RawFunctionId(function),
+                runtime: state.slot,
+                data,
+            },
+            runtime: state,
+        }));
+        mapped.insert(function, entry);
+        set_hook(true);
+        entry as *const Entry<H> as usize
+    })
+}
+
+/// Runs a hook body; a panic is logged and the call becomes a no-op.
+/// Only `catch_unwind`, which costs nothing when nothing panics.
+#[inline(always)]
+fn contain(entry: &'static str, f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        log::error!("panic in ELT hook {entry}; the hook call was ignored");
+    }
+}
+
+/// The record behind a client ID.
+///
+/// # Safety
+/// `client` must be a client ID that `map_function::<H>` returned with
+/// "hook" set, i.e. the address of a leaked `Entry<H>`.
+#[inline(always)]
+unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { &*(client as *const Entry<H>) }
+}
+
+unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
+    // SAFETY: the runtime passes the client ID the mapper returned for a
+    // function it hooked.
+    let e = unsafe { entry::<H>(client) };
+    contain("enter", || e.runtime.hooks.enter(&e.hooked));
+}
+
+unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
+    // SAFETY: as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
+    contain("leave", || e.runtime.hooks.leave(&e.hooked));
+}
+
+unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
+    // SAFETY: as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
+    contain("tailcall", || e.runtime.hooks.tailcall(&e.hooked));
+}
+
+unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: usize) {
+    // SAFETY: as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
+    contain("enter (WithInfo)", || {
+        let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        e.runtime.hooks.enter_with_info(&e.hooked, &context)
+    });
+}
+
+unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: usize) {
+    // SAFETY: as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
+    contain("leave (WithInfo)", || {
+        let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        e.runtime.hooks.leave_with_info(&e.hooked, &context)
+    });
+}
+
+unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: usize) {
+    // SAFETY: as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
+    contain("tailcall (WithInfo)", || {
+        let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        e.runtime.hooks.tailcall_with_info(&e.hooked, &context)
+    });
+}

@@ -1,0 +1,500 @@
+//! Shadow stacks: for every thread, the hooked frames it is in, kept by the
+//! ELT hooks and by the exception-unwind callbacks.
+//!
+//! Call [`enter`] from [`EltHooks::enter`](super::EltHooks::enter), [`leave`]
+//! from `leave` and [`tailcall`] from `tailcall`. An exception that unwinds
+//! a hooked frame calls no leave hook; instead the runtime (with
+//! `MONITOR_EXCEPTIONS`, see [`EltOptions::with_exceptions`](super::EltOptions::with_exceptions))
+//! calls `ExceptionUnwindFunctionEnter` / `ExceptionUnwindFunctionLeave`
+//! for every managed frame it unwinds, hooked or not, and
+//! `ExceptionCatcherEnter` for the frame that catches. Forward those
+//! callbacks to [`unwind_function_enter`], [`unwind_function_leave`] and
+//! [`catcher_enter`]: a frame is popped when the frame being unwound is the
+//! top of the shadow stack.
+//!
+//! Memory is taken once ([`preallocate`], or the defaults on first use): a
+//! pool of per-thread stacks of fixed capacity. A thread takes a free stack
+//! at its first hook and gives it back when it exits. After that, pushing
+//! and popping write a few words of the thread's own stack: no allocation,
+//! no lock. Deeper frames than the capacity are counted, not stored.
+//!
+//! Any thread can read any stack at any moment ([`snapshot`],
+//! [`for_each_thread`]): the owner brackets every change with a sequence
+//! counter and readers retry until they copied a consistent state (a
+//! seqlock), so a sampler never blocks the thread it samples.
+
+use super::Hooked;
+use crate::ids::RawFunctionId;
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Default number of per-thread stacks.
+pub const DEFAULT_THREADS: usize = 256;
+/// Default capacity of each stack, in frames.
+pub const DEFAULT_DEPTH: usize = 1024;
+
+/// How many unwinds may be nested (an exception thrown from a `finally`
+/// that runs during another exception's unwind, ...).
+const UNWIND_NESTING: usize = 16;
+
+/// One frame of a shadow stack: the [`Hooked`] record of its function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShadowFrame(usize);
+
+impl ShadowFrame {
+    /// The hooked record's address (the function's client ID).
+    pub fn client_id(&self) -> usize {
+        self.0
+    }
+
+    /// The function's ID.
+    pub fn function(&self) -> RawFunctionId {
+        // SAFETY: frames are only made from `&Hooked<F>`, which the SDK
+        // creates and never frees (see `Hooked`); `Hooked` is `repr(C)` with
+        // the function ID first, whatever `F` is.
+        unsafe { *(self.0 as *const RawFunctionId) }
+    }
+}
+
+/// Counters of one thread's stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackStats {
+    /// Current depth (may exceed the capacity; frames beyond it are not stored).
+    pub depth: usize,
+    /// Deepest depth seen.
+    pub max_depth: usize,
+    /// Frames pushed (enter hooks).
+    pub pushes: u64,
+    /// Frames popped by leave or tailcall hooks.
+    pub pops: u64,
+    /// Frames popped by exception unwinding.
+    pub unwound: u64,
+    /// Pops on an empty stack.
+    pub underflows: u64,
+    /// Leave/tailcall hooks whose function was not the top frame.
+    pub mismatches: u64,
+}
+
+/// One thread's stack. Written only by its owner thread.
+struct ThreadStack {
+    /// 0 when free, else the owner's OS thread ID + 1.
+    owner: AtomicU64,
+    /// Odd while the owner is changing the stack.
+    seq: AtomicU64,
+    depth: AtomicUsize,
+    max_depth: AtomicUsize,
+    pushes: AtomicU64,
+    pops: AtomicU64,
+    unwound: AtomicU64,
+    underflows: AtomicU64,
+    mismatches: AtomicU64,
+    frames: Box<[AtomicUsize]>,
+    /// Pending unwinds: the function being unwound, and whether it was the
+    /// top frame (low bit) — owner only.
+    unwinds: [AtomicUsize; UNWIND_NESTING],
+    unwind_level: AtomicUsize,
+}
+
+impl ThreadStack {
+    fn new(depth: usize) -> ThreadStack {
+        ThreadStack {
+            owner: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            depth: AtomicUsize::new(0),
+            max_depth: AtomicUsize::new(0),
+            pushes: AtomicU64::new(0),
+            pops: AtomicU64::new(0),
+            unwound: AtomicU64::new(0),
+            underflows: AtomicU64::new(0),
+            mismatches: AtomicU64::new(0),
+            frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
+            unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
+            unwind_level: AtomicUsize::new(0),
+        }
+    }
+
+    fn reset(&self) {
+        self.depth.store(0, Ordering::Relaxed);
+        self.max_depth.store(0, Ordering::Relaxed);
+        for c in [
+            &self.pushes,
+            &self.pops,
+            &self.unwound,
+            &self.underflows,
+            &self.mismatches,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.unwind_level.store(0, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn begin(&self) -> u64 {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        s
+    }
+
+    #[inline(always)]
+    fn end(&self, s: u64) {
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn push(&self, frame: usize) {
+        let s = self.begin();
+        let d = self.depth.load(Ordering::Relaxed);
+        if let Some(slot) = self.frames.get(d) {
+            slot.store(frame, Ordering::Relaxed);
+        }
+        self.depth.store(d + 1, Ordering::Relaxed);
+        if d + 1 > self.max_depth.load(Ordering::Relaxed) {
+            self.max_depth.store(d + 1, Ordering::Relaxed);
+        }
+        self.pushes
+            .store(self.pushes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.end(s);
+    }
+
+    /// The top frame, if stored.
+    #[inline(always)]
+    fn top(&self) -> Option<usize> {
+        let d = self.depth.load(Ordering::Relaxed);
+        d.checked_sub(1)
+            .and_then(|i| self.frames.get(i))
+            .map(|f| f.load(Ordering::Relaxed))
+    }
+
+    #[inline(always)]
+    fn pop(&self, expected: Option<usize>, counter: &AtomicU64) {
+        let d = self.depth.load(Ordering::Relaxed);
+        if d == 0 {
+            self.underflows.store(
+                self.underflows.load(Ordering::Relaxed) + 1,
+                Ordering::Relaxed,
+            );
+            return;
+        }
+        if let (Some(expected), Some(top)) = (expected, self.top()) {
+            if top != expected {
+                self.mismatches.store(
+                    self.mismatches.load(Ordering::Relaxed) + 1,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        let s = self.begin();
+        self.depth.store(d - 1, Ordering::Relaxed);
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.end(s);
+    }
+
+    fn stats(&self) -> StackStats {
+        StackStats {
+            depth: self.depth.load(Ordering::Relaxed),
+            max_depth: self.max_depth.load(Ordering::Relaxed),
+            pushes: self.pushes.load(Ordering::Relaxed),
+            pops: self.pops.load(Ordering::Relaxed),
+            unwound: self.unwound.load(Ordering::Relaxed),
+            underflows: self.underflows.load(Ordering::Relaxed),
+            mismatches: self.mismatches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A consistent copy of the stored frames (bottom first) and the counters.
+    fn read(&self, out: &mut Vec<ShadowFrame>) -> StackStats {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            out.clear();
+            let stats = self.stats();
+            let stored = stats.depth.min(self.frames.len());
+            out.extend(
+                self.frames[..stored]
+                    .iter()
+                    .map(|f| ShadowFrame(f.load(Ordering::Relaxed))),
+            );
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return stats;
+            }
+        }
+    }
+}
+
+struct Pool {
+    stacks: Box<[ThreadStack]>,
+    exhausted: AtomicU64,
+}
+
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+/// Allocates the pool: `threads` stacks of `depth` frames each. Call it
+/// from `initialize` to choose the sizes; otherwise the first hook that
+/// uses a shadow stack allocates [`DEFAULT_THREADS`] × [`DEFAULT_DEPTH`].
+/// Returns `false` if the pool already existed (the sizes are not changed).
+pub fn preallocate(threads: usize, depth: usize) -> bool {
+    let mut created = false;
+    POOL.get_or_init(|| {
+        created = true;
+        Pool {
+            stacks: (0..threads.max(1))
+                .map(|_| ThreadStack::new(depth.max(1)))
+                .collect(),
+            exhausted: AtomicU64::new(0),
+        }
+    });
+    created
+}
+
+fn pool() -> &'static Pool {
+    POOL.get_or_init(|| Pool {
+        stacks: (0..DEFAULT_THREADS)
+            .map(|_| ThreadStack::new(DEFAULT_DEPTH))
+            .collect(),
+        exhausted: AtomicU64::new(0),
+    })
+}
+
+/// Counters of stacks whose threads exited, summed.
+static RETIRED: Mutex<StackStats> = Mutex::new(StackStats {
+    depth: 0,
+    max_depth: 0,
+    pushes: 0,
+    pops: 0,
+    unwound: 0,
+    underflows: 0,
+    mismatches: 0,
+});
+
+fn add(total: &mut StackStats, st: StackStats) {
+    total.depth += st.depth;
+    total.max_depth = total.max_depth.max(st.max_depth);
+    total.pushes += st.pushes;
+    total.pops += st.pops;
+    total.unwound += st.unwound;
+    total.underflows += st.underflows;
+    total.mismatches += st.mismatches;
+}
+
+/// Gives the thread's stack back to the pool when the thread exits, after
+/// adding its counters to the retired totals.
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let stack = CURRENT
+            .try_with(|c| c.replace(core::ptr::null()))
+            .unwrap_or(core::ptr::null());
+        if !stack.is_null() {
+            // SAFETY: CURRENT only holds pointers into the pool, which lives
+            // for the rest of the process.
+            let stack = unsafe { &*stack };
+            if let Ok(mut retired) = RETIRED.lock() {
+                add(&mut retired, stack.stats());
+            }
+            stack.reset();
+            stack.owner.store(0, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: Cell<*const ThreadStack> = const { Cell::new(core::ptr::null()) };
+    static RELEASE: Release = const { Release };
+}
+
+fn os_thread_id() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions.
+        (unsafe { libc::gettid() }) as u64
+    }
+    #[cfg(windows)]
+    {
+        extern "system" {
+            fn GetCurrentThreadId() -> u32;
+        }
+        // SAFETY: GetCurrentThreadId has no preconditions.
+        (unsafe { GetCurrentThreadId() }) as u64
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
+    {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+        ID.with(|id| *id)
+    }
+}
+
+#[cold]
+fn acquire() -> *const ThreadStack {
+    let pool = pool();
+    let owner = os_thread_id() + 1;
+    for stack in pool.stacks.iter() {
+        if stack
+            .owner
+            .compare_exchange(0, owner, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            stack.reset();
+            let ptr = stack as *const ThreadStack;
+            let _ = CURRENT.try_with(|c| c.set(ptr));
+            // Registers the release at thread exit.
+            let _ = RELEASE.try_with(|_| ());
+            return ptr;
+        }
+    }
+    pool.exhausted.fetch_add(1, Ordering::Relaxed);
+    core::ptr::null()
+}
+
+#[inline(always)]
+fn with_current(f: impl FnOnce(&ThreadStack)) {
+    let mut ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    if ptr.is_null() {
+        ptr = acquire();
+        if ptr.is_null() {
+            return;
+        }
+    }
+    // SAFETY: a non-null CURRENT points into the pool, which is never freed,
+    // and this thread owns the stack until it exits.
+    f(unsafe { &*ptr })
+}
+
+/// The enter hook's part: pushes `function`.
+#[inline(always)]
+pub fn enter<F>(function: &Hooked<F>) {
+    let frame = function.client_id();
+    with_current(|s| s.push(frame));
+}
+
+/// The leave hook's part: pops the top frame (counting a mismatch if it is
+/// not `function`).
+#[inline(always)]
+pub fn leave<F>(function: &Hooked<F>) {
+    let frame = function.client_id();
+    with_current(|s| s.pop(Some(frame), &s.pops));
+}
+
+/// The tailcall hook's part: the frame is replaced by its callee's, so it
+/// is popped like a leave.
+#[inline(always)]
+pub fn tailcall<F>(function: &Hooked<F>) {
+    leave(function)
+}
+
+/// `ExceptionUnwindFunctionEnter`: the exception starts unwinding a frame
+/// of `function` (hooked or not).
+pub fn unwind_function_enter(function: RawFunctionId) {
+    with_current(|s| {
+        let level = s.unwind_level.load(Ordering::Relaxed);
+        let top_matches = s
+            .top()
+            .map(|top| ShadowFrame(top).function() == function)
+            .unwrap_or(false);
+        if let Some(slot) = s.unwinds.get(level) {
+            // The function ID is pointer-aligned, so the low bit is free.
+            slot.store(function.0 | top_matches as usize, Ordering::Relaxed);
+        }
+        s.unwind_level.store(level + 1, Ordering::Relaxed);
+    });
+}
+
+/// `ExceptionUnwindFunctionLeave`: the frame is gone; pops it if it was the
+/// top of the shadow stack.
+pub fn unwind_function_leave() {
+    with_current(|s| {
+        let level = s.unwind_level.load(Ordering::Relaxed);
+        if level == 0 {
+            return;
+        }
+        s.unwind_level.store(level - 1, Ordering::Relaxed);
+        let pending = s.unwinds.get(level - 1).map(|p| p.load(Ordering::Relaxed));
+        if pending.is_some_and(|p| p & 1 == 1) {
+            s.pop(None, &s.unwound);
+        }
+    });
+}
+
+/// `ExceptionCatcherEnter`: the frame of `function` catches and goes on
+/// running. If an unwind of that frame is pending it is dropped without
+/// popping the frame.
+pub fn catcher_enter(function: RawFunctionId) {
+    with_current(|s| {
+        let level = s.unwind_level.load(Ordering::Relaxed);
+        let Some(i) = level.checked_sub(1) else {
+            return;
+        };
+        let pending = s.unwinds.get(i).map(|p| p.load(Ordering::Relaxed) & !1);
+        if pending == Some(function.0) {
+            s.unwind_level.store(i, Ordering::Relaxed);
+        }
+    });
+}
+
+/// The calling thread's current depth (0 if it has no stack yet).
+pub fn current_depth() -> usize {
+    let ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    if ptr.is_null() {
+        return 0;
+    }
+    // SAFETY: as in `with_current`.
+    unsafe { (*ptr).depth.load(Ordering::Relaxed) }
+}
+
+/// A consistent copy of the stack of the thread with OS thread ID
+/// `os_thread`, bottom frame first, with its counters; `None` if that
+/// thread has no stack. Never blocks the thread.
+pub fn snapshot(os_thread: u64, frames: &mut Vec<ShadowFrame>) -> Option<StackStats> {
+    let pool = POOL.get()?;
+    let stack = pool
+        .stacks
+        .iter()
+        .find(|s| s.owner.load(Ordering::Acquire) == os_thread + 1)?;
+    Some(stack.read(frames))
+}
+
+/// Calls `f(os_thread_id, stats, frames)` for every thread that has a stack.
+pub fn for_each_thread(mut f: impl FnMut(u64, StackStats, &[ShadowFrame])) {
+    let Some(pool) = POOL.get() else { return };
+    let mut frames = Vec::new();
+    for stack in pool.stacks.iter() {
+        let owner = stack.owner.load(Ordering::Acquire);
+        if owner != 0 {
+            let stats = stack.read(&mut frames);
+            f(owner - 1, stats, &frames);
+        }
+    }
+}
+
+/// The calling thread's OS thread ID, as [`snapshot`] and
+/// [`for_each_thread`] use it.
+pub fn current_os_thread() -> u64 {
+    os_thread_id()
+}
+
+/// Hook calls that found no free stack in the pool (their threads are not
+/// tracked).
+pub fn exhausted() -> u64 {
+    POOL.get()
+        .map_or(0, |p| p.exhausted.load(Ordering::Relaxed))
+}
+
+/// Sums of the counters of every thread's stack, live threads and exited
+/// ones (an exited thread's `depth` is what it left unbalanced).
+pub fn totals() -> StackStats {
+    let mut t = RETIRED.lock().map(|r| *r).unwrap_or_default();
+    let Some(pool) = POOL.get() else { return t };
+    for s in pool.stacks.iter() {
+        if s.owner.load(Ordering::Acquire) != 0 {
+            add(&mut t, s.stats());
+        }
+    }
+    t
+}

@@ -1,0 +1,404 @@
+//! call-tracer: exact call counts per method through ELT hooks.
+//!
+//! Every JIT-compiled method (or those whose name starts with
+//! `CLRPROF_CALLS_FILTER`) is hooked; its enter hook adds one to its
+//! counter. Inlining is disabled (`COR_PRF_DISABLE_INLINING`), because an
+//! inlined call runs no hook: with it the counts are exact.
+//!
+//! Environment:
+//! - `CLRPROF_ELT` = `fastpath` (default: `SetEnterLeaveFunctionHooks3`
+//!   through clrprof's trampolines) or `withinfo`
+//!   (`SetEnterLeaveFunctionHooks3WithInfo`);
+//! - `CLRPROF_CALLS_FILTER` = a method-name prefix (e.g. `Calls.`): hook
+//!   only those methods (default: all);
+//! - `CLRPROF_CALL_TIMES=1`: also measure inclusive and exclusive time per
+//!   method (the call tree's times, folded per method), and keep shadow
+//!   stacks balanced across exceptions;
+//! - `CLRPROF_SHADOW=1`: keep shadow stacks (implied by `CLRPROF_CALL_TIMES`)
+//!   and report their counters;
+//! - `CLRPROF_ARGS` = a method-name prefix (WithInfo only): write the
+//!   decoded arguments and return value of every call of those methods
+//!   (slow: one record per call);
+//! - `CLRPROF_OUTPUT`: the JSON Lines file (default: stderr).
+//!
+//! Records: `{"event":"runtime",...}` first; at shutdown, per method with at
+//! least one call, `{"event":"calls","method":"Ns.Type::Method","count":N}`
+//! (instantiations of a generic method and overloads are summed under their
+//! name), plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
+//! shadow stacks, one `{"event":"shadow",...}` record with the totals of
+//! every thread and one `{"event":"shadow-thread",...}` per live thread.
+
+use clrprof::elt::args::{decode_arguments, decode_return, ArgValue, MethodShape};
+use clrprof::elt::{
+    self, shadow_stack, EltHooks, EltOptions, EltRuntime, EnterContext, Hooked, LeaveContext,
+};
+use clrprof::info::StringLayout2;
+use clrprof::output::{push_json_string, JsonLines};
+use clrprof::{
+    profiler, EventMask, EventMasks, FunctionId, ObjectId, Profiler, ProfilerInfo, RawFunctionId,
+    Result,
+};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+/// What call-tracer keeps per hooked method.
+pub struct Method {
+    name: Box<str>,
+    count: AtomicU64,
+    inclusive_ns: AtomicU64,
+    exclusive_ns: AtomicU64,
+    /// The signature's shape, for methods whose arguments are written.
+    shape: Option<MethodShape>,
+}
+
+/// The hooks: counting, and optionally timing and argument records.
+pub struct Calls {
+    filter: Option<String>,
+    times: bool,
+    shadow: bool,
+    args_filter: Option<String>,
+    string_layout: OnceLock<StringLayout2>,
+    epoch: Instant,
+    out: Arc<JsonLines>,
+}
+
+thread_local! {
+    /// Call times of the thread's open frames, indexed by shadow-stack depth:
+    /// (start in ns since the epoch, time spent in callees).
+    static TIMES: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Calls {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn timed_enter(&self, function: &Hooked<Method>) {
+        let depth = shadow_stack::current_depth();
+        shadow_stack::enter(function);
+        let now = self.now();
+        let _ = TIMES.try_with(|t| {
+            if let Ok(mut t) = t.try_borrow_mut() {
+                if t.len() <= depth {
+                    t.resize(depth + 1, (0, 0));
+                }
+                t[depth] = (now, 0);
+            }
+        });
+    }
+
+    fn timed_leave(&self, function: &Hooked<Method>) {
+        let now = self.now();
+        shadow_stack::leave(function);
+        let depth = shadow_stack::current_depth();
+        let _ = TIMES.try_with(|t| {
+            if let Ok(mut t) = t.try_borrow_mut() {
+                let Some(&(start, child)) = t.get(depth) else {
+                    return;
+                };
+                let inclusive = now.saturating_sub(start);
+                let m = function.data();
+                m.inclusive_ns.fetch_add(inclusive, Ordering::Relaxed);
+                m.exclusive_ns
+                    .fetch_add(inclusive.saturating_sub(child), Ordering::Relaxed);
+                if let Some(parent) = depth.checked_sub(1).and_then(|d| t.get_mut(d)) {
+                    parent.1 += inclusive;
+                }
+            }
+        });
+    }
+
+    fn write_args(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
+        let (Some(shape), Some(layout)) = (&function.data().shape, self.string_layout.get()) else {
+            return;
+        };
+        let mut values = String::from("[");
+        let result = context.arguments().and_then(|(_, args)| {
+            decode_arguments(shape, &args, *layout, |i, v| {
+                if i > 0 {
+                    values.push(',');
+                }
+                push_value(&mut values, &v);
+            })
+        });
+        values.push(']');
+        let record = self.out.record("args").str("method", &function.data().name);
+        match result {
+            Ok(()) => record.raw("values", &values).write(),
+            Err(e) => record.str("error", &e.to_string()).write(),
+        }
+    }
+
+    fn write_return(&self, function: &Hooked<Method>, context: &LeaveContext<'_>) {
+        let (Some(shape), Some(layout)) = (&function.data().shape, self.string_layout.get()) else {
+            return;
+        };
+        let record = self
+            .out
+            .record("return")
+            .str("method", &function.data().name);
+        let mut value = String::new();
+        let result = context.return_value().and_then(|(_, range)| {
+            // SAFETY: the range comes from this leave hook call.
+            let v = unsafe { decode_return(shape, &range, *layout) }?;
+            push_value(&mut value, &v);
+            Ok(())
+        });
+        match result {
+            Ok(()) => record.raw("value", &value).write(),
+            Err(e) => record.str("error", &e.to_string()).write(),
+        }
+    }
+}
+
+/// A decoded value as JSON: numbers as numbers (floats with their full
+/// precision as strings, so NaN and infinities survive), strings as
+/// strings, references as `{"object":N}`, value types as hex bytes.
+fn push_value(out: &mut String, v: &ArgValue<'_>) {
+    use std::fmt::Write as _;
+    let _ = match v {
+        ArgValue::Bool(b) => write!(out, "{b}"),
+        ArgValue::Char(c) => write!(out, "{c}"),
+        ArgValue::I1(x) => write!(out, "{x}"),
+        ArgValue::U1(x) => write!(out, "{x}"),
+        ArgValue::I2(x) => write!(out, "{x}"),
+        ArgValue::U2(x) => write!(out, "{x}"),
+        ArgValue::I4(x) => write!(out, "{x}"),
+        ArgValue::U4(x) => write!(out, "{x}"),
+        ArgValue::I8(x) => write!(out, "{x}"),
+        ArgValue::U8(x) => write!(out, "{x}"),
+        ArgValue::R4(x) => write!(out, "\"{x:?}\""),
+        ArgValue::R8(x) => write!(out, "\"{x:?}\""),
+        ArgValue::I(x) => write!(out, "{x}"),
+        ArgValue::U(x) => write!(out, "{x}"),
+        ArgValue::String { object: 0, .. } => write!(out, "null"),
+        ArgValue::String { .. } => {
+            push_json_string(out, &v.string_text().unwrap_or_default());
+            Ok(())
+        }
+        ArgValue::Object(0) => write!(out, "null"),
+        ArgValue::Object(o) => write!(out, "{{\"object\":{o}}}"),
+        ArgValue::ByRef(p) => write!(out, "{{\"byref\":{p}}}"),
+        ArgValue::Pointer(p) => write!(out, "{{\"pointer\":{p}}}"),
+        ArgValue::ValueType { bytes, .. } | ArgValue::Unknown(bytes) => {
+            out.push_str("{\"bytes\":\"");
+            for b in bytes.iter() {
+                let _ = write!(out, "{b:02x}");
+            }
+            out.push_str("\"}");
+            Ok(())
+        }
+        ArgValue::Void => write!(out, "\"void\""),
+    };
+}
+
+impl EltHooks for Calls {
+    type Function = Method;
+
+    fn map_function(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Option<Method> {
+        let name = info.function_name(function).ok()?;
+        if let Some(prefix) = &self.filter {
+            if !name.starts_with(prefix.as_str()) {
+                return None;
+            }
+        }
+        let shape = match &self.args_filter {
+            Some(prefix) if name.starts_with(prefix.as_str()) => {
+                MethodShape::of(info, function).ok()
+            }
+            _ => None,
+        };
+        Some(Method {
+            name: name.into_boxed_str(),
+            count: AtomicU64::new(0),
+            inclusive_ns: AtomicU64::new(0),
+            exclusive_ns: AtomicU64::new(0),
+            shape,
+        })
+    }
+
+    #[inline]
+    fn enter(&self, function: &Hooked<Method>) {
+        function.data().count.fetch_add(1, Ordering::Relaxed);
+        if self.times {
+            self.timed_enter(function);
+        } else if self.shadow {
+            shadow_stack::enter(function);
+        }
+    }
+
+    #[inline]
+    fn leave(&self, function: &Hooked<Method>) {
+        if self.times {
+            self.timed_leave(function);
+        } else if self.shadow {
+            shadow_stack::leave(function);
+        }
+    }
+
+    #[inline]
+    fn tailcall(&self, function: &Hooked<Method>) {
+        self.leave(function)
+    }
+
+    fn enter_with_info(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
+        self.enter(function);
+        if function.data().shape.is_some() {
+            self.write_args(function, context);
+        }
+    }
+
+    fn leave_with_info(&self, function: &Hooked<Method>, context: &LeaveContext<'_>) {
+        if function.data().shape.is_some() {
+            self.write_return(function, context);
+        }
+        self.leave(function);
+    }
+}
+
+/// The profiler: installs the hooks and writes the counts at shutdown.
+#[profiler(clsid = "{0C927D58-EE86-474F-BE83-EDD2B7A731C9}")]
+pub struct CallTracer {
+    out: Arc<JsonLines>,
+    hooks: Arc<Calls>,
+    runtime: OnceLock<EltRuntime<Calls>>,
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+fn env_text(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl Default for CallTracer {
+    fn default() -> Self {
+        let out = Arc::new(JsonLines::default());
+        let times = env_flag("CLRPROF_CALL_TIMES");
+        let hooks = Arc::new(Calls {
+            filter: env_text("CLRPROF_CALLS_FILTER"),
+            times,
+            shadow: times || env_flag("CLRPROF_SHADOW"),
+            args_filter: env_text("CLRPROF_ARGS"),
+            string_layout: OnceLock::new(),
+            epoch: Instant::now(),
+            out: out.clone(),
+        });
+        CallTracer {
+            out,
+            hooks,
+            runtime: OnceLock::new(),
+        }
+    }
+}
+
+impl Profiler for CallTracer {
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
+        self.out.runtime_record(info)?;
+        let with_info = match std::env::var("CLRPROF_ELT").as_deref() {
+            Ok("withinfo") => true,
+            Ok("fastpath") | Err(_) => false,
+            Ok(other) => {
+                return Err(clrprof::Error::Usage(format!(
+                    "CLRPROF_ELT={other:?}: expected fastpath or withinfo"
+                )))
+            }
+        };
+        let mut options = if with_info {
+            EltOptions::with_info()
+        } else {
+            EltOptions::fast_path()
+        };
+        if self.hooks.shadow {
+            options = options.with_exceptions();
+        }
+        if let Ok(layout) = info.string_layout2() {
+            let _ = self.hooks.string_layout.set(layout);
+        }
+        let wanted = EventMasks::from(EventMask::DISABLE_INLINING);
+        let (masks, runtime) = elt::install(info, self.hooks.clone(), options, wanted)?;
+        let _ = self.runtime.set(runtime);
+        Ok(masks)
+    }
+
+    fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
+        if self.hooks.shadow {
+            shadow_stack::unwind_function_enter(RawFunctionId::from(function));
+        }
+    }
+
+    fn exception_unwind_function_leave(&self, _info: &ProfilerInfo) {
+        if self.hooks.shadow {
+            shadow_stack::unwind_function_leave();
+        }
+    }
+
+    fn exception_catcher_enter(
+        &self,
+        _info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        _exception: ObjectId<'_>,
+    ) {
+        if self.hooks.shadow {
+            shadow_stack::catcher_enter(RawFunctionId::from(function));
+        }
+    }
+
+    fn shutdown(&self, _info: &ProfilerInfo) {
+        if let Some(runtime) = self.runtime.get() {
+            let mut by_name: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+            for f in runtime.functions() {
+                let m = f.data();
+                let e = by_name.entry(&m.name).or_default();
+                e.0 += m.count.load(Ordering::Relaxed);
+                e.1 += m.inclusive_ns.load(Ordering::Relaxed);
+                e.2 += m.exclusive_ns.load(Ordering::Relaxed);
+            }
+            for (name, (count, inclusive, exclusive)) in by_name {
+                if count == 0 {
+                    continue;
+                }
+                let mut record = self
+                    .out
+                    .record("calls")
+                    .str("method", name)
+                    .num("count", count);
+                if self.hooks.times {
+                    record = record
+                        .num("inclusive_ns", inclusive)
+                        .num("exclusive_ns", exclusive);
+                }
+                record.write();
+            }
+        }
+        if self.hooks.shadow {
+            let t = shadow_stack::totals();
+            self.out
+                .record("shadow")
+                .num("depth", t.depth as u64)
+                .num("max_depth", t.max_depth as u64)
+                .num("pushes", t.pushes)
+                .num("pops", t.pops)
+                .num("unwound", t.unwound)
+                .num("underflows", t.underflows)
+                .num("mismatches", t.mismatches)
+                .num("untracked", shadow_stack::exhausted())
+                .write();
+            shadow_stack::for_each_thread(|thread, s, _| {
+                self.out
+                    .record("shadow-thread")
+                    .num("thread", thread)
+                    .num("depth", s.depth as u64)
+                    .num("pushes", s.pushes)
+                    .num("pops", s.pops)
+                    .num("unwound", s.unwound)
+                    .write();
+            });
+        }
+        self.out.flush();
+    }
+}

