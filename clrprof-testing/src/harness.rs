@@ -78,6 +78,7 @@ type Body = Box<dyn Fn(&Case<'_>) -> CaseResult>;
 pub struct Scenario {
     name: String,
     excluded: Vec<(String, String)>,
+    only_on: Option<(Vec<String>, String)>,
     body: Body,
 }
 
@@ -87,6 +88,7 @@ impl Scenario {
         Scenario {
             name: name.to_string(),
             excluded: Vec::new(),
+            only_on: None,
             body: Box::new(body),
         }
     }
@@ -94,6 +96,15 @@ impl Scenario {
     /// Leaves out leg `leg`, reporting `reason` (e.g. a known runtime defect).
     pub fn exclude_leg(mut self, leg: &str, reason: &str) -> Scenario {
         self.excluded.push((leg.to_string(), reason.to_string()));
+        self
+    }
+
+    /// Runs only on the legs `legs`; every other leg reports skipped with `reason`.
+    pub fn only_on(mut self, legs: &[&str], reason: &str) -> Scenario {
+        self.only_on = Some((
+            legs.iter().map(|l| l.to_string()).collect(),
+            reason.to_string(),
+        ));
         self
     }
 
@@ -176,12 +187,21 @@ impl Case<'_> {
 
     /// Builds a library that serves several profiler classes and selects the
     /// class `clsid`, which must be among the CLSID markers in the file.
-    pub fn profiler_class(&self, package: &str, clsid: &str) -> std::result::Result<Profiler, Verdict> {
+    pub fn profiler_class(
+        &self,
+        package: &str,
+        clsid: &str,
+    ) -> std::result::Result<Profiler, Verdict> {
         let mut profiler = self.profiler_any(package)?;
-        let wanted = crate::clsid::normalize_clsid(clsid).map_err(|e| Verdict::Failed(e.to_string()))?;
-        let served = crate::clsid::clsids_in_file(&profiler.path).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let wanted =
+            crate::clsid::normalize_clsid(clsid).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let served = crate::clsid::clsids_in_file(&profiler.path)
+            .map_err(|e| Verdict::Failed(e.to_string()))?;
         if !served.contains(&wanted) {
-            return Err(Verdict::Failed(format!("{} does not embed the CLSID {wanted}; it embeds {served:?}", profiler.path.display())));
+            return Err(Verdict::Failed(format!(
+                "{} does not embed the CLSID {wanted}; it embeds {served:?}",
+                profiler.path.display()
+            )));
         }
         profiler.clsid = wanted;
         Ok(profiler)
@@ -192,8 +212,12 @@ impl Case<'_> {
             Some(w) => w.clone(),
             None => crate::build::workspace_root().map_err(|e| Verdict::Failed(e.to_string()))?,
         };
-        let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace).map_err(|e| Verdict::Failed(e.to_string()))?;
-        Ok(Profiler { path, clsid: String::new() })
+        let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace)
+            .map_err(|e| Verdict::Failed(e.to_string()))?;
+        Ok(Profiler {
+            path,
+            clsid: String::new(),
+        })
     }
 
     /// Builds the profiler `cdylib` package `package` for this leg's OS (once
@@ -426,6 +450,14 @@ fn indent(s: &str) -> String {
 fn run_case(scenario: &Scenario, leg_name: &str, ctx: &Context) -> CaseResult {
     if let Some((_, reason)) = scenario.excluded.iter().find(|(l, _)| l == leg_name) {
         return Err(Verdict::Skipped(format!("excluded on this leg: {reason}")));
+    }
+    if let Some((legs, reason)) = &scenario.only_on {
+        if !legs.iter().any(|l| l == leg_name) {
+            return Err(Verdict::Skipped(format!(
+                "runs only on {}: {reason}",
+                legs.join(", ")
+            )));
+        }
     }
     let Some(leg) = ctx.runtimes.leg(leg_name) else {
         let reason = ctx

@@ -15,6 +15,10 @@ fn harness() -> Harness {
             Scenario::new("excluded", |_| Err("must not run".into()))
                 .exclude_leg("linux-x64-3.1", "known defect"),
         )
+        .scenario(
+            Scenario::new("elsewhere", |_| Err("must not run".into()))
+                .only_on(&["win-x64-8.0"], "one leg suffices"),
+        )
 }
 
 #[test]
@@ -41,71 +45,30 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
     std::env::remove_var("CLRPROF_LEGS");
 
     let (total, per_leg) = harness().run(&[]);
-    // linux-x64-3.1: passes ok; fails and panics failed; excluded skipped.
-    assert_eq!(
-        per_leg["linux-x64-3.1"],
-        Counts {
-            passed: 1,
-            failed: 2,
-            skipped: 1
-        }
-    );
+    // linux-x64-3.1: passes ok; fails and panics failed; excluded and elsewhere skipped.
+    assert_eq!(per_leg["linux-x64-3.1"], counts(1, 2, 2));
     // The three missing standard legs: every scenario skipped, none passed.
     for leg in ["linux-x64-8.0", "win-x64-3.1", "win-x64-8.0"] {
-        assert_eq!(
-            per_leg[leg],
-            Counts {
-                passed: 0,
-                failed: 0,
-                skipped: 4
-            },
-            "{leg}"
-        );
+        assert_eq!(per_leg[leg], counts(0, 0, 5), "{leg}");
     }
-    assert_eq!(
-        total,
-        Counts {
-            passed: 1,
-            failed: 2,
-            skipped: 13
-        }
-    );
+    assert_eq!(total, counts(1, 2, 17));
 
-    // Strict: a missing leg is a failure; an excluded leg is still a skip.
+    // Strict: a missing leg is a failure; a leg the scenario leaves out is still a skip.
     let (total, per_leg) = harness().run(&["--strict".to_string()]);
-    assert_eq!(
-        per_leg["linux-x64-8.0"],
-        Counts {
-            passed: 0,
-            failed: 4,
-            skipped: 0
-        }
-    );
-    assert_eq!(
-        per_leg["linux-x64-3.1"],
-        Counts {
-            passed: 1,
-            failed: 2,
-            skipped: 1
-        }
-    );
-    assert_eq!(
-        total,
-        Counts {
-            passed: 1,
-            failed: 14,
-            skipped: 1
-        }
-    );
+    assert_eq!(per_leg["linux-x64-3.1"], counts(1, 2, 2));
+    assert_eq!(per_leg["linux-x64-8.0"], counts(0, 4, 1));
+    assert_eq!(per_leg["win-x64-8.0"], counts(0, 5, 0));
+    assert_eq!(total, counts(1, 15, 4));
 
     // Filters and --leg narrow the cases.
     let (total, _) = harness().run(&["--leg".into(), "linux-x64-3.1".into(), "pass".into()]);
-    assert_eq!(
-        total,
-        Counts {
-            passed: 1,
-            failed: 0,
-            skipped: 0
-        }
-    );
+    assert_eq!(total, counts(1, 0, 0));
+}
+
+fn counts(passed: usize, failed: usize, skipped: usize) -> Counts {
+    Counts {
+        passed,
+        failed,
+        skipped,
+    }
 }
