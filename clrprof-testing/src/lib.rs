@@ -19,6 +19,7 @@
 
 pub mod background;
 pub mod build;
+pub mod callbacks;
 pub mod clsid;
 pub mod csharp;
 pub mod fixtures;
