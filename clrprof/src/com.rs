@@ -159,6 +159,16 @@ unsafe fn ids<'a, Id: Copy>(ptr: *const usize, len: u32) -> &'a [Id] {
     unsafe { slice(ptr as *const Id, len) }
 }
 
+/// A typed ID for a raw ID argument of the current callback.
+macro_rules! id {
+    ($kind:ty, $raw:expr) => {{
+        // SAFETY: the runtime passes IDs that are valid for the duration of
+        // the callback receiving them (BOTR "Lifetime & Stability"); the typed
+        // ID borrows only that duration.
+        unsafe { <$kind>::from_sys($raw) }
+    }};
+}
+
 /// Forwards a callback whose only arguments are IDs and plain values.
 macro_rules! forward {
     ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
@@ -189,8 +199,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainCreationStarted",
-            |p, info| p
-                .app_domain_creation_started(info, unsafe { AppDomainId::from_sys(appDomainId) })
+            |p, info| p.app_domain_creation_started(info, id!(AppDomainId, appDomainId))
         )
     }
     unsafe fn AppDomainCreationFinished(
@@ -201,19 +210,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainCreationFinished",
-            |p, info| p.app_domain_creation_finished(
-                info,
-                unsafe { AppDomainId::from_sys(appDomainId) },
-                hrStatus
-            )
+            |p, info| p.app_domain_creation_finished(info, id!(AppDomainId, appDomainId), hrStatus)
         )
     }
     unsafe fn AppDomainShutdownStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainShutdownStarted",
-            |p, info| p
-                .app_domain_shutdown_started(info, unsafe { AppDomainId::from_sys(appDomainId) })
+            |p, info| p.app_domain_shutdown_started(info, id!(AppDomainId, appDomainId))
         )
     }
     unsafe fn AppDomainShutdownFinished(
@@ -224,83 +228,63 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainShutdownFinished",
-            |p, info| p.app_domain_shutdown_finished(
-                info,
-                unsafe { AppDomainId::from_sys(appDomainId) },
-                hrStatus
-            )
+            |p, info| p.app_domain_shutdown_finished(info, id!(AppDomainId, appDomainId), hrStatus)
         )
     }
     unsafe fn AssemblyLoadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyLoadStarted",
-            |p, info| p.assembly_load_started(info, unsafe { AssemblyId::from_sys(assemblyId) })
+            |p, info| p.assembly_load_started(info, id!(AssemblyId, assemblyId))
         )
     }
     unsafe fn AssemblyLoadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyLoadFinished",
-            |p, info| p.assembly_load_finished(
-                info,
-                unsafe { AssemblyId::from_sys(assemblyId) },
-                hrStatus
-            )
+            |p, info| p.assembly_load_finished(info, id!(AssemblyId, assemblyId), hrStatus)
         )
     }
     unsafe fn AssemblyUnloadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyUnloadStarted",
-            |p, info| p.assembly_unload_started(info, unsafe { AssemblyId::from_sys(assemblyId) })
+            |p, info| p.assembly_unload_started(info, id!(AssemblyId, assemblyId))
         )
     }
     unsafe fn AssemblyUnloadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyUnloadFinished",
-            |p, info| p.assembly_unload_finished(
-                info,
-                unsafe { AssemblyId::from_sys(assemblyId) },
-                hrStatus
-            )
+            |p, info| p.assembly_unload_finished(info, id!(AssemblyId, assemblyId), hrStatus)
         )
     }
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleLoadStarted",
-            |p, info| p.module_load_started(info, unsafe { ModuleId::from_sys(moduleId) })
+            |p, info| p.module_load_started(info, id!(ModuleId, moduleId))
         )
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleLoadFinished",
-            |p, info| p.module_load_finished(
-                info,
-                unsafe { ModuleId::from_sys(moduleId) },
-                hrStatus
-            )
+            |p, info| p.module_load_finished(info, id!(ModuleId, moduleId), hrStatus)
         )
     }
     unsafe fn ModuleUnloadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleUnloadStarted",
-            |p, info| p.module_unload_started(info, unsafe { ModuleId::from_sys(moduleId) })
+            |p, info| p.module_unload_started(info, id!(ModuleId, moduleId))
         )
     }
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleUnloadFinished",
-            |p, info| p.module_unload_finished(
-                info,
-                unsafe { ModuleId::from_sys(moduleId) },
-                hrStatus
-            )
+            |p, info| p.module_unload_finished(info, id!(ModuleId, moduleId), hrStatus)
         )
     }
     unsafe fn ModuleAttachedToAssembly(
@@ -313,45 +297,41 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ModuleAttachedToAssembly",
             |p, info| p.module_attached_to_assembly(
                 info,
-                unsafe { ModuleId::from_sys(moduleId) },
-                unsafe { crate::ids::AssemblyId::from_sys(AssemblyId) }
+                id!(ModuleId, moduleId),
+                id!(crate::ids::AssemblyId, AssemblyId)
             )
         )
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ClassLoadStarted", |p, info| p
-            .class_load_started(info, unsafe { ClassId::from_sys(classId) }))
+            .class_load_started(info, id!(ClassId, classId)))
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ClassLoadFinished",
-            |p, info| p.class_load_finished(info, unsafe { ClassId::from_sys(classId) }, hrStatus)
+            |p, info| p.class_load_finished(info, id!(ClassId, classId), hrStatus)
         )
     }
     unsafe fn ClassUnloadStarted(&self, classId: ClassID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ClassUnloadStarted",
-            |p, info| p.class_unload_started(info, unsafe { ClassId::from_sys(classId) })
+            |p, info| p.class_unload_started(info, id!(ClassId, classId))
         )
     }
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ClassUnloadFinished",
-            |p, info| p.class_unload_finished(
-                info,
-                unsafe { ClassId::from_sys(classId) },
-                hrStatus
-            )
+            |p, info| p.class_unload_finished(info, id!(ClassId, classId), hrStatus)
         )
     }
     unsafe fn FunctionUnloadStarted(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::FunctionUnloadStarted",
-            |p, info| p.function_unload_started(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.function_unload_started(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn JITCompilationStarted(
@@ -364,7 +344,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::JITCompilationStarted",
             |p, info| p.jit_compilation_started(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 b(fIsSafeToBlock)
             )
         )
@@ -380,7 +360,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::JITCompilationFinished",
             |p, info| p.jit_compilation_finished(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 hrStatus,
                 b(fIsSafeToBlock)
             )
@@ -394,9 +374,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.dispatch(
             "ICorProfilerCallback::JITCachedFunctionSearchStarted",
             |p, info| {
-                let use_cached = p.jit_cached_function_search_started(info, unsafe {
-                    FunctionId::from_sys(functionId)
-                });
+                let use_cached =
+                    p.jit_cached_function_search_started(info, id!(FunctionId, functionId));
                 if !pbUseCachedFunction.is_null() {
                     // SAFETY: the runtime passes a valid out pointer (checked non-null).
                     unsafe { *pbUseCachedFunction = use_cached as BOOL };
@@ -415,7 +394,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::JITCachedFunctionSearchFinished",
             |p, info| p.jit_cached_function_search_finished(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 result == sys::COR_PRF_CACHED_FUNCTION_FOUND
             )
         )
@@ -424,7 +403,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::JITFunctionPitched",
-            |p, info| p.jit_function_pitched(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.jit_function_pitched(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn JITInlining(
@@ -434,9 +413,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         pfShouldInline: *mut BOOL,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback::JITInlining", |p, info| {
-            let inline = p.jit_inlining(info, unsafe { FunctionId::from_sys(callerId) }, unsafe {
-                FunctionId::from_sys(calleeId)
-            });
+            let inline = p.jit_inlining(info, id!(FunctionId, callerId), id!(FunctionId, calleeId));
             if !pfShouldInline.is_null() {
                 // SAFETY: the runtime passes a valid out pointer (checked non-null).
                 unsafe { *pfShouldInline = inline as BOOL };
@@ -446,11 +423,11 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn ThreadCreated(&self, threadId: ThreadID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ThreadCreated", |p, info| p
-            .thread_created(info, unsafe { ThreadId::from_sys(threadId) }))
+            .thread_created(info, id!(ThreadId, threadId)))
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| p
-            .thread_destroyed(info, unsafe { ThreadId::from_sys(threadId) }))
+            .thread_destroyed(info, id!(ThreadId, threadId)))
     }
     unsafe fn ThreadAssignedToOSThread(
         &self,
@@ -462,7 +439,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ThreadAssignedToOSThread",
             |p, info| p.thread_assigned_to_os_thread(
                 info,
-                unsafe { ThreadId::from_sys(managedThreadId) },
+                id!(ThreadId, managedThreadId),
                 osThreadId
             )
         )
@@ -481,6 +458,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::RemotingClientSendingMessage",
             |p, info| p.remoting_client_sending_message(
                 info,
+                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -493,6 +471,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::RemotingClientReceivingReply",
             |p, info| p.remoting_client_receiving_reply(
                 info,
+                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -512,6 +491,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::RemotingServerReceivingMessage",
             |p, info| p.remoting_server_receiving_message(
                 info,
+                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -538,6 +518,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::RemotingServerSendingReply",
             |p, info| p.remoting_server_sending_reply(
                 info,
+                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -553,7 +534,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::UnmanagedToManagedTransition",
             |p, info| p.unmanaged_to_managed_transition(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 TransitionReason::from_sys(reason)
             )
         )
@@ -568,7 +549,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ManagedToUnmanagedTransition",
             |p, info| p.managed_to_unmanaged_transition(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 TransitionReason::from_sys(reason)
             )
         )
@@ -612,14 +593,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::RuntimeThreadSuspended",
-            |p, info| p.runtime_thread_suspended(info, unsafe { ThreadId::from_sys(threadId) })
+            |p, info| p.runtime_thread_suspended(info, id!(ThreadId, threadId))
         )
     }
     unsafe fn RuntimeThreadResumed(&self, threadId: ThreadID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::RuntimeThreadResumed",
-            |p, info| p.runtime_thread_resumed(info, unsafe { ThreadId::from_sys(threadId) })
+            |p, info| p.runtime_thread_resumed(info, id!(ThreadId, threadId))
         )
     }
     unsafe fn MovedReferences(
@@ -637,8 +618,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
             .object_allocated(
                 info,
-                unsafe { ObjectId::from_sys(objectId) },
-                unsafe { ClassId::from_sys(classId) }
+                id!(ObjectId, objectId),
+                id!(ClassId, classId)
             ))
     }
     unsafe fn ObjectsAllocatedByClass(
@@ -653,7 +634,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ObjectsAllocatedByClass",
             |p, info| p.objects_allocated_by_class(
                 info,
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { ids(classIds, cClassCount) },
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { slice(cObjects, cClassCount) }
             )
         )
@@ -668,12 +651,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.dispatch("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
-            if p.object_references(
-                info,
-                unsafe { ObjectId::from_sys(objectId) },
-                unsafe { ClassId::from_sys(classId) },
-                refs,
-            ) {
+            if p.object_references(info, id!(ObjectId, objectId), id!(ClassId, classId), refs) {
                 S_OK
             } else {
                 // Any failure code stops ObjectReferences for this GC.
@@ -687,16 +665,13 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
-            .exception_thrown(info, unsafe {
-                ObjectId::from_sys(thrownObjectId)
-            }))
+            .exception_thrown(info, id!(ObjectId, thrownObjectId)))
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchFunctionEnter",
-            |p, info| p
-                .exception_search_function_enter(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.exception_search_function_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
@@ -710,8 +685,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchFilterEnter",
-            |p, info| p
-                .exception_search_filter_enter(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.exception_search_filter_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionSearchFilterLeave(&self) -> HRESULT {
@@ -725,8 +699,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchCatcherFound",
-            |p, info| p
-                .exception_search_catcher_found(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.exception_search_catcher_found(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {
@@ -747,8 +720,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
-            |p, info| p
-                .exception_unwind_function_enter(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.exception_unwind_function_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
@@ -762,8 +734,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionUnwindFinallyEnter",
-            |p, info| p
-                .exception_unwind_finally_enter(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
@@ -779,8 +750,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ExceptionCatcherEnter",
             |p, info| p.exception_catcher_enter(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
-                unsafe { ObjectId::from_sys(objectId) }
+                id!(FunctionId, functionId),
+                id!(ObjectId, objectId)
             )
         )
     }
@@ -805,7 +776,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if let Some(iid) = unsafe { implementedIID.as_ref() } {
                     p.com_classic_vtable_created(
                         info,
-                        unsafe { ClassId::from_sys(wrappedClassId) },
+                        id!(ClassId, wrappedClassId),
                         iid,
                         pVTable,
                         cSlots,
@@ -828,7 +799,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if let Some(iid) = unsafe { implementedIID.as_ref() } {
                     p.com_classic_vtable_destroyed(
                         info,
-                        unsafe { ClassId::from_sys(wrappedClassId) },
+                        id!(ClassId, wrappedClassId),
                         iid,
                         pVTable,
                     );
@@ -866,7 +837,8 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback2::ThreadNameChanged",
             |p, info| p.thread_name_changed(
                 info,
-                unsafe { ThreadId::from_sys(threadId) },
+                id!(ThreadId, threadId),
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 WideStr::new(unsafe { slice(name, cchName) })
             )
         )
@@ -883,6 +855,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback2::GarbageCollectionStarted",
             |p, info| p.garbage_collection_started(
                 info,
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 GenerationSet::from_flags(unsafe {
                     slice(generationCollected, cGenerations.max(0) as u32)
                 }),
@@ -916,7 +889,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback2::FinalizeableObjectQueued",
             |p, info| p.finalizeable_object_queued(
                 info,
-                unsafe { ObjectId::from_sys(objectID) },
+                id!(ObjectId, objectID),
                 finalizerFlags & sys::COR_PRF_FINALIZER_CRITICAL != 0
             )
         )
@@ -947,15 +920,13 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
             .handle_created(
                 info,
-                unsafe { GcHandleId::from_sys(handleId) },
-                unsafe { ObjectId::from_sys(initialObjectId) }
+                id!(GcHandleId, handleId),
+                id!(ObjectId, initialObjectId)
             ))
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
         forward!(self, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
-            .handle_destroyed(info, unsafe {
-                GcHandleId::from_sys(handleId)
-            }))
+            .handle_destroyed(info, id!(GcHandleId, handleId)))
     }
 }
 
@@ -1005,8 +976,8 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback4::ReJITCompilationStarted",
             |p, info| p.rejit_compilation_started(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
-                unsafe { ReJitId::from_sys(rejitId) },
+                id!(FunctionId, functionId),
+                id!(ReJitId, rejitId),
                 b(fIsSafeToBlock)
             )
         )
@@ -1025,7 +996,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
             };
             match p.get_rejit_parameters(
                 info,
-                unsafe { ModuleId::from_sys(moduleId) },
+                id!(ModuleId, moduleId),
                 MdMethodDef(methodId),
                 &control,
             ) {
@@ -1049,8 +1020,8 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback4::ReJITCompilationFinished",
             |p, info| p.rejit_compilation_finished(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
-                unsafe { ReJitId::from_sys(rejitId) },
+                id!(FunctionId, functionId),
+                id!(ReJitId, rejitId),
                 hrStatus,
                 b(fIsSafeToBlock)
             )
@@ -1066,9 +1037,9 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         forward!(self, "ICorProfilerCallback4::ReJITError", |p, info| p
             .rejit_error(
                 info,
-                unsafe { ModuleId::from_sys(moduleId) },
+                id!(ModuleId, moduleId),
                 MdMethodDef(methodId),
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 hrStatus
             ))
     }
@@ -1083,6 +1054,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback4::MovedReferences2",
+            // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
             |p, info| p.moved_references(info, unsafe {
                 GcRanges::moved(
                     slice(oldObjectIDRangeStart, cMovedObjectIDRanges),
@@ -1102,6 +1074,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback4::SurvivingReferences2",
+            // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
             |p, info| p.surviving_references(info, unsafe {
                 GcRanges::surviving(
                     slice(objectIDRangeStart, cSurvivingObjectIDRanges),
@@ -1126,8 +1099,11 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
             |p, info| p.conditional_weak_table_element_references(
                 info,
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { ids(keyRefIds, cRootRefs) },
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { ids(valueRefIds, cRootRefs) },
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { ids(rootIds, cRootRefs) }
             )
         )
@@ -1147,6 +1123,7 @@ impl<P: Profiler> ICorProfilerCallback6_Impl for CallbackObject_Impl<P> {
             else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
+            // SAFETY: the runtime passes a NUL-terminated path valid during the call.
             let path = unsafe { WideStr::from_nul_terminated(wszAssemblyPath) };
             match p.get_assembly_references(info, path, &provider) {
                 Ok(()) => S_OK,
@@ -1164,8 +1141,7 @@ impl<P: Profiler> ICorProfilerCallback7_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback7::ModuleInMemorySymbolsUpdated",
-            |p, info| p
-                .module_in_memory_symbols_updated(info, unsafe { ModuleId::from_sys(moduleId) })
+            |p, info| p.module_in_memory_symbols_updated(info, id!(ModuleId, moduleId))
         )
     }
 }
@@ -1184,8 +1160,9 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback8::DynamicMethodJITCompilationStarted",
             |p, info| p.dynamic_method_jit_compilation_started(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 b(fIsSafeToBlock),
+                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
                 unsafe { slice(pILHeader, cbILHeader) }
             )
         )
@@ -1201,7 +1178,7 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback8::DynamicMethodJITCompilationFinished",
             |p, info| p.dynamic_method_jit_compilation_finished(
                 info,
-                unsafe { FunctionId::from_sys(functionId) },
+                id!(FunctionId, functionId),
                 hrStatus,
                 b(fIsSafeToBlock)
             )
@@ -1214,7 +1191,7 @@ impl<P: Profiler> ICorProfilerCallback9_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback9::DynamicMethodUnloaded",
-            |p, info| p.dynamic_method_unloaded(info, unsafe { FunctionId::from_sys(functionId) })
+            |p, info| p.dynamic_method_unloaded(info, id!(FunctionId, functionId))
         )
     }
 }

@@ -110,6 +110,7 @@ pub fn find_class(clsid: &GUID) -> Option<CreateFn> {
 /// contains this code.
 #[cfg(unix)]
 fn own_export(name: &[u8]) -> Option<*mut c_void> {
+    // SAFETY: Dl_info is plain data (pointers and integers); all-zero is valid.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let here = DllGetClassObject as *const c_void;
     // SAFETY: `here` is an address inside this library; `info` is a valid out struct.

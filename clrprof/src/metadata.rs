@@ -269,8 +269,8 @@ impl MetaDataImport {
     /// `GetTypeSpecFromToken`: the signature blob of a TypeSpec.
     pub fn type_spec_blob(&self, type_spec: MdTypeSpec) -> Result<Vec<u8>> {
         let (mut sig, mut len) = (core::ptr::null::<u8>(), 0u32);
-        // SAFETY: valid out pointers; the metadata checks the token.
         check(
+            // SAFETY: valid out pointers; the metadata checks the token.
             unsafe {
                 self.import
                     .GetTypeSpecFromToken(type_spec.0, &mut sig, &mut len)
@@ -342,8 +342,8 @@ impl MetaDataImport {
             call: "QueryInterface(IMetaDataAssemblyImport)",
         })?;
         let mut token = 0u32;
-        // SAFETY: valid out pointer.
         check(
+            // SAFETY: valid out pointer.
             unsafe { asm.GetAssemblyFromScope(&mut token) },
             "IMetaDataAssemblyImport::GetAssemblyFromScope",
         )?;

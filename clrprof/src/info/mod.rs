@@ -270,8 +270,8 @@ impl ProfilerInfo {
     pub fn event_mask(&self) -> Result<EventMasks> {
         if let Ok(i5) = self.raw_info5("ICorProfilerInfo5::GetEventMask2") {
             let (mut lo, mut hi) = (0u32, 0u32);
-            // SAFETY: valid out pointers; Info5 is present.
             check(
+                // SAFETY: valid out pointers; Info5 is present.
                 unsafe { i5.GetEventMask2(&mut lo, &mut hi) },
                 "ICorProfilerInfo5::GetEventMask2",
             )?;
@@ -281,8 +281,8 @@ impl ProfilerInfo {
             });
         }
         let mut lo = 0u32;
-        // SAFETY: valid out pointer.
         check(
+            // SAFETY: valid out pointer.
             unsafe { self.info1.GetEventMask(&mut lo) },
             "ICorProfilerInfo::GetEventMask",
         )?;
@@ -303,15 +303,15 @@ impl ProfilerInfo {
     pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
         if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
-            // SAFETY: plain value arguments.
             check(
+                // SAFETY: plain value arguments.
                 unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) },
                 "ICorProfilerInfo5::SetEventMask2",
             )?;
             return Ok(());
         }
-        // SAFETY: plain value argument.
         check(
+            // SAFETY: plain value argument.
             unsafe { self.info1.SetEventMask(masks.low.bits()) },
             "ICorProfilerInfo::SetEventMask",
         )?;
@@ -361,8 +361,8 @@ impl ProfilerInfo {
     /// `GetFunctionInfo`.
     pub fn function_info<'a>(&self, function: FunctionId<'a>) -> Result<FunctionInfo<'a>> {
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
-        // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
         check(
+            // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
             unsafe {
                 self.info1
                     .GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token)
@@ -479,6 +479,7 @@ impl ProfilerInfo {
         Ok(ModuleInfo {
             base_load_address: base as usize,
             name,
+            // SAFETY: the assembly of a loaded module is valid while the module is.
             assembly: unsafe { AssemblyId::from_sys(assembly) },
         })
     }
@@ -494,8 +495,8 @@ impl ProfilerInfo {
             MetaDataOpen::ReadWrite => sys::ofRead | sys::ofWrite,
         };
         let mut unk: Option<IUnknown> = None;
-        // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
         check(
+            // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
             unsafe {
                 self.info1.GetModuleMetaData(
                     module.as_sys(),
@@ -520,8 +521,8 @@ impl ProfilerInfo {
     ) -> Result<(MetaDataImport, MdMethodDef)> {
         let mut unk: Option<IUnknown> = None;
         let mut token = 0u32;
-        // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
         check(
+            // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
             unsafe {
                 self.info1.GetTokenAndMetaDataFromFunction(
                     function.as_sys(),
@@ -543,8 +544,8 @@ impl ProfilerInfo {
     /// Fails with `CORPROF_E_NOT_MANAGED_THREAD` on threads the runtime does not know.
     pub fn current_thread_id(&self) -> Result<ThreadId<'_>> {
         let mut t = 0usize;
-        // SAFETY: valid out pointer.
         check(
+            // SAFETY: valid out pointer.
             unsafe { self.info1.GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
@@ -565,8 +566,8 @@ impl ProfilerInfo {
     /// its threads to need to leave its code.
     pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
         let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
-        // SAFETY: plain value argument.
         check(
+            // SAFETY: plain value argument.
             unsafe { i3.RequestProfilerDetach(expected_completion_ms) },
             "ICorProfilerInfo3::RequestProfilerDetach",
         )
