@@ -2,9 +2,12 @@
 //!
 //! * `clrprof run --profiler LIB [--clsid GUID] [--output PATH] -- CMD [ARGS...]`
 //!   runs CMD with the profiler loaded at runtime startup;
+//! * `clrprof attach --pid PID --profiler LIB [--clsid GUID] [--client-data STR] [--timeout-ms N]`
+//!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
 //! * `clrprof runtimes` lists the runtime legs found and where.
 
+mod attach;
 mod launch;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +46,29 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
+    /// Attach a profiler to a running .NET process (diagnostics IPC).
+    ///
+    /// Exits 0 when the runtime accepted the profiler (its
+    /// InitializeForAttach succeeded); otherwise prints one line saying why
+    /// and exits 1. With CLRPROF_OUTPUT set, `output=<its absolute path>` is
+    /// added to the client data unless it names an output already.
+    Attach {
+        /// The target's process id.
+        #[arg(long)]
+        pid: u32,
+        /// The profiler library (absolute path as the target sees it).
+        #[arg(long)]
+        profiler: PathBuf,
+        /// CLSID of the profiler class; default: the one marked in LIB.
+        #[arg(long)]
+        clsid: Option<String>,
+        /// Client data handed to InitializeForAttach (e.g. "detach_after_ms=500").
+        #[arg(long)]
+        client_data: Option<String>,
+        /// Attach timeout the runtime enforces, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Print the CLSIDs of a library built with #[profiler], one per line,
     /// read from the file without loading it.
     Clsid {
@@ -62,6 +88,19 @@ fn main() -> ExitCode {
             output,
             command,
         } => launch::run(&profiler, clsid.as_deref(), output.as_deref(), &command),
+        Command::Attach {
+            pid,
+            profiler,
+            clsid,
+            client_data,
+            timeout_ms,
+        } => Ok(attach::run(
+            pid,
+            &profiler,
+            clsid.as_deref(),
+            client_data.as_deref(),
+            timeout_ms,
+        )),
         Command::Clsid { library } => clsid(&library),
         Command::Runtimes => runtimes(),
     };

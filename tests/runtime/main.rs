@@ -3,6 +3,7 @@
 //! Run with `cargo test -p clrprof-tests --test runtime [-- --strict] [FILTER]`
 //! after `cargo xtask provision` (or let `cargo xtask test` do both).
 
+mod attach;
 mod broken;
 mod elt;
 mod exceptions;
@@ -23,6 +24,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
+        .chain(attach::scenarios())
         .chain(elt::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -14,12 +14,15 @@
 //! loaded (the catch-up enumeration and racing load callbacks, de-duplicated)
 //! and `{"event":"attach_complete","modules":N}`; with `detach_after_ms`,
 //! `{"event":"detach_requested","jit":N}` and finally
-//! `{"event":"detached","jit":N}` from `ProfilerDetachSucceeded`, `N` being
-//! the JIT compilations seen while attached.
+//! `{"event":"detached","jit":N,"dynamic_jit":M}` from
+//! `ProfilerDetachSucceeded`: `N` JIT compilations of methods
+//! (`JITCompilationFinished`) and `M` of dynamic methods
+//! (`DynamicMethodJITCompilationFinished`, e.g. `DynamicMethod`s) seen while
+//! attached.
 //!
 //! Loaded at startup instead (`clrprof run`, or a diagnostic port's
 //! `StartupProfiler`), it writes the runtime record, `{"event":"startup"}`,
-//! a module record per load and `{"event":"shutdown","jit":N}`.
+//! a module record per load and `{"event":"shutdown","jit":N,"dynamic_jit":M}`.
 
 use clrprof::attach::{CatchUp, ClientData};
 use clrprof::output::push_json_string;
@@ -108,11 +111,15 @@ impl Line {
 struct Shared {
     out: Sink,
     jit: AtomicU64,
+    dynamic_jit: AtomicU64,
 }
 
 impl Shared {
     fn jit(&self) -> u64 {
         self.jit.load(Ordering::Relaxed)
+    }
+    fn dynamic_jit(&self) -> u64 {
+        self.dynamic_jit.load(Ordering::Relaxed)
     }
 }
 
@@ -262,6 +269,16 @@ impl Profiler for AttachTracer {
         self.shared.jit.fetch_add(1, Ordering::Relaxed);
     }
 
+    fn dynamic_method_jit_compilation_finished(
+        &self,
+        _info: &ProfilerInfo,
+        _function: FunctionId<'_>,
+        _status: HRESULT,
+        _safe: bool,
+    ) {
+        self.shared.dynamic_jit.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
         // The detacher's closure has finished or is finishing: it asked for
         // this detach and writes nothing after asking.
@@ -272,6 +289,7 @@ impl Profiler for AttachTracer {
         }
         Line::new("detached")
             .num("jit", self.shared.jit())
+            .num("dynamic_jit", self.shared.dynamic_jit())
             .write(self.out());
         self.out().flush();
     }
@@ -279,6 +297,7 @@ impl Profiler for AttachTracer {
     fn shutdown(&self, _info: &ProfilerInfo) {
         Line::new("shutdown")
             .num("jit", self.shared.jit())
+            .num("dynamic_jit", self.shared.dynamic_jit())
             .write(self.out());
         self.out().flush();
     }

@@ -1,0 +1,436 @@
+//! Attach and detach inside real runtimes: a long-running app (`longrun`)
+//! gets profilers attached over the diagnostics IPC and detached again, and
+//! must finish with its own correct output.
+
+use clrprof::attach::trigger::{attach_profiler, parse_clsid, AttachError, DiagnosticPort};
+use clrprof_testing::background::{spawn_app, wait_for_file, Background};
+use clrprof_testing::harness::{Case, Scenario, Verdict};
+use clrprof_testing::run::Profiler;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// CLSID of the fixture class that detaches from ProfilerAttachComplete and
+/// records its own drop.
+const DETACH_DROP: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4E}";
+
+/// What the app prints when its sum matches the closed formula.
+const LONGRUN_OK: &str = "iterations positive\nsum matches formula True\n";
+
+const WINE_REASON: &str = "the trigger would have to run as a Windows program inside the same Wine prefix to reach the runtime's named pipe \\\\.\\pipe\\dotnet-diagnostic-{pid} (Wine named pipes are not Unix sockets); not tried in this session";
+
+const NO_PORTS_31: &str =
+    ".NET Core 3.1 has no diagnostic ports and no StartupProfiler command (both arrived in .NET 5)";
+
+type R<T> = Result<T, Verdict>;
+
+/// A started longrun app with its stop and ready files.
+struct Running {
+    app: Background,
+    stop: PathBuf,
+    records: PathBuf,
+    pid: u32,
+}
+
+fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
+    let app = case.app("longrun")?;
+    let mut spec = case.spec(&app);
+    let stop = spec.work_dir.join("stop");
+    let ready = spec.work_dir.join("ready");
+    spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let runtimes = clrprof_testing::discover();
+    let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+    let records = bg.records_path();
+    Ok(Running {
+        app: bg,
+        stop,
+        records,
+        pid: 0,
+    })
+    .and_then(|mut r| {
+        let text = wait_for_file(&ready, Duration::from_secs(60))?;
+        r.pid = text
+            .parse()
+            .map_err(|_| format!("ready file holds {text:?}, not a pid"))?;
+        if r.pid != r.app.id() {
+            return Err(format!(
+                "app says pid {}, the started process is {}",
+                r.pid,
+                r.app.id()
+            )
+            .into());
+        }
+        Ok(r)
+    })
+}
+
+impl Running {
+    /// Stops the app and checks its exit and its own ground truth.
+    fn stop_and_check(self) -> R<Vec<Value>> {
+        std::fs::write(&self.stop, "stop").map_err(|e| format!("writing the stop file: {e}"))?;
+        let outcome = self.app.finish(Duration::from_secs(60))?;
+        outcome.check_exit()?;
+        if outcome.stdout != LONGRUN_OK {
+            return Err(format!("app output {:?}, expected {LONGRUN_OK:?}", outcome.stdout).into());
+        }
+        if !outcome.bad_records.is_empty() {
+            return Err(format!("invalid records: {:?}", outcome.bad_records).into());
+        }
+        Ok(outcome.records)
+    }
+}
+
+fn clsid_of(p: &Profiler) -> R<clrprof::sys::GUID> {
+    parse_clsid(&p.clsid).map_err(|e| Verdict::Failed(e.to_string()))
+}
+
+fn path_of(p: &Profiler) -> String {
+    p.path.display().to_string()
+}
+
+fn count(records: &[Value], event: &str) -> usize {
+    records.iter().filter(|r| r["event"] == event).count()
+}
+
+/// Polls the records file until `event` occurs `n` times.
+fn wait_for_events(records: &Path, event: &str, n: usize, timeout: Duration) -> R<Vec<Value>> {
+    let start = Instant::now();
+    loop {
+        let (r, _) = clrprof_testing::background::read_records(records);
+        if count(&r, event) >= n {
+            return Ok(r);
+        }
+        if start.elapsed() > timeout {
+            return Err(format!(
+                "waited {}s for {n} {event:?} records, have {}: last records {:?}",
+                timeout.as_secs(),
+                count(&r, event),
+                r.iter().rev().take(5).collect::<Vec<_>>()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Attaches; while the previous profiler is still being unloaded the
+/// runtime answers PROFILER_ALREADY_ACTIVE, so that answer is retried for up
+/// to two seconds. Returns how many retries were needed.
+fn attach_retrying(pid: u32, p: &Profiler, data: &str) -> R<u32> {
+    let clsid = clsid_of(p)?;
+    let start = Instant::now();
+    let mut retries = 0;
+    loop {
+        match attach_profiler(
+            pid,
+            clsid,
+            &path_of(p),
+            data.as_bytes(),
+            Duration::from_secs(10),
+        ) {
+            Ok(()) => return Ok(retries),
+            Err(e) if e.is_already_active() && start.elapsed() < Duration::from_secs(2) => {
+                retries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("attach failed: {e}").into()),
+        }
+    }
+}
+
+fn cycles(case: &Case<'_>) -> R<()> {
+    const CYCLES: usize = 20;
+    let tracer = case.profiler("attach-tracer")?;
+    let run = start_longrun(case, &[])?;
+    let data = format!("output={};detach_after_ms=100", run.records.display());
+    let mut retries = 0;
+    for i in 1..=CYCLES {
+        retries += attach_retrying(run.pid, &tracer, &data)?;
+        wait_for_events(&run.records, "detached", i, Duration::from_secs(30))
+            .map_err(|e| format!("cycle {i}: {}", describe(&e)))?;
+    }
+    let pid = run.pid;
+    let records = run.stop_and_check()?;
+    for (event, want) in [
+        ("runtime", CYCLES),
+        ("attached", CYCLES),
+        ("attach_complete", CYCLES),
+        ("detach_requested", CYCLES),
+        ("detached", CYCLES),
+        ("detach_failed", 0),
+    ] {
+        if count(&records, event) != want {
+            return Err(format!(
+                "{want} {event:?} records expected, got {}: {records:?}",
+                count(&records, event)
+            )
+            .into());
+        }
+    }
+    let leg = case.leg();
+    for r in records.iter().filter(|r| r["event"] == "runtime") {
+        if r["version"] != leg.version.as_str() || r["pid"] != pid {
+            return Err(format!(
+                "runtime record {r} does not match leg {} / pid {pid}",
+                leg.version
+            )
+            .into());
+        }
+    }
+    // Every attach caught up with the modules loaded before it.
+    let mut cycle_modules: Vec<Vec<&str>> = Vec::new();
+    for r in &records {
+        match r["event"].as_str() {
+            Some("attached") => cycle_modules.push(Vec::new()),
+            Some("module") => {
+                if let (Some(c), Some(n)) = (cycle_modules.last_mut(), r["name"].as_str()) {
+                    c.push(n);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, names) in cycle_modules.iter().enumerate() {
+        let has = |end: &str| names.iter().any(|n| n.ends_with(end));
+        if !has("longrun.dll") || !has("System.Private.CoreLib.dll") {
+            return Err(format!(
+                "cycle {}: modules {names:?} lack longrun.dll or System.Private.CoreLib.dll",
+                i + 1
+            )
+            .into());
+        }
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        if unique.len() != names.len() {
+            return Err(format!("cycle {}: a module was reported twice: {names:?}", i + 1).into());
+        }
+    }
+    // The app compiles a new dynamic method every ~10 ms and each cycle
+    // stays attached for at least 100 ms: every cycle must have seen some.
+    let mut jit = 0;
+    for (i, r) in records
+        .iter()
+        .filter(|r| r["event"] == "detached")
+        .enumerate()
+    {
+        let dynamic = r["dynamic_jit"].as_u64().unwrap_or(0);
+        if dynamic == 0 {
+            return Err(format!(
+                "cycle {}: no dynamic-method JIT compilation seen while attached: {r}",
+                i + 1
+            )
+            .into());
+        }
+        jit += dynamic + r["jit"].as_u64().unwrap_or(0);
+    }
+    eprintln!("    {CYCLES} cycles, {retries} ALREADY_ACTIVE retries while unloading, {jit} JIT compilations seen");
+    Ok(())
+}
+
+fn describe(v: &Verdict) -> String {
+    match v {
+        Verdict::Failed(s) | Verdict::Skipped(s) => s.clone(),
+    }
+}
+
+fn already_active(case: &Case<'_>) -> R<()> {
+    let tracer = case.profiler("attach-tracer")?;
+    let run = start_longrun(case, &[])?;
+    let data = format!("output={}", run.records.display());
+    let clsid = clsid_of(&tracer)?;
+    attach_profiler(
+        run.pid,
+        clsid,
+        &path_of(&tracer),
+        data.as_bytes(),
+        Duration::from_secs(10),
+    )
+    .map_err(|e| format!("first attach failed: {e}"))?;
+    let second = attach_profiler(
+        run.pid,
+        clsid,
+        &path_of(&tracer),
+        data.as_bytes(),
+        Duration::from_secs(10),
+    );
+    let e = match second {
+        Ok(()) => {
+            return Err(
+                "the second attach succeeded; expected CORPROF_E_PROFILER_ALREADY_ACTIVE".into(),
+            )
+        }
+        Err(e) => e,
+    };
+    let text = e.to_string();
+    if !e.is_already_active()
+        || !text.contains("CORPROF_E_PROFILER_ALREADY_ACTIVE")
+        || !text.contains("already loaded")
+    {
+        return Err(format!("expected an explained ALREADY_ACTIVE, got {e:?}: {text}").into());
+    }
+    let records = run.stop_and_check()?;
+    if count(&records, "attached") != 1 {
+        return Err(format!("expected one attached profiler: {records:?}").into());
+    }
+    Ok(())
+}
+
+fn drop_after_detach(case: &Case<'_>) -> R<()> {
+    let fixture = case.profiler_class("test-profilers", DETACH_DROP)?;
+    let run = start_longrun(case, &[])?;
+    let data = format!("output={};hold_thread=1", run.records.display());
+    attach_profiler(
+        run.pid,
+        clsid_of(&fixture)?,
+        &path_of(&fixture),
+        data.as_bytes(),
+        Duration::from_secs(10),
+    )
+    .map_err(|e| format!("attach failed: {e}"))?;
+    wait_for_events(&run.records, "dropped", 1, Duration::from_secs(30))?;
+    let records = run.stop_and_check()?;
+    let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+    let want = [
+        "attached",
+        "detach_refused",
+        "detach_requested",
+        "detach_succeeded",
+        "dropped",
+    ];
+    if events != want {
+        return Err(format!("events {events:?}, expected {want:?}; records {records:?}").into());
+    }
+    let refusal = records[1]["message"].as_str().unwrap_or("");
+    if !refusal.contains("still running") || !refusal.contains("fixture-holder") {
+        return Err(format!("refusal does not name the running thread: {refusal:?}").into());
+    }
+    Ok(())
+}
+
+fn startup_port(case: &Case<'_>) -> R<()> {
+    let tracer = case.profiler("attach-tracer")?;
+    // Unix socket paths are limited to ~108 bytes: keep it short.
+    let sock = std::env::temp_dir().join(format!(
+        "clrprof-port-{}-{}.sock",
+        std::process::id(),
+        case.leg().name
+    ));
+    let _ = std::fs::remove_file(&sock);
+    let port = DiagnosticPort::bind(&sock).map_err(|e| e.to_string())?;
+    let app = case.app("longrun")?;
+    let mut spec = case.spec(&app);
+    let stop = spec.work_dir.join("stop");
+    let ready = spec.work_dir.join("ready");
+    let records = spec.work_dir.join("records.jsonl");
+    spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+    spec = spec
+        .env(port.variable(), &port.variable_value())
+        .env("CLRPROF_OUTPUT", &records.display().to_string());
+    let runtimes = clrprof_testing::discover();
+    let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+    // Suspended: no managed code may have run before the profiler is loaded.
+    std::thread::sleep(Duration::from_millis(300));
+    if ready.exists() {
+        return Err("the app ran before the diagnostic port resumed it".into());
+    }
+    let pid = port
+        .load_profiler_at_startup(
+            clsid_of(&tracer)?,
+            &path_of(&tracer),
+            Duration::from_secs(30),
+        )
+        .map_err(|e| format!("startup load failed: {e}"))?;
+    if pid != u64::from(bg.id()) {
+        return Err(format!("the port advertised pid {pid}, the app is {}", bg.id()).into());
+    }
+    wait_for_file(&ready, Duration::from_secs(60))?;
+    let run = Running {
+        app: bg,
+        stop,
+        records,
+        pid: pid as u32,
+    };
+    let records = run.stop_and_check()?;
+    let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+    if events.first() != Some(&"runtime")
+        || events.get(1) != Some(&"startup")
+        || count(&records, "attached") != 0
+    {
+        return Err(
+            format!("expected a startup load (runtime, startup, ...), got {events:?}").into(),
+        );
+    }
+    if !records.iter().any(|r| {
+        r["event"] == "module"
+            && r["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("longrun.dll"))
+    }) {
+        return Err(format!("longrun.dll load not seen: {records:?}").into());
+    }
+    let shutdown = records.iter().find(|r| r["event"] == "shutdown");
+    let counted = |k: &str| shutdown.and_then(|r| r[k].as_u64()).unwrap_or(0);
+    if counted("jit") == 0 || counted("dynamic_jit") == 0 {
+        return Err(format!(
+            "no shutdown record with JIT and dynamic-method compilations: {records:?}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn not_dotnet_errors(_case: &Case<'_>) -> R<()> {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .map_err(|e| format!("sleep: {e}"))?;
+    let pid = sleeper.id();
+    let e = attach_profiler(
+        pid,
+        clrprof::sys::GUID::zeroed(),
+        "/x.so",
+        b"",
+        Duration::from_secs(2),
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    match e {
+        Err(AttachError::NotDotNet { pid: p, .. }) if p == pid => {}
+        other => return Err(format!("sleep 30: expected NotDotNet, got {other:?}").into()),
+    }
+    let e = attach_profiler(
+        pid,
+        clrprof::sys::GUID::zeroed(),
+        "/x.so",
+        b"",
+        Duration::from_secs(2),
+    );
+    match e {
+        Err(AttachError::NoSuchProcess { pid: p }) if p == pid => Ok(()),
+        other => Err(format!("dead pid: expected NoSuchProcess, got {other:?}").into()),
+    }
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let wine = |s: Scenario| {
+        s.exclude_leg("win-x64-3.1", WINE_REASON)
+            .exclude_leg("win-x64-8.0", WINE_REASON)
+    };
+    vec![
+        wine(Scenario::new("attach: 20 attach/detach cycles into one running app", cycles)),
+        wine(Scenario::new("attach: a second attach is PROFILER_ALREADY_ACTIVE, explained", already_active)),
+        wine(Scenario::new(
+            "attach: detach refused while a profiler thread runs; profiler dropped after ProfilerDetachSucceeded",
+            drop_after_detach,
+        )),
+        wine(Scenario::new("attach: profiler loaded at startup through a suspended diagnostic port", startup_port))
+            .exclude_leg("linux-x64-3.1", NO_PORTS_31),
+        // Needs no runtime: checked once, on the first Linux leg.
+        wine(Scenario::new("attach: a dead pid and a non-.NET process give clear errors", not_dotnet_errors))
+            .exclude_leg("linux-x64-8.0", "leg-independent; checked on linux-x64-3.1"),
+    ]
+}
