@@ -75,7 +75,7 @@ enum Command {
         /// The profiler library (.so or .dll).
         library: PathBuf,
     },
-    /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIMES, installed dotnet).
+    /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIME_MANIFEST, installed dotnet).
     Runtimes,
 }
 

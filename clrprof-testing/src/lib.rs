@@ -4,7 +4,7 @@
 //! clrprof:
 //!
 //! * [`manifest`]: discover runtime *legs* (a CoreCLR build on an OS) from the
-//!   manifest `cargo xtask provision` writes, `$CLRPROF_RUNTIMES`, or an
+//!   manifest `cargo xtask provision` writes, `$CLRPROF_RUNTIME_MANIFEST`, or an
 //!   installed `dotnet`;
 //! * [`csharp`]: compile C# test apps and write their `runtimeconfig.json`;
 //! * [`build`]: build a profiler `cdylib` for a leg's target;

@@ -274,7 +274,7 @@ impl Runtimes {
 
 /// Discovers runtime legs.
 ///
-/// Order: the manifest named by `$CLRPROF_RUNTIMES` (a path to a
+/// Order: the manifest named by `$CLRPROF_RUNTIME_MANIFEST` (a path to a
 /// `runtimes.json`), else `<cache>/runtimes.json` (see [`default_cache_dir`]);
 /// then the shared frameworks of an installed `dotnet` (on `PATH` or in
 /// `$DOTNET_ROOT`) fill in Linux legs the manifest lacks. Every leg is checked
@@ -282,7 +282,7 @@ impl Runtimes {
 /// not found are listed in [`Runtimes::missing`].
 pub fn discover() -> Runtimes {
     let mut found = Runtimes::default();
-    let manifest_path = match std::env::var_os("CLRPROF_RUNTIMES") {
+    let manifest_path = match std::env::var_os("CLRPROF_RUNTIME_MANIFEST") {
         Some(p) => PathBuf::from(p),
         None => default_cache_dir().join(MANIFEST_FILE),
     };

@@ -278,9 +278,8 @@ pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome
         "CORECLR_PROFILER_PATH_32",
         "CORECLR_PROFILER_PATH_ARM64",
         "CLRPROF_OUTPUT",
-        // The rig's own discovery override; example tracers read a variable of
-        // the same name as their side-by-side policy, so it must not leak into
-        // the app unless a spec sets it.
+        // The example tracers' side-by-side policy: a value from the
+        // developer's shell must not leak into the app unless a spec sets it.
         "CLRPROF_RUNTIMES",
     ] {
         cmd.env_remove(var);

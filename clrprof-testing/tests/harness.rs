@@ -40,7 +40,7 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
     let path = dir.join("runtimes.json");
     manifest.save(&path).unwrap();
     // This test binary has a single test, so changing its environment races with nothing.
-    std::env::set_var("CLRPROF_RUNTIMES", &path);
+    std::env::set_var("CLRPROF_RUNTIME_MANIFEST", &path);
     std::env::remove_var("CI");
     std::env::remove_var("CLRPROF_LEGS");
 
