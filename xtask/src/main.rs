@@ -6,6 +6,7 @@ mod book;
 mod cross;
 mod demo;
 mod gen_sys;
+mod lint;
 mod provision;
 mod test;
 mod toolchain;
