@@ -233,7 +233,7 @@ mod factory_tests {
     fn create_instance_refuses_aggregation_and_lock_server_counts() {
         let factory: IClassFactory = ClassFactory { create: refuse }.into();
         let mut ppv: *mut c_void = core::ptr::dangling_mut();
-        let outer = 1usize as *mut c_void;
+        let outer: *mut c_void = core::ptr::dangling_mut();
         // SAFETY: valid pointers; `outer` is never dereferenced (aggregation is refused first).
         let hr = unsafe { factory.CreateInstance(outer, &IClassFactory::IID, &mut ppv) };
         assert_eq!(hr.0, KnownHresult::CLASS_E_NOAGGREGATION as i32);
