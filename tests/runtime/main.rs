@@ -10,6 +10,7 @@ mod exceptions;
 mod hello;
 mod jit_tracer;
 mod panics;
+mod sampling;
 mod sxs;
 
 use clrprof_testing::harness::Harness;
@@ -22,6 +23,7 @@ fn main() {
         .chain(exceptions::scenarios())
         .chain(jit_tracer::scenarios())
         .chain(panics::scenarios())
+        .chain(sampling::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())

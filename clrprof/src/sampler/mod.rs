@@ -3,7 +3,7 @@
 //! [`Sampler::start`] starts the SDK's sampling thread
 //! ([`crate::stackwalk::spawn_sampling_thread`]). At each tick it
 //!
-//! 1. suspends the runtime (`ICorProfilerInfo10::SuspendRuntime`, .NET 5+),
+//! 1. suspends the runtime (`ICorProfilerInfo10::SuspendRuntime`, .NET Core 3.0+),
 //! 2. lists the managed threads and walks each into a preallocated
 //!    [`FrameBuffer`] (no allocation, no lock: see the
 //!    [stack-walk rules](crate::stackwalk)),
@@ -96,12 +96,23 @@ pub trait StackSource: Send + 'static {
         thread: &mut SamplingThread,
         gate: &ThreadGate,
         buffer: &mut FrameBuffer,
-    ) -> Result<u64>;
+    ) -> Result<Tick>;
     /// A short name for records (`suspend-runtime`, `shadow-stack`).
     fn method(&self) -> &'static str;
 }
 
-/// The .NET 5+ source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
+/// What one tick of a [`StackSource`] skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// Threads not sampled (destroyed, over the limits, or refused).
+    pub skipped: u64,
+    /// Threads the runtime refused to walk.
+    pub refused: u64,
+    /// The first refusal of the tick.
+    pub refusal: Option<Error>,
+}
+
+/// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
 /// per thread, `ResumeRuntime`.
 pub struct SuspendRuntimeSource {
     threads: ThreadList,
@@ -122,17 +133,28 @@ impl StackSource for SuspendRuntimeSource {
         thread: &mut SamplingThread,
         gate: &ThreadGate,
         buffer: &mut FrameBuffer,
-    ) -> Result<u64> {
+    ) -> Result<Tick> {
         let suspension = thread.suspend_runtime()?;
         suspension.enum_threads(&mut self.threads)?;
-        let mut skipped = self.threads.overflow as u64;
+        let mut tick = Tick {
+            skipped: self.threads.overflow as u64,
+            ..Tick::default()
+        };
         for i in 0..self.threads.len() {
-            if !suspension.sample_into(&self.threads, i, gate, buffer) {
-                skipped += 1;
+            match suspension.sample_into(&self.threads, i, gate, buffer) {
+                Ok(true) => {}
+                Ok(false) => tick.skipped += 1,
+                Err(e) => {
+                    tick.skipped += 1;
+                    tick.refused += 1;
+                    if tick.refusal.is_none() {
+                        tick.refusal = Some(e);
+                    }
+                }
             }
         }
         drop(suspension);
-        Ok(skipped)
+        Ok(tick)
     }
 
     fn method(&self) -> &'static str {
@@ -151,6 +173,8 @@ pub struct SamplerStats {
     pub skipped: u64,
     /// Ticks whose source failed (e.g. the suspension was refused).
     pub failed_ticks: u64,
+    /// Thread walks the runtime refused (counted in `skipped` too).
+    pub refused: u64,
 }
 
 struct Shared {
@@ -160,6 +184,10 @@ struct Shared {
     samples: AtomicU64,
     skipped: AtomicU64,
     failed_ticks: AtomicU64,
+    refused: AtomicU64,
+    /// The first walk the runtime refused (written by the sampling thread
+    /// after resuming; read by `stop` callers).
+    last_refusal: Mutex<Option<String>>,
     /// Bumped by every `ClassUnloadStarted`.
     unloads: AtomicU64,
     /// `true` while the sampler resolves names through the runtime.
@@ -175,8 +203,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling with `SuspendRuntime` (needs .NET 5+: `Info10`, and
-    /// `Info4` for `EnumThreads`); on older runtimes returns
+    /// Starts sampling with `SuspendRuntime` (needs `Info10`, .NET Core 3.0+,
+    /// and `Info4` for `EnumThreads`); on older runtimes returns
     /// [`Error::Unsupported`] without starting anything.
     ///
     /// The profiler must have enabled
@@ -213,6 +241,8 @@ impl Sampler {
             samples: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
             failed_ticks: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            last_refusal: Mutex::new(None),
             unloads: AtomicU64::new(0),
             resolving: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -243,12 +273,19 @@ impl Sampler {
             samples: s.samples.load(Relaxed),
             skipped: s.skipped.load(Relaxed),
             failed_ticks: s.failed_ticks.load(Relaxed),
+            refused: s.refused.load(Relaxed),
         }
     }
 
     /// The last error a tick hit, if any.
     pub fn last_error(&self) -> Option<String> {
         self.shared.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// The first thread walk the runtime refused, if any (e.g. threads that
+    /// are not in managed code cannot be walked on some runtimes).
+    pub fn first_refusal(&self) -> Option<String> {
+        self.shared.last_refusal.lock().ok().and_then(|e| e.clone())
     }
 
     /// Forward from `Profiler::thread_created`.
@@ -320,8 +357,16 @@ fn run<S: StackSource>(
         let unloads_before = shared.unloads.load(SeqCst);
         shared.ticks.fetch_add(1, Relaxed);
         match source.take(thread, &shared.gate, &mut buffer) {
-            Ok(skipped) => {
-                shared.skipped.fetch_add(skipped, Relaxed);
+            Ok(tick) => {
+                shared.skipped.fetch_add(tick.skipped, Relaxed);
+                shared.refused.fetch_add(tick.refused, Relaxed);
+                if let Some(e) = tick.refusal {
+                    if let Ok(mut last) = shared.last_refusal.lock() {
+                        if last.is_none() {
+                            *last = Some(e.to_string());
+                        }
+                    }
+                }
             }
             Err(e) => {
                 shared.failed_ticks.fetch_add(1, Relaxed);

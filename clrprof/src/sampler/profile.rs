@@ -16,6 +16,7 @@ pub struct Profile {
     stacks: HashMap<(RawThreadId, Vec<u32>), u64>,
     samples: u64,
     truncated: u64,
+    empty: u64,
 }
 
 impl Profile {
@@ -42,6 +43,9 @@ impl Profile {
         if truncated {
             self.truncated += 1;
         }
+        if stack.is_empty() {
+            self.empty += 1;
+        }
         match self.stacks.get_mut(&(thread, stack.to_vec())) {
             Some(n) => *n += 1,
             None => {
@@ -58,6 +62,11 @@ impl Profile {
     /// Samples whose stack was cut at the depth limit.
     pub fn truncated(&self) -> u64 {
         self.truncated
+    }
+
+    /// Samples with no frame at all (left out of the folded output).
+    pub fn empty(&self) -> u64 {
+        self.empty
     }
 
     /// Distinct threads sampled.

@@ -6,16 +6,20 @@
 //!   thread walks its own stack, from inside a callback. Works on every
 //!   runtime that has `ICorProfilerInfo2`.
 //! * **Cross-thread under a runtime suspension**
-//!   ([`RuntimeSuspension::walk`]): on .NET 5 and later
-//!   (`ICorProfilerInfo10::SuspendRuntime` / `ResumeRuntime`) a sampling
+//!   ([`RuntimeSuspension::walk`]): with `ICorProfilerInfo10`
+//!   (`SuspendRuntime` / `ResumeRuntime`; .NET Core 3.0 and later — seen
+//!   working on Linux with 3.1.23 and 8.0.4) a sampling
 //!   thread stops every managed thread at a safe point, lists them with
 //!   `ICorProfilerInfo4::EnumThreads` and walks each one. This is the kind of
-//!   walk that works on Linux.
+//!   walk that works on Linux. Threads that are not running managed code
+//!   at that moment (waiting in the runtime or the OS) are refused by the
+//!   runtime (`E_FAIL` on 3.1.23 and 8.0.4); the sampler counts them as
+//!   refused.
 //! * **Asynchronous** ([`ProfilerInfo::walk_other_thread`]): the runtime
 //!   suspends just the target thread for the walk. CoreCLR implements this
-//!   only on Windows; elsewhere it refuses, and the SDK turns the refusal into
-//!   an [`Error::Usage`] that says what to use instead (tested on Linux
-//!   .NET Core 3.1). On Windows a profiler that suspended a thread itself can
+//!   only on Windows; elsewhere it refuses (`E_NOTIMPL` on Linux 3.1.23 and
+//!   8.0.4), and the SDK turns the refusal into an [`Error::Usage`] that says
+//!   what to use instead (tested on both Linux legs). On Windows a profiler that suspended a thread itself can
 //!   also seed the walk with the thread's register context ([`seeded`]).
 //!
 //! Every walk calls a closure once per frame ([`Frame`]): a managed function
@@ -294,7 +298,7 @@ impl ProfilerInfo {
     ///
     /// CoreCLR supports this on Windows only. On other platforms the runtime
     /// refuses, and this returns an [`Error::Usage`] naming the runtime's code
-    /// and what works instead: [`RuntimeSuspension::walk`] on .NET 5+, or ELT
+    /// and what works instead: [`RuntimeSuspension::walk`] (Info10), or ELT
     /// shadow stacks on older runtimes.
     ///
     /// The caller must keep `thread` walkable: the walk must end before the
@@ -313,7 +317,7 @@ impl ProfilerInfo {
                 "{call} of another thread failed with {:#010x}{}: asynchronous stack walks \
                  (the runtime suspending one thread for the walk) exist only on Windows; on this \
                  platform walk other threads under ICorProfilerInfo10::SuspendRuntime \
-                 (RuntimeSuspension::walk, .NET 5 and later) or keep ELT shadow stacks",
+                 (RuntimeSuspension::walk, ICorProfilerInfo10) or keep ELT shadow stacks",
                 hr.0 as u32,
                 crate::error::hresult_name(hr)
                     .map(|n| format!(" ({n})"))

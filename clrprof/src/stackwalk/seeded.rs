@@ -203,7 +203,7 @@ pub fn walk_suspended_thread(
 ) -> Result<Option<WalkEnd>> {
     Err(Error::Usage(
         "seeded walks of a thread suspended by the profiler exist only on Windows x86_64; \
-         use RuntimeSuspension::walk (.NET 5+) elsewhere"
+         use RuntimeSuspension::walk (ICorProfilerInfo10) elsewhere"
             .to_string(),
     ))
 }

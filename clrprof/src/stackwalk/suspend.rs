@@ -85,8 +85,8 @@ impl SamplingThread {
     /// `ICorProfilerInfo10::SuspendRuntime`: stops every managed thread at a
     /// safe point, until the returned guard is dropped (`ResumeRuntime`).
     ///
-    /// Needs .NET 5 or later (Info10); older runtimes give
-    /// [`Error::Unsupported`]. Do not allocate, and take no lock a callback
+    /// Needs `ICorProfilerInfo10` (.NET Core 3.0 and later); older runtimes
+    /// give [`Error::Unsupported`]. Do not allocate, and take no lock a callback
     /// might hold, until the guard is dropped (see the [module](super) rules).
     pub fn suspend_runtime(&mut self) -> Result<RuntimeSuspension<'_>> {
         const CALL: &str = "ICorProfilerInfo10::SuspendRuntime";
@@ -188,20 +188,21 @@ impl RuntimeSuspension<'_> {
 
     /// Walks thread `index` of `list` into `buffer` as one [`super::StackSample`]
     /// (leaf first, unmanaged runs as `RawFunctionId(0)`), allocating nothing.
-    /// Returns `false` when the thread was skipped (destroyed, buffer full,
-    /// or its walk failed: the runtime refuses threads it cannot walk now).
+    /// `Ok(false)` when the thread was skipped (destroyed, or no room in the
+    /// buffer); an error when the runtime refused to walk it (e.g. a thread
+    /// it cannot walk at this moment).
     pub fn sample_into(
         &self,
         list: &ThreadList,
         index: usize,
         gate: &ThreadGate,
         buffer: &mut FrameBuffer,
-    ) -> bool {
+    ) -> Result<bool> {
         let Some(thread) = list.threads().nth(index) else {
-            return false;
+            return Ok(false);
         };
         if !buffer.begin(thread) {
-            return false;
+            return Ok(false);
         }
         let walked = self.walk(list, index, gate, WalkOptions::default(), |frame| {
             if buffer.push(
@@ -216,10 +217,14 @@ impl RuntimeSuspension<'_> {
             }
         });
         match walked {
-            Ok(Some(_)) => true,
-            _ => {
+            Ok(Some(_)) => Ok(true),
+            Ok(None) => {
                 buffer.abandon();
-                false
+                Ok(false)
+            }
+            Err(e) => {
+                buffer.abandon();
+                Err(e)
             }
         }
     }

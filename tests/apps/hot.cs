@@ -1,0 +1,84 @@
+// Scenario "hot": one method takes about 80 % of the CPU time, another
+// about 20 %. Prints its own ground truth: how long it ran and the share of
+// time each method got, measured with a Stopwatch.
+// Arguments: [seconds (default 2)] [threads (default 1)].
+using System;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Threading;
+
+namespace Hot
+{
+    public static class Program
+    {
+        static long sink;
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Spin(Stopwatch clock, long ticks)
+        {
+            long end = clock.ElapsedTicks + ticks;
+            long x = 1;
+            while (clock.ElapsedTicks < end)
+            {
+                for (int i = 0; i < 1000; i++) x = x * 31 + i;
+            }
+            Interlocked.Add(ref sink, x);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Cold(Stopwatch clock, long ticks)
+        {
+            long end = clock.ElapsedTicks + ticks;
+            long x = 7;
+            while (clock.ElapsedTicks < end)
+            {
+                for (int i = 0; i < 1000; i++) x = x * 17 + i;
+            }
+            Interlocked.Add(ref sink, x);
+        }
+
+        // Runs Spin 4 ms and Cold 1 ms, over and over, for `seconds`.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Work(double seconds, long[] spent)
+        {
+            var clock = Stopwatch.StartNew();
+            long ms = Stopwatch.Frequency / 1000;
+            long stop = (long)(seconds * Stopwatch.Frequency);
+            while (clock.ElapsedTicks < stop)
+            {
+                long t0 = clock.ElapsedTicks;
+                Spin(clock, 4 * ms);
+                long t1 = clock.ElapsedTicks;
+                Cold(clock, ms);
+                long t2 = clock.ElapsedTicks;
+                spent[0] += t1 - t0;
+                spent[1] += t2 - t1;
+            }
+        }
+
+        public static int Main(string[] args)
+        {
+            double seconds = args.Length > 0 ? double.Parse(args[0], System.Globalization.CultureInfo.InvariantCulture) : 2.0;
+            int threads = args.Length > 1 ? int.Parse(args[1]) : 1;
+            var spent = new long[threads][];
+            var workers = new Thread[threads];
+            for (int t = 1; t < threads; t++)
+            {
+                int id = t;
+                spent[id] = new long[2];
+                workers[id] = new Thread(() => Work(seconds, spent[id]));
+                workers[id].Start();
+            }
+            spent[0] = new long[2];
+            Work(seconds, spent[0]);
+            for (int t = 1; t < threads; t++) workers[t].Join();
+            long hot = 0, cold = 0;
+            foreach (var s in spent) { hot += s[0]; cold += s[1]; }
+            double share = (double)hot / (hot + cold);
+            Console.WriteLine("threads " + threads);
+            Console.WriteLine("hot Hot.Program::Spin " + share.ToString("F2", System.Globalization.CultureInfo.InvariantCulture));
+            Console.WriteLine("cold Hot.Program::Cold " + (1 - share).ToString("F2", System.Globalization.CultureInfo.InvariantCulture));
+            return 0;
+        }
+    }
+}
