@@ -171,6 +171,8 @@ mod library_ref {
     /// `dlopen(RTLD_NOLOAD)` finds the already loaded library and counts one
     /// more reference without loading anything.
     pub fn acquire() -> LibraryRef {
+        // SAFETY: Dl_info is a plain C struct of pointers and integers, for
+        // which all-zero is a valid value.
         let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
         // SAFETY: the address of a function in this library; `info` is a valid out struct.
         if unsafe { libc::dladdr(anchor as *const c_void, &mut info) } == 0
@@ -312,7 +314,7 @@ mod tests {
         assert!(!is_profiler_thread());
         go_tx.send(()).unwrap();
         let id = t.id();
-        assert_eq!(t.join().unwrap(), false);
+        assert!(!t.join().unwrap());
         assert!(!running().iter().any(|(i, _)| *i == id));
     }
 

@@ -63,7 +63,7 @@ pub fn attach_profiler_framework(
         ));
     }
     // SAFETY: `module` is a loaded module; the name is NUL-terminated.
-    let create = unsafe { GetProcAddress(module, b"CLRCreateInstance\0".as_ptr()) };
+    let create = unsafe { GetProcAddress(module, c"CLRCreateInstance".as_ptr().cast()) };
     if create.is_null() {
         return Err(AttachError::Protocol(
             "mscoree.dll has no CLRCreateInstance (a .NET Framework older than 4)".into(),
