@@ -8,6 +8,7 @@ mod broken;
 mod elt;
 mod exceptions;
 mod hello;
+mod il;
 mod jit_tracer;
 mod panics;
 mod sampling;
@@ -22,6 +23,7 @@ fn main() {
         .into_iter()
         .chain(exceptions::scenarios())
         .chain(jit_tracer::scenarios())
+        .chain(il::scenarios())
         .chain(panics::scenarios())
         .chain(sampling::scenarios())
         .chain(sxs::scenarios())
