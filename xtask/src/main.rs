@@ -2,6 +2,7 @@
 //!
 //! Each command lives in its own module; `main` only dispatches.
 
+mod bench;
 mod book;
 mod cross;
 mod demo;
@@ -23,7 +24,8 @@ commands:
   toolchain   install the cross toolchains (rustup targets, gcc, qemu, wine)
   cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
-  book        check the listings and build the mdBook tutorial into target/book";
+  book        check the listings and build the mdBook tutorial into target/book
+  bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +44,7 @@ fn main() {
         "cross-test" => cross::main(rest),
         "gen-sys" => gen_sys::main(rest),
         "book" => book::main(rest),
+        "bench" => bench::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
