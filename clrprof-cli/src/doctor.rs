@@ -1,0 +1,1090 @@
+//! `clrprof doctor [--profiler LIB] [-- CMD ...]`: why does a profiler not load?
+//!
+//! CoreCLR decides at startup whether to load a profiler, from three
+//! environment variables: `CORECLR_ENABLE_PROFILING` must be `1`,
+//! `CORECLR_PROFILER` names the class (a braced CLSID) and
+//! `CORECLR_PROFILER_PATH` the library; the architecture-specific
+//! `CORECLR_PROFILER_PATH_64` / `_32` / `_ARM64` win over the plain name when
+//! set. It then loads the library, calls its `DllGetClassObject` export with
+//! the CLSID and calls `Initialize` on the object it gets. When any step fails
+//! the application simply runs without the profiler, and on Linux the runtime
+//! says nothing about it. The doctor checks each step it can check without
+//! running anything (variables, file, format, architecture, exports, CLSID,
+//! shared-library dependencies) and, given a command, runs it with the host's
+//! trace (`COREHOST_TRACE`) and the SDK's log (`CLRPROF_LOG=debug`) turned on
+//! and summarises what happened.
+
+use clrprof_testing::clsid::{is_braced_guid, scan_clsids};
+use clrprof_testing::{Error, Result};
+use object::{Architecture, BinaryFormat, Object, ObjectSymbol};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// A check that passed.
+    Ok,
+    /// Worth knowing; does not stop the profiler from loading.
+    Note,
+    /// Probably wrong, may stop the profiler from loading.
+    Warning,
+    /// Stops the profiler from loading.
+    Error,
+}
+
+/// One finding: a level and a sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How serious.
+    pub level: Level,
+    /// What was found, and why it matters.
+    pub message: String,
+}
+
+fn finding(level: Level, message: impl Into<String>) -> Finding {
+    Finding {
+        level,
+        message: message.into(),
+    }
+}
+
+/// The runtime the profiler is meant for: OS family and architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// `true` for a Windows runtime (natively or under Wine).
+    pub windows: bool,
+    /// The runtime's architecture.
+    pub arch: Architecture,
+}
+
+impl Target {
+    /// The machine this tool runs on.
+    pub fn host() -> Target {
+        let arch = if cfg!(target_arch = "aarch64") {
+            Architecture::Aarch64
+        } else if cfg!(target_arch = "x86") {
+            Architecture::I386
+        } else if cfg!(target_arch = "arm") {
+            Architecture::Arm
+        } else {
+            Architecture::X86_64
+        };
+        Target {
+            windows: cfg!(windows),
+            arch,
+        }
+    }
+
+    /// The architecture-specific path variable this runtime reads first.
+    fn path_variable(self) -> &'static str {
+        match self.arch {
+            Architecture::Aarch64 => "CORECLR_PROFILER_PATH_ARM64",
+            Architecture::Arm => "CORECLR_PROFILER_PATH_ARM32",
+            Architecture::I386 => "CORECLR_PROFILER_PATH_32",
+            _ => "CORECLR_PROFILER_PATH_64",
+        }
+    }
+}
+
+const ENABLE: &str = "CORECLR_ENABLE_PROFILING";
+const PROFILER: &str = "CORECLR_PROFILER";
+const PATH: &str = "CORECLR_PROFILER_PATH";
+/// Every variable CoreCLR reads to load a startup profiler.
+const KNOWN: [&str; 7] = [
+    ENABLE,
+    PROFILER,
+    PATH,
+    "CORECLR_PROFILER_PATH_32",
+    "CORECLR_PROFILER_PATH_64",
+    "CORECLR_PROFILER_PATH_ARM32",
+    "CORECLR_PROFILER_PATH_ARM64",
+];
+
+/// What the environment says: the CLSID and the library path the runtime
+/// would use (with the variable it came from).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// `CORECLR_PROFILER`, when it is a well-formed braced CLSID.
+    pub clsid: Option<String>,
+    /// The effective path variable and its value.
+    pub path: Option<(String, String)>,
+}
+
+/// Levenshtein distance, for "did you mean" on variable names.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Checks the loading variables in `env` for a runtime `target`.
+pub fn check_environment(
+    env: &BTreeMap<String, String>,
+    target: Target,
+) -> (Vec<Finding>, Request) {
+    let mut out = Vec::new();
+    let mut request = Request::default();
+
+    // Near misses: other prefixes, wrong case, typos.
+    for name in env.keys() {
+        if KNOWN.contains(&name.as_str()) {
+            continue;
+        }
+        let upper = name.to_ascii_uppercase();
+        if let Some(rest) = upper.strip_prefix("COR_") {
+            if ["ENABLE_PROFILING", "PROFILER", "PROFILER_PATH"].contains(&rest) {
+                out.push(finding(
+                    Level::Warning,
+                    format!(
+                        "{name} is set: COR_ variables are read by .NET Framework only; CoreCLR \
+                         (.NET Core, .NET 5+) reads CORECLR_{rest}"
+                    ),
+                ));
+                continue;
+            }
+        }
+        for prefix in ["DOTNET_", "COMPLUS_"] {
+            if let Some(rest) = upper.strip_prefix(prefix) {
+                let bare = format!("CORECLR_{}", rest.trim_start_matches("CORECLR_"));
+                if KNOWN.contains(&bare.as_str()) {
+                    out.push(finding(
+                        Level::Warning,
+                        format!(
+                            "{name} is set: the runtime reads the profiler variables only under \
+                             their CORECLR_ names, without a {prefix} prefix; set {bare}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !(upper.starts_with("CORECLR") || upper.starts_with("COR_") || upper.contains("PROFIL"))
+        {
+            continue;
+        }
+        let nearest = KNOWN
+            .iter()
+            .map(|k| (distance(&upper, k), *k))
+            .min()
+            .filter(|(d, _)| *d <= 2);
+        if let Some((_, known)) = nearest {
+            let why = if upper == known {
+                "variable names are case-sensitive"
+            } else {
+                "the runtime ignores names it does not know"
+            };
+            out.push(finding(
+                Level::Warning,
+                format!("{name} looks like a misspelling of {known} ({why})"),
+            ));
+        }
+    }
+
+    match env.get(ENABLE).map(String::as_str) {
+        Some("1") => out.push(finding(Level::Ok, format!("{ENABLE}=1"))),
+        Some(v) => out.push(finding(
+            Level::Error,
+            format!("{ENABLE}={v:?}: profiling is enabled only by the value 1"),
+        )),
+        None => out.push(finding(
+            Level::Error,
+            format!("{ENABLE} is not set: the runtime loads no profiler without {ENABLE}=1"),
+        )),
+    }
+
+    match env.get(PROFILER) {
+        None => out.push(finding(
+            Level::Error,
+            format!("{PROFILER} is not set: it names the profiler class, e.g. {{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}}"),
+        )),
+        Some(v) if is_braced_guid(&v.to_ascii_uppercase()) => {
+            out.push(finding(Level::Ok, format!("{PROFILER}={v}")));
+            request.clsid = Some(v.to_ascii_uppercase());
+        }
+        Some(v) => {
+            let hint = match clrprof_testing::clsid::normalize_clsid(v) {
+                Ok(fixed) => format!("; write it as {fixed}"),
+                Err(_) => String::new(),
+            };
+            out.push(finding(
+                Level::Error,
+                format!("{PROFILER}={v:?} is not a braced CLSID {{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}}{hint}"),
+            ));
+        }
+    }
+
+    // The path: the architecture's own variable wins over the plain one.
+    let specific = target.path_variable();
+    let plain = env.get(PATH).filter(|v| !v.is_empty());
+    let own = env.get(specific).filter(|v| !v.is_empty());
+    for other in KNOWN[3..].iter().filter(|k| **k != specific) {
+        if env.contains_key(*other) {
+            out.push(finding(
+                Level::Note,
+                format!(
+                    "{other} is set but ignored: a {:?} runtime reads {specific}",
+                    target.arch
+                ),
+            ));
+        }
+    }
+    match (own, plain) {
+        (Some(o), Some(p)) if o != p => {
+            out.push(finding(
+                Level::Warning,
+                format!("{specific}={o} shadows {PATH}={p}: the runtime uses {specific}"),
+            ));
+            request.path = Some((specific.to_string(), o.clone()));
+        }
+        (Some(o), _) => request.path = Some((specific.to_string(), o.clone())),
+        (None, Some(p)) => request.path = Some((PATH.to_string(), p.clone())),
+        (None, None) => out.push(finding(
+            Level::Error,
+            format!("neither {PATH} nor {specific} is set: the runtime does not know which library to load"),
+        )),
+    }
+    if let Some((var, value)) = &request.path {
+        let absolute = if target.windows {
+            let b = value.as_bytes();
+            (b.len() > 2 && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/'))
+                || value.starts_with("\\\\")
+        } else {
+            value.starts_with('/')
+        };
+        if absolute {
+            out.push(finding(Level::Ok, format!("{var}={value}")));
+        } else {
+            out.push(finding(
+                Level::Error,
+                format!(
+                    "{var}={value} is not an absolute path: the runtime would resolve it against \
+                     the application's working directory, and does not search for it"
+                ),
+            ));
+        }
+    }
+    (out, request)
+}
+
+/// Reads and checks the library at `path` for `target`: readable, the right
+/// format and architecture, `DllGetClassObject` exported, serving `clsid`,
+/// its shared-library dependencies resolvable (`env` gives
+/// `LD_LIBRARY_PATH` / `WINEPREFIX`).
+pub fn check_library(
+    path: &Path,
+    clsid: Option<&str>,
+    target: Target,
+    env: &BTreeMap<String, String>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) => {
+            out.push(finding(
+                Level::Error,
+                format!("cannot read {}: {e}", path.display()),
+            ));
+            return out;
+        }
+    };
+    let file = match object::File::parse(&*data) {
+        Ok(f) => f,
+        Err(e) => {
+            out.push(finding(
+                Level::Error,
+                format!(
+                    "{} is not a shared library the doctor can read ({e})",
+                    path.display()
+                ),
+            ));
+            return out;
+        }
+    };
+    let format = file.format();
+    match (format, target.windows) {
+        (BinaryFormat::Elf, false) | (BinaryFormat::Pe, true) => {}
+        (f, windows) => out.push(finding(
+            Level::Error,
+            format!(
+                "{} is a {f:?} file, but the runtime is a {} runtime, which loads {}",
+                path.display(),
+                if windows { "Windows" } else { "Linux" },
+                if windows {
+                    "PE .dll files"
+                } else {
+                    "ELF .so files"
+                }
+            ),
+        )),
+    }
+    if file.architecture() == target.arch {
+        out.push(finding(
+            Level::Ok,
+            format!(
+                "{:?} {:?} library for a {:?} runtime",
+                format,
+                file.architecture(),
+                target.arch
+            ),
+        ));
+    } else {
+        out.push(finding(
+            Level::Error,
+            format!(
+                "the library is built for {:?} but the runtime is {:?}: a process cannot load a \
+                 library of another architecture",
+                file.architecture(),
+                target.arch
+            ),
+        ));
+    }
+
+    let exported = |wanted: &str| -> bool {
+        match format {
+            BinaryFormat::Pe => file.exports().is_ok_and(|exports| {
+                exports
+                    .flatten()
+                    .any(|e| e.name() == object::NameOrOrdinal::Name(wanted.as_bytes()))
+            }),
+            _ => file.dynamic_symbols().any(|s| {
+                s.is_definition() && s.is_global() && s.name_bytes().ok() == Some(wanted.as_bytes())
+            }),
+        }
+    };
+    if exported("DllGetClassObject") {
+        out.push(finding(Level::Ok, "DllGetClassObject is exported"));
+    } else {
+        out.push(finding(
+            Level::Error,
+            "DllGetClassObject is not exported: the runtime finds the profiler's class factory \
+             through that export (with #[profiler], build the crate as a cdylib)",
+        ));
+    }
+
+    let marked = scan_clsids(&data);
+    match (clsid, marked.is_empty()) {
+        (_, true) => out.push(finding(
+            Level::Note,
+            "the library has no CLRPROF_CLSID marker (not built with #[profiler]): the CLSID \
+             cannot be checked",
+        )),
+        (Some(c), false) if marked.iter().any(|m| m == c) => {
+            out.push(finding(Level::Ok, format!("the library serves {c}")))
+        }
+        (Some(c), false) => out.push(finding(
+            Level::Error,
+            format!(
+                "CLSID mismatch: {PROFILER} is {c} but the library serves {}; \
+                 DllGetClassObject will answer CLASS_E_CLASSNOTAVAILABLE",
+                marked.join(", ")
+            ),
+        )),
+        (None, false) => out.push(finding(
+            Level::Note,
+            format!("the library serves {}", marked.join(", ")),
+        )),
+    }
+
+    match format {
+        BinaryFormat::Elf => out.extend(check_elf_needed(path, &data, env)),
+        BinaryFormat::Pe => out.extend(check_pe_imports(path, &file, env)),
+        _ => {}
+    }
+    out
+}
+
+/// `DT_NEEDED` entries and `DT_RUNPATH`/`DT_RPATH` of an ELF library.
+pub fn elf_needed(data: &[u8]) -> object::Result<(Vec<String>, Vec<String>)> {
+    use object::read::elf::{ElfFile32, ElfFile64, FileHeader};
+    fn collect<H: FileHeader<Endian = object::Endianness>>(
+        elf: &object::read::elf::ElfFile<'_, H>,
+        data: &[u8],
+    ) -> object::Result<(Vec<String>, Vec<String>)> {
+        let table = elf.elf_section_table().dynamic_table(elf.endian(), data)?;
+        let (mut needed, mut paths) = (Vec::new(), Vec::new());
+        for d in &table {
+            let text = || {
+                table
+                    .string(d)
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+            };
+            if d.tag == object::elf::DT_NEEDED {
+                needed.push(text()?);
+            } else if d.tag == object::elf::DT_RUNPATH || d.tag == object::elf::DT_RPATH {
+                paths.extend(text()?.split(':').map(str::to_string));
+            }
+        }
+        Ok((needed, paths))
+    }
+    match ElfFile64::<object::Endianness>::parse(data) {
+        Ok(elf) => collect(&elf, data),
+        Err(_) => collect(&ElfFile32::<object::Endianness>::parse(data)?, data),
+    }
+}
+
+/// Library names the dynamic loader's cache knows (`ldconfig -p`).
+fn ld_cache() -> Vec<String> {
+    let Ok(out) = std::process::Command::new("ldconfig").arg("-p").output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+fn check_elf_needed(path: &Path, data: &[u8], env: &BTreeMap<String, String>) -> Vec<Finding> {
+    let (needed, runpath) = match elf_needed(data) {
+        Ok(x) => x,
+        Err(e) => {
+            return vec![finding(
+                Level::Warning,
+                format!("cannot read the dynamic section: {e}"),
+            )]
+        }
+    };
+    let origin = path.parent().unwrap_or(Path::new("/"));
+    let mut dirs: Vec<PathBuf> = runpath
+        .iter()
+        .map(|p| PathBuf::from(p.replace("$ORIGIN", &origin.display().to_string())))
+        .collect();
+    if let Some(lp) = env.get("LD_LIBRARY_PATH") {
+        dirs.extend(lp.split(':').filter(|p| !p.is_empty()).map(PathBuf::from));
+    }
+    for d in [
+        "/lib",
+        "/usr/lib",
+        "/lib64",
+        "/usr/lib64",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    let cache = ld_cache();
+    let missing: Vec<&String> = needed
+        .iter()
+        .filter(|n| !cache.contains(n) && !dirs.iter().any(|d| d.join(n.as_str()).exists()))
+        .collect();
+    if missing.is_empty() {
+        vec![finding(
+            Level::Ok,
+            format!(
+                "all {} needed shared libraries found ({})",
+                needed.len(),
+                needed.join(", ")
+            ),
+        )]
+    } else {
+        vec![finding(
+            Level::Error,
+            format!(
+                "needed shared libraries not found: {} (searched RUNPATH, LD_LIBRARY_PATH, the \
+                 loader cache and the system directories); loading the profiler fails",
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )]
+    }
+}
+
+fn check_pe_imports(
+    path: &Path,
+    file: &object::File<'_>,
+    env: &BTreeMap<String, String>,
+) -> Vec<Finding> {
+    let Ok(imports) = file.imports() else {
+        return vec![finding(Level::Warning, "cannot read the import table")];
+    };
+    let mut dlls: Vec<String> = imports
+        .flatten()
+        .map(|i| String::from_utf8_lossy(i.library()).to_ascii_lowercase())
+        .collect();
+    dlls.sort();
+    dlls.dedup();
+    let prefix = env
+        .get("WINEPREFIX")
+        .map(PathBuf::from)
+        .or_else(|| clrprof_testing::discover().wine().map(|w| w.prefix.clone()));
+    let system32 = prefix.map(|p| p.join("drive_c").join("windows").join("system32"));
+    let Some(system32) = system32.filter(|d| d.is_dir()) else {
+        return vec![finding(
+            Level::Note,
+            format!(
+                "imports {} (no Wine prefix found to check them against)",
+                dlls.join(", ")
+            ),
+        )];
+    };
+    let beside = path.parent().unwrap_or(Path::new("."));
+    let present = |dll: &str| -> bool {
+        dll.starts_with("api-ms-win-")
+            || dll.starts_with("ext-ms-")
+            || [&system32, &beside.to_path_buf()].iter().any(|d| {
+                std::fs::read_dir(d).is_ok_and(|entries| {
+                    entries
+                        .flatten()
+                        .any(|e| e.file_name().to_string_lossy().eq_ignore_ascii_case(dll))
+                })
+            })
+    };
+    let missing: Vec<&String> = dlls.iter().filter(|d| !present(d)).collect();
+    if missing.is_empty() {
+        vec![finding(
+            Level::Ok,
+            format!("all {} imported DLLs found", dlls.len()),
+        )]
+    } else {
+        vec![finding(
+            Level::Error,
+            format!(
+                "imported DLLs not found next to the library or in {}: {}",
+                system32.display(),
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )]
+    }
+}
+
+/// What a diagnostic run showed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunEvidence {
+    /// The framework folder the host chose (`COREHOST_TRACE`), if it said.
+    pub framework: Option<String>,
+    /// SDK log lines (`[clrprof LEVEL target] message`).
+    pub log: Vec<String>,
+    /// JSON Lines records the profiler wrote.
+    pub records: Vec<String>,
+}
+
+/// Interprets a diagnostic run: the host trace, the SDK's log, the records.
+pub fn summarize(evidence: &RunEvidence) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match &evidence.framework {
+        Some(fx) => out.push(finding(
+            Level::Ok,
+            format!("the host chose the framework {fx}"),
+        )),
+        None => out.push(finding(
+            Level::Note,
+            "the host wrote no framework choice (not started through a dotnet host, or it failed \
+             before choosing)",
+        )),
+    }
+    for line in &evidence.log {
+        if line.contains("does not serve CLSID") {
+            out.push(finding(
+                Level::Error,
+                format!("CLSID mismatch reported by the profiler: {line}"),
+            ));
+        } else if line.contains("needs ICorProfilerInfo") {
+            out.push(finding(
+                Level::Error,
+                format!(
+                    "runtime too old for what the profiler requests: {line}{}",
+                    evidence
+                        .framework
+                        .as_deref()
+                        .map(|fx| format!(" (runtime: {fx})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        } else if line.contains(" ERROR ") || line.starts_with("[clrprof ERROR") {
+            out.push(finding(
+                Level::Error,
+                format!("the profiler logged: {line}"),
+            ));
+        }
+    }
+    let runtime_record = evidence
+        .records
+        .first()
+        .is_some_and(|r| r.contains("\"event\":\"runtime\""));
+    if runtime_record {
+        out.push(finding(
+            Level::Ok,
+            format!(
+                "the profiler loaded and Initialize ran: {} record(s) written, the first being the runtime record",
+                evidence.records.len()
+            ),
+        ));
+    } else if !evidence.records.is_empty() {
+        out.push(finding(
+            Level::Ok,
+            format!(
+                "the profiler loaded: {} record(s) written",
+                evidence.records.len()
+            ),
+        ));
+    } else if !evidence.log.is_empty() {
+        out.push(finding(
+            Level::Error,
+            "the library was loaded (it logged) but wrote no records: Initialize failed or was declined",
+        ));
+    } else {
+        out.push(finding(
+            Level::Error,
+            "no sign of the profiler: it wrote no records and logged nothing, so the runtime did \
+             not load it, or DllGetClassObject failed (see the checks above)",
+        ));
+    }
+    out
+}
+
+/// The framework folder from a `COREHOST_TRACE` log.
+pub fn chosen_framework(trace: &str) -> Option<String> {
+    trace.lines().rev().find_map(|l| {
+        let rest = l.trim().strip_prefix("Chose FX version [")?;
+        Some(rest.trim_end_matches(']').to_string())
+    })
+}
+
+fn env_snapshot() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn print(findings: &[Finding]) {
+    for f in findings {
+        let tag = match f.level {
+            Level::Ok => "ok     ",
+            Level::Note => "note   ",
+            Level::Warning => "warning",
+            Level::Error => "ERROR  ",
+        };
+        println!("  {tag} {}", f.message);
+    }
+}
+
+/// The runtime a command would start: a `.exe` or Wine itself means a
+/// Windows x86_64 runtime under Wine; anything else, the host's.
+fn target_of(command: &[OsString], library: Option<&Path>) -> Target {
+    if let Some(first) = command.first() {
+        let p = Path::new(first);
+        if clrprof_testing::wine::is_wine_command(p)
+            || p.extension().is_some_and(|e| e.eq_ignore_ascii_case("exe"))
+        {
+            return Target {
+                windows: true,
+                arch: Architecture::X86_64,
+            };
+        }
+        return Target::host();
+    }
+    // No command: a PE library is meant for a Windows x86_64 runtime.
+    let is_pe = library
+        .and_then(|l| std::fs::read(l).ok())
+        .is_some_and(|d| d.starts_with(b"MZ"));
+    if is_pe {
+        Target {
+            windows: true,
+            arch: Architecture::X86_64,
+        }
+    } else {
+        Target::host()
+    }
+}
+
+/// The `clrprof doctor` command. Exits 1 when an error was found.
+pub fn run(profiler: Option<&Path>, command: &[OsString]) -> Result<ExitCode> {
+    let mut env = env_snapshot();
+    let target = target_of(command, profiler);
+    // With --profiler and no variables, check (and run) as `clrprof run` would.
+    if let Some(lib) = profiler {
+        let launch = crate::launch::plan(
+            lib,
+            None,
+            None,
+            command_or_dummy(command).as_slice(),
+            clrprof_testing::wine::find_wine_loader().as_deref(),
+        );
+        if let (Ok(launch), false) = (launch, env.contains_key(PROFILER)) {
+            println!(
+                "(checking the variables `clrprof run --profiler {}` sets)",
+                lib.display()
+            );
+            env.extend(launch.env);
+        }
+    }
+    let mut all = Vec::new();
+    println!("environment:");
+    let (found, request) = check_environment(&env, target);
+    print(&found);
+    all.extend(found);
+
+    let library: Option<PathBuf> = match (profiler, &request.path) {
+        (Some(l), _) => Some(clrprof_testing::manifest::absolute(l)),
+        (None, Some((_, p))) if target.windows => wine_to_unix(p),
+        (None, Some((_, p))) => Some(PathBuf::from(p)),
+        (None, None) => None,
+    };
+    if let Some(lib) = &library {
+        println!("library {}:", lib.display());
+        let found = check_library(lib, request.clsid.as_deref(), target, &env);
+        print(&found);
+        all.extend(found);
+    }
+
+    if !command.is_empty() {
+        println!("running the command with diagnostics on:");
+        let found = diagnose_run(profiler, command, target)?;
+        print(&found);
+        all.extend(found);
+    }
+    let errors = all.iter().filter(|f| f.level == Level::Error).count();
+    let warnings = all.iter().filter(|f| f.level == Level::Warning).count();
+    println!("{errors} error(s), {warnings} warning(s)");
+    Ok(if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn command_or_dummy(command: &[OsString]) -> Vec<OsString> {
+    if command.is_empty() {
+        vec![OsString::from("dotnet")]
+    } else {
+        command.to_vec()
+    }
+}
+
+/// `Z:\a\b` → `/a/b` (Wine's default mapping of drive Z:).
+fn wine_to_unix(p: &str) -> Option<PathBuf> {
+    let rest = p.strip_prefix("Z:").or_else(|| p.strip_prefix("z:"))?;
+    Some(PathBuf::from(rest.replace('\\', "/")))
+}
+
+/// Runs the command with `COREHOST_TRACE` and `CLRPROF_LOG=debug`, each
+/// into its own file, and the records into a fresh `CLRPROF_OUTPUT`.
+fn diagnose_run(
+    profiler: Option<&Path>,
+    command: &[OsString],
+    target: Target,
+) -> Result<Vec<Finding>> {
+    let dir = std::env::temp_dir().join(format!(
+        "clrprof-doctor-{}",
+        clrprof_testing::unique_suffix()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
+    let trace = dir.join("host-trace.txt");
+    let log = dir.join("clrprof.log");
+    let records = dir.join("records.jsonl");
+    let for_runtime = |p: &Path| -> Result<String> {
+        if target.windows && !cfg!(windows) {
+            clrprof_testing::wine::to_wine_path(p)
+        } else {
+            Ok(p.display().to_string())
+        }
+    };
+    let (program, args, mut vars) = match profiler {
+        Some(lib) => {
+            let launch = crate::launch::plan(
+                lib,
+                None,
+                Some(&records),
+                command,
+                clrprof_testing::wine::find_wine_loader().as_deref(),
+            )?;
+            (launch.program, launch.args, launch.env)
+        }
+        None => (
+            command[0].clone(),
+            command[1..].to_vec(),
+            vec![("CLRPROF_OUTPUT".to_string(), for_runtime(&records)?)],
+        ),
+    };
+    vars.push(("COREHOST_TRACE".into(), "1".into()));
+    vars.push(("COREHOST_TRACEFILE".into(), for_runtime(&trace)?));
+    vars.push(("CLRPROF_LOG".into(), "debug".into()));
+    vars.push(("CLRPROF_LOG_FILE".into(), for_runtime(&log)?));
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&args).envs(vars.iter().map(|(k, v)| (k, v)));
+    if target.windows && std::env::var_os("WINEPREFIX").is_none() {
+        if let Some(w) = clrprof_testing::discover().wine() {
+            cmd.env("WINEPREFIX", &w.prefix).env("WINEDEBUG", "-all");
+        }
+    }
+    let captured = clrprof_testing::run::run_captured(cmd, Duration::from_secs(120), &dir)?;
+    let read = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .replace('\r', "")
+    };
+    let evidence = RunEvidence {
+        framework: chosen_framework(&read(&trace)),
+        log: read(&log).lines().map(str::to_string).collect(),
+        records: read(&records)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect(),
+    };
+    let mut out = vec![finding(
+        if matches!(captured.exit, clrprof_testing::run::Exit::Code(0)) {
+            Level::Ok
+        } else {
+            Level::Warning
+        },
+        format!(
+            "the command ended: {:?} after {:.1}s",
+            captured.exit,
+            captured.duration.as_secs_f64()
+        ),
+    )];
+    out.extend(summarize(&evidence));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINUX: Target = Target {
+        windows: false,
+        arch: Architecture::X86_64,
+    };
+    const WINDOWS: Target = Target {
+        windows: true,
+        arch: Architecture::X86_64,
+    };
+    const CLSID: &str = "{0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9}";
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn errors(f: &[Finding]) -> Vec<&str> {
+        f.iter()
+            .filter(|f| f.level == Level::Error)
+            .map(|f| f.message.as_str())
+            .collect()
+    }
+
+    fn has(f: &[Finding], level: Level, text: &str) -> bool {
+        f.iter()
+            .any(|f| f.level == level && f.message.contains(text))
+    }
+
+    #[test]
+    fn a_complete_environment_passes() {
+        let e = env(&[(ENABLE, "1"), (PROFILER, CLSID), (PATH, "/opt/p/libp.so")]);
+        let (f, req) = check_environment(&e, LINUX);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert_eq!(req.clsid.as_deref(), Some(CLSID));
+        assert_eq!(
+            req.path,
+            Some((PATH.to_string(), "/opt/p/libp.so".to_string()))
+        );
+    }
+
+    #[test]
+    fn missing_variables_are_errors() {
+        let (f, req) = check_environment(&env(&[]), LINUX);
+        assert_eq!(errors(&f).len(), 3, "{f:?}");
+        assert!(has(&f, Level::Error, "CORECLR_ENABLE_PROFILING is not set"));
+        assert_eq!(req, Request::default());
+        let (f, _) = check_environment(&env(&[(ENABLE, "true")]), LINUX);
+        assert!(has(&f, Level::Error, "only by the value 1"));
+    }
+
+    #[test]
+    fn misspelled_and_foreign_prefixes_are_named() {
+        let e = env(&[
+            ("CORECLR_PROFILER_PATH64", "/x.so"),
+            ("coreclr_enable_profiling", "1"),
+            ("COR_PROFILER", CLSID),
+            ("DOTNET_ENABLE_PROFILING", "1"),
+            ("CORECLR_PROFILR", CLSID),
+        ]);
+        let (f, _) = check_environment(&e, LINUX);
+        assert!(
+            has(
+                &f,
+                Level::Warning,
+                "CORECLR_PROFILER_PATH64 looks like a misspelling of CORECLR_PROFILER_PATH_64"
+            ),
+            "{f:?}"
+        );
+        assert!(has(&f, Level::Warning, "coreclr_enable_profiling looks like a misspelling of CORECLR_ENABLE_PROFILING (variable names are case-sensitive)"), "{f:?}");
+        assert!(
+            has(
+                &f,
+                Level::Warning,
+                "COR_PROFILER is set: COR_ variables are read by .NET Framework only"
+            ),
+            "{f:?}"
+        );
+        assert!(
+            has(&f, Level::Warning, "DOTNET_ENABLE_PROFILING is set"),
+            "{f:?}"
+        );
+        assert!(
+            has(
+                &f,
+                Level::Warning,
+                "CORECLR_PROFILR looks like a misspelling of CORECLR_PROFILER"
+            ),
+            "{f:?}"
+        );
+        // Unrelated variables are left alone.
+        let (f, _) = check_environment(&env(&[("HOME", "/root"), ("PATH", "/bin")]), LINUX);
+        assert!(!f.iter().any(|f| f.level == Level::Warning), "{f:?}");
+    }
+
+    #[test]
+    fn the_architecture_variable_shadows_the_plain_one() {
+        let e = env(&[
+            (ENABLE, "1"),
+            (PROFILER, CLSID),
+            (PATH, "/a.so"),
+            ("CORECLR_PROFILER_PATH_64", "/b.so"),
+            ("CORECLR_PROFILER_PATH_32", "/c.so"),
+        ]);
+        let (f, req) = check_environment(&e, LINUX);
+        assert!(
+            has(
+                &f,
+                Level::Warning,
+                "CORECLR_PROFILER_PATH_64=/b.so shadows CORECLR_PROFILER_PATH=/a.so"
+            ),
+            "{f:?}"
+        );
+        assert!(
+            has(
+                &f,
+                Level::Note,
+                "CORECLR_PROFILER_PATH_32 is set but ignored"
+            ),
+            "{f:?}"
+        );
+        assert_eq!(req.path.unwrap().1, "/b.so");
+        let arm = Target {
+            windows: false,
+            arch: Architecture::Aarch64,
+        };
+        let (_, req) = check_environment(&e, arm);
+        assert_eq!(req.path.unwrap().1, "/a.so", "an arm64 runtime ignores _64");
+    }
+
+    #[test]
+    fn relative_paths_and_bad_clsids_are_errors() {
+        let e = env(&[
+            (ENABLE, "1"),
+            (PROFILER, "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9"),
+            (PATH, "libp.so"),
+        ]);
+        let (f, _) = check_environment(&e, LINUX);
+        assert!(has(&f, Level::Error, "is not an absolute path"), "{f:?}");
+        assert!(
+            has(
+                &f,
+                Level::Error,
+                "write it as {0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9}"
+            ),
+            "{f:?}"
+        );
+        let e = env(&[(ENABLE, "1"), (PROFILER, CLSID), (PATH, "Z:\\work\\p.dll")]);
+        let (f, _) = check_environment(&e, WINDOWS);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert_eq!(
+            wine_to_unix("Z:\\work\\p.dll"),
+            Some(PathBuf::from("/work/p.dll"))
+        );
+    }
+
+    #[test]
+    fn unreadable_and_non_library_files_are_errors() {
+        let f = check_library(Path::new("/nonexistent/libp.so"), None, LINUX, &env(&[]));
+        assert!(
+            has(&f, Level::Error, "cannot read /nonexistent/libp.so"),
+            "{f:?}"
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "clrprof-doctor-t-{}",
+            clrprof_testing::unique_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = dir.join("libtext.so");
+        std::fs::write(&text, "not a library").unwrap();
+        let f = check_library(&text, None, LINUX, &env(&[]));
+        assert!(has(&f, Level::Error, "is not a shared library"), "{f:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn summaries_name_what_happened() {
+        let loaded = RunEvidence {
+            framework: Some("/rt/shared/Microsoft.NETCore.App/8.0.4".into()),
+            log: vec![],
+            records: vec![
+                "{\"event\":\"runtime\",\"version\":\"8.0.4\"}".into(),
+                "{\"event\":\"jit\"}".into(),
+            ],
+        };
+        let f = summarize(&loaded);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert!(has(&f, Level::Ok, "Initialize ran: 2 record(s)"), "{f:?}");
+        let old = RunEvidence {
+            framework: Some("/rt/3.1.23".into()),
+            log: vec!["[clrprof ERROR clrprof::com] Initialize: ICorProfilerInfo12::X needs ICorProfilerInfo12, but this runtime offers only ICorProfilerInfo11".into()],
+            records: vec![],
+        };
+        let f = summarize(&old);
+        assert!(has(&f, Level::Error, "runtime too old"), "{f:?}");
+        assert!(
+            has(&f, Level::Error, "Initialize failed or was declined"),
+            "{f:?}"
+        );
+        let nothing = summarize(&RunEvidence::default());
+        assert!(
+            has(&nothing, Level::Error, "no sign of the profiler"),
+            "{nothing:?}"
+        );
+        assert_eq!(
+            chosen_framework("x\nChose FX version [/a/8.0.4]\ny"),
+            Some("/a/8.0.4".to_string())
+        );
+    }
+
+    #[test]
+    fn levenshtein() {
+        assert_eq!(distance("CORECLR_PROFILER", "CORECLR_PROFILER"), 0);
+        assert_eq!(distance("CORECLR_PROFILR", "CORECLR_PROFILER"), 1);
+        assert_eq!(
+            distance("CORECLR_PROFILER_PATH64", "CORECLR_PROFILER_PATH_64"),
+            1
+        );
+    }
+}
