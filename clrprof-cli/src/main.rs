@@ -6,11 +6,15 @@
 //!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
 //! * `clrprof flamegraph FOLDED -o OUT.svg` renders folded stacks as a flame graph;
-//! * `clrprof runtimes` lists the runtime legs found and where.
+//! * `clrprof runtimes` lists the runtime legs found and where;
+//! * `clrprof doctor [--profiler LIB] [-- CMD ...]` explains why a profiler does not load;
+//! * `clrprof new NAME` scaffolds a profiler crate with a real-runtime test.
 
 mod attach;
+mod doctor;
 mod flamegraph;
 mod launch;
+mod new;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -91,6 +95,30 @@ enum Command {
     },
     /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIME_MANIFEST, installed dotnet).
     Runtimes,
+    /// Explain why a profiler does not load: checks the loading variables,
+    /// the library (format, architecture, exports, CLSID, dependencies) and,
+    /// with a command, runs it with the host's trace and the SDK's log on.
+    /// Exits 1 when it found an error.
+    Doctor {
+        /// The profiler library (default: the one the variables name).
+        #[arg(long)]
+        profiler: Option<PathBuf>,
+        /// A command to run with diagnostics on, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Create a profiler crate: a cdylib with a #[profiler] class under a
+    /// fresh CLSID and a test that runs it inside every runtime found.
+    New {
+        /// The crate name (letters, digits, - and _).
+        name: String,
+        /// Directory to create (default: ./NAME).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// Depend on the clrprof crates of this local checkout instead of crates.io.
+        #[arg(long, value_name = "CLRPROF_CHECKOUT")]
+        local: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -122,6 +150,8 @@ fn main() -> ExitCode {
             output,
             title,
         } => flamegraph::run(&folded, &output, title.as_deref()),
+        Command::Doctor { profiler, command } => doctor::run(profiler.as_deref(), &command),
+        Command::New { name, path, local } => new::run(&name, path.as_deref(), local.as_deref()),
     };
     match result {
         Ok(code) => code,
