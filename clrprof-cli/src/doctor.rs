@@ -1087,4 +1087,83 @@ mod tests {
             1
         );
     }
+
+    /// The rig's broken-profiler fixtures, built with the C compilers: the
+    /// doctor names the missing export, a CLSID the library does not serve,
+    /// and a Windows DLL offered to a Linux runtime. Without gcc the test
+    /// says so (and fails with CI=true).
+    #[test]
+    fn broken_profiler_fixtures_are_diagnosed() {
+        use clrprof_testing::fixtures::{broken_profiler, BrokenBuild, BROKEN_PROFILER_CLSID};
+        use clrprof_testing::Os;
+        let strict = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        let cache = clrprof_testing::discover().cache_dir();
+        let no_export = match broken_profiler(Os::Linux, BrokenBuild::NoExport, &cache) {
+            Ok(p) => p,
+            Err(e) => {
+                assert!(!strict, "cannot build the fixture: {e}");
+                eprintln!("skipped: cannot build the broken-profiler fixture: {e}");
+                return;
+            }
+        };
+        let none = env(&[]);
+        let f = check_library(
+            &no_export.path,
+            Some(BROKEN_PROFILER_CLSID),
+            Target::host(),
+            &none,
+        );
+        assert!(
+            has(&f, Level::Error, "DllGetClassObject is not exported"),
+            "{f:?}"
+        );
+        assert_eq!(errors(&f).len(), 1, "{f:?}");
+
+        let standard = broken_profiler(Os::Linux, BrokenBuild::Standard, &cache).unwrap();
+        let f = check_library(
+            &standard.path,
+            Some(BROKEN_PROFILER_CLSID),
+            Target::host(),
+            &none,
+        );
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert!(has(&f, Level::Ok, "DllGetClassObject is exported"), "{f:?}");
+        assert!(has(&f, Level::Ok, "needed shared libraries found"), "{f:?}");
+        let other = "{5A1C2F3E-9B7D-4E61-A0C4-2D8F6B1E9A71}";
+        let f = check_library(&standard.path, Some(other), Target::host(), &none);
+        assert!(has(&f, Level::Error, "CLSID mismatch"), "{f:?}");
+
+        match broken_profiler(Os::Windows, BrokenBuild::Standard, &cache) {
+            Ok(dll) => {
+                let f = check_library(&dll.path, Some(BROKEN_PROFILER_CLSID), LINUX, &none);
+                assert!(
+                    has(
+                        &f,
+                        Level::Error,
+                        "is a Pe file, but the runtime is a Linux runtime"
+                    ),
+                    "{f:?}"
+                );
+                let f = check_library(&dll.path, Some(BROKEN_PROFILER_CLSID), WINDOWS, &none);
+                assert!(has(&f, Level::Ok, "DllGetClassObject is exported"), "{f:?}");
+                let arm = Target {
+                    windows: true,
+                    arch: Architecture::Aarch64,
+                };
+                let f = check_library(&dll.path, None, arm, &none);
+                assert!(
+                    has(
+                        &f,
+                        Level::Error,
+                        "built for X86_64 but the runtime is Aarch64"
+                    ),
+                    "{f:?}"
+                );
+            }
+            Err(e) => {
+                assert!(!strict, "cannot build the Windows fixture: {e}");
+                eprintln!("skipped the PE part: {e}");
+            }
+        }
+    }
 }
