@@ -8,6 +8,7 @@ mod broken;
 mod elt;
 mod exceptions;
 mod hello;
+mod info;
 mod il;
 mod jit_tracer;
 mod panics;
@@ -29,7 +30,8 @@ fn main() {
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())
-        .chain(elt::scenarios());
+        .chain(elt::scenarios())
+        .chain(info::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
