@@ -2,6 +2,8 @@
 // about 20 %. Prints its own ground truth: how long it ran and the share of
 // time each method got, measured with a Stopwatch.
 // Arguments: [seconds (default 2)] [threads (default 1)].
+// Benchmark mode: `work N [threads]` does a fixed amount of work (N rounds of
+// the loop in Spin, per thread) and prints `elapsed_ns T` (wall time).
 using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
@@ -56,8 +58,38 @@ namespace Hot
             }
         }
 
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static long FixedWork(long rounds)
+        {
+            long x = 1;
+            for (long r = 0; r < rounds; r++)
+            {
+                for (int i = 0; i < 1000; i++) x = x * 31 + i;
+            }
+            return x;
+        }
+
+        static int Bench(string[] args)
+        {
+            long rounds = long.Parse(args[1]);
+            int threads = args.Length > 2 ? int.Parse(args[2]) : 1;
+            FixedWork(1000);
+            var clock = Stopwatch.StartNew();
+            var workers = new Thread[threads];
+            for (int t = 0; t < threads; t++)
+            {
+                workers[t] = new Thread(() => Interlocked.Add(ref sink, FixedWork(rounds)));
+                workers[t].Start();
+            }
+            foreach (var w in workers) w.Join();
+            long ns = (long)(clock.ElapsedTicks * (1e9 / Stopwatch.Frequency));
+            Console.WriteLine("elapsed_ns " + ns);
+            return 0;
+        }
+
         public static int Main(string[] args)
         {
+            if (args.Length > 1 && args[0] == "work") return Bench(args);
             double seconds = args.Length > 0 ? double.Parse(args[0], System.Globalization.CultureInfo.InvariantCulture) : 2.0;
             int threads = args.Length > 1 ? int.Parse(args[1]) : 1;
             var spent = new long[threads][];

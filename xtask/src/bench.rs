@@ -21,6 +21,9 @@ pub fn main(args: &[String]) -> crate::Result {
     let Some(what) = it.next() else {
         return Err("usage: cargo xtask bench elt [--leg NAME] [--runs N] [--calls N]".into());
     };
+    if what == "sampler" {
+        return crate::bench_sampler::main(&args[1..]);
+    }
     if what != "elt" {
         return Err(format!("bench: unknown benchmark `{what}` (known: elt)").into());
     }

@@ -3,6 +3,7 @@
 //! Each command lives in its own module; `main` only dispatches.
 
 mod bench;
+mod bench_sampler;
 mod book;
 mod cross;
 mod demo;
