@@ -20,6 +20,8 @@
 //!   the file without loading it;
 //! - a compile-time check that the struct is `Send + Sync`.
 
+#![deny(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::Span;
 use quote::{format_ident, quote};

@@ -15,7 +15,7 @@
 //! * [`clsid`], [`wine`]: CLSID markers in profiler binaries, Wine paths;
 //! * [`fixtures`]: a deliberately broken C profiler, to prove failures are reported.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod background;
 pub mod build;
