@@ -2,7 +2,10 @@
 //! against a hand-written C profiler (see `benches/README.md`).
 //!
 //! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 5,
-//! at least 5), `--calls N` (hooked calls per run, default 20 000 000).
+//! at least 5), `--calls N` (hooked calls per run, default 20 000 000),
+//! `--leave` (both profilers also register leave/tailcall hooks; by
+//! default both count with the enter hook only, as a counting profiler
+//! does).
 //! Writes `target/bench/elt.json`.
 
 use crate::provision;
@@ -19,7 +22,9 @@ const BASELINE_CLSID: &str = "{6D1F6A1E-3C8B-4F7A-9E52-1B7C2D40E193}";
 pub fn main(args: &[String]) -> crate::Result {
     let mut it = args.iter();
     let Some(what) = it.next() else {
-        return Err("usage: cargo xtask bench elt [--leg NAME] [--runs N] [--calls N]".into());
+        return Err(
+            "usage: cargo xtask bench elt [--leg NAME] [--runs N] [--calls N] [--leave]".into(),
+        );
     };
     if what == "sampler" {
         return crate::bench_sampler::main(&args[1..]);
@@ -28,7 +33,12 @@ pub fn main(args: &[String]) -> crate::Result {
         return Err(format!("bench: unknown benchmark `{what}` (known: elt)").into());
     }
     let (mut leg_name, mut runs, mut calls) = ("linux-x64-8.0".to_string(), 5usize, 20_000_000u64);
+    let mut leave = false;
     while let Some(a) = it.next() {
+        if a == "--leave" {
+            leave = true;
+            continue;
+        }
         let value = it
             .next()
             .ok_or_else(|| format!("bench: `{a}` needs a value"))?;
@@ -42,7 +52,7 @@ pub fn main(args: &[String]) -> crate::Result {
     if runs < 5 {
         return Err("bench: --runs must be at least 5".into());
     }
-    elt(&leg_name, runs, calls)
+    elt(&leg_name, runs, calls, leave)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -124,7 +134,7 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn elt(leg_name: &str, runs: usize, calls: u64) -> crate::Result {
+fn elt(leg_name: &str, runs: usize, calls: u64, leave: bool) -> crate::Result {
     let root = provision::workspace_root();
     let cache = provision::cache_dir(None);
     let runtimes = discover();
@@ -173,7 +183,8 @@ fn elt(leg_name: &str, runs: usize, calls: u64) -> crate::Result {
                 // or background recompilation during the timed loop.
                 .env("DOTNET_TieredCompilation", "0")
                 .env("COMPlus_TieredCompilation", "0")
-                .env("CLRPROF_ELT", config.variant());
+                .env("CLRPROF_ELT", config.variant())
+                .env("CLRPROF_ELT_LEAVE", if leave { "1" } else { "0" });
             spec.args = vec![calls.to_string()];
             match config {
                 Config::None => {}
@@ -202,7 +213,12 @@ fn elt(leg_name: &str, runs: usize, calls: u64) -> crate::Result {
     let fast_ratio = added(Config::ClrprofFast) / added(Config::BaselineFast);
     let info_ratio = added(Config::ClrprofWithInfo) / added(Config::BaselineWithInfo);
 
-    println!("\nmedians of {runs} runs, {calls} hooked calls each (one enter + one leave hook per call):");
+    let hooks = if leave {
+        "one enter and one leave hook"
+    } else {
+        "one enter hook"
+    };
+    println!("\nmedians of {runs} runs, {calls} hooked calls each ({hooks} per call):");
     for c in Config::ALL {
         println!(
             "  {:<22} {:>9.2} ms  {:>7.2} ns/call added",
@@ -228,6 +244,7 @@ fn elt(leg_name: &str, runs: usize, calls: u64) -> crate::Result {
         "leg": leg.name,
         "calls": calls,
         "runs": runs,
+        "hooks": if leave { "enter+leave+tailcall" } else { "enter" },
         "median_ns": Config::ALL.iter().map(|c| (c.name().to_string(), serde_json::json!(med[*c as usize]))).collect::<serde_json::Map<_, _>>(),
     });
     let path = out_dir.join("elt.json");

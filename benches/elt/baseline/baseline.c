@@ -105,16 +105,20 @@ static HRESULT initialize(void *self, void *unknown) {
     if (hr < 0) return hr;
     const char *variant = getenv("CLRPROF_ELT");
     int with_info = variant && strcmp(variant, "withinfo") == 0;
+    /* Counting needs only the enter hook; CLRPROF_ELT_LEAVE=1 adds the leave
+       and tailcall hooks (the benchmark's enter+leave mode). */
+    const char *leave_env = getenv("CLRPROF_ELT_LEAVE");
+    int leave = leave_env && strcmp(leave_env, "1") == 0;
     uint32_t mask = MONITOR_ENTERLEAVE | DISABLE_INLINING;
     if (with_info) mask |= ENABLE_FUNCTION_ARGS | ENABLE_FUNCTION_RETVAL | ENABLE_FRAME_INFO;
     if ((hr = call_info(info, INFO_SET_EVENT_MASK, mask, 0, 0)) < 0) return hr;
     if ((hr = call_info(info, INFO_SET_MAPPER2, (uintptr_t)mapper, 0, 0)) < 0) return hr;
     if (with_info)
         hr = call_info(info, INFO_SET_HOOKS3_WITH_INFO, (uintptr_t)enter_with_info,
-                       (uintptr_t)leave_with_info, (uintptr_t)leave_with_info);
+                       leave ? (uintptr_t)leave_with_info : 0, leave ? (uintptr_t)leave_with_info : 0);
     else
         hr = call_info(info, INFO_SET_HOOKS3, (uintptr_t)baseline_enter_stub,
-                       (uintptr_t)baseline_leave_stub, (uintptr_t)baseline_leave_stub);
+                       leave ? (uintptr_t)baseline_leave_stub : 0, leave ? (uintptr_t)baseline_leave_stub : 0);
     return hr;
 }
 

@@ -220,9 +220,9 @@ impl<F> Hooked<F> {
         &self.data
     }
 
-    /// The record's address, which is the client ID the runtime passes to
-    /// the hooks and what [`shadow_stack`] stores.
-    pub fn client_id(&self) -> usize {
+    /// The record's address: unique per hooked function and stable for the
+    /// process's life; what [`shadow_stack`] stores.
+    pub fn address(&self) -> usize {
         self as *const Self as usize
     }
 }
@@ -248,6 +248,10 @@ pub struct EltOptions {
     /// [`Profiler::exception_unwind_function_enter`](crate::Profiler::exception_unwind_function_enter)
     /// and `_leave` to [`shadow_stack`]).
     pub exceptions: bool,
+    /// Registers the leave and tailcall hooks too (default). Without them
+    /// ([`EltOptions::enter_only`]) the JIT emits no leave or tailcall hook
+    /// call at all, which halves the cost of a profiler that only counts.
+    pub leave: bool,
 }
 
 impl EltOptions {
@@ -256,6 +260,7 @@ impl EltOptions {
         EltOptions {
             variant: EltVariant::FastPath,
             exceptions: false,
+            leave: true,
         }
     }
 
@@ -267,6 +272,7 @@ impl EltOptions {
                     .union(EventMask::ENABLE_FUNCTION_RETVAL.union(EventMask::ENABLE_FRAME_INFO)),
             ),
             exceptions: false,
+            leave: true,
         }
     }
 
@@ -275,6 +281,7 @@ impl EltOptions {
         EltOptions {
             variant: EltVariant::WithInfo(flags),
             exceptions: false,
+            leave: true,
         }
     }
 
@@ -282,6 +289,13 @@ impl EltOptions {
     /// exceptions unwind hooked frames).
     pub const fn with_exceptions(mut self) -> Self {
         self.exceptions = true;
+        self
+    }
+
+    /// Registers only the enter hook: [`EltHooks::leave`] and
+    /// [`EltHooks::tailcall`] (and their WithInfo forms) are never called.
+    pub const fn enter_only(mut self) -> Self {
+        self.leave = false;
         self
     }
 
@@ -372,8 +386,20 @@ unsafe impl<H: EltHooks> Sync for RuntimeElt<H> {}
 /// the dispatch needs.
 #[repr(C)]
 struct Entry<H: EltHooks> {
-    hooked: Hooked<H::Function>,
+    /// The hooks object, one load away from the client ID.
+    hooks: *const H,
     runtime: &'static RuntimeElt<H>,
+    hooked: Hooked<H::Function>,
+}
+
+impl<H: EltHooks> Entry<H> {
+    #[inline(always)]
+    fn hooks(&self) -> &H {
+        // SAFETY: `hooks` points into the `Arc<H>` held by the leaked
+        // `RuntimeElt` this record belongs to, so it lives as long as the
+        // record.
+        unsafe { &*self.hooks }
+    }
 }
 
 /// A handle to the ELT state of one runtime, returned by [`install`].
@@ -473,8 +499,8 @@ pub fn install<H: EltHooks>(
         "ICorProfilerInfo3::SetFunctionIDMapper2",
     )?;
     match options.variant {
-        EltVariant::FastPath => set_fast_path::<H>(&state.info3)?,
-        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3)?,
+        EltVariant::FastPath => set_fast_path::<H>(&state.info3, options.leave)?,
+        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3, options.leave)?,
     }
     Ok((masks, EltRuntime { state }))
 }
@@ -494,7 +520,7 @@ pub fn install<H: EltHooks>(
         any(target_os = "linux", target_os = "android", target_os = "macos")
     )
 ))]
-fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
+fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
     use sys::elt;
     // SAFETY: the handlers only read records the mapper created (client IDs
     // are their addresses; the records are leaked), never unwind (every user
@@ -510,8 +536,8 @@ fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
         unsafe {
             info3.SetEnterLeaveFunctionHooks3(
                 Some(elt::enter3_trampoline()),
-                Some(elt::leave3_trampoline()),
-                Some(elt::tailcall3_trampoline()),
+                leave.then(elt::leave3_trampoline),
+                leave.then(elt::tailcall3_trampoline),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3",
@@ -533,13 +559,13 @@ fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
         any(target_os = "linux", target_os = "android", target_os = "macos")
     )
 )))]
-fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3) -> Result<()> {
+fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> Result<()> {
     Err(Error::Usage(
         "the ELT fast path has no trampolines for this target".into(),
     ))
 }
 
-fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
+fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
     use sys::elt;
     // SAFETY: as for the fast-path handlers.
     unsafe {
@@ -552,8 +578,8 @@ fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3) -> Result<()> {
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
                 Some(elt::enter3_with_info_hook()),
-                Some(elt::leave3_with_info_hook()),
-                Some(elt::tailcall3_with_info_hook()),
+                leave.then(elt::leave3_with_info_hook),
+                leave.then(elt::tailcall3_with_info_hook),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
@@ -596,6 +622,7 @@ unsafe extern "system" fn map_function<H: EltHooks>(
                 runtime: state.slot,
                 data,
             },
+            hooks: Arc::as_ptr(&state.hooks),
             runtime: state,
         }));
         mapped.insert(function, entry);
@@ -628,19 +655,19 @@ unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
     // SAFETY: the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
-    contain("enter", || e.runtime.hooks.enter(&e.hooked));
+    contain("enter", || e.hooks().enter(&e.hooked));
 }
 
 unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
     // SAFETY: as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
-    contain("leave", || e.runtime.hooks.leave(&e.hooked));
+    contain("leave", || e.hooks().leave(&e.hooked));
 }
 
 unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     // SAFETY: as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
-    contain("tailcall", || e.runtime.hooks.tailcall(&e.hooked));
+    contain("tailcall", || e.hooks().tailcall(&e.hooked));
 }
 
 unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: usize) {
@@ -648,7 +675,7 @@ unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: usize) {
     let e = unsafe { entry::<H>(client) };
     contain("enter (WithInfo)", || {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
-        e.runtime.hooks.enter_with_info(&e.hooked, &context)
+        e.hooks().enter_with_info(&e.hooked, &context)
     });
 }
 
@@ -657,7 +684,7 @@ unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: usize) {
     let e = unsafe { entry::<H>(client) };
     contain("leave (WithInfo)", || {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
-        e.runtime.hooks.leave_with_info(&e.hooked, &context)
+        e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
 
@@ -666,6 +693,6 @@ unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: usize) 
     let e = unsafe { entry::<H>(client) };
     contain("tailcall (WithInfo)", || {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
-        e.runtime.hooks.tailcall_with_info(&e.hooked, &context)
+        e.hooks().tailcall_with_info(&e.hooked, &context)
     });
 }

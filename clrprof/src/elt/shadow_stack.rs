@@ -43,8 +43,8 @@ const UNWIND_NESTING: usize = 16;
 pub struct ShadowFrame(usize);
 
 impl ShadowFrame {
-    /// The hooked record's address (the function's client ID).
-    pub fn client_id(&self) -> usize {
+    /// The hooked record's address ([`Hooked::address`]).
+    pub fn address(&self) -> usize {
         self.0
     }
 
@@ -370,7 +370,7 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
 /// The enter hook's part: pushes `function`.
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
-    let frame = function.client_id();
+    let frame = function.address();
     with_current(|s| s.push(frame));
 }
 
@@ -378,7 +378,7 @@ pub fn enter<F>(function: &Hooked<F>) {
 /// not `function`).
 #[inline(always)]
 pub fn leave<F>(function: &Hooked<F>) {
-    let frame = function.client_id();
+    let frame = function.address();
     with_current(|s| s.pop(Some(frame), &s.pops));
 }
 

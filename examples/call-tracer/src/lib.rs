@@ -316,6 +316,13 @@ impl Profiler for CallTracer {
         if self.hooks.shadow {
             options = options.with_exceptions();
         }
+        // Counting needs only the enter hook: without leave hooks the JIT
+        // emits no leave calls at all. CLRPROF_ELT_LEAVE=1 keeps them (the
+        // benchmark's enter+leave mode).
+        let needs_leave = self.hooks.shadow || self.hooks.args_filter.is_some();
+        if !needs_leave && !env_flag("CLRPROF_ELT_LEAVE") {
+            options = options.enter_only();
+        }
         if let Ok(layout) = info.string_layout2() {
             let _ = self.hooks.string_layout.set(layout);
         }
