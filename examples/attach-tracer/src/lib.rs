@@ -181,6 +181,7 @@ impl Profiler for AttachTracer {
         Ok((EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION).into())
     }
 
+    // ANCHOR: initialize_for_attach
     fn initialize_for_attach(
         &self,
         info: &ProfilerInfo,
@@ -207,6 +208,9 @@ impl Profiler for AttachTracer {
         )
     }
 
+    // ANCHOR_END: initialize_for_attach
+
+    // ANCHOR: attach_complete
     fn profiler_attach_complete(&self, info: &ProfilerInfo) {
         let result = self
             .catch_up
@@ -248,6 +252,7 @@ impl Profiler for AttachTracer {
                 .write(self.out()),
         }
     }
+    // ANCHOR_END: attach_complete
 
     fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
         if self.catch_up.module_loaded(module) {
