@@ -1,11 +1,19 @@
 //! Attach and detach inside real runtimes: a long-running app (`longrun`)
 //! gets profilers attached over the diagnostics IPC and detached again, and
 //! must finish with its own correct output.
+//!
+//! On Linux legs the test calls the trigger library directly. On Windows legs
+//! (under Wine) the runtime's endpoint is a Wine named pipe, reachable only
+//! from Windows code in the same prefix, so the test runs the Windows build
+//! of the `clrprof` CLI (`clrprof.exe attach`) under Wine: that covers the
+//! named-pipe transport and the CLI at once.
 
 use clrprof::attach::trigger::{attach_profiler, parse_clsid, AttachError, DiagnosticPort};
 use clrprof_testing::background::{spawn_app, wait_for_file, Background};
 use clrprof_testing::harness::{Case, Scenario, Verdict};
+use clrprof_testing::manifest::{Os, Wine};
 use clrprof_testing::run::Profiler;
+use clrprof_testing::wine::to_wine_path;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,7 +25,7 @@ const DETACH_DROP: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4E}";
 /// What the app prints when its sum matches the closed formula.
 const LONGRUN_OK: &str = "iterations positive\nsum matches formula True\n";
 
-const WINE_REASON: &str = "the trigger would have to run as a Windows program inside the same Wine prefix to reach the runtime's named pipe \\\\.\\pipe\\dotnet-diagnostic-{pid} (Wine named pipes are not Unix sockets); not tried in this session";
+const NO_PIPE_PORT: &str = "DiagnosticPort (the startup path) is implemented over Unix sockets only; a Windows named-pipe server is not written";
 
 const NO_PORTS_31: &str =
     ".NET Core 3.1 has no diagnostic ports and no StartupProfiler command (both arrived in .NET 5)";
@@ -55,7 +63,8 @@ fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
         r.pid = text
             .parse()
             .map_err(|_| format!("ready file holds {text:?}, not a pid"))?;
-        if r.pid != r.app.id() {
+        // Under Wine the app's own pid is a Windows one; natively it is the host's.
+        if case.leg().os == Os::Linux && r.pid != r.app.id() {
             return Err(format!(
                 "app says pid {}, the started process is {}",
                 r.pid,
@@ -116,27 +125,147 @@ fn wait_for_events(records: &Path, event: &str, n: usize, timeout: Duration) -> 
     }
 }
 
+/// An attach the runtime (or the trigger) refused.
+struct Refused {
+    already_active: bool,
+    message: String,
+}
+
+/// How a case reaches the runtime: the trigger library in this process on
+/// Linux legs; the Windows build of the CLI under Wine on Windows legs.
+enum Trigger {
+    Native,
+    Wine {
+        exe: PathBuf,
+        wine: Wine,
+        scratch: PathBuf,
+    },
+}
+
+impl Trigger {
+    fn for_case(case: &Case<'_>) -> R<Trigger> {
+        match case.leg().os {
+            Os::Linux => Ok(Trigger::Native),
+            Os::Windows => {
+                let wine = clrprof_testing::discover()
+                    .wine()
+                    .cloned()
+                    .ok_or("Windows leg without a Wine configuration")?;
+                let scratch = case.spec(Path::new("trigger")).work_dir;
+                Ok(Trigger::Wine {
+                    exe: windows_cli()?,
+                    wine,
+                    scratch,
+                })
+            }
+        }
+    }
+
+    /// A path as the target runtime sees it.
+    fn target_path(&self, p: &Path) -> R<String> {
+        match self {
+            Trigger::Native => Ok(p.display().to_string()),
+            Trigger::Wine { .. } => Ok(to_wine_path(p)?),
+        }
+    }
+
+    fn attach(&self, pid: u32, p: &Profiler, data: &str) -> R<Result<(), Refused>> {
+        match self {
+            Trigger::Native => {
+                let r = attach_profiler(
+                    pid,
+                    clsid_of(p)?,
+                    &self.target_path(&p.path)?,
+                    data.as_bytes(),
+                    Duration::from_secs(10),
+                );
+                Ok(r.map_err(|e| Refused {
+                    already_active: e.is_already_active(),
+                    message: e.to_string(),
+                }))
+            }
+            Trigger::Wine { exe, wine, scratch } => {
+                let mut cmd = std::process::Command::new(&wine.loader);
+                cmd.arg(exe)
+                    .args([
+                        "attach",
+                        "--pid",
+                        &pid.to_string(),
+                        "--profiler",
+                        &self.target_path(&p.path)?,
+                    ])
+                    .args([
+                        "--clsid",
+                        &p.clsid,
+                        "--client-data",
+                        data,
+                        "--timeout-ms",
+                        "10000",
+                    ])
+                    .env("WINEPREFIX", &wine.prefix)
+                    .env("WINEDEBUG", "-all")
+                    .env_remove("CLRPROF_OUTPUT");
+                std::fs::create_dir_all(scratch)
+                    .map_err(|e| format!("{}: {e}", scratch.display()))?;
+                let done =
+                    clrprof_testing::run::run_captured(cmd, Duration::from_secs(60), scratch)?;
+                let stderr = clrprof_testing::wine::strip_cr(&done.stderr);
+                match done.exit {
+                    clrprof_testing::run::Exit::Code(0) => Ok(Ok(())),
+                    _ => Ok(Err(Refused {
+                        already_active: stderr.contains("CORPROF_E_PROFILER_ALREADY_ACTIVE"),
+                        message: format!("{:?}: {}", done.exit, stderr.trim()),
+                    })),
+                }
+            }
+        }
+    }
+}
+
+/// Builds the `clrprof` CLI for Windows and returns the `.exe`.
+fn windows_cli() -> R<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(clrprof_testing::build::cargo())
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json-render-diagnostics",
+            "-p",
+            "clrprof-cli",
+        ])
+        .args(["--target", Os::Windows.rust_target()])
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building clrprof-cli for Windows failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "clrprof")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo reported no clrprof.exe".into())
+}
+
 /// Attaches; while the previous profiler is still being unloaded the
 /// runtime answers PROFILER_ALREADY_ACTIVE, so that answer is retried for up
 /// to two seconds. Returns how many retries were needed.
-fn attach_retrying(pid: u32, p: &Profiler, data: &str) -> R<u32> {
-    let clsid = clsid_of(p)?;
+fn attach_retrying(trigger: &Trigger, pid: u32, p: &Profiler, data: &str) -> R<u32> {
     let start = Instant::now();
     let mut retries = 0;
     loop {
-        match attach_profiler(
-            pid,
-            clsid,
-            &path_of(p),
-            data.as_bytes(),
-            Duration::from_secs(10),
-        ) {
+        match trigger.attach(pid, p, data)? {
             Ok(()) => return Ok(retries),
-            Err(e) if e.is_already_active() && start.elapsed() < Duration::from_secs(2) => {
+            Err(r) if r.already_active && start.elapsed() < Duration::from_secs(2) => {
                 retries += 1;
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(format!("attach failed: {e}").into()),
+            Err(r) => return Err(format!("attach failed: {}", r.message).into()),
         }
     }
 }
@@ -144,11 +273,15 @@ fn attach_retrying(pid: u32, p: &Profiler, data: &str) -> R<u32> {
 fn cycles(case: &Case<'_>) -> R<()> {
     const CYCLES: usize = 20;
     let tracer = case.profiler("attach-tracer")?;
+    let trigger = Trigger::for_case(case)?;
     let run = start_longrun(case, &[])?;
-    let data = format!("output={};detach_after_ms=100", run.records.display());
+    let data = format!(
+        "output={};detach_after_ms=100",
+        trigger.target_path(&run.records)?
+    );
     let mut retries = 0;
     for i in 1..=CYCLES {
-        retries += attach_retrying(run.pid, &tracer, &data)?;
+        retries += attach_retrying(&trigger, run.pid, &tracer, &data)?;
         wait_for_events(&run.records, "detached", i, Duration::from_secs(30))
             .map_err(|e| format!("cycle {i}: {}", describe(&e)))?;
     }
@@ -239,38 +372,26 @@ fn describe(v: &Verdict) -> String {
 
 fn already_active(case: &Case<'_>) -> R<()> {
     let tracer = case.profiler("attach-tracer")?;
+    let trigger = Trigger::for_case(case)?;
     let run = start_longrun(case, &[])?;
-    let data = format!("output={}", run.records.display());
-    let clsid = clsid_of(&tracer)?;
-    attach_profiler(
-        run.pid,
-        clsid,
-        &path_of(&tracer),
-        data.as_bytes(),
-        Duration::from_secs(10),
-    )
-    .map_err(|e| format!("first attach failed: {e}"))?;
-    let second = attach_profiler(
-        run.pid,
-        clsid,
-        &path_of(&tracer),
-        data.as_bytes(),
-        Duration::from_secs(10),
-    );
-    let e = match second {
+    let data = format!("output={}", trigger.target_path(&run.records)?);
+    if let Err(r) = trigger.attach(run.pid, &tracer, &data)? {
+        return Err(format!("first attach failed: {}", r.message).into());
+    }
+    let refused = match trigger.attach(run.pid, &tracer, &data)? {
         Ok(()) => {
             return Err(
                 "the second attach succeeded; expected CORPROF_E_PROFILER_ALREADY_ACTIVE".into(),
             )
         }
-        Err(e) => e,
+        Err(r) => r,
     };
-    let text = e.to_string();
-    if !e.is_already_active()
+    let text = &refused.message;
+    if !refused.already_active
         || !text.contains("CORPROF_E_PROFILER_ALREADY_ACTIVE")
         || !text.contains("already loaded")
     {
-        return Err(format!("expected an explained ALREADY_ACTIVE, got {e:?}: {text}").into());
+        return Err(format!("expected an explained ALREADY_ACTIVE, got: {text}").into());
     }
     let records = run.stop_and_check()?;
     if count(&records, "attached") != 1 {
@@ -281,16 +402,15 @@ fn already_active(case: &Case<'_>) -> R<()> {
 
 fn drop_after_detach(case: &Case<'_>) -> R<()> {
     let fixture = case.profiler_class("test-profilers", DETACH_DROP)?;
+    let trigger = Trigger::for_case(case)?;
     let run = start_longrun(case, &[])?;
-    let data = format!("output={};hold_thread=1", run.records.display());
-    attach_profiler(
-        run.pid,
-        clsid_of(&fixture)?,
-        &path_of(&fixture),
-        data.as_bytes(),
-        Duration::from_secs(10),
-    )
-    .map_err(|e| format!("attach failed: {e}"))?;
+    let data = format!(
+        "output={};hold_thread=1",
+        trigger.target_path(&run.records)?
+    );
+    if let Err(r) = trigger.attach(run.pid, &fixture, &data)? {
+        return Err(format!("attach failed: {}", r.message).into());
+    }
     wait_for_events(&run.records, "dropped", 1, Duration::from_secs(30))?;
     let records = run.stop_and_check()?;
     let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
@@ -416,21 +536,27 @@ fn not_dotnet_errors(_case: &Case<'_>) -> R<()> {
 }
 
 pub fn scenarios() -> Vec<Scenario> {
-    let wine = |s: Scenario| {
-        s.exclude_leg("win-x64-3.1", WINE_REASON)
-            .exclude_leg("win-x64-8.0", WINE_REASON)
+    let unix_only = |s: Scenario, reason: &str| {
+        s.exclude_leg("win-x64-3.1", reason)
+            .exclude_leg("win-x64-8.0", reason)
     };
     vec![
-        wine(Scenario::new("attach: 20 attach/detach cycles into one running app", cycles)),
-        wine(Scenario::new("attach: a second attach is PROFILER_ALREADY_ACTIVE, explained", already_active)),
-        wine(Scenario::new(
+        Scenario::new("attach: 20 attach/detach cycles into one running app", cycles),
+        Scenario::new("attach: a second attach is PROFILER_ALREADY_ACTIVE, explained", already_active),
+        Scenario::new(
             "attach: detach refused while a profiler thread runs; profiler dropped after ProfilerDetachSucceeded",
             drop_after_detach,
-        )),
-        wine(Scenario::new("attach: profiler loaded at startup through a suspended diagnostic port", startup_port))
-            .exclude_leg("linux-x64-3.1", NO_PORTS_31),
+        ),
+        unix_only(
+            Scenario::new("attach: profiler loaded at startup through a suspended diagnostic port", startup_port),
+            NO_PIPE_PORT,
+        )
+        .exclude_leg("linux-x64-3.1", NO_PORTS_31),
         // Needs no runtime: checked once, on the first Linux leg.
-        wine(Scenario::new("attach: a dead pid and a non-.NET process give clear errors", not_dotnet_errors))
-            .exclude_leg("linux-x64-8.0", "leg-independent; checked on linux-x64-3.1"),
+        unix_only(
+            Scenario::new("attach: a dead pid and a non-.NET process give clear errors", not_dotnet_errors),
+            "leg-independent; checked on linux-x64-3.1",
+        )
+        .exclude_leg("linux-x64-8.0", "leg-independent; checked on linux-x64-3.1"),
     ]
 }
