@@ -156,9 +156,9 @@ pub struct WalkOptions {
 impl WalkOptions {
     fn flags(self) -> u32 {
         if self.register_context {
-            sys::COR_PRF_SNAPSHOT_REGISTER_CONTEXT as u32
+            sys::COR_PRF_SNAPSHOT_REGISTER_CONTEXT
         } else {
-            sys::COR_PRF_SNAPSHOT_DEFAULT as u32
+            sys::COR_PRF_SNAPSHOT_DEFAULT
         }
     }
 }

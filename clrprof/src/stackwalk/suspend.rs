@@ -51,10 +51,8 @@ impl SamplingThread {
             Ok(i4) => {
                 // SAFETY: no arguments; the runtime documents this call as the
                 // first one a profiler thread makes, before it suspends anything.
-                check(
-                    unsafe { i4.InitializeCurrentThread() },
-                    "ICorProfilerInfo4::InitializeCurrentThread",
-                )?;
+                let hr = unsafe { i4.InitializeCurrentThread() };
+                check(hr, "ICorProfilerInfo4::InitializeCurrentThread")?;
             }
             Err(Error::Unsupported { .. }) => {}
             Err(e) => return Err(e),
