@@ -74,7 +74,12 @@ pub fn main(args: &[String]) -> crate::Result {
                 .join("runs/sampler")
                 .join(name)
                 .join(round.to_string());
-            let mut spec = RunSpec::new(&app, &work).timeout(Duration::from_secs(600));
+            // Fully optimised code from the first call in every configuration:
+            // tiering would otherwise differ between profiled and plain runs.
+            let mut spec = RunSpec::new(&app, &work)
+                .timeout(Duration::from_secs(600))
+                .env("DOTNET_TieredCompilation", "0")
+                .env("COMPlus_TieredCompilation", "0");
             spec.args = vec!["work".into(), rounds.to_string(), threads.to_string()];
             if *rate > 0 {
                 spec = spec
