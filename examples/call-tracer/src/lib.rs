@@ -195,6 +195,7 @@ fn push_value(out: &mut String, v: &ArgValue<'_>) {
     };
 }
 
+// ANCHOR: hooks
 impl EltHooks for Calls {
     type Function = Method;
 
@@ -258,6 +259,7 @@ impl EltHooks for Calls {
         self.leave(function);
     }
 }
+// ANCHOR_END: hooks
 
 /// The profiler: installs the hooks and writes the counts at shutdown.
 #[profiler(clsid = "{0C927D58-EE86-474F-BE83-EDD2B7A731C9}")]
@@ -297,6 +299,7 @@ impl Default for CallTracer {
 }
 
 impl Profiler for CallTracer {
+    // ANCHOR: install
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         let with_info = match std::env::var("CLRPROF_ELT").as_deref() {
@@ -331,7 +334,9 @@ impl Profiler for CallTracer {
         let _ = self.runtime.set(runtime);
         Ok(masks)
     }
+    // ANCHOR_END: install
 
+    // ANCHOR: unwind
     fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
         if self.hooks.shadow {
             shadow_stack::unwind_function_enter(RawFunctionId::from(function));
@@ -354,6 +359,7 @@ impl Profiler for CallTracer {
             shadow_stack::catcher_enter(RawFunctionId::from(function));
         }
     }
+    // ANCHOR_END: unwind
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         if let Some(runtime) = self.runtime.get() {

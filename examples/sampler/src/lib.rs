@@ -74,6 +74,7 @@ fn rate() -> u32 {
 }
 
 impl SamplerProfiler {
+    // ANCHOR: start
     fn start(&self, info: &ProfilerInfo) {
         self.try_async_walk(info);
         let config = SamplerConfig::at(rate());
@@ -96,6 +97,7 @@ impl SamplerProfiler {
         }
         self.out.flush();
     }
+    // ANCHOR_END: start
 
     /// What does an asynchronous walk of another thread (no runtime
     /// suspension) give? Off Windows, the SDK's clear error; recorded.
@@ -141,6 +143,7 @@ impl SamplerProfiler {
 }
 
 impl Profiler for SamplerProfiler {
+    // ANCHOR: initialize
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         Ok((EventMask::ENABLE_STACK_SNAPSHOT
@@ -149,6 +152,7 @@ impl Profiler for SamplerProfiler {
             | EventMask::MONITOR_MODULE_LOADS)
             .into())
     }
+    // ANCHOR_END: initialize
 
     fn module_load_finished(&self, info: &ProfilerInfo, _module: ModuleId<'_>, _status: HRESULT) {
         if self.modules.fetch_add(1, Ordering::SeqCst) == 1 {
@@ -156,6 +160,7 @@ impl Profiler for SamplerProfiler {
         }
     }
 
+    // ANCHOR: forward
     fn thread_created(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
         self.gate.thread_created(thread.to_raw());
         if let Some(s) = self.sampler.get() {
@@ -181,6 +186,7 @@ impl Profiler for SamplerProfiler {
             s.class_unload_started(class);
         }
     }
+    // ANCHOR_END: forward
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         if let Some(sampler) = self.sampler.get() {
