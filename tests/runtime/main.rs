@@ -6,6 +6,7 @@
 mod attach;
 mod broken;
 mod elt;
+mod events;
 mod exceptions;
 mod hello;
 mod info;
@@ -23,6 +24,7 @@ fn main() {
     let scenarios = hello::scenarios()
         .into_iter()
         .chain(exceptions::scenarios())
+        .chain(events::scenarios())
         .chain(jit_tracer::scenarios())
         .chain(il::scenarios())
         .chain(panics::scenarios())
