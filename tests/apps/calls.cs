@@ -37,7 +37,7 @@ namespace Calls
     public static class Counts
     {
         public static int Fib, Identity, BoxGet, AnimalSpeak, DogSpeak, CatSpeak, SquareArea, CircleArea;
-        public static int Mix, MakeVec, MakePair, MakeMixed, MakeBig, Scale, Half, Sum8;
+        public static int Mix, MakeVec, MakePair, MakeMixed, MakeBig, Scale, Half, Sum8, Greet;
     }
 
     public abstract class Animal
@@ -194,6 +194,13 @@ namespace Calls
             return value / 2.0;
         }
 
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static string Greet(string name, int times)
+        {
+            Counts.Greet++;
+            return name + "!" + times;
+        }
+
         static string R(double d) { return d.ToString("R", CultureInfo.InvariantCulture); }
         static string R(float f) { return f.ToString("R", CultureInfo.InvariantCulture); }
 
@@ -208,6 +215,7 @@ namespace Calls
                 idSum += Identity(r);
                 idSum += (long)Identity(r * 0.5);
                 idSum += Identity("s" + r).Length;
+                idSum += Greet("s" + r, r).Length;
                 idSum += Identity(new Pair { A = r, B = r }).A;
                 idSum += new Box<int>(r).Get();
                 idSum += new Box<string>("box").Get().Length;
@@ -259,6 +267,7 @@ namespace Calls
             Console.WriteLine("count Calls.Program::Scale " + Counts.Scale);
             Console.WriteLine("count Calls.Program::Half " + Counts.Half);
             Console.WriteLine("count Calls.Program::Sum8 " + Counts.Sum8);
+            Console.WriteLine("count Calls.Program::Greet " + Counts.Greet);
             return 0;
         }
     }

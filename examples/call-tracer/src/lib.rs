@@ -24,7 +24,7 @@
 //! Records: `{"event":"runtime",...}` first; at shutdown, per method with at
 //! least one call, `{"event":"calls","method":"Ns.Type::Method","count":N}`
 //! (instantiations of a generic method and overloads are summed under their
-//! name), plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
+//! name), with `"tailcalls"` when the method left through tail calls, plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
 //! shadow stacks, one `{"event":"shadow",...}` record with the totals of
 //! every thread and one `{"event":"shadow-thread",...}` per live thread.
 
@@ -48,6 +48,7 @@ use std::time::Instant;
 pub struct Method {
     name: Box<str>,
     count: AtomicU64,
+    tailcalls: AtomicU64,
     inclusive_ns: AtomicU64,
     exclusive_ns: AtomicU64,
     /// The signature's shape, for methods whose arguments are written.
@@ -215,6 +216,7 @@ impl EltHooks for Calls {
         Some(Method {
             name: name.into_boxed_str(),
             count: AtomicU64::new(0),
+            tailcalls: AtomicU64::new(0),
             inclusive_ns: AtomicU64::new(0),
             exclusive_ns: AtomicU64::new(0),
             shape,
@@ -242,6 +244,7 @@ impl EltHooks for Calls {
 
     #[inline]
     fn tailcall(&self, function: &Hooked<Method>) {
+        function.data().tailcalls.fetch_add(1, Ordering::Relaxed);
         self.leave(function)
     }
 
@@ -363,15 +366,16 @@ impl Profiler for CallTracer {
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         if let Some(runtime) = self.runtime.get() {
-            let mut by_name: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+            let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
             for f in runtime.functions() {
                 let m = f.data();
                 let e = by_name.entry(&m.name).or_default();
                 e.0 += m.count.load(Ordering::Relaxed);
                 e.1 += m.inclusive_ns.load(Ordering::Relaxed);
                 e.2 += m.exclusive_ns.load(Ordering::Relaxed);
+                e.3 += m.tailcalls.load(Ordering::Relaxed);
             }
-            for (name, (count, inclusive, exclusive)) in by_name {
+            for (name, (count, inclusive, exclusive, tailcalls)) in by_name {
                 if count == 0 {
                     continue;
                 }
