@@ -339,3 +339,38 @@ mod tests {
         assert!(e.next().is_none());
     }
 }
+
+#[cfg(test)]
+mod info4_tests {
+    use super::*;
+    use crate::testing::fake::objects::info4::{FakeMethodEnum, FakeThreadEnum};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn thread_and_method_enumerators_convert_and_release() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let raw = FakeThreadEnum::create(vec![0x60, 0x61], &live);
+        // SAFETY: fake IDs, never given to a runtime.
+        let threads: Vec<usize> = unsafe { thread_enum(raw) }
+            .map(|t| t.unwrap().as_sys())
+            .collect();
+        assert_eq!(threads, vec![0x60, 0x61]);
+        let methods = vec![sys::COR_PRF_METHOD {
+            moduleId: 0x20,
+            methodId: 0x0600_0003,
+        }];
+        let raw = FakeMethodEnum::create(methods, &live);
+        // SAFETY: as above.
+        let mut e = unsafe { method_enum(raw) };
+        assert_eq!(live.load(Ordering::SeqCst), 1);
+        let m = e.next().unwrap().unwrap();
+        assert_eq!(
+            (m.module.as_sys(), m.method),
+            (0x20, MdMethodDef(0x0600_0003))
+        );
+        assert!(e.next().is_none());
+        drop(e);
+        assert_eq!(live.load(Ordering::SeqCst), 0);
+    }
+}

@@ -447,17 +447,22 @@ impl ProfilerInfo {
     /// `body` (checked by [`il_method_size`] before the call).
     ///
     /// The runtime keeps the pointer (it does not copy the body), so the body
-    /// must come from the module's [`MethodMalloc`]. Calling this marks the
-    /// profiler as having made irreversible changes: it can no longer detach
-    /// (`CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`). The runtime also
-    /// refuses it for a second, non-main profiler (`E_INVALIDARG`).
+    /// must come from the module's [`MethodMalloc`], and it is taken by value:
+    /// once the runtime may read it (from any thread, when it compiles the
+    /// method), no handle that could write to it remains. Calling this marks
+    /// the profiler as having made irreversible changes: it can no longer
+    /// detach (`CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`). The runtime
+    /// also refuses it for a second, non-main profiler (`E_INVALIDARG`).
+    ///
+    /// Use the allocator of the same `module`: .NET Framework frees each
+    /// module's IL heap with the module (CoreCLR never frees it).
     pub fn set_il_function_body<'a>(
         &self,
         module: ModuleId<'a>,
         method: MdMethodDef,
-        body: &IlBuffer<'a>,
+        body: IlBuffer<'a>,
     ) -> Result<()> {
-        il_method_size(body)?;
+        il_method_size(&body)?;
         check(
             // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
             // valid while the module is loaded, and its header was checked to
@@ -734,7 +739,7 @@ mod tests {
             "the fake fills with 0xCD; alloc must zero"
         );
         let body = malloc.alloc_copy(&[0x0A, 0x00, 0x2A]).unwrap();
-        info.set_il_function_body(m, MdMethodDef(0x0600_0001), &body)
+        info.set_il_function_body(m, MdMethodDef(0x0600_0001), body)
             .unwrap();
         let st = fake.state();
         // Tiny header 0x0A: two bytes of code after it, so three bytes in all.
@@ -761,7 +766,7 @@ mod tests {
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
         let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
         let e = info
-            .set_il_function_body(m, MdMethodDef(0x0600_0001), &body)
+            .set_il_function_body(m, MdMethodDef(0x0600_0001), body)
             .unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         assert_eq!(fake.call_count("SetILFunctionBody"), 0);

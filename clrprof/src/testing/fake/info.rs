@@ -460,7 +460,13 @@ impl FakeInfo {
         put(pModuleId, f.module);
         put(pToken, f.token);
         // Like the runtime: given a buffer, it reports the count written.
-        give(&f.type_args, cTypeArgs, pcTypeArgs, typeArgs, Buffer::ReportWritten)
+        give(
+            &f.type_args,
+            cTypeArgs,
+            pcTypeArgs,
+            typeArgs,
+            Buffer::ReportWritten,
+        )
     }
 
     unsafe fn do_GetStringLayout(
@@ -526,7 +532,13 @@ impl FakeInfo {
         put(pTypeDefToken, c.type_def);
         put(pParentClassId, c.parent);
         // Like the runtime: given a buffer, it reports the count written.
-        give(&c.type_args, cNumTypeArgs, pcNumTypeArgs, typeArgs, Buffer::ReportWritten)
+        give(
+            &c.type_args,
+            cNumTypeArgs,
+            pcNumTypeArgs,
+            typeArgs,
+            Buffer::ReportWritten,
+        )
     }
 
     unsafe fn do_GetCodeInfo2(

@@ -41,7 +41,7 @@
 
 mod info;
 mod metadata;
-mod objects;
+pub(crate) mod objects;
 
 pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
 

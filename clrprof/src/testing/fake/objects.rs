@@ -1,5 +1,6 @@
 //! The fake's enumerators (`ICorProfilerObjectEnum`, `ICorProfilerFunctionEnum`,
-//! `ICorProfilerModuleEnum`) and IL allocator (`IMethodMalloc`).
+//! `ICorProfilerModuleEnum`, and for tests of the iterator types the Info4+
+//! `ICorProfilerThreadEnum` / `ICorProfilerMethodEnum`) and IL allocator (`IMethodMalloc`).
 
 use super::{put, FakeState, E_INVALIDARG, E_NOTIMPL, S_FALSE, S_OK};
 use clrprof_sys::*;
@@ -207,6 +208,158 @@ impl ICorProfilerModuleEnum_Impl for FakeModuleEnum_Impl {
             S_OK
         } else {
             S_FALSE
+        }
+    }
+}
+
+/// Enumerators of Info4+ methods, used only to test the iterator types.
+#[cfg(test)]
+pub(crate) mod info4 {
+    use super::*;
+
+    #[implement(ICorProfilerThreadEnum)]
+    pub(crate) struct FakeThreadEnum {
+        items: Vec<ThreadID>,
+        pos: AtomicUsize,
+        live: Arc<AtomicUsize>,
+    }
+
+    impl FakeThreadEnum {
+        pub(crate) fn create(
+            items: Vec<ThreadID>,
+            live: &Arc<AtomicUsize>,
+        ) -> ICorProfilerThreadEnum {
+            live.fetch_add(1, Ordering::SeqCst);
+            FakeThreadEnum {
+                items,
+                pos: AtomicUsize::new(0),
+                live: live.clone(),
+            }
+            .into()
+        }
+    }
+
+    impl Drop for FakeThreadEnum {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    impl ICorProfilerThreadEnum_Impl for FakeThreadEnum_Impl {
+        unsafe fn Skip(&self, celt: ULONG) -> HRESULT {
+            let pos = self.pos.load(Ordering::SeqCst);
+            let next = (pos + celt as usize).min(self.items.len());
+            self.pos.store(next, Ordering::SeqCst);
+            if next - pos == celt as usize {
+                S_OK
+            } else {
+                S_FALSE
+            }
+        }
+        unsafe fn Reset(&self) -> HRESULT {
+            self.pos.store(0, Ordering::SeqCst);
+            S_OK
+        }
+        unsafe fn Clone(&self, _ppEnum: *mut Option<ICorProfilerThreadEnum>) -> HRESULT {
+            E_NOTIMPL
+        }
+        unsafe fn GetCount(&self, pcelt: *mut ULONG) -> HRESULT {
+            put(pcelt, self.items.len() as u32);
+            S_OK
+        }
+        unsafe fn Next(
+            &self,
+            celt: ULONG,
+            out: *mut ThreadID,
+            pceltFetched: *mut ULONG,
+        ) -> HRESULT {
+            if out.is_null() {
+                return E_INVALIDARG;
+            }
+            let pos = self.pos.load(Ordering::SeqCst);
+            let n = (celt as usize).min(self.items.len() - pos);
+            // SAFETY: the caller gives room for `celt >= n` elements.
+            unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
+            self.pos.store(pos + n, Ordering::SeqCst);
+            put(pceltFetched, n as u32);
+            if n == celt as usize {
+                S_OK
+            } else {
+                S_FALSE
+            }
+        }
+    }
+
+    #[implement(ICorProfilerMethodEnum)]
+    pub(crate) struct FakeMethodEnum {
+        items: Vec<COR_PRF_METHOD>,
+        pos: AtomicUsize,
+        live: Arc<AtomicUsize>,
+    }
+
+    impl FakeMethodEnum {
+        pub(crate) fn create(
+            items: Vec<COR_PRF_METHOD>,
+            live: &Arc<AtomicUsize>,
+        ) -> ICorProfilerMethodEnum {
+            live.fetch_add(1, Ordering::SeqCst);
+            FakeMethodEnum {
+                items,
+                pos: AtomicUsize::new(0),
+                live: live.clone(),
+            }
+            .into()
+        }
+    }
+
+    impl Drop for FakeMethodEnum {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    impl ICorProfilerMethodEnum_Impl for FakeMethodEnum_Impl {
+        unsafe fn Skip(&self, celt: ULONG) -> HRESULT {
+            let pos = self.pos.load(Ordering::SeqCst);
+            let next = (pos + celt as usize).min(self.items.len());
+            self.pos.store(next, Ordering::SeqCst);
+            if next - pos == celt as usize {
+                S_OK
+            } else {
+                S_FALSE
+            }
+        }
+        unsafe fn Reset(&self) -> HRESULT {
+            self.pos.store(0, Ordering::SeqCst);
+            S_OK
+        }
+        unsafe fn Clone(&self, _ppEnum: *mut Option<ICorProfilerMethodEnum>) -> HRESULT {
+            E_NOTIMPL
+        }
+        unsafe fn GetCount(&self, pcelt: *mut ULONG) -> HRESULT {
+            put(pcelt, self.items.len() as u32);
+            S_OK
+        }
+        unsafe fn Next(
+            &self,
+            celt: ULONG,
+            out: *mut COR_PRF_METHOD,
+            pceltFetched: *mut ULONG,
+        ) -> HRESULT {
+            if out.is_null() {
+                return E_INVALIDARG;
+            }
+            let pos = self.pos.load(Ordering::SeqCst);
+            let n = (celt as usize).min(self.items.len() - pos);
+            // SAFETY: the caller gives room for `celt >= n` elements.
+            unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
+            self.pos.store(pos + n, Ordering::SeqCst);
+            put(pceltFetched, n as u32);
+            if n == celt as usize {
+                S_OK
+            } else {
+                S_FALSE
+            }
         }
     }
 }
