@@ -167,6 +167,7 @@ impl IlRewriter {
         let number = self
             .number((module.to_raw(), method), name)
             .ok_or(clrprof::Error::InvalidArgument("too many methods to count"))?;
+        // ANCHOR: rewrite
         let sig = self.calli_sig(info, module)?;
         let original = info.il_function_body(module, method)?;
         let mut body = MethodBody::parse(original)?;
@@ -180,6 +181,7 @@ impl IlRewriter {
         recompute_max_stack(&mut body, returns, &sites)?;
         let written = body.write()?;
         verify(&written.bytes, returns, &sites)?;
+        // ANCHOR_END: rewrite
 
         if self.config().dump {
             let mut tokens: Vec<MdToken> = body
@@ -242,11 +244,13 @@ impl IlRewriter {
             self.out.record("il_recompiled").str("method", name).write();
             return Ok(());
         }
+        // ANCHOR: set_body
         let (written, map) = self.rewrite(info, fi.module, fi.token, name)?;
         let allocator = info.il_function_body_allocator(fi.module)?;
         let buffer = allocator.alloc_copy(&written.bytes)?;
-        info.set_il_function_body(fi.module, fi.token, &buffer)?;
+        info.set_il_function_body(fi.module, fi.token, buffer)?;
         info.set_il_instrumented_code_map(function, true, &map)?;
+        // ANCHOR_END: set_body
         if let Ok(mut m) = self.methods.lock() {
             m.rewritten.insert(key);
         }
@@ -278,6 +282,7 @@ impl IlRewriter {
         if keys.is_empty() {
             return Ok(());
         }
+        // ANCHOR: request
         // SAFETY: the modules are the app's own, loaded for the process's
         // life (the test app loads no collectible assemblies); the request is
         // waited for below.
@@ -291,6 +296,7 @@ impl IlRewriter {
         let statuses = rx
             .recv()
             .map_err(|_| clrprof::Error::Usage("ReJIT thread gone".into()))??;
+        // ANCHOR_END: request
         self.out
             .record(if begin {
                 "il_rejit_requested"
@@ -357,6 +363,7 @@ impl Profiler for IlRewriter {
         }
     }
 
+    // ANCHOR: rejit_parameters
     fn get_rejit_parameters(
         &self,
         info: &ProfilerInfo,
@@ -397,6 +404,7 @@ impl Profiler for IlRewriter {
         }
         result
     }
+    // ANCHOR_END: rejit_parameters
 
     fn rejit_error(
         &self,
