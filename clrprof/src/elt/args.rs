@@ -338,3 +338,100 @@ pub unsafe fn decode_return<'a>(
     // SAFETY: guaranteed by the caller.
     unsafe { decode(shape.ret(), range.bytes(), layout) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elt::frame::Arguments;
+
+    fn layout() -> StringLayout2 {
+        StringLayout2 {
+            string_length_offset: 8,
+            buffer_offset: 12,
+        }
+    }
+
+    #[test]
+    fn primitives_decode_from_their_bytes() {
+        let i4 = (-7i32).to_ne_bytes();
+        let r8 = 2.5f64.to_ne_bytes();
+        // SAFETY: no object references are decoded here.
+        unsafe {
+            assert_eq!(
+                decode(
+                    ArgKind::Primitive(sys::ELEMENT_TYPE_I4 as u8),
+                    &i4,
+                    layout()
+                )
+                .unwrap(),
+                ArgValue::I4(-7)
+            );
+            assert_eq!(
+                decode(
+                    ArgKind::Primitive(sys::ELEMENT_TYPE_R8 as u8),
+                    &r8,
+                    layout()
+                )
+                .unwrap(),
+                ArgValue::R8(2.5)
+            );
+            // A range too short for the type is an error, not a panic.
+            assert!(decode(
+                ArgKind::Primitive(sys::ELEMENT_TYPE_R8 as u8),
+                &i4,
+                layout()
+            )
+            .is_err());
+        }
+    }
+
+    #[test]
+    fn strings_are_read_through_the_layout() {
+        // A fake string object: 8 bytes header, u32 length, UTF-16 chars.
+        let mut object = vec![0u8; 12];
+        object[8..12].copy_from_slice(&2u32.to_ne_bytes());
+        for c in "hi".encode_utf16() {
+            object.extend_from_slice(&c.to_ne_bytes());
+        }
+        let reference = (object.as_ptr() as usize).to_ne_bytes();
+        // SAFETY: `reference` points to a buffer laid out as `layout()` says.
+        let v = unsafe { decode(ArgKind::String, &reference, layout()) }.unwrap();
+        assert_eq!(v.string_text().as_deref(), Some("hi"));
+        let null = 0usize.to_ne_bytes();
+        // SAFETY: a null reference is never dereferenced.
+        let v = unsafe { decode(ArgKind::String, &null, layout()) }.unwrap();
+        assert_eq!(
+            v,
+            ArgValue::String {
+                object: 0,
+                chars: &[]
+            }
+        );
+    }
+
+    #[test]
+    fn shapes_come_from_signatures_and_count_this() {
+        // HASTHIS, 2 params, returns R8; params I4 and STRING.
+        let blob = [
+            0x20,
+            2,
+            sys::ELEMENT_TYPE_R8 as u8,
+            sys::ELEMENT_TYPE_I4 as u8,
+            sys::ELEMENT_TYPE_STRING as u8,
+        ];
+        let shape = MethodShape::from_sig(&MethodSig::parse(&blob).unwrap()).unwrap();
+        assert!(shape.has_this());
+        assert_eq!(shape.range_count(), 3);
+        assert_eq!(
+            shape.params(),
+            &[
+                ArgKind::Primitive(sys::ELEMENT_TYPE_I4 as u8),
+                ArgKind::String
+            ]
+        );
+        assert_eq!(shape.ret(), ArgKind::Primitive(sys::ELEMENT_TYPE_R8 as u8));
+        // Fewer ranges than the signature has: refused.
+        let args = Arguments::for_tests(&[]);
+        assert!(decode_arguments(&shape, &args, layout(), |_, _| {}).is_err());
+    }
+}

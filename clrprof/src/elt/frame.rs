@@ -85,6 +85,26 @@ impl<'a> Arguments<'a> {
     }
 }
 
+#[cfg(test)]
+impl Arguments<'static> {
+    /// Arguments over static byte ranges, for unit tests.
+    pub(crate) fn for_tests(ranges: &[&'static [u8]]) -> Self {
+        let mut out = [ArgumentRange::default(); MAX_ARGUMENT_RANGES];
+        for (o, r) in out.iter_mut().zip(ranges) {
+            *o = ArgumentRange {
+                start: r.as_ptr() as usize,
+                length: r.len() as u32,
+            };
+        }
+        Arguments {
+            count: ranges.len(),
+            total_size: ranges.iter().map(|r| r.len() as u32).sum(),
+            ranges: out,
+            _call: PhantomData,
+        }
+    }
+}
+
 /// The WithInfo enter hook's view of the call.
 pub struct EnterContext<'a> {
     info3: &'a sys::ICorProfilerInfo3,

@@ -204,6 +204,17 @@ pub struct Hooked<F> {
     data: F,
 }
 
+#[cfg(test)]
+impl Hooked<()> {
+    pub(crate) fn for_tests(function: RawFunctionId) -> Self {
+        Hooked {
+            function,
+            runtime: RuntimeSlot(0),
+            data: (),
+        }
+    }
+}
+
 impl<F> Hooked<F> {
     /// The function's ID (raw: it stays valid until its class unloads).
     pub fn function(&self) -> RawFunctionId {
@@ -695,4 +706,62 @@ unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: usize) 
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_path_adds_enterleave_and_refuses_info_flags() {
+        let masks = masks_for(
+            &EltOptions::fast_path(),
+            EventMask::DISABLE_INLINING.into(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            masks.low,
+            EventMask::DISABLE_INLINING | EventMask::MONITOR_ENTERLEAVE
+        );
+        let err = masks_for(
+            &EltOptions::fast_path(),
+            EventMask::ENABLE_FUNCTION_ARGS.into(),
+            false,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Usage(ref m) if m.contains("INCONSISTENT_WITH_FLAGS")));
+    }
+
+    #[test]
+    fn with_info_adds_its_flags_and_needs_one() {
+        let masks = masks_for(&EltOptions::with_info(), EventMasks::default(), false).unwrap();
+        assert!(masks
+            .low
+            .contains(WITH_INFO_FLAGS | EventMask::MONITOR_ENTERLEAVE));
+        let only_args = EltOptions::with_info_flags(EventMask::ENABLE_FUNCTION_ARGS);
+        let masks = masks_for(&only_args, EventMasks::default(), false).unwrap();
+        assert!(!masks.low.contains(EventMask::ENABLE_FRAME_INFO));
+        let none = EltOptions::with_info_flags(EventMask::empty());
+        assert!(masks_for(&none, EventMasks::default(), false).is_err());
+        let wrong = EltOptions::with_info_flags(EventMask::MONITOR_GC);
+        assert!(masks_for(&wrong, EventMasks::default(), false).is_err());
+    }
+
+    #[test]
+    fn attach_is_refused_with_the_runtime_code() {
+        let err = masks_for(&EltOptions::fast_path(), EventMasks::default(), true).unwrap_err();
+        assert!(err.is_unsupported_for_attach());
+    }
+
+    #[test]
+    fn exceptions_option_adds_monitor_exceptions() {
+        let masks = masks_for(
+            &EltOptions::fast_path().with_exceptions().enter_only(),
+            EventMasks::default(),
+            false,
+        )
+        .unwrap();
+        assert!(masks.low.contains(EventMask::MONITOR_EXCEPTIONS));
+    }
 }

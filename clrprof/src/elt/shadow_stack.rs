@@ -90,9 +90,10 @@ struct ThreadStack {
     underflows: AtomicU64,
     mismatches: AtomicU64,
     frames: Box<[AtomicUsize]>,
-    /// Pending unwinds: the function being unwound, and whether it was the
-    /// top frame (low bit) — owner only.
+    /// Pending unwinds: the function being unwound — owner only.
     unwinds: [AtomicUsize; UNWIND_NESTING],
+    /// Bit `n`: the function of pending unwind `n` was the top frame.
+    unwind_matches: AtomicU64,
     unwind_level: AtomicUsize,
 }
 
@@ -110,6 +111,7 @@ impl ThreadStack {
             mismatches: AtomicU64::new(0),
             frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
+            unwind_matches: AtomicU64::new(0),
             unwind_level: AtomicUsize::new(0),
         }
     }
@@ -399,8 +401,11 @@ pub fn unwind_function_enter(function: RawFunctionId) {
             .map(|top| ShadowFrame(top).function() == function)
             .unwrap_or(false);
         if let Some(slot) = s.unwinds.get(level) {
-            // The function ID is pointer-aligned, so the low bit is free.
-            slot.store(function.0 | top_matches as usize, Ordering::Relaxed);
+            slot.store(function.0, Ordering::Relaxed);
+            let bit = 1u64 << level;
+            let m = s.unwind_matches.load(Ordering::Relaxed);
+            let m = if top_matches { m | bit } else { m & !bit };
+            s.unwind_matches.store(m, Ordering::Relaxed);
         }
         s.unwind_level.store(level + 1, Ordering::Relaxed);
     });
@@ -415,8 +420,9 @@ pub fn unwind_function_leave() {
             return;
         }
         s.unwind_level.store(level - 1, Ordering::Relaxed);
-        let pending = s.unwinds.get(level - 1).map(|p| p.load(Ordering::Relaxed));
-        if pending.is_some_and(|p| p & 1 == 1) {
+        let matched = level - 1 < UNWIND_NESTING
+            && s.unwind_matches.load(Ordering::Relaxed) & (1u64 << (level - 1)) != 0;
+        if matched {
             s.pop(None, &s.unwound);
         }
     });
@@ -431,7 +437,7 @@ pub fn catcher_enter(function: RawFunctionId) {
         let Some(i) = level.checked_sub(1) else {
             return;
         };
-        let pending = s.unwinds.get(i).map(|p| p.load(Ordering::Relaxed) & !1);
+        let pending = s.unwinds.get(i).map(|p| p.load(Ordering::Relaxed));
         if pending == Some(function.0) {
             s.unwind_level.store(i, Ordering::Relaxed);
         }
@@ -497,4 +503,50 @@ pub fn totals() -> StackStats {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(function: usize) -> &'static Hooked<()> {
+        Box::leak(Box::new(Hooked::for_tests(RawFunctionId(function))))
+    }
+
+    #[test]
+    fn push_pop_unwind_and_snapshot_from_another_thread() {
+        let (a, b, c) = (record(0x1000), record(0x2000), record(0x3000));
+        let me = current_os_thread();
+        enter(a);
+        enter(b);
+        enter(c);
+        assert_eq!(current_depth(), 3);
+        // A sampler thread reads the stack, bottom first.
+        let frames = std::thread::spawn(move || {
+            let mut frames = Vec::new();
+            snapshot(me, &mut frames)
+                .map(|_| frames.iter().map(|f| f.function().0).collect::<Vec<_>>())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(frames, Some(vec![0x1000, 0x2000, 0x3000]));
+        // An exception unwinds c (top) and an unhooked frame, b catches.
+        unwind_function_enter(RawFunctionId(0x3000));
+        unwind_function_leave();
+        unwind_function_enter(RawFunctionId(0x9999));
+        unwind_function_leave();
+        unwind_function_enter(RawFunctionId(0x2000));
+        catcher_enter(RawFunctionId(0x2000));
+        assert_eq!(current_depth(), 2);
+        leave(b);
+        tailcall(a);
+        assert_eq!(current_depth(), 0);
+        let mut frames = Vec::new();
+        let stats = snapshot(me, &mut frames).unwrap();
+        assert_eq!((stats.pushes, stats.pops, stats.unwound), (3, 2, 1));
+        assert_eq!((stats.underflows, stats.mismatches), (0, 0));
+        leave(a);
+        let stats = snapshot(me, &mut frames).unwrap();
+        assert_eq!(stats.underflows, 1);
+    }
 }
