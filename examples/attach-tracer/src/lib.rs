@@ -6,25 +6,32 @@
 //!   `CLRPROF_OUTPUT` this way); default: `$CLRPROF_OUTPUT` of the target,
 //!   else stderr;
 //! - `detach_after_ms=N`: request detach N ms after attaching, from a
-//!   profiler thread started with `clrprof::thread::spawn`.
+//!   profiler thread started with `clrprof::thread::spawn`;
+//! - `gc=1`: also monitor garbage collections. Asked for in
+//!   `InitializeForAttach`, which is the one place the runtime accepts
+//!   `COR_PRF_MONITOR_GC` after attach: on that thread it turns concurrent
+//!   GC off for the profiler; later requests fail with
+//!   `CORPROF_E_CONCURRENT_GC_NOT_PROFILABLE`.
 //!
 //! Records (JSON Lines), per attach:
 //! `{"event":"runtime",...}`, `{"event":"attached","client_data":TEXT}`;
 //! at `ProfilerAttachComplete` one `{"event":"module","name":PATH}` per module
 //! loaded (the catch-up enumeration and racing load callbacks, de-duplicated)
-//! and `{"event":"attach_complete","modules":N}`; with `detach_after_ms`,
+//! and `{"event":"attach_complete","modules":N,"functions":F}`, `F` being the
+//! functions JIT-compiled before the attach (`EnumJITedFunctions`); with `detach_after_ms`,
 //! `{"event":"detach_requested","jit":N}` and finally
-//! `{"event":"detached","jit":N,"dynamic_jit":M}` from
+//! `{"event":"detached","jit":N,"dynamic_jit":M,"gc":G}` from
 //! `ProfilerDetachSucceeded`: `N` JIT compilations of methods
 //! (`JITCompilationFinished`) and `M` of dynamic methods
 //! (`DynamicMethodJITCompilationFinished`, e.g. `DynamicMethod`s) seen while
-//! attached.
+//! attached, and `G` garbage collections (with `gc=1`).
 //!
 //! Loaded at startup instead (`clrprof run`, or a diagnostic port's
 //! `StartupProfiler`), it writes the runtime record, `{"event":"startup"}`,
 //! a module record per load and `{"event":"shutdown","jit":N,"dynamic_jit":M}`.
 
 use clrprof::attach::{CatchUp, ClientData};
+use clrprof::gc::{GcReason, GenerationSet};
 use clrprof::output::push_json_string;
 use clrprof::thread::ProfilerThread;
 use clrprof::{
@@ -112,6 +119,7 @@ struct Shared {
     out: Sink,
     jit: AtomicU64,
     dynamic_jit: AtomicU64,
+    gc: AtomicU64,
 }
 
 impl Shared {
@@ -202,22 +210,27 @@ impl Profiler for AttachTracer {
         }
         // Load callbacks first, then the catch-up enumeration in
         // ProfilerAttachComplete (the order the runtime's docs prescribe).
-        Ok(
-            (AttachEventMask::MONITOR_MODULE_LOADS | AttachEventMask::MONITOR_JIT_COMPILATION)
-                .into(),
-        )
+        let mut mask =
+            AttachEventMask::MONITOR_MODULE_LOADS | AttachEventMask::MONITOR_JIT_COMPILATION;
+        if data.get("gc") == Some("1") {
+            mask |= AttachEventMask::MONITOR_GC;
+        }
+        Ok(mask.into())
     }
 
     // ANCHOR_END: initialize_for_attach
 
     // ANCHOR: attach_complete
     fn profiler_attach_complete(&self, info: &ProfilerInfo) {
-        let result = self
+        let modules = self
             .catch_up
             .loaded_modules(info, |m| self.module_record(info, m));
-        match result {
-            Ok(n) => Line::new("attach_complete").num("modules", n as u64),
-            Err(e) => Line::new("attach_complete").str("error", &e.to_string()),
+        let functions = self.catch_up.compiled_functions(info, |_| {});
+        match (modules, functions) {
+            (Ok(m), Ok(f)) => Line::new("attach_complete")
+                .num("modules", m as u64)
+                .num("functions", f as u64),
+            (Err(e), _) | (_, Err(e)) => Line::new("attach_complete").str("error", &e.to_string()),
         }
         .write(self.out());
         self.out().flush();
@@ -267,11 +280,22 @@ impl Profiler for AttachTracer {
     fn jit_compilation_finished(
         &self,
         _info: &ProfilerInfo,
-        _function: FunctionId<'_>,
+        function: FunctionId<'_>,
         _status: HRESULT,
         _safe: bool,
     ) {
+        // Seen here first, so the catch-up enumeration will not count it too.
+        self.catch_up.function_compiled(function);
         self.shared.jit.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn garbage_collection_started(
+        &self,
+        _info: &ProfilerInfo,
+        _generations: GenerationSet,
+        _reason: GcReason,
+    ) {
+        self.shared.gc.fetch_add(1, Ordering::Relaxed);
     }
 
     fn dynamic_method_jit_compilation_finished(
@@ -295,6 +319,7 @@ impl Profiler for AttachTracer {
         Line::new("detached")
             .num("jit", self.shared.jit())
             .num("dynamic_jit", self.shared.dynamic_jit())
+            .num("gc", self.shared.gc.load(Ordering::Relaxed))
             .write(self.out());
         self.out().flush();
     }
