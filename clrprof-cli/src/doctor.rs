@@ -754,7 +754,7 @@ pub fn run(profiler: Option<&Path>, command: &[OsString]) -> Result<ExitCode> {
 
     if !command.is_empty() {
         println!("running the command with diagnostics on:");
-        let found = diagnose_run(profiler, command, target)?;
+        let found = diagnose_run(profiler, command, target, &[])?;
         print(&found);
         all.extend(found);
     }
@@ -788,6 +788,7 @@ fn diagnose_run(
     profiler: Option<&Path>,
     command: &[OsString],
     target: Target,
+    extra: &[(&str, &str)],
 ) -> Result<Vec<Finding>> {
     let dir = std::env::temp_dir().join(format!(
         "clrprof-doctor-{}",
@@ -821,6 +822,7 @@ fn diagnose_run(
             vec![("CLRPROF_OUTPUT".to_string(), for_runtime(&records)?)],
         ),
     };
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     vars.push(("COREHOST_TRACE".into(), "1".into()));
     vars.push(("COREHOST_TRACEFILE".into(), for_runtime(&trace)?));
     vars.push(("CLRPROF_LOG".into(), "debug".into()));
@@ -1165,5 +1167,61 @@ mod tests {
                 eprintln!("skipped the PE part: {e}");
             }
         }
+    }
+
+    /// A diagnostic run on the linux-x64-8.0 leg: the jit-tracer is seen
+    /// loading on the chosen framework, and the fixture without
+    /// `DllGetClassObject` is reported as never loaded. Without the leg the
+    /// test says so (and fails with CI=true).
+    #[test]
+    fn diagnostic_runs_tell_loaded_from_not_loaded() {
+        use clrprof_testing::fixtures::{broken_profiler, BrokenBuild};
+        let strict = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        let runtimes = clrprof_testing::discover();
+        let (Some(leg), Some(compiler), true) = (
+            runtimes.leg("linux-x64-8.0"),
+            runtimes.compiler(),
+            cfg!(all(target_os = "linux", target_arch = "x86_64")),
+        ) else {
+            assert!(
+                !strict,
+                "the linux-x64-8.0 leg or the C# compiler is missing"
+            );
+            eprintln!("skipped: the linux-x64-8.0 leg or the C# compiler is missing");
+            return;
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let cache = runtimes.cache_dir();
+        let app = clrprof_testing::csharp::compile(
+            &compiler,
+            &root.join("tests").join("apps").join("hello.cs"),
+            &cache,
+            Default::default(),
+        )
+        .and_then(|a| a.for_leg(leg))
+        .unwrap();
+        let command = [leg.host.clone().into_os_string(), app.into_os_string()];
+        let invariant = [("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")];
+
+        let tracer = clrprof_testing::build::build_cdylib(
+            "jit-tracer",
+            clrprof_testing::Os::Linux,
+            false,
+            root,
+        )
+        .unwrap();
+        let f = diagnose_run(Some(&tracer), &command, LINUX, &invariant).unwrap();
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert!(has(&f, Level::Ok, "Microsoft.NETCore.App/8.0.4"), "{f:?}");
+        assert!(
+            has(&f, Level::Ok, "the profiler loaded and Initialize ran"),
+            "{f:?}"
+        );
+
+        let broken =
+            broken_profiler(clrprof_testing::Os::Linux, BrokenBuild::NoExport, &cache).unwrap();
+        let f = diagnose_run(Some(&broken.path), &command, LINUX, &invariant).unwrap();
+        assert!(has(&f, Level::Ok, "the command ended: Code(0)"), "{f:?}");
+        assert!(has(&f, Level::Error, "no sign of the profiler"), "{f:?}");
     }
 }
