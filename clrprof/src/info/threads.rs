@@ -36,7 +36,9 @@ impl ProfilerInfo {
 
     /// `GetThreadAppDomain` (Info2): the app domain `thread` runs in
     /// (`None`: the calling thread, which must be managed, else
-    /// `CORPROF_E_NOT_MANAGED_THREAD`).
+    /// `CORPROF_E_NOT_MANAGED_THREAD`). The result borrows both `&self` and
+    /// the thread ID: for the calling thread nothing the caller passed bounds
+    /// it, and an app domain outlives the threads running in it.
     pub fn thread_app_domain<'a>(
         &'a self,
         thread: Option<ThreadId<'a>>,
