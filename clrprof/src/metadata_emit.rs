@@ -37,9 +37,9 @@ impl ProfilerInfo {
     /// read-only (e.g. some dynamic modules).
     pub fn module_metadata_emit(&self, module: ModuleId<'_>) -> Result<MetaDataEmit> {
         let mut unk: Option<IUnknown> = None;
-        // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
-        // receives an owned reference.
         check(
+            // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
+            // receives an owned reference.
             unsafe {
                 self.raw_info1().GetModuleMetaData(
                     module.as_sys(),
@@ -95,8 +95,8 @@ impl MetaDataEmit {
     /// existing token when the same blob is already defined.
     pub fn token_from_sig(&self, signature: &[u8]) -> Result<MdSignature> {
         let mut tok = 0u32;
-        // SAFETY: `signature` is `len` readable bytes; the metadata copies them.
         check(
+            // SAFETY: `signature` is `len` readable bytes; the metadata copies them.
             unsafe {
                 self.emit
                     .GetTokenFromSig(signature.as_ptr(), len_u32(signature.len())?, &mut tok)
@@ -117,9 +117,9 @@ impl MetaDataEmit {
     ) -> Result<MdMemberRef> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
-        // bytes; the metadata copies both.
         check(
+            // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+            // bytes; the metadata copies both.
             unsafe {
                 self.emit.DefineMemberRef(
                     parent.0,
@@ -193,8 +193,8 @@ impl MetaDataEmit {
     pub fn type_ref(&self, scope: MdToken, name: &str) -> Result<MdTypeRef> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: `wname` is NUL-terminated; the metadata copies it.
         check(
+            // SAFETY: `wname` is NUL-terminated; the metadata copies it.
             unsafe {
                 self.emit
                     .DefineTypeRefByName(scope.0, wname.as_ptr(), &mut tok)

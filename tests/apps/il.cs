@@ -103,6 +103,18 @@ namespace Il
             return a + b + c;
         }
 
+        // The IL offset the runtime reports for a frame of this method: with
+        // the profiler's old-to-new IL map (SetILInstrumentedCodeMap) it is
+        // an offset of the original IL, the same with or without the probe.
+        // NoOptimization: optimized code reports only coarse offsets, which
+        // differ once the probe's call is in the method.
+        [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.NoOptimization)]
+        public static int Where()
+        {
+            var frame = new System.Diagnostics.StackFrame(0, false);
+            return frame.GetILOffset();
+        }
+
         private int field = 1;
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -157,6 +169,7 @@ namespace Il
             check += Phase(10, s);
             int[] total = Snapshot();
             Console.WriteLine("check " + check);
+            Console.WriteLine("il-offset " + Shapes.Where());
             for (int i = 0; i < Names.Length; i++)
             {
                 Console.WriteLine("calls " + Names[i] + " " + total[i]);

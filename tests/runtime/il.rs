@@ -77,6 +77,18 @@ fn run_pair(case: &Case<'_>, env: &[(&str, &str)]) -> Result<(Outcome, Outcome),
         .into());
     }
     no_errors(&traced)?;
+    // The offset the app reads from its own stack frame is one of the
+    // original IL (inside Where's 15 bytes), not of the rewritten body.
+    let offset: Option<i64> = traced
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("il-offset "))
+        .and_then(|n| n.parse().ok());
+    if !offset.is_some_and(|o| (0..15).contains(&o)) {
+        return Err(
+            format!("the app's IL offset is {offset:?}, not one of the original IL").into(),
+        );
+    }
     Ok((plain, traced))
 }
 

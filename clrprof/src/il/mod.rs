@@ -60,8 +60,8 @@ impl MetaDataCallSites<'_> {
                     call: "IMetaDataImport2::GetMethodSpecProps",
                 })?;
                 let (mut parent, mut blob, mut len) = (0u32, core::ptr::null::<u8>(), 0u32);
-                // SAFETY: out pointers are locals; the token is the caller's.
                 crate::error::check(
+                    // SAFETY: out pointers are locals; the token is the caller's.
                     unsafe {
                         import2.GetMethodSpecProps(token.0, &mut parent, &mut blob, &mut len)
                     },
@@ -71,8 +71,8 @@ impl MetaDataCallSites<'_> {
             }
             t if t == sys::mdtSignature => {
                 let (mut blob, mut len) = (core::ptr::null::<u8>(), 0u32);
-                // SAFETY: out pointers are locals.
                 crate::error::check(
+                    // SAFETY: out pointers are locals.
                     unsafe { md.raw().GetSigFromToken(token.0, &mut blob, &mut len) },
                     "IMetaDataImport::GetSigFromToken",
                 )?;

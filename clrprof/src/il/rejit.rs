@@ -47,9 +47,9 @@ impl ProfilerInfo {
     pub unsafe fn request_rejit_raw(&self, methods: &[(RawModuleId, MdMethodDef)]) -> Result<()> {
         let i4 = self.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
         let (n, modules, tokens) = split(methods)?;
-        // SAFETY: both arrays hold `n` entries for the call; module validity
-        // is the caller's promise.
         check(
+            // SAFETY: both arrays hold `n` entries for the call; module validity
+            // is the caller's promise.
             unsafe { i4.RequestReJIT(n, modules.as_ptr(), tokens.as_ptr()) },
             "ICorProfilerInfo4::RequestReJIT",
         )
@@ -67,8 +67,8 @@ impl ProfilerInfo {
         let i4 = self.raw_info4("ICorProfilerInfo4::RequestRevert")?;
         let (n, modules, tokens) = split(methods)?;
         let mut status = vec![HRESULT(0); methods.len()];
-        // SAFETY: the three arrays hold `n` entries for the call.
         check(
+            // SAFETY: the three arrays hold `n` entries for the call.
             unsafe { i4.RequestRevert(n, modules.as_ptr(), tokens.as_ptr(), status.as_mut_ptr()) },
             "ICorProfilerInfo4::RequestRevert",
         )?;
@@ -79,20 +79,20 @@ impl ProfilerInfo {
     pub fn rejit_ids(&self, function: FunctionId<'_>) -> Result<Vec<RawReJitId>> {
         let i4 = self.raw_info4("ICorProfilerInfo4::GetReJITIDs")?;
         let mut n = 0u32;
-        // SAFETY: size query: null buffer of 0 entries.
         check(
+            // SAFETY: size query: null buffer of 0 entries.
             unsafe { i4.GetReJITIDs(function.as_sys(), 0, &mut n, core::ptr::null_mut()) },
             "ICorProfilerInfo4::GetReJITIDs",
         )?;
         let mut ids = vec![0 as sys::ReJITID; n as usize];
         let mut got = 0u32;
-        // SAFETY: `ids` has `n` entries.
         check(
+            // SAFETY: `ids` has `n` entries.
             unsafe { i4.GetReJITIDs(function.as_sys(), n, &mut got, ids.as_mut_ptr()) },
             "ICorProfilerInfo4::GetReJITIDs",
         )?;
         ids.truncate(got.min(n) as usize);
-        Ok(ids.into_iter().map(|i| RawReJitId(i as usize)).collect())
+        Ok(ids.into_iter().map(|i| RawReJitId(i)).collect())
     }
 }
 
