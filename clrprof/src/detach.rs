@@ -48,6 +48,70 @@ pub fn request_detach(info: &ProfilerInfo, expected_completion_ms: u32) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fake::FakeRuntime;
+
+    #[test]
+    fn refused_while_another_profiler_thread_runs_then_requested() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::new();
+        let info = fake.profiler_info_attached();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let worker = crate::thread::spawn("unit-test-sampler", move || {
+            let _ = rx.recv();
+        })
+        .unwrap();
+        let e = request_detach(&info, 50).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::Usage(_)), "{e:?}");
+        // Other tests of the crate may run SDK threads at the same time, so
+        // only this one's name is certain.
+        assert!(
+            text.contains("still running") && text.contains("unit-test-sampler"),
+            "{text}"
+        );
+        assert_eq!(fake.call_count("RequestProfilerDetach"), 0);
+        tx.send(()).unwrap();
+        worker.join().unwrap();
+        let start = std::time::Instant::now();
+        while !crate::thread::running_except_current().is_empty()
+            && start.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        request_detach(&info, 50).unwrap();
+        assert_eq!(fake.calls_of("RequestProfilerDetach")[0].args, vec![50]);
+    }
+
+    #[test]
+    fn the_calling_profiler_thread_may_request() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::new();
+        let info = fake.profiler_info_attached();
+        let t =
+            crate::thread::spawn("unit-test-detacher", move || request_detach(&info, 7)).unwrap();
+        t.join().unwrap().unwrap();
+        assert_eq!(fake.call_count("RequestProfilerDetach"), 1);
+    }
+
+    #[test]
+    fn runtime_refusals_come_back_explained() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::new();
+        fake.fail(
+            "RequestProfilerDetach",
+            crate::HRESULT(
+                crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
+            ),
+        );
+        let e = request_detach(&fake.profiler_info_attached(), 0).unwrap_err();
+        assert!(e.to_string().contains("cannot detach"), "{e}");
+    }
 
     #[test]
     fn irreversible_instrumentation_is_explained() {

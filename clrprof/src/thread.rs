@@ -71,6 +71,11 @@ impl<T> ProfilerThread<T> {
     }
 }
 
+/// Serialises the unit tests that spawn profiler threads or check the
+/// registry (it is process-wide, and libtest runs tests in parallel).
+#[cfg(test)]
+pub(crate) static TEST_REGISTRY: Mutex<()> = Mutex::new(());
+
 /// Profiler threads whose closure has not returned yet: (id, name).
 static RUNNING: Mutex<Vec<(std::thread::ThreadId, String)>> = Mutex::new(Vec::new());
 
@@ -302,6 +307,7 @@ mod tests {
 
     #[test]
     fn threads_are_registered_while_running_and_results_come_back() {
+        let _serial = TEST_REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let t = spawn("clrprof-test-worker", move || {
             let _ = go_rx.recv();
@@ -320,6 +326,7 @@ mod tests {
 
     #[test]
     fn a_panicking_thread_is_deregistered_and_reports_the_panic() {
+        let _serial = TEST_REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
         let t = spawn("clrprof-test-panics", || -> u8 { panic!("deliberate") }).unwrap();
         let id = t.id();
         assert!(t.join().is_err());

@@ -244,7 +244,94 @@ impl CatchUp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fake::{FakeModule, FakeRuntime};
     use std::sync::Arc;
+
+    fn fake_with(modules: &[usize], functions: &[usize]) -> FakeRuntime {
+        let fake = FakeRuntime::new();
+        {
+            let mut st = fake.state();
+            for &m in modules {
+                st.modules.insert(m, FakeModule::default());
+            }
+            for &f in functions {
+                st.jitted.push(sys::COR_PRF_FUNCTION {
+                    functionId: f,
+                    reJitId: 0,
+                });
+            }
+        }
+        fake
+    }
+
+    #[test]
+    fn modules_reported_once_across_enumeration_and_callbacks() {
+        // 100 modules: more than one enumerator batch.
+        let ids: Vec<usize> = (1..=100).map(|i| i * 0x1000).collect();
+        let fake = fake_with(&ids, &[]);
+        let info = fake.profiler_info_attached();
+        let c = CatchUp::new();
+        // A load callback got there first for one module...
+        // SAFETY: fake IDs, never passed to a real runtime.
+        assert!(c.module_loaded(unsafe { ModuleId::from_sys(0x5000) }));
+        let mut seen = Vec::new();
+        // ...and one module is still loading (incomplete) during the enumeration.
+        let n = c
+            .loaded_modules(&info, |m| {
+                if m.as_sys() == 0x7000 {
+                    return false;
+                }
+                seen.push(m.as_sys());
+                true
+            })
+            .unwrap();
+        assert_eq!(n, 98);
+        assert_eq!(seen.len(), 98);
+        assert!(!seen.contains(&0x5000) && !seen.contains(&0x7000));
+        // The incomplete one is left for its ModuleLoadFinished; the others are not reported twice.
+        // SAFETY: as above.
+        assert!(c.module_loaded(unsafe { ModuleId::from_sys(0x7000) }));
+        // SAFETY: as above.
+        assert!(!c.module_loaded(unsafe { ModuleId::from_sys(0x9000) }));
+        assert_eq!(c.module_count(), 100);
+        assert_eq!(fake.live_enumerators(), 0);
+    }
+
+    #[test]
+    fn functions_compiled_before_attach_are_reported_once() {
+        let fake = fake_with(&[], &[0x10, 0x20, 0x30]);
+        let info = fake.profiler_info_attached();
+        let c = CatchUp::new();
+        // SAFETY: fake ID.
+        assert!(c.function_compiled(unsafe { FunctionId::from_sys(0x20) }));
+        let mut seen = Vec::new();
+        assert_eq!(
+            c.compiled_functions(&info, |f| seen.push(f.as_sys()))
+                .unwrap(),
+            2
+        );
+        assert_eq!(seen, vec![0x10, 0x30]);
+        assert_eq!(
+            c.compiled_functions(&info, |_| panic!("reported twice"))
+                .unwrap(),
+            0
+        );
+        assert_eq!(fake.live_enumerators(), 0);
+    }
+
+    #[test]
+    fn enumeration_failures_are_errors() {
+        let fake = fake_with(&[0x1000], &[]);
+        fake.fail(
+            "EnumModules",
+            crate::HRESULT(crate::error::KnownHresult::E_FAIL as i32),
+        );
+        let c = CatchUp::new();
+        let e = c
+            .loaded_modules(&fake.profiler_info_attached(), |_| true)
+            .unwrap_err();
+        assert!(e.to_string().contains("EnumModules"), "{e}");
+    }
 
     #[test]
     fn each_id_is_first_exactly_once_across_threads() {
