@@ -229,8 +229,8 @@ impl<'a> LeaveContext<'a> {
     pub fn return_value(&self) -> Result<(FrameInfo<'a>, ArgumentRange)> {
         let mut frame = 0usize;
         let mut range = sys::COR_PRF_FUNCTION_ARGUMENT_RANGE::default();
-        // SAFETY: IDs from this hook call; valid out pointers.
         check(
+            // SAFETY: IDs from this hook call; valid out pointers.
             unsafe {
                 self.info3.GetFunctionLeave3Info(
                     self.function.0,
@@ -275,8 +275,8 @@ impl<'a> TailcallContext<'a> {
     /// `GetFunctionTailcall3Info`: the frame info.
     pub fn frame_info(&self) -> Result<FrameInfo<'a>> {
         let mut frame = 0usize;
-        // SAFETY: IDs from this hook call; valid out pointer.
         check(
+            // SAFETY: IDs from this hook call; valid out pointer.
             unsafe {
                 self.info3
                     .GetFunctionTailcall3Info(self.function.0, self.elt_info, &mut frame)

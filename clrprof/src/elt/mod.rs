@@ -498,10 +498,10 @@ pub fn install<H: EltHooks>(
         mapped: Mutex::new(HashMap::new()),
     }));
     let client_data = state as *const RuntimeElt<H> as *mut c_void;
-    // SAFETY: `map_function::<H>` has the FunctionIDMapper2 signature and
-    // treats the client data as the `RuntimeElt<H>` passed here, which is
-    // leaked and so outlives every call.
     crate::error::check(
+        // SAFETY: `map_function::<H>` has the FunctionIDMapper2 signature and
+        // treats the client data as the `RuntimeElt<H>` passed here, which is
+        // leaked and so outlives every call.
         unsafe {
             state
                 .info3
@@ -541,9 +541,9 @@ fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Re
         elt::set_leave3_handler(Some(fast_leave::<H>));
         elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
     }
-    // SAFETY: the trampolines implement the JIT's FunctionEnter3/Leave3/
-    // Tailcall3 convention for this target (clrprof_sys::elt).
     crate::error::check(
+        // SAFETY: the trampolines implement the JIT's FunctionEnter3/Leave3/
+        // Tailcall3 convention for this target (clrprof_sys::elt).
         unsafe {
             info3.SetEnterLeaveFunctionHooks3(
                 Some(elt::enter3_trampoline()),
@@ -584,8 +584,8 @@ fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Re
         elt::set_leave3_with_info_handler(Some(info_leave::<H>));
         elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
     }
-    // SAFETY: the entry points have the IDL's C-ABI WithInfo signatures.
     crate::error::check(
+        // SAFETY: the entry points have the IDL's C-ABI WithInfo signatures.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
                 Some(elt::enter3_with_info_hook()),

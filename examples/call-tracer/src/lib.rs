@@ -389,6 +389,9 @@ impl Profiler for CallTracer {
                         .num("inclusive_ns", inclusive)
                         .num("exclusive_ns", exclusive);
                 }
+                if tailcalls > 0 {
+                    record = record.num("tailcalls", tailcalls);
+                }
                 record.write();
             }
         }
