@@ -92,7 +92,7 @@ impl ProfilerInfo {
             "ICorProfilerInfo4::GetReJITIDs",
         )?;
         ids.truncate(got.min(n) as usize);
-        Ok(ids.into_iter().map(|i| RawReJitId(i)).collect())
+        Ok(ids.into_iter().map(RawReJitId).collect())
     }
 }
 
