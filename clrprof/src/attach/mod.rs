@@ -16,7 +16,7 @@
 //! Detaching again is [`crate::detach`].
 //!
 //! **Trigger side** (cargo feature `attach-trigger`, off by default so
-//! profiler libraries do not carry it): [`trigger`] sends the diagnostics IPC
+//! profiler libraries do not carry it): `clrprof::attach::trigger` sends the diagnostics IPC
 //! `AttachProfiler` command to a running .NET Core 3.0+ process, loads a
 //! profiler at startup of a .NET 5+ process through a suspended diagnostic
 //! port, and (on Windows) drives .NET Framework's `ICLRProfiling::AttachProfiler`.

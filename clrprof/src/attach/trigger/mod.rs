@@ -16,11 +16,11 @@
 //! `ResumeRuntime` (`0x04`/`0x01`). The profiler gets a normal `Initialize`,
 //! so everything a startup profiler can do (ELT, immutable flags) is allowed.
 //!
-//! On Windows, [`framework`] attaches to .NET Framework 4 processes through
+//! On Windows, `framework` (a Windows-only module) attaches to .NET Framework 4 processes through
 //! `ICLRProfiling::AttachProfiler`.
 //!
 //! Errors are typed ([`AttachError`]): the runtime's `HRESULT`s carry their
-//! name and explanation from [`KnownHresult`](crate::error::KnownHresult);
+//! name and explanation from [`KnownHresult`];
 //! a missing process, a process without a diagnostics endpoint, a permission
 //! problem and a runtime that does not know the command are told apart.
 
