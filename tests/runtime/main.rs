@@ -15,6 +15,7 @@ mod jit_tracer;
 mod panics;
 mod sampling;
 mod sxs;
+mod tracers;
 
 use clrprof_testing::harness::Harness;
 
@@ -25,6 +26,7 @@ fn main() {
         .into_iter()
         .chain(exceptions::scenarios())
         .chain(events::scenarios())
+        .chain(tracers::scenarios())
         .chain(jit_tracer::scenarios())
         .chain(il::scenarios())
         .chain(panics::scenarios())
