@@ -1,6 +1,6 @@
 // Scenario "info": an app shaped for the ICorProfilerInfo scenario. It has a
 // nested type, a generic type, a value type and a reference type with known
-// fields, a two-dimensional array, one caught exception (only one: see the
+// fields (and an ordinary and a thread static), a two-dimensional array, one caught exception (only one: see the
 // Wine defect in RUNTIMES.md) and one induced GC. It prints what it did so
 // the test can compare with the profiler's view.
 using System;
@@ -35,6 +35,8 @@ namespace InfoApp
     {
         public int Sides;
         public object Tag;
+        public static int Counter;
+        [ThreadStatic] public static int Tls;
     }
 
     public static class Program
@@ -58,6 +60,10 @@ namespace InfoApp
 
             var shape = new Shape { Sides = 4, Tag = "square" };
             Console.WriteLine("shape " + shape.Sides + " " + shape.Tag);
+
+            Shape.Counter = 41;
+            Shape.Tls = 5;
+            Console.WriteLine("statics " + Shape.Counter + " " + Shape.Tls);
 
             object boxed = new Point { X = 1, Y = 2 };
             Console.WriteLine("point " + ((Point)boxed).X + " " + ((Point)boxed).Y);

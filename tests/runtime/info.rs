@@ -1,7 +1,7 @@
 //! ICorProfilerInfo1–3 inside real runtimes: the info-profiler fixture calls
 //! the `ProfilerInfo` wrappers against the `info` app (modules, assemblies,
 //! app domains, classes and layouts, generics, arrays, native code and IL,
-//! threads, exceptions, GC generations, enumerators, string layout, the
+//! threads, statics, exceptions, GC generations, enumerators, string layout, the
 //! methods CoreCLR leaves unimplemented) and reports each check; every check
 //! must be present and pass, and the app's output must not change.
 
@@ -28,6 +28,7 @@ const CHECKS: &[&str] = &[
     "obsolete_methods",
     "generic_function",
     "array_object",
+    "statics",
     "exception_clause",
     "generation_bounds",
     "enum_modules",
