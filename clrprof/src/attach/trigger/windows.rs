@@ -79,3 +79,27 @@ pub(super) fn exchange(pid: u32, message: &[u8], wait: Duration) -> Result<Reply
         Err(_) => Err(AttachError::Timeout { waited: wait }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_process_and_a_process_without_a_runtime_are_told_apart() {
+        // Windows process ids are multiples of 4; this one is never handed out.
+        let e = exchange(0xFFFF_FFF1, b"x", Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e, AttachError::NoSuchProcess { pid: 0xFFFF_FFF1 });
+        // This test process runs no .NET runtime: it has no diagnostics pipe.
+        let me = std::process::id();
+        let e = exchange(me, b"x", Duration::from_secs(1)).unwrap_err();
+        assert!(
+            matches!(e, AttachError::NotDotNet { pid, .. } if pid == me),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!(r"\\.\pipe\dotnet-diagnostic-{me}")),
+            "{e}"
+        );
+    }
+}
