@@ -3,7 +3,8 @@
 // against the known counts. Runs three phases; the il-rewriter's ReJIT mode
 // re-JITs at Rejit.Begin and reverts at Rejit.End, so only phase 2 is
 // counted there. Prints "calls <method> <total>" and
-// "rejit-calls <method> <phase 2>" for every method.
+// "rejit-calls <method> <phase 2>" for every method, and, under the
+// rewriter's managed probe only, "hits <method> <n>" for what it counted.
 using System;
 using System.Collections.Generic;
 using System.Runtime.CompilerServices;
@@ -18,6 +19,37 @@ namespace Il
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         public static void End() { }
+    }
+
+    // The managed probe the il-rewriter's managed mode calls at the entry
+    // of every instrumented method (through a MemberRef it defines, with
+    // the method's name as a user string it defines). Never called by the
+    // app itself, so without that profiler it prints nothing.
+    public static class Probe
+    {
+        static readonly Dictionary<string, int> hits = new Dictionary<string, int>();
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Hit(string method)
+        {
+            lock (hits)
+            {
+                int n;
+                hits.TryGetValue(method, out n);
+                hits[method] = n + 1;
+            }
+        }
+
+        public static void Print()
+        {
+            lock (hits)
+            {
+                var names = new List<string>(hits.Keys);
+                names.Sort(StringComparer.Ordinal);
+                foreach (var name in names)
+                    Console.WriteLine("hits " + name + " " + hits[name]);
+            }
+        }
     }
 
     public class Shapes
@@ -175,6 +207,7 @@ namespace Il
                 Console.WriteLine("calls " + Names[i] + " " + total[i]);
                 Console.WriteLine("rejit-calls " + Names[i] + " " + (after[i] - before[i]));
             }
+            Probe.Print();
             return 0;
         }
     }

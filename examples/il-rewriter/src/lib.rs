@@ -29,6 +29,12 @@
 //!   are reverted (`RequestRevert`). The app calls `Begin` and `End` around
 //!   the phase whose calls it expects counted.
 //!
+//! With `CLRPROF_IL_PROBE=managed` the probe is managed instead: `ldstr
+//! "<method name>"; call <filter>Probe::Hit(string)`, a method of the app
+//! found by name and signature and called through a MemberRef; the method
+//! name is a user string defined in the module's metadata. The app counts
+//! the hits itself (no `il_calls` records then).
+//!
 //! With `CLRPROF_IL_DUMP=1` it also writes every rewritten body as
 //! `{"event":"il_body","method":..,"returns":bool,"hex":..,"sites":{..}}`
 //! (the call sites its calls use) so tests can verify them independently.
@@ -38,14 +44,14 @@
 
 use clrprof::il::{
     native_call, recompute_max_stack, verify, CallSite, CallSites, MetaDataCallSites, MethodBody,
-    Operand, ReJitThread,
+    OpCode, Operand, ReJitThread,
 };
 use clrprof::metadata_emit::{SigBuilder, UnmanagedCallConv};
 use clrprof::output::JsonLines;
 use clrprof::rejit::FunctionControl;
 use clrprof::{
-    profiler, sys, EventMask, EventMasks, FunctionId, MdMethodDef, MdSignature, MdToken, ModuleId,
-    Profiler, ProfilerInfo, RawModuleId, Result,
+    profiler, sys, EventMask, EventMasks, FunctionId, MdMemberRef, MdMethodDef, MdSignature,
+    MdToken, ModuleId, Profiler, ProfilerInfo, RawModuleId, Result,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,6 +82,7 @@ enum Mode {
 /// Settings read once in `Initialize`.
 #[derive(Debug)]
 struct Config {
+    managed_probe: bool,
     filter: String,
     mode: Mode,
     dump: bool,
@@ -106,6 +113,8 @@ pub struct IlRewriter {
     methods: Mutex<Methods>,
     /// Per module: the StandAloneSig token of the probe's calli signature.
     calli_sigs: Mutex<HashMap<RawModuleId, MdSignature>>,
+    /// Per module: the MemberRef of the managed probe `<filter>Probe::Hit`.
+    managed_probes: Mutex<HashMap<RawModuleId, MdMemberRef>>,
     rejit: OnceLock<ReJitThread>,
 }
 
@@ -113,6 +122,7 @@ impl IlRewriter {
     fn config(&self) -> &Config {
         self.config.get_or_init(|| Config {
             filter: "Il.".into(),
+            managed_probe: false,
             mode: Mode::Jit,
             dump: false,
         })
@@ -130,6 +140,40 @@ impl IlRewriter {
         m.names.push(name.to_string());
         m.numbers.insert(key, n);
         Some(n)
+    }
+
+    /// The managed probe's MemberRef: `<filter>Probe::Hit(string)` of the
+    /// module (found by name and signature, then referenced through a
+    /// MemberRef, existing or new).
+    fn managed_probe(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> Result<MdMemberRef> {
+        let key = module.to_raw();
+        if let Some(r) = self
+            .managed_probes
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).copied())
+        {
+            return Ok(r);
+        }
+        let emit = info.module_metadata_emit(module)?;
+        let type_name = format!("{}Probe", self.config().filter);
+        let probe_type = emit
+            .find_type_def(&type_name, None)?
+            .ok_or_else(|| clrprof::Error::Usage(format!("no type {type_name} in the module")))?;
+        let sig = SigBuilder::static_method(
+            &SigBuilder::primitive(sys::ELEMENT_TYPE_VOID as u8),
+            &[&SigBuilder::primitive(sys::ELEMENT_TYPE_STRING as u8)],
+        )?;
+        if emit.find_method(probe_type, "Hit", &sig)?.is_none() {
+            return Err(clrprof::Error::Usage(format!(
+                "no static void {type_name}::Hit(string)"
+            )));
+        }
+        let member_ref = emit.member_ref(MdToken(probe_type.0), "Hit", &sig)?;
+        if let Ok(mut m) = self.managed_probes.lock() {
+            m.insert(key, member_ref);
+        }
+        Ok(member_ref)
     }
 
     fn calli_sig(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> Result<MdSignature> {
@@ -168,10 +212,23 @@ impl IlRewriter {
             .number((module.to_raw(), method), name)
             .ok_or(clrprof::Error::InvalidArgument("too many methods to count"))?;
         // ANCHOR: rewrite
-        let sig = self.calli_sig(info, module)?;
+        let probe_code = if self.config().managed_probe {
+            // ldstr "<method name>"; call <filter>Probe::Hit(string)
+            let hit = self.managed_probe(info, module)?;
+            let name_string = info
+                .module_metadata_emit(module)?
+                .define_user_string(name)?;
+            vec![
+                (OpCode::LDSTR, Operand::Token(MdToken(name_string.0))),
+                (OpCode::CALL, Operand::Token(MdToken(hit.0))),
+            ]
+        } else {
+            let sig = self.calli_sig(info, module)?;
+            native_call(probe as *const () as usize, number, sig)
+        };
         let original = info.il_function_body(module, method)?;
         let mut body = MethodBody::parse(original)?;
-        body.insert_at_entry(&native_call(probe as *const () as usize, number, sig))?;
+        body.insert_at_entry(&probe_code)?;
 
         let emit = info.module_metadata_emit(module)?;
         let import = emit.import();
@@ -321,6 +378,7 @@ impl Profiler for IlRewriter {
             filter: std::env::var("CLRPROF_IL_FILTER").unwrap_or_else(|_| "Il.".into()),
             mode,
             dump: std::env::var("CLRPROF_IL_DUMP").is_ok_and(|v| v == "1"),
+            managed_probe: std::env::var("CLRPROF_IL_PROBE").is_ok_and(|v| v == "managed"),
         });
         let mut mask = EventMask::MONITOR_JIT_COMPILATION | EventMask::DISABLE_INLINING;
         if mode == Mode::ReJit {
@@ -338,6 +396,10 @@ impl Profiler for IlRewriter {
         let Some(rest) = name.strip_prefix(config.filter.as_str()) else {
             return;
         };
+        if rest.starts_with("Probe::") {
+            // The managed probe itself is never instrumented.
+            return;
+        }
         let result = match config.mode {
             Mode::Jit => self.instrument_at_jit(info, function, &name),
             Mode::ReJit => match rest {
@@ -433,6 +495,10 @@ impl Profiler for IlRewriter {
         let mut by_name: BTreeMap<&str, u64> = BTreeMap::new();
         for (k, n) in names.iter().enumerate() {
             *by_name.entry(n.as_str()).or_default() += COUNTS[k].load(Ordering::Relaxed);
+        }
+        if self.config().managed_probe {
+            // The app counts (and prints) the managed probe's hits.
+            by_name.clear();
         }
         for (name, count) in by_name {
             self.out
