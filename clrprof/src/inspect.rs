@@ -5,7 +5,8 @@
 //! profiler: `GetStringLayout2` says where a string's length and characters
 //! are, `GetArrayObjectInfo` where an array's elements start,
 //! `GetClassLayout` at which offset each instance field lives (counted from
-//! the object's start, the method-table pointer included) and the
+//! the object's start, the method-table pointer included), `GetBoxClassLayout`
+//! where a boxed value starts and the
 //! `Get*StaticAddress` methods where a static field's storage is. The field's
 //! type comes from its metadata signature. These readers put the pieces
 //! together and check each step, so no read leaves the object.
@@ -300,6 +301,46 @@ impl ProfilerInfo {
             // the array stays in place while the ID is valid ('a).
             .map(|i| unsafe { slot.read(info.data as usize + i * stride) })
             .collect())
+    }
+
+    /// The value inside a boxed primitive (`System.Int32`, `System.Double`,
+    /// `System.Boolean`, `System.Char`, `System.IntPtr`, ...), found with
+    /// `GetBoxClassLayout`. Other boxed value types come back as
+    /// [`Value::Unread`] at the value's address; objects that are not boxed
+    /// value types are an [`Error::Runtime`] from the runtime (`E_INVALIDARG`).
+    pub fn unboxed_value<'a>(&self, object: ObjectId<'a>) -> Result<Value<'a>> {
+        if object.is_null() {
+            return Err(Error::InvalidArgument("unboxed_value: null object"));
+        }
+        let class = self.class_from_object(object)?;
+        let offset = self.box_class_layout(class)? as usize;
+        let slot = match self.class_name(class)?.as_str() {
+            "System.Boolean" => Slot::Bool,
+            "System.Char" => Slot::Char,
+            "System.SByte" => Slot::I1,
+            "System.Byte" => Slot::U1,
+            "System.Int16" => Slot::I2,
+            "System.UInt16" => Slot::U2,
+            "System.Int32" => Slot::I4,
+            "System.UInt32" => Slot::U4,
+            "System.Int64" => Slot::I8,
+            "System.UInt64" => Slot::U8,
+            "System.Single" => Slot::R4,
+            "System.Double" => Slot::R8,
+            "System.IntPtr" => Slot::I,
+            "System.UIntPtr" => Slot::U,
+            _ => Slot::Other,
+        };
+        let size = self.object_size(object)? as usize;
+        if offset.saturating_add(slot.size().unwrap_or(0)) > size {
+            return Err(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo2::GetBoxClassLayout",
+            });
+        }
+        // SAFETY: the boxed value starts at the offset GetBoxClassLayout gave
+        // and lies inside the live object (checked against GetObjectSize); its
+        // type is the boxed class's, named above.
+        Ok(unsafe { slot.read(object.as_sys() + offset) })
     }
 
     /// The value of the instance field `name` of `object`, looked up in the

@@ -47,6 +47,7 @@ namespace Events
         public static int Number;
         public static string Text;
         public static int[] Numbers;
+        public static object Boxed;
     }
 
     public static class Inl
@@ -158,8 +159,9 @@ namespace Events
             Holder.Number = 42;
             Holder.Text = "static text";
             Holder.Numbers = new int[] { 1, 2, 3, 5, 8 };
+            Holder.Boxed = 1234567890123L;
             Probe();
-            Console.WriteLine("statics set: 42, static text, [1,2,3,5,8]");
+            Console.WriteLine("statics set: 42, static text, [1,2,3,5,8], boxed 1234567890123");
 
             GCHandle[] handles = new GCHandle[Handles];
             for (int i = 0; i < Handles; i++)

@@ -283,6 +283,7 @@ fn gc_and_objects(o: &Outcome) -> Result<(), Verdict> {
     let statics = o.events("statics").next().ok_or("no statics record")?;
     require(
         statics["number"] == 42
+            && statics["boxed"] == 1_234_567_890_123i64
             && statics["text"] == "static text"
             && statics["numbers"] == serde_json::json!([1, 2, 3, 5, 8]),
         || format!("statics read back wrong: {statics}"),
