@@ -577,20 +577,21 @@ fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> 
 }
 
 fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
-    use sys::elt;
-    // SAFETY: as for the fast-path handlers.
-    unsafe {
-        elt::set_enter3_with_info_handler(Some(info_enter::<H>));
-        elt::set_leave3_with_info_handler(Some(info_leave::<H>));
-        elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
-    }
+    // The runtime calls WithInfo hooks with the C ABI from its own stub, so
+    // the monomorphised entry points below are registered directly: no
+    // forwarding through clrprof_sys::elt's handler slots, one indirect
+    // call less per hook.
+    let enter: sys::FunctionEnter3WithInfo = info_enter::<H>;
+    let leave_hook: sys::FunctionLeave3WithInfo = info_leave::<H>;
+    let tailcall: sys::FunctionTailcall3WithInfo = info_tailcall::<H>;
     crate::error::check(
-        // SAFETY: the entry points have the IDL's C-ABI WithInfo signatures.
+        // SAFETY: the entry points have the IDL's WithInfo signatures, never
+        // unwind, and read only records the mapper created.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
-                Some(elt::enter3_with_info_hook()),
-                leave.then(elt::leave3_with_info_hook),
-                leave.then(elt::tailcall3_with_info_hook),
+                Some(enter),
+                leave.then_some(leave_hook),
+                leave.then_some(tailcall),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
@@ -681,27 +682,42 @@ unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     contain("tailcall", || e.hooks().tailcall(&e.hooked));
 }
 
-unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: usize) {
-    // SAFETY: as in `fast_enter`.
-    let e = unsafe { entry::<H>(client) };
+unsafe extern "system" fn info_enter<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: both union members are pointer-sized integers; with a mapper
+    // registered the runtime passes the client ID the mapper returned for a
+    // function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(id.clientID) };
     contain("enter (WithInfo)", || {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: usize) {
-    // SAFETY: as in `fast_enter`.
-    let e = unsafe { entry::<H>(client) };
+unsafe extern "system" fn info_leave<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: both union members are pointer-sized integers; with a mapper
+    // registered the runtime passes the client ID the mapper returned for a
+    // function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(id.clientID) };
     contain("leave (WithInfo)", || {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: usize) {
-    // SAFETY: as in `fast_enter`.
-    let e = unsafe { entry::<H>(client) };
+unsafe extern "system" fn info_tailcall<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: both union members are pointer-sized integers; with a mapper
+    // registered the runtime passes the client ID the mapper returned for a
+    // function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(id.clientID) };
     contain("tailcall (WithInfo)", || {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
