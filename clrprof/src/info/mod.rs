@@ -389,7 +389,9 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionInfo2")?;
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         let mut args: Vec<usize> = Vec::new();
-        fill::<usize, 8>(
+        // Count first (capacity 0): with a buffer, the runtime reports how
+        // many type arguments it wrote, not how many there are.
+        fill::<usize, 0>(
             "ICorProfilerInfo2::GetFunctionInfo2",
             &mut args,
             |cap, needed, buf| {
@@ -430,7 +432,8 @@ impl ProfilerInfo {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetClassIDInfo2")?;
         let (mut module, mut td, mut parent) = (0usize, 0u32, 0usize);
         let mut args: Vec<usize> = Vec::new();
-        fill::<usize, 8>(
+        // Count first (capacity 0), as for GetFunctionInfo2.
+        fill::<usize, 0>(
             "ICorProfilerInfo2::GetClassIDInfo2",
             &mut args,
             |cap, needed, buf| {
@@ -572,5 +575,35 @@ impl ProfilerInfo {
             "ICorProfilerInfo3::RequestProfilerDetach",
         )
         .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::fake::{FakeClass, FakeRuntime};
+    use crate::ClassId;
+
+    #[test]
+    fn class_info_returns_every_type_argument() {
+        let fake = FakeRuntime::new();
+        let args: Vec<usize> = (0..12).map(|i| 0x9000 + i * 8).collect();
+        fake.state().classes.insert(
+            0x5000,
+            FakeClass {
+                module: 0x2000,
+                type_def: 0x0200_0004,
+                type_args: args.clone(),
+                ..Default::default()
+            },
+        );
+        let info = fake.profiler_info();
+        // SAFETY: a class the fake knows; never passed to a real runtime.
+        let class = unsafe { ClassId::from_sys(0x5000) };
+        let got = info.class_info(class).expect("class info");
+        assert_eq!(
+            got.type_args.iter().map(|c| c.as_sys()).collect::<Vec<_>>(),
+            args,
+            "more than a stack buffer's worth"
+        );
     }
 }
