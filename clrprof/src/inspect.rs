@@ -480,4 +480,167 @@ mod tests {
         assert_eq!(Value::U16(7).as_i64(), Some(7));
         assert_eq!(Value::F32(1.0).as_i64(), None);
     }
+
+    mod fake {
+        use super::super::*;
+        use crate::testing::fake::FakeMetaData;
+        use crate::testing::fake::{fake_ids, FakeClass, FakeModule, FakeObject, FakeRuntime};
+        use std::sync::Arc;
+
+        const M: usize = 0x2000;
+        const STRING: usize = 0x3000;
+        const OTHER: usize = 0x3100;
+        const INTS: usize = 0x3200;
+        const LONG: usize = 0x3300;
+
+        /// A runtime whose objects live in `heap` (object IDs are addresses).
+        fn world() -> FakeRuntime {
+            let fake = FakeRuntime::new();
+            {
+                let mut st = fake.state();
+                let md = FakeMetaData::default()
+                    .with_type(0x0200_0001, "System.String")
+                    .with_type(0x0200_0002, "Ns.Other")
+                    .with_type(0x0200_0003, "System.Int64");
+                st.modules.insert(
+                    M,
+                    FakeModule {
+                        metadata: Arc::new(md),
+                        ..Default::default()
+                    },
+                );
+                for (class, td) in [(STRING, 1), (OTHER, 2)] {
+                    st.classes.insert(
+                        class,
+                        FakeClass {
+                            module: M,
+                            type_def: 0x0200_0000 | td,
+                            ..Default::default()
+                        },
+                    );
+                }
+                st.classes.insert(
+                    LONG,
+                    FakeClass {
+                        module: M,
+                        type_def: 0x0200_0003,
+                        box_offset: Some(8),
+                        ..Default::default()
+                    },
+                );
+                st.classes.insert(
+                    INTS,
+                    FakeClass {
+                        array: Some((sys::ELEMENT_TYPE_I4, 0, 1)),
+                        ..Default::default()
+                    },
+                );
+            }
+            fake
+        }
+
+        fn object(fake: &FakeRuntime, address: usize, class: usize, size: u32) {
+            fake.state().objects.insert(
+                address,
+                FakeObject {
+                    class,
+                    size,
+                    array: None,
+                },
+            );
+        }
+
+        /// A 64-bit CoreCLR string object: method table, 32-bit length at 8, UTF-16 at 12.
+        fn string_object(text: &str, claimed_len: Option<u32>) -> Vec<u8> {
+            let units: Vec<u16> = text.encode_utf16().collect();
+            let mut bytes = vec![0u8; 8];
+            bytes.extend(claimed_len.unwrap_or(units.len() as u32).to_le_bytes());
+            for u in units {
+                bytes.extend(u.to_le_bytes());
+            }
+            bytes.extend([0, 0]);
+            bytes
+        }
+
+        #[test]
+        fn string_text_reads_a_string_and_checks_class_and_bounds() {
+            let fake = world();
+            let info = fake.profiler_info();
+            let s = string_object("héllo ✓", None);
+            let addr = s.as_ptr() as usize;
+            object(&fake, addr, STRING, s.len() as u32);
+            fake_ids!(fake; o = object_id(addr));
+            assert_eq!(info.string_text(o).unwrap(), "héllo ✓");
+
+            // Another class: refused before reading anything.
+            fake.state().objects.get_mut(&addr).unwrap().class = OTHER;
+            assert!(matches!(
+                info.string_text(o),
+                Err(Error::InvalidArgument(_))
+            ));
+
+            // A length that would run past the object's size: refused.
+            let bad = string_object("ab", Some(1000));
+            let bad_addr = bad.as_ptr() as usize;
+            object(&fake, bad_addr, STRING, bad.len() as u32);
+            fake_ids!(fake; b = object_id(bad_addr));
+            assert!(matches!(
+                info.string_text(b),
+                Err(Error::InconsistentAnswer { .. })
+            ));
+        }
+
+        #[test]
+        fn array_elements_reads_ints_inside_the_object() {
+            let fake = world();
+            let info = fake.profiler_info();
+            let mut heap = vec![0u8; 16];
+            for v in [3i32, -1, 7, 42] {
+                heap.extend(v.to_le_bytes());
+            }
+            let addr = heap.as_ptr() as usize;
+            fake.state().objects.insert(
+                addr,
+                FakeObject {
+                    class: INTS,
+                    size: heap.len() as u32,
+                    array: Some((vec![4], vec![0], addr + 16)),
+                },
+            );
+            fake_ids!(fake; o = object_id(addr));
+            let v: Vec<i64> = info
+                .array_elements(o)
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_i64)
+                .collect();
+            assert_eq!(v, [3, -1, 7, 42]);
+
+            // More elements than the object holds: refused.
+            fake.state().objects.get_mut(&addr).unwrap().array =
+                Some((vec![5], vec![0], addr + 16));
+            assert!(matches!(
+                info.array_elements(o),
+                Err(Error::InconsistentAnswer { .. })
+            ));
+        }
+
+        #[test]
+        fn unboxed_value_reads_a_boxed_long() {
+            let fake = world();
+            let info = fake.profiler_info();
+            let mut heap = vec![0u8; 8];
+            heap.extend(1_234_567_890_123i64.to_le_bytes());
+            let addr = heap.as_ptr() as usize;
+            object(&fake, addr, LONG, heap.len() as u32);
+            fake_ids!(fake; o = object_id(addr));
+            assert_eq!(
+                info.unboxed_value(o).unwrap(),
+                Value::I64(1_234_567_890_123)
+            );
+            // Not a value type: the runtime's (here the fake's) refusal.
+            object(&fake, addr, OTHER, heap.len() as u32);
+            assert!(info.unboxed_value(o).is_err());
+        }
+    }
 }
