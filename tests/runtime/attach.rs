@@ -553,6 +553,33 @@ fn startup_port(case: &Case<'_>) -> R<()> {
     Ok(())
 }
 
+/// `ResumeRuntime` (process command set, .NET 5+) sent to a running app:
+/// .NET Core 3.1 has no process commands and answers
+/// CORDIAGIPC_E_UNKNOWN_COMMAND, which the trigger reports as
+/// `RuntimeTooOld`; .NET 8 answers OK (a no-op when not suspended). The app
+/// is unaffected either way.
+fn resume_runtime_on_running_app(case: &Case<'_>) -> R<()> {
+    use clrprof::attach::trigger::{check_reply, ipc, send_command};
+    let run = start_longrun(case, &[])?;
+    let reply = send_command(
+        run.pid,
+        ipc::PROCESS,
+        ipc::RESUME_RUNTIME,
+        &[],
+        Duration::from_secs(10),
+    )
+    .and_then(check_reply);
+    let old = case.leg().version.starts_with("3.");
+    match (&reply, old) {
+        (Err(e @ AttachError::RuntimeTooOld { .. }), true)
+            if e.to_string().contains("CORDIAGIPC_E_UNKNOWN_COMMAND") => {}
+        (Ok(()), false) => {}
+        _ => return Err(format!("unexpected answer on {}: {reply:?}", case.leg().version).into()),
+    }
+    run.stop_and_check()?;
+    Ok(())
+}
+
 fn not_dotnet_errors(_case: &Case<'_>) -> R<()> {
     let mut sleeper = std::process::Command::new("sleep")
         .arg("30")
@@ -603,6 +630,13 @@ pub fn scenarios() -> Vec<Scenario> {
             NO_PIPE_PORT,
         )
         .exclude_leg("linux-x64-3.1", NO_PORTS_31),
+        unix_only(
+            Scenario::new(
+                "attach: ResumeRuntime is unknown to 3.1 (RuntimeTooOld) and a no-op on running 8.0",
+                resume_runtime_on_running_app,
+            ),
+            "sends a raw command from the test process; the CLI has no raw-command subcommand to run under Wine",
+        ),
         // Needs no runtime: checked once, on the first Linux leg.
         unix_only(
             Scenario::new("attach: a dead pid and a non-.NET process give clear errors", not_dotnet_errors),

@@ -25,8 +25,11 @@ pub const SERVER_ERROR: u8 = 0xFF;
 pub const PROFILER: u8 = 0x03;
 /// `AttachProfiler` (profiler command set, .NET Core 3.0+).
 pub const ATTACH_PROFILER: u8 = 0x01;
-/// `StartupProfiler` (profiler command set; only while the runtime is
-/// suspended at startup by a diagnostic port).
+/// `StartupProfiler` (profiler command set; meaningful only while the
+/// runtime is suspended at startup by a diagnostic port. Seen here: .NET
+/// 8.0.4 also answers OK later, to no effect; .NET Core 3.1.23 treats every
+/// profiler command as `AttachProfiler` and answers
+/// `CORDIAGIPC_E_BAD_ENCODING`).
 pub const STARTUP_PROFILER: u8 = 0x02;
 /// Command set of the process commands (.NET 5+).
 pub const PROCESS: u8 = 0x04;

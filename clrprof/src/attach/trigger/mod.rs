@@ -239,6 +239,32 @@ pub fn attach_profiler(
     check_reply(reply)
 }
 
+/// Sends one diagnostics IPC command to process `pid`'s default endpoint and
+/// returns the server's reply, for commands this module has no function for
+/// (see [`ipc`] for the command numbers). Use [`check_reply`] for commands
+/// that answer with an `HRESULT`.
+pub fn send_command(
+    pid: u32,
+    command_set: u8,
+    command_id: u8,
+    payload: &[u8],
+    wait: Duration,
+) -> Result<Reply, AttachError> {
+    let message = ipc::message(command_set, command_id, payload)
+        .ok_or_else(|| AttachError::InvalidArgument("message longer than 65535 bytes".into()))?;
+    #[cfg(unix)]
+    return unix::exchange(pid, &message, wait);
+    #[cfg(windows)]
+    return windows::exchange(pid, &message, wait);
+    #[cfg(not(any(unix, windows)))]
+    {
+        let _ = (pid, message, wait);
+        Err(AttachError::Protocol(
+            "no diagnostics transport on this platform".into(),
+        ))
+    }
+}
+
 /// Success or the typed error of a reply to a command that answers with an
 /// `HRESULT`.
 pub fn check_reply(reply: Reply) -> Result<(), AttachError> {
