@@ -194,6 +194,26 @@ fn exception_sequence(case: &Case<'_>) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// One exception: runs on every leg, the win-x64 .NET 8 one included.
+fn exception_once(case: &Case<'_>) -> Result<(), Verdict> {
+    let (_, o) = traced(case, "throwonce", "exception-tracer", &[])?;
+    let records: Vec<_> = o.events("exception").collect();
+    let expected = serde_json::json!({
+        "type": "System.TimeoutException",
+        "thrower": "ThrowOnce.Program::Fail",
+        "catcher": "ThrowOnce.Program::Main",
+    });
+    let matches = |r: &&serde_json::Value| {
+        ["type", "thrower", "catcher"]
+            .iter()
+            .all(|k| r[k] == expected[k])
+    };
+    if records.len() != 1 || !records.iter().all(matches) {
+        return Err(format!("expected one record like {expected}, got {records:#?}").into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
     vec![
@@ -201,6 +221,7 @@ pub fn scenarios() -> Vec<Scenario> {
             "alloc-tracer: exact counts per type, one record per GC",
             alloc_counts,
         ),
+        Scenario::new("exception-tracer: one exception, every leg", exception_once),
         Scenario::new(
             "exception-tracer: thrown and caught counts, throwers",
             exception_counts,
