@@ -421,6 +421,52 @@ fn exceptions(case: &Case<'_>) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// One exception's callbacks, on every leg (the win-x64 .NET 8 one included).
+fn one_exception(case: &Case<'_>) -> Result<(), Verdict> {
+    let app = case.app("throwonce")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check()?;
+    let traced = case.run(case.spec(&app).profiler(case.profiler(RECORDER)?))?;
+    traced.check()?;
+    require(traced.stdout == plain.stdout, || {
+        "app output changed under the recorder".into()
+    })?;
+    let (account, v) = check_exceptions(&traced.records);
+    violations("exception state machine", v)?;
+    require(account.thrown == 1 && account.caught == 1, || {
+        format!("expected one exception thrown and caught, got {account:?}")
+    })?;
+    let sequence: Vec<String> = traced
+        .records
+        .iter()
+        .filter_map(|r| {
+            let e = r["event"].as_str()?;
+            e.starts_with("Exception").then(|| {
+                format!("{e} {}", r["name"].as_str().unwrap_or(""))
+                    .trim()
+                    .to_string()
+            })
+        })
+        .collect();
+    let expected = [
+        "ExceptionThrown",
+        "ExceptionSearchFunctionEnter ThrowOnce.Program::Fail",
+        "ExceptionSearchFunctionLeave",
+        "ExceptionSearchFunctionEnter ThrowOnce.Program::Main",
+        "ExceptionSearchCatcherFound ThrowOnce.Program::Main",
+        "ExceptionSearchFunctionLeave",
+        "ExceptionUnwindFunctionEnter ThrowOnce.Program::Fail",
+        "ExceptionUnwindFunctionLeave",
+        "ExceptionUnwindFunctionEnter ThrowOnce.Program::Main",
+        "ExceptionCatcherEnter ThrowOnce.Program::Main",
+        "ExceptionCatcherLeave",
+    ];
+    require(sequence == expected, || {
+        format!("exception callbacks {sequence:#?}, expected {expected:#?}")
+    })?;
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -434,6 +480,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "events: vetoing an inlining compiles the callee on its own",
             veto,
+        ),
+        Scenario::new(
+            "events: one exception's exact callback sequence, every leg",
+            one_exception,
         ),
         Scenario::new(
             "events: exception callbacks follow the two-pass state machine",

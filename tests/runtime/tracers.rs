@@ -67,18 +67,17 @@ fn alloc_counts(case: &Case<'_>) -> Result<(), Verdict> {
         )
         .into());
     }
-    // Every Widget has the same size: a header, a method table pointer, an int and a reference.
-    if bytes % count != 0 || bytes / count < 24 {
-        return Err(format!(
-            "{bytes} bytes for {count} Alloc.Widget is not a whole, plausible size each"
-        )
-        .into());
+    // Every leg is 64-bit: a Widget is the object header and method-table
+    // pointer (16 bytes), a reference (8) and an int padded to 8: 32 bytes.
+    if bytes != count * 32 {
+        return Err(format!("{bytes} bytes for {count} Alloc.Widget, expected 32 each").into());
     }
     let (count, bytes) = by_type
         .get("Alloc.Widget[]")
         .copied()
         .ok_or("no alloc record for Alloc.Widget[]")?;
-    if count != arrays || bytes < arrays * 20000 * 8 {
+    // An array of references: header, method table and length (24 bytes), then 8 per element.
+    if count != arrays || bytes != arrays * (24 + 20000 * 8) {
         return Err(format!("alloc-tracer: {count} Alloc.Widget[] of {bytes} bytes, the app allocated {arrays} of 20000 references").into());
     }
     let induced_seen = o.events("gc").filter(|r| r["reason"] == "induced").count() as u64;
