@@ -16,19 +16,16 @@
 //! keyed by raw ID, and reports each ID through whichever path gets there
 //! first.
 //!
-//! The enumerators are driven through the raw `ICorProfilerInfo3` interface
-//! here (`Next` in batches), so these helpers do not depend on the iterator
-//! types of [`crate::info`].
+//! The enumerations use [`ProfilerInfo::enum_modules`] and
+//! [`ProfilerInfo::enum_jited_functions`].
 
-use crate::error::{check, Error, KnownHresult, Result, HRESULT};
+use crate::error::Result;
 use crate::ids::{FunctionId, ModuleId};
 use crate::info::ProfilerInfo;
-use clrprof_sys as sys;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 const SHARDS: usize = 16;
-const BATCH: usize = 64;
 
 /// A concurrent set of raw runtime IDs: "has this ID been reported yet?".
 ///
@@ -150,41 +147,20 @@ impl CatchUp {
         info: &ProfilerInfo,
         mut report: impl FnMut(ModuleId<'_>) -> bool,
     ) -> Result<usize> {
-        const CALL: &str = "ICorProfilerInfo3::EnumModules";
-        let i3 = info.raw_info3(CALL)?;
-        let mut e: Option<sys::ICorProfilerModuleEnum> = None;
-        // SAFETY: `e` receives an owned reference (released when dropped).
-        check(unsafe { i3.EnumModules(&mut e) }, CALL)?;
-        let e = e.ok_or(Error::runtime(
-            HRESULT(KnownHresult::E_POINTER as i32),
-            CALL,
-        ))?;
         let mut accepted = 0;
-        let mut batch = [0 as sys::ModuleID; BATCH];
-        loop {
-            let mut fetched = 0u32;
-            // SAFETY: `batch` has room for BATCH elements; `fetched` is a valid out pointer.
-            let hr = unsafe { e.Next(BATCH as u32, batch.as_mut_ptr(), &mut fetched) };
-            check(hr, "ICorProfilerModuleEnum::Next")?;
-            let n = (fetched as usize).min(BATCH);
-            for &raw in &batch[..n] {
-                if raw == 0 || !self.modules.insert(raw) {
-                    continue;
-                }
-                // SAFETY: the runtime enumerated this module as loaded now; it
-                // stays valid until its ModuleUnloadStarted, which cannot
-                // complete while the profiler is inside this callback using it.
-                let module = unsafe { ModuleId::from_sys(raw) };
-                if report(module) {
-                    accepted += 1;
-                } else {
-                    self.modules.remove(raw);
-                }
+        for module in info.enum_modules()? {
+            let module = module?;
+            let raw = module.as_sys();
+            if raw == 0 || !self.modules.insert(raw) {
+                continue;
             }
-            if n < BATCH {
-                return Ok(accepted);
+            if report(module) {
+                accepted += 1;
+            } else {
+                self.modules.remove(raw);
             }
         }
+        Ok(accepted)
     }
 
     /// From `profiler_attach_complete`: enumerates the functions compiled so
@@ -197,37 +173,17 @@ impl CatchUp {
         info: &ProfilerInfo,
         mut report: impl FnMut(FunctionId<'_>),
     ) -> Result<usize> {
-        const CALL: &str = "ICorProfilerInfo3::EnumJITedFunctions";
-        let i3 = info.raw_info3(CALL)?;
-        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        // SAFETY: `e` receives an owned reference (released when dropped).
-        check(unsafe { i3.EnumJITedFunctions(&mut e) }, CALL)?;
-        let e = e.ok_or(Error::runtime(
-            HRESULT(KnownHresult::E_POINTER as i32),
-            CALL,
-        ))?;
         let mut reported = 0;
-        let mut batch = [sys::COR_PRF_FUNCTION::default(); BATCH];
-        loop {
-            let mut fetched = 0u32;
-            // SAFETY: `batch` has room for BATCH elements; `fetched` is a valid out pointer.
-            let hr = unsafe { e.Next(BATCH as u32, batch.as_mut_ptr(), &mut fetched) };
-            check(hr, "ICorProfilerFunctionEnum::Next")?;
-            let n = (fetched as usize).min(BATCH);
-            for f in &batch[..n] {
-                let raw = f.functionId;
-                if raw == 0 || !self.functions.insert(raw) {
-                    continue;
-                }
-                // SAFETY: the runtime enumerated this function as compiled;
-                // it stays valid until its class unloads.
-                report(unsafe { FunctionId::from_sys(raw) });
-                reported += 1;
+        for jitted in info.enum_jited_functions()? {
+            let function = jitted?.function;
+            let raw = function.as_sys();
+            if raw == 0 || !self.functions.insert(raw) {
+                continue;
             }
-            if n < BATCH {
-                return Ok(reported);
-            }
+            report(function);
+            reported += 1;
         }
+        Ok(reported)
     }
 
     /// Modules reported so far (by either path, minus unloaded ones).
@@ -245,6 +201,7 @@ impl CatchUp {
 mod tests {
     use super::*;
     use crate::testing::fake::{FakeModule, FakeRuntime};
+    use clrprof_sys as sys;
     use std::sync::Arc;
 
     fn fake_with(modules: &[usize], functions: &[usize]) -> FakeRuntime {
