@@ -182,6 +182,7 @@ pub unsafe extern "system" fn DllGetClassObject(
                 log::warn!("DllGetClassObject: this library does not serve CLSID {clsid:?}");
                 return HRESULT(KnownHresult::CLASS_E_CLASSNOTAVAILABLE as i32);
             };
+            crate::guard::mark_loaded_in_host();
             let factory: IUnknown = ClassFactory { create }.into();
             // SAFETY: valid riid and out pointer (checked above).
             unsafe { factory.query(riid, ppv) }

@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
 thread_local! {
@@ -18,14 +19,30 @@ thread_local! {
 
 static HOOK: Once = Once::new();
 
+/// Set once the runtime has found a profiler class in this library: from then
+/// on the library lives inside someone else's process, and a panic anywhere in
+/// it (a thread the profiler started, an ELT hook, which runs without the
+/// per-call guard state) must not write to that process's stderr either.
+static IN_HOST: AtomicBool = AtomicBool::new(false);
+
+/// Marks this library as loaded into a profiled process (see [`IN_HOST`]).
+pub(crate) fn mark_loaded_in_host() {
+    IN_HOST.store(true, Ordering::Relaxed);
+}
+
 /// Installs (once) a panic hook that sends panics raised inside a guarded
-/// entry point to the log instead of stderr, and leaves every other panic to
-/// the previous hook.
+/// entry point — or anywhere, once the library is loaded as a profiler — to
+/// the log instead of stderr, and leaves every other panic to the previous hook.
 pub fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |panic_info| {
             let entry = CURRENT_ENTRY.try_with(|c| c.get()).ok().flatten();
+            let entry = entry.or_else(|| {
+                IN_HOST
+                    .load(Ordering::Relaxed)
+                    .then_some("profiler code outside a callback")
+            });
             match entry {
                 Some(entry) => {
                     let location = panic_info

@@ -7,12 +7,15 @@ use clrprof_testing::harness::Scenario;
 /// CLSIDs of the two classes of the test-profilers fixture library.
 const PANICKING: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}";
 const SECOND: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4D}";
+const PANICKING_ELT: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B50}";
 
 /// One library, two CLSIDs: asking for the second class loads it (and not the
 /// panicking one); the module count it reports matches the jit-tracer-style
 /// module records of nothing else, so it is checked against a fresh count
 /// from a second class-selection run.
-fn second_class(case: &clrprof_testing::harness::Case<'_>) -> Result<(), clrprof_testing::harness::Verdict> {
+fn second_class(
+    case: &clrprof_testing::harness::Case<'_>,
+) -> Result<(), clrprof_testing::harness::Verdict> {
     let app = case.app("hello")?;
     let plain = case.run(case.spec(&app))?;
     plain.check()?;
@@ -20,12 +23,20 @@ fn second_class(case: &clrprof_testing::harness::Case<'_>) -> Result<(), clrprof
     let traced = case.run(case.spec(&app).profiler(second))?;
     traced.check()?;
     if traced.stdout != plain.stdout {
-        return Err(format!("stdout changed:\nwithout: {:?}\nwith:    {:?}", plain.stdout, traced.stdout).into());
+        return Err(format!(
+            "stdout changed:\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, traced.stdout
+        )
+        .into());
     }
     if traced.events("second").count() != 1 || traced.events("armed").count() != 0 {
         return Err(format!("expected the second class only, got {:?}", traced.records).into());
     }
-    let modules = traced.events("modules").next().and_then(|r| r["count"].as_u64()).ok_or("no modules record at shutdown")?;
+    let modules = traced
+        .events("modules")
+        .next()
+        .and_then(|r| r["count"].as_u64())
+        .ok_or("no modules record at shutdown")?;
     // hello.dll and System.Private.CoreLib at least.
     if modules < 2 {
         return Err(format!("second class counted only {modules} module loads").into());
@@ -33,11 +44,24 @@ fn second_class(case: &clrprof_testing::harness::Case<'_>) -> Result<(), clrprof
     Ok(())
 }
 
-fn compare(case: &clrprof_testing::harness::Case<'_>, app: &str, panic_in: Option<&str>) -> Result<(), clrprof_testing::harness::Verdict> {
+fn compare(
+    case: &clrprof_testing::harness::Case<'_>,
+    app: &str,
+    panic_in: Option<&str>,
+) -> Result<(), clrprof_testing::harness::Verdict> {
+    compare_class(case, app, PANICKING, panic_in)
+}
+
+fn compare_class(
+    case: &clrprof_testing::harness::Case<'_>,
+    app: &str,
+    class: &str,
+    panic_in: Option<&str>,
+) -> Result<(), clrprof_testing::harness::Verdict> {
     let app = case.app(app)?;
     let plain = case.run(case.spec(&app))?;
     plain.check()?;
-    let profiler = case.profiler_class("test-profilers", PANICKING)?;
+    let profiler = case.profiler_class("test-profilers", class)?;
     let mut spec = case.spec(&app).profiler(profiler);
     if let Some(p) = panic_in {
         spec = spec.env("CLRPROF_PANIC_IN", p);
@@ -45,10 +69,18 @@ fn compare(case: &clrprof_testing::harness::Case<'_>, app: &str, panic_in: Optio
     let traced = case.run(spec)?;
     traced.check_exit()?;
     if traced.stdout != plain.stdout {
-        return Err(format!("stdout changed:\nwithout: {:?}\nwith:    {:?}", plain.stdout, traced.stdout).into());
+        return Err(format!(
+            "stdout changed:\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, traced.stdout
+        )
+        .into());
     }
     if traced.stderr != plain.stderr {
-        return Err(format!("stderr changed:\nwithout: {:?}\nwith:    {:?}", plain.stderr, traced.stderr).into());
+        return Err(format!(
+            "stderr changed:\nwithout: {:?}\nwith:    {:?}",
+            plain.stderr, traced.stderr
+        )
+        .into());
     }
     match panic_in {
         // The profiler really ran: it wrote its runtime record and armed itself.
@@ -61,7 +93,11 @@ fn compare(case: &clrprof_testing::harness::Case<'_>, app: &str, panic_in: Optio
         // A panic in initialize writes nothing and unloads the profiler.
         Some(_) => {
             if !traced.records.is_empty() {
-                return Err(format!("initialize panicked, yet records were written: {:?}", traced.records).into());
+                return Err(format!(
+                    "initialize panicked, yet records were written: {:?}",
+                    traced.records
+                )
+                .into());
             }
         }
     }
@@ -78,5 +114,6 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new("panics: every callback panics, hello app unchanged", |case| compare(case, "hello", None)),
         Scenario::new("panics: initialize panics, busy app unchanged", |case| compare(case, "busy", Some("initialize"))),
         Scenario::new("profiler classes: a second CLSID in the same library", second_class),
+        Scenario::new("panics: ELT mapper and enter hooks panic, hello app unchanged", |case| compare_class(case, "hello", PANICKING_ELT, None)),
     ]
 }

@@ -20,14 +20,27 @@ const WHY_ONE_LEG: &str = "the side-by-side host loads both Linux runtimes into 
 
 fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
     let here = case.leg().clone();
-    let other = case.other_leg(OTHER_LEG).cloned().ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
+    let other = case
+        .other_leg(OTHER_LEG)
+        .cloned()
+        .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
     let app = case.app("jit")?;
     let profiler = case.profiler("jit-tracer")?;
     // Ground truth: what the app prints in one runtime on its own.
     let alone = case.run(case.spec(&app))?;
     alone.check()?;
 
-    let dir = app.parent().unwrap_or(std::path::Path::new(".")).join(format!("sxs-{policy}-{}", if concurrent { "concurrent" } else { "sequential" }));
+    let dir = app
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!(
+            "sxs-{policy}-{}",
+            if concurrent {
+                "concurrent"
+            } else {
+                "sequential"
+            }
+        ));
     std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
     let output = dir.join("records.jsonl");
     let _ = std::fs::remove_file(&output);
@@ -35,15 +48,18 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
     if concurrent {
         cmd.arg("--concurrent");
     }
-    cmd.arg(clrprof_testing::sxs::framework_dir(&other)).arg(&app);
-    cmd.arg(clrprof_testing::sxs::framework_dir(&here)).arg(&app);
+    cmd.arg(clrprof_testing::sxs::framework_dir(&other))
+        .arg(&app);
+    cmd.arg(clrprof_testing::sxs::framework_dir(&here))
+        .arg(&app);
     cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
         .env("CORECLR_ENABLE_PROFILING", "1")
         .env("CORECLR_PROFILER", &profiler.clsid)
         .env("CORECLR_PROFILER_PATH", &profiler.path)
         .env("CLRPROF_OUTPUT", &output)
         .env("CLRPROF_RUNTIMES", policy);
-    let out = run_captured(cmd, Duration::from_secs(120), &dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+    let out = run_captured(cmd, Duration::from_secs(120), &dir)
+        .map_err(|e| Verdict::Failed(e.to_string()))?;
     if !matches!(out.exit, Exit::Code(0)) {
         return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
     }
@@ -61,9 +77,18 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
         return Err(format!("the two apps' output differs from twice the single run:\n got {got:?}\n expected {expected:?}").into());
     }
 
-    let text = std::fs::read_to_string(&output).map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
-    let records: Vec<serde_json::Value> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>().map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
-    let runtimes: Vec<&str> = records.iter().filter(|r| r["event"] == "runtime").filter_map(|r| r["version"].as_str()).collect();
+    let text = std::fs::read_to_string(&output)
+        .map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
+    let runtimes: Vec<&str> = records
+        .iter()
+        .filter(|r| r["event"] == "runtime")
+        .filter_map(|r| r["version"].as_str())
+        .collect();
     let wanted: Vec<&str> = match (policy, concurrent) {
         ("all", _) => vec![other.version.as_str(), here.version.as_str()],
         ("first", false) => vec![other.version.as_str()],
@@ -76,21 +101,119 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
     let mut wanted_sorted = wanted.clone();
     wanted_sorted.sort_unstable();
     if sorted != wanted_sorted || (policy == "first" && runtimes.len() != 1) {
-        return Err(format!("policy {policy}: runtime records {runtimes:?}, expected {wanted:?}").into());
+        return Err(
+            format!("policy {policy}: runtime records {runtimes:?}, expected {wanted:?}").into(),
+        );
     }
     for r in records.iter().filter(|r| r["event"] != "runtime") {
         let tag = r["runtime"].as_str().unwrap_or("");
         if !runtimes.contains(&tag) {
-            return Err(format!("record {r} is not tagged with a profiled runtime {runtimes:?}").into());
+            return Err(
+                format!("record {r} is not tagged with a profiled runtime {runtimes:?}").into(),
+            );
         }
     }
     // The app's methods were JIT-compiled exactly once per profiled runtime.
-    let called: Vec<&str> = alone.stdout.lines().filter_map(|l| l.strip_prefix("calls ")).collect();
+    let called: Vec<&str> = alone
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("calls "))
+        .collect();
     for rt in &runtimes {
         for m in &called {
-            let n = records.iter().filter(|r| r["event"] == "jit" && r["runtime"] == *rt && r["method"] == *m).count();
+            let n = records
+                .iter()
+                .filter(|r| r["event"] == "jit" && r["runtime"] == *rt && r["method"] == *m)
+                .count();
             if n != 1 {
-                return Err(format!("{m} was JIT-compiled {n} times in runtime {rt} (expected 1)").into());
+                return Err(
+                    format!("{m} was JIT-compiled {n} times in runtime {rt} (expected 1)").into(),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ELT in both runtimes at once: call-tracer's counts per runtime equal the
+/// app's own counts (not the sum of both runtimes), so every hook reached
+/// the runtime whose code called it.
+fn elt_counts(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
+    let here = case.leg().clone();
+    let other = case
+        .other_leg(OTHER_LEG)
+        .cloned()
+        .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
+    let app = case.app("calls")?;
+    let profiler = case.profiler("call-tracer")?;
+    let alone = case.run(case.spec(&app))?;
+    alone.check()?;
+    let expected: Vec<(String, u64)> = alone
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("count "))
+        .filter_map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(m, n)| Some((m.to_string(), n.trim().parse().ok()?)))
+        })
+        .collect();
+    if expected.len() < 3 {
+        return Err(format!("the calls app printed too few counts: {:?}", alone.stdout).into());
+    }
+    let dir = app
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!(
+            "sxs-elt-{}",
+            if concurrent {
+                "concurrent"
+            } else {
+                "sequential"
+            }
+        ));
+    std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+    let output = dir.join("records.jsonl");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
+    if concurrent {
+        cmd.arg("--concurrent");
+    }
+    cmd.arg(clrprof_testing::sxs::framework_dir(&other))
+        .arg(&app);
+    cmd.arg(clrprof_testing::sxs::framework_dir(&here))
+        .arg(&app);
+    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("CORECLR_ENABLE_PROFILING", "1")
+        .env("CORECLR_PROFILER", &profiler.clsid)
+        .env("CORECLR_PROFILER_PATH", &profiler.path)
+        .env("CLRPROF_OUTPUT", &output)
+        .env("CLRPROF_CALLS_FILTER", "Calls.")
+        .env("CLRPROF_RUNTIMES", "all");
+    let out = run_captured(cmd, Duration::from_secs(180), &dir)
+        .map_err(|e| Verdict::Failed(e.to_string()))?;
+    if !matches!(out.exit, Exit::Code(0)) {
+        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
+    }
+    let text = std::fs::read_to_string(&output)
+        .map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
+    for rt in [other.version.as_str(), here.version.as_str()] {
+        for (method, n) in &expected {
+            let got: Vec<u64> = records
+                .iter()
+                .filter(|r| {
+                    r["event"] == "calls" && r["runtime"] == rt && r["method"] == method.as_str()
+                })
+                .filter_map(|r| r["count"].as_u64())
+                .collect();
+            if got != [*n] {
+                return Err(
+                    format!("runtime {rt}: {method} counted {got:?}, the app says {n}").into(),
+                );
             }
         }
     }
@@ -101,7 +224,14 @@ pub fn scenarios() -> Vec<Scenario> {
     let mut v = Vec::new();
     for concurrent in [false, true] {
         for policy in ["all", "first", "8"] {
-            let name = format!("side-by-side: 3.1 + 8.0 in one process, {}, policy {policy}", if concurrent { "concurrent" } else { "one after the other" });
+            let name = format!(
+                "side-by-side: 3.1 + 8.0 in one process, {}, policy {policy}",
+                if concurrent {
+                    "concurrent"
+                } else {
+                    "one after the other"
+                }
+            );
             let mut s = Scenario::new(&name, move |case| run(case, concurrent, policy));
             for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
                 s = s.exclude_leg(leg, WHY_ONE_LEG);
@@ -109,6 +239,19 @@ pub fn scenarios() -> Vec<Scenario> {
             let _ = HOST_LEG;
             v.push(s);
         }
+        let name = format!(
+            "side-by-side: ELT counts per runtime, {}",
+            if concurrent {
+                "concurrent"
+            } else {
+                "one after the other"
+            }
+        );
+        let mut s = Scenario::new(&name, move |case| elt_counts(case, concurrent));
+        for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
+            s = s.exclude_leg(leg, WHY_ONE_LEG);
+        }
+        v.push(s);
     }
     v
 }

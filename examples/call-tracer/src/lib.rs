@@ -19,6 +19,8 @@
 //! - `CLRPROF_ARGS` = a method-name prefix (WithInfo only): write the
 //!   decoded arguments and return value of every call of those methods
 //!   (slow: one record per call);
+//! - `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version: the
+//!   side-by-side runtimes to profile;
 //! - `CLRPROF_OUTPUT`: the JSON Lines file (default: stderr).
 //!
 //! Records: `{"event":"runtime",...}` first; at shutdown, per method with at
@@ -36,7 +38,7 @@ use clrprof::info::StringLayout2;
 use clrprof::output::{push_json_string, JsonLines};
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, ObjectId, Profiler, ProfilerInfo, RawFunctionId,
-    Result,
+    Result, RuntimePolicy,
 };
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -302,6 +304,13 @@ impl Default for CallTracer {
 }
 
 impl Profiler for CallTracer {
+    /// `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version: which
+    /// side-by-side runtimes to profile. Each profiled runtime counts its own
+    /// calls (the mapper's client data routes every hook to its runtime).
+    fn runtime_policy() -> RuntimePolicy {
+        RuntimePolicy::from_env("CLRPROF_RUNTIMES")
+    }
+
     // ANCHOR: install
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
