@@ -108,7 +108,9 @@ fn expand(
 
     let unique_ident = format_ident!(
         "PROFILER_CLSID_{}",
-        canonical.trim_matches(|c| c == '{' || c == '}').replace('-', "_")
+        canonical
+            .trim_matches(|c| c == '{' || c == '}')
+            .replace('-', "_")
     );
 
     Ok(quote! {

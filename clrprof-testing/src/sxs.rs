@@ -32,7 +32,11 @@ mod host {
         host_handle: *mut *mut c_void,
         domain_id: *mut c_uint,
     ) -> c_int;
-    type Shutdown = unsafe extern "C" fn(host_handle: *mut c_void, domain_id: c_uint, latched_exit_code: *mut c_int) -> c_int;
+    type Shutdown = unsafe extern "C" fn(
+        host_handle: *mut c_void,
+        domain_id: c_uint,
+        latched_exit_code: *mut c_int,
+    ) -> c_int;
     type ExecuteAssembly = unsafe extern "C" fn(
         host_handle: *mut c_void,
         domain_id: c_uint,
@@ -58,7 +62,9 @@ mod host {
         pub fn shutdown(self) -> Result<(), String> {
             let mut latched: c_int = 0;
             // SAFETY: handle and domain come from a successful initialize.
-            let hr = unsafe { (self.shutdown)(self.handle as *mut c_void, self.domain_id, &mut latched) };
+            let hr = unsafe {
+                (self.shutdown)(self.handle as *mut c_void, self.domain_id, &mut latched)
+            };
             if hr < 0 {
                 return Err(format!("coreclr_shutdown_2 failed: {:#010x}", hr as u32));
             }
@@ -79,12 +85,15 @@ mod host {
         .map_err(|e| format!("cannot load {}: {e}", lib.display()))?;
         // SAFETY: the exported hosting API of libcoreclr has these signatures.
         let (initialize, execute, shutdown) = unsafe {
-            let i: libloading::os::unix::Symbol<Initialize> =
-                library.get(b"coreclr_initialize\0").map_err(|e| e.to_string())?;
-            let x: libloading::os::unix::Symbol<ExecuteAssembly> =
-                library.get(b"coreclr_execute_assembly\0").map_err(|e| e.to_string())?;
-            let s: libloading::os::unix::Symbol<Shutdown> =
-                library.get(b"coreclr_shutdown_2\0").map_err(|e| e.to_string())?;
+            let i: libloading::os::unix::Symbol<Initialize> = library
+                .get(b"coreclr_initialize\0")
+                .map_err(|e| e.to_string())?;
+            let x: libloading::os::unix::Symbol<ExecuteAssembly> = library
+                .get(b"coreclr_execute_assembly\0")
+                .map_err(|e| e.to_string())?;
+            let s: libloading::os::unix::Symbol<Shutdown> = library
+                .get(b"coreclr_shutdown_2\0")
+                .map_err(|e| e.to_string())?;
             (*i, *x, *s)
         };
         let mut tpa: Vec<String> = std::fs::read_dir(framework)
@@ -96,33 +105,78 @@ mod host {
             .collect();
         tpa.sort();
         let app_dir = app.parent().unwrap_or(Path::new(".")).display().to_string();
-        let keys = [cstring("TRUSTED_PLATFORM_ASSEMBLIES")?, cstring("APP_PATHS")?, cstring("NATIVE_DLL_SEARCH_DIRECTORIES")?];
-        let values = [cstring(&tpa.join(":"))?, cstring(&app_dir)?, cstring(&framework.display().to_string())?];
+        let keys = [
+            cstring("TRUSTED_PLATFORM_ASSEMBLIES")?,
+            cstring("APP_PATHS")?,
+            cstring("NATIVE_DLL_SEARCH_DIRECTORIES")?,
+        ];
+        let values = [
+            cstring(&tpa.join(":"))?,
+            cstring(&app_dir)?,
+            cstring(&framework.display().to_string())?,
+        ];
         let key_ptrs: Vec<*const c_char> = keys.iter().map(|k| k.as_ptr()).collect();
         let value_ptrs: Vec<*const c_char> = values.iter().map(|v| v.as_ptr()).collect();
-        let exe = cstring(&std::env::current_exe().map_err(|e| e.to_string())?.display().to_string())?;
+        let exe = cstring(
+            &std::env::current_exe()
+                .map_err(|e| e.to_string())?
+                .display()
+                .to_string(),
+        )?;
         let domain = cstring("clrprof-sxs")?;
         let mut handle: *mut c_void = std::ptr::null_mut();
         let mut domain_id: c_uint = 0;
         // SAFETY: all strings are NUL-terminated and outlive the call; the
         // arrays have `keys.len()` entries.
         let hr = unsafe {
-            initialize(exe.as_ptr(), domain.as_ptr(), keys.len() as c_int, key_ptrs.as_ptr(), value_ptrs.as_ptr(), &mut handle, &mut domain_id)
+            initialize(
+                exe.as_ptr(),
+                domain.as_ptr(),
+                keys.len() as c_int,
+                key_ptrs.as_ptr(),
+                value_ptrs.as_ptr(),
+                &mut handle,
+                &mut domain_id,
+            )
         };
         if hr < 0 {
-            return Err(format!("coreclr_initialize of {} failed: {:#010x}", framework.display(), hr as u32));
+            return Err(format!(
+                "coreclr_initialize of {} failed: {:#010x}",
+                framework.display(),
+                hr as u32
+            ));
         }
         let assembly = cstring(&app.display().to_string())?;
         let mut exit: c_uint = 0;
         // SAFETY: handle and domain come from a successful initialize; no arguments.
-        let hr = unsafe { execute(handle, domain_id, 0, std::ptr::null(), assembly.as_ptr(), &mut exit) };
+        let hr = unsafe {
+            execute(
+                handle,
+                domain_id,
+                0,
+                std::ptr::null(),
+                assembly.as_ptr(),
+                &mut exit,
+            )
+        };
         if hr < 0 {
-            return Err(format!("coreclr_execute_assembly in {} failed: {:#010x}", framework.display(), hr as u32));
+            return Err(format!(
+                "coreclr_execute_assembly in {} failed: {:#010x}",
+                framework.display(),
+                hr as u32
+            ));
         }
         // The runtime stays loaded until the process exits (CoreCLR cannot be
         // unloaded); leak the handle on purpose.
         std::mem::forget(library);
-        Ok((exit, Loaded { shutdown, handle: handle as usize, domain_id }))
+        Ok((
+            exit,
+            Loaded {
+                shutdown,
+                handle: handle as usize,
+                domain_id,
+            },
+        ))
     }
 
     pub fn main() -> i32 {
@@ -135,20 +189,36 @@ mod host {
             eprintln!("usage: clrprof-sxs-host [--concurrent] FRAMEWORK_DIR APP.dll [FRAMEWORK_DIR APP.dll ...]");
             return 2;
         }
-        let pairs: Vec<(PathBuf, PathBuf)> =
-            args.chunks(2).map(|c| (PathBuf::from(&c[0]), PathBuf::from(&c[1]))).collect();
+        let pairs: Vec<(PathBuf, PathBuf)> = args
+            .chunks(2)
+            .map(|c| (PathBuf::from(&c[0]), PathBuf::from(&c[1])))
+            .collect();
         type Run = (PathBuf, Result<(u32, Loaded), String>);
         let results: Vec<Run> = if concurrent {
             let handles: Vec<_> = pairs
                 .into_iter()
-                .map(|(fw, app)| std::thread::spawn(move || {
+                .map(|(fw, app)| {
+                    std::thread::spawn(move || {
+                        let r = run_one(&fw, &app);
+                        (fw, r)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| (PathBuf::new(), Err("host thread panicked".into())))
+                })
+                .collect()
+        } else {
+            pairs
+                .into_iter()
+                .map(|(fw, app)| {
                     let r = run_one(&fw, &app);
                     (fw, r)
-                }))
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (PathBuf::new(), Err("host thread panicked".into())))).collect()
-        } else {
-            pairs.into_iter().map(|(fw, app)| { let r = run_one(&fw, &app); (fw, r) }).collect()
+                })
+                .collect()
         };
         let mut status = 0;
         let mut loaded = Vec::new();

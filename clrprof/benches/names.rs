@@ -16,14 +16,29 @@ const FUNCTIONS: usize = 1024;
 
 fn world() -> FakeRuntime {
     let fake = FakeRuntime::new();
-    let mut md = FakeMetaData::default().with_type(0x0200_0002, "Bench.Outer").with_nested_type(0x0200_0003, "Inner", 0x0200_0002);
+    let mut md = FakeMetaData::default()
+        .with_type(0x0200_0002, "Bench.Outer")
+        .with_nested_type(0x0200_0003, "Inner", 0x0200_0002);
     for i in 0..FUNCTIONS as u32 {
         md = md.with_method(0x0600_0001 + i, 0x0200_0003, &format!("Method{i}"));
     }
     let mut st = fake.state();
-    st.modules.insert(0x2000, FakeModule { metadata: Arc::new(md), ..Default::default() });
+    st.modules.insert(
+        0x2000,
+        FakeModule {
+            metadata: Arc::new(md),
+            ..Default::default()
+        },
+    );
     for i in 0..FUNCTIONS {
-        st.functions.insert(0x10_0000 + i, FakeFunction { module: 0x2000, token: 0x0600_0001 + i as u32, ..Default::default() });
+        st.functions.insert(
+            0x10_0000 + i,
+            FakeFunction {
+                module: 0x2000,
+                token: 0x0600_0001 + i as u32,
+                ..Default::default()
+            },
+        );
     }
     drop(st);
     fake
@@ -49,12 +64,16 @@ fn main() {
 
     let cache = NameCache::new();
     // SAFETY: the IDs go only to the fake's ProfilerInfo.
-    let ids: Vec<_> = (0..FUNCTIONS).map(|i| unsafe { fake.function_id(0x10_0000 + i) }).collect();
+    let ids: Vec<_> = (0..FUNCTIONS)
+        .map(|i| unsafe { fake.function_id(0x10_0000 + i) })
+        .collect();
     for &f in &ids {
         cache.function_name(&info, f).expect("warm-up");
     }
     let cached = rate(budget, |n| {
-        let name = cache.function_name(&info, ids[n % FUNCTIONS]).expect("cached");
+        let name = cache
+            .function_name(&info, ids[n % FUNCTIONS])
+            .expect("cached");
         std::hint::black_box(name);
     });
     let uncached = rate(budget, |n| {
@@ -81,7 +100,10 @@ fn main() {
             })
         })
         .collect();
-    let total: usize = threads.into_iter().map(|h| h.join().expect("bench thread")).sum();
+    let total: usize = threads
+        .into_iter()
+        .map(|h| h.join().expect("bench thread"))
+        .sum();
     let concurrent = total as f64 / start.elapsed().as_secs_f64();
 
     let json = format!(
@@ -92,7 +114,9 @@ fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let dir = target.join("bench");
-    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join("names.json"), &json)) {
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(dir.join("names.json"), &json))
+    {
         eprintln!("could not write {}: {e}", dir.join("names.json").display());
         std::process::exit(1);
     }

@@ -47,8 +47,8 @@ pub mod attach;
 pub mod buffer;
 pub mod callback;
 mod com;
-pub mod elt;
 pub mod detach;
+pub mod elt;
 pub mod error;
 pub mod event_mask;
 pub mod factory;
@@ -65,13 +65,13 @@ pub mod metadata_emit;
 pub mod names;
 pub mod output;
 pub mod rejit;
-pub mod sampler;
-pub mod thread;
-#[cfg(any(test, feature = "fake-runtime"))]
-pub mod testing;
 pub mod runtimes;
+pub mod sampler;
 pub mod signature;
 pub mod stackwalk;
+#[cfg(any(test, feature = "fake-runtime"))]
+pub mod testing;
+pub mod thread;
 pub mod wide;
 
 pub use callback::{Profiler, SuspendReason, TransitionReason};

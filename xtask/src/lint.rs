@@ -24,7 +24,14 @@ pub fn run() -> Vec<String> {
     if let Err(e) = cargo(&["fmt", "--all", "--", "--check"]) {
         failures.push(format!("lint: {e}"));
     }
-    if let Err(e) = cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]) {
+    if let Err(e) = cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]) {
         failures.push(format!("lint: {e}"));
     }
     failures
