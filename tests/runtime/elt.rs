@@ -257,7 +257,7 @@ fn tailcall_scenario(variant: &'static str) -> Scenario {
                 ],
             )?;
             check_counts(&app_counts(&plain.stdout), &traced, 2)?;
-            let shadow = check_shadow(&traced, false)?;
+            check_shadow(&traced, false)?;
             let caller = traced
                 .events("calls")
                 .find(|r| r["method"] == "FlowTail.Gen::Caller")

@@ -9,8 +9,8 @@ mod elt;
 mod events;
 mod exceptions;
 mod hello;
-mod info;
 mod il;
+mod info;
 mod jit_tracer;
 mod panics;
 mod sampling;
@@ -34,8 +34,8 @@ fn main() {
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())
-        .chain(elt::scenarios())
-        .chain(info::scenarios());
+        .chain(info::scenarios())
+        .chain(elt::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
