@@ -62,6 +62,7 @@ fn type_name(info: &ProfilerInfo, class: ClassId<'_>) -> String {
 }
 
 impl Profiler for AllocTracer {
+    // ANCHOR: initialize
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         Ok((EventMask::MONITOR_OBJECT_ALLOCATED
@@ -69,7 +70,9 @@ impl Profiler for AllocTracer {
             | EventMask::MONITOR_GC)
             .into())
     }
+    // ANCHOR_END: initialize
 
+    // ANCHOR: allocated
     fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>) {
         let size = info.object_size(object).unwrap_or(0) as u64;
         let Ok(mut map) = self.by_class.lock() else {
@@ -84,7 +87,9 @@ impl Profiler for AllocTracer {
         entry.count += 1;
         entry.bytes += size;
     }
+    // ANCHOR_END: allocated
 
+    // ANCHOR: gc
     fn garbage_collection_started(
         &self,
         _info: &ProfilerInfo,
@@ -127,6 +132,7 @@ impl Profiler for AllocTracer {
             .num("survived_bytes", gc.survived_bytes)
             .write();
     }
+    // ANCHOR_END: gc
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();

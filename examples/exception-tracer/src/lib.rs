@@ -101,6 +101,7 @@ impl Profiler for ExceptionTracer {
         Ok(EventMask::MONITOR_EXCEPTIONS.into())
     }
 
+    // ANCHOR: thrown
     fn exception_thrown(&self, info: &ProfilerInfo, exception: ObjectId<'_>) {
         let ty = info
             .class_from_object(exception)
@@ -124,6 +125,7 @@ impl Profiler for ExceptionTracer {
         }
         self.step("ExceptionSearchFunctionEnter", Some(&name), None);
     }
+    // ANCHOR_END: thrown
     fn exception_search_function_leave(&self, _info: &ProfilerInfo) {
         self.step("ExceptionSearchFunctionLeave", None, None);
     }
@@ -164,6 +166,7 @@ impl Profiler for ExceptionTracer {
     fn exception_unwind_finally_leave(&self, _info: &ProfilerInfo) {
         self.step("ExceptionUnwindFinallyLeave", None, None);
     }
+    // ANCHOR: catcher
     fn exception_catcher_enter(
         &self,
         info: &ProfilerInfo,
@@ -179,6 +182,7 @@ impl Profiler for ExceptionTracer {
         self.step("ExceptionCatcherEnter", Some(&catcher), ty.as_deref());
         self.caught(&catcher);
     }
+    // ANCHOR_END: catcher
     fn exception_catcher_leave(&self, _info: &ProfilerInfo) {
         self.step("ExceptionCatcherLeave", None, None);
     }
