@@ -9,9 +9,14 @@
 //!   drops the user's profiler value then) and unloads the library;
 //! - the runtime does not know the profiler's own threads: they must have
 //!   finished before the library goes away;
-//! - a profiler that used instrumentation the runtime cannot undo (ELT hooks,
-//!   IL rewriting, `COR_PRF_MONITOR_ENTERLEAVE`, ...) cannot detach: the
-//!   request fails with `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`.
+//! - a profiler that used instrumentation the runtime cannot undo cannot
+//!   detach: with ELT hooks set, IL replaced by `SetILFunctionBody` or ReJIT
+//!   enabled the request fails with
+//!   `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`; after an immutable
+//!   event-mask flag set in `Initialize` (e.g. `DISABLE_INLINING`) it fails
+//!   with `CORPROF_E_IMMUTABLE_FLAGS_SET` (the same code `SetEventMask` uses
+//!   for changing such a flag later). Both were seen on .NET Core 3.1 and
+//!   .NET 8 (the tests' startup-detach scenario).
 //!
 //! [`request_detach`] encodes the thread rule with [`crate::thread`]: it
 //! refuses while another profiler thread still runs; the calling profiler
@@ -29,8 +34,9 @@ use crate::info::ProfilerInfo;
 /// Fails with [`Error::Usage`] naming the threads when threads started with
 /// [`crate::thread::spawn`] (other than the caller) are still running: join
 /// them first. Runtime refusals come back as [`Error::Runtime`] with the
-/// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT` or
-/// `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
+/// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`,
+/// `CORPROF_E_IMMUTABLE_FLAGS_SET` (see the module docs for what each means
+/// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
 /// the runtime any more; callbacks may still arrive until the runtime has
 /// drained them, then `profiler_detach_succeeded` is the last one.
 pub fn request_detach(info: &ProfilerInfo, expected_completion_ms: u32) -> Result<()> {

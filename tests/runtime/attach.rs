@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 /// records its own drop.
 const DETACH_DROP: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4E}";
 
+/// CLSID of the fixture class that is loaded at startup and asks to detach.
+const STARTUP_DETACH: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4F}";
+
 /// What the app prints when its sum matches the closed formula.
 const LONGRUN_OK: &str = "iterations positive\nsum matches formula True\n";
 
@@ -481,6 +484,78 @@ fn drop_after_detach(case: &Case<'_>) -> R<()> {
     Ok(())
 }
 
+/// Detach of a profiler loaded at startup: allowed with reversible flags;
+/// refused, and explained, after an immutable flag (DISABLE_INLINING:
+/// CORPROF_E_IMMUTABLE_FLAGS_SET) or ReJIT (ENABLE_REJIT:
+/// CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT).
+fn startup_detach(case: &Case<'_>) -> R<()> {
+    let fixture = case.profiler_class("test-profilers", STARTUP_DETACH)?;
+    for (flags, expected) in [
+        ("none", None),
+        ("inlining", Some("CORPROF_E_IMMUTABLE_FLAGS_SET")),
+        (
+            "rejit",
+            Some("CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT"),
+        ),
+    ] {
+        let app = case.app("longrun")?;
+        let mut spec = case
+            .spec(&app)
+            .profiler(fixture.clone())
+            .env("CLRPROF_DETACH_FLAGS", flags);
+        let stop = spec.work_dir.join("stop");
+        let ready = spec.work_dir.join("ready");
+        spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+        let runtimes = clrprof_testing::discover();
+        let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+        let records_path = bg.records_path();
+        wait_for_file(&ready, Duration::from_secs(60))?;
+        let last = if expected.is_some() {
+            "detach_failed"
+        } else {
+            "dropped"
+        };
+        wait_for_events(&records_path, last, 1, Duration::from_secs(30))
+            .map_err(|e| format!("{flags}: {}", describe(&e)))?;
+        let run = Running {
+            app: bg,
+            stop,
+            records: records_path,
+            pid: 0,
+        };
+        let records = run.stop_and_check()?;
+        let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+        match expected {
+            None => {
+                let want = ["armed", "detach_requested", "detach_succeeded", "dropped"];
+                if events != want {
+                    return Err(format!("{flags}: events {events:?}, expected {want:?}").into());
+                }
+            }
+            Some(code) => {
+                let message = records
+                    .iter()
+                    .find(|r| r["event"] == "detach_failed")
+                    .and_then(|r| r["message"].as_str())
+                    .unwrap_or("");
+                // 3.1 releases (drops) the profiler at shutdown; 8.0 does not.
+                let refused_only = events.starts_with(&["armed", "detach_failed"])
+                    && events[2..].iter().all(|e| *e == "dropped");
+                if !refused_only
+                    || !message.contains(code)
+                    || !message.contains("RequestProfilerDetach")
+                {
+                    return Err(format!(
+                        "{flags}: expected a refusal naming {code}, got {events:?}: {message:?}"
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn startup_port(case: &Case<'_>) -> R<()> {
     let tracer = case.profiler("attach-tracer")?;
     // Unix socket paths are limited to ~108 bytes: keep it short.
@@ -624,6 +699,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "attach: detach refused while a profiler thread runs; profiler dropped after ProfilerDetachSucceeded",
             drop_after_detach,
+        ),
+        Scenario::new(
+            "detach: a startup-loaded profiler detaches, or is refused with the reason (immutable flag, ReJIT)",
+            startup_detach,
         ),
         unix_only(
             Scenario::new("attach: profiler loaded at startup through a suspended diagnostic port", startup_port),
