@@ -1,3 +1,4 @@
+// ANCHOR: all
 //! jit-tracer: every module load and every JIT compilation, as JSON Lines.
 //!
 //! Records (to the file named by `CLRPROF_OUTPUT`, or stderr):
@@ -55,3 +56,4 @@ impl Profiler for JitTracer {
         self.out.flush();
     }
 }
+// ANCHOR_END: all
