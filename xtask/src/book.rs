@@ -180,6 +180,13 @@ pub fn check_listings(src: &Path) -> crate::Result<usize> {
                 problems.push(format!("{chapter}: include {} does not exist", inc.path));
                 continue;
             };
+            if inc.anchor.is_none() && body.contains("ANCHOR:") {
+                problems.push(format!(
+                    "{chapter}: {} is included whole but has ANCHOR comments, which would show; \
+                     include an anchor that spans the file",
+                    inc.path
+                ));
+            }
             if let Some(anchor) = inc.anchor.as_deref().filter(|a| is_anchor_name(a)) {
                 let begin = format!("ANCHOR: {anchor}");
                 let end = format!("ANCHOR_END: {anchor}");
@@ -326,8 +333,18 @@ mod tests {
             "```rust\n{{#include f.rs:yes}}\n```\n```rust\n{{#include f.rs:no}}\n```\n",
         )
         .unwrap();
+        std::fs::write(
+            dir.join("SUMMARY.md"),
+            "- [C](c.md)\n- [Gone](gone.md)\n- [W](w.md)\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("w.md"), "```rust,ignore\n{{#include f.rs}}\n```\n").unwrap();
         let err = check_listings(&dir).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            err.contains("f.rs is included whole but has ANCHOR comments"),
+            "{err}"
+        );
         assert!(err.contains("has no anchor `no`"), "{err}");
         assert!(err.contains("gone.md, which does not exist"), "{err}");
         assert!(!err.contains("anchor `yes`"), "{err}");
