@@ -30,6 +30,7 @@ fn main() {
         .chain(jit_tracer::scenarios())
         .chain(il::scenarios())
         .chain(panics::scenarios())
+        .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())

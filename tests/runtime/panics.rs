@@ -8,6 +8,7 @@ use clrprof_testing::harness::Scenario;
 const PANICKING: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}";
 const SECOND: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4D}";
 const PANICKING_ELT: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B50}";
+const SIGNATURES: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B51}";
 
 /// One library, two CLSIDs: asking for the second class loads it (and not the
 /// panicking one); the module count it reports matches the jit-tracer-style
@@ -116,4 +117,70 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new("profiler classes: a second CLSID in the same library", second_class),
         Scenario::new("panics: ELT mapper and enter hooks panic, hello app unchanged", |case| compare_class(case, "hello", PANICKING_ELT, None)),
     ]
+}
+
+/// Signatures decoded from metadata inside the runtime equal the ones the app
+/// prints about itself through reflection; the defining assembly is named.
+pub fn signature_scenarios() -> Vec<Scenario> {
+    vec![Scenario::new(
+        "metadata: method signatures match the app's reflection",
+        |case| {
+            let app = case.app("sigs")?;
+            let plain = case.run(case.spec(&app))?;
+            plain.check()?;
+            let profiler = case.profiler_class("test-profilers", SIGNATURES)?;
+            let traced = case.run(case.spec(&app).profiler(profiler))?;
+            traced.check()?;
+            if traced.stdout != plain.stdout {
+                return Err(format!(
+                    "stdout changed:\nwithout: {:?}\nwith:    {:?}",
+                    plain.stdout, traced.stdout
+                )
+                .into());
+            }
+            let expected: Vec<(&str, &str)> = plain
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("sig "))
+                .filter_map(|l| l.split_once(' '))
+                .collect();
+            if expected.len() != 7 {
+                return Err(format!(
+                    "the app printed {} signatures, expected 7: {:?}",
+                    expected.len(),
+                    plain.stdout
+                )
+                .into());
+            }
+            for (method, signature) in &expected {
+                let got: Vec<&str> = traced
+                    .events("sig")
+                    .filter(|r| r["method"] == *method)
+                    .filter_map(|r| r["signature"].as_str().or_else(|| r["error"].as_str()))
+                    .collect();
+                if got.first() != Some(signature) {
+                    return Err(
+                        format!("{method}: decoded {got:?}, the app says {signature:?}").into(),
+                    );
+                }
+            }
+            let (name, version) = plain
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("assembly "))
+                .and_then(|l| l.split_once(' '))
+                .ok_or("the app did not print its assembly name")?;
+            if !traced
+                .events("assembly")
+                .any(|r| r["name"] == name && r["version"] == version)
+            {
+                return Err(format!(
+                    "no assembly record {name} {version}: {:?}",
+                    traced.events("assembly").next()
+                )
+                .into());
+            }
+            Ok(())
+        },
+    )]
 }
