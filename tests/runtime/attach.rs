@@ -28,7 +28,7 @@ const STARTUP_DETACH: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4F}";
 /// What the app prints when its sum matches the closed formula.
 const LONGRUN_OK: &str = "iterations positive\nsum matches formula True\n";
 
-const NO_PIPE_PORT: &str = "DiagnosticPort (the startup path) is implemented over Unix sockets only; a Windows named-pipe server is not written";
+const NO_PIPE_PORT: &str = "the port must be served by Windows code in the app's Wine prefix and the CLI has no subcommand for it; the Windows DiagnosticPort (named-pipe server) is unit-tested under Wine against a stand-in runtime";
 
 const NO_PORTS_31: &str =
     ".NET Core 3.1 has no diagnostic ports and no StartupProfiler command (both arrived in .NET 5)";

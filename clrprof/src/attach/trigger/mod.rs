@@ -9,9 +9,10 @@
 //! library, creates the CLSID's class, calls `InitializeForAttach` with the
 //! client data, and answers with an `HRESULT`.
 //!
-//! [`DiagnosticPort`] (Unix) loads a profiler at *startup* of a .NET 5+
-//! process: the process is started with `DOTNET_DiagnosticPorts=<socket>`
-//! (suspend mode), connects to the socket before running any managed code and
+//! [`DiagnosticPort`] loads a profiler at *startup* of a .NET 5+ process:
+//! the process is started with `DOTNET_DiagnosticPorts=<address>` (suspend
+//! mode; a socket path, or a pipe name on Windows), connects to it before
+//! running any managed code and
 //! waits; the tool sends `StartupProfiler` (`0x03`/`0x02`) and then
 //! `ResumeRuntime` (`0x04`/`0x01`). The profiler gets a normal `Initialize`,
 //! so everything a startup profiler can do (ELT, immutable flags) is allowed.
@@ -26,7 +27,6 @@
 
 pub mod ipc;
 
-#[cfg(unix)]
 mod startup;
 #[cfg(unix)]
 mod unix;
@@ -36,7 +36,6 @@ mod windows;
 #[cfg(windows)]
 pub mod framework;
 
-#[cfg(unix)]
 pub use startup::{DiagnosticPort, DIAGNOSTIC_PORTS_VAR};
 #[cfg(unix)]
 pub use unix::find_socket;
