@@ -43,12 +43,21 @@ struct Running {
     pid: u32,
 }
 
+/// A path as the app sees it: the Unix path, or its `Z:\...` form on
+/// Windows legs.
+fn app_path(case: &Case<'_>, p: &Path) -> R<String> {
+    match case.leg().os {
+        Os::Linux => Ok(p.display().to_string()),
+        Os::Windows => Ok(to_wine_path(p)?),
+    }
+}
+
 fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
     let app = case.app("longrun")?;
     let mut spec = case.spec(&app);
     let stop = spec.work_dir.join("stop");
     let ready = spec.work_dir.join("ready");
-    spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+    spec.args = vec![app_path(case, &stop)?, app_path(case, &ready)?];
     for (k, v) in env {
         spec = spec.env(k, v);
     }
@@ -505,7 +514,7 @@ fn startup_detach(case: &Case<'_>) -> R<()> {
             .env("CLRPROF_DETACH_FLAGS", flags);
         let stop = spec.work_dir.join("stop");
         let ready = spec.work_dir.join("ready");
-        spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+        spec.args = vec![app_path(case, &stop)?, app_path(case, &ready)?];
         let runtimes = clrprof_testing::discover();
         let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
         let records_path = bg.records_path();
@@ -571,7 +580,7 @@ fn startup_port(case: &Case<'_>) -> R<()> {
     let stop = spec.work_dir.join("stop");
     let ready = spec.work_dir.join("ready");
     let records = spec.work_dir.join("records.jsonl");
-    spec.args = vec![stop.display().to_string(), ready.display().to_string()];
+    spec.args = vec![app_path(case, &stop)?, app_path(case, &ready)?];
     spec = spec
         .env(port.variable(), &port.variable_value())
         .env("CLRPROF_OUTPUT", &records.display().to_string());
