@@ -240,7 +240,7 @@ known_hresults! {
     CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER = 0x8013_136F, "not allowed for a profiler loaded by attach";
     CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT = 0x8013_1370, "the profiler used instrumentation that cannot be undone (ELT hooks or IL rewriting), so it cannot detach";
     CORPROF_E_RUNTIME_UNINITIALIZED = 0x8013_1371, "the runtime has not finished initialising";
-    CORPROF_E_IMMUTABLE_FLAGS_SET = 0x8013_1372, "an event-mask flag that can only be set during Initialize was changed later";
+    CORPROF_E_IMMUTABLE_FLAGS_SET = 0x8013_1372, "an event-mask flag that can only be set during Initialize was changed later; on detach: an immutable flag was set, so the profiler cannot detach";
     CORPROF_E_PROFILER_NOT_YET_INITIALIZED = 0x8013_1373, "the profiler has not finished Initialize";
     CORPROF_E_INCONSISTENT_WITH_FLAGS = 0x8013_1374, "the call is inconsistent with the event mask (e.g. hooks set without the flags they need)";
     CORPROF_E_PROFILER_CANCEL_ACTIVATION = 0x8013_1375, "the profiler chose not to be loaded into this runtime";

@@ -132,8 +132,10 @@ bitflags! {
         const MONITOR_APPDOMAIN_LOADS = sys::COR_PRF_MONITOR_APPDOMAIN_LOADS;
         /// See [`EventMask::ENABLE_STACK_SNAPSHOT`].
         const ENABLE_STACK_SNAPSHOT = sys::COR_PRF_ENABLE_STACK_SNAPSHOT;
-        /// See [`EventMask::MONITOR_GC`]. After attach the runtime refuses it while
-        /// concurrent GC is on (`CORPROF_E_CONCURRENT_GC_NOT_PROFILABLE`).
+        /// See [`EventMask::MONITOR_GC`]. Returned from `initialize_for_attach`
+        /// it is accepted: the runtime turns concurrent GC off during that call.
+        /// Set later with `set_event_mask` while concurrent GC is on, it is
+        /// refused with `CORPROF_E_CONCURRENT_GC_NOT_PROFILABLE`.
         const MONITOR_GC = sys::COR_PRF_MONITOR_GC;
         /// See [`EventMask::MONITOR_SUSPENDS`].
         const MONITOR_SUSPENDS = sys::COR_PRF_MONITOR_SUSPENDS;
