@@ -48,8 +48,12 @@ use std::time::Instant;
 
 /// What call-tracer keeps per hooked method.
 pub struct Method {
-    name: Box<str>,
     count: AtomicU64,
+    /// Timing, shadow stacks or argument records are on for this method:
+    /// kept next to the counter, so the counting-only hooks read nothing but
+    /// this record's first cache line.
+    extra: bool,
+    name: Box<str>,
     tailcalls: AtomicU64,
     inclusive_ns: AtomicU64,
     exclusive_ns: AtomicU64,
@@ -75,6 +79,28 @@ thread_local! {
 }
 
 impl Calls {
+    /// WithInfo extras out of line: timing, shadow stacks, argument records.
+    #[cold]
+    #[inline(never)]
+    fn enter_with_info_extra(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
+        self.enter_extra(function);
+        if function.data().shape.is_some() {
+            self.write_args(function, context);
+        }
+    }
+
+    /// Timing and shadow stacks, out of line: the counting-only hook stays a
+    /// leaf function with no stack frame of its own.
+    #[cold]
+    #[inline(never)]
+    fn enter_extra(&self, function: &Hooked<Method>) {
+        if self.times {
+            self.timed_enter(function);
+        } else if self.shadow {
+            shadow_stack::enter(function);
+        }
+    }
+
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
@@ -215,9 +241,11 @@ impl EltHooks for Calls {
             }
             _ => None,
         };
+        let extra = self.times || self.shadow || shape.is_some();
         Some(Method {
-            name: name.into_boxed_str(),
             count: AtomicU64::new(0),
+            extra,
+            name: name.into_boxed_str(),
             tailcalls: AtomicU64::new(0),
             inclusive_ns: AtomicU64::new(0),
             exclusive_ns: AtomicU64::new(0),
@@ -227,11 +255,10 @@ impl EltHooks for Calls {
 
     #[inline]
     fn enter(&self, function: &Hooked<Method>) {
-        function.data().count.fetch_add(1, Ordering::Relaxed);
-        if self.times {
-            self.timed_enter(function);
-        } else if self.shadow {
-            shadow_stack::enter(function);
+        let method = function.data();
+        method.count.fetch_add(1, Ordering::Relaxed);
+        if method.extra {
+            self.enter_extra(function);
         }
     }
 
@@ -251,9 +278,10 @@ impl EltHooks for Calls {
     }
 
     fn enter_with_info(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
-        self.enter(function);
-        if function.data().shape.is_some() {
-            self.write_args(function, context);
+        let method = function.data();
+        method.count.fetch_add(1, Ordering::Relaxed);
+        if method.extra {
+            self.enter_with_info_extra(function, context);
         }
     }
 
