@@ -644,12 +644,35 @@ unsafe extern "system" fn map_function<H: EltHooks>(
 }
 
 /// Runs a hook body; a panic is logged and the call becomes a no-op.
-/// Only `catch_unwind`, which costs nothing when nothing panics.
+/// Only `catch_unwind`, which costs nothing when nothing panics. The hook's
+/// name is a const parameter, so the hot path stores nothing for the
+/// landing pad (a `&str` argument was spilled to the stack on every call).
 #[inline(always)]
-fn contain(entry: &'static str, f: impl FnOnce()) {
+fn contain<const KIND: u8>(f: impl FnOnce()) {
     if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        log::error!("panic in ELT hook {entry}; the hook call was ignored");
+        hook_panicked(KIND);
     }
+}
+
+const ENTER: u8 = 0;
+const LEAVE: u8 = 1;
+const TAILCALL: u8 = 2;
+const ENTER_INFO: u8 = 3;
+const LEAVE_INFO: u8 = 4;
+const TAILCALL_INFO: u8 = 5;
+
+#[cold]
+#[inline(never)]
+fn hook_panicked(kind: u8) {
+    let name = match kind {
+        ENTER => "enter",
+        LEAVE => "leave",
+        TAILCALL => "tailcall",
+        ENTER_INFO => "enter (WithInfo)",
+        LEAVE_INFO => "leave (WithInfo)",
+        _ => "tailcall (WithInfo)",
+    };
+    log::error!("panic in ELT hook {name}; the hook call was ignored");
 }
 
 /// The record behind a client ID.
@@ -667,19 +690,19 @@ unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
     // SAFETY: the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
-    contain("enter", || e.hooks().enter(&e.hooked));
+    contain::<ENTER>(|| e.hooks().enter(&e.hooked));
 }
 
 unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
     // SAFETY: as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
-    contain("leave", || e.hooks().leave(&e.hooked));
+    contain::<LEAVE>(|| e.hooks().leave(&e.hooked));
 }
 
 unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     // SAFETY: as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
-    contain("tailcall", || e.hooks().tailcall(&e.hooked));
+    contain::<TAILCALL>(|| e.hooks().tailcall(&e.hooked));
 }
 
 unsafe extern "system" fn info_enter<H: EltHooks>(
@@ -690,7 +713,7 @@ unsafe extern "system" fn info_enter<H: EltHooks>(
     // registered the runtime passes the client ID the mapper returned for a
     // function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(id.clientID) };
-    contain("enter (WithInfo)", || {
+    contain::<ENTER_INFO>(|| {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
@@ -704,7 +727,7 @@ unsafe extern "system" fn info_leave<H: EltHooks>(
     // registered the runtime passes the client ID the mapper returned for a
     // function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(id.clientID) };
-    contain("leave (WithInfo)", || {
+    contain::<LEAVE_INFO>(|| {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
@@ -718,7 +741,7 @@ unsafe extern "system" fn info_tailcall<H: EltHooks>(
     // registered the runtime passes the client ID the mapper returned for a
     // function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(id.clientID) };
-    contain("tailcall (WithInfo)", || {
+    contain::<TAILCALL_INFO>(|| {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
     });
