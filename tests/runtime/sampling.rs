@@ -49,6 +49,7 @@ fn sample(
     args: &[&str],
     rate: u32,
     timeout: Duration,
+    source: Option<&str>,
 ) -> Result<Sampled, Verdict> {
     let app = case.app("hot")?;
     let profiler = case.profiler("sampler")?;
@@ -57,6 +58,9 @@ fn sample(
         .profiler(profiler)
         .env("CLRPROF_SAMPLER_RATE", &rate.to_string())
         .timeout(timeout);
+    if let Some(source) = source {
+        spec = spec.env("CLRPROF_SAMPLER_SOURCE", source);
+    }
     spec.args = args.iter().map(|s| s.to_string()).collect();
     let folded_path: PathBuf = spec.work_dir.join("records.jsonl");
     let records_path = spec.work_dir.join("records.jsonl.jsonl");
@@ -132,7 +136,24 @@ fn check_runtime_record(case: &Case<'_>, s: &Sampled) -> CaseResult {
 }
 
 fn hot_method(case: &Case<'_>) -> CaseResult {
-    let s = sample(case, &["2", "1"], 1000, Duration::from_secs(120))?;
+    hot_method_from(case, "suspend-runtime")
+}
+
+/// The same checks with the ELT shadow-stack source (the fallback for
+/// runtimes without SuspendRuntime), forced on a runtime that has both so
+/// the fallback runs on every leg.
+fn hot_method_shadow(case: &Case<'_>) -> CaseResult {
+    hot_method_from(case, "shadow-stack")
+}
+
+fn hot_method_from(case: &Case<'_>, method: &str) -> CaseResult {
+    let s = sample(
+        case,
+        &["2", "1"],
+        1000,
+        Duration::from_secs(120),
+        Some(method),
+    )?;
     check_runtime_record(case, &s)?;
     let truth: f64 = s
         .outcome
@@ -158,8 +179,8 @@ fn hot_method(case: &Case<'_>) -> CaseResult {
             return Err(format!("expected the asynchronous-walk error, got {walk}").into());
         }
     }
-    if sampling["method"] != "suspend-runtime" {
-        return Err(format!("expected method suspend-runtime, got {sampling}").into());
+    if sampling["method"] != method {
+        return Err(format!("expected method {method}, got {sampling}").into());
     }
     let samples = event(&s.records, "samples").ok_or("no samples record")?;
     let taken = samples["samples"].as_u64().unwrap_or(0);
@@ -218,7 +239,7 @@ fn hot_method(case: &Case<'_>) -> CaseResult {
 }
 
 fn long_multithreaded(case: &Case<'_>) -> CaseResult {
-    let s = sample(case, &["10", "4"], 1000, Duration::from_secs(90))?;
+    let s = sample(case, &["10", "4"], 1000, Duration::from_secs(90), None)?;
     check_runtime_record(case, &s)?;
     if !s.outcome.stdout.contains("threads 4") {
         return Err(format!("app output incomplete: {:?}", s.outcome.stdout).into());
@@ -243,6 +264,7 @@ fn long_multithreaded(case: &Case<'_>) -> CaseResult {
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new("sampling: hot method dominates, stacks well formed", hot_method),
+        Scenario::new("sampling: shadow-stack fallback, hot method dominates, stacks well formed", hot_method_shadow),
         Scenario::new("sampling: 10 s, 4 threads, 1 kHz, no crash or deadlock", long_multithreaded)
             .exclude_leg("linux-x64-3.1", "the 10 s run runs on one leg only (linux-x64-8.0) to keep CI time low; the 2 s scenario covers this leg")
             .exclude_leg("win-x64-3.1", "the 10 s run runs on one leg only (linux-x64-8.0) to keep CI time low; the 2 s scenario covers this leg")

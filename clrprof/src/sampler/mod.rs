@@ -44,7 +44,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod profile;
+mod shadow;
+
 pub use profile::Profile;
+pub use shadow::ShadowStackSource;
 
 /// Name used for a run of unmanaged frames.
 pub const UNMANAGED_FRAME: &str = "[unmanaged]";

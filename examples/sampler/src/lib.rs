@@ -1,9 +1,12 @@
 //! sampler: a sampling profiler writing folded stacks.
 //!
-//! Where the runtime has `ICorProfilerInfo10` (.NET Core 3.0 and later) it
-//! samples every managed thread with `SuspendRuntime` + `DoStackSnapshot`
-//! ([`clrprof::sampler`]); on older runtimes it records why it cannot
-//! (`"method":"none"` with the reason).
+//! Where the runtime has `ICorProfilerInfo10` (.NET Core 3.0 and later —
+//! .NET Core 3.1 included) it samples every managed thread with
+//! `SuspendRuntime` + `DoStackSnapshot` ([`clrprof::sampler`]). On older
+//! runtimes, or with `CLRPROF_SAMPLER_SOURCE=shadow-stack`, it falls back to
+//! the shadow stacks its ELT hooks keep ([`clrprof::sampler::ShadowStackSource`]):
+//! no suspension, JIT-compiled frames only. The `sampling` record says which
+//! method was used.
 //!
 //! Configuration (environment):
 //! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here at
@@ -13,17 +16,20 @@
 //!   `{"event":"async-walk",...}` (what an asynchronous walk of another
 //!   thread gave, on runtimes without `SuspendRuntime`), and at shutdown
 //!   `{"event":"samples","method":...,"samples":N,"ticks":N,...}`;
-//! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000).
+//! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
+//! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
+//!   has it) | `shadow-stack`.
 //!
 //! Sampling starts at the second module load (the runtime is up and the
 //! first application assembly is loading), not inside `Initialize`.
 
+use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::output::JsonLines;
-use clrprof::sampler::{Sampler, SamplerConfig};
+use clrprof::sampler::{Sampler, SamplerConfig, ShadowStackSource};
 use clrprof::stackwalk::{ThreadGate, Walk, WalkOptions};
 use clrprof::{
-    profiler, ClassId, EventMask, EventMasks, ModuleId, NameCache, Profiler, ProfilerInfo,
-    RawThreadId, Result, ThreadId, HRESULT,
+    profiler, ClassId, EventMask, EventMasks, FunctionId, ModuleId, NameCache, ObjectId, Profiler,
+    ProfilerInfo, RawThreadId, Result, ThreadId, HRESULT,
 };
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,6 +44,8 @@ pub struct SamplerProfiler {
     out: JsonLines,
     names: Arc<NameCache>,
     sampler: OnceLock<Sampler>,
+    /// The ELT hooks of the shadow-stack fallback, when it is used.
+    shadow: OnceLock<EltRuntime<ShadowHooks>>,
     modules: AtomicUsize,
     /// Threads seen by `ThreadCreated`, for the asynchronous-walk check.
     threads: Mutex<Vec<RawThreadId>>,
@@ -58,9 +66,42 @@ impl Default for SamplerProfiler {
             out: JsonLines::from_env(RECORDS_VAR),
             names: Arc::new(NameCache::new()),
             sampler: OnceLock::new(),
+            shadow: OnceLock::new(),
             modules: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             gate: ThreadGate::new(),
+        }
+    }
+}
+
+/// ELT hooks that only keep shadow stacks (the fallback's stack source).
+pub struct ShadowHooks;
+
+impl EltHooks for ShadowHooks {
+    type Function = ();
+    fn map_function(&self, _info: &ProfilerInfo, _function: FunctionId<'_>) -> Option<()> {
+        Some(())
+    }
+    fn enter(&self, function: &Hooked<()>) {
+        shadow_stack::enter(function);
+    }
+    fn leave(&self, function: &Hooked<()>) {
+        shadow_stack::leave(function);
+    }
+    fn tailcall(&self, function: &Hooked<()>) {
+        shadow_stack::tailcall(function);
+    }
+}
+
+/// Whether to sample shadow stacks: asked for, or `SuspendRuntime` missing.
+fn wants_shadow_stacks(info: &ProfilerInfo) -> bool {
+    match std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() {
+        Ok("shadow-stack") => true,
+        Ok("suspend-runtime") => false,
+        _ => {
+            info.raw_info10("ICorProfilerInfo10::SuspendRuntime")
+                .is_err()
+                || info.raw_info4("ICorProfilerInfo4::EnumThreads").is_err()
         }
     }
 }
@@ -78,7 +119,12 @@ impl SamplerProfiler {
     fn start(&self, info: &ProfilerInfo) {
         self.try_async_walk(info);
         let config = SamplerConfig::at(rate());
-        match Sampler::start(info, config, self.names.clone()) {
+        let started = if self.shadow.get().is_some() {
+            Sampler::start_with_source(info, config, self.names.clone(), ShadowStackSource)
+        } else {
+            Sampler::start(info, config, self.names.clone())
+        };
+        match started {
             Ok(sampler) => {
                 self.out
                     .record("sampling")
@@ -146,11 +192,20 @@ impl Profiler for SamplerProfiler {
     // ANCHOR: initialize
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
-        Ok((EventMask::ENABLE_STACK_SNAPSHOT
+        let masks: EventMasks = (EventMask::ENABLE_STACK_SNAPSHOT
             | EventMask::MONITOR_THREADS
             | EventMask::MONITOR_CLASS_LOADS
             | EventMask::MONITOR_MODULE_LOADS)
-            .into())
+            .into();
+        if !wants_shadow_stacks(info) {
+            return Ok(masks);
+        }
+        // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set; the
+        // exception callbacks keep the shadow stacks balanced on unwinds.
+        let options = EltOptions::fast_path().with_exceptions();
+        let (masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
+        let _ = self.shadow.set(runtime);
+        Ok(masks)
     }
     // ANCHOR_END: initialize
 
@@ -185,6 +240,22 @@ impl Profiler for SamplerProfiler {
         if let Some(s) = self.sampler.get() {
             s.class_unload_started(class);
         }
+    }
+    fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
+        shadow_stack::unwind_function_enter(function.to_raw());
+    }
+
+    fn exception_unwind_function_leave(&self, _info: &ProfilerInfo) {
+        shadow_stack::unwind_function_leave();
+    }
+
+    fn exception_catcher_enter(
+        &self,
+        _info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        _exception: ObjectId<'_>,
+    ) {
+        shadow_stack::catcher_enter(function.to_raw());
     }
     // ANCHOR_END: forward
 
