@@ -8,13 +8,13 @@
 //! [`Outcome`](crate::run::Outcome), with the records of
 //! `<work_dir>/records.jsonl` (where tests point attached profilers).
 
-use crate::manifest::{Leg, Os, Wine};
+use crate::manifest::{Leg, Wine};
 use crate::run::{Exit, Outcome, RunSpec};
-use crate::wine::{strip_cr, to_wine_path};
+use crate::wine::strip_cr;
 use crate::{Error, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running app.
@@ -28,58 +28,7 @@ pub struct Background {
 
 /// Starts `spec` on `leg` without waiting. `wine` is required for Windows legs.
 pub fn spawn_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Background> {
-    std::fs::create_dir_all(&spec.work_dir)
-        .map_err(|e| Error::new(format!("{}: {e}", spec.work_dir.display())))?;
-    let records = spec.work_dir.join("records.jsonl");
-    let _ = std::fs::remove_file(&records);
-    let app = crate::manifest::absolute(&spec.app);
-    let mut cmd = match leg.os {
-        Os::Linux => {
-            let mut c = Command::new(&leg.host);
-            c.arg(&app);
-            c
-        }
-        Os::Windows => {
-            let wine = wine.ok_or_else(|| {
-                Error::new(format!("leg {} needs Wine, none configured", leg.name))
-            })?;
-            let mut c = Command::new(&wine.loader);
-            c.arg(&leg.host).arg(to_wine_path(&app)?);
-            c.env("WINEPREFIX", &wine.prefix).env("WINEDEBUG", "-all");
-            c
-        }
-    };
-    cmd.args(&spec.args);
-    for var in [
-        "CORECLR_ENABLE_PROFILING",
-        "CORECLR_PROFILER",
-        "CORECLR_PROFILER_PATH",
-        "CORECLR_PROFILER_PATH_64",
-        "CORECLR_PROFILER_PATH_32",
-        "CORECLR_PROFILER_PATH_ARM64",
-        "CLRPROF_OUTPUT",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1");
-    cmd.env("DOTNET_CLI_TELEMETRY_OPTOUT", "1");
-    if let Some(p) = &spec.profiler {
-        let lib = crate::manifest::absolute(&p.path);
-        let (lib_text, out_text) = match leg.os {
-            Os::Linux => (lib.display().to_string(), records.display().to_string()),
-            Os::Windows => (
-                to_wine_path(&lib)?,
-                to_wine_path(&crate::manifest::absolute(&records))?,
-            ),
-        };
-        cmd.env("CORECLR_ENABLE_PROFILING", "1")
-            .env("CORECLR_PROFILER", &p.clsid)
-            .env("CORECLR_PROFILER_PATH", lib_text)
-            .env("CLRPROF_OUTPUT", out_text);
-    }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
+    let (mut cmd, _records) = crate::run::app_command(leg, wine, spec)?;
     let open = |p: &Path| {
         std::fs::File::create(p).map_err(|e| Error::new(format!("{}: {e}", p.display())))
     };

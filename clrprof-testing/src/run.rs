@@ -245,8 +245,11 @@ fn crash_under_wine(stderr: &str) -> Option<&'static str> {
     }
 }
 
-/// Runs `spec` on `leg`. `wine` is required for Windows legs.
-pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome> {
+/// The command that runs `spec` on `leg` (host, or Wine with a Windows path),
+/// with a clean profiling environment and, when the spec has a profiler, the
+/// `CORECLR_*` variables and `CLRPROF_OUTPUT` pointing at the returned
+/// records path in the spec's work directory (created, stale records removed).
+pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Command, PathBuf)> {
     std::fs::create_dir_all(&spec.work_dir)
         .map_err(|e| Error::new(format!("{}: {e}", spec.work_dir.display())))?;
     let records_path = spec.work_dir.join("records.jsonl");
@@ -306,6 +309,12 @@ pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    Ok((cmd, records_path))
+}
+
+/// Runs `spec` on `leg`. `wine` is required for Windows legs.
+pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome> {
+    let (cmd, records_path) = app_command(leg, wine, spec)?;
     let captured = run_captured(cmd, spec.timeout, &spec.work_dir)?;
 
     let (mut records, mut bad_records) = (Vec::new(), Vec::new());

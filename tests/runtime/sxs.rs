@@ -18,6 +18,64 @@ const HOST_LEG: &str = "linux-x64-8.0";
 const OTHER_LEG: &str = "linux-x64-3.1";
 const WHY_ONE_LEG: &str = "the side-by-side host loads both Linux runtimes into one process; it runs once, on the linux-x64-8.0 leg";
 
+/// Runs the side-by-side host with the 3.1 and the 8.0 runtime (in that
+/// order, or concurrently) on `app` under `profiler`, with `env`; returns the
+/// host's stdout and the profiler's records.
+fn run_host(
+    case: &Case<'_>,
+    app: &std::path::Path,
+    profiler: &clrprof_testing::run::Profiler,
+    concurrent: bool,
+    label: &str,
+    env: &[(&str, &str)],
+) -> Result<(String, Vec<serde_json::Value>), Verdict> {
+    let here = case.leg().clone();
+    let other = case
+        .other_leg(OTHER_LEG)
+        .cloned()
+        .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
+    let mode = if concurrent {
+        "concurrent"
+    } else {
+        "sequential"
+    };
+    let dir = app
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!("sxs-{label}-{mode}"));
+    std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+    let output = dir.join("records.jsonl");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
+    if concurrent {
+        cmd.arg("--concurrent");
+    }
+    cmd.arg(clrprof_testing::sxs::framework_dir(&other))
+        .arg(app);
+    cmd.arg(clrprof_testing::sxs::framework_dir(&here)).arg(app);
+    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("CORECLR_ENABLE_PROFILING", "1")
+        .env("CORECLR_PROFILER", &profiler.clsid)
+        .env("CORECLR_PROFILER_PATH", &profiler.path)
+        .env("CLRPROF_OUTPUT", &output);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run_captured(cmd, Duration::from_secs(180), &dir)
+        .map_err(|e| Verdict::Failed(e.to_string()))?;
+    if !matches!(out.exit, Exit::Code(0)) {
+        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
+    }
+    let text = std::fs::read_to_string(&output)
+        .map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
+    let records = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
+    Ok((out.stdout, records))
+}
+
 fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
     let here = case.leg().clone();
     let other = case
@@ -30,39 +88,14 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
     let alone = case.run(case.spec(&app))?;
     alone.check()?;
 
-    let dir = app
-        .parent()
-        .unwrap_or(std::path::Path::new("."))
-        .join(format!(
-            "sxs-{policy}-{}",
-            if concurrent {
-                "concurrent"
-            } else {
-                "sequential"
-            }
-        ));
-    std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
-    let output = dir.join("records.jsonl");
-    let _ = std::fs::remove_file(&output);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
-    if concurrent {
-        cmd.arg("--concurrent");
-    }
-    cmd.arg(clrprof_testing::sxs::framework_dir(&other))
-        .arg(&app);
-    cmd.arg(clrprof_testing::sxs::framework_dir(&here))
-        .arg(&app);
-    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .env("CORECLR_ENABLE_PROFILING", "1")
-        .env("CORECLR_PROFILER", &profiler.clsid)
-        .env("CORECLR_PROFILER_PATH", &profiler.path)
-        .env("CLRPROF_OUTPUT", &output)
-        .env("CLRPROF_RUNTIMES", policy);
-    let out = run_captured(cmd, Duration::from_secs(120), &dir)
-        .map_err(|e| Verdict::Failed(e.to_string()))?;
-    if !matches!(out.exit, Exit::Code(0)) {
-        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
-    }
+    let (host_stdout, records) = run_host(
+        case,
+        &app,
+        &profiler,
+        concurrent,
+        policy,
+        &[("CLRPROF_RUNTIMES", policy)],
+    )?;
 
     // Both apps printed exactly their normal lines (interleaved when concurrent).
     let mut expected: BTreeMap<&str, usize> = BTreeMap::new();
@@ -70,20 +103,13 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
         *expected.entry(l).or_default() += 2;
     }
     let mut got: BTreeMap<&str, usize> = BTreeMap::new();
-    for l in out.stdout.lines() {
+    for l in host_stdout.lines() {
         *got.entry(l).or_default() += 1;
     }
     if got != expected {
         return Err(format!("the two apps' output differs from twice the single run:\n got {got:?}\n expected {expected:?}").into());
     }
 
-    let text = std::fs::read_to_string(&output)
-        .map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
-    let records: Vec<serde_json::Value> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
     let runtimes: Vec<&str> = records
         .iter()
         .filter(|r| r["event"] == "runtime")
@@ -160,47 +186,17 @@ fn elt_counts(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
     if expected.len() < 3 {
         return Err(format!("the calls app printed too few counts: {:?}", alone.stdout).into());
     }
-    let dir = app
-        .parent()
-        .unwrap_or(std::path::Path::new("."))
-        .join(format!(
-            "sxs-elt-{}",
-            if concurrent {
-                "concurrent"
-            } else {
-                "sequential"
-            }
-        ));
-    std::fs::create_dir_all(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
-    let output = dir.join("records.jsonl");
-    let _ = std::fs::remove_file(&output);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
-    if concurrent {
-        cmd.arg("--concurrent");
-    }
-    cmd.arg(clrprof_testing::sxs::framework_dir(&other))
-        .arg(&app);
-    cmd.arg(clrprof_testing::sxs::framework_dir(&here))
-        .arg(&app);
-    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
-        .env("CORECLR_ENABLE_PROFILING", "1")
-        .env("CORECLR_PROFILER", &profiler.clsid)
-        .env("CORECLR_PROFILER_PATH", &profiler.path)
-        .env("CLRPROF_OUTPUT", &output)
-        .env("CLRPROF_CALLS_FILTER", "Calls.")
-        .env("CLRPROF_RUNTIMES", "all");
-    let out = run_captured(cmd, Duration::from_secs(180), &dir)
-        .map_err(|e| Verdict::Failed(e.to_string()))?;
-    if !matches!(out.exit, Exit::Code(0)) {
-        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
-    }
-    let text = std::fs::read_to_string(&output)
-        .map_err(|e| Verdict::Failed(format!("no records: {e}")))?;
-    let records: Vec<serde_json::Value> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .map_err(|e| Verdict::Failed(format!("bad record: {e}")))?;
+    let (_, records) = run_host(
+        case,
+        &app,
+        &profiler,
+        concurrent,
+        "elt",
+        &[
+            ("CLRPROF_CALLS_FILTER", "Calls."),
+            ("CLRPROF_RUNTIMES", "all"),
+        ],
+    )?;
     for rt in [other.version.as_str(), here.version.as_str()] {
         for (method, n) in &expected {
             let got: Vec<u64> = records
