@@ -404,7 +404,11 @@ mod tests {
 
     /// The runtime's side of one connection: advertise, read one command,
     /// answer with `reply`; returns the command's (set, id, payload).
-    fn runtime_side<S: Read + std::io::Write>(s: &mut S, pid: u64, reply: &[u8]) -> (u8, u8, Vec<u8>) {
+    fn runtime_side<S: Read + std::io::Write>(
+        s: &mut S,
+        pid: u64,
+        reply: &[u8],
+    ) -> (u8, u8, Vec<u8>) {
         let mut advert = Vec::from(&ipc::ADVERTISE_MAGIC[..]);
         advert.extend_from_slice(&[7; 16]);
         advert.extend_from_slice(&pid.to_le_bytes());
