@@ -77,6 +77,12 @@ pub fn main(args: &[String]) -> crate::Result {
                     &RunSpec::new(&dll, dir.join("traced")).profiler(profiler),
                 )
                 .map_err(|e| e.to_string())?;
+                if package == "sampler" {
+                    // The sampler writes folded stacks to CLRPROF_OUTPUT and
+                    // its JSON Lines records next to it (issue 10's layout).
+                    traced.check_exit()?;
+                    return describe_sampler(&dir.join("traced"), plain.stdout == traced.stdout);
+                }
                 traced.check()?;
                 Ok(describe(&traced, plain.stdout == traced.stdout))
             });
@@ -93,6 +99,48 @@ pub fn main(args: &[String]) -> crate::Result {
         return Err(format!("{failures} demo run(s) failed").into());
     }
     Ok(())
+}
+
+/// A readable account of the sampler's two files: the records
+/// (`records.jsonl.jsonl`) and the folded stacks (`records.jsonl`).
+fn describe_sampler(dir: &std::path::Path, output_unchanged: bool) -> Result<String, String> {
+    let (records, bad) =
+        clrprof_testing::background::read_records(&dir.join("records.jsonl.jsonl"));
+    if !bad.is_empty() {
+        return Err(format!(
+            "sampler wrote invalid JSON Lines: {}",
+            bad.join("; ")
+        ));
+    }
+    let runtime = records
+        .iter()
+        .find(|r| r["event"] == "runtime")
+        .ok_or("profiler did not load: no runtime record")?;
+    let method = records
+        .iter()
+        .find(|r| r["event"] == "sampling")
+        .and_then(|r| r["method"].as_str())
+        .unwrap_or("?");
+    let folded = std::fs::read_to_string(dir.join("records.jsonl")).unwrap_or_default();
+    let mut stacks: Vec<(u64, &str)> = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter_map(|(stack, n)| Some((n.parse().ok()?, stack)))
+        .collect();
+    stacks.sort_by(|a, b| b.0.cmp(&a.0));
+    let samples: u64 = stacks.iter().map(|(n, _)| n).sum();
+    let hottest = stacks
+        .first()
+        .map(|(n, s)| format!("{} ({n})", s.rsplit(';').next().unwrap_or(s)))
+        .unwrap_or_else(|| "-".into());
+    Ok(format!(
+        "runtime {} {} (pid {}); sampling by {method}; {samples} samples in {} distinct stacks; hottest leaf: {hottest}; {}",
+        runtime["runtime"].as_str().unwrap_or("?"),
+        runtime["version"].as_str().unwrap_or("?"),
+        runtime["pid"],
+        stacks.len(),
+        if output_unchanged { "app output unchanged" } else { "APP OUTPUT CHANGED" }
+    ))
 }
 
 fn first_line(s: &str) -> &str {
