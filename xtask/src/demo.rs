@@ -127,7 +127,7 @@ fn describe_sampler(dir: &std::path::Path, output_unchanged: bool) -> Result<Str
         .filter_map(|l| l.rsplit_once(' '))
         .filter_map(|(stack, n)| Some((n.parse().ok()?, stack)))
         .collect();
-    stacks.sort_by(|a, b| b.0.cmp(&a.0));
+    stacks.sort_by_key(|s| std::cmp::Reverse(s.0));
     let samples: u64 = stacks.iter().map(|(n, _)| n).sum();
     let hottest = stacks
         .first()
