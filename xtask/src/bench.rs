@@ -109,7 +109,8 @@ fn build_baseline(root: &Path, out_dir: &Path) -> crate::Result<PathBuf> {
     Ok(lib)
 }
 
-fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
+/// The `elapsed_ns N` line a benchmark app prints about its own timed part.
+pub(crate) fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
     let line = outcome
         .stdout
         .lines()
@@ -124,7 +125,8 @@ fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
     Ok(ns.parse::<f64>()?)
 }
 
-fn median(values: &mut [f64]) -> f64 {
+/// Median (mean of the middle two for an even count); sorts `values`.
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     let n = values.len();
     if n % 2 == 1 {

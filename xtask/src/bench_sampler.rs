@@ -6,9 +6,10 @@
 //! at least 5), `--rounds N` (work per thread, default 2 000 000),
 //! `--threads N` (default 2). Writes `target/bench/sampler.json`.
 
+use crate::bench::{elapsed_ns, median};
 use crate::provision;
 use clrprof_testing::csharp::{compile, CompileOptions};
-use clrprof_testing::run::{run_app, Outcome, RunSpec};
+use clrprof_testing::run::{run_app, RunSpec};
 use clrprof_testing::{discover, Os};
 use std::time::Duration;
 
@@ -128,20 +129,6 @@ pub fn main(args: &[String]) -> crate::Result {
     Ok(())
 }
 
-fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
-    let line = outcome
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("elapsed_ns "))
-        .ok_or_else(|| {
-            format!(
-                "no elapsed_ns line: {:?} {:?}",
-                outcome.stdout, outcome.stderr
-            )
-        })?;
-    Ok(line.trim().parse::<f64>()?)
-}
-
 fn samples_taken(records: &std::path::Path) -> crate::Result<u64> {
     let text = std::fs::read_to_string(records)?;
     for line in text.lines() {
@@ -151,14 +138,4 @@ fn samples_taken(records: &std::path::Path) -> crate::Result<u64> {
         }
     }
     Err(format!("no samples record in {}", records.display()).into())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
