@@ -8,11 +8,11 @@
 //! ```
 //!
 //! Generates, next to the struct:
-//! - an exported creation function `clrprof_class_<HEX>` named after the
-//!   CLSID, which the `DllGetClassObject` export of clrprof finds by name
-//!   (so several profilers with different CLSIDs can share one library);
-//!   two profilers with the same CLSID in one crate collide on that symbol
-//!   at compile time;
+//! - an exported class entry `clrprof_class_<HEX>` named after the CLSID
+//!   (a marker, the CLSID and the creation function), which the
+//!   `DllGetClassObject` export of clrprof finds by name and checks (so
+//!   several profilers with different CLSIDs can share one library); two
+//!   profilers with the same CLSID in one crate collide on that symbol;
 //! - a constructor used once per `IClassFactory::CreateInstance`
 //!   (`Default::default()`, or the function named by `new = path`);
 //! - an exported marker symbol `clrprof_profiler_clsid_<HEX>` holding the
@@ -125,7 +125,8 @@ fn expand(
 
         const _: () = {
             /// Marker read by `clrprof clsid` from the file.
-            #[no_mangle]
+            // SAFETY (no_mangle): the name is derived from this class's CLSID.
+            #[unsafe(no_mangle)]
             #[used]
             pub static #marker_ident: [u8; #marker_len] = *#marker_bytes;
 
@@ -136,9 +137,8 @@ fn expand(
                 __clrprof_assert_thread_safe::<#ident>();
             }
 
-            /// Creates this profiler class (found by `DllGetClassObject` by name).
-            #[no_mangle]
-            pub unsafe extern "system" fn #create_ident(
+            /// Creates this profiler class.
+            unsafe extern "system" fn __clrprof_create(
                 riid: *const ::clrprof::__private::GUID,
                 ppv: *mut *mut ::core::ffi::c_void,
             ) -> ::clrprof::HRESULT {
@@ -146,6 +146,17 @@ fn expand(
                 // caller guarantees valid `riid` and `ppv` pointers.
                 unsafe { ::clrprof::__private::create_instance::<#ident>(|| #make, riid, ppv) }
             }
+
+            /// This class's entry, found by `DllGetClassObject` by name.
+            // SAFETY (no_mangle): the name is derived from this class's CLSID,
+            // so it is unique per class; two classes with one CLSID collide
+            // at link time rather than shadow each other.
+            #[unsafe(no_mangle)]
+            pub static #create_ident: ::clrprof::factory::ClassEntry = ::clrprof::factory::ClassEntry {
+                magic: ::clrprof::factory::CLASS_ENTRY_MAGIC,
+                clsid: #value,
+                create: __clrprof_create,
+            };
         };
     })
 }

@@ -89,6 +89,17 @@ impl SuspendReason {
     }
 }
 
+/// A failed `*LoadFinished` / `*CreationFinished`: the runtime says the ID is
+/// not valid for information requests after a failed load, so it comes as
+/// the raw form, with the failure status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failed<R> {
+    /// The raw ID of what failed to load.
+    pub id: R,
+    /// The failing status the runtime reported.
+    pub status: HRESULT,
+}
+
 /// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
 #[derive(Clone, Copy, Debug)]
 pub struct EventPipeEvent<'a> {
@@ -106,8 +117,9 @@ pub struct EventPipeEvent<'a> {
     pub activity_id: Option<&'a GUID>,
     /// Related activity ID, if any.
     pub related_activity_id: Option<&'a GUID>,
-    /// The thread that wrote the event.
-    pub thread: ThreadId<'a>,
+    /// The thread that wrote the event. Raw: events are delivered
+    /// asynchronously, after the writer may have exited.
+    pub thread: RawThreadId,
     /// Instruction pointers of the stack, when captured.
     pub stack: &'a [usize],
 }
@@ -146,21 +158,22 @@ pub trait Profiler: Send + Sync + 'static {
 
     /// `AppDomainCreationStarted`.
     fn app_domain_creation_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
-    /// `AppDomainCreationFinished`.
+    /// `AppDomainCreationFinished`: the typed ID once created, the raw ID
+    /// and the status if creation failed.
     fn app_domain_creation_finished(
         &self,
         info: &ProfilerInfo,
-        app_domain: AppDomainId<'_>,
-        status: HRESULT,
+        app_domain: Result<AppDomainId<'_>, Failed<RawAppDomainId>>,
     ) {
     }
     /// `AppDomainShutdownStarted`.
     fn app_domain_shutdown_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
-    /// `AppDomainShutdownFinished`.
+    /// `AppDomainShutdownFinished`. The ID is raw: it stopped being valid
+    /// for information requests when `AppDomainShutdownStarted` returned.
     fn app_domain_shutdown_finished(
         &self,
         info: &ProfilerInfo,
-        app_domain: AppDomainId<'_>,
+        app_domain: RawAppDomainId,
         status: HRESULT,
     ) {
     }
@@ -169,21 +182,22 @@ pub trait Profiler: Send + Sync + 'static {
 
     /// `AssemblyLoadStarted`.
     fn assembly_load_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
-    /// `AssemblyLoadFinished`.
+    /// `AssemblyLoadFinished`: the typed ID once loaded, the raw ID and
+    /// the status if the load failed.
     fn assembly_load_finished(
         &self,
         info: &ProfilerInfo,
-        assembly: AssemblyId<'_>,
-        status: HRESULT,
+        assembly: Result<AssemblyId<'_>, Failed<RawAssemblyId>>,
     ) {
     }
     /// `AssemblyUnloadStarted`.
     fn assembly_unload_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
-    /// `AssemblyUnloadFinished`.
+    /// `AssemblyUnloadFinished`. The ID is raw: it stopped being valid for
+    /// information requests when `AssemblyUnloadStarted` returned.
     fn assembly_unload_finished(
         &self,
         info: &ProfilerInfo,
-        assembly: AssemblyId<'_>,
+        assembly: RawAssemblyId,
         status: HRESULT,
     ) {
     }
@@ -192,12 +206,19 @@ pub trait Profiler: Send + Sync + 'static {
 
     /// `ModuleLoadStarted`. The module's data is incomplete until `ModuleLoadFinished`.
     fn module_load_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
-    /// `ModuleLoadFinished`: the module can be inspected now.
-    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, status: HRESULT) {}
+    /// `ModuleLoadFinished`: the module can be inspected now (typed ID), or
+    /// its load failed (raw ID and status).
+    fn module_load_finished(
+        &self,
+        info: &ProfilerInfo,
+        module: Result<ModuleId<'_>, Failed<RawModuleId>>,
+    ) {
+    }
     /// `ModuleUnloadStarted`: last moment the `ModuleId` is valid.
     fn module_unload_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
-    /// `ModuleUnloadFinished`.
-    fn module_unload_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, status: HRESULT) {}
+    /// `ModuleUnloadFinished`. The ID is raw: it stopped being valid for
+    /// information requests when `ModuleUnloadStarted` returned.
+    fn module_unload_finished(&self, info: &ProfilerInfo, module: RawModuleId, status: HRESULT) {}
     /// `ModuleAttachedToAssembly`.
     fn module_attached_to_assembly(
         &self,
@@ -211,12 +232,15 @@ pub trait Profiler: Send + Sync + 'static {
 
     /// `ClassLoadStarted`.
     fn class_load_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
-    /// `ClassLoadFinished`.
-    fn class_load_finished(&self, info: &ProfilerInfo, class: ClassId<'_>, status: HRESULT) {}
+    /// `ClassLoadFinished`: the typed ID once loaded, the raw ID and the
+    /// status if the load failed.
+    fn class_load_finished(&self, info: &ProfilerInfo, class: Result<ClassId<'_>, Failed<RawClassId>>) {
+    }
     /// `ClassUnloadStarted`: last moment the `ClassId` (and its functions' IDs) are valid.
     fn class_unload_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
-    /// `ClassUnloadFinished`.
-    fn class_unload_finished(&self, info: &ProfilerInfo, class: ClassId<'_>, status: HRESULT) {}
+    /// `ClassUnloadFinished`. The ID is raw: it (and its functions' IDs)
+    /// stopped being valid when `ClassUnloadStarted` returned.
+    fn class_unload_finished(&self, info: &ProfilerInfo, class: RawClassId, status: HRESULT) {}
     /// `FunctionUnloadStarted` (MONITOR_FUNCTION_UNLOADS).
     fn function_unload_started(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
 
@@ -597,8 +621,10 @@ pub trait Profiler: Send + Sync + 'static {
         is_safe_to_block: bool,
     ) {
     }
-    /// `DynamicMethodUnloaded` (Callback9).
-    fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `DynamicMethodUnloaded` (Callback9, HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS).
+    /// The ID is raw: the method has been collected, and the runtime hands
+    /// the same `FunctionID` to later dynamic methods.
+    fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {}
     /// `EventPipeEventDelivered` (Callback10).
     fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {}
     /// `EventPipeProviderCreated` (Callback10).

@@ -14,25 +14,30 @@
 
 #![allow(non_snake_case)]
 
-use crate::callback::{EventPipeEvent, Profiler, SuspendReason, TransitionReason};
+use crate::callback::{EventPipeEvent, Failed, Profiler, SuspendReason, TransitionReason};
+use crate::component::{succeeded, Components, Registrar};
 use crate::error::{KnownHresult, HRESULT};
 use crate::gc::{GcRanges, GcReason, GenerationSet, RootReferences};
 use crate::guard::guard;
 use crate::ids::*;
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::rejit::{AssemblyReferenceProvider, FunctionControl};
 use crate::runtimes::RuntimeSlot;
 use crate::wide::WideStr;
 use clrprof_sys as sys;
 use clrprof_sys::*;
 use core::ffi::c_void;
+use core::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use windows_core::{implement, IUnknown, Interface};
 
 const S_OK: HRESULT = HRESULT(0);
 
-/// Callback objects alive in this library (for `DllCanUnloadNow`).
+/// COM objects alive in this library, callback objects and class factories
+/// (for `DllCanUnloadNow`). Counted up before an object exists and down
+/// only after its last line of library code (the profiler's `Drop`
+/// included) has run.
 pub(crate) static LIVE_OBJECTS: AtomicUsize = AtomicUsize::new(0);
 
 /// The callback object wrapping a user's profiler.
@@ -41,8 +46,11 @@ pub(crate) static LIVE_OBJECTS: AtomicUsize = AtomicUsize::new(0);
 /// every earlier version, so QueryInterface answers all of them with it.
 #[implement(ICorProfilerCallback11)]
 pub struct CallbackObject<P: Profiler> {
-    profiler: P,
-    info: OnceLock<ProfilerInfo>,
+    /// Dropped by hand in `Drop`, under the panic guard.
+    profiler: ManuallyDrop<P>,
+    info: OnceLock<RuntimeHandle>,
+    /// SDK components registered during `Initialize`.
+    components: OnceLock<Components>,
     slot: RuntimeSlot,
 }
 
@@ -51,8 +59,9 @@ impl<P: Profiler> CallbackObject<P> {
     fn new(profiler: P, slot: RuntimeSlot) -> Self {
         LIVE_OBJECTS.fetch_add(1, Ordering::SeqCst);
         CallbackObject {
-            profiler,
+            profiler: ManuallyDrop::new(profiler),
             info: OnceLock::new(),
+            components: OnceLock::new(),
             slot,
         }
     }
@@ -62,16 +71,46 @@ impl<P: Profiler> CallbackObject<P> {
         self.into()
     }
 
+    /// Runs a callback in a [`Scope::Callback`] scope.
+    #[inline]
     fn dispatch(
         &self,
         entry: &'static str,
-        f: impl FnOnce(&P, &ProfilerInfo) -> HRESULT,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
+        self.dispatch_in(entry, Scope::Callback, f)
+    }
+
+    /// Runs a callback that receives `ObjectID`s: the runtime issues those
+    /// from cooperative mode or from inside a GC, so no collection relocates
+    /// objects until it returns ([`Scope::NoGc`]).
+    #[inline]
+    fn dispatch_no_gc(
+        &self,
+        entry: &'static str,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
+        self.dispatch_in(entry, Scope::NoGc, f)
+    }
+
+    #[inline]
+    fn dispatch_in(
+        &self,
+        entry: &'static str,
+        scope: Scope<'_>,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
         guard(entry, S_OK, || match self.info.get() {
-            Some(info) => f(&self.profiler, info),
+            Some(runtime) => f(&self.profiler, &ProfilerInfo::scoped(runtime, scope)),
             // The runtime issues no callbacks before Initialize returns.
             None => S_OK,
         })
+    }
+
+    /// The components registered in `Initialize` (none before it returned).
+    #[inline]
+    fn components(&self) -> Option<&Components> {
+        self.components.get().filter(|c| !c.is_empty())
     }
 
     fn initialize_common(
@@ -79,34 +118,47 @@ impl<P: Profiler> CallbackObject<P> {
         entry: &'static str,
         unknown: *mut c_void,
         attached: bool,
-        user: impl FnOnce(&P, &ProfilerInfo) -> crate::Result<crate::EventMasks>,
+        user: impl FnOnce(&P, &ProfilerInfo<'_>) -> crate::Result<crate::EventMasks>,
     ) -> HRESULT {
         guard(entry, HRESULT(KnownHresult::E_FAIL as i32), || {
             // SAFETY: the runtime passes its profiler-info object as a
-            // borrowed IUnknown pointer valid for the call.
+            // borrowed IUnknown pointer valid for the call (corprof.idl,
+            // ICorProfilerCallback::Initialize / InitializeForAttach).
             let Some(unknown) = (unsafe { IUnknown::from_raw_borrowed(&unknown) }) else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
             // SAFETY: this IUnknown is the runtime's profiler-info object.
-            let mut info = match unsafe { ProfilerInfo::from_unknown(unknown, attached) } {
-                Ok(i) => i,
+            let runtime = match unsafe { RuntimeHandle::from_unknown(unknown, attached) } {
+                Ok(i) => i.with_slot(self.slot),
                 Err(e) => {
                     log::error!("{entry}: {e}");
                     return e.hresult();
                 }
             };
-            info.set_slot(self.slot);
             // Side-by-side policy: a runtime the profiler does not select
             // declines quietly. Runtimes without Info3 (1.x/2.0) cannot say
             // which they are and are treated as selected.
-            if let Ok(runtime) = info.runtime_information() {
+            if let Ok(runtime) = runtime.runtime_information() {
                 if !crate::runtimes::registry().initialize(self.slot, runtime, P::runtime_policy())
                 {
                     return HRESULT(KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32);
                 }
             }
-            let info = self.info.get_or_init(|| info);
-            let result = user(&self.profiler, info).and_then(|masks| info.set_event_mask(masks));
+            let runtime = self.info.get_or_init(|| runtime);
+            let registrar = Registrar::default();
+            let result = {
+                let info = ProfilerInfo::scoped(runtime, Scope::Initialize(&registrar));
+                user(&self.profiler, &info)
+            };
+            let components = registrar.finish();
+            let result = result.and_then(|masks| {
+                let extra = components.masks();
+                runtime.set_event_mask(crate::EventMasks {
+                    low: masks.low | extra.low,
+                    high: masks.high | extra.high,
+                })
+            });
+            let _ = self.components.set(components);
             match result {
                 Ok(()) => S_OK,
                 Err(e) => {
@@ -119,7 +171,19 @@ impl<P: Profiler> CallbackObject<P> {
 }
 
 impl<P: Profiler> Drop for CallbackObject<P> {
+    /// Runs inside the runtime's last `Release`: the profiler's own `Drop`
+    /// and the components' run under the panic guard (a panic there would
+    /// unwind into the runtime), and the object stops counting as alive for
+    /// `DllCanUnloadNow` only after them.
     fn drop(&mut self) {
+        let profiler = &mut self.profiler;
+        let components = &mut self.components;
+        guard("IUnknown::Release (dropping the profiler)", (), || {
+            // SAFETY: `profiler` is dropped exactly once, here, and never used
+            // afterwards (this is the object's destructor).
+            unsafe { ManuallyDrop::drop(profiler) };
+            drop(components.take());
+        });
         crate::runtimes::registry().release(self.slot);
         LIVE_OBJECTS.fetch_sub(1, Ordering::SeqCst);
     }
@@ -159,12 +223,20 @@ unsafe fn ids<'a, Id: Copy>(ptr: *const usize, len: u32) -> &'a [Id] {
     unsafe { slice(ptr as *const Id, len) }
 }
 
-/// A typed ID for a raw ID argument of the current callback.
+/// A typed ID for a raw ID argument of the current callback. Used only for
+/// arguments the runtime documents as valid for information requests during
+/// the callback; the callbacks whose ID is already dead (`*UnloadFinished`,
+/// `AppDomainShutdownFinished`, a failed `*LoadFinished`,
+/// `DynamicMethodUnloaded`, the writer thread of an EventPipe event) pass
+/// the raw form instead.
 macro_rules! id {
     ($kind:ty, $raw:expr) => {{
-        // SAFETY: the runtime passes IDs that are valid for the duration of
-        // the callback receiving them (BOTR "Lifetime & Stability"); the typed
-        // ID borrows only that duration.
+        // SAFETY: corprof.idl and the BOTR ("Lifetime & Stability") give
+        // every ID argument of the callbacks that use this macro a validity
+        // that covers the whole callback (e.g. a ClassID from
+        // ClassLoadFinished until ClassUnloadStarted returns, a ThreadID
+        // until ThreadDestroyed returns); the typed ID borrows only the
+        // callback's duration.
         unsafe { <$kind>::from_sys($raw) }
     }};
 }
@@ -179,9 +251,32 @@ macro_rules! forward {
     };
 }
 
-// SAFETY (applies to every `from_sys` below): the runtime passes IDs that are
-// valid for the duration of the callback receiving them (BOTR "Lifetime &
-// Stability"); the typed IDs created here borrow only that duration.
+/// As `forward!`, for callbacks that receive `ObjectID`s ([`Scope::NoGc`]).
+macro_rules! forward_no_gc {
+    ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_no_gc($entry, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
+}
+
+/// A `*LoadFinished` / `*CreationFinished` outcome: the typed ID after a
+/// successful load, the raw ID and the status after a failed one (the ID is
+/// not valid for information requests then).
+macro_rules! loaded {
+    ($kind:ty, $raw_kind:ident, $raw:expr, $status:expr) => {{
+        if succeeded($status) {
+            Ok(id!($kind, $raw))
+        } else {
+            Err(Failed {
+                id: $raw_kind($raw),
+                status: $status,
+            })
+        }
+    }};
+}
+
 impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn Initialize(&self, pICorProfilerInfoUnk: *mut c_void) -> HRESULT {
         self.initialize_common(
@@ -192,8 +287,12 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn Shutdown(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p
-            .shutdown(info))
+        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| {
+            p.shutdown(info);
+            if let Some(c) = self.components() {
+                c.each("Shutdown (component)", |c| c.shutdown(info));
+            }
+        })
     }
     unsafe fn AppDomainCreationStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         forward!(
@@ -210,7 +309,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainCreationFinished",
-            |p, info| p.app_domain_creation_finished(info, id!(AppDomainId, appDomainId), hrStatus)
+            |p, info| p.app_domain_creation_finished(
+                info,
+                loaded!(AppDomainId, RawAppDomainId, appDomainId, hrStatus)
+            )
         )
     }
     unsafe fn AppDomainShutdownStarted(&self, appDomainId: AppDomainID) -> HRESULT {
@@ -228,7 +330,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainShutdownFinished",
-            |p, info| p.app_domain_shutdown_finished(info, id!(AppDomainId, appDomainId), hrStatus)
+            |p, info| p.app_domain_shutdown_finished(info, RawAppDomainId(appDomainId), hrStatus)
         )
     }
     unsafe fn AssemblyLoadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
@@ -242,7 +344,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyLoadFinished",
-            |p, info| p.assembly_load_finished(info, id!(AssemblyId, assemblyId), hrStatus)
+            |p, info| p.assembly_load_finished(
+                info,
+                loaded!(AssemblyId, RawAssemblyId, assemblyId, hrStatus)
+            )
         )
     }
     unsafe fn AssemblyUnloadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
@@ -256,7 +361,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyUnloadFinished",
-            |p, info| p.assembly_unload_finished(info, id!(AssemblyId, assemblyId), hrStatus)
+            |p, info| p.assembly_unload_finished(info, RawAssemblyId(assemblyId), hrStatus)
         )
     }
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
@@ -270,21 +375,35 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ModuleLoadFinished",
-            |p, info| p.module_load_finished(info, id!(ModuleId, moduleId), hrStatus)
+            |p, info| {
+                if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
+                    c.each("ModuleLoadFinished (component)", |c| {
+                        c.module_load_finished(info, id!(ModuleId, moduleId))
+                    });
+                }
+                p.module_load_finished(info, loaded!(ModuleId, RawModuleId, moduleId, hrStatus))
+            }
         )
     }
     unsafe fn ModuleUnloadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleUnloadStarted",
-            |p, info| p.module_unload_started(info, id!(ModuleId, moduleId))
+            |p, info| {
+                p.module_unload_started(info, id!(ModuleId, moduleId));
+                if let Some(c) = self.components() {
+                    c.each("ModuleUnloadStarted (component)", |c| {
+                        c.module_unload_started(info, id!(ModuleId, moduleId))
+                    });
+                }
+            }
         )
     }
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ModuleUnloadFinished",
-            |p, info| p.module_unload_finished(info, id!(ModuleId, moduleId), hrStatus)
+            |p, info| p.module_unload_finished(info, RawModuleId(moduleId), hrStatus)
         )
     }
     unsafe fn ModuleAttachedToAssembly(
@@ -310,21 +429,28 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ClassLoadFinished",
-            |p, info| p.class_load_finished(info, id!(ClassId, classId), hrStatus)
+            |p, info| p.class_load_finished(info, loaded!(ClassId, RawClassId, classId, hrStatus))
         )
     }
     unsafe fn ClassUnloadStarted(&self, classId: ClassID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ClassUnloadStarted",
-            |p, info| p.class_unload_started(info, id!(ClassId, classId))
+            |p, info| {
+                p.class_unload_started(info, id!(ClassId, classId));
+                if let Some(c) = self.components() {
+                    c.each("ClassUnloadStarted (component)", |c| {
+                        c.class_unload_started(info, id!(ClassId, classId))
+                    });
+                }
+            }
         )
     }
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ClassUnloadFinished",
-            |p, info| p.class_unload_finished(info, id!(ClassId, classId), hrStatus)
+            |p, info| p.class_unload_finished(info, RawClassId(classId), hrStatus)
         )
     }
     unsafe fn FunctionUnloadStarted(&self, functionId: FunctionID) -> HRESULT {
@@ -358,12 +484,19 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::JITCompilationFinished",
-            |p, info| p.jit_compilation_finished(
-                info,
-                id!(FunctionId, functionId),
-                hrStatus,
-                b(fIsSafeToBlock)
-            )
+            |p, info| {
+                if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
+                    c.each("JITCompilationFinished (component)", |c| {
+                        c.jit_compilation_finished(info, id!(FunctionId, functionId))
+                    });
+                }
+                p.jit_compilation_finished(
+                    info,
+                    id!(FunctionId, functionId),
+                    hrStatus,
+                    b(fIsSafeToBlock),
+                )
+            }
         )
     }
     unsafe fn JITCachedFunctionSearchStarted(
@@ -422,12 +555,24 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         })
     }
     unsafe fn ThreadCreated(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ThreadCreated", |p, info| p
-            .thread_created(info, id!(ThreadId, threadId)))
+        forward!(self, "ICorProfilerCallback::ThreadCreated", |p, info| {
+            if let Some(c) = self.components() {
+                c.each("ThreadCreated (component)", |c| {
+                    c.thread_created(info, id!(ThreadId, threadId))
+                });
+            }
+            p.thread_created(info, id!(ThreadId, threadId))
+        })
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| p
-            .thread_destroyed(info, id!(ThreadId, threadId)))
+        forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| {
+            p.thread_destroyed(info, id!(ThreadId, threadId));
+            if let Some(c) = self.components() {
+                c.each("ThreadDestroyed (component)", |c| {
+                    c.thread_destroyed(info, id!(ThreadId, threadId))
+                });
+            }
+        })
     }
     unsafe fn ThreadAssignedToOSThread(
         &self,
@@ -615,7 +760,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ObjectAllocated(&self, objectId: ObjectID, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
+        forward_no_gc!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
             .object_allocated(
                 info,
                 id!(ObjectId, objectId),
@@ -629,7 +774,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjects: *const ULONG,
     ) -> HRESULT {
         // SAFETY: both arrays have `cClassCount` elements valid during the callback.
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback::ObjectsAllocatedByClass",
             |p, info| p.objects_allocated_by_class(
@@ -648,7 +793,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjectRefs: ULONG,
         objectRefIds: *const ObjectID,
     ) -> HRESULT {
-        self.dispatch("ICorProfilerCallback::ObjectReferences", |p, info| {
+        self.dispatch_no_gc("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
             if p.object_references(info, id!(ObjectId, objectId), id!(ClassId, classId), refs) {
@@ -664,7 +809,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
+        forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
             .exception_thrown(info, id!(ObjectId, thrownObjectId)))
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
@@ -720,14 +865,28 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
-            |p, info| p.exception_unwind_function_enter(info, id!(FunctionId, functionId))
+            |p, info| {
+                p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
+                if let Some(c) = self.components() {
+                    c.each("ExceptionUnwindFunctionEnter (component)", |c| {
+                        c.exception_unwind_function_enter(info, id!(FunctionId, functionId))
+                    });
+                }
+            }
         )
     }
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
-            |p, info| p.exception_unwind_function_leave(info)
+            |p, info| {
+                p.exception_unwind_function_leave(info);
+                if let Some(c) = self.components() {
+                    c.each("ExceptionUnwindFunctionLeave (component)", |c| {
+                        c.exception_unwind_function_leave(info)
+                    });
+                }
+            }
         )
     }
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
@@ -745,14 +904,17 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ExceptionCatcherEnter(&self, functionId: FunctionID, objectId: ObjectID) -> HRESULT {
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback::ExceptionCatcherEnter",
-            |p, info| p.exception_catcher_enter(
-                info,
-                id!(FunctionId, functionId),
-                id!(ObjectId, objectId)
-            )
+            |p, info| {
+                p.exception_catcher_enter(info, id!(FunctionId, functionId), id!(ObjectId, objectId));
+                if let Some(c) = self.components() {
+                    c.each("ExceptionCatcherEnter (component)", |c| {
+                        c.exception_catcher_enter(info, id!(FunctionId, functionId))
+                    });
+                }
+            }
         )
     }
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
@@ -884,7 +1046,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         finalizerFlags: DWORD,
         objectID: ObjectID,
     ) -> HRESULT {
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback2::FinalizeableObjectQueued",
             |p, info| p.finalizeable_object_queued(
@@ -902,7 +1064,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         rootFlags: *const COR_PRF_GC_ROOT_FLAGS,
         rootIds: *const UINT_PTR,
     ) -> HRESULT {
-        self.dispatch("ICorProfilerCallback2::RootReferences2", |p, info| {
+        self.dispatch_no_gc("ICorProfilerCallback2::RootReferences2", |p, info| {
             // SAFETY: each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
                 RootReferences {
@@ -917,7 +1079,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         })
     }
     unsafe fn HandleCreated(&self, handleId: GCHandleID, initialObjectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
+        forward_no_gc!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
             .handle_created(
                 info,
                 id!(GcHandleId, handleId),
@@ -952,14 +1114,28 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback3::ProfilerAttachComplete",
-            |p, info| p.profiler_attach_complete(info)
+            |p, info| {
+                if let Some(c) = self.components() {
+                    c.each("ProfilerAttachComplete (component)", |c| {
+                        c.profiler_attach_complete(info)
+                    });
+                }
+                p.profiler_attach_complete(info)
+            }
         )
     }
     unsafe fn ProfilerDetachSucceeded(&self) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback3::ProfilerDetachSucceeded",
-            |p, info| p.profiler_detach_succeeded(info)
+            |p, info| {
+                p.profiler_detach_succeeded(info);
+                if let Some(c) = self.components() {
+                    c.each("ProfilerDetachSucceeded (component)", |c| {
+                        c.profiler_detach_succeeded(info)
+                    });
+                }
+            }
         )
     }
 }
@@ -1051,7 +1227,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
         // SAFETY: each array has `cMovedObjectIDRanges` entries during the callback.
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback4::MovedReferences2",
             // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
@@ -1071,7 +1247,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
         // SAFETY: each array has `cSurvivingObjectIDRanges` entries during the callback.
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback4::SurvivingReferences2",
             // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
@@ -1094,7 +1270,7 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
         rootIds: *const GCHandleID,
     ) -> HRESULT {
         // SAFETY: each array has `cRootRefs` IDs valid during the callback.
-        forward!(
+        forward_no_gc!(
             self,
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
             |p, info| p.conditional_weak_table_element_references(
@@ -1191,7 +1367,14 @@ impl<P: Profiler> ICorProfilerCallback9_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback9::DynamicMethodUnloaded",
-            |p, info| p.dynamic_method_unloaded(info, id!(FunctionId, functionId))
+            |p, info| {
+                p.dynamic_method_unloaded(info, RawFunctionId(functionId));
+                if let Some(c) = self.components() {
+                    c.each("DynamicMethodUnloaded (component)", |c| {
+                        c.dynamic_method_unloaded(info, RawFunctionId(functionId))
+                    });
+                }
+            }
         )
     }
 }
@@ -1226,7 +1409,7 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
                         data: slice(eventData, cbEventData),
                         activity_id: pActivityId.as_ref(),
                         related_activity_id: pRelatedActivityId.as_ref(),
-                        thread: ThreadId::from_sys(eventThread),
+                        thread: RawThreadId(eventThread),
                         stack: slice(stackFrames, numStackFrames),
                     }
                 };

@@ -18,20 +18,21 @@
 //!   for changing such a flag later). Both were seen on .NET Core 3.1 and
 //!   .NET 8 (the tests' startup-detach scenario).
 //!
-//! [`request_detach`] encodes the thread rule with [`crate::thread`]: it
-//! refuses while another profiler thread still runs; the calling profiler
-//! thread itself is fine, since it holds a reference to the library until it
-//! has left it.
+//! [`request_detach`] (and [`RuntimeHandle::request_profiler_detach`], the
+//! same call) encodes the thread rule with [`crate::thread`]: it refuses
+//! while another profiler thread still runs; the calling profiler thread
+//! itself is fine, since it holds a reference to the library until it has
+//! left it.
 
-use crate::error::{Error, Result};
-use crate::info::ProfilerInfo;
+use crate::error::Result;
+use crate::info::RuntimeHandle;
 
 /// Asks the runtime to detach this profiler (`RequestProfilerDetach`).
 ///
 /// `expected_completion_ms` is how long the profiler expects its threads to
 /// need to leave its code; the runtime waits about that long before checking.
 ///
-/// Fails with [`Error::Usage`] naming the threads when threads started with
+/// Fails with [`Error::ThreadsRunning`](crate::Error::ThreadsRunning) naming the threads when threads started with
 /// [`crate::thread::spawn`] (other than the caller) are still running: join
 /// them first. Runtime refusals come back as [`Error::Runtime`] with the
 /// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`,
@@ -39,15 +40,7 @@ use crate::info::ProfilerInfo;
 /// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
 /// the runtime any more; callbacks may still arrive until the runtime has
 /// drained them, then `profiler_detach_succeeded` is the last one.
-pub fn request_detach(info: &ProfilerInfo, expected_completion_ms: u32) -> Result<()> {
-    let others = crate::thread::running_except_current();
-    if !others.is_empty() {
-        return Err(Error::Usage(format!(
-            "cannot request detach: {} profiler thread(s) still running ({}); the runtime unloads the profiler library after detaching and does not wait for the profiler's own threads, so let them finish (ProfilerThread::join) first",
-            others.len(),
-            others.join(", ")
-        )));
-    }
+pub fn request_detach(info: &RuntimeHandle, expected_completion_ms: u32) -> Result<()> {
     info.request_profiler_detach(expected_completion_ms)
 }
 
@@ -55,6 +48,7 @@ pub fn request_detach(info: &ProfilerInfo, expected_completion_ms: u32) -> Resul
 mod tests {
     use super::*;
     use crate::testing::fake::FakeRuntime;
+    use crate::Error;
 
     #[test]
     fn refused_while_another_profiler_thread_runs_then_requested() {
@@ -62,7 +56,8 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let fake = FakeRuntime::new();
-        let info = fake.profiler_info_attached();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_attached() };
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let worker = crate::thread::spawn("unit-test-sampler", move || {
             let _ = rx.recv();
@@ -70,7 +65,7 @@ mod tests {
         .unwrap();
         let e = request_detach(&info, 50).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, Error::Usage(_)), "{e:?}");
+        assert!(matches!(e, crate::Error::ThreadsRunning { .. }), "{e:?}");
         // Other tests of the crate may run SDK threads at the same time, so
         // only this one's name is certain.
         assert!(
@@ -96,7 +91,8 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let fake = FakeRuntime::new();
-        let info = fake.profiler_info_attached();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.runtime_handle(true) };
         let t =
             crate::thread::spawn("unit-test-detacher", move || request_detach(&info, 7)).unwrap();
         t.join().unwrap().unwrap();
@@ -115,7 +111,8 @@ mod tests {
                 crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
             ),
         );
-        let e = request_detach(&fake.profiler_info_attached(), 0).unwrap_err();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let e = request_detach(&unsafe { fake.runtime_handle(true) }, 0).unwrap_err();
         assert!(e.to_string().contains("cannot detach"), "{e}");
     }
 

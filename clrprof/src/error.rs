@@ -55,6 +55,39 @@ pub enum Error {
     /// A requirement of the profiling API that the caller did not meet,
     /// reported before the runtime would have refused it.
     Usage(String),
+    /// The call reads object references from the GC heap, which are only
+    /// valid while no garbage collection can run, and the scope it was made
+    /// in does not block collections (see
+    /// [`ProfilerInfo::gc_blocked`](crate::ProfilerInfo::gc_blocked)).
+    GcMayRun {
+        /// The call.
+        call: &'static str,
+    },
+    /// A detach was requested while threads started with
+    /// [`crate::thread::spawn`] (other than the caller) still run: the
+    /// runtime unloads the library after detaching and does not wait for
+    /// the profiler's own threads.
+    ThreadsRunning {
+        /// Their names.
+        threads: Vec<String>,
+    },
+    /// A value made by the SDK for one runtime object was used with another:
+    /// a [`MethodShape`](crate::elt::args::MethodShape) of another function,
+    /// an IL buffer of another module.
+    Mismatch {
+        /// The call that refused it.
+        call: &'static str,
+        /// What it was made for.
+        made_for: usize,
+        /// What it was used with.
+        used_with: usize,
+    },
+    /// The call is only allowed while the runtime runs `Initialize` (or
+    /// `InitializeForAttach`), e.g. registering an SDK component.
+    NotInInitialize {
+        /// The call.
+        call: &'static str,
+    },
 }
 
 impl Error {
@@ -79,6 +112,17 @@ impl Error {
         KnownHresult::try_from(self.hresult().0)
             .ok()
             .map(KnownHresult::name)
+    }
+
+    /// The numeric `HRESULT` (see [`hresult`](Self::hresult)).
+    pub fn code(&self) -> i32 {
+        self.hresult().0
+    }
+
+    /// `true` if this error carries the given `HRESULT`, e.g.
+    /// `err.is(KnownHresult::CORPROF_E_DATAINCOMPLETE)`.
+    pub fn is(&self, known: KnownHresult) -> bool {
+        hr_is(self, known)
     }
 
     /// `true` if the runtime refused because the profiler was loaded by attach
@@ -119,6 +163,33 @@ impl fmt::Display for Error {
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Malformed(what) => write!(f, "malformed data: {what}"),
             Error::Usage(what) => f.write_str(what),
+            Error::GcMayRun { call } => write!(
+                f,
+                "{call} reads object references, which are valid only while no garbage \
+                 collection can run; call it from a callback that receives an ObjectId, an ELT \
+                 hook or a runtime suspension (ProfilerInfo::gc_blocked), or keep the object \
+                 through a GC handle"
+            ),
+            Error::ThreadsRunning { threads } => write!(
+                f,
+                "cannot request detach: {} profiler thread(s) still running ({}); the runtime \
+                 unloads the profiler library after detaching and does not wait for the \
+                 profiler's own threads, so let them finish (ProfilerThread::join) first",
+                threads.len(),
+                threads.join(", ")
+            ),
+            Error::Mismatch {
+                call,
+                made_for,
+                used_with,
+            } => write!(
+                f,
+                "{call}: the value was made for {made_for:#x} and cannot be used with {used_with:#x}"
+            ),
+            Error::NotInInitialize { call } => write!(
+                f,
+                "{call} is only allowed during Initialize / InitializeForAttach"
+            ),
         }
     }
 }

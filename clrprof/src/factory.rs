@@ -5,13 +5,18 @@
 //! `CreateInstance` an `ICorProfilerCallback2` (and QIs for newer versions),
 //! then calls `Initialize`.
 //!
-//! Every `#[profiler]` struct exports one creation function whose symbol name
-//! is derived from its CLSID (`clrprof_class_<32 hex digits>`, see
+//! Every `#[profiler]` struct exports one [`ClassEntry`] whose symbol name is
+//! derived from its CLSID (`clrprof_class_<32 hex digits>`, see
 //! [`class_symbol_name`]). `DllGetClassObject` turns the requested CLSID into
 //! that name and looks it up in the library's own export table (`dladdr` +
 //! `dlsym` on Unix, `GetModuleHandleExW` + `GetProcAddress` on Windows). So
 //! several profilers with different CLSIDs can live in one library while the
 //! exports exist once, without any link-time registry, on every target.
+//!
+//! A symbol of that name that `#[profiler]` did not make (another crate's
+//! `#[no_mangle]` item that happens to match) is not trusted: the entry
+//! starts with [`CLASS_ENTRY_MAGIC`] and records its own CLSID, and
+//! `DllGetClassObject` checks both before it calls anything.
 
 use crate::com::LIVE_OBJECTS;
 use crate::error::{KnownHresult, HRESULT};
@@ -41,9 +46,25 @@ mod class_factory {
     }
 }
 
-/// The signature of the creation function `#[profiler]` exports per class:
-/// builds a new profiler object and answers `riid` with it.
+/// The signature of the creation function of a [`ClassEntry`]: builds a new
+/// profiler object and answers `riid` with it.
 pub type CreateFn = unsafe extern "system" fn(riid: *const GUID, ppv: *mut *mut c_void) -> HRESULT;
+
+/// The first bytes of every [`ClassEntry`].
+pub const CLASS_ENTRY_MAGIC: [u8; 16] = *b"clrprof-class-v1";
+
+/// What `#[profiler]` exports per profiler class, under
+/// [`class_symbol_name`]: a marker, the class's CLSID and its creation
+/// function.
+#[repr(C)]
+pub struct ClassEntry {
+    /// [`CLASS_ENTRY_MAGIC`].
+    pub magic: [u8; 16],
+    /// The CLSID, as `GUID::to_u128` gives it.
+    pub clsid: u128,
+    /// Creates the profiler object.
+    pub create: CreateFn,
+}
 
 /// The exported symbol name of the creation function for `clsid`.
 pub fn class_symbol_name(clsid: &GUID) -> String {
@@ -56,6 +77,21 @@ static SERVER_LOCKS: AtomicUsize = AtomicUsize::new(0);
 #[implement(IClassFactory)]
 struct ClassFactory {
     create: CreateFn,
+}
+
+impl ClassFactory {
+    /// Counted in `LIVE_OBJECTS` from before it exists until after it is
+    /// dropped: its methods are library code the runtime may still call.
+    fn new(create: CreateFn) -> ClassFactory {
+        LIVE_OBJECTS.fetch_add(1, Ordering::SeqCst);
+        ClassFactory { create }
+    }
+}
+
+impl Drop for ClassFactory {
+    fn drop(&mut self) {
+        LIVE_OBJECTS.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[allow(non_snake_case)]
@@ -96,14 +132,31 @@ impl IClassFactory_Impl for ClassFactory_Impl {
     }
 }
 
-/// Finds the creation function this library exports for `clsid`.
+/// Finds the creation function this library exports for `clsid`: the
+/// [`ClassEntry`] named after it, if it carries the magic and that CLSID.
 pub fn find_class(clsid: &GUID) -> Option<CreateFn> {
     let mut name = class_symbol_name(clsid).into_bytes();
     name.push(0);
     let address = own_export(&name)?;
-    // SAFETY: the symbol `clrprof_class_<clsid>` is only ever defined by
-    // `#[profiler]`, as a function of type `CreateFn`.
-    Some(unsafe { core::mem::transmute::<*mut c_void, CreateFn>(address) })
+    if !in_own_image(address as usize, core::mem::size_of::<ClassEntry>()) {
+        return None;
+    }
+    // SAFETY: the whole range of a ClassEntry at `address` lies in this
+    // library's loaded image (checked above: the loader maps every loaded
+    // segment readable), so reading its first 16 bytes, unaligned, reads
+    // mapped memory whatever the symbol really is.
+    let magic = unsafe { core::ptr::read_unaligned(address as *const [u8; 16]) };
+    if magic != CLASS_ENTRY_MAGIC {
+        log::warn!(
+            "DllGetClassObject: {} is exported but is not a #[profiler] class entry",
+            String::from_utf8_lossy(&name[..name.len() - 1])
+        );
+        return None;
+    }
+    // SAFETY: the magic says `#[profiler]` made this symbol, which it only
+    // ever defines as a `ClassEntry` (repr(C), 8-byte aligned static).
+    let entry = unsafe { &*(address as *const ClassEntry) };
+    (entry.clsid == clsid.to_u128()).then_some(entry.create)
 }
 
 /// Looks up an exported symbol (NUL-terminated name) in the library that
@@ -128,6 +181,57 @@ fn own_export(name: &[u8]) -> Option<*mut c_void> {
     // SAFETY: balances the dlopen above; the library stays loaded by the runtime's own reference.
     unsafe { libc::dlclose(handle) };
     (!symbol.is_null()).then_some(symbol)
+}
+
+/// `true` if `start..start + len` lies in this library's loaded image (both
+/// ends in a segment the loader mapped for the object containing this code).
+#[cfg(unix)]
+fn in_own_image(start: usize, len: usize) -> bool {
+    fn base_of(address: usize) -> Option<usize> {
+        // SAFETY: Dl_info is plain data; all-zero is valid.
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: dladdr only looks the address up in the loader's tables.
+        (unsafe { libc::dladdr(address as *const c_void, &mut info) } != 0)
+            .then_some(info.dli_fbase as usize)
+    }
+    let Some(end) = start.checked_add(len.saturating_sub(1)) else {
+        return false;
+    };
+    let ours = base_of(DllGetClassObject as *const () as usize);
+    ours.is_some() && base_of(start) == ours && base_of(end) == ours
+}
+
+#[cfg(windows)]
+fn in_own_image(start: usize, len: usize) -> bool {
+    const FROM_ADDRESS: u32 = 0x4;
+    const UNCHANGED_REFCOUNT: u32 = 0x2;
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn GetModuleHandleExW(flags: u32, name: *const c_void, module: *mut *mut c_void) -> i32;
+    }
+    let module_of = |address: usize| {
+        let mut module: *mut c_void = core::ptr::null_mut();
+        // SAFETY: the call only looks the address up among loaded modules;
+        // UNCHANGED_REFCOUNT takes no reference.
+        let ok = unsafe {
+            GetModuleHandleExW(
+                FROM_ADDRESS | UNCHANGED_REFCOUNT,
+                address as *const c_void,
+                &mut module,
+            )
+        };
+        (ok != 0).then_some(module as usize)
+    };
+    let Some(end) = start.checked_add(len.saturating_sub(1)) else {
+        return false;
+    };
+    let ours = module_of(DllGetClassObject as *const () as usize);
+    ours.is_some() && module_of(start) == ours && module_of(end) == ours
+}
+
+#[cfg(not(any(unix, windows)))]
+fn in_own_image(_start: usize, _len: usize) -> bool {
+    false
 }
 
 #[cfg(windows)]
@@ -183,7 +287,7 @@ pub unsafe extern "system" fn DllGetClassObject(
                 return HRESULT(KnownHresult::CLASS_E_CLASSNOTAVAILABLE as i32);
             };
             crate::guard::mark_loaded_in_host();
-            let factory: IUnknown = ClassFactory { create }.into();
+            let factory: IUnknown = ClassFactory::new(create).into();
             // SAFETY: valid riid and out pointer (checked above).
             unsafe { factory.query(riid, ppv) }
         },
@@ -232,7 +336,7 @@ mod factory_tests {
 
     #[test]
     fn create_instance_refuses_aggregation_and_lock_server_counts() {
-        let factory: IClassFactory = ClassFactory { create: refuse }.into();
+        let factory: IClassFactory = ClassFactory::new(refuse).into();
         let mut ppv: *mut c_void = core::ptr::dangling_mut();
         let outer: *mut c_void = core::ptr::dangling_mut();
         // SAFETY: valid pointers; `outer` is never dereferenced (aggregation is refused first).

@@ -84,10 +84,19 @@ pub fn guard<R>(entry: &'static str, on_panic: R, f: impl FnOnce() -> R) -> R {
     match result {
         Ok(r) => r,
         Err(payload) => {
-            // Dropping a panic payload can itself panic; contain that too.
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            drop_payload(payload);
             on_panic
         }
+    }
+}
+
+/// Drops a caught panic payload without letting a panicking `Drop` of the
+/// payload unwind: that second panic's own payload is leaked, since dropping
+/// it could panic again, and nothing may unwind into the runtime.
+#[cold]
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        core::mem::forget(again);
     }
 }
 
@@ -100,6 +109,20 @@ mod tests {
         let r = guard("test", -1, || -> i32 { panic!("boom") });
         assert_eq!(r, -1);
         assert_eq!(guard("test", -1, || 7), 7);
+    }
+
+    /// A payload whose `Drop` panics: the guard must not let that unwind.
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("drop of the payload");
+        }
+    }
+
+    #[test]
+    fn a_payload_that_panics_when_dropped_is_contained() {
+        let r = guard("test", 3, || -> i32 { std::panic::panic_any(PanicsOnDrop) });
+        assert_eq!(r, 3);
     }
 
     #[test]

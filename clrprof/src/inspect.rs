@@ -14,11 +14,19 @@
 //! # Validity
 //!
 //! An [`ObjectId`] is the object's address and stays valid until the next
-//! GC starts (BOTR *Profiling*, "Lifetime & Stability"); an object reference
-//! read from a field is valid for just as long, so it comes back with the
-//! same lifetime. Call these from a callback where no GC can run in between
-//! (any callback that received the object, or a GC callback for the objects
-//! it reports).
+//! GC starts (BOTR *Profiling*, "Lifetime & Stability"). A typed
+//! `ObjectId<'a>` exists only where the runtime keeps the object in place
+//! for `'a` (the callback that received it), so no GC relocates anything
+//! during `'a`, and an object reference read from one of its fields or
+//! elements is valid for `'a` too: it comes back with the same lifetime.
+//!
+//! A static field is different: its storage lives as long as the class,
+//! but the reference it holds is only good until the next GC. So
+//! [`ProfilerInfo::static_field_value`] ties the value to the scope (`'s`),
+//! and refuses with [`Error::GcMayRun`] in a scope where a collection can
+//! run at the same time (most callbacks; see
+//! [`ProfilerInfo::gc_blocked`]): read statics from a callback that receives
+//! `ObjectID`s, from an ELT hook, or under a runtime suspension.
 
 use crate::error::{Error, Result};
 use crate::ids::*;
@@ -225,7 +233,7 @@ impl Slot {
     }
 }
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// The text of a `System.String` object (`GetStringLayout2`). Checks the
     /// object's class first (`GetClassFromObject`): reading another object
     /// as a string would read past its end. Invalid UTF-16 (a lone
@@ -386,13 +394,17 @@ impl ProfilerInfo {
     /// calling thread). Uses `GetStaticFieldInfo` and the matching
     /// `Get*StaticAddress` method; the runtime answers
     /// `CORPROF_E_DATAINCOMPLETE` until the class's static constructor has run.
-    /// An object reference read here is valid until the next GC starts.
-    pub fn static_field_value<'a>(
+    ///
+    /// An object reference read here is valid until the next GC starts, so
+    /// the value borrows this scope (`'s`), and the call fails with
+    /// [`Error::GcMayRun`] unless [`gc_blocked`](Self::gc_blocked).
+    pub fn static_field_value(
         &self,
-        class: ClassId<'a>,
+        class: ClassId<'_>,
         name: &str,
         app_domain: AppDomainId<'_>,
-    ) -> Result<Value<'a>> {
+    ) -> Result<Value<'s>> {
+        self.require_gc_blocked("ProfilerInfo::static_field_value")?;
         let info = self.class_info(class)?;
         let metadata = self.module_metadata(info.module, MetaDataOpen::Read)?;
         let wide = crate::buffer::to_wide(name);
@@ -434,8 +446,10 @@ impl ProfilerInfo {
             });
         }
         // SAFETY: the runtime returned the address of the field's storage,
-        // valid while the class is loaded ('a); the value has the field's
-        // signature type.
+        // valid while the class is loaded (which `class` guarantees for this
+        // call); the value has the field's signature type. An object
+        // reference in it stays valid for 's: this scope blocks garbage
+        // collections (checked above), and only a GC moves or frees objects.
         Ok(unsafe { slot.read(address as usize) })
     }
 }
@@ -565,7 +579,8 @@ mod tests {
         #[test]
         fn string_text_reads_a_string_and_checks_class_and_bounds() {
             let fake = world();
-            let info = fake.profiler_info();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
             let s = string_object("héllo ✓", None);
             let addr = s.as_ptr() as usize;
             object(&fake, addr, STRING, s.len() as u32);
@@ -593,7 +608,8 @@ mod tests {
         #[test]
         fn array_elements_reads_ints_inside_the_object() {
             let fake = world();
-            let info = fake.profiler_info();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
             let mut heap = vec![0u8; 16];
             for v in [3i32, -1, 7, 42] {
                 heap.extend(v.to_le_bytes());
@@ -628,7 +644,8 @@ mod tests {
         #[test]
         fn unboxed_value_reads_a_boxed_long() {
             let fake = world();
-            let info = fake.profiler_info();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
             let mut heap = vec![0u8; 8];
             heap.extend(1_234_567_890_123i64.to_le_bytes());
             let addr = heap.as_ptr() as usize;

@@ -46,6 +46,7 @@
 pub mod attach;
 pub mod buffer;
 pub mod callback;
+pub mod component;
 mod com;
 pub mod detach;
 pub mod elt;
@@ -74,14 +75,15 @@ pub mod testing;
 pub mod thread;
 pub mod wide;
 
-pub use callback::{Profiler, SuspendReason, TransitionReason};
+pub use callback::{Failed, Profiler, SuspendReason, TransitionReason};
+pub use component::Component;
 pub use clrprof_macros::profiler;
 pub use error::{Error, Result, HRESULT};
 pub use event_mask::{
     AttachEventMask, AttachEventMasks, AttachHighEventMask, EventMask, EventMasks, HighEventMask,
 };
 pub use ids::*;
-pub use info::{ProfilerInfo, RuntimeInfo, RuntimeType};
+pub use info::{ProfilerInfo, RuntimeHandle, RuntimeInfo, RuntimeType};
 pub use names::NameCache;
 pub use runtimes::RuntimePolicy;
 pub use wide::WideStr;

@@ -31,7 +31,7 @@ unsafe impl Send for MetaDataEmit {}
 // SAFETY: as above.
 unsafe impl Sync for MetaDataEmit {}
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetModuleMetaData(ofRead | ofWrite, IID_IMetaDataEmit)`: the module's
     /// metadata for defining new tokens. Fails for modules whose metadata is
     /// read-only (e.g. some dynamic modules).

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, RwLock};
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `Namespace.Type+Nested::Method` of a function.
     pub fn function_name(&self, function: FunctionId<'_>) -> Result<String> {
         let (metadata, token) = self.token_and_metadata_from_function(function)?;
@@ -66,6 +66,14 @@ impl<K: Hash + Eq + Copy> ShardedNames<K> {
         }
     }
 
+    fn clear(&self) {
+        for shard in &self.shards {
+            if let Ok(mut map) = shard.write() {
+                map.clear();
+            }
+        }
+    }
+
     fn len(&self) -> usize {
         self.shards
             .iter()
@@ -77,27 +85,50 @@ impl<K: Hash + Eq + Copy> ShardedNames<K> {
 /// Resolves `FunctionId`s and `ClassId`s to names once, then answers from
 /// memory without runtime calls.
 ///
-/// Keys are raw IDs: the cache does not keep IDs alive. Remove entries when
-/// the runtime says the ID is gone ([`NameCache::forget_class`] from
-/// `class_unload_started`), since a later ID can reuse the same value.
+/// Keys are raw IDs: the cache does not keep IDs alive, and the runtime
+/// reuses ID values (a dynamic method's `FunctionID` goes to the next
+/// dynamic method once the first is collected). So the cache is an SDK
+/// component ([`NameCache::register`]) that the SDK itself tells what is
+/// gone: `DynamicMethodUnloaded` forgets that function, and any
+/// `ModuleUnloadStarted` (a collectible assembly, with every class and
+/// function of it and every generic instantiation over its types) empties
+/// the cache; `ClassUnloadStarted`, when some other part asks for class
+/// loads, forgets the class. A name is never given for an ID that now names
+/// something else.
 pub struct NameCache {
     functions: ShardedNames<RawFunctionId>,
     classes: ShardedNames<RawClassId>,
 }
 
-impl Default for NameCache {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl NameCache {
-    /// An empty cache.
-    pub fn new() -> Self {
+    /// An empty cache that hears of no unloads: for tests and benchmarks
+    /// against the fake runtime only. A profiler uses [`NameCache::register`].
+    #[cfg(any(test, feature = "fake-runtime"))]
+    pub fn unregistered() -> Self {
         NameCache {
             functions: ShardedNames::new(),
             classes: ShardedNames::new(),
         }
+    }
+
+    /// A cache for the runtime of `info`, registered as an SDK component
+    /// during `Initialize` (see [`crate::component`]): it adds
+    /// `MONITOR_MODULE_LOADS` and, on runtimes with `ICorProfilerCallback9`
+    /// (.NET Core 3.0 and later; the SDK checks for `ICorProfilerInfo10`,
+    /// which arrived in the same release), `HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`
+    /// to the event mask. Fails with [`crate::Error::NotInInitialize`]
+    /// elsewhere.
+    pub fn register(info: &ProfilerInfo) -> Result<Arc<NameCache>> {
+        let cache = Arc::new(NameCache {
+            functions: ShardedNames::new(),
+            classes: ShardedNames::new(),
+        });
+        let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
+        info.register(Arc::new(NameCacheComponent {
+            cache: cache.clone(),
+            dynamic_unloads,
+        }))?;
+        Ok(cache)
     }
 
     /// The function's name, asking the runtime the first time only.
@@ -131,12 +162,12 @@ impl NameCache {
         self.functions.insert(function, name.into())
     }
 
-    /// Forgets a class (call from `class_unload_started`).
+    /// Forgets a class (the SDK does this at `ClassUnloadStarted`).
     pub fn forget_class(&self, class: RawClassId) {
         self.classes.remove(&class);
     }
 
-    /// Forgets a function.
+    /// Forgets a function (the SDK does this at `DynamicMethodUnloaded`).
     pub fn forget_function(&self, function: RawFunctionId) {
         self.functions.remove(&function);
     }
@@ -144,6 +175,47 @@ impl NameCache {
     /// Number of cached function names.
     pub fn function_count(&self) -> usize {
         self.functions.len()
+    }
+
+    /// Forgets every name.
+    fn clear(&self) {
+        self.functions.clear();
+        self.classes.clear();
+    }
+}
+
+/// The SDK component behind [`NameCache::register`].
+struct NameCacheComponent {
+    cache: Arc<NameCache>,
+    dynamic_unloads: bool,
+}
+
+impl crate::component::Component for NameCacheComponent {
+    fn name(&self) -> &'static str {
+        "name-cache"
+    }
+
+    fn masks(&self) -> crate::EventMasks {
+        crate::EventMasks {
+            low: crate::EventMask::MONITOR_MODULE_LOADS,
+            high: if self.dynamic_unloads {
+                crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
+            } else {
+                crate::HighEventMask::empty()
+            },
+        }
+    }
+
+    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+        self.cache.clear();
+    }
+
+    fn class_unload_started(&self, _info: &ProfilerInfo, class: ClassId<'_>) {
+        self.cache.forget_class(class.to_raw());
+    }
+
+    fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
+        self.cache.forget_function(function);
     }
 }
 
@@ -153,7 +225,7 @@ mod tests {
 
     #[test]
     fn cache_answers_without_runtime_after_insert() {
-        let cache = NameCache::new();
+        let cache = NameCache::unregistered();
         let id = RawFunctionId(0x42);
         assert!(cache.cached_function_name(id).is_none());
         cache.insert_function_name(id, "A.B+C::M");
@@ -165,7 +237,7 @@ mod tests {
 
     #[test]
     fn concurrent_readers_and_writers_agree() {
-        let cache = Arc::new(NameCache::new());
+        let cache = Arc::new(NameCache::unregistered());
         let handles: Vec<_> = (0..4)
             .map(|t| {
                 let c = cache.clone();

@@ -96,6 +96,18 @@ pub fn running_except_current() -> Vec<String> {
         .collect()
 }
 
+/// [`Error::ThreadsRunning`](crate::Error::ThreadsRunning) unless every
+/// thread started with [`spawn`], other than the caller, has finished: the
+/// rule every detach request checks.
+pub(crate) fn ensure_no_other_threads() -> crate::Result<()> {
+    let threads = running_except_current();
+    if threads.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::Error::ThreadsRunning { threads })
+    }
+}
+
 /// `true` if the calling thread was started with [`spawn`] and is still
 /// running its closure.
 pub fn is_profiler_thread() -> bool {

@@ -16,14 +16,27 @@
 //! keyed by raw ID, and reports each ID through whichever path gets there
 //! first.
 //!
-//! The enumerations use [`ProfilerInfo::enum_modules`] and
-//! [`ProfilerInfo::enum_jited_functions`].
+//! [`CatchUp`] is an SDK component: registered in `InitializeForAttach`, it
+//! hears module loads and unloads and JIT compilations from the SDK itself,
+//! runs the enumerations at `ProfilerAttachComplete`, and calls the
+//! profiler's [`CatchUpHandler`] once per module and once per function,
+//! whichever path finds it first.
+//!
+//! Modules are handed out typed even when they come from the enumeration:
+//! `EnumModules` lists only modules that are loaded and not being unloaded,
+//! and while the handler looks at an enumerated module, that module's
+//! `ModuleUnloadStarted` (after which its ID is dead) waits for the handler
+//! to return, through the same announce-then-check protocol as the
+//! sampler's [`ThreadGate`](crate::stackwalk::ThreadGate). Functions are
+//! handed out raw: a function dies with its class, which may unload (a
+//! generic instantiation over a collectible type) without its module.
 
 use crate::error::Result;
-use crate::ids::{FunctionId, ModuleId};
+use crate::ids::{FunctionId, ModuleId, RawFunctionId};
 use crate::info::ProfilerInfo;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 16;
 
@@ -97,93 +110,63 @@ impl Seen {
     }
 }
 
-/// Catch-up bookkeeping for a profiler loaded by attach: each module and
-/// each JIT-compiled function is reported once, whether it comes from the
-/// enumeration in `profiler_attach_complete` or from a load callback racing it.
-///
-/// Use: call [`CatchUp::module_loaded`] from `module_load_finished` and
-/// [`CatchUp::function_compiled`] from `jit_compilation_finished` and act
-/// only when they return `true`; call [`CatchUp::loaded_modules`] and
-/// [`CatchUp::compiled_functions`] from `profiler_attach_complete`.
-#[derive(Default)]
+/// How a module or function reached the [`CatchUpHandler`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// The enumeration at `ProfilerAttachComplete`: it existed before the attach.
+    Enumerated,
+    /// A load or JIT callback after the attach.
+    Callback,
+}
+
+/// What a profiler loaded by attach does with what it finds; see [`CatchUp`].
+#[allow(unused_variables)]
+pub trait CatchUpHandler: Send + Sync + 'static {
+    /// A loaded module, reported once. Return `false` when it cannot be used
+    /// yet (e.g. `module_info` said `CORPROF_E_DATAINCOMPLETE`: its load is
+    /// still in progress); it is then reported again by its
+    /// `ModuleLoadFinished`.
+    fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, found: Found) -> bool {
+        true
+    }
+    /// A JIT-compiled function, reported once (raw: see the module docs).
+    fn function_compiled(&self, info: &ProfilerInfo, function: RawFunctionId, found: Found) {}
+}
+
+/// Catch-up for a profiler loaded by attach: each module and each
+/// JIT-compiled function is reported once to the [`CatchUpHandler`],
+/// whether it comes from the enumeration at `ProfilerAttachComplete` or
+/// from a load callback racing it. Register it with [`CatchUp::register`]
+/// in `initialize_for_attach`; nothing is forwarded by hand.
 pub struct CatchUp {
     modules: Seen,
     functions: Seen,
+    /// Modules whose `ModuleUnloadStarted` has begun (until loaded again).
+    unloaded: Seen,
+    /// The enumerated module being reported now (0: none).
+    reporting: AtomicUsize,
+    handler: Box<dyn CatchUpHandler>,
+    enumerated_modules: AtomicUsize,
+    enumerated_functions: AtomicUsize,
 }
 
 impl CatchUp {
-    /// Empty bookkeeping.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// From `module_load_finished`: `true` if the module was not reported yet.
-    pub fn module_loaded(&self, module: ModuleId<'_>) -> bool {
-        self.modules.insert(module.as_sys())
-    }
-
-    /// From `module_unload_started`: forget the module, so a new module at
-    /// the same address is reported again.
-    pub fn module_unloaded(&self, module: ModuleId<'_>) {
-        self.modules.remove(module.as_sys());
-    }
-
-    /// From `jit_compilation_finished`: `true` if the function was not reported yet.
-    pub fn function_compiled(&self, function: FunctionId<'_>) -> bool {
-        self.functions.insert(function.as_sys())
-    }
-
-    /// From `profiler_attach_complete`: enumerates the modules loaded now
-    /// (`EnumModules`) and calls `report` for each one no callback reported
-    /// yet. `report` returns `false` when it could not use the module yet
-    /// (e.g. `module_info` said `CORPROF_E_DATAINCOMPLETE`: its load is still
-    /// in progress); it is then left for `module_load_finished` to report.
-    /// Returns how many modules `report` accepted.
-    ///
-    /// A module ID is valid until its `ModuleUnloadStarted`; the enumeration
-    /// hands out modules that are loaded at the time of the call.
-    pub fn loaded_modules(
-        &self,
-        info: &ProfilerInfo,
-        mut report: impl FnMut(ModuleId<'_>) -> bool,
-    ) -> Result<usize> {
-        let mut accepted = 0;
-        for module in info.enum_modules()? {
-            let module = module?;
-            let raw = module.as_sys();
-            if raw == 0 || !self.modules.insert(raw) {
-                continue;
-            }
-            if report(module) {
-                accepted += 1;
-            } else {
-                self.modules.remove(raw);
-            }
-        }
-        Ok(accepted)
-    }
-
-    /// From `profiler_attach_complete`: enumerates the functions compiled so
-    /// far (`EnumJITedFunctions`) and calls `report` for each one not yet
-    /// reported by `jit_compilation_finished`. Returns how many were reported.
-    ///
-    /// A function ID is valid until its class unloads.
-    pub fn compiled_functions(
-        &self,
-        info: &ProfilerInfo,
-        mut report: impl FnMut(FunctionId<'_>),
-    ) -> Result<usize> {
-        let mut reported = 0;
-        for jitted in info.enum_jited_functions()? {
-            let function = jitted?.function;
-            let raw = function.as_sys();
-            if raw == 0 || !self.functions.insert(raw) {
-                continue;
-            }
-            report(function);
-            reported += 1;
-        }
-        Ok(reported)
+    /// Registers catch-up for the runtime of `info` (during
+    /// `InitializeForAttach`, or `Initialize`); adds `MONITOR_MODULE_LOADS`
+    /// and `MONITOR_JIT_COMPILATION` to the event mask (both allowed after
+    /// attach).
+    pub fn register(info: &ProfilerInfo, handler: impl CatchUpHandler) -> Result<Arc<CatchUp>> {
+        let catch_up = Arc::new(CatchUp {
+            modules: Seen::new(),
+            functions: Seen::new(),
+            unloaded: Seen::new(),
+            reporting: AtomicUsize::new(0),
+            handler: Box::new(handler),
+            enumerated_modules: AtomicUsize::new(0),
+            enumerated_functions: AtomicUsize::new(0),
+        });
+        info.register(Arc::new(CatchUpComponent(catch_up.clone())))?;
+        Ok(catch_up)
     }
 
     /// Modules reported so far (by either path, minus unloaded ones).
@@ -195,14 +178,111 @@ impl CatchUp {
     pub fn function_count(&self) -> usize {
         self.functions.len()
     }
+
+    /// Modules and functions the enumerations reported (`Found::Enumerated`).
+    pub fn enumerated(&self) -> (usize, usize) {
+        (
+            self.enumerated_modules.load(SeqCst),
+            self.enumerated_functions.load(SeqCst),
+        )
+    }
+
+    fn report_module(&self, info: &ProfilerInfo, module: ModuleId<'_>, found: Found) {
+        let raw = module.as_sys();
+        if raw == 0 || !self.modules.insert(raw) {
+            return;
+        }
+        if self.handler.module_loaded(info, module, found) {
+            if found == Found::Enumerated {
+                self.enumerated_modules.fetch_add(1, SeqCst);
+            }
+        } else {
+            self.modules.remove(raw);
+        }
+    }
+
+    fn report_function(&self, info: &ProfilerInfo, function: RawFunctionId, found: Found) {
+        if function.0 == 0 || !self.functions.insert(function.0) {
+            return;
+        }
+        if found == Found::Enumerated {
+            self.enumerated_functions.fetch_add(1, SeqCst);
+        }
+        self.handler.function_compiled(info, function, found);
+    }
+
+    /// The enumerations of `ProfilerAttachComplete`.
+    fn enumerate(&self, info: &ProfilerInfo) -> Result<()> {
+        for module in info.enum_modules()? {
+            let raw = module?.0;
+            // Announce, then check (see the module docs): either the
+            // unload sees the announcement and waits, or this sees the
+            // unload and skips the module.
+            self.reporting.store(raw, SeqCst);
+            if !self.unloaded.contains(raw) {
+                // SAFETY: EnumModules lists loaded modules only (not those
+                // whose unload has begun), and this module's
+                // ModuleUnloadStarted, after which the ID is dead, has not
+                // begun (checked above) and cannot return before
+                // `reporting` is cleared below; the typed ID lives only
+                // inside this block.
+                let module = unsafe { ModuleId::from_sys(raw) };
+                self.report_module(info, module, Found::Enumerated);
+            }
+            self.reporting.store(0, SeqCst);
+        }
+        for function in info.enum_jited_functions()? {
+            self.report_function(info, function?.function, Found::Enumerated);
+        }
+        Ok(())
+    }
+}
+
+/// The SDK component behind [`CatchUp::register`].
+struct CatchUpComponent(Arc<CatchUp>);
+
+impl crate::component::Component for CatchUpComponent {
+    fn name(&self) -> &'static str {
+        "catch-up"
+    }
+
+    fn masks(&self) -> crate::EventMasks {
+        (crate::EventMask::MONITOR_MODULE_LOADS | crate::EventMask::MONITOR_JIT_COMPILATION).into()
+    }
+
+    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>) {
+        self.0.unloaded.remove(module.as_sys());
+        self.0.report_module(info, module, Found::Callback);
+    }
+
+    fn module_unload_started(&self, _info: &ProfilerInfo, module: ModuleId<'_>) {
+        let raw = module.as_sys();
+        self.0.unloaded.insert(raw);
+        while self.0.reporting.load(SeqCst) == raw {
+            std::thread::yield_now();
+        }
+        self.0.modules.remove(raw);
+    }
+
+    fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
+        self.0.report_function(info, function.to_raw(), Found::Callback);
+    }
+
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {
+        if let Err(e) = self.0.enumerate(info) {
+            log::error!("attach catch-up: {e}");
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::fake::{FakeModule, FakeRuntime};
+    use crate::component::Components;
+    use crate::testing::fake::{fake_ids, FakeModule, FakeRuntime};
+    use crate::EventMask;
     use clrprof_sys as sys;
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     fn fake_with(modules: &[usize], functions: &[usize]) -> FakeRuntime {
         let fake = FakeRuntime::new();
@@ -221,73 +301,195 @@ mod tests {
         fake
     }
 
+    /// Records what reaches the handler; refuses one module as "incomplete".
+    #[derive(Default)]
+    struct Recorder {
+        modules: Mutex<Vec<(usize, Found)>>,
+        functions: Mutex<Vec<(usize, Found)>>,
+        incomplete: usize,
+    }
+
+    impl CatchUpHandler for Arc<Recorder> {
+        fn module_loaded(&self, _: &ProfilerInfo, module: ModuleId<'_>, found: Found) -> bool {
+            if module.as_sys() == self.incomplete {
+                return false;
+            }
+            self.modules.lock().unwrap().push((module.as_sys(), found));
+            true
+        }
+        fn function_compiled(&self, _: &ProfilerInfo, f: RawFunctionId, found: Found) {
+            self.functions.lock().unwrap().push((f.0, found));
+        }
+    }
+
+    fn register(fake: &FakeRuntime, recorder: Arc<Recorder>) -> (Arc<CatchUp>, Components) {
+        let mut catch_up = None;
+        let components = fake.initialize_components(true, |info| {
+            catch_up = Some(CatchUp::register(info, recorder).unwrap());
+        });
+        (catch_up.unwrap(), components)
+    }
+
     #[test]
     fn modules_reported_once_across_enumeration_and_callbacks() {
         // 100 modules: more than one enumerator batch.
         let ids: Vec<usize> = (1..=100).map(|i| i * 0x1000).collect();
         let fake = fake_with(&ids, &[]);
-        let info = fake.profiler_info_attached();
-        let c = CatchUp::new();
+        let recorder = Arc::new(Recorder {
+            incomplete: 0x7000,
+            ..Default::default()
+        });
+        let (c, components) = register(&fake, recorder.clone());
+        assert_eq!(
+            components.masks().low,
+            EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION
+        );
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_attached() };
         // A load callback got there first for one module...
-        // SAFETY: fake IDs, never passed to a real runtime.
-        assert!(c.module_loaded(unsafe { ModuleId::from_sys(0x5000) }));
-        let mut seen = Vec::new();
+        fake_ids!(fake; m5 = module_id(0x5000), m7 = module_id(0x7000), m9 = module_id(0x9000));
+        components.each("test", |c| c.module_load_finished(&info, m5));
         // ...and one module is still loading (incomplete) during the enumeration.
-        let n = c
-            .loaded_modules(&info, |m| {
-                if m.as_sys() == 0x7000 {
-                    return false;
-                }
-                seen.push(m.as_sys());
-                true
-            })
-            .unwrap();
-        assert_eq!(n, 98);
-        assert_eq!(seen.len(), 98);
-        assert!(!seen.contains(&0x5000) && !seen.contains(&0x7000));
-        // The incomplete one is left for its ModuleLoadFinished; the others are not reported twice.
-        // SAFETY: as above.
-        assert!(c.module_loaded(unsafe { ModuleId::from_sys(0x7000) }));
-        // SAFETY: as above.
-        assert!(!c.module_loaded(unsafe { ModuleId::from_sys(0x9000) }));
-        assert_eq!(c.module_count(), 100);
+        components.each("test", |c| c.profiler_attach_complete(&info));
+        let modules = recorder.modules.lock().unwrap().clone();
+        let enumerated: Vec<usize> = modules
+            .iter()
+            .filter(|(_, f)| *f == Found::Enumerated)
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(enumerated.len(), 98);
+        assert!(!enumerated.contains(&0x5000) && !enumerated.contains(&0x7000));
+        assert_eq!(c.enumerated().0, 98);
+        // The incomplete one is left for its ModuleLoadFinished; the others
+        // are not reported twice.
+        components.each("test", |c| c.module_load_finished(&info, m7));
+        components.each("test", |c| c.module_load_finished(&info, m9));
+        let callbacks: Vec<usize> = recorder
+            .modules
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, f)| *f == Found::Callback)
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(callbacks, vec![0x5000]);
+        assert_eq!(c.module_count(), 99, "0x7000 was refused and stays unreported");
         assert_eq!(fake.live_enumerators(), 0);
     }
 
     #[test]
     fn functions_compiled_before_attach_are_reported_once() {
         let fake = fake_with(&[], &[0x10, 0x20, 0x30]);
-        let info = fake.profiler_info_attached();
-        let c = CatchUp::new();
-        // SAFETY: fake ID.
-        assert!(c.function_compiled(unsafe { FunctionId::from_sys(0x20) }));
-        let mut seen = Vec::new();
+        let recorder = Arc::new(Recorder::default());
+        let (c, components) = register(&fake, recorder.clone());
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_attached() };
+        fake_ids!(fake; f = function_id(0x20));
+        components.each("test", |c| c.jit_compilation_finished(&info, f));
+        components.each("test", |c| c.profiler_attach_complete(&info));
+        components.each("test", |c| c.jit_compilation_finished(&info, f));
+        let got = recorder.functions.lock().unwrap().clone();
         assert_eq!(
-            c.compiled_functions(&info, |f| seen.push(f.as_sys()))
-                .unwrap(),
-            2
+            got,
+            vec![
+                (0x20, Found::Callback),
+                (0x10, Found::Enumerated),
+                (0x30, Found::Enumerated)
+            ]
         );
-        assert_eq!(seen, vec![0x10, 0x30]);
-        assert_eq!(
-            c.compiled_functions(&info, |_| panic!("reported twice"))
-                .unwrap(),
-            0
-        );
+        assert_eq!(c.function_count(), 3);
         assert_eq!(fake.live_enumerators(), 0);
     }
 
+    /// A handler that blocks while it looks at one enumerated module, so a
+    /// test can run that module's ModuleUnloadStarted at the same time.
+    struct Blocking {
+        module: usize,
+        entered: std::sync::mpsc::Sender<()>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+        done: Arc<AtomicBool>,
+    }
+
+    impl CatchUpHandler for Blocking {
+        fn module_loaded(&self, _: &ProfilerInfo, module: ModuleId<'_>, _: Found) -> bool {
+            if module.as_sys() == self.module {
+                let _ = self.entered.send(());
+                let _ = self.release.lock().unwrap().recv();
+                self.done.store(true, Ordering::SeqCst);
+            }
+            true
+        }
+    }
+
     #[test]
-    fn enumeration_failures_are_errors() {
+    fn an_unload_waits_for_the_handler_of_its_enumerated_module() {
+        let fake = fake_with(&[0x1000, 0x2000], &[]);
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
+        let done = Arc::new(AtomicBool::new(false));
+        let handler = Blocking {
+            module: 0x2000,
+            entered: entered_tx,
+            release: Mutex::new(release_rx),
+            done: done.clone(),
+        };
+        let mut registered = None;
+        let components = Arc::new(fake.initialize_components(true, |info| {
+            registered = Some(CatchUp::register(info, handler).unwrap());
+        }));
+        std::thread::scope(|s| {
+            let theirs = components.clone();
+            let fake = &fake;
+            s.spawn(move || {
+                // SAFETY: the fake's objects and layouts describe memory this test owns.
+                let info = unsafe { fake.profiler_info_attached() };
+                theirs.each("test", |c| c.profiler_attach_complete(&info));
+            });
+            entered_rx.recv().unwrap();
+            let unloader = s.spawn(|| {
+                // SAFETY: as above.
+                let info = unsafe { fake.profiler_info_attached() };
+                fake_ids!(fake; m = module_id(0x2000));
+                components.each("test", |c| c.module_unload_started(&info, m));
+                done.load(Ordering::SeqCst)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!unloader.is_finished(), "the unload did not wait");
+            release_tx.send(()).unwrap();
+            assert!(
+                unloader.join().unwrap(),
+                "ModuleUnloadStarted returned while the handler still used the module"
+            );
+        });
+        // An unloaded module is not enumerated again.
+        let recorder = Arc::new(Recorder::default());
+        let (_, components) = register(&fake, recorder.clone());
+        // SAFETY: as above.
+        let info = unsafe { fake.profiler_info_attached() };
+        fake_ids!(fake; m = module_id(0x1000));
+        components.each("test", |c| c.module_unload_started(&info, m));
+        components.each("test", |c| c.profiler_attach_complete(&info));
+        assert_eq!(
+            recorder.modules.lock().unwrap().clone(),
+            vec![(0x2000, Found::Enumerated)]
+        );
+    }
+
+    #[test]
+    fn enumeration_failures_are_logged_not_fatal() {
         let fake = fake_with(&[0x1000], &[]);
         fake.fail(
             "EnumModules",
             crate::HRESULT(crate::error::KnownHresult::E_FAIL as i32),
         );
-        let c = CatchUp::new();
-        let e = c
-            .loaded_modules(&fake.profiler_info_attached(), |_| true)
-            .unwrap_err();
+        let recorder = Arc::new(Recorder::default());
+        let (c, components) = register(&fake, recorder.clone());
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_attached() };
+        let e = c.enumerate(&info).unwrap_err();
         assert!(e.to_string().contains("EnumModules"), "{e}");
+        components.each("test", |c| c.profiler_attach_complete(&info));
+        assert!(recorder.modules.lock().unwrap().is_empty());
     }
 
     #[test]

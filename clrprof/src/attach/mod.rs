@@ -24,7 +24,7 @@
 mod catch_up;
 mod client_data;
 
-pub use catch_up::{CatchUp, Seen};
+pub use catch_up::{CatchUp, CatchUpHandler, Found, Seen};
 pub use client_data::ClientData;
 
 #[cfg(feature = "attach-trigger")]

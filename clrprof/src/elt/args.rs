@@ -20,10 +20,17 @@
 //! in the function's data; decoding in the hook then reads memory only.
 //! Object references are valid during the hook call (no GC can move them
 //! while the hook runs) and not after: keep the values, not the references.
+//!
+//! Decoding follows pointers (a string's characters), so it must only ever
+//! read ranges with the shape of the function they belong to. A
+//! [`MethodShape`] can only be made by the SDK, for one function, from that
+//! function's signature and the runtime's string layout; [`decode_arguments`]
+//! and [`decode_return`] refuse ([`Error::Mismatch`]) ranges of any other
+//! function.
 
-use super::frame::{ArgumentRange, Arguments};
+use super::frame::{Arguments, ReturnValue};
 use crate::error::{Error, Result};
-use crate::ids::{FunctionId, MdToken};
+use crate::ids::{FunctionId, MdToken, RawFunctionId};
 use crate::info::{ProfilerInfo, StringLayout2};
 use crate::signature::{MethodSig, TypeSig};
 use clrprof_sys as sys;
@@ -82,10 +89,12 @@ impl ArgKind {
 pub const MAX_PARAMS: usize = 31;
 
 /// What a method's arguments and return value are, parsed once from its
-/// signature. Fixed size: keeping one per hooked function allocates nothing
-/// more.
+/// signature, for that one function. Fixed size: keeping one per hooked
+/// function allocates nothing more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MethodShape {
+    function: RawFunctionId,
+    layout: StringLayout2,
     has_this: bool,
     count: usize,
     params: [ArgKind; MAX_PARAMS],
@@ -95,7 +104,11 @@ pub struct MethodShape {
 impl MethodShape {
     /// The shape of a parsed signature; `Err` for more than [`MAX_PARAMS`]
     /// parameters.
-    pub fn from_sig(sig: &MethodSig) -> Result<MethodShape> {
+    fn from_sig(
+        function: RawFunctionId,
+        layout: StringLayout2,
+        sig: &MethodSig,
+    ) -> Result<MethodShape> {
         if sig.params.len() > MAX_PARAMS {
             return Err(Error::Usage(format!(
                 "a method with {} parameters (more than {MAX_PARAMS})",
@@ -107,6 +120,8 @@ impl MethodShape {
             *slot = ArgKind::of(p);
         }
         Ok(MethodShape {
+            function,
+            layout,
             has_this: sig.has_this(),
             count: sig.params.len(),
             params,
@@ -115,11 +130,20 @@ impl MethodShape {
     }
 
     /// Reads and parses the signature of `function` (`GetTokenAndMetaDataFromFunction`,
-    /// `GetMethodProps`).
+    /// `GetMethodProps`) and the runtime's string layout (`GetStringLayout2`).
     pub fn of(info: &ProfilerInfo, function: FunctionId<'_>) -> Result<MethodShape> {
         let (metadata, token) = info.token_and_metadata_from_function(function)?;
         let props = metadata.method_props(token)?;
-        MethodShape::from_sig(&MethodSig::parse(&props.signature)?)
+        MethodShape::from_sig(
+            function.to_raw(),
+            info.string_layout2()?,
+            &MethodSig::parse(&props.signature)?,
+        )
+    }
+
+    /// The function this shape describes.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
     }
 
     /// Whether the first range is `this`.
@@ -232,10 +256,11 @@ fn read_usize(bytes: &[u8]) -> Result<usize> {
 /// Decodes the value in `bytes` as `kind`.
 ///
 /// # Safety
-/// `bytes` must be a range the runtime reported for the current hook call,
-/// so that an object reference in it points to a live object (for strings,
-/// its characters are read through `layout`).
-pub unsafe fn decode<'a>(
+/// `bytes` must be a range the runtime reported for the current hook call
+/// of the function whose signature gave `kind`, so that an object reference
+/// in it points to a live object of that type (for strings, its characters
+/// are read through `layout`, the runtime's).
+unsafe fn decode<'a>(
     kind: ArgKind,
     bytes: &'a [u8],
     layout: StringLayout2,
@@ -292,14 +317,15 @@ pub unsafe fn decode<'a>(
 
 /// Decodes every argument of an enter hook call: `this` (as an object
 /// reference, or a managed reference for value-type methods) then the
-/// parameters. Fails when the runtime reported a different number of
+/// parameters. Fails with [`Error::Mismatch`] when `shape` was made for
+/// another function, and when the runtime reported a different number of
 /// ranges than the signature has.
 pub fn decode_arguments<'a>(
     shape: &MethodShape,
     args: &Arguments<'a>,
-    layout: StringLayout2,
     mut each: impl FnMut(usize, ArgValue<'a>),
 ) -> Result<()> {
+    check_function(shape, args.function(), "decode_arguments")?;
     if args.ranges().len() != shape.range_count() {
         return Err(Error::Malformed(format!(
             "{} argument ranges for a signature with {} (this: {})",
@@ -315,28 +341,36 @@ pub fn decode_arguments<'a>(
         .chain(shape.params().iter().copied());
     for (index, kind) in kinds.enumerate() {
         let bytes = args.bytes(index).unwrap_or(&[]);
-        // SAFETY: the ranges come from this hook call (`Arguments<'a>`).
-        let value = unsafe { decode(kind, bytes, layout)? };
+        // SAFETY: the ranges come from the hook call 'a of `shape.function`
+        // (checked above), and `kind` is that function's parameter type.
+        let value = unsafe { decode(kind, bytes, shape.layout)? };
         each(index, value);
     }
     Ok(())
 }
 
-/// Decodes a leave hook's return value.
-///
-/// # Safety
-/// `range` must come from [`LeaveContext::return_value`](super::LeaveContext::return_value)
-/// of the current hook call.
-pub unsafe fn decode_return<'a>(
-    shape: &MethodShape,
-    range: &'a ArgumentRange,
-    layout: StringLayout2,
-) -> Result<ArgValue<'a>> {
+/// Decodes a leave hook's return value. Fails with [`Error::Mismatch`] when
+/// `shape` was made for another function.
+pub fn decode_return<'a>(shape: &MethodShape, value: &ReturnValue<'a>) -> Result<ArgValue<'a>> {
+    check_function(shape, value.function(), "decode_return")?;
     if shape.ret() == ArgKind::Void {
         return Ok(ArgValue::Void);
     }
-    // SAFETY: guaranteed by the caller.
-    unsafe { decode(shape.ret(), range.bytes(), layout) }
+    // SAFETY: the range comes from the hook call 'a of `shape.function`
+    // (checked above), and `shape.ret()` is that function's return type.
+    unsafe { decode(shape.ret(), value.range().bytes(), shape.layout) }
+}
+
+fn check_function(shape: &MethodShape, used_with: RawFunctionId, call: &'static str) -> Result<()> {
+    if shape.function == used_with {
+        Ok(())
+    } else {
+        Err(Error::Mismatch {
+            call,
+            made_for: shape.function.0,
+            used_with: used_with.0,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -419,7 +453,8 @@ mod tests {
             sys::ELEMENT_TYPE_I4 as u8,
             sys::ELEMENT_TYPE_STRING as u8,
         ];
-        let shape = MethodShape::from_sig(&MethodSig::parse(&blob).unwrap()).unwrap();
+        let f = RawFunctionId(0x77);
+        let shape = MethodShape::from_sig(f, layout(), &MethodSig::parse(&blob).unwrap()).unwrap();
         assert!(shape.has_this());
         assert_eq!(shape.range_count(), 3);
         assert_eq!(
@@ -431,7 +466,35 @@ mod tests {
         );
         assert_eq!(shape.ret(), ArgKind::Primitive(sys::ELEMENT_TYPE_R8 as u8));
         // Fewer ranges than the signature has: refused.
-        let args = Arguments::for_tests(&[]);
-        assert!(decode_arguments(&shape, &args, layout(), |_, _| {}).is_err());
+        let args = Arguments::for_tests(f, &[]);
+        assert!(matches!(
+            decode_arguments(&shape, &args, |_, _| {}),
+            Err(Error::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_shape_decodes_only_its_own_function() {
+        // One STRING parameter: decoding it follows the reference.
+        let blob = [0x00, 1, sys::ELEMENT_TYPE_VOID as u8, sys::ELEMENT_TYPE_STRING as u8];
+        let shape = MethodShape::from_sig(
+            RawFunctionId(0x10),
+            layout(),
+            &MethodSig::parse(&blob).unwrap(),
+        )
+        .unwrap();
+        // A range of another function whose first 8 bytes are not a string
+        // reference: refused before anything is dereferenced.
+        static INTEGER: [u8; 8] = 0x1234_5678u64.to_ne_bytes();
+        let other = Arguments::for_tests(RawFunctionId(0x20), &[&INTEGER]);
+        let err = decode_arguments(&shape, &other, |_, _| panic!("decoded")).unwrap_err();
+        assert_eq!(
+            err,
+            Error::Mismatch {
+                call: "decode_arguments",
+                made_for: 0x10,
+                used_with: 0x20
+            }
+        );
     }
 }

@@ -30,29 +30,79 @@ impl FrameInfo<'_> {
     }
 }
 
-/// One argument's bytes: `COR_PRF_FUNCTION_ARGUMENT_RANGE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct ArgumentRange {
-    /// Where the argument's value starts (a copy of the register or the
-    /// stack slot, valid during the hook call).
-    pub start: usize,
-    /// Its length in bytes.
-    pub length: u32,
+/// One argument's bytes: a `COR_PRF_FUNCTION_ARGUMENT_RANGE` the runtime
+/// reported for the hook call `'a`. Only the SDK makes one (from
+/// `GetFunctionEnter3Info` / `GetFunctionLeave3Info`), so its bytes can be
+/// read safely for as long as the call lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentRange<'a> {
+    start: usize,
+    length: u32,
+    _call: PhantomData<&'a [u8]>,
 }
 
-impl ArgumentRange {
-    /// The bytes of the range.
-    ///
+impl<'a> ArgumentRange<'a> {
+    const EMPTY: ArgumentRange<'a> = ArgumentRange {
+        start: 0,
+        length: 0,
+        _call: PhantomData,
+    };
+
     /// # Safety
-    /// Only during the hook call that produced the range (the runtime's
-    /// guarantee for `GetFunctionEnter3Info` / `GetFunctionLeave3Info`).
-    pub unsafe fn bytes(&self) -> &[u8] {
-        if self.start == 0 || self.length == 0 {
+    /// `start` must be readable for `length` bytes during `'a`.
+    pub(crate) const unsafe fn new(start: usize, length: u32) -> Self {
+        ArgumentRange {
+            start,
+            length,
+            _call: PhantomData,
+        }
+    }
+
+    /// Where the value starts (a copy of the register or the stack slot).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u32 {
+        self.length
+    }
+
+    /// `true` for an empty range (`void`, or no `ENABLE_FUNCTION_RETVAL`).
+    pub fn is_empty(&self) -> bool {
+        self.start == 0 || self.length == 0
+    }
+
+    /// The bytes of the range, for the hook call.
+    pub fn bytes(&self) -> &'a [u8] {
+        if self.is_empty() {
             return &[];
         }
-        // SAFETY: guaranteed by the caller: the runtime's range is readable
-        // for `length` bytes during the hook call.
+        // SAFETY: the range was reported by the runtime for the hook call
+        // `'a` (only `ArgumentRange::new` makes one, from
+        // GetFunctionEnter3Info / GetFunctionLeave3Info), and corprof.idl
+        // guarantees those bytes readable during the hook call.
         unsafe { core::slice::from_raw_parts(self.start as *const u8, self.length as usize) }
+    }
+}
+
+/// A leave hook's return value: its range, and the function it belongs to
+/// (so [`decode_return`](super::args::decode_return) can check its shape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReturnValue<'a> {
+    function: RawFunctionId,
+    range: ArgumentRange<'a>,
+}
+
+impl<'a> ReturnValue<'a> {
+    /// The function that returns it.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
+    /// The value's range.
+    pub fn range(&self) -> ArgumentRange<'a> {
+        self.range
     }
 }
 
@@ -60,15 +110,20 @@ impl ArgumentRange {
 /// for instance methods), as `GetFunctionEnter3Info` reports them.
 #[derive(Clone, Copy, Debug)]
 pub struct Arguments<'a> {
+    function: RawFunctionId,
     count: usize,
     total_size: u32,
-    ranges: [ArgumentRange; MAX_ARGUMENT_RANGES],
-    _call: PhantomData<&'a ()>,
+    ranges: [ArgumentRange<'a>; MAX_ARGUMENT_RANGES],
 }
 
 impl<'a> Arguments<'a> {
+    /// The function whose arguments these are.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
     /// The ranges.
-    pub fn ranges(&self) -> &[ArgumentRange] {
+    pub fn ranges(&self) -> &[ArgumentRange<'a>] {
         &self.ranges[..self.count]
     }
 
@@ -79,28 +134,24 @@ impl<'a> Arguments<'a> {
 
     /// The bytes of range `index`, borrowed for the hook call.
     pub fn bytes(&self, index: usize) -> Option<&'a [u8]> {
-        let range = self.ranges().get(index)?;
-        // SAFETY: `Arguments<'a>` only exists during the hook call ('a).
-        Some(unsafe { core::mem::transmute::<&[u8], &'a [u8]>(range.bytes()) })
+        Some(self.ranges().get(index)?.bytes())
     }
 }
 
 #[cfg(test)]
 impl Arguments<'static> {
     /// Arguments over static byte ranges, for unit tests.
-    pub(crate) fn for_tests(ranges: &[&'static [u8]]) -> Self {
-        let mut out = [ArgumentRange::default(); MAX_ARGUMENT_RANGES];
+    pub(crate) fn for_tests(function: RawFunctionId, ranges: &[&'static [u8]]) -> Self {
+        let mut out = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];
         for (o, r) in out.iter_mut().zip(ranges) {
-            *o = ArgumentRange {
-                start: r.as_ptr() as usize,
-                length: r.len() as u32,
-            };
+            // SAFETY: `r` is readable for its length forever ('static).
+            *o = unsafe { ArgumentRange::new(r.as_ptr() as usize, r.len() as u32) };
         }
         Arguments {
+            function,
             count: ranges.len(),
             total_size: ranges.iter().map(|r| r.len() as u32).sum(),
             ranges: out,
-            _call: PhantomData,
         }
     }
 }
@@ -137,6 +188,11 @@ struct ArgumentInfoBuffer {
 const E_INSUFFICIENT_BUFFER: i32 = 0x8007_007A_u32 as i32;
 
 impl<'a> EnterContext<'a> {
+    /// The hooked function.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
     pub(crate) fn new(
         info3: &'a sys::ICorProfilerInfo3,
         function: RawFunctionId,
@@ -184,12 +240,12 @@ impl<'a> EnterContext<'a> {
         }
         check(hr, "ICorProfilerInfo3::GetFunctionEnter3Info")?;
         let count = (buffer.num_ranges as usize).min(MAX_ARGUMENT_RANGES);
-        let mut ranges = [ArgumentRange::default(); MAX_ARGUMENT_RANGES];
+        let mut ranges = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];
         for (out, raw) in ranges.iter_mut().zip(&buffer.ranges[..count]) {
-            *out = ArgumentRange {
-                start: raw.startAddress,
-                length: raw.length,
-            };
+            // SAFETY: GetFunctionEnter3Info reported this range for the hook
+            // call 'a; corprof.idl: the argument values it points to stay
+            // readable until the hook returns.
+            *out = unsafe { ArgumentRange::new(raw.startAddress, raw.length) };
         }
         Ok((
             FrameInfo {
@@ -197,16 +253,21 @@ impl<'a> EnterContext<'a> {
                 _call: PhantomData,
             },
             Arguments {
+                function: self.function,
                 count,
                 total_size: buffer.total_argument_size,
                 ranges,
-                _call: PhantomData,
             },
         ))
     }
 }
 
 impl<'a> LeaveContext<'a> {
+    /// The hooked function.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
     pub(crate) fn new(
         info3: &'a sys::ICorProfilerInfo3,
         function: RawFunctionId,
@@ -226,7 +287,7 @@ impl<'a> LeaveContext<'a> {
 
     /// `GetFunctionLeave3Info`: frame info and the return value's range
     /// (empty for `void` methods and without `ENABLE_FUNCTION_RETVAL`).
-    pub fn return_value(&self) -> Result<(FrameInfo<'a>, ArgumentRange)> {
+    pub fn return_value(&self) -> Result<(FrameInfo<'a>, ReturnValue<'a>)> {
         let mut frame = 0usize;
         let mut range = sys::COR_PRF_FUNCTION_ARGUMENT_RANGE::default();
         check(
@@ -246,15 +307,23 @@ impl<'a> LeaveContext<'a> {
                 raw: frame,
                 _call: PhantomData,
             },
-            ArgumentRange {
-                start: range.startAddress,
-                length: range.length,
+            ReturnValue {
+                function: self.function,
+                // SAFETY: GetFunctionLeave3Info reported this range for the
+                // hook call 'a; the return value stays readable until the
+                // hook returns (corprof.idl).
+                range: unsafe { ArgumentRange::new(range.startAddress, range.length) },
             },
         ))
     }
 }
 
 impl<'a> TailcallContext<'a> {
+    /// The hooked function.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
     pub(crate) fn new(
         info3: &'a sys::ICorProfilerInfo3,
         function: RawFunctionId,

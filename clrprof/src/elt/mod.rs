@@ -71,8 +71,7 @@
 //! * Setting ELT hooks makes detaching impossible:
 //!   `RequestProfilerDetach` then fails with
 //!   `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`. The SDK relies on it:
-//!   the per-runtime state and the per-function records live until the
-//!   process ends.
+//!   the per-runtime state lives until the process ends.
 //! * The JIT inlines small methods and an inlined call has no hooks. For
 //!   exact call counts add `EventMask::DISABLE_INLINING` (immutable too).
 //!
@@ -82,13 +81,24 @@
 //! function it compiles with hooks; [`EltHooks::map_function`] decides
 //! whether the function is hooked at all (`None`: the JIT emits no hook
 //! calls for it, which costs nothing at run time) and returns the data the
-//! SDK keeps for it. The SDK stores that data in a [`Hooked`] record that
-//! lives until the process ends, and gives the runtime the record's address
-//! as the function's client ID: every hook call reaches its record with one
-//! load and no lookup. The mapper's client data is the runtime's own state,
-//! so side-by-side runtimes each map and route their own functions. A
-//! function the runtime asks about again (tiered recompilation) gets the
-//! same record.
+//! SDK keeps for it. The SDK stores that data in a [`Hooked`] record and
+//! gives the runtime the record's address as the function's client ID:
+//! every hook call reaches its record with one load and no lookup. The
+//! mapper's client data is the runtime's own state, so side-by-side
+//! runtimes each map and route their own functions. A function the runtime
+//! asks about again (tiered recompilation) gets the same record.
+//!
+//! # Records follow their function
+//!
+//! A record lives as long as its function's code can run. When the
+//! function's module unloads (a collectible `AssemblyLoadContext`), the SDK
+//! calls [`EltHooks::function_unloading`] with the record, then frees it;
+//! `install` registers an SDK component for that (it adds
+//! `MONITOR_MODULE_LOADS` to the mask). If the runtime ever hands a
+//! `FunctionID` it mapped before to a *different* function (same ID,
+//! different module, class or token), the old record is released the same
+//! way and the new function gets a fresh one: a record never serves two
+//! functions.
 //!
 //! # Hook rules
 //!
@@ -107,7 +117,7 @@
 use crate::error::{Error, Result};
 use crate::event_mask::{EventMask, EventMasks};
 use crate::ids::{FunctionId, RawFunctionId};
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::runtimes::RuntimeSlot;
 use clrprof_sys as sys;
 use core::ffi::c_void;
@@ -167,6 +177,12 @@ pub trait EltHooks: Send + Sync + 'static {
     fn map_function(&self, info: &ProfilerInfo, function: FunctionId<'_>)
         -> Option<Self::Function>;
 
+    /// The function's module is unloading (a collectible assembly): the
+    /// last call with its record. Read what the record holds (e.g. write its
+    /// counts) now; the SDK frees the record when this returns, and the
+    /// runtime may give the `FunctionID` to another function later.
+    fn function_unloading(&self, info: &ProfilerInfo, function: &Hooked<Self::Function>) {}
+
     /// Fast path: a hooked function was entered.
     fn enter(&self, function: &Hooked<Self::Function>) {}
     /// Fast path: a hooked function returns normally.
@@ -193,9 +209,9 @@ pub trait EltHooks: Send + Sync + 'static {
 
 /// One hooked function: its ID, its runtime and the profiler's data for it.
 ///
-/// Created by the SDK when [`EltHooks::map_function`] returns `Some`, and
-/// kept until the process ends (ELT hooks make the profiler undetachable,
-/// and jitted code holds the record's address).
+/// Created by the SDK when [`EltHooks::map_function`] returns `Some`, lent
+/// to the hooks for the duration of each hook call, and freed when the
+/// function's module unloads (after [`EltHooks::function_unloading`]).
 #[derive(Debug)]
 #[repr(C)] // the function ID first, whatever `F` is (see `shadow_stack`)
 pub struct Hooked<F> {
@@ -231,11 +247,6 @@ impl<F> Hooked<F> {
         &self.data
     }
 
-    /// The record's address: unique per hooked function and stable for the
-    /// process's life; what [`shadow_stack`] stores.
-    pub fn address(&self) -> usize {
-        self as *const Self as usize
-    }
 }
 
 /// Which ELT variant to register.
@@ -376,14 +387,16 @@ pub fn masks_for(options: &EltOptions, wanted: EventMasks, attached: bool) -> Re
     Ok(masks)
 }
 
-/// Per-runtime ELT state; the `FunctionIDMapper2` client data.
+/// Per-runtime ELT state; the `FunctionIDMapper2` client data. Leaked: it
+/// lives as long as the process (ELT hooks make the profiler undetachable).
 struct RuntimeElt<H: EltHooks> {
     hooks: Arc<H>,
-    info: ProfilerInfo,
+    runtime: RuntimeHandle,
     info3: sys::ICorProfilerInfo3,
     slot: RuntimeSlot,
-    /// FunctionID → its record, so a function mapped twice keeps one record.
-    mapped: Mutex<HashMap<usize, &'static Entry<H>>>,
+    /// FunctionID → its record, so a function mapped twice (tiered
+    /// recompilation) keeps one record.
+    mapped: Mutex<HashMap<usize, Record<H>>>,
 }
 
 // SAFETY: the only non-Sync member is the ICorProfilerInfo3 interface,
@@ -413,6 +426,45 @@ impl<H: EltHooks> Entry<H> {
     }
 }
 
+/// Who a function is, as the runtime answers `GetFunctionInfo`: what tells a
+/// recycled `FunctionID` from the function it named before.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Identity {
+    module: usize,
+    class: usize,
+    token: u32,
+}
+
+impl Identity {
+    fn of(info: &ProfilerInfo<'_>, function: FunctionId<'_>) -> Option<Identity> {
+        let f = info.function_info(function).ok()?;
+        Some(Identity {
+            module: f.module.as_sys(),
+            class: f.class.as_sys(),
+            token: f.token.0,
+        })
+    }
+}
+
+/// A mapped function's record, owned by the mapper's table. Its address is
+/// the client ID jitted code passes to the hooks, so it is boxed (stable)
+/// and only freed when no code of its function can run any more: when the
+/// function's module unloads (the code of a collectible assembly goes with
+/// it, and no thread can be inside it: a frame on a stack keeps its loader
+/// allocator alive), or when the runtime maps the same `FunctionID` again
+/// for a different function (the old one's code is gone, or the ID could
+/// not have been reused).
+struct Record<H: EltHooks> {
+    entry: Box<Entry<H>>,
+    identity: Option<Identity>,
+}
+
+impl<H: EltHooks> Record<H> {
+    fn client_id(&self) -> usize {
+        &*self.entry as *const Entry<H> as usize
+    }
+}
+
 /// A handle to the ELT state of one runtime, returned by [`install`].
 pub struct EltRuntime<H: EltHooks> {
     state: &'static RuntimeElt<H>,
@@ -436,20 +488,100 @@ impl<H: EltHooks> EltRuntime<H> {
         &self.state.hooks
     }
 
-    /// Every function hooked so far in this runtime (in no particular order).
-    /// Takes the mapper's lock: call it from callbacks, not from hooks.
-    pub fn functions(&self) -> Vec<&'static Hooked<H::Function>> {
-        match self.state.mapped.lock() {
-            Ok(map) => map.values().map(|e| &e.hooked).collect(),
-            Err(poisoned) => poisoned.get_ref().values().map(|e| &e.hooked).collect(),
+    /// Calls `f` with every function hooked in this runtime now (in no
+    /// particular order). Records of unloaded functions are gone (see
+    /// [`EltHooks::function_unloading`]). Holds the mapper's lock while `f`
+    /// runs: call it from callbacks, not from hooks.
+    pub fn for_each_function(&self, mut f: impl FnMut(&Hooked<H::Function>)) {
+        let map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        for record in map.values() {
+            f(&record.entry.hooked);
         }
     }
 
-    /// The record of `function`, if it is hooked. Takes the mapper's lock.
-    pub fn function(&self, function: RawFunctionId) -> Option<&'static Hooked<H::Function>> {
-        let map = self.state.mapped.lock().ok()?;
-        map.get(&function.0).map(|e| &e.hooked)
+    /// Calls `f` with the record of `function`, if it is hooked. Holds the
+    /// mapper's lock while `f` runs.
+    pub fn with_function<R>(
+        &self,
+        function: RawFunctionId,
+        f: impl FnOnce(&Hooked<H::Function>) -> R,
+    ) -> Option<R> {
+        let map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&function.0).map(|r| f(&r.entry.hooked))
     }
+
+    /// How many functions have a record now.
+    pub fn function_count(&self) -> usize {
+        self.state
+            .mapped
+            .lock()
+            .map(|m| m.len())
+            .unwrap_or_else(|e| e.into_inner().len())
+    }
+}
+
+/// The SDK component behind [`install`]: frees the records of functions
+/// whose module unloads, and (with [`EltOptions::with_exceptions`]) keeps
+/// the shadow stacks balanced when exceptions unwind hooked frames.
+struct EltComponent<H: EltHooks> {
+    state: &'static RuntimeElt<H>,
+    exceptions: bool,
+}
+
+impl<H: EltHooks> crate::component::Component for EltComponent<H> {
+    fn name(&self) -> &'static str {
+        "elt"
+    }
+
+    fn masks(&self) -> EventMasks {
+        let mut low = EventMask::MONITOR_MODULE_LOADS;
+        if self.exceptions {
+            low |= EventMask::MONITOR_EXCEPTIONS;
+        }
+        low.into()
+    }
+
+    fn module_unload_started(&self, info: &ProfilerInfo, module: crate::ModuleId<'_>) {
+        let gone: Vec<Record<H>> = {
+            let mut map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+            let ids: Vec<usize> = map
+                .iter()
+                .filter(|(_, r)| r.identity.map(|i| i.module) == Some(module.as_sys()))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for record in gone {
+            release(info, record);
+        }
+    }
+
+    fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
+        if self.exceptions {
+            shadow_stack::unwind_function_enter(function.to_raw());
+        }
+    }
+
+    fn exception_unwind_function_leave(&self, _info: &ProfilerInfo) {
+        if self.exceptions {
+            shadow_stack::unwind_function_leave();
+        }
+    }
+
+    fn exception_catcher_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
+        if self.exceptions {
+            shadow_stack::catcher_enter(function.to_raw());
+        }
+    }
+}
+
+/// Hands a record to [`EltHooks::function_unloading`], then frees it.
+fn release<H: EltHooks>(info: &ProfilerInfo<'_>, record: Record<H>) {
+    let hooked = &record.entry.hooked;
+    crate::guard::guard("EltHooks::function_unloading", (), || {
+        record.entry.hooks().function_unloading(info, hooked)
+    });
+    crate::guard::guard("dropping an ELT record", (), move || drop(record));
 }
 
 /// The hooks type installed in this process (the handler slots are
@@ -492,11 +624,15 @@ pub fn install<H: EltHooks>(
 
     let state: &'static RuntimeElt<H> = Box::leak(Box::new(RuntimeElt {
         hooks,
-        info: info.clone(),
+        runtime: info.handle(),
         info3,
         slot: info.runtime_slot(),
         mapped: Mutex::new(HashMap::new()),
     }));
+    info.register(Arc::new(EltComponent {
+        state,
+        exceptions: options.exceptions,
+    }))?;
     let client_data = state as *const RuntimeElt<H> as *mut c_void;
     crate::error::check(
         // SAFETY: `map_function::<H>` has the FunctionIDMapper2 signature and
@@ -534,8 +670,9 @@ pub fn install<H: EltHooks>(
 fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
     use sys::elt;
     // SAFETY: the handlers only read records the mapper created (client IDs
-    // are their addresses; the records are leaked), never unwind (every user
-    // call is inside `contain`), and are plain functions of this library.
+    // are their addresses, and a record outlives every hook call of its
+    // function: see `Record`), never unwind (every user call is inside
+    // `contain`), and are plain functions of this library.
     unsafe {
         elt::set_enter3_handler(Some(fast_enter::<H>));
         elt::set_leave3_handler(Some(fast_leave::<H>));
@@ -615,31 +752,48 @@ unsafe extern "system" fn map_function<H: EltHooks>(
         return function;
     }
     // SAFETY: the client data is the leaked `RuntimeElt<H>` that `install`
-    // registered together with this monomorphisation.
+    // registered together with this monomorphisation (the runtime passes the
+    // client data of SetFunctionIDMapper2 back unchanged).
     let state: &'static RuntimeElt<H> = unsafe { &*(client_data as *const RuntimeElt<H>) };
     crate::guard::guard("FunctionIDMapper2", function, || {
-        let mut mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = mapped.get(&function).copied() {
-            set_hook(true);
-            return entry as *const Entry<H> as usize;
-        }
-        // SAFETY: the runtime passes a valid FunctionID, valid for the call.
+        let info = ProfilerInfo::scoped(&state.runtime, Scope::Callback);
+        // SAFETY: the runtime passes the FunctionID of the function it is
+        // compiling; it is valid for the duration of the mapper call.
         let id = unsafe { FunctionId::from_sys(function) };
-        let Some(data) = state.hooks.map_function(&state.info, id) else {
+        let identity = Identity::of(&info, id);
+        let mut mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(record) = mapped.get(&function) {
+            if record.identity == identity {
+                set_hook(true);
+                return record.client_id();
+            }
+            // The same FunctionID now names another function: the old one
+            // is gone (its ID could not have been reused otherwise).
+            if let Some(stale) = mapped.remove(&function) {
+                drop(mapped);
+                release(&info, stale);
+                mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        let Some(data) = state.hooks.map_function(&info, id) else {
             return function;
         };
-        let entry: &'static Entry<H> = Box::leak(Box::new(Entry {
-            hooked: Hooked {
-                function: RawFunctionId(function),
-                runtime: state.slot,
-                data,
-            },
-            hooks: Arc::as_ptr(&state.hooks),
-            runtime: state,
-        }));
-        mapped.insert(function, entry);
+        let record = Record {
+            entry: Box::new(Entry {
+                hooked: Hooked {
+                    function: RawFunctionId(function),
+                    runtime: state.slot,
+                    data,
+                },
+                hooks: Arc::as_ptr(&state.hooks),
+                runtime: state,
+            }),
+            identity,
+        };
+        let client = record.client_id();
+        mapped.insert(function, record);
         set_hook(true);
-        entry as *const Entry<H> as usize
+        client
     })
 }
 
@@ -649,8 +803,8 @@ unsafe extern "system" fn map_function<H: EltHooks>(
 /// landing pad (a `&str` argument was spilled to the stack on every call).
 #[inline(always)]
 fn contain<const KIND: u8>(f: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        hook_panicked(KIND);
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        hook_panicked(KIND, payload);
     }
 }
 
@@ -663,7 +817,8 @@ const TAILCALL_INFO: u8 = 5;
 
 #[cold]
 #[inline(never)]
-fn hook_panicked(kind: u8) {
+fn hook_panicked(kind: u8, payload: Box<dyn std::any::Any + Send>) {
+    crate::guard::drop_payload(payload);
     let name = match kind {
         ENTER => "enter",
         LEAVE => "leave",
@@ -679,7 +834,9 @@ fn hook_panicked(kind: u8) {
 ///
 /// # Safety
 /// `client` must be a client ID that `map_function::<H>` returned with
-/// "hook" set, i.e. the address of a leaked `Entry<H>`.
+/// "hook" set, i.e. the address of a boxed `Entry<H>` in the mapper's table,
+/// called from a hook of that function (whose record is not freed while
+/// its code can run: see [`Record`]).
 #[inline(always)]
 unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
     // SAFETY: guaranteed by the caller.

@@ -7,10 +7,16 @@
 //! `MONITOR_EXCEPTIONS`, see [`EltOptions::with_exceptions`](super::EltOptions::with_exceptions))
 //! calls `ExceptionUnwindFunctionEnter` / `ExceptionUnwindFunctionLeave`
 //! for every managed frame it unwinds, hooked or not, and
-//! `ExceptionCatcherEnter` for the frame that catches. Forward those
-//! callbacks to [`unwind_function_enter`], [`unwind_function_leave`] and
-//! [`catcher_enter`]: a frame is popped when the frame being unwound is the
-//! top of the shadow stack.
+//! `ExceptionCatcherEnter` for the frame that catches. With that option the
+//! SDK delivers those callbacks to the shadow stacks itself (an SDK
+//! component registered by [`install`](super::install)): a frame is popped
+//! when the frame being unwound is the top of the shadow stack. No
+//! forwarding code in the profiler.
+//!
+//! A frame holds the function's ID, not a pointer to its record: a sampler
+//! reading a stale frame (a thread whose stack an exception left unbalanced
+//! without `MONITOR_EXCEPTIONS`) reads a number, never freed memory, even
+//! after the record of an unloaded function is released.
 //!
 //! Memory is taken once ([`preallocate`], or the defaults on first use): a
 //! pool of per-thread stacks of fixed capacity. A thread takes a free stack
@@ -38,22 +44,14 @@ pub const DEFAULT_DEPTH: usize = 1024;
 /// that runs during another exception's unwind, ...).
 const UNWIND_NESTING: usize = 16;
 
-/// One frame of a shadow stack: the [`Hooked`] record of its function.
+/// One frame of a shadow stack: the function of a hooked frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ShadowFrame(usize);
 
 impl ShadowFrame {
-    /// The hooked record's address ([`Hooked::address`]).
-    pub fn address(&self) -> usize {
-        self.0
-    }
-
-    /// The function's ID.
+    /// The function's ID (raw: the frame may outlive it, see the module docs).
     pub fn function(&self) -> RawFunctionId {
-        // SAFETY: frames are only made from `&Hooked<F>`, which the SDK
-        // creates and never frees (see `Hooked`); `Hooked` is `repr(C)` with
-        // the function ID first, whatever `F` is.
-        unsafe { *(self.0 as *const RawFunctionId) }
+        RawFunctionId(self.0)
     }
 }
 
@@ -372,7 +370,7 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
 /// The enter hook's part: pushes `function`.
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
-    let frame = function.address();
+    let frame = function.function().0;
     with_current(|s| s.push(frame));
 }
 
@@ -380,7 +378,7 @@ pub fn enter<F>(function: &Hooked<F>) {
 /// not `function`).
 #[inline(always)]
 pub fn leave<F>(function: &Hooked<F>) {
-    let frame = function.address();
+    let frame = function.function().0;
     with_current(|s| s.pop(Some(frame), &s.pops));
 }
 
@@ -392,13 +390,13 @@ pub fn tailcall<F>(function: &Hooked<F>) {
 }
 
 /// `ExceptionUnwindFunctionEnter`: the exception starts unwinding a frame
-/// of `function` (hooked or not).
-pub fn unwind_function_enter(function: RawFunctionId) {
+/// of `function` (hooked or not). Delivered by the SDK.
+pub(crate) fn unwind_function_enter(function: RawFunctionId) {
     with_current(|s| {
         let level = s.unwind_level.load(Ordering::Relaxed);
         let top_matches = s
             .top()
-            .map(|top| ShadowFrame(top).function() == function)
+            .map(|top| top == function.0)
             .unwrap_or(false);
         if let Some(slot) = s.unwinds.get(level) {
             slot.store(function.0, Ordering::Relaxed);
@@ -412,8 +410,8 @@ pub fn unwind_function_enter(function: RawFunctionId) {
 }
 
 /// `ExceptionUnwindFunctionLeave`: the frame is gone; pops it if it was the
-/// top of the shadow stack.
-pub fn unwind_function_leave() {
+/// top of the shadow stack. Delivered by the SDK.
+pub(crate) fn unwind_function_leave() {
     with_current(|s| {
         let level = s.unwind_level.load(Ordering::Relaxed);
         if level == 0 {
@@ -430,8 +428,8 @@ pub fn unwind_function_leave() {
 
 /// `ExceptionCatcherEnter`: the frame of `function` catches and goes on
 /// running. If an unwind of that frame is pending it is dropped without
-/// popping the frame.
-pub fn catcher_enter(function: RawFunctionId) {
+/// popping the frame. Delivered by the SDK.
+pub(crate) fn catcher_enter(function: RawFunctionId) {
     with_current(|s| {
         let level = s.unwind_level.load(Ordering::Relaxed);
         let Some(i) = level.checked_sub(1) else {

@@ -19,11 +19,11 @@
 
 use crate::error::{check, Error, Result, HRESULT};
 use crate::ids::*;
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle};
+use crate::thread::ProfilerThread;
 use clrprof_sys as sys;
 use std::sync::mpsc;
 use std::sync::Mutex;
-use std::thread::JoinHandle;
 
 fn split(methods: &[(RawModuleId, MdMethodDef)]) -> Result<(u32, Vec<sys::ModuleID>, Vec<u32>)> {
     let n = u32::try_from(methods.len()).map_err(|_| Error::InvalidArgument("too many methods"))?;
@@ -37,7 +37,7 @@ fn split(methods: &[(RawModuleId, MdMethodDef)]) -> Result<(u32, Vec<sys::Module
     ))
 }
 
-impl ProfilerInfo {
+impl RuntimeHandle {
     /// `ICorProfilerInfo4::RequestReJIT` for (module, method) pairs.
     ///
     /// # Safety
@@ -74,7 +74,9 @@ impl ProfilerInfo {
         )?;
         Ok(status)
     }
+}
 
+impl ProfilerInfo<'_> {
     /// `ICorProfilerInfo4::GetReJITIDs`: the ReJIT versions of a function.
     pub fn rejit_ids(&self, function: FunctionId<'_>) -> Result<Vec<RawReJitId>> {
         let i4 = self.raw_info4("ICorProfilerInfo4::GetReJITIDs")?;
@@ -108,22 +110,22 @@ enum Job {
 }
 
 /// A thread of the profiler's own that issues `RequestReJIT` and
-/// `RequestRevert` (see the module docs for why).
+/// `RequestRevert` (see the module docs for why). It is an SDK thread
+/// ([`crate::thread::spawn`]): a detach is refused while it runs, and it
+/// holds the library until it has left it.
 pub struct ReJitThread {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<ProfilerThread<()>>>,
 }
 
 impl ReJitThread {
     /// Starts the thread. It calls `InitializeCurrentThread` (Info4) first;
     /// on a runtime without Info4 this fails with `Unsupported`.
-    pub fn spawn(info: &ProfilerInfo) -> Result<ReJitThread> {
+    pub fn spawn(info: &RuntimeHandle) -> Result<ReJitThread> {
         info.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
         let info = info.clone();
         let (tx, rx) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("clrprof-rejit".into())
-            .spawn(move || {
+        let thread = crate::thread::spawn("clrprof-rejit", move || {
                 if let Ok(i4) = info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
                     // SAFETY: no arguments; allowed on any thread the profiler
                     // created. A failure only loses the pre-initialisation.

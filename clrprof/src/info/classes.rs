@@ -154,12 +154,25 @@ pub struct StringLayout {
 }
 
 /// `GetStringLayout2`: offsets inside a `System.String` object.
+///
+/// Only the runtime's answer makes one: the SDK's readers follow these
+/// offsets into string objects, so a hand-made layout must not reach them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StringLayout2 {
-    /// Offset of the length (in UTF-16 units).
-    pub string_length_offset: u32,
-    /// Offset of the first character.
-    pub buffer_offset: u32,
+    pub(crate) string_length_offset: u32,
+    pub(crate) buffer_offset: u32,
+}
+
+impl StringLayout2 {
+    /// Offset of the 32-bit length (in UTF-16 units) from the object's start.
+    pub fn string_length_offset(&self) -> u32 {
+        self.string_length_offset
+    }
+
+    /// Offset of the first character from the object's start.
+    pub fn buffer_offset(&self) -> u32 {
+        self.buffer_offset
+    }
 }
 
 /// `GetArrayObjectInfo`: the shape and data of an array object.
@@ -193,7 +206,7 @@ bitflags::bitflags! {
 /// The largest rank an array type may have in the CLR.
 const MAX_ARRAY_RANK: u32 = 32;
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetClassFromObject`: the class of an object. For instances of generic
     /// types this is the exact instantiation. Needs a GC callback or managed
     /// code on the calling thread (`CORPROF_E_NOT_MANAGED_THREAD` /
@@ -552,7 +565,8 @@ mod tests {
     #[test]
     fn class_from_object_and_token() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; o = object_id(O), m = module_id(M), c = class_id(C));
         assert_eq!(info.class_from_object(o).unwrap().as_sys(), C);
         assert_eq!(
@@ -581,7 +595,8 @@ mod tests {
     #[test]
     fn class_id_info_is_none_for_arrays() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let d = info.class_id_info(c).unwrap().unwrap();
         assert_eq!((d.module.as_sys(), d.type_def), (M, MdTypeDef(0x0200_0002)));
@@ -591,7 +606,8 @@ mod tests {
     #[test]
     fn is_array_class_decodes_or_says_none() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let arr = info.is_array_class(a).unwrap().unwrap();
         assert_eq!(arr.element_type, CorElementType::Class);
@@ -608,7 +624,8 @@ mod tests {
         // buffer would silently truncate.
         fake.state().classes.get_mut(&C).unwrap().fields =
             (1..=40).map(|i| (0x0400_0000 + i, i * 8)).collect();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let layout = info.class_layout(c).unwrap();
         assert_eq!(layout.size, 24);
@@ -648,7 +665,8 @@ mod tests {
                 }
             }
         });
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C));
         // Count 2, then 3 fields with room for 2: the runtime writes 2 and
         // says 2, which the protocol takes as complete. The growth shows in
@@ -669,7 +687,8 @@ mod tests {
     #[test]
     fn box_and_string_layouts() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; v = class_id(VT), c = class_id(C));
         assert_eq!(info.box_class_layout(v).unwrap(), 8);
         assert!(info.box_class_layout(c).is_err());
@@ -693,7 +712,8 @@ mod tests {
     #[test]
     fn array_object_info_finds_the_rank_first() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; a = object_id(OARR), o = object_id(O));
         let arr = info.array_object_info(a).unwrap();
         assert_eq!(arr.dimensions, vec![3, 4]);
@@ -709,7 +729,8 @@ mod tests {
     #[test]
     fn object_size_and_failure_mapping() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; o = object_id(O));
         assert_eq!(info.object_size(o).unwrap(), 24);
         fake.fail(
@@ -729,7 +750,8 @@ mod tests {
     #[test]
     fn static_field_info_reads_kinds() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C));
         assert_eq!(
             info.static_field_info(c, MdFieldDef(0x0400_0005)).unwrap(),

@@ -195,34 +195,39 @@ impl<E: RawProfilerEnum, T> Iterator for ProfilerEnum<'_, E, T> {
 }
 
 /// A function the JIT compiled, as `EnumJITedFunctions` reports it.
+///
+/// The ID is raw: an enumeration is a snapshot, and another thread may
+/// unload the function's class while the profiler looks at it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct JitedFunction<'a> {
+pub struct JitedFunction {
     /// The function.
-    pub function: FunctionId<'a>,
+    pub function: RawFunctionId,
     /// Its ReJIT version (0 for the original code; `EnumJITedFunctions`
     /// always reports 0, `EnumJITedFunctions2` the real one).
     pub rejit_id: RawReJitId,
 }
 
-/// A method named by module and token (`COR_PRF_METHOD`).
+/// A method named by module and token (`COR_PRF_METHOD`); the module is raw,
+/// as for every enumeration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ModuleMethod<'a> {
+pub struct ModuleMethod {
     /// The module that defines it.
-    pub module: ModuleId<'a>,
+    pub module: RawModuleId,
     /// Its definition token.
     pub method: MdMethodDef,
 }
 
-/// Objects of `EnumModuleFrozenObjects`.
+/// Objects of `EnumModuleFrozenObjects`: frozen objects never move and live
+/// as long as their module (`'a`).
 pub type ObjectEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerObjectEnum, ObjectId<'a>>;
-/// Functions of `EnumJITedFunctions`.
-pub type FunctionEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerFunctionEnum, JitedFunction<'a>>;
-/// Modules of `EnumModules`.
-pub type ModuleEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerModuleEnum, ModuleId<'a>>;
-/// Threads of `EnumThreads` (Info4).
-pub type ThreadEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerThreadEnum, ThreadId<'a>>;
-/// Methods of `EnumNgenModuleMethodsInliningThisMethod` (Info6).
-pub type MethodEnum<'a> = ProfilerEnum<'a, sys::ICorProfilerMethodEnum, ModuleMethod<'a>>;
+/// Functions of `EnumJITedFunctions` (raw IDs).
+pub type FunctionEnum = ProfilerEnum<'static, sys::ICorProfilerFunctionEnum, JitedFunction>;
+/// Modules of `EnumModules` (raw IDs).
+pub type ModuleEnum = ProfilerEnum<'static, sys::ICorProfilerModuleEnum, RawModuleId>;
+/// Threads of `EnumThreads` (Info4; raw IDs).
+pub type ThreadEnum = ProfilerEnum<'static, sys::ICorProfilerThreadEnum, RawThreadId>;
+/// Methods of `EnumNgenModuleMethodsInliningThisMethod` (Info6; raw IDs).
+pub type MethodEnum = ProfilerEnum<'static, sys::ICorProfilerMethodEnum, ModuleMethod>;
 
 /// Wraps an `ICorProfilerObjectEnum`.
 ///
@@ -233,47 +238,35 @@ pub unsafe fn object_enum<'a>(raw: sys::ICorProfilerObjectEnum) -> ObjectEnum<'a
     unsafe { ProfilerEnum::new(raw, |o| ObjectId::from_sys(o)) }
 }
 
-/// Wraps an `ICorProfilerFunctionEnum`.
-///
-/// # Safety
-/// The functions must be valid for `'a`.
-pub unsafe fn function_enum<'a>(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum<'a> {
-    // SAFETY: guaranteed by the caller.
+/// Wraps an `ICorProfilerFunctionEnum` (raw IDs: nothing to promise).
+pub fn function_enum(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum {
+    // SAFETY: the elements are raw IDs and plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |f| JitedFunction {
-            function: FunctionId::from_sys(f.functionId),
+            function: RawFunctionId(f.functionId),
             rejit_id: RawReJitId(f.reJitId),
         })
     }
 }
 
-/// Wraps an `ICorProfilerModuleEnum`.
-///
-/// # Safety
-/// The modules must be valid for `'a`.
-pub unsafe fn module_enum<'a>(raw: sys::ICorProfilerModuleEnum) -> ModuleEnum<'a> {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ProfilerEnum::new(raw, |m| ModuleId::from_sys(m)) }
+/// Wraps an `ICorProfilerModuleEnum` (raw IDs).
+pub fn module_enum(raw: sys::ICorProfilerModuleEnum) -> ModuleEnum {
+    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    unsafe { ProfilerEnum::new(raw, RawModuleId) }
 }
 
-/// Wraps an `ICorProfilerThreadEnum`.
-///
-/// # Safety
-/// The threads must be valid for `'a`.
-pub unsafe fn thread_enum<'a>(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum<'a> {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ProfilerEnum::new(raw, |t| ThreadId::from_sys(t)) }
+/// Wraps an `ICorProfilerThreadEnum` (raw IDs).
+pub fn thread_enum(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum {
+    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    unsafe { ProfilerEnum::new(raw, RawThreadId) }
 }
 
-/// Wraps an `ICorProfilerMethodEnum`.
-///
-/// # Safety
-/// The modules must be valid for `'a`.
-pub unsafe fn method_enum<'a>(raw: sys::ICorProfilerMethodEnum) -> MethodEnum<'a> {
-    // SAFETY: guaranteed by the caller.
+/// Wraps an `ICorProfilerMethodEnum` (raw IDs).
+pub fn method_enum(raw: sys::ICorProfilerMethodEnum) -> MethodEnum {
+    // SAFETY: raw IDs and tokens are plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |m| ModuleMethod {
-            module: ModuleId::from_sys(m.moduleId),
+            module: RawModuleId(m.moduleId),
             method: MdMethodDef(m.methodId),
         })
     }
@@ -298,7 +291,8 @@ mod tests {
     #[test]
     fn empty_enumerator_yields_nothing() {
         let fake = frozen(0);
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000));
         let mut e = info.enum_module_frozen_objects(m).unwrap();
         assert!(e.next().is_none());
@@ -310,7 +304,8 @@ mod tests {
     fn batch_boundaries_lose_nothing() {
         for n in [31, 32, 33, 64, 65] {
             let fake = frozen(n);
-            let info = fake.profiler_info();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
             fake_ids!(fake; m = module_id(0x2000));
             let got: Vec<usize> = info
                 .enum_module_frozen_objects(m)
@@ -328,7 +323,8 @@ mod tests {
     #[test]
     fn skip_within_and_beyond_the_fetched_batch() {
         let fake = frozen(70);
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000));
         let mut e = info.enum_module_frozen_objects(m).unwrap();
         assert_eq!(e.next().unwrap().unwrap().as_sys(), 0x10);
@@ -351,9 +347,7 @@ mod info4_tests {
     fn thread_and_method_enumerators_convert_and_release() {
         let live = Arc::new(AtomicUsize::new(0));
         let raw = FakeThreadEnum::create(vec![0x60, 0x61], &live);
-        // SAFETY: fake IDs, never given to a runtime.
-        let threads: Vec<usize> = unsafe { thread_enum(raw) }
-            .map(|t| t.unwrap().as_sys())
+        let threads: Vec<usize> = thread_enum(raw).map(|t| t.unwrap().0)
             .collect();
         assert_eq!(threads, vec![0x60, 0x61]);
         let methods = vec![sys::COR_PRF_METHOD {
@@ -361,12 +355,11 @@ mod info4_tests {
             methodId: 0x0600_0003,
         }];
         let raw = FakeMethodEnum::create(methods, &live);
-        // SAFETY: as above.
-        let mut e = unsafe { method_enum(raw) };
+        let mut e = method_enum(raw);
         assert_eq!(live.load(Ordering::SeqCst), 1);
         let m = e.next().unwrap().unwrap();
         assert_eq!(
-            (m.module.as_sys(), m.method),
+            (m.module.0, m.method),
             (0x20, MdMethodDef(0x0600_0003))
         );
         assert!(e.next().is_none());

@@ -32,7 +32,7 @@ pub struct ExceptionClauseInfo {
     pub shadow_stack_pointer: usize,
 }
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetNotifiedExceptionClauseInfo` (Info2): the clause being run on the
     /// calling thread, or `None` when no exception is in flight (the
     /// runtime's `S_FALSE`). Call it from an exception callback.
@@ -73,7 +73,8 @@ mod tests {
     #[test]
     fn clause_is_decoded_or_none() {
         let fake = FakeRuntime::new();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         assert_eq!(info.notified_exception_clause_info().unwrap(), None);
         fake.state().exception_clause = Some(sys::COR_PRF_EX_CLAUSE_INFO {
             clauseType: sys::COR_PRF_CLAUSE_FINALLY,
@@ -96,7 +97,8 @@ mod tests {
     #[test]
     fn refused_for_attached_profilers() {
         let fake = FakeRuntime::new();
-        let info = fake.profiler_info_attached();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_attached() };
         assert!(info.is_attached());
         assert!(info
             .notified_exception_clause_info()

@@ -4,7 +4,7 @@
 use crate::buffer::fill;
 use crate::error::{check, Error, KnownHresult, Result};
 use crate::ids::*;
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -89,7 +89,7 @@ pub struct IlMapEntry {
 /// `'a`, not to this value.
 pub struct MethodMalloc<'a> {
     raw: sys::IMethodMalloc,
-    _module: PhantomData<ModuleId<'a>>,
+    module: ModuleId<'a>,
 }
 
 impl<'a> MethodMalloc<'a> {
@@ -116,6 +116,7 @@ impl<'a> MethodMalloc<'a> {
         Ok(IlBuffer {
             ptr,
             len,
+            module: self.module.to_raw(),
             _module: PhantomData,
         })
     }
@@ -138,7 +139,17 @@ impl<'a> MethodMalloc<'a> {
 pub struct IlBuffer<'a> {
     ptr: NonNull<u8>,
     len: usize,
+    /// The module whose allocator made it.
+    module: RawModuleId,
     _module: PhantomData<&'a mut [u8]>,
+}
+
+impl IlBuffer<'_> {
+    /// The module whose allocator made this buffer; only that module's
+    /// methods can take it ([`ProfilerInfo::set_il_function_body`]).
+    pub fn module(&self) -> RawModuleId {
+        self.module
+    }
 }
 
 impl core::ops::Deref for IlBuffer<'_> {
@@ -232,15 +243,15 @@ pub fn il_method_size(body: &[u8]) -> Result<usize> {
     Ok(end)
 }
 
-impl ProfilerInfo {
+impl RuntimeHandle {
     /// `GetFunctionFromIP`: the managed function whose native code contains
     /// `ip`. Fails (`E_FAIL`) for addresses outside jitted/precompiled code and
     /// for IL stubs and other methods without metadata.
     ///
-    /// Callable asynchronously (e.g. from a sampling thread). The result is
-    /// tied to `&self`: it is valid while the code at `ip` exists, which the
-    /// caller's own situation (a suspended thread, a callback) must ensure.
-    pub fn function_from_ip(&self, ip: usize) -> Result<FunctionId<'_>> {
+    /// Callable asynchronously (e.g. from a sampling thread). The ID is raw:
+    /// nothing about an instruction pointer proves how long its code (and
+    /// function) stay loaded.
+    pub fn function_from_ip(&self, ip: usize) -> Result<RawFunctionId> {
         let mut f = 0usize;
         check(
             // SAFETY: the runtime only looks `ip` up in its code maps, never
@@ -251,9 +262,11 @@ impl ProfilerInfo {
             },
             "ICorProfilerInfo::GetFunctionFromIP",
         )?;
-        // SAFETY: the runtime returned this FunctionID for live code.
-        Ok(unsafe { FunctionId::from_sys(f) })
+        Ok(RawFunctionId(f))
     }
+}
+
+impl<'s> ProfilerInfo<'s> {
 
     /// `GetFunctionFromToken`: the function of a non-generic method, by its
     /// `MethodDef` or `MemberRef` token in `module`.
@@ -435,10 +448,7 @@ impl ProfilerInfo {
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo::GetILFunctionBodyAllocator",
         ))?;
-        Ok(MethodMalloc {
-            raw,
-            _module: PhantomData,
-        })
+        Ok(MethodMalloc { raw, module })
     }
 
     /// `SetILFunctionBody`: replaces the IL of `method` in `module` for its
@@ -454,14 +464,24 @@ impl ProfilerInfo {
     /// detach (`CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`). The runtime
     /// also refuses it for a second, non-main profiler (`E_INVALIDARG`).
     ///
-    /// Use the allocator of the same `module`: .NET Framework frees each
-    /// module's IL heap with the module (CoreCLR never frees it).
+    /// The body must come from the allocator of the same `module`: .NET
+    /// Framework frees each module's IL heap with the module (CoreCLR never
+    /// frees it), so a body of another module could be freed while this
+    /// method still uses it. A buffer of another module is refused with
+    /// [`Error::Mismatch`].
     pub fn set_il_function_body<'a>(
         &self,
         module: ModuleId<'a>,
         method: MdMethodDef,
         body: IlBuffer<'a>,
     ) -> Result<()> {
+        if body.module != module.to_raw() {
+            return Err(Error::Mismatch {
+                call: "ICorProfilerInfo::SetILFunctionBody",
+                made_for: body.module.0,
+                used_with: module.as_sys(),
+            });
+        }
         il_method_size(&body)?;
         check(
             // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
@@ -560,9 +580,10 @@ mod tests {
     #[test]
     fn function_from_ip_finds_hot_and_cold_chunks() {
         let fake = world();
-        let info = fake.profiler_info();
-        assert_eq!(info.function_from_ip(0x7010).unwrap().as_sys(), F);
-        assert_eq!(info.function_from_ip(0x900f).unwrap().as_sys(), F);
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        assert_eq!(info.function_from_ip(0x7010).unwrap().0, F);
+        assert_eq!(info.function_from_ip(0x900f).unwrap().0, F);
         let e = info.function_from_ip(0x9010).unwrap_err();
         assert_eq!(e.hresult().0, KnownHresult::E_FAIL as i32);
         assert_eq!(fake.calls_of("GetFunctionFromIP")[0].args, vec![0x7010]);
@@ -571,7 +592,8 @@ mod tests {
     #[test]
     fn function_from_token_passes_module_and_token() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let f = info.function_from_token(m, MdToken(0x0600_0001)).unwrap();
         assert_eq!(f.as_sys(), F);
@@ -588,7 +610,8 @@ mod tests {
     #[test]
     fn function_from_token_and_type_args_passes_every_type_arg() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M), c = class_id(C), a = class_id(0x3100), b = class_id(0x3200));
         let f = info
             .function_from_token_and_type_args(m, MdToken(0x0600_0002), c, &[a, b])
@@ -610,7 +633,8 @@ mod tests {
         fake.state()
             .functions
             .insert(0x1200, FakeFunction::default());
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F), g = function_id(0x1200));
         assert_eq!(
             info.code_info(f).unwrap(),
@@ -626,7 +650,8 @@ mod tests {
     #[test]
     fn code_info2_reads_all_chunks_and_follows_growth() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let chunks = info.code_info2(f).unwrap();
         assert_eq!(
@@ -678,7 +703,8 @@ mod tests {
     #[test]
     fn il_to_native_mapping_decodes_special_offsets_and_grows() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let map = info.il_to_native_mapping(f).unwrap();
         assert_eq!(
@@ -716,7 +742,8 @@ mod tests {
     #[test]
     fn il_function_body_borrows_module_memory() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let body = info.il_function_body(m, MdMethodDef(0x0600_0001)).unwrap();
         assert_eq!(body, &[0x0E, 0x17, 0x26, 0x2A]);
@@ -730,7 +757,8 @@ mod tests {
     #[test]
     fn allocator_zeroes_memory_and_set_body_passes_the_allocation() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
         let zeroed = malloc.alloc(16).unwrap();
@@ -760,7 +788,8 @@ mod tests {
     #[test]
     fn set_body_refuses_a_header_that_overruns_the_buffer() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
@@ -775,7 +804,8 @@ mod tests {
     #[test]
     fn allocator_failure_and_zero_length() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
         assert_eq!(
@@ -808,7 +838,8 @@ mod tests {
     #[test]
     fn instrumented_code_map_is_copied_with_flags() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let map = [
             IlMapEntry {
@@ -837,7 +868,8 @@ mod tests {
     #[test]
     fn set_function_rejit_reports_not_implemented() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let e = info.set_function_rejit(f).unwrap_err();
         assert_eq!(e.name(), Some("E_NOTIMPL"));

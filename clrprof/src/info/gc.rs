@@ -66,7 +66,7 @@ impl GenerationRange {
     }
 }
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetGenerationBounds` (Info2): the address ranges of every generation,
     /// as of the last GC. Only available once a GC has happened and when GC
     /// events are monitored (`E_FAIL` otherwise).
@@ -134,7 +134,8 @@ mod tests {
     #[test]
     fn generation_bounds_decode_and_follow_growth() {
         let fake = FakeRuntime::new();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         // No GC yet.
         assert_eq!(info.generation_bounds().unwrap_err().name(), Some("E_FAIL"));
         fake.state().generation_bounds = vec![
@@ -178,7 +179,8 @@ mod tests {
     fn object_generation_finds_the_range() {
         let fake = FakeRuntime::new();
         fake.state().generation_bounds = vec![range(1, 0x1000, 0x100)];
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; inside = object_id(0x1010), outside = object_id(0x5000));
         assert_eq!(
             info.object_generation(inside).unwrap().generation,
@@ -200,7 +202,8 @@ mod tests {
                 ..Default::default()
             },
         );
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000), none = module_id(0x2100));
         let mut e = info.enum_module_frozen_objects(m).unwrap();
         e.skip_elements(1).unwrap();

@@ -2,20 +2,20 @@
 
 use crate::error::{check, Error, KnownHresult, Result};
 use crate::info::enums::{function_enum, FunctionEnum};
-use crate::info::ProfilerInfo;
+use crate::info::RuntimeHandle;
 use clrprof_sys as sys;
 
-impl ProfilerInfo {
+impl RuntimeHandle {
     /// `EnumJITedFunctions` (Info3): the functions jitted so far (a snapshot
     /// taken by this call). Each element's ReJIT ID is 0 (`EnumJITedFunctions2`
     /// of `ICorProfilerInfo4` reports real ones).
     ///
     /// Typically called from `ProfilerAttachComplete` by a profiler loaded by
-    /// attach, to learn about code that ran before it. The functions are tied
-    /// to `&self`: a function stays valid until its class unloads, which the
-    /// caller must track (`class_unload_started`) if it keeps them longer
-    /// than the current callback.
-    pub fn enum_jited_functions(&self) -> Result<FunctionEnum<'_>> {
+    /// attach, to learn about code that ran before it. The IDs are raw: a
+    /// collectible assembly may unload a function's class on another thread
+    /// while the caller iterates (see [`crate::attach::CatchUp`], which
+    /// delivers them safely).
+    pub fn enum_jited_functions(&self) -> Result<FunctionEnum> {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
         let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
         check(
@@ -27,9 +27,7 @@ impl ProfilerInfo {
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo3::EnumJITedFunctions",
         ))?;
-        // SAFETY: functions the runtime enumerates are loaded now; see the doc
-        // comment for how long they stay valid.
-        Ok(unsafe { function_enum(e) })
+        Ok(function_enum(e))
     }
 }
 
@@ -49,12 +47,13 @@ mod tests {
                 reJitId: 0,
             })
             .collect();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         let e = info.enum_jited_functions().unwrap();
         assert_eq!(e.total().unwrap(), 70);
         let all: Vec<_> = e.collect::<crate::Result<Vec<_>>>().unwrap();
         assert_eq!(all.len(), 70);
-        assert_eq!(all[69].function.as_sys(), 0x1000 + 69);
+        assert_eq!(all[69].function.0, 0x1000 + 69);
         assert_eq!(all[0].rejit_id, RawReJitId(0));
     }
 
@@ -62,7 +61,8 @@ mod tests {
     fn failure_is_reported() {
         let fake = FakeRuntime::new();
         fake.fail("EnumJITedFunctions", sys::E_OUTOFMEMORY);
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.enum_jited_functions().err().unwrap().name(),
             Some("E_OUTOFMEMORY")

@@ -34,6 +34,8 @@ use crate::event_mask::{EventMask, EventMasks, HighEventMask};
 use crate::ids::*;
 use crate::metadata::MetaDataImport;
 use clrprof_sys as sys;
+use core::marker::PhantomData;
+use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
 pub mod classes;
@@ -63,11 +65,8 @@ pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
 
 macro_rules! info_versions {
     ($($field:ident: $iface:ident = $n:literal;)*) => {
-        /// The runtime's profiling services for one runtime instance.
-        ///
-        /// Cloning is cheap (one `AddRef` per interface held).
-        #[derive(Clone)]
-        pub struct ProfilerInfo {
+        /// Every `ICorProfilerInfoN` the runtime answered QueryInterface for.
+        struct Interfaces {
             info1: sys::ICorProfilerInfo,
             $($field: Option<sys::$iface>,)*
             version: u8,
@@ -75,7 +74,7 @@ macro_rules! info_versions {
             slot: crate::runtimes::RuntimeSlot,
         }
 
-        impl ProfilerInfo {
+        impl RuntimeHandle {
             /// Wraps the `IUnknown` the runtime passed to `Initialize` /
             /// `InitializeForAttach`, querying every Info version it offers.
             ///
@@ -93,17 +92,25 @@ macro_rules! info_versions {
                         version = version.max($n);
                     }
                 )*
-                Ok(ProfilerInfo { info1, $($field,)* version, attached, slot: crate::runtimes::RuntimeSlot(u32::MAX) })
+                Ok(RuntimeHandle {
+                    inner: Arc::new(Interfaces {
+                        info1,
+                        $($field,)*
+                        version,
+                        attached,
+                        slot: crate::runtimes::RuntimeSlot(u32::MAX),
+                    }),
+                })
             }
         }
 
         paste::paste! {
-            impl ProfilerInfo {
+            impl RuntimeHandle {
                 $(
                     #[doc = concat!("The raw `", stringify!($iface), "`, or `Unsupported` on an older runtime.")]
                     #[inline]
                     pub fn [<raw_ $field>](&self, call: &'static str) -> Result<&sys::$iface> {
-                        self.$field.as_ref().ok_or(Error::Unsupported { needs: $n, has: self.version, call })
+                        self.inner.$field.as_ref().ok_or(Error::Unsupported { needs: $n, has: self.inner.version, call })
                     }
                 )*
             }
@@ -128,13 +135,117 @@ info_versions! {
     info15: ICorProfilerInfo15 = 15;
 }
 
-// SAFETY: the ICorProfilerInfo* interfaces are free-threaded: the runtime
-// documents them as callable from any thread at any time after Initialize
-// (subject to per-method rules that surface as HRESULTs, not memory unsafety),
-// and COM reference counting on them is thread-safe.
-unsafe impl Send for ProfilerInfo {}
-// SAFETY: as above; `ProfilerInfo` has no interior mutability of its own.
-unsafe impl Sync for ProfilerInfo {}
+/// One runtime's profiling services, owned: what a profiler keeps beyond a
+/// callback (in its struct, a `static`, another thread).
+///
+/// A `RuntimeHandle` is `Clone + Send + Sync + 'static`, and so it offers
+/// nothing that takes or yields a typed ID: an ID is only proven valid inside
+/// a scope the runtime guarantees, which is what a [`ProfilerInfo`] stands
+/// for. Everything here is valid at any time after `Initialize`: the
+/// runtime's identity and version, the event mask, `ForceGC`, detach, and
+/// enumerations and IP lookups, which answer raw IDs (the runtime may unload
+/// what they list while the caller looks at it).
+///
+/// Cloning is one atomic increment.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    inner: Arc<Interfaces>,
+}
+
+// SAFETY: the ICorProfilerInfo* interfaces are free-threaded: corprof.idl and
+// the BOTR document them as callable from any thread after Initialize (each
+// method's own restrictions are reported as HRESULTs, not as memory
+// unsafety), and COM reference counting on them is thread-safe.
+unsafe impl Send for RuntimeHandle {}
+// SAFETY: as above; the handle's own state is immutable after creation.
+unsafe impl Sync for RuntimeHandle {}
+
+/// The runtime's profiling services inside a scope the runtime guarantees:
+/// the `&ProfilerInfo` every callback receives, the one an ELT mapper
+/// receives, and the one a [`RuntimeSuspension`](crate::stackwalk::RuntimeSuspension)
+/// lends.
+///
+/// Typed IDs come from here and go back here. A `ProfilerInfo` cannot be
+/// kept (it borrows the scope `'s`), sent to another thread or cloned into a
+/// `static`; to keep the runtime, keep [`ProfilerInfo::handle`]. Only the
+/// SDK makes one, for the runtime whose callback it is dispatching, so IDs of
+/// one runtime never meet another runtime's scope: the scopes of two
+/// runtimes are never open on one thread at once (callbacks of different
+/// runtimes do not nest, and a runtime suspension needs the exclusive borrow
+/// of an SDK thread's [`SamplingThread`](crate::stackwalk::SamplingThread)).
+///
+/// Dereferences to [`RuntimeHandle`] for everything that needs no scope.
+pub struct ProfilerInfo<'s> {
+    runtime: &'s RuntimeHandle,
+    scope: Scope<'s>,
+    /// `!Send + !Sync`: "the current thread" and "no GC now" are facts
+    /// about the thread that received the scope.
+    _thread: PhantomData<*const ()>,
+}
+
+/// What the SDK knows about the scope it lends a [`ProfilerInfo`] for.
+#[derive(Clone, Copy)]
+pub(crate) enum Scope<'s> {
+    /// A callback during which a garbage collection may run on another
+    /// thread (most callbacks: the thread is in preemptive mode).
+    Callback,
+    /// A callback or hook that receives `ObjectID`s (so no GC relocates
+    /// objects until it returns: the runtime hands out object references
+    /// only from cooperative mode or from inside the GC), or a runtime
+    /// suspension made by the profiler.
+    NoGc,
+    /// `Initialize` / `InitializeForAttach`: SDK components may register.
+    Initialize(&'s crate::component::Registrar),
+}
+
+impl<'s> ProfilerInfo<'s> {
+    /// Lends the runtime for one scope. Only the SDK's dispatch (callbacks,
+    /// ELT mapper and hooks, runtime suspensions) calls this, always for the
+    /// runtime that opened the scope.
+    pub(crate) fn scoped(runtime: &'s RuntimeHandle, scope: Scope<'s>) -> Self {
+        ProfilerInfo {
+            runtime,
+            scope,
+            _thread: PhantomData,
+        }
+    }
+
+    /// An owned handle to this runtime, to keep beyond the scope.
+    pub fn handle(&self) -> RuntimeHandle {
+        self.runtime.clone()
+    }
+
+    /// `true` where the runtime cannot start a garbage collection until the
+    /// scope ends: callbacks that receive `ObjectID`s, ELT hooks and
+    /// runtime suspensions. Object references read from the heap are only
+    /// handed out as typed [`ObjectId`]s in such scopes.
+    pub fn gc_blocked(&self) -> bool {
+        matches!(self.scope, Scope::NoGc)
+    }
+
+    pub(crate) fn registrar(&self) -> Option<&'s crate::component::Registrar> {
+        match self.scope {
+            Scope::Initialize(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Fails with [`Error::GcMayRun`] unless [`gc_blocked`](Self::gc_blocked).
+    pub(crate) fn require_gc_blocked(&self, call: &'static str) -> Result<()> {
+        if self.gc_blocked() {
+            Ok(())
+        } else {
+            Err(Error::GcMayRun { call })
+        }
+    }
+}
+
+impl core::ops::Deref for ProfilerInfo<'_> {
+    type Target = RuntimeHandle;
+    fn deref(&self) -> &RuntimeHandle {
+        self.runtime
+    }
+}
 
 /// Kind of runtime (`COR_PRF_RUNTIME_TYPE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -226,26 +337,31 @@ pub enum MetaDataOpen {
     ReadWrite,
 }
 
-impl ProfilerInfo {
+impl RuntimeHandle {
     /// The highest `ICorProfilerInfoN` version the runtime offers.
     pub fn version(&self) -> u8 {
-        self.version
+        self.inner.version
     }
 
-    /// The registry slot of the runtime this `ProfilerInfo` belongs to.
+    /// The registry slot of this runtime (see [`crate::runtimes`]).
     pub fn runtime_slot(&self) -> crate::runtimes::RuntimeSlot {
-        self.slot
+        self.inner.slot
     }
 
-    pub(crate) fn set_slot(&mut self, slot: crate::runtimes::RuntimeSlot) {
-        self.slot = slot;
+    /// Records the registry slot; only while the handle is not shared yet
+    /// (right after [`from_unknown`](Self::from_unknown)).
+    pub(crate) fn with_slot(mut self, slot: crate::runtimes::RuntimeSlot) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.slot = slot;
+        }
+        self
     }
 
     /// Tags a raw ID (or any value) with this runtime, for storage across
     /// callbacks in a profiler that sees several runtimes.
     pub fn tag<T>(&self, value: T) -> crate::runtimes::RuntimeTagged<T> {
         crate::runtimes::RuntimeTagged {
-            slot: self.slot,
+            slot: self.inner.slot,
             value,
         }
     }
@@ -253,17 +369,17 @@ impl ProfilerInfo {
     /// Gives back a tagged value only if it was tagged by this runtime, so an
     /// ID from one runtime cannot reach another runtime's Info methods.
     pub fn untag<T>(&self, tagged: crate::runtimes::RuntimeTagged<T>) -> Option<T> {
-        (tagged.slot == self.slot).then_some(tagged.value)
+        (tagged.slot == self.inner.slot).then_some(tagged.value)
     }
 
     /// `true` if the profiler was loaded by attach (`InitializeForAttach`).
     pub fn is_attached(&self) -> bool {
-        self.attached
+        self.inner.attached
     }
 
     /// The raw `ICorProfilerInfo`.
     pub fn raw_info1(&self) -> &sys::ICorProfilerInfo {
-        &self.info1
+        &self.inner.info1
     }
 
     /// `GetEventMask` (and `GetEventMask2` when the runtime has Info5).
@@ -283,7 +399,7 @@ impl ProfilerInfo {
         let mut lo = 0u32;
         check(
             // SAFETY: valid out pointer.
-            unsafe { self.info1.GetEventMask(&mut lo) },
+            unsafe { self.inner.info1.GetEventMask(&mut lo) },
             "ICorProfilerInfo::GetEventMask",
         )?;
         Ok(EventMasks {
@@ -312,7 +428,7 @@ impl ProfilerInfo {
         }
         check(
             // SAFETY: plain value argument.
-            unsafe { self.info1.SetEventMask(masks.low.bits()) },
+            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) },
             "ICorProfilerInfo::SetEventMask",
         )?;
         Ok(())
@@ -358,13 +474,59 @@ impl ProfilerInfo {
         })
     }
 
+    /// `GetCurrentThreadID`, raw: the calling thread's `ThreadID` as a
+    /// number (a typed one comes from [`ProfilerInfo::current_thread_id`],
+    /// inside a scope). Fails with `CORPROF_E_NOT_MANAGED_THREAD` on threads
+    /// the runtime does not know, e.g. the profiler's own.
+    pub fn current_thread(&self) -> Result<RawThreadId> {
+        let mut t = 0usize;
+        check(
+            // SAFETY: valid out pointer; the runtime reports the caller's thread.
+            unsafe { self.inner.info1.GetCurrentThreadID(&mut t) },
+            "ICorProfilerInfo::GetCurrentThreadID",
+        )?;
+        Ok(RawThreadId(t))
+    }
+
+    /// `ForceGC` (Info2): must be called from a thread that is not running
+    /// managed code and is not inside a callback, e.g. a thread the profiler created.
+    pub fn force_gc(&self) -> Result<()> {
+        let i2 = self.raw_info2("ICorProfilerInfo2::ForceGC")?;
+        // SAFETY: no arguments; the runtime checks the calling context.
+        check(unsafe { i2.ForceGC() }, "ICorProfilerInfo2::ForceGC").map(|_| ())
+    }
+
+    /// `RequestProfilerDetach` (Info3): ask the runtime to detach this
+    /// profiler; `expected_completion_ms` is how long the profiler expects
+    /// its threads to need to leave its code.
+    ///
+    /// The runtime unloads the library after `ProfilerDetachSucceeded` and
+    /// waits only for threads inside callbacks, not for the profiler's own
+    /// (profiling API docs, "Profiler Detach"). So this refuses with
+    /// [`Error::ThreadsRunning`] while any thread started with
+    /// [`crate::thread::spawn`] other than the caller still runs: every way
+    /// of requesting a detach goes through this check. See [`crate::detach`]
+    /// for the runtime's own refusals.
+    pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
+        crate::thread::ensure_no_other_threads()?;
+        let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
+        check(
+            // SAFETY: plain value argument.
+            unsafe { i3.RequestProfilerDetach(expected_completion_ms) },
+            "ICorProfilerInfo3::RequestProfilerDetach",
+        )
+        .map(|_| ())
+    }
+}
+
+impl<'s> ProfilerInfo<'s> {
     /// `GetFunctionInfo`.
     pub fn function_info<'a>(&self, function: FunctionId<'a>) -> Result<FunctionInfo<'a>> {
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         check(
             // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
             unsafe {
-                self.info1
+                self.raw_info1()
                     .GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token)
             },
             "ICorProfilerInfo::GetFunctionInfo",
@@ -468,7 +630,7 @@ impl ProfilerInfo {
         let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
             // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
             unsafe {
-                self.info1.GetModuleInfo(
+                self.raw_info1().GetModuleInfo(
                     module.as_sys(),
                     &mut base,
                     cap,
@@ -501,7 +663,7 @@ impl ProfilerInfo {
         check(
             // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
             unsafe {
-                self.info1.GetModuleMetaData(
+                self.raw_info1().GetModuleMetaData(
                     module.as_sys(),
                     flags,
                     &sys::IMetaDataImport::IID,
@@ -527,7 +689,7 @@ impl ProfilerInfo {
         check(
             // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
             unsafe {
-                self.info1.GetTokenAndMetaDataFromFunction(
+                self.raw_info1().GetTokenAndMetaDataFromFunction(
                     function.as_sys(),
                     &sys::IMetaDataImport::IID,
                     &mut unk,
@@ -543,38 +705,21 @@ impl ProfilerInfo {
         Ok((MetaDataImport::from_unknown(&unk)?, MdMethodDef(token)))
     }
 
-    /// `GetCurrentThreadID`: the managed thread running the caller.
-    /// Fails with `CORPROF_E_NOT_MANAGED_THREAD` on threads the runtime does not know.
-    pub fn current_thread_id(&self) -> Result<ThreadId<'_>> {
+    /// `GetCurrentThreadID`: the managed thread running the caller, valid
+    /// for this scope (the thread cannot be destroyed while it runs a
+    /// callback). Fails with `CORPROF_E_NOT_MANAGED_THREAD` on threads the
+    /// runtime does not know.
+    pub fn current_thread_id(&self) -> Result<ThreadId<'s>> {
         let mut t = 0usize;
         check(
             // SAFETY: valid out pointer.
-            unsafe { self.info1.GetCurrentThreadID(&mut t) },
+            unsafe { self.raw_info1().GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
-        // SAFETY: the current thread's ID is valid while this thread runs.
+        // SAFETY: the calling thread is running this scope, so its Thread
+        // object lives at least as long (ThreadDestroyed comes from the
+        // thread itself, after its last managed code and callbacks).
         Ok(unsafe { ThreadId::from_sys(t) })
-    }
-
-    /// `ForceGC` (Info2): must be called from a thread that is not running
-    /// managed code and is not inside a callback, e.g. a thread the profiler created.
-    pub fn force_gc(&self) -> Result<()> {
-        let i2 = self.raw_info2("ICorProfilerInfo2::ForceGC")?;
-        // SAFETY: no arguments; the runtime checks the calling context.
-        check(unsafe { i2.ForceGC() }, "ICorProfilerInfo2::ForceGC").map(|_| ())
-    }
-
-    /// `RequestProfilerDetach` (Info3): ask the runtime to detach this
-    /// profiler; `expected_completion_ms` is how long the profiler expects
-    /// its threads to need to leave its code.
-    pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
-        let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
-        check(
-            // SAFETY: plain value argument.
-            unsafe { i3.RequestProfilerDetach(expected_completion_ms) },
-            "ICorProfilerInfo3::RequestProfilerDetach",
-        )
-        .map(|_| ())
     }
 }
 
@@ -596,7 +741,8 @@ mod tests {
                 ..Default::default()
             },
         );
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         // SAFETY: a class the fake knows; never passed to a real runtime.
         let class = unsafe { ClassId::from_sys(0x5000) };
         let got = info.class_info(class).expect("class info");

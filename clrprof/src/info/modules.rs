@@ -5,7 +5,7 @@ use crate::buffer::{fill, fill_string};
 use crate::error::{check, Error, KnownHresult, Result};
 use crate::ids::*;
 use crate::info::enums::{module_enum, ModuleEnum};
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
 
 /// `GetAppDomainInfo`: an app domain's name and process.
@@ -64,7 +64,7 @@ pub struct ModuleInfo2<'a> {
     pub flags: ModuleFlags,
 }
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetAppDomainInfo`: name and process of an app domain.
     pub fn app_domain_info(&self, app_domain: AppDomainId<'_>) -> Result<AppDomainInfo> {
         let mut pid = 0usize;
@@ -160,14 +160,16 @@ impl ProfilerInfo {
             .map(|a| unsafe { AppDomainId::from_sys(a) })
             .collect())
     }
+}
 
+impl RuntimeHandle {
     /// `EnumModules` (Info3): every module loaded now (a snapshot taken by
     /// this call), e.g. for a profiler loaded by attach to catch up.
     ///
-    /// The modules are tied to `&self`: each stays valid until its
-    /// `ModuleUnloadStarted`, which the caller must track if it keeps them
-    /// longer than the current callback.
-    pub fn enum_modules(&self) -> Result<ModuleEnum<'_>> {
+    /// The IDs are raw: another thread may unload a module (a collectible
+    /// assembly) while the caller iterates. [`crate::attach::CatchUp`]
+    /// delivers them as typed IDs where that cannot happen.
+    pub fn enum_modules(&self) -> Result<ModuleEnum> {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
         let mut e: Option<sys::ICorProfilerModuleEnum> = None;
         check(
@@ -179,8 +181,7 @@ impl ProfilerInfo {
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo3::EnumModules",
         ))?;
-        // SAFETY: the modules are loaded now; see the doc comment.
-        Ok(unsafe { module_enum(e) })
+        Ok(module_enum(e))
     }
 }
 
@@ -260,7 +261,8 @@ mod tests {
     #[test]
     fn app_domain_info_reads_name_and_process() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; ad = app_domain_id(AD));
         assert_eq!(
             info.app_domain_info(ad).unwrap(),
@@ -280,7 +282,8 @@ mod tests {
         grow_on(&fake, "GetAppDomainInfo", 2, |st| {
             st.app_domains.get_mut(&AD).unwrap().name.push_str("-grown")
         });
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; ad = app_domain_id(AD));
         assert_eq!(
             info.app_domain_info(ad).unwrap().name,
@@ -292,7 +295,8 @@ mod tests {
     #[test]
     fn assembly_info_and_growth() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; a = assembly_id(A));
         let ai = info.assembly_info(a).unwrap();
         assert_eq!(
@@ -318,7 +322,8 @@ mod tests {
     #[test]
     fn module_info2_reads_flags_and_long_names() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M), m2 = module_id(M2));
         let mi = info.module_info2(m).unwrap();
         assert_eq!(mi.name, "/app/app.dll");
@@ -342,7 +347,8 @@ mod tests {
     #[test]
     fn app_domains_containing_module_and_growth() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let ads = info.app_domains_containing_module(m).unwrap();
         assert_eq!(ads.iter().map(|a| a.as_sys()).collect::<Vec<_>>(), vec![AD]);
@@ -360,13 +366,14 @@ mod tests {
     #[test]
     fn enum_modules_lists_every_module_and_releases_the_enumerator() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         let mut e = info.enum_modules().unwrap();
         assert_eq!(e.total().unwrap(), 2);
         let first = e.next().unwrap().unwrap();
-        assert_eq!(first.as_sys(), M);
+        assert_eq!(first.0, M);
         e.reset().unwrap();
-        let all: Vec<usize> = e.map(|m| m.unwrap().as_sys()).collect();
+        let all: Vec<usize> = e.map(|m| m.unwrap().0).collect();
         assert_eq!(all, vec![M, M2]);
     }
 }

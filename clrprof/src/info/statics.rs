@@ -13,7 +13,7 @@ use crate::ids::*;
 use crate::info::ProfilerInfo;
 use core::ffi::c_void;
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetRVAStaticAddress` (Info2): address of an RVA static (data in the
     /// module's image). Needs a managed thread (`CORPROF_E_NOT_MANAGED_THREAD`).
     pub fn rva_static_address(&self, class: ClassId<'_>, field: MdFieldDef) -> Result<*mut c_void> {
@@ -174,7 +174,8 @@ mod tests {
     #[test]
     fn each_kind_of_static_has_its_address() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), ad = app_domain_id(AD), t = thread_id(T), t2 = thread_id(T2));
         assert_eq!(
             info.rva_static_address(c, MdFieldDef(0x0400_0001)).unwrap() as usize,
@@ -222,7 +223,8 @@ mod tests {
     #[test]
     fn wrong_kind_or_other_thread_is_invalid() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), t2 = thread_id(T2));
         let e = info
             .rva_static_address(c, MdFieldDef(0x0400_0002))
@@ -245,7 +247,8 @@ mod tests {
     #[test]
     fn context_statics_are_not_implemented_on_coreclr() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), ctx = context_id(AD));
         let e = info
             .context_static_address(c, MdFieldDef(0x0400_0002), ctx)

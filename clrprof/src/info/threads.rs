@@ -6,7 +6,7 @@ use crate::ids::*;
 use crate::info::ProfilerInfo;
 use clrprof_sys as sys;
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetThreadInfo`: the OS thread ID the managed thread runs on
     /// (`E_INVALIDARG` for a thread that is not, or no longer, managed).
     pub fn thread_info(&self, thread: ThreadId<'_>) -> Result<u32> {
@@ -75,7 +75,7 @@ impl ProfilerInfo {
 /// long ago: CoreCLR (and .NET Framework 2.0+) answer every one of them with
 /// `E_NOTIMPL`. They are wrapped only so that every Info method has a safe
 /// form; expect [`crate::Error::Runtime`] with `E_NOTIMPL`.
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// `GetInprocInspectionInterface`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
@@ -154,7 +154,8 @@ mod tests {
     #[test]
     fn thread_facts() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; t = thread_id(T), bogus = thread_id(0x1));
         assert_eq!(info.thread_info(t).unwrap(), 4242);
         assert_eq!(info.handle_from_thread(t).unwrap() as usize, 0x88);
@@ -169,7 +170,8 @@ mod tests {
     #[test]
     fn current_thread_app_domain_needs_a_managed_thread() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         let e = info.thread_app_domain(None).unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_NOT_MANAGED_THREAD"));
         fake.state().current_thread = Some(T);
@@ -183,7 +185,8 @@ mod tests {
     #[test]
     fn inproc_debugging_is_gone() {
         let fake = world();
-        let info = fake.profiler_info();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.inproc_inspection_interface().unwrap_err().name(),
             Some("E_NOTIMPL")

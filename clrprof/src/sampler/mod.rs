@@ -20,23 +20,31 @@
 //! stack, the input of flame-graph tools such as `clrprof flamegraph`) or as
 //! a speedscope file ([`Profile::write_speedscope`]).
 //!
-//! The profiler forwards three callbacks: [`Sampler::thread_created`],
-//! [`Sampler::thread_destroyed`] (which waits until a running walk of that
-//! thread is over) and [`Sampler::class_unload_started`] (which waits until
-//! names being resolved are done, so no `FunctionID` of an unloading class
-//! reaches the runtime). They take no lock: everything the sampler shares
-//! with callbacks is atomic.
+//! The sampler is an SDK component ([`crate::component`]): the profiler
+//! registers it in `Initialize` ([`Sampler::register`]) and the SDK delivers
+//! the callbacks it needs, from the first one on: `ThreadCreated` and
+//! `ThreadDestroyed` (which waits until a running walk of that thread is
+//! over, through a [`ThreadGate`]), `ClassUnloadStarted`,
+//! `ModuleUnloadStarted` and `DynamicMethodUnloaded` (which wait until names
+//! being resolved are done, so no `FunctionID` of something unloading
+//! reaches the runtime, and make the sampler forget a dynamic method's
+//! recycled ID), and the module loads or `ProfilerAttachComplete` at which
+//! it starts. The profiler writes no forwarding code. Everything the
+//! sampler shares with those callbacks is atomic, except the short list of
+//! unloaded dynamic methods, whose lock the sampling thread never holds
+//! while the runtime is suspended.
 
 use crate::error::{Error, Result};
-use crate::ids::{ClassId, RawFunctionId, ThreadId};
-use crate::info::ProfilerInfo;
+use crate::event_mask::{EventMask, HighEventMask};
+use crate::ids::{RawFunctionId, ThreadId};
+use crate::info::{ProfilerInfo, RuntimeHandle};
 use crate::names::NameCache;
 use crate::stackwalk::{
     spawn_sampling_thread, FrameBuffer, SamplingThread, ThreadGate, ThreadList,
 };
 use crate::thread::ProfilerThread;
 use core::sync::atomic::{
-    AtomicBool, AtomicU64,
+    AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
 };
 use std::collections::HashMap;
@@ -63,6 +71,11 @@ pub struct SamplerConfig {
     pub max_threads: usize,
     /// Frames kept per stack (deeper stacks are cut and marked truncated).
     pub max_depth: usize,
+    /// Sampling starts at this successful module load (1 = the first,
+    /// `System.Private.CoreLib`); by the second the runtime runs the
+    /// application's startup. Ignored after an attach (sampling starts at
+    /// `ProfilerAttachComplete`).
+    pub start_after_module_loads: usize,
 }
 
 impl Default for SamplerConfig {
@@ -71,6 +84,7 @@ impl Default for SamplerConfig {
             rate_hz: 100,
             max_threads: 256,
             max_depth: 256,
+            start_after_module_loads: 2,
         }
     }
 }
@@ -180,7 +194,13 @@ pub struct SamplerStats {
     pub refused: u64,
 }
 
+type SamplingResult = Result<Result<Profile>>;
+
 struct Shared {
+    runtime: RuntimeHandle,
+    config: SamplerConfig,
+    names: Arc<NameCache>,
+    method: &'static str,
     gate: ThreadGate,
     stop: AtomicBool,
     ticks: AtomicU64,
@@ -191,38 +211,50 @@ struct Shared {
     /// The first walk the runtime refused (written by the sampling thread
     /// after resuming; read by `stop` callers).
     last_refusal: Mutex<Option<String>>,
-    /// Bumped by every `ClassUnloadStarted`.
+    /// Bumped by every unload the sampler hears of.
     unloads: AtomicU64,
     /// `true` while the sampler resolves names through the runtime.
     resolving: AtomicBool,
     last_error: Mutex<Option<String>>,
+    /// Dynamic methods unloaded since the last tick: their IDs may name
+    /// another method from now on.
+    forgotten: Mutex<Vec<RawFunctionId>>,
+    /// Successful module loads seen (the start trigger).
+    module_loads: AtomicUsize,
+    /// The stack source, until the thread starts and takes it.
+    source: Mutex<Option<Box<dyn StackSource>>>,
+    thread: Mutex<Option<ProfilerThread<SamplingResult>>>,
+    /// The profile, once the thread has been stopped.
+    result: Mutex<Option<Result<Profile>>>,
 }
 
-/// A running sampler. See the [module docs](self).
+/// A sampler registered with one runtime. See the [module docs](self).
 pub struct Sampler {
     shared: Arc<Shared>,
-    method: &'static str,
-    thread: Mutex<Option<ProfilerThread<Result<Result<Profile>>>>>,
 }
 
 impl Sampler {
-    /// Starts sampling with `SuspendRuntime` (needs `Info10`, .NET Core 3.0+,
-    /// and `Info4` for `EnumThreads`); on older runtimes returns
-    /// [`Error::Unsupported`] without starting anything.
+    /// Registers a sampler that suspends the runtime (`SuspendRuntime`, needs
+    /// `Info10`, .NET Core 3.0+, and `Info4` for `EnumThreads`); on older
+    /// runtimes returns [`Error::Unsupported`] without registering anything.
+    /// Call it from `Initialize` (or `InitializeForAttach`); the SDK adds
+    /// `ENABLE_STACK_SNAPSHOT`, `MONITOR_THREADS`, `MONITOR_CLASS_LOADS`,
+    /// `MONITOR_MODULE_LOADS` (and on Info10 runtimes
+    /// `HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`) to the event mask.
     ///
-    /// The profiler must have enabled
-    /// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::EventMask::ENABLE_STACK_SNAPSHOT)
-    /// and [`EventMask::MONITOR_THREADS`](crate::EventMask::MONITOR_THREADS)
-    /// (for `ThreadDestroyed`), and should enable `MONITOR_CLASS_LOADS` when
-    /// classes can unload (collectible assemblies).
-    pub fn start(
+    /// Sampling starts by itself at the
+    /// [`start_after_module_loads`](SamplerConfig::start_after_module_loads)-th
+    /// module load (the runtime is up by then), or at
+    /// `ProfilerAttachComplete` after an attach; [`Sampler::start`] starts it
+    /// earlier.
+    pub fn register(
         info: &ProfilerInfo,
         config: SamplerConfig,
         names: Arc<NameCache>,
-    ) -> Result<Sampler> {
+    ) -> Result<Arc<Sampler>> {
         info.raw_info10("ICorProfilerInfo10::SuspendRuntime")?;
         info.raw_info4("ICorProfilerInfo4::EnumThreads")?;
-        Self::start_with_source(
+        Self::register_with_source(
             info,
             config,
             names,
@@ -230,14 +262,18 @@ impl Sampler {
         )
     }
 
-    /// Starts sampling stacks from `source`.
-    pub fn start_with_source<S: StackSource>(
+    /// Registers a sampler taking stacks from `source`.
+    pub fn register_with_source<S: StackSource>(
         info: &ProfilerInfo,
         config: SamplerConfig,
         names: Arc<NameCache>,
-        mut source: S,
-    ) -> Result<Sampler> {
+        source: S,
+    ) -> Result<Arc<Sampler>> {
         let shared = Arc::new(Shared {
+            runtime: info.handle(),
+            config,
+            names,
+            method: source.method(),
             gate: ThreadGate::new(),
             stop: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
@@ -249,23 +285,34 @@ impl Sampler {
             unloads: AtomicU64::new(0),
             resolving: AtomicBool::new(false),
             last_error: Mutex::new(None),
+            forgotten: Mutex::new(Vec::new()),
+            module_loads: AtomicUsize::new(0),
+            source: Mutex::new(Some(Box::new(source))),
+            thread: Mutex::new(None),
+            result: Mutex::new(None),
         });
-        let method = source.method();
-        let theirs = shared.clone();
-        let thread = spawn_sampling_thread(info, "clrprof-sampler", 0, move |thread| {
-            run(thread, &theirs, config, &names, &mut source)
-        })
-        .map_err(|e| Error::Usage(format!("cannot start the sampling thread: {e}")))?;
-        Ok(Sampler {
-            shared,
-            method,
-            thread: Mutex::new(Some(thread)),
-        })
+        let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
+        info.register(Arc::new(SamplerComponent {
+            shared: shared.clone(),
+            dynamic_unloads,
+        }))?;
+        Ok(Arc::new(Sampler { shared }))
+    }
+
+    /// Starts sampling now, if it has not started yet (and was not stopped).
+    /// Fails if the sampling thread cannot be started.
+    pub fn start(&self) -> Result<()> {
+        self.shared.start()
+    }
+
+    /// `true` once the sampling thread runs (until [`stop`](Self::stop)).
+    pub fn is_running(&self) -> bool {
+        lock(&self.shared.thread).is_some()
     }
 
     /// Which source the sampler uses (`suspend-runtime`, `shadow-stack`, ...).
     pub fn method(&self) -> &'static str {
-        self.method
+        self.shared.method
     }
 
     /// The counters so far.
@@ -282,62 +329,153 @@ impl Sampler {
 
     /// The last error a tick hit, if any.
     pub fn last_error(&self) -> Option<String> {
-        self.shared.last_error.lock().ok().and_then(|e| e.clone())
+        lock(&self.shared.last_error).clone()
     }
 
     /// The first thread walk the runtime refused, if any (e.g. threads that
     /// are not in managed code cannot be walked on some runtimes).
     pub fn first_refusal(&self) -> Option<String> {
-        self.shared.last_refusal.lock().ok().and_then(|e| e.clone())
+        lock(&self.shared.last_refusal).clone()
     }
 
-    /// Forward from `Profiler::thread_created`.
-    pub fn thread_created(&self, thread: ThreadId<'_>) {
-        self.shared.gate.thread_created(thread.to_raw());
-    }
-
-    /// Forward from `Profiler::thread_destroyed`: waits until a walk of
-    /// `thread` in progress has finished, and keeps it from being walked again.
-    pub fn thread_destroyed(&self, thread: ThreadId<'_>) {
-        self.shared.gate.thread_destroyed(thread.to_raw());
-    }
-
-    /// Forward from `Profiler::class_unload_started`: waits until names being
-    /// resolved are done; samples taken before the unload whose functions are
-    /// not named yet stay unnamed ([`UNKNOWN_FRAME`]).
-    pub fn class_unload_started(&self, _class: ClassId<'_>) {
-        self.shared.unloads.fetch_add(1, SeqCst);
-        while self.shared.resolving.load(SeqCst) {
-            std::thread::yield_now();
-        }
-    }
-
-    /// Stops sampling and returns the profile (once; later calls fail).
+    /// Stops sampling and returns the profile. The first call stops the
+    /// thread; later calls (and the SDK's own stop at `Shutdown`) return
+    /// the same profile. A sampler that never started gives an empty one.
     pub fn stop(&self) -> Result<Profile> {
-        self.shared.stop.store(true, SeqCst);
-        let thread = self
-            .thread
-            .lock()
-            .map_err(|_| Error::Usage("sampler state poisoned".to_string()))?
-            .take()
-            .ok_or_else(|| Error::Usage("the sampler was already stopped".to_string()))?;
-        match thread.join() {
-            Ok(Ok(Ok(profile))) => Ok(profile),
-            Ok(Ok(Err(e))) | Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Usage(
-                "the sampling thread panicked (see the log)".to_string(),
-            )),
+        self.shared.stop()
+    }
+}
+
+/// Locks a mutex, recovering from poisoning (the data is plain counters
+/// and messages, valid whatever panicked).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn start(self: &Arc<Self>) -> Result<()> {
+        let Some(mut source) = lock(&self.source).take() else {
+            return Ok(()); // started (or stopped) already
+        };
+        let theirs = self.clone();
+        let thread = spawn_sampling_thread(&self.runtime, "clrprof-sampler", 0, move |thread| {
+            run(thread, &theirs, &mut *source)
+        })
+        .map_err(|e| Error::Usage(format!("cannot start the sampling thread: {e}")))?;
+        *lock(&self.thread) = Some(thread);
+        Ok(())
+    }
+
+    fn stop(&self) -> Result<Profile> {
+        self.stop.store(true, SeqCst);
+        // Never started: nothing to join, and nothing may start any more.
+        lock(&self.source).take();
+        let mut result = lock(&self.result);
+        if result.is_none() {
+            let thread = lock(&self.thread).take();
+            *result = Some(match thread {
+                None => Ok(Profile::new()),
+                Some(thread) => match thread.join() {
+                    Ok(Ok(Ok(profile))) => Ok(profile),
+                    Ok(Ok(Err(e))) | Ok(Err(e)) => Err(e),
+                    Err(_) => Err(Error::Usage(
+                        "the sampling thread panicked (see the log)".to_string(),
+                    )),
+                },
+            });
+        }
+        result.clone().unwrap_or_else(|| Ok(Profile::new()))
+    }
+
+    /// Something is unloading: make the next names come from after it, and
+    /// wait until names being resolved now are done.
+    fn unloading(&self) {
+        self.unloads.fetch_add(1, SeqCst);
+        while self.resolving.load(SeqCst) {
+            std::thread::yield_now();
         }
     }
 }
 
-fn run<S: StackSource>(
+/// The SDK component behind [`Sampler::register`].
+struct SamplerComponent {
+    shared: Arc<Shared>,
+    dynamic_unloads: bool,
+}
+
+impl crate::component::Component for SamplerComponent {
+    fn name(&self) -> &'static str {
+        "sampler"
+    }
+
+    fn masks(&self) -> crate::EventMasks {
+        crate::EventMasks {
+            low: EventMask::ENABLE_STACK_SNAPSHOT
+                | EventMask::MONITOR_THREADS
+                | EventMask::MONITOR_CLASS_LOADS
+                | EventMask::MONITOR_MODULE_LOADS,
+            high: if self.dynamic_unloads {
+                HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
+            } else {
+                HighEventMask::empty()
+            },
+        }
+    }
+
+    fn thread_created(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
+        self.shared.gate.thread_created(thread.to_raw());
+    }
+
+    fn thread_destroyed(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
+        self.shared.gate.thread_destroyed(thread.to_raw());
+    }
+
+    fn module_load_finished(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+        let n = self.shared.module_loads.fetch_add(1, SeqCst) + 1;
+        if n == self.shared.config.start_after_module_loads.max(1) {
+            if let Err(e) = self.shared.start() {
+                *lock(&self.shared.last_error) = Some(e.to_string());
+            }
+        }
+    }
+
+    fn profiler_attach_complete(&self, _info: &ProfilerInfo) {
+        if let Err(e) = self.shared.start() {
+            *lock(&self.shared.last_error) = Some(e.to_string());
+        }
+    }
+
+    fn class_unload_started(&self, _info: &ProfilerInfo, _class: crate::ClassId<'_>) {
+        self.shared.unloading();
+    }
+
+    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+        self.shared.unloading();
+    }
+
+    fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
+        lock(&self.shared.forgotten).push(function);
+        self.shared.unloading();
+    }
+
+    fn shutdown(&self, _info: &ProfilerInfo) {
+        // The runtime is going away: no tick may suspend it any more. The
+        // profile stays for `Sampler::stop`.
+        let _ = self.shared.stop();
+    }
+
+    fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
+        let _ = self.shared.stop();
+    }
+}
+
+fn run(
     thread: &mut SamplingThread,
     shared: &Shared,
-    config: SamplerConfig,
-    names: &NameCache,
-    source: &mut S,
+    source: &mut dyn StackSource,
 ) -> Result<Profile> {
+    let config = shared.config;
+    let names = &*shared.names;
     let mut buffer = FrameBuffer::new(config.max_threads, config.max_depth);
     let mut profile = Profile::new();
     let mut stack: Vec<u32> = Vec::with_capacity(config.max_depth);
@@ -380,6 +518,9 @@ fn run<S: StackSource>(
             }
         }
         // The runtime runs again: resolve names and count.
+        for gone in lock(&shared.forgotten).drain(..) {
+            local.remove(&gone);
+        }
         shared.resolving.store(true, SeqCst);
         let may_call_runtime = shared.unloads.load(SeqCst) == unloads_before;
         for sample in buffer.samples() {
@@ -389,7 +530,7 @@ fn run<S: StackSource>(
                     Some(&i) => i,
                     None => {
                         let (name, final_name) =
-                            frame_name(thread.info(), names, f, may_call_runtime);
+                            frame_name(&thread.info(), names, f, may_call_runtime);
                         let i = profile.intern(&name);
                         if final_name {
                             local.insert(f, i);
@@ -424,9 +565,11 @@ fn frame_name(
         return (UNKNOWN_FRAME.into(), false);
     }
     // SAFETY: the function had a frame on a thread's stack at this tick, so
-    // its class was loaded then; no ClassUnloadStarted has begun since (the
-    // unload counter is unchanged, and any later one waits for `resolving`),
-    // so the FunctionID is still valid.
+    // it was loaded then; no ClassUnloadStarted, ModuleUnloadStarted or
+    // DynamicMethodUnloaded has begun since (the unload counter is
+    // unchanged, and any later one waits for `resolving` to clear before it
+    // returns and lets the unload proceed), so the FunctionID still names
+    // that function (BOTR: a FunctionID is valid until its class unloads).
     let id = unsafe { f.assume_valid() };
     match names.function_name(info, id) {
         Ok(n) if !n.is_empty() => (n, true),

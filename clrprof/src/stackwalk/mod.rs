@@ -75,7 +75,7 @@
 use crate::error::{check, Error, KnownHresult, Result, HRESULT};
 use crate::guard::guard;
 use crate::ids::{FunctionId, RawFunctionId, ThreadId};
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
 use core::ffi::c_void;
 use core::marker::PhantomData;
@@ -230,7 +230,7 @@ unsafe extern "system" fn snapshot_frame(
 /// whole call (see the [module rules](self)); `context`, when given, must be
 /// a `CONTEXT` of the platform.
 pub(crate) unsafe fn do_stack_snapshot(
-    info: &ProfilerInfo,
+    info: &RuntimeHandle,
     thread: usize,
     options: WalkOptions,
     context: Option<&[u8]>,
@@ -276,7 +276,7 @@ pub(crate) unsafe fn do_stack_snapshot(
     Ok(WalkEnd::Complete)
 }
 
-impl ProfilerInfo {
+impl<'s> ProfilerInfo<'s> {
     /// Walks the calling thread's own stack (a synchronous walk: `DoStackSnapshot`
     /// with a null `ThreadID`), leaf first.
     ///

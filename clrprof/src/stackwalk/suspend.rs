@@ -6,7 +6,7 @@ use super::{
 use crate::error::{check, Error, KnownHresult, Result};
 use crate::ids::RawFunctionId;
 use crate::info::enums::RawProfilerEnum;
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +17,7 @@ static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
 /// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
 /// started, after its first Info call; it cannot be sent elsewhere.
 pub struct SamplingThread {
-    info: ProfilerInfo,
+    info: RuntimeHandle,
     walker: usize,
     _pinned: PhantomData<*const ()>,
 }
@@ -29,7 +29,7 @@ pub struct SamplingThread {
 ///
 /// `walker` (0..4) names this thread's slot in the [`ThreadGate`]s it uses.
 pub fn spawn_sampling_thread<T, F>(
-    info: &ProfilerInfo,
+    info: &RuntimeHandle,
     name: &str,
     walker: usize,
     body: F,
@@ -46,7 +46,7 @@ where
 }
 
 impl SamplingThread {
-    fn initialize(info: ProfilerInfo, walker: usize) -> Result<Self> {
+    fn initialize(info: RuntimeHandle, walker: usize) -> Result<Self> {
         match info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
             Ok(i4) => {
                 // SAFETY: no arguments; the runtime documents this call as the
@@ -59,7 +59,7 @@ impl SamplingThread {
         }
         // On every runtime: the thread must be unknown to the runtime, i.e.
         // it has never run managed code and never will.
-        match info.current_thread_id() {
+        match info.current_thread() {
             Err(e) if hr_is(&e, KnownHresult::CORPROF_E_NOT_MANAGED_THREAD) => {}
             Err(e) => return Err(e),
             Ok(t) => {
@@ -75,9 +75,17 @@ impl SamplingThread {
         })
     }
 
-    /// The runtime's Info interfaces.
-    pub fn info(&self) -> &ProfilerInfo {
+    /// The runtime this thread samples.
+    pub fn runtime(&self) -> &RuntimeHandle {
         &self.info
+    }
+
+    /// A scope for the SDK's own calls with IDs whose validity it proves
+    /// itself (the sampler naming functions it saw on a stack, with the
+    /// unload protocol of [`crate::sampler`]). This thread is an SDK thread
+    /// borrowed exclusively, so no other runtime's scope is open on it.
+    pub(crate) fn info(&self) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(&self.info, Scope::Callback)
     }
 
     /// `ICorProfilerInfo10::SuspendRuntime`: stops every managed thread at a
@@ -110,6 +118,18 @@ pub struct RuntimeSuspension<'s> {
 }
 
 impl RuntimeSuspension<'_> {
+    /// The runtime, lent for the suspension: no managed code runs and no
+    /// garbage collection can start until the guard is dropped (a GC needs
+    /// the same suspension), so typed IDs obtained here are valid for the
+    /// suspension, and object references may be read
+    /// ([`ProfilerInfo::gc_blocked`] is `true`). This thread holds the only
+    /// suspension scope it can have (the guard borrows the
+    /// [`SamplingThread`] exclusively), so no other runtime's scope is open
+    /// on it.
+    pub fn info(&self) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(&self.thread.info, Scope::NoGc)
+    }
+
     /// Lists the managed threads (`ICorProfilerInfo4::EnumThreads`) into
     /// `list`, without allocating in the profiler. The runtime holds its
     /// thread-store lock for the whole suspension, so the list stays valid

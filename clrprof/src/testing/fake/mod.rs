@@ -47,7 +47,7 @@ pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
 
 use crate::error::KnownHresult;
 use crate::ids::*;
-use crate::info::ProfilerInfo;
+use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use clrprof_sys as sys;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -294,6 +294,8 @@ impl FakeState {
 #[derive(Clone)]
 pub struct FakeRuntime {
     state: Arc<Mutex<FakeState>>,
+    /// The handles scopes borrow: as loaded at startup, and by attach.
+    handles: [std::sync::OnceLock<RuntimeHandle>; 2],
 }
 
 impl Default for FakeRuntime {
@@ -312,6 +314,7 @@ impl FakeRuntime {
         };
         FakeRuntime {
             state: Arc::new(Mutex::new(state)),
+            handles: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
         }
     }
 
@@ -366,24 +369,70 @@ impl FakeRuntime {
         .into()
     }
 
-    /// A `ProfilerInfo` over the fake (as loaded at startup).
-    pub fn profiler_info(&self) -> ProfilerInfo {
-        self.info_with(false)
+    /// A callback scope over the fake (as loaded at startup): the scope in
+    /// which most callbacks run, where a GC may run concurrently.
+    ///
+    /// # Safety
+    /// The SDK's readers follow the fake's answers into memory: object
+    /// addresses, sizes, layouts and static addresses in [`FakeState`] must
+    /// describe memory the test owns and keeps alive while it uses the
+    /// scope (a real runtime guarantees this for its own objects).
+    pub unsafe fn profiler_info(&self) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(self.handle_with(false), Scope::Callback)
     }
 
-    /// A `ProfilerInfo` over the fake, as loaded by attach.
-    pub fn profiler_info_attached(&self) -> ProfilerInfo {
-        self.info_with(true)
+    /// A scope where no GC can run (like `ObjectAllocated` or a runtime
+    /// suspension), as loaded at startup.
+    ///
+    /// # Safety
+    /// As for [`profiler_info`](Self::profiler_info).
+    pub unsafe fn profiler_info_no_gc(&self) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(self.handle_with(false), Scope::NoGc)
     }
 
-    fn info_with(&self, attached: bool) -> ProfilerInfo {
+    /// A callback scope over the fake, as loaded by attach.
+    ///
+    /// # Safety
+    /// As for [`profiler_info`](Self::profiler_info).
+    pub unsafe fn profiler_info_attached(&self) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(self.handle_with(true), Scope::Callback)
+    }
+
+    /// An owned handle over the fake, as loaded at startup (`attached`
+    /// false) or by attach.
+    ///
+    /// # Safety
+    /// As for [`profiler_info`](Self::profiler_info).
+    pub unsafe fn runtime_handle(&self, attached: bool) -> RuntimeHandle {
+        self.handle_with(attached).clone()
+    }
+
+    /// Runs `init` in an `Initialize` scope over the fake and returns the
+    /// SDK components it registered, for tests that drive components.
+    #[cfg(test)]
+    pub(crate) fn initialize_components(
+        &self,
+        attached: bool,
+        init: impl FnOnce(&ProfilerInfo<'_>),
+    ) -> crate::component::Components {
+        let registrar = crate::component::Registrar::default();
+        init(&ProfilerInfo::scoped(
+            self.handle_with(attached),
+            Scope::Initialize(&registrar),
+        ));
+        registrar.finish()
+    }
+
+    fn handle_with(&self, attached: bool) -> &RuntimeHandle {
         self.state().attached = attached;
-        // SAFETY: the fake implements ICorProfilerInfo3 and its bases; it
-        // never dereferences the IDs passed to it.
-        match unsafe { ProfilerInfo::from_unknown(&self.unknown(), attached) } {
-            Ok(info) => info,
-            Err(e) => panic!("the fake always answers QueryInterface(ICorProfilerInfo): {e}"),
-        }
+        self.handles[attached as usize].get_or_init(|| {
+            // SAFETY: the fake implements ICorProfilerInfo3 and its bases; it
+            // never dereferences the IDs passed to it.
+            match unsafe { RuntimeHandle::from_unknown(&self.unknown(), attached) } {
+                Ok(info) => info,
+                Err(e) => panic!("the fake always answers QueryInterface(ICorProfilerInfo): {e}"),
+            }
+        })
     }
 }
 

@@ -75,7 +75,8 @@ fn named_world() -> FakeRuntime {
 #[test]
 fn fake_offers_info3_and_newer_methods_are_unsupported() {
     let fake = FakeRuntime::new();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     assert_eq!(info.version(), 3);
     assert!(info.raw_info3("x").is_ok());
     assert_eq!(
@@ -103,7 +104,8 @@ fn fake_offers_info3_and_newer_methods_are_unsupported() {
 #[test]
 fn event_mask_round_trips_through_info1() {
     let fake = FakeRuntime::new();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     info.set_event_mask(EventMask::MONITOR_MODULE_LOADS.into())
         .unwrap();
     assert_eq!(
@@ -119,7 +121,8 @@ fn event_mask_round_trips_through_info1() {
 #[test]
 fn unimplemented_methods_answer_e_notimpl() {
     let fake = FakeRuntime::new();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     let i2 = info.raw_info2("test").unwrap();
     // SAFETY: the fake ignores every argument of DoStackSnapshot.
     let hr = unsafe { i2.DoStackSnapshot(0, None, 0, core::ptr::null_mut(), core::ptr::null(), 0) };
@@ -133,7 +136,8 @@ fn unimplemented_methods_answer_e_notimpl() {
 #[test]
 fn runtime_information_reads_a_growing_version_string() {
     let fake = FakeRuntime::new();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     let ri = info.runtime_information().unwrap();
     assert_eq!(
         (
@@ -176,7 +180,8 @@ fn module_info_reads_a_growing_path() {
             }
         }
     });
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; m = module_id(M));
     assert_eq!(info.module_info(m).unwrap().name, format!("{long}.bak"));
     assert_eq!(fake.call_count("GetModuleInfo"), 3);
@@ -185,7 +190,8 @@ fn module_info_reads_a_growing_path() {
 #[test]
 fn class_and_function_info2_report_type_args() {
     let fake = named_world();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; list = class_id(C_LIST), f = function_id(F_GENERIC));
     let ci = info.class_info(list).unwrap();
     assert_eq!(
@@ -204,7 +210,8 @@ fn class_and_function_info2_report_type_args() {
 #[test]
 fn names_keep_nesting_and_generic_arity() {
     let fake = named_world();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; f = function_id(F_INNER), g = function_id(F_GENERIC), inner = class_id(C_INNER), list = class_id(C_LIST));
     assert_eq!(info.function_name(f).unwrap(), "Ns.Outer+Inner::Method");
     assert_eq!(info.function_name(g).unwrap(), "Ns.List`1::Add");
@@ -222,7 +229,8 @@ fn long_metadata_names_are_read_whole() {
         md.type_defs.get_mut(&0x0200_0002).unwrap().name = long.clone();
         st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
     }
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; f = function_id(F_INNER));
     assert_eq!(
         info.function_name(f).unwrap(),
@@ -233,8 +241,9 @@ fn long_metadata_names_are_read_whole() {
 #[test]
 fn name_cache_asks_the_runtime_once() {
     let fake = named_world();
-    let info = fake.profiler_info();
-    let cache = NameCache::new();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
+    let cache = NameCache::unregistered();
     fake_ids!(fake; f = function_id(F_INNER));
     assert_eq!(
         &*cache.function_name(&info, f).unwrap(),
@@ -255,7 +264,8 @@ fn name_cache_asks_the_runtime_once() {
 #[test]
 fn unknown_function_name_reports_the_failing_call() {
     let fake = named_world();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; nope = function_id(0x42));
     let e = info.function_name(nope).unwrap_err();
     assert_eq!(
@@ -285,7 +295,8 @@ fn type_refs_and_member_refs_are_answered() {
         );
         st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
     }
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; m = module_id(M));
     let md = info.module_metadata(m, MetaDataOpen::Read).unwrap();
     let (name, scope) = md
@@ -301,7 +312,8 @@ fn type_refs_and_member_refs_are_answered() {
 #[test]
 fn enumerators_are_released_when_dropped() {
     let fake = named_world();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     {
         let mut e = info.enum_modules().unwrap();
         assert_eq!(fake.live_enumerators(), 1);
@@ -317,7 +329,8 @@ fn enumerators_are_released_when_dropped() {
 #[test]
 fn current_thread_and_detach_and_force_gc() {
     let fake = FakeRuntime::new();
-    let info = fake.profiler_info();
+    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
     assert_eq!(
         info.current_thread_id().unwrap_err().name(),
         Some("CORPROF_E_NOT_MANAGED_THREAD")

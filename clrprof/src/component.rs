@@ -1,0 +1,167 @@
+//! SDK components: parts of the SDK that need callbacks of their own.
+//!
+//! Some SDK parts are only correct if they hear about the runtime's
+//! lifecycle: the sampler must not walk a thread after its
+//! `ThreadDestroyed` returned, nor name a function whose class has begun to
+//! unload; the name cache must forget a `FunctionID` the runtime recycles
+//! for another dynamic method; ELT records must follow their function's
+//! lifetime; shadow stacks must pop the frames an exception unwinds; attach
+//! catch-up must see loads that race its enumeration. Such a part is a
+//! [`Component`]: it registers itself in `Initialize`
+//! ([`ProfilerInfo::register`]) with the event masks it needs, and from then
+//! on the SDK's callback object delivers those callbacks to it, before or
+//! after the profiler's own callback as the order below says. The profiler
+//! writes no forwarding code and cannot forget any. This is the shape of
+//! tracing-subscriber's layers: independent parts composed around one
+//! dispatcher, each seeing the events it registered for.
+//!
+//! # Order
+//! - Events that create something (`ThreadCreated`, `ModuleLoadFinished`,
+//!   `JITCompilationFinished`, `ProfilerAttachComplete`) reach components
+//!   **before** the profiler, so a
+//!   profiler's callback already sees the component up to date.
+//! - Events that end something (`ThreadDestroyed`, `ModuleUnloadStarted`,
+//!   `ClassUnloadStarted`, `DynamicMethodUnloaded`, the exception unwind
+//!   callbacks, `Shutdown`) reach components **after** the profiler, so the
+//!   profiler can still use what the component knows (a cached name, a
+//!   shadow stack) about what is going away.
+//! - Components among themselves: in registration order.
+//!
+//! A panic in a component is contained like one in a callback (logged; the
+//! other components and the profiler still run).
+
+use crate::event_mask::EventMasks;
+use crate::guard::guard;
+use crate::ids::*;
+use crate::info::ProfilerInfo;
+use crate::{Error, Result, HRESULT};
+use std::sync::{Arc, Mutex};
+
+/// A part of the SDK (or of a profiler) that receives lifecycle callbacks
+/// from the SDK itself. See the [module docs](self).
+///
+/// Every method has an empty default; a component implements those it
+/// needs and asks for their events through [`Component::masks`].
+#[allow(unused_variables)]
+pub trait Component: Send + Sync + 'static {
+    /// A short name, for logs.
+    fn name(&self) -> &'static str;
+
+    /// The event masks the component needs; the SDK adds them to the
+    /// profiler's own when it sets the mask at the end of `Initialize`.
+    fn masks(&self) -> EventMasks {
+        EventMasks::default()
+    }
+
+    /// `ThreadCreated` (MONITOR_THREADS), before the profiler.
+    fn thread_created(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `ThreadDestroyed` (MONITOR_THREADS), after the profiler.
+    fn thread_destroyed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `ModuleLoadFinished` (MONITOR_MODULE_LOADS), before the profiler.
+    /// Only successful loads reach components.
+    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `JITCompilationFinished` (MONITOR_JIT_COMPILATION), before the
+    /// profiler. Only successful compilations reach components.
+    fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ModuleUnloadStarted` (MONITOR_MODULE_LOADS), after the profiler.
+    fn module_unload_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `ClassUnloadStarted` (MONITOR_CLASS_LOADS), after the profiler.
+    fn class_unload_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
+    /// `DynamicMethodUnloaded` (HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS),
+    /// after the profiler. The ID is raw: the method is gone, and the
+    /// runtime may hand the same `FunctionID` to the next dynamic method.
+    fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {}
+    /// `ExceptionUnwindFunctionEnter` (MONITOR_EXCEPTIONS), after the profiler.
+    fn exception_unwind_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionUnwindFunctionLeave` (MONITOR_EXCEPTIONS), after the profiler.
+    fn exception_unwind_function_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionCatcherEnter` (MONITOR_EXCEPTIONS), after the profiler.
+    fn exception_catcher_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ProfilerAttachComplete`, before the profiler.
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {}
+    /// `Shutdown`, after the profiler.
+    fn shutdown(&self, info: &ProfilerInfo) {}
+    /// `ProfilerDetachSucceeded`, after the profiler: the last moment the
+    /// component may run; the runtime unloads the library next.
+    fn profiler_detach_succeeded(&self, info: &ProfilerInfo) {}
+}
+
+/// Collects the components registered during one `Initialize`.
+#[derive(Default)]
+pub struct Registrar {
+    components: Mutex<Vec<Arc<dyn Component>>>,
+}
+
+impl Registrar {
+    pub(crate) fn add(&self, component: Arc<dyn Component>) {
+        let mut list = self.components.lock().unwrap_or_else(|e| e.into_inner());
+        list.push(component);
+    }
+
+    pub(crate) fn finish(self) -> Components {
+        let list = self.components.into_inner().unwrap_or_else(|e| e.into_inner());
+        Components {
+            list: list.into_boxed_slice(),
+        }
+    }
+}
+
+impl ProfilerInfo<'_> {
+    /// Registers an SDK component for this runtime: it receives the
+    /// callbacks of [`Component`] from now on, and its
+    /// [`masks`](Component::masks) are added to the profiler's.
+    ///
+    /// Only during `Initialize` / `InitializeForAttach`: a component that
+    /// started later would have missed events it relies on (a thread
+    /// created before it, an unload). Elsewhere this is
+    /// [`Error::NotInInitialize`].
+    pub fn register(&self, component: Arc<dyn Component>) -> Result<()> {
+        match self.registrar() {
+            Some(r) => {
+                r.add(component);
+                Ok(())
+            }
+            None => Err(Error::NotInInitialize {
+                call: "ProfilerInfo::register",
+            }),
+        }
+    }
+}
+
+/// The components of one runtime, fixed at the end of `Initialize`.
+#[derive(Default)]
+pub(crate) struct Components {
+    list: Box<[Arc<dyn Component>]>,
+}
+
+impl Components {
+    /// The union of every component's masks.
+    pub(crate) fn masks(&self) -> EventMasks {
+        self.list.iter().fold(EventMasks::default(), |m, c| {
+            let c = c.masks();
+            EventMasks {
+                low: m.low | c.low,
+                high: m.high | c.high,
+            }
+        })
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Delivers one event to every component, each under the panic guard.
+    #[inline]
+    pub(crate) fn each(&self, entry: &'static str, f: impl Fn(&dyn Component)) {
+        for c in self.list.iter() {
+            guard(entry, (), || f(&**c));
+        }
+    }
+}
+
+/// `true` for a successful `*Finished` status.
+#[inline]
+pub(crate) fn succeeded(status: HRESULT) -> bool {
+    status.0 >= 0
+}
