@@ -100,6 +100,11 @@ pub struct Failed<R> {
     pub status: HRESULT,
 }
 
+/// The outcome of a `*LoadFinished` / `*CreationFinished` callback: the
+/// typed ID after a successful load, [`Failed`] (raw ID and status) after a
+/// failed one. E.g. `module: Loaded<ModuleId<'_>>`.
+pub type Loaded<T> = core::result::Result<T, Failed<<T as ScopedId>::Raw>>;
+
 /// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
 #[derive(Clone, Copy, Debug)]
 pub struct EventPipeEvent<'a> {
@@ -163,7 +168,7 @@ pub trait Profiler: Send + Sync + 'static {
     fn app_domain_creation_finished(
         &self,
         info: &ProfilerInfo,
-        app_domain: Result<AppDomainId<'_>, Failed<RawAppDomainId>>,
+        app_domain: Loaded<AppDomainId<'_>>,
     ) {
     }
     /// `AppDomainShutdownStarted`.
@@ -184,12 +189,7 @@ pub trait Profiler: Send + Sync + 'static {
     fn assembly_load_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
     /// `AssemblyLoadFinished`: the typed ID once loaded, the raw ID and
     /// the status if the load failed.
-    fn assembly_load_finished(
-        &self,
-        info: &ProfilerInfo,
-        assembly: Result<AssemblyId<'_>, Failed<RawAssemblyId>>,
-    ) {
-    }
+    fn assembly_load_finished(&self, info: &ProfilerInfo, assembly: Loaded<AssemblyId<'_>>) {}
     /// `AssemblyUnloadStarted`.
     fn assembly_unload_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
     /// `AssemblyUnloadFinished`. The ID is raw: it stopped being valid for
@@ -208,12 +208,7 @@ pub trait Profiler: Send + Sync + 'static {
     fn module_load_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
     /// `ModuleLoadFinished`: the module can be inspected now (typed ID), or
     /// its load failed (raw ID and status).
-    fn module_load_finished(
-        &self,
-        info: &ProfilerInfo,
-        module: Result<ModuleId<'_>, Failed<RawModuleId>>,
-    ) {
-    }
+    fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {}
     /// `ModuleUnloadStarted`: last moment the `ModuleId` is valid.
     fn module_unload_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
     /// `ModuleUnloadFinished`. The ID is raw: it stopped being valid for
@@ -234,8 +229,7 @@ pub trait Profiler: Send + Sync + 'static {
     fn class_load_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
     /// `ClassLoadFinished`: the typed ID once loaded, the raw ID and the
     /// status if the load failed.
-    fn class_load_finished(&self, info: &ProfilerInfo, class: Result<ClassId<'_>, Failed<RawClassId>>) {
-    }
+    fn class_load_finished(&self, info: &ProfilerInfo, class: Loaded<ClassId<'_>>) {}
     /// `ClassUnloadStarted`: last moment the `ClassId` (and its functions' IDs) are valid.
     fn class_unload_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
     /// `ClassUnloadFinished`. The ID is raw: it (and its functions' IDs)

@@ -113,6 +113,26 @@ impl<P: Profiler> CallbackObject<P> {
         self.components.get().filter(|c| !c.is_empty())
     }
 
+    /// Whether the profiler itself asked for `flag` (a callback that only a
+    /// component asked for reaches only the component).
+    #[inline]
+    fn wants(&self, flag: crate::EventMask) -> bool {
+        self.components().is_none()
+            || self
+                .info
+                .get()
+                .is_some_and(|r| r.user_masks().low.intersects(flag))
+    }
+
+    #[inline]
+    fn wants_high(&self, flag: crate::HighEventMask) -> bool {
+        self.components().is_none()
+            || self
+                .info
+                .get()
+                .is_some_and(|r| r.user_masks().high.intersects(flag))
+    }
+
     fn initialize_common(
         &self,
         entry: &'static str,
@@ -151,13 +171,8 @@ impl<P: Profiler> CallbackObject<P> {
                 user(&self.profiler, &info)
             };
             let components = registrar.finish();
-            let result = result.and_then(|masks| {
-                let extra = components.masks();
-                runtime.set_event_mask(crate::EventMasks {
-                    low: masks.low | extra.low,
-                    high: masks.high | extra.high,
-                })
-            });
+            let result = result
+                .and_then(|masks| runtime.set_masks_with_components(masks, components.masks()));
             let _ = self.components.set(components);
             match result {
                 Ok(()) => S_OK,
@@ -242,7 +257,17 @@ macro_rules! id {
 }
 
 /// Forwards a callback whose only arguments are IDs and plain values.
+/// With `wants FLAG`, the profiler's method runs only if the profiler's own
+/// mask has `FLAG` (a component may have asked for the event alone).
 macro_rules! forward {
+    ($self:ident, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch($entry, |$p, $info| {
+            if $self.wants($flag) {
+                $body;
+            }
+            S_OK
+        })
+    };
     ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch($entry, |$p, $info| {
             $body;
@@ -253,6 +278,14 @@ macro_rules! forward {
 
 /// As `forward!`, for callbacks that receive `ObjectID`s ([`Scope::NoGc`]).
 macro_rules! forward_no_gc {
+    ($self:ident, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_no_gc($entry, |$p, $info| {
+            if $self.wants($flag) {
+                $body;
+            }
+            S_OK
+        })
+    };
     ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch_no_gc($entry, |$p, $info| {
             $body;
@@ -367,7 +400,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleLoadStarted",
+            "ICorProfilerCallback::ModuleLoadStarted", wants crate::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_load_started(info, id!(ModuleId, moduleId))
         )
     }
@@ -381,7 +414,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         c.module_load_finished(info, id!(ModuleId, moduleId))
                     });
                 }
-                p.module_load_finished(info, loaded!(ModuleId, RawModuleId, moduleId, hrStatus))
+                if self.wants(crate::EventMask::MONITOR_MODULE_LOADS) {
+                    p.module_load_finished(info, loaded!(ModuleId, RawModuleId, moduleId, hrStatus))
+                }
             }
         )
     }
@@ -390,7 +425,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ModuleUnloadStarted",
             |p, info| {
-                p.module_unload_started(info, id!(ModuleId, moduleId));
+                if self.wants(crate::EventMask::MONITOR_MODULE_LOADS) {
+                    p.module_unload_started(info, id!(ModuleId, moduleId));
+                }
                 if let Some(c) = self.components() {
                     c.each("ModuleUnloadStarted (component)", |c| {
                         c.module_unload_started(info, id!(ModuleId, moduleId))
@@ -402,7 +439,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleUnloadFinished",
+            "ICorProfilerCallback::ModuleUnloadFinished", wants crate::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_unload_finished(info, RawModuleId(moduleId), hrStatus)
         )
     }
@@ -413,7 +450,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleAttachedToAssembly",
+            "ICorProfilerCallback::ModuleAttachedToAssembly", wants crate::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_attached_to_assembly(
                 info,
                 id!(ModuleId, moduleId),
@@ -422,13 +459,13 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassLoadStarted", |p, info| p
+        forward!(self, "ICorProfilerCallback::ClassLoadStarted", wants crate::EventMask::MONITOR_CLASS_LOADS, |p, info| p
             .class_load_started(info, id!(ClassId, classId)))
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ClassLoadFinished",
+            "ICorProfilerCallback::ClassLoadFinished", wants crate::EventMask::MONITOR_CLASS_LOADS,
             |p, info| p.class_load_finished(info, loaded!(ClassId, RawClassId, classId, hrStatus))
         )
     }
@@ -437,7 +474,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ClassUnloadStarted",
             |p, info| {
-                p.class_unload_started(info, id!(ClassId, classId));
+                if self.wants(crate::EventMask::MONITOR_CLASS_LOADS) {
+                    p.class_unload_started(info, id!(ClassId, classId));
+                }
                 if let Some(c) = self.components() {
                     c.each("ClassUnloadStarted (component)", |c| {
                         c.class_unload_started(info, id!(ClassId, classId))
@@ -449,7 +488,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ClassUnloadFinished",
+            "ICorProfilerCallback::ClassUnloadFinished", wants crate::EventMask::MONITOR_CLASS_LOADS,
             |p, info| p.class_unload_finished(info, RawClassId(classId), hrStatus)
         )
     }
@@ -467,7 +506,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITCompilationStarted",
+            "ICorProfilerCallback::JITCompilationStarted", wants crate::EventMask::MONITOR_JIT_COMPILATION,
             |p, info| p.jit_compilation_started(
                 info,
                 id!(FunctionId, functionId),
@@ -490,12 +529,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         c.jit_compilation_finished(info, id!(FunctionId, functionId))
                     });
                 }
-                p.jit_compilation_finished(
-                    info,
-                    id!(FunctionId, functionId),
-                    hrStatus,
-                    b(fIsSafeToBlock),
-                )
+                if self.wants(crate::EventMask::MONITOR_JIT_COMPILATION) {
+                    p.jit_compilation_finished(
+                        info,
+                        id!(FunctionId, functionId),
+                        hrStatus,
+                        b(fIsSafeToBlock),
+                    )
+                }
             }
         )
     }
@@ -535,7 +576,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn JITFunctionPitched(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITFunctionPitched",
+            "ICorProfilerCallback::JITFunctionPitched", wants crate::EventMask::MONITOR_JIT_COMPILATION,
             |p, info| p.jit_function_pitched(info, id!(FunctionId, functionId))
         )
     }
@@ -546,7 +587,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         pfShouldInline: *mut BOOL,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback::JITInlining", |p, info| {
-            let inline = p.jit_inlining(info, id!(FunctionId, callerId), id!(FunctionId, calleeId));
+            let inline = !self.wants(crate::EventMask::MONITOR_JIT_COMPILATION)
+                || p.jit_inlining(info, id!(FunctionId, callerId), id!(FunctionId, calleeId));
             if !pfShouldInline.is_null() {
                 // SAFETY: the runtime passes a valid out pointer (checked non-null).
                 unsafe { *pfShouldInline = inline as BOOL };
@@ -561,12 +603,16 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                     c.thread_created(info, id!(ThreadId, threadId))
                 });
             }
-            p.thread_created(info, id!(ThreadId, threadId))
+            if self.wants(crate::EventMask::MONITOR_THREADS) {
+                p.thread_created(info, id!(ThreadId, threadId))
+            }
         })
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| {
-            p.thread_destroyed(info, id!(ThreadId, threadId));
+            if self.wants(crate::EventMask::MONITOR_THREADS) {
+                p.thread_destroyed(info, id!(ThreadId, threadId));
+            }
             if let Some(c) = self.components() {
                 c.each("ThreadDestroyed (component)", |c| {
                     c.thread_destroyed(info, id!(ThreadId, threadId))
@@ -761,11 +807,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn ObjectAllocated(&self, objectId: ObjectID, classId: ClassID) -> HRESULT {
         forward_no_gc!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
-            .object_allocated(
-                info,
-                id!(ObjectId, objectId),
-                id!(ClassId, classId)
-            ))
+            .object_allocated(info, id!(ObjectId, objectId), id!(ClassId, classId)))
     }
     unsafe fn ObjectsAllocatedByClass(
         &self,
@@ -809,55 +851,55 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
-        forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
+        forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", wants crate::EventMask::MONITOR_EXCEPTIONS, |p, info| p
             .exception_thrown(info, id!(ObjectId, thrownObjectId)))
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFunctionEnter",
+            "ICorProfilerCallback::ExceptionSearchFunctionEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_function_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFunctionLeave",
+            "ICorProfilerCallback::ExceptionSearchFunctionLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_function_leave(info)
         )
     }
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFilterEnter",
+            "ICorProfilerCallback::ExceptionSearchFilterEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_filter_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionSearchFilterLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFilterLeave",
+            "ICorProfilerCallback::ExceptionSearchFilterLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_filter_leave(info)
         )
     }
     unsafe fn ExceptionSearchCatcherFound(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchCatcherFound",
+            "ICorProfilerCallback::ExceptionSearchCatcherFound", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_catcher_found(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionOSHandlerEnter",
+            "ICorProfilerCallback::ExceptionOSHandlerEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_os_handler_enter(info)
         )
     }
     unsafe fn ExceptionOSHandlerLeave(&self, _unused: UINT_PTR) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionOSHandlerLeave",
+            "ICorProfilerCallback::ExceptionOSHandlerLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_os_handler_leave(info)
         )
     }
@@ -866,7 +908,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
             |p, info| {
-                p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
+                }
                 if let Some(c) = self.components() {
                     c.each("ExceptionUnwindFunctionEnter (component)", |c| {
                         c.exception_unwind_function_enter(info, id!(FunctionId, functionId))
@@ -880,7 +924,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
             |p, info| {
-                p.exception_unwind_function_leave(info);
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_unwind_function_leave(info);
+                }
                 if let Some(c) = self.components() {
                     c.each("ExceptionUnwindFunctionLeave (component)", |c| {
                         c.exception_unwind_function_leave(info)
@@ -892,14 +938,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionUnwindFinallyEnter",
+            "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionUnwindFinallyLeave",
+            "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_leave(info)
         )
     }
@@ -908,7 +954,13 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionCatcherEnter",
             |p, info| {
-                p.exception_catcher_enter(info, id!(FunctionId, functionId), id!(ObjectId, objectId));
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_catcher_enter(
+                        info,
+                        id!(FunctionId, functionId),
+                        id!(ObjectId, objectId),
+                    );
+                }
                 if let Some(c) = self.components() {
                     c.each("ExceptionCatcherEnter (component)", |c| {
                         c.exception_catcher_enter(info, id!(FunctionId, functionId))
@@ -920,7 +972,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionCatcherLeave",
+            "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_catcher_leave(info)
         )
     }
@@ -1368,7 +1420,9 @@ impl<P: Profiler> ICorProfilerCallback9_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback9::DynamicMethodUnloaded",
             |p, info| {
-                p.dynamic_method_unloaded(info, RawFunctionId(functionId));
+                if self.wants_high(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS) {
+                    p.dynamic_method_unloaded(info, RawFunctionId(functionId));
+                }
                 if let Some(c) = self.components() {
                     c.each("DynamicMethodUnloaded (component)", |c| {
                         c.dynamic_method_unloaded(info, RawFunctionId(functionId))

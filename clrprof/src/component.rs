@@ -99,7 +99,10 @@ impl Registrar {
     }
 
     pub(crate) fn finish(self) -> Components {
-        let list = self.components.into_inner().unwrap_or_else(|e| e.into_inner());
+        let list = self
+            .components
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
         Components {
             list: list.into_boxed_slice(),
         }

@@ -82,6 +82,12 @@ pub enum Error {
         /// What it was used with.
         used_with: usize,
     },
+    /// An SDK component was used with a runtime it was not registered with
+    /// in `Initialize`, so it would not hear of that runtime's unloads.
+    NotRegistered {
+        /// What, and how to register it.
+        what: &'static str,
+    },
     /// The call is only allowed while the runtime runs `Initialize` (or
     /// `InitializeForAttach`), e.g. registering an SDK component.
     NotInInitialize {
@@ -186,6 +192,9 @@ impl fmt::Display for Error {
                 f,
                 "{call}: the value was made for {made_for:#x} and cannot be used with {used_with:#x}"
             ),
+            Error::NotRegistered { what } => {
+                write!(f, "{what} is not registered with this runtime")
+            }
             Error::NotInInitialize { call } => write!(
                 f,
                 "{call} is only allowed during Initialize / InitializeForAttach"

@@ -34,6 +34,12 @@
 use core::fmt;
 use core::marker::PhantomData;
 
+/// A scoped (typed, lifetime-bound) ID and its lifetime-free raw form.
+pub trait ScopedId: Copy {
+    /// The raw form (e.g. [`RawModuleId`] for [`ModuleId`]).
+    type Raw: Copy + Eq + core::hash::Hash + fmt::Debug + Send + Sync + 'static;
+}
+
 macro_rules! runtime_ids {
     ($(
         $(#[$doc:meta])*
@@ -113,6 +119,16 @@ macro_rules! runtime_ids {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, concat!(stringify!($raw), "({:#x})"), self.0)
             }
+        }
+
+        impl From<$raw> for usize {
+            fn from(id: $raw) -> usize {
+                id.0
+            }
+        }
+
+        impl ScopedId for $name<'_> {
+            type Raw = $raw;
         }
 
         impl<'a> From<$name<'a>> for $raw {

@@ -46,8 +46,8 @@
 pub mod attach;
 pub mod buffer;
 pub mod callback;
-pub mod component;
 mod com;
+pub mod component;
 pub mod detach;
 pub mod elt;
 pub mod error;
@@ -75,9 +75,9 @@ pub mod testing;
 pub mod thread;
 pub mod wide;
 
-pub use callback::{Failed, Profiler, SuspendReason, TransitionReason};
-pub use component::Component;
+pub use callback::{Failed, Loaded, Profiler, SuspendReason, TransitionReason};
 pub use clrprof_macros::profiler;
+pub use component::Component;
 pub use error::{Error, Result, HRESULT};
 pub use event_mask::{
     AttachEventMask, AttachEventMasks, AttachHighEventMask, EventMask, EventMasks, HighEventMask,

@@ -7,9 +7,11 @@
 use crate::error::Result;
 use crate::ids::{ClassId, FunctionId, RawClassId, RawFunctionId};
 use crate::info::{MetaDataOpen, ProfilerInfo};
+use crate::runtimes::RuntimeSlot;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 impl<'s> ProfilerInfo<'s> {
     /// `Namespace.Type+Nested::Method` of a function.
@@ -35,6 +37,12 @@ const SHARDS: usize = 16;
 struct ShardedNames<K> {
     hasher: RandomState,
     shards: [RwLock<HashMap<K, Arc<str>>>; SHARDS],
+}
+
+impl<K: Hash + Eq + Copy> Default for ShardedNames<K> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<K: Hash + Eq + Copy> ShardedNames<K> {
@@ -95,98 +103,147 @@ impl<K: Hash + Eq + Copy> ShardedNames<K> {
 /// the cache; `ClassUnloadStarted`, when some other part asks for class
 /// loads, forgets the class. A name is never given for an ID that now names
 /// something else.
+///
+/// Make one (`NameCache::default()`, e.g. as a field of the profiler) and
+/// [`register`](NameCache::register) it in `Initialize`; until it is
+/// registered with a runtime, asking it a name for that runtime is an
+/// [`Error::NotRegistered`](crate::Error::NotRegistered).
+#[derive(Default)]
 pub struct NameCache {
+    inner: Arc<Names>,
+}
+
+/// The cache's maps, shared with its component.
+#[derive(Default)]
+struct Names {
     functions: ShardedNames<RawFunctionId>,
     classes: ShardedNames<RawClassId>,
+    /// Bit `n`: registered with the runtime in slot `n` (slots >= 64: all
+    /// registrations of such runtimes share bit 63 and are checked by list).
+    registered: AtomicU64,
+    registered_high: Mutex<Vec<RuntimeSlot>>,
 }
 
 impl NameCache {
-    /// An empty cache that hears of no unloads: for tests and benchmarks
-    /// against the fake runtime only. A profiler uses [`NameCache::register`].
-    #[cfg(any(test, feature = "fake-runtime"))]
-    pub fn unregistered() -> Self {
-        NameCache {
-            functions: ShardedNames::new(),
-            classes: ShardedNames::new(),
-        }
+    /// An empty cache, not registered with any runtime yet.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// A cache for the runtime of `info`, registered as an SDK component
-    /// during `Initialize` (see [`crate::component`]): it adds
+    /// Registers the cache with the runtime of `info` as an SDK component
+    /// (see [`crate::component`]), during `Initialize`: it adds
     /// `MONITOR_MODULE_LOADS` and, on runtimes with `ICorProfilerCallback9`
     /// (.NET Core 3.0 and later; the SDK checks for `ICorProfilerInfo10`,
     /// which arrived in the same release), `HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`
     /// to the event mask. Fails with [`crate::Error::NotInInitialize`]
-    /// elsewhere.
-    pub fn register(info: &ProfilerInfo) -> Result<Arc<NameCache>> {
-        let cache = Arc::new(NameCache {
-            functions: ShardedNames::new(),
-            classes: ShardedNames::new(),
-        });
+    /// elsewhere. Registering twice with one runtime is harmless.
+    pub fn register(&self, info: &ProfilerInfo) -> Result<()> {
+        if self.is_registered(info.runtime_slot()) {
+            return Ok(());
+        }
         let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
         info.register(Arc::new(NameCacheComponent {
-            cache: cache.clone(),
+            names: self.inner.clone(),
             dynamic_unloads,
         }))?;
-        Ok(cache)
+        let slot = info.runtime_slot();
+        if slot.0 < 63 {
+            self.inner
+                .registered
+                .fetch_or(1 << slot.0, Ordering::SeqCst);
+        } else {
+            lock(&self.inner.registered_high).push(slot);
+            self.inner.registered.fetch_or(1 << 63, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn is_registered(&self, slot: RuntimeSlot) -> bool {
+        let bits = self.inner.registered.load(Ordering::Relaxed);
+        if slot.0 < 63 {
+            bits & (1 << slot.0) != 0
+        } else {
+            bits & (1 << 63) != 0 && lock(&self.inner.registered_high).contains(&slot)
+        }
+    }
+
+    fn check(&self, info: &ProfilerInfo) -> Result<()> {
+        if self.is_registered(info.runtime_slot()) {
+            Ok(())
+        } else {
+            Err(crate::Error::NotRegistered {
+                what: "NameCache (call NameCache::register in Initialize)",
+            })
+        }
+    }
+
+    /// A cache registered with the fake runtime's slot, for tests and
+    /// benchmarks against the fake (which has no unloads to deliver).
+    #[cfg(any(test, feature = "fake-runtime"))]
+    pub fn for_fake_runtime() -> Self {
+        let cache = Self::default();
+        // The fake's handles keep the unset slot (`u32::MAX`).
+        lock(&cache.inner.registered_high).push(RuntimeSlot(u32::MAX));
+        cache.inner.registered.store(1 << 63, Ordering::SeqCst);
+        cache
     }
 
     /// The function's name, asking the runtime the first time only.
     pub fn function_name(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<Arc<str>> {
+        self.check(info)?;
         let key = function.to_raw();
-        if let Some(name) = self.functions.get(&key) {
+        if let Some(name) = self.inner.functions.get(&key) {
             return Ok(name);
         }
         let name: Arc<str> = info.function_name(function)?.into();
-        Ok(self.functions.insert(key, name))
+        Ok(self.inner.functions.insert(key, name))
     }
 
     /// The class's name, asking the runtime the first time only.
     pub fn class_name(&self, info: &ProfilerInfo, class: ClassId<'_>) -> Result<Arc<str>> {
+        self.check(info)?;
         let key = class.to_raw();
-        if let Some(name) = self.classes.get(&key) {
+        if let Some(name) = self.inner.classes.get(&key) {
             return Ok(name);
         }
         let name: Arc<str> = info.class_name(class)?.into();
-        Ok(self.classes.insert(key, name))
+        Ok(self.inner.classes.insert(key, name))
     }
 
     /// A cached function name, without any runtime call (usable with raw IDs,
     /// e.g. after resuming from a sample).
     pub fn cached_function_name(&self, function: RawFunctionId) -> Option<Arc<str>> {
-        self.functions.get(&function)
+        self.inner.functions.get(&function)
     }
 
     /// Records a name obtained elsewhere.
     pub fn insert_function_name(&self, function: RawFunctionId, name: &str) -> Arc<str> {
-        self.functions.insert(function, name.into())
+        self.inner.functions.insert(function, name.into())
     }
 
     /// Forgets a class (the SDK does this at `ClassUnloadStarted`).
     pub fn forget_class(&self, class: RawClassId) {
-        self.classes.remove(&class);
+        self.inner.classes.remove(&class);
     }
 
     /// Forgets a function (the SDK does this at `DynamicMethodUnloaded`).
     pub fn forget_function(&self, function: RawFunctionId) {
-        self.functions.remove(&function);
+        self.inner.functions.remove(&function);
     }
 
     /// Number of cached function names.
     pub fn function_count(&self) -> usize {
-        self.functions.len()
+        self.inner.functions.len()
     }
+}
 
-    /// Forgets every name.
-    fn clear(&self) {
-        self.functions.clear();
-        self.classes.clear();
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The SDK component behind [`NameCache::register`].
 struct NameCacheComponent {
-    cache: Arc<NameCache>,
+    names: Arc<Names>,
     dynamic_unloads: bool,
 }
 
@@ -207,15 +264,16 @@ impl crate::component::Component for NameCacheComponent {
     }
 
     fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
-        self.cache.clear();
+        self.names.functions.clear();
+        self.names.classes.clear();
     }
 
     fn class_unload_started(&self, _info: &ProfilerInfo, class: ClassId<'_>) {
-        self.cache.forget_class(class.to_raw());
+        self.names.classes.remove(&class.to_raw());
     }
 
     fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
-        self.cache.forget_function(function);
+        self.names.functions.remove(&function);
     }
 }
 
@@ -225,7 +283,7 @@ mod tests {
 
     #[test]
     fn cache_answers_without_runtime_after_insert() {
-        let cache = NameCache::unregistered();
+        let cache = NameCache::for_fake_runtime();
         let id = RawFunctionId(0x42);
         assert!(cache.cached_function_name(id).is_none());
         cache.insert_function_name(id, "A.B+C::M");
@@ -237,7 +295,7 @@ mod tests {
 
     #[test]
     fn concurrent_readers_and_writers_agree() {
-        let cache = Arc::new(NameCache::unregistered());
+        let cache = Arc::new(NameCache::for_fake_runtime());
         let handles: Vec<_> = (0..4)
             .map(|t| {
                 let c = cache.clone();

@@ -265,7 +265,8 @@ impl crate::component::Component for CatchUpComponent {
     }
 
     fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
-        self.0.report_function(info, function.to_raw(), Found::Callback);
+        self.0
+            .report_function(info, function.to_raw(), Found::Callback);
     }
 
     fn profiler_attach_complete(&self, info: &ProfilerInfo) {
@@ -373,7 +374,11 @@ mod tests {
             .map(|(m, _)| *m)
             .collect();
         assert_eq!(callbacks, vec![0x5000]);
-        assert_eq!(c.module_count(), 99, "0x7000 was refused and stays unreported");
+        assert_eq!(
+            c.module_count(),
+            99,
+            "0x7000 was refused and stays unreported"
+        );
         assert_eq!(fake.live_enumerators(), 0);
     }
 

@@ -476,7 +476,12 @@ mod tests {
     #[test]
     fn a_shape_decodes_only_its_own_function() {
         // One STRING parameter: decoding it follows the reference.
-        let blob = [0x00, 1, sys::ELEMENT_TYPE_VOID as u8, sys::ELEMENT_TYPE_STRING as u8];
+        let blob = [
+            0x00,
+            1,
+            sys::ELEMENT_TYPE_VOID as u8,
+            sys::ELEMENT_TYPE_STRING as u8,
+        ];
         let shape = MethodShape::from_sig(
             RawFunctionId(0x10),
             layout(),

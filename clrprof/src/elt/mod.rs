@@ -131,7 +131,7 @@ mod frame;
 pub mod shadow_stack;
 
 pub use frame::{
-    ArgumentRange, Arguments, EnterContext, FrameInfo, LeaveContext, TailcallContext,
+    ArgumentRange, Arguments, EnterContext, FrameInfo, LeaveContext, ReturnValue, TailcallContext,
     MAX_ARGUMENT_RANGES,
 };
 
@@ -246,7 +246,6 @@ impl<F> Hooked<F> {
     pub fn data(&self) -> &F {
         &self.data
     }
-
 }
 
 /// Which ELT variant to register.

@@ -394,10 +394,7 @@ pub fn tailcall<F>(function: &Hooked<F>) {
 pub(crate) fn unwind_function_enter(function: RawFunctionId) {
     with_current(|s| {
         let level = s.unwind_level.load(Ordering::Relaxed);
-        let top_matches = s
-            .top()
-            .map(|top| top == function.0)
-            .unwrap_or(false);
+        let top_matches = s.top().map(|top| top == function.0).unwrap_or(false);
         if let Some(slot) = s.unwinds.get(level) {
             slot.store(function.0, Ordering::Relaxed);
             let bit = 1u64 << level;

@@ -126,28 +126,28 @@ impl ReJitThread {
         let info = info.clone();
         let (tx, rx) = mpsc::channel::<Job>();
         let thread = crate::thread::spawn("clrprof-rejit", move || {
-                if let Ok(i4) = info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
-                    // SAFETY: no arguments; allowed on any thread the profiler
-                    // created. A failure only loses the pre-initialisation.
-                    let _ = unsafe { i4.InitializeCurrentThread() };
-                }
-                while let Ok(job) = rx.recv() {
-                    crate::guard::guard("ReJIT thread", (), || match job {
-                        Job::ReJit(methods, reply) => {
-                            // SAFETY: whoever queued the job promised the
-                            // modules stay loaded until the reply is sent.
-                            let r = unsafe { info.request_rejit_raw(&methods) }
-                                .map(|()| vec![HRESULT(0); methods.len()]);
-                            let _ = reply.send(r);
-                        }
-                        Job::Revert(methods, reply) => {
-                            // SAFETY: as above.
-                            let _ = reply.send(unsafe { info.request_revert_raw(&methods) });
-                        }
-                    });
-                }
-            })
-            .map_err(|e| Error::Usage(format!("cannot start the ReJIT thread: {e}")))?;
+            if let Ok(i4) = info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
+                // SAFETY: no arguments; allowed on any thread the profiler
+                // created. A failure only loses the pre-initialisation.
+                let _ = unsafe { i4.InitializeCurrentThread() };
+            }
+            while let Ok(job) = rx.recv() {
+                crate::guard::guard("ReJIT thread", (), || match job {
+                    Job::ReJit(methods, reply) => {
+                        // SAFETY: whoever queued the job promised the
+                        // modules stay loaded until the reply is sent.
+                        let r = unsafe { info.request_rejit_raw(&methods) }
+                            .map(|()| vec![HRESULT(0); methods.len()]);
+                        let _ = reply.send(r);
+                    }
+                    Job::Revert(methods, reply) => {
+                        // SAFETY: as above.
+                        let _ = reply.send(unsafe { info.request_revert_raw(&methods) });
+                    }
+                });
+            }
+        })
+        .map_err(|e| Error::Usage(format!("cannot start the ReJIT thread: {e}")))?;
         Ok(ReJitThread {
             jobs: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),

@@ -347,8 +347,7 @@ mod info4_tests {
     fn thread_and_method_enumerators_convert_and_release() {
         let live = Arc::new(AtomicUsize::new(0));
         let raw = FakeThreadEnum::create(vec![0x60, 0x61], &live);
-        let threads: Vec<usize> = thread_enum(raw).map(|t| t.unwrap().0)
-            .collect();
+        let threads: Vec<usize> = thread_enum(raw).map(|t| t.unwrap().0).collect();
         assert_eq!(threads, vec![0x60, 0x61]);
         let methods = vec![sys::COR_PRF_METHOD {
             moduleId: 0x20,
@@ -358,10 +357,7 @@ mod info4_tests {
         let mut e = method_enum(raw);
         assert_eq!(live.load(Ordering::SeqCst), 1);
         let m = e.next().unwrap().unwrap();
-        assert_eq!(
-            (m.module.0, m.method),
-            (0x20, MdMethodDef(0x0600_0003))
-        );
+        assert_eq!((m.module.0, m.method), (0x20, MdMethodDef(0x0600_0003)));
         assert!(e.next().is_none());
         drop(e);
         assert_eq!(live.load(Ordering::SeqCst), 0);

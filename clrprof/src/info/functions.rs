@@ -267,7 +267,6 @@ impl RuntimeHandle {
 }
 
 impl<'s> ProfilerInfo<'s> {
-
     /// `GetFunctionFromToken`: the function of a non-generic method, by its
     /// `MethodDef` or `MemberRef` token in `module`.
     ///

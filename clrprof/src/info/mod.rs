@@ -35,6 +35,7 @@ use crate::ids::*;
 use crate::metadata::MetaDataImport;
 use clrprof_sys as sys;
 use core::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
@@ -72,6 +73,10 @@ macro_rules! info_versions {
             version: u8,
             attached: bool,
             slot: crate::runtimes::RuntimeSlot,
+            /// The masks the profiler asked for (low | high << 32).
+            user_masks: AtomicU64,
+            /// The masks SDK components need (low | high << 32).
+            component_masks: AtomicU64,
         }
 
         impl RuntimeHandle {
@@ -99,6 +104,8 @@ macro_rules! info_versions {
                         version,
                         attached,
                         slot: crate::runtimes::RuntimeSlot(u32::MAX),
+                        user_masks: AtomicU64::new(0),
+                        component_masks: AtomicU64::new(0),
                     }),
                 })
             }
@@ -244,6 +251,17 @@ impl core::ops::Deref for ProfilerInfo<'_> {
     type Target = RuntimeHandle;
     fn deref(&self) -> &RuntimeHandle {
         self.runtime
+    }
+}
+
+fn pack(m: EventMasks) -> u64 {
+    u64::from(m.low.bits()) | (u64::from(m.high.bits()) << 32)
+}
+
+fn unpack(v: u64) -> EventMasks {
+    EventMasks {
+        low: EventMask::from_bits_retain(v as u32),
+        high: HighEventMask::from_bits_retain((v >> 32) as u32),
     }
 }
 
@@ -410,6 +428,12 @@ impl RuntimeHandle {
 
     /// `SetEventMask` / `SetEventMask2`. A non-empty high mask needs Info5.
     ///
+    /// These are the masks of the profiler itself: the SDK adds those of
+    /// its registered components ([`crate::component`]) before it calls
+    /// the runtime, and delivers a callback that only a component asked for
+    /// to that component alone, so what the profiler's own callbacks see
+    /// follows this mask.
+    ///
     /// Outside `Initialize`, changing an immutable flag
     /// ([`EventMask::IMMUTABLE`]) is refused by the runtime with
     /// `CORPROF_E_IMMUTABLE_FLAGS_SET`; so is asking a profiler loaded by
@@ -417,6 +441,34 @@ impl RuntimeHandle {
     /// (`CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`). Both come back as
     /// [`Error::Runtime`] with that code and its explanation.
     pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
+        let components = unpack(self.inner.component_masks.load(Ordering::SeqCst));
+        self.set_runtime_mask(EventMasks {
+            low: masks.low | components.low,
+            high: masks.high | components.high,
+        })?;
+        self.inner.user_masks.store(pack(masks), Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The masks the profiler asked for (without its components').
+    pub(crate) fn user_masks(&self) -> EventMasks {
+        unpack(self.inner.user_masks.load(Ordering::Relaxed))
+    }
+
+    /// Records the components' masks (at the end of `Initialize`), then sets
+    /// the union with the profiler's `masks`.
+    pub(crate) fn set_masks_with_components(
+        &self,
+        masks: EventMasks,
+        components: EventMasks,
+    ) -> Result<()> {
+        self.inner
+            .component_masks
+            .store(pack(components), Ordering::SeqCst);
+        self.set_event_mask(masks)
+    }
+
+    fn set_runtime_mask(&self, masks: EventMasks) -> Result<()> {
         if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
             check(
@@ -526,8 +578,12 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
             unsafe {
-                self.raw_info1()
-                    .GetFunctionInfo(function.as_sys(), &mut class, &mut module, &mut token)
+                self.raw_info1().GetFunctionInfo(
+                    function.as_sys(),
+                    &mut class,
+                    &mut module,
+                    &mut token,
+                )
             },
             "ICorProfilerInfo::GetFunctionInfo",
         )?;

@@ -262,13 +262,15 @@ impl Sampler {
         )
     }
 
-    /// Registers a sampler taking stacks from `source`.
+    /// Registers a sampler taking stacks from `source`. `names` is
+    /// registered with the runtime too, if it is not yet.
     pub fn register_with_source<S: StackSource>(
         info: &ProfilerInfo,
         config: SamplerConfig,
         names: Arc<NameCache>,
         source: S,
     ) -> Result<Arc<Sampler>> {
+        names.register(info)?;
         let shared = Arc::new(Shared {
             runtime: info.handle(),
             config,

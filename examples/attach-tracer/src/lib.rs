@@ -30,7 +30,7 @@
 //! `StartupProfiler`), it writes the runtime record, `{"event":"startup"}`,
 //! a module record per load and `{"event":"shutdown","jit":N,"dynamic_jit":M}`.
 
-use clrprof::attach::{CatchUp, ClientData};
+use clrprof::attach::{CatchUp, CatchUpHandler, ClientData, Found};
 use clrprof::gc::{GcReason, GenerationSet};
 use clrprof::output::push_json_string;
 use clrprof::thread::ProfilerThread;
@@ -41,7 +41,7 @@ use clrprof::{
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Where records go: a file, or stderr until one is chosen.
@@ -131,12 +131,40 @@ impl Shared {
     }
 }
 
+/// A `module` record; `false` while the module is still loading (its
+/// `ModuleLoadFinished` reports it then).
+fn module_record(out: &Sink, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
+    match info.module_info(module) {
+        Ok(m) => {
+            Line::new("module").str("name", &m.name).write(out);
+            true
+        }
+        Err(e) if e.is_data_incomplete() => false,
+        Err(e) => {
+            Line::new("module").str("error", &e.to_string()).write(out);
+            true
+        }
+    }
+}
+
+/// After an attach, modules come through the SDK's catch-up: the
+/// enumeration at `ProfilerAttachComplete` and the load callbacks racing
+/// it, each module once.
+struct Reporter(Arc<Shared>);
+
+impl CatchUpHandler for Reporter {
+    fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, _found: Found) -> bool {
+        module_record(&self.0.out, info, module)
+    }
+}
+
 /// The profiler's state.
 #[profiler(clsid = "{2F0B7C43-91A5-4E2D-8C6B-5D7E9A1F3B20}")]
 #[derive(Default)]
 pub struct AttachTracer {
     shared: Arc<Shared>,
-    catch_up: CatchUp,
+    /// Set when loaded by attach.
+    catch_up: OnceLock<Arc<CatchUp>>,
     detach_after_ms: Mutex<Option<u64>>,
     detacher: Mutex<Option<ProfilerThread<()>>>,
 }
@@ -159,23 +187,6 @@ impl AttachTracer {
             .num("pid", u64::from(std::process::id()))
             .write(self.out());
         Ok(())
-    }
-
-    fn module_record(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
-        match info.module_info(module) {
-            Ok(m) => {
-                Line::new("module").str("name", &m.name).write(self.out());
-                true
-            }
-            // Still loading: its ModuleLoadFinished will report it.
-            Err(e) if e.is_data_incomplete() => false,
-            Err(e) => {
-                Line::new("module")
-                    .str("error", &e.to_string())
-                    .write(self.out());
-                true
-            }
-        }
     }
 }
 
@@ -208,8 +219,10 @@ impl Profiler for AttachTracer {
         if let Ok(mut d) = self.detach_after_ms.lock() {
             *d = data.parse("detach_after_ms");
         }
-        // Load callbacks first, then the catch-up enumeration in
+        // The SDK's catch-up: load callbacks from now on, the enumeration in
         // ProfilerAttachComplete (the order the runtime's docs prescribe).
+        let catch_up = CatchUp::register(info, Reporter(self.shared.clone()))?;
+        let _ = self.catch_up.set(catch_up);
         let mut mask =
             AttachEventMask::MONITOR_MODULE_LOADS | AttachEventMask::MONITOR_JIT_COMPILATION;
         if data.get("gc") == Some("1") {
@@ -222,22 +235,21 @@ impl Profiler for AttachTracer {
 
     // ANCHOR: attach_complete
     fn profiler_attach_complete(&self, info: &ProfilerInfo) {
-        let modules = self
+        // The catch-up component ran its enumerations just before this.
+        let (modules, functions) = self
             .catch_up
-            .loaded_modules(info, |m| self.module_record(info, m));
-        let functions = self.catch_up.compiled_functions(info, |_| {});
-        match (modules, functions) {
-            (Ok(m), Ok(f)) => Line::new("attach_complete")
-                .num("modules", m as u64)
-                .num("functions", f as u64),
-            (Err(e), _) | (_, Err(e)) => Line::new("attach_complete").str("error", &e.to_string()),
-        }
-        .write(self.out());
+            .get()
+            .map(|c| c.enumerated())
+            .unwrap_or_default();
+        Line::new("attach_complete")
+            .num("modules", modules as u64)
+            .num("functions", functions as u64)
+            .write(self.out());
         self.out().flush();
         let Some(ms) = self.detach_after_ms.lock().ok().and_then(|d| *d) else {
             return;
         };
-        let info = info.clone();
+        let runtime = info.handle();
         let shared = self.shared.clone();
         let spawned = clrprof::thread::spawn("attach-tracer-detach", move || {
             std::thread::sleep(Duration::from_millis(ms));
@@ -245,14 +257,14 @@ impl Profiler for AttachTracer {
                 .num("jit", shared.jit())
                 .write(&shared.out);
             shared.out.flush();
-            if let Err(e) = clrprof::detach::request_detach(&info, 100) {
+            if let Err(e) = clrprof::detach::request_detach(&runtime, 100) {
                 Line::new("detach_failed")
                     .str("error", &e.to_string())
                     .write(&shared.out);
                 shared.out.flush();
             }
             // Nothing of the runtime is used after the request.
-            drop(info);
+            drop(runtime);
         });
         match spawned {
             Ok(t) => {
@@ -267,25 +279,20 @@ impl Profiler for AttachTracer {
     }
     // ANCHOR_END: attach_complete
 
-    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
-        if self.catch_up.module_loaded(module) {
-            self.module_record(info, module);
+    fn module_load_finished(&self, info: &ProfilerInfo, module: clrprof::Loaded<ModuleId<'_>>) {
+        // After an attach the catch-up reports modules; at startup, do it here.
+        if let (Ok(module), None) = (module, self.catch_up.get()) {
+            module_record(self.out(), info, module);
         }
-    }
-
-    fn module_unload_started(&self, _info: &ProfilerInfo, module: ModuleId<'_>) {
-        self.catch_up.module_unloaded(module);
     }
 
     fn jit_compilation_finished(
         &self,
         _info: &ProfilerInfo,
-        function: FunctionId<'_>,
+        _function: FunctionId<'_>,
         _status: HRESULT,
         _safe: bool,
     ) {
-        // Seen here first, so the catch-up enumeration will not count it too.
-        self.catch_up.function_compiled(function);
         self.shared.jit.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -34,16 +34,14 @@ use clrprof::elt::args::{decode_arguments, decode_return, ArgValue, MethodShape}
 use clrprof::elt::{
     self, shadow_stack, EltHooks, EltOptions, EltRuntime, EnterContext, Hooked, LeaveContext,
 };
-use clrprof::info::StringLayout2;
 use clrprof::output::{push_json_string, JsonLines};
 use clrprof::{
-    profiler, EventMask, EventMasks, FunctionId, ObjectId, Profiler, ProfilerInfo, RawFunctionId,
-    Result, RuntimePolicy,
+    profiler, EventMask, EventMasks, FunctionId, Profiler, ProfilerInfo, Result, RuntimePolicy,
 };
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// What call-tracer keeps per hooked method.
@@ -67,9 +65,31 @@ pub struct Calls {
     times: bool,
     shadow: bool,
     args_filter: Option<String>,
-    string_layout: OnceLock<StringLayout2>,
     epoch: Instant,
     out: Arc<JsonLines>,
+    /// Totals of methods whose module unloaded (their records are freed).
+    retired: Mutex<BTreeMap<Box<str>, Totals>>,
+}
+
+/// Count, inclusive and exclusive time, tail calls.
+type Totals = (u64, u64, u64, u64);
+
+impl Method {
+    fn totals(&self) -> Totals {
+        (
+            self.count.load(Ordering::Relaxed),
+            self.inclusive_ns.load(Ordering::Relaxed),
+            self.exclusive_ns.load(Ordering::Relaxed),
+            self.tailcalls.load(Ordering::Relaxed),
+        )
+    }
+}
+
+fn add(into: &mut Totals, t: Totals) {
+    into.0 += t.0;
+    into.1 += t.1;
+    into.2 += t.2;
+    into.3 += t.3;
 }
 
 thread_local! {
@@ -141,12 +161,12 @@ impl Calls {
     }
 
     fn write_args(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
-        let (Some(shape), Some(layout)) = (&function.data().shape, self.string_layout.get()) else {
+        let Some(shape) = &function.data().shape else {
             return;
         };
         let mut values = String::from("[");
         let result = context.arguments().and_then(|(_, args)| {
-            decode_arguments(shape, &args, *layout, |i, v| {
+            decode_arguments(shape, &args, |i, v| {
                 if i > 0 {
                     values.push(',');
                 }
@@ -162,7 +182,7 @@ impl Calls {
     }
 
     fn write_return(&self, function: &Hooked<Method>, context: &LeaveContext<'_>) {
-        let (Some(shape), Some(layout)) = (&function.data().shape, self.string_layout.get()) else {
+        let Some(shape) = &function.data().shape else {
             return;
         };
         let record = self
@@ -170,9 +190,8 @@ impl Calls {
             .record("return")
             .str("method", &function.data().name);
         let mut value = String::new();
-        let result = context.return_value().and_then(|(_, range)| {
-            // SAFETY: the range comes from this leave hook call.
-            let v = unsafe { decode_return(shape, &range, *layout) }?;
+        let result = context.return_value().and_then(|(_, returned)| {
+            let v = decode_return(shape, &returned)?;
             push_value(&mut value, &v);
             Ok(())
         });
@@ -227,6 +246,17 @@ fn push_value(out: &mut String, v: &ArgValue<'_>) {
 // ANCHOR: hooks
 impl EltHooks for Calls {
     type Function = Method;
+
+    // ANCHOR: unloading
+    /// A collectible assembly unloads: keep the method's totals by name
+    /// (its record is freed after this).
+    fn function_unloading(&self, _info: &ProfilerInfo, function: &Hooked<Method>) {
+        let m = function.data();
+        if let Ok(mut retired) = self.retired.lock() {
+            add(retired.entry(m.name.clone()).or_default(), m.totals());
+        }
+    }
+    // ANCHOR_END: unloading
 
     fn map_function(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Option<Method> {
         let name = info.function_name(function).ok()?;
@@ -319,9 +349,9 @@ impl Default for CallTracer {
             times,
             shadow: times || env_flag("CLRPROF_SHADOW"),
             args_filter: env_text("CLRPROF_ARGS"),
-            string_layout: OnceLock::new(),
             epoch: Instant::now(),
             out: out.clone(),
+            retired: Mutex::new(BTreeMap::new()),
         });
         CallTracer {
             out,
@@ -357,6 +387,7 @@ impl Profiler for CallTracer {
             EltOptions::fast_path()
         };
         if self.hooks.shadow {
+            // The SDK then pops the frames exceptions unwind.
             options = options.with_exceptions();
         }
         // Counting needs only the enter hook: without leave hooks the JIT
@@ -366,9 +397,6 @@ impl Profiler for CallTracer {
         if !needs_leave && !env_flag("CLRPROF_ELT_LEAVE") {
             options = options.enter_only();
         }
-        if let Ok(layout) = info.string_layout2() {
-            let _ = self.hooks.string_layout.set(layout);
-        }
         let wanted = EventMasks::from(EventMask::DISABLE_INLINING);
         let (masks, runtime) = elt::install(info, self.hooks.clone(), options, wanted)?;
         let _ = self.runtime.set(runtime);
@@ -376,42 +404,18 @@ impl Profiler for CallTracer {
     }
     // ANCHOR_END: install
 
-    // ANCHOR: unwind
-    fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
-        if self.hooks.shadow {
-            shadow_stack::unwind_function_enter(RawFunctionId::from(function));
-        }
-    }
-
-    fn exception_unwind_function_leave(&self, _info: &ProfilerInfo) {
-        if self.hooks.shadow {
-            shadow_stack::unwind_function_leave();
-        }
-    }
-
-    fn exception_catcher_enter(
-        &self,
-        _info: &ProfilerInfo,
-        function: FunctionId<'_>,
-        _exception: ObjectId<'_>,
-    ) {
-        if self.hooks.shadow {
-            shadow_stack::catcher_enter(RawFunctionId::from(function));
-        }
-    }
-    // ANCHOR_END: unwind
-
     fn shutdown(&self, _info: &ProfilerInfo) {
         if let Some(runtime) = self.runtime.get() {
-            let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
-            for f in runtime.functions() {
+            let mut by_name: BTreeMap<Box<str>, Totals> = self
+                .hooks
+                .retired
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
+            runtime.for_each_function(|f| {
                 let m = f.data();
-                let e = by_name.entry(&m.name).or_default();
-                e.0 += m.count.load(Ordering::Relaxed);
-                e.1 += m.inclusive_ns.load(Ordering::Relaxed);
-                e.2 += m.exclusive_ns.load(Ordering::Relaxed);
-                e.3 += m.tailcalls.load(Ordering::Relaxed);
-            }
+                add(by_name.entry(m.name.clone()).or_default(), m.totals());
+            });
             for (name, (count, inclusive, exclusive, tailcalls)) in by_name {
                 if count == 0 {
                     continue;
@@ -419,7 +423,7 @@ impl Profiler for CallTracer {
                 let mut record = self
                     .out
                     .record("calls")
-                    .str("method", name)
+                    .str("method", &name)
                     .num("count", count);
                 if self.hooks.times {
                     record = record

@@ -98,6 +98,8 @@ impl ExceptionTracer {
 impl Profiler for ExceptionTracer {
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
+        // The SDK keeps the cache's names valid across unloads.
+        self.names.register(info)?;
         Ok(EventMask::MONITOR_EXCEPTIONS.into())
     }
 

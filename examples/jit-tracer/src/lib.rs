@@ -9,8 +9,8 @@
 
 use clrprof::output::JsonLines;
 use clrprof::{
-    profiler, EventMask, EventMasks, FunctionId, ModuleId, Profiler, ProfilerInfo, Result,
-    RuntimePolicy, HRESULT,
+    profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, Profiler, ProfilerInfo, Result,
+    RuntimePolicy,
 };
 
 // ANCHOR: profiler
@@ -38,7 +38,9 @@ impl Profiler for JitTracer {
     // ANCHOR_END: initialize
 
     // ANCHOR: callbacks
-    fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>, _status: HRESULT) {
+    fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {
+        // A failed load hands out no usable ID (`Err` carries the raw one).
+        let Ok(module) = module else { return };
         if let Ok(m) = info.module_info(module) {
             self.out.record("module").str("name", &m.name).write();
         }

@@ -20,16 +20,18 @@
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
 //!   has it) | `shadow-stack`.
 //!
-//! Sampling starts at the second module load (the runtime is up and the
-//! first application assembly is loading), not inside `Initialize`.
+//! The sampler is an SDK component: registered in `Initialize`, it receives
+//! the thread, unload and module-load callbacks it needs from the SDK and
+//! starts sampling at the second module load (the runtime is up and the
+//! first application assembly is loading). This profiler forwards nothing.
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::output::JsonLines;
 use clrprof::sampler::{Sampler, SamplerConfig, ShadowStackSource};
 use clrprof::stackwalk::{ThreadGate, Walk, WalkOptions};
 use clrprof::{
-    profiler, ClassId, EventMask, EventMasks, FunctionId, ModuleId, NameCache, ObjectId, Profiler,
-    ProfilerInfo, RawThreadId, Result, ThreadId, HRESULT,
+    profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
+    ProfilerInfo, RawThreadId, Result, ThreadId,
 };
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,7 +45,9 @@ const RECORDS_VAR: &str = "CLRPROF_SAMPLER_RECORDS";
 pub struct SamplerProfiler {
     out: JsonLines,
     names: Arc<NameCache>,
-    sampler: OnceLock<Sampler>,
+    sampler: OnceLock<Arc<Sampler>>,
+    /// Why no sampler could be registered, if so.
+    no_sampler: OnceLock<String>,
     /// The ELT hooks of the shadow-stack fallback, when it is used.
     shadow: OnceLock<EltRuntime<ShadowHooks>>,
     modules: AtomicUsize,
@@ -66,6 +70,7 @@ impl Default for SamplerProfiler {
             out: JsonLines::from_env(RECORDS_VAR),
             names: Arc::new(NameCache::new()),
             sampler: OnceLock::new(),
+            no_sampler: OnceLock::new(),
             shadow: OnceLock::new(),
             modules: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
@@ -116,30 +121,26 @@ fn rate() -> u32 {
 
 impl SamplerProfiler {
     // ANCHOR: start
-    fn start(&self, info: &ProfilerInfo) {
+    /// The second module load: sampling starts now (the SDK component does
+    /// it); record how.
+    fn started(&self, info: &ProfilerInfo) {
         self.try_async_walk(info);
-        let config = SamplerConfig::at(rate());
-        let started = if self.shadow.get().is_some() {
-            Sampler::start_with_source(info, config, self.names.clone(), ShadowStackSource)
-        } else {
-            Sampler::start(info, config, self.names.clone())
-        };
-        match started {
-            Ok(sampler) => {
-                self.out
-                    .record("sampling")
-                    .str("method", sampler.method())
-                    .num("rate_hz", u64::from(config.rate_hz))
-                    .write();
-                let _ = self.sampler.set(sampler);
-            }
-            Err(e) => {
-                self.out
-                    .record("sampling")
-                    .str("method", "none")
-                    .str("reason", &e.to_string())
-                    .write();
-            }
+        match (self.sampler.get(), self.no_sampler.get()) {
+            (Some(sampler), _) => self
+                .out
+                .record("sampling")
+                .str("method", sampler.method())
+                .num("rate_hz", u64::from(rate()))
+                .write(),
+            (None, reason) => self
+                .out
+                .record("sampling")
+                .str("method", "none")
+                .str(
+                    "reason",
+                    reason.map(String::as_str).unwrap_or("not registered"),
+                )
+                .write(),
         }
         self.out.flush();
     }
@@ -192,35 +193,42 @@ impl Profiler for SamplerProfiler {
     // ANCHOR: initialize
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
-        let masks: EventMasks = (EventMask::ENABLE_STACK_SNAPSHOT
-            | EventMask::MONITOR_THREADS
-            | EventMask::MONITOR_CLASS_LOADS
-            | EventMask::MONITOR_MODULE_LOADS)
-            .into();
-        if !wants_shadow_stacks(info) {
-            return Ok(masks);
+        // The profiler's own needs: its thread list (for the asynchronous
+        // walk) and the module load at which it records how it samples.
+        let mut masks: EventMasks =
+            (EventMask::MONITOR_THREADS | EventMask::MONITOR_MODULE_LOADS).into();
+        let config = SamplerConfig::at(rate());
+        let registered = if wants_shadow_stacks(info) {
+            // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
+            // with exceptions the SDK keeps the shadow stacks balanced.
+            let options = EltOptions::fast_path().with_exceptions();
+            let (elt_masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
+            masks = elt_masks;
+            let _ = self.shadow.set(runtime);
+            Sampler::register_with_source(info, config, self.names.clone(), ShadowStackSource)
+        } else {
+            Sampler::register(info, config, self.names.clone())
+        };
+        match registered {
+            Ok(sampler) => {
+                let _ = self.sampler.set(sampler);
+            }
+            Err(e) => {
+                let _ = self.no_sampler.set(e.to_string());
+            }
         }
-        // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set; the
-        // exception callbacks keep the shadow stacks balanced on unwinds.
-        let options = EltOptions::fast_path().with_exceptions();
-        let (masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
-        let _ = self.shadow.set(runtime);
         Ok(masks)
     }
     // ANCHOR_END: initialize
 
-    fn module_load_finished(&self, info: &ProfilerInfo, _module: ModuleId<'_>, _status: HRESULT) {
-        if self.modules.fetch_add(1, Ordering::SeqCst) == 1 {
-            self.start(info);
+    fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {
+        if module.is_ok() && self.modules.fetch_add(1, Ordering::SeqCst) == 1 {
+            self.started(info);
         }
     }
 
-    // ANCHOR: forward
     fn thread_created(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
         self.gate.thread_created(thread.to_raw());
-        if let Some(s) = self.sampler.get() {
-            s.thread_created(thread);
-        }
         if let Ok(mut t) = self.threads.lock() {
             t.push(thread.to_raw());
         }
@@ -231,33 +239,7 @@ impl Profiler for SamplerProfiler {
             t.retain(|x| *x != thread.to_raw());
         }
         self.gate.thread_destroyed(thread.to_raw());
-        if let Some(s) = self.sampler.get() {
-            s.thread_destroyed(thread);
-        }
     }
-
-    fn class_unload_started(&self, _info: &ProfilerInfo, class: ClassId<'_>) {
-        if let Some(s) = self.sampler.get() {
-            s.class_unload_started(class);
-        }
-    }
-    fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
-        shadow_stack::unwind_function_enter(function.to_raw());
-    }
-
-    fn exception_unwind_function_leave(&self, _info: &ProfilerInfo) {
-        shadow_stack::unwind_function_leave();
-    }
-
-    fn exception_catcher_enter(
-        &self,
-        _info: &ProfilerInfo,
-        function: FunctionId<'_>,
-        _exception: ObjectId<'_>,
-    ) {
-        shadow_stack::catcher_enter(function.to_raw());
-    }
-    // ANCHOR_END: forward
 
     fn shutdown(&self, _info: &ProfilerInfo) {
         if let Some(sampler) = self.sampler.get() {

@@ -243,7 +243,7 @@ fn name_cache_asks_the_runtime_once() {
     let fake = named_world();
     // SAFETY: the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
-    let cache = NameCache::unregistered();
+    let cache = NameCache::for_fake_runtime();
     fake_ids!(fake; f = function_id(F_INNER));
     assert_eq!(
         &*cache.function_name(&info, f).unwrap(),
