@@ -1611,6 +1611,128 @@ mod tests {
         assert_eq!(hr, refusal);
     }
 
+    /// A profiler whose `Drop` panics, and reports what `DllCanUnloadNow`
+    /// answered while the drop ran.
+    struct PanicsOnDrop {
+        busy_during_drop: Arc<AtomicUsize>,
+    }
+
+    impl Profiler for PanicsOnDrop {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::Result<EventMasks> {
+            Ok(EventMasks::default())
+        }
+    }
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            let answer = crate::factory::DllCanUnloadNow();
+            self.busy_during_drop
+                .store(answer.0 as usize + 1, Ordering::SeqCst);
+            panic!("deliberate panic in Drop");
+        }
+    }
+
+    #[test]
+    fn a_panicking_drop_is_contained_and_the_library_stays_busy_during_it() {
+        let busy = Arc::new(AtomicUsize::new(0));
+        let probe = PanicsOnDrop {
+            busy_during_drop: busy.clone(),
+        };
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid IID and out pointer.
+        let hr = unsafe { create_instance(move || probe, &ICorProfilerCallback2::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
+        // The last Release runs the user's Drop, which panics: contained
+        // (an unwind out of Release would abort the test process).
+        drop(cb);
+        assert_eq!(
+            busy.load(Ordering::SeqCst),
+            2,
+            "DllCanUnloadNow answered S_FALSE (busy) while the profiler's Drop ran"
+        );
+    }
+
+    /// Records which of its callbacks ran.
+    #[derive(Default)]
+    struct Seen {
+        user_threads: AtomicUsize,
+        component_threads: AtomicUsize,
+    }
+
+    struct ThreadComponent(Arc<Seen>);
+
+    impl crate::component::Component for ThreadComponent {
+        fn name(&self) -> &'static str {
+            "test"
+        }
+        fn masks(&self) -> EventMasks {
+            EventMask::MONITOR_THREADS.into()
+        }
+        fn thread_created(&self, _info: &ProfilerInfo, _thread: ThreadId<'_>) {
+            self.0.component_threads.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    struct WithComponent(Arc<Seen>);
+
+    impl Profiler for WithComponent {
+        fn initialize(&self, info: &ProfilerInfo) -> crate::Result<EventMasks> {
+            info.register(Arc::new(ThreadComponent(self.0.clone())))?;
+            Ok(EventMask::MONITOR_GC.into())
+        }
+        fn thread_created(&self, _info: &ProfilerInfo, _thread: ThreadId<'_>) {
+            self.0.user_threads.fetch_add(1, Ordering::SeqCst);
+        }
+        fn garbage_collection_finished(&self, info: &ProfilerInfo) {
+            // Outside Initialize, registering is refused.
+            assert!(matches!(
+                info.register(Arc::new(ThreadComponent(self.0.clone()))),
+                Err(crate::Error::NotInInitialize { .. })
+            ));
+            // The profiler changes its own mask: the component's flags stay.
+            info.set_event_mask(EventMask::MONITOR_EXCEPTIONS.into())
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn component_events_reach_components_only_and_their_masks_stay_set() {
+        let fake = FakeRuntime::new();
+        let seen = Arc::new(Seen::default());
+        let profiler = WithComponent(seen.clone());
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid IID and out pointer.
+        let hr =
+            unsafe { create_instance(move || profiler, &ICorProfilerCallback2::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
+        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+        let set = EventMask::from_bits_retain(fake.state().event_mask);
+        assert_eq!(set, EventMask::MONITOR_GC | EventMask::MONITOR_THREADS);
+        // SAFETY: plain values.
+        unsafe {
+            assert_eq!(cb.ThreadCreated(0x44).0, 0);
+        }
+        assert_eq!(seen.component_threads.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            seen.user_threads.load(Ordering::SeqCst),
+            0,
+            "the profiler did not ask for MONITOR_THREADS"
+        );
+        // SAFETY: no arguments.
+        unsafe {
+            assert_eq!(cb.GarbageCollectionFinished().0, 0);
+        }
+        assert_eq!(
+            EventMask::from_bits_retain(fake.state().event_mask),
+            EventMask::MONITOR_EXCEPTIONS | EventMask::MONITOR_THREADS
+        );
+    }
+
     #[test]
     fn callbacks_before_initialize_are_ignored() {
         let (cb, jitted, _) = make(EventMask::MONITOR_JIT_COMPILATION);

@@ -86,6 +86,38 @@ mod tests {
     }
 
     #[test]
+    fn a_running_sdk_thread_blocks_detach_through_every_entry_point() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::new();
+        // Both ways of requesting a detach apply the rule (before the fix,
+        // RuntimeHandle::request_profiler_detach went straight to the
+        // runtime).
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let handle = unsafe { fake.runtime_handle(true) };
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let worker = crate::thread::spawn("clrprof-rejit", move || {
+            let _ = rx.recv();
+        })
+        .unwrap();
+        for result in [
+            request_detach(&handle, 5),
+            handle.request_profiler_detach(5),
+        ] {
+            match result {
+                Err(Error::ThreadsRunning { threads }) => {
+                    assert!(threads.iter().any(|t| t == "clrprof-rejit"), "{threads:?}")
+                }
+                other => panic!("detach not refused: {other:?}"),
+            }
+        }
+        assert_eq!(fake.call_count("RequestProfilerDetach"), 0);
+        tx.send(()).unwrap();
+        worker.join().unwrap();
+    }
+
+    #[test]
     fn the_calling_profiler_thread_may_request() {
         let _serial = crate::thread::TEST_REGISTRY
             .lock()

@@ -642,6 +642,34 @@ mod tests {
         }
 
         #[test]
+        fn static_values_only_where_no_gc_can_run() {
+            let fake = world();
+            fake.state().app_domains.insert(0x9000, Default::default());
+            fake_ids!(fake; c = class_id(STRING), ad = app_domain_id(0x9000));
+            // SAFETY: no object memory is read in this test.
+            let callback = unsafe { fake.profiler_info() };
+            assert!(!callback.gc_blocked());
+            let before = fake.state().calls.len();
+            assert_eq!(
+                callback.static_field_value(c, "Empty", ad).unwrap_err(),
+                Error::GcMayRun {
+                    call: "ProfilerInfo::static_field_value"
+                }
+            );
+            assert_eq!(fake.state().calls.len(), before, "refused before any call");
+            // Where no GC can run, the read goes ahead (and here fails later,
+            // at the fake's metadata, which has no fields).
+            // SAFETY: as above.
+            let no_gc = unsafe { fake.profiler_info_no_gc() };
+            assert!(no_gc.gc_blocked());
+            assert!(!matches!(
+                no_gc.static_field_value(c, "Empty", ad),
+                Err(Error::GcMayRun { .. })
+            ));
+            assert!(fake.state().calls.len() > before);
+        }
+
+        #[test]
         fn unboxed_value_reads_a_boxed_long() {
             let fake = world();
             // SAFETY: the fake's objects and layouts describe memory this test owns.

@@ -785,6 +785,33 @@ mod tests {
     }
 
     #[test]
+    fn set_body_refuses_a_buffer_of_another_module() {
+        let fake = world();
+        fake.state().modules.insert(0x2800, FakeModule::default());
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        fake_ids!(fake; m = module_id(M), other = module_id(0x2800));
+        let body = info
+            .il_function_body_allocator(other)
+            .unwrap()
+            .alloc_copy(&[0x0A, 0x00, 0x2A])
+            .unwrap();
+        assert_eq!(body.module().0, 0x2800);
+        let e = info
+            .set_il_function_body(m, MdMethodDef(0x0600_0001), body)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Error::Mismatch {
+                call: "ICorProfilerInfo::SetILFunctionBody",
+                made_for: 0x2800,
+                used_with: M
+            }
+        );
+        assert_eq!(fake.call_count("SetILFunctionBody"), 0);
+    }
+
+    #[test]
     fn set_body_refuses_a_header_that_overruns_the_buffer() {
         let fake = world();
         // SAFETY: the fake's objects and layouts describe memory this test owns.

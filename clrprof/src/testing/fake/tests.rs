@@ -239,6 +239,36 @@ fn long_metadata_names_are_read_whole() {
 }
 
 #[test]
+fn a_name_cache_answers_only_runtimes_it_is_registered_with() {
+    let fake = named_world();
+    fake_ids!(fake; f = function_id(F_INNER));
+    let cache = NameCache::new();
+    {
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        assert!(matches!(
+            cache.function_name(&info, f),
+            Err(crate::Error::NotRegistered { .. })
+        ));
+    }
+    let components = fake.initialize_components(false, |info| cache.register(info).unwrap());
+    assert!(components
+        .masks()
+        .low
+        .contains(crate::EventMask::MONITOR_MODULE_LOADS));
+    // SAFETY: as above.
+    let info = unsafe { fake.profiler_info() };
+    assert_eq!(
+        &*cache.function_name(&info, f).unwrap(),
+        "Ns.Outer+Inner::Method"
+    );
+    // A module unload empties the cache (the component hears it from the SDK).
+    fake_ids!(fake; m = module_id(0x2000));
+    components.each("test", |c| c.module_unload_started(&info, m));
+    assert!(cache.cached_function_name(f.to_raw()).is_none());
+}
+
+#[test]
 fn name_cache_asks_the_runtime_once() {
     let fake = named_world();
     // SAFETY: the fake's objects and layouts describe memory this test owns.
