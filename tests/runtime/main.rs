@@ -16,6 +16,7 @@ mod panics;
 mod sampling;
 mod sxs;
 mod tracers;
+mod unload;
 
 use clrprof_testing::harness::Harness;
 
@@ -36,7 +37,8 @@ fn main() {
         .chain(broken::scenarios())
         .chain(attach::scenarios())
         .chain(info::scenarios())
-        .chain(elt::scenarios());
+        .chain(elt::scenarios())
+        .chain(unload::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

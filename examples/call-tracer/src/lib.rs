@@ -23,7 +23,10 @@
 //!   side-by-side runtimes to profile;
 //! - `CLRPROF_OUTPUT`: the JSON Lines file (default: stderr).
 //!
-//! Records: `{"event":"runtime",...}` first; at shutdown, per method with at
+//! Records: `{"event":"runtime",...}` first; when a collectible assembly
+//! unloads, per hooked method of it
+//! `{"event":"unloaded","method":...,"count":N,"live":L}` (`L`: records still
+//! alive after it was freed); at shutdown, per method with at
 //! least one call, `{"event":"calls","method":"Ns.Type::Method","count":N}`
 //! (instantiations of a generic method and overloads are summed under their
 //! name), with `"tailcalls"` when the method left through tail calls, plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
@@ -69,6 +72,9 @@ pub struct Calls {
     out: Arc<JsonLines>,
     /// Totals of methods whose module unloaded (their records are freed).
     retired: Mutex<BTreeMap<Box<str>, Totals>>,
+    /// This runtime's ELT state (set after `install`), for the number of
+    /// live records in `unloaded` records.
+    elt: OnceLock<EltRuntime<Calls>>,
 }
 
 /// Count, inclusive and exclusive time, tail calls.
@@ -255,6 +261,13 @@ impl EltHooks for Calls {
         if let Ok(mut retired) = self.retired.lock() {
             add(retired.entry(m.name.clone()).or_default(), m.totals());
         }
+        let live = self.elt.get().map_or(0, |e| e.function_count());
+        self.out
+            .record("unloaded")
+            .str("method", &m.name)
+            .num("count", m.count.load(Ordering::Relaxed))
+            .num("live", live as u64)
+            .write();
     }
     // ANCHOR_END: unloading
 
@@ -352,6 +365,7 @@ impl Default for CallTracer {
             epoch: Instant::now(),
             out: out.clone(),
             retired: Mutex::new(BTreeMap::new()),
+            elt: OnceLock::new(),
         });
         CallTracer {
             out,
@@ -400,6 +414,7 @@ impl Profiler for CallTracer {
         let wanted = EventMasks::from(EventMask::DISABLE_INLINING);
         let (masks, runtime) = elt::install(info, self.hooks.clone(), options, wanted)?;
         let _ = self.runtime.set(runtime);
+        let _ = self.hooks.elt.set(runtime);
         Ok(masks)
     }
     // ANCHOR_END: install
