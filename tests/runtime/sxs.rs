@@ -216,8 +216,63 @@ fn elt_counts(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// The side-by-side checker class of the test-profilers fixture.
+const SXS_CHECKER: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B52}";
+
+/// IDs of two runtimes in one process stay apart: each runtime's scope
+/// gives back only its own runtime's tagged IDs, and no callback of one
+/// runtime runs inside a callback of the other on the same thread.
+fn ids_stay_apart(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
+    let here = case.leg().clone();
+    let other = case
+        .other_leg(OTHER_LEG)
+        .cloned()
+        .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
+    let app = case.app("jit")?;
+    let profiler = case.profiler_class("test-profilers", SXS_CHECKER)?;
+    let (_, records) = run_host(case, &app, &profiler, concurrent, "brand", &[])?;
+    for rt in [other.version.as_str(), here.version.as_str()] {
+        let sxs: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["event"] == "sxs" && r["runtime"] == rt)
+            .collect();
+        let [r] = sxs.as_slice() else {
+            return Err(format!("runtime {rt}: {} sxs records", sxs.len()).into());
+        };
+        let n = |k: &str| r[k].as_u64().unwrap_or(u64::MAX);
+        if n("own") == 0 || n("foreign_accepted") != 0 || n("nested") != 0 {
+            return Err(format!("runtime {rt}: {r}").into());
+        }
+    }
+    // Both runtimes saw the other's tags (the refusals happened).
+    let refused: u64 = records
+        .iter()
+        .filter(|r| r["event"] == "sxs")
+        .filter_map(|r| r["foreign_refused"].as_u64())
+        .sum();
+    if refused == 0 {
+        return Err("no runtime ever met the other's IDs".into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     let mut v = Vec::new();
+    for concurrent in [false, true] {
+        let name = format!(
+            "side-by-side: each runtime's scope refuses the other's IDs, {}",
+            if concurrent {
+                "concurrent"
+            } else {
+                "one after the other"
+            }
+        );
+        let mut s = Scenario::new(&name, move |case| ids_stay_apart(case, concurrent));
+        for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
+            s = s.exclude_leg(leg, WHY_ONE_LEG);
+        }
+        v.push(s);
+    }
     for concurrent in [false, true] {
         for policy in ["all", "first", "8"] {
             let name = format!(
