@@ -82,6 +82,31 @@ pub enum Error {
         /// What it was used with.
         used_with: usize,
     },
+    /// The SDK refused a request before calling the runtime, which would
+    /// have answered `hr` (e.g. `CORPROF_E_INCONSISTENT_WITH_FLAGS` for ELT
+    /// hooks that do not match the event mask).
+    Refused {
+        /// The code the runtime would have returned.
+        hr: HRESULT,
+        /// The call that was not made.
+        call: &'static str,
+        /// Why, and what to do instead.
+        why: String,
+    },
+    /// `DoStackSnapshot` of another thread without a runtime suspension (an
+    /// asynchronous walk) failed with `hr`: CoreCLR implements asynchronous
+    /// walks on Windows only.
+    AsyncWalkUnsupported {
+        /// The runtime's code (`E_NOTIMPL` on Linux 3.1.23 and 8.0.4).
+        hr: HRESULT,
+    },
+    /// An operating-system call failed.
+    Os {
+        /// The call, e.g. `SuspendThread`.
+        call: &'static str,
+        /// The system's error code (`GetLastError` / `errno`).
+        code: u32,
+    },
     /// An SDK component was used with a runtime it was not registered with
     /// in `Initialize`, so it would not hear of that runtime's unloads.
     NotRegistered {
@@ -106,7 +131,9 @@ impl Error {
     /// code the SDK hands back to the runtime for SDK-level failures.
     pub fn hresult(&self) -> HRESULT {
         match self {
-            Error::Runtime { hr, .. } => *hr,
+            Error::Runtime { hr, .. }
+            | Error::Refused { hr, .. }
+            | Error::AsyncWalkUnsupported { hr } => *hr,
             Error::Unsupported { .. } => HRESULT(KnownHresult::E_NOTIMPL as i32),
             Error::InvalidArgument(_) => HRESULT(KnownHresult::E_INVALIDARG as i32),
             _ => HRESULT(KnownHresult::E_FAIL as i32),
@@ -192,6 +219,24 @@ impl fmt::Display for Error {
                 f,
                 "{call}: the value was made for {made_for:#x} and cannot be used with {used_with:#x}"
             ),
+            Error::Refused { hr, call, why } => {
+                write!(f, "{call} not called: {why} (the runtime would answer {:#010x}", hr.0 as u32)?;
+                if let Ok(k) = KnownHresult::try_from(hr.0) {
+                    write!(f, " {}", k.name())?;
+                }
+                f.write_str(")")
+            }
+            Error::AsyncWalkUnsupported { hr } => write!(
+                f,
+                "ICorProfilerInfo2::DoStackSnapshot of another thread failed with {:#010x}{}: \
+                 asynchronous stack walks (the runtime suspending one thread for the walk) exist \
+                 only on Windows; on this platform walk other threads under \
+                 ICorProfilerInfo10::SuspendRuntime (RuntimeSuspension::walk) or keep ELT shadow \
+                 stacks",
+                hr.0 as u32,
+                hresult_name(*hr).map(|n| format!(" ({n})")).unwrap_or_default()
+            ),
+            Error::Os { call, code } => write!(f, "{call} failed with system error {code}"),
             Error::NotRegistered { what } => {
                 write!(f, "{what} is not registered with this runtime")
             }

@@ -276,6 +276,49 @@ pub struct SigBuilder {
     bytes: Vec<u8>,
 }
 
+/// The element types a signature encodes in one byte (`CorElementType`:
+/// `ELEMENT_TYPE_VOID` … `ELEMENT_TYPE_OBJECT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PrimitiveType {
+    /// `void` (`ELEMENT_TYPE_VOID`), for return types.
+    Void = sys::ELEMENT_TYPE_VOID as u8,
+    /// `bool`.
+    Boolean = sys::ELEMENT_TYPE_BOOLEAN as u8,
+    /// `char`.
+    Char = sys::ELEMENT_TYPE_CHAR as u8,
+    /// `sbyte`.
+    I1 = sys::ELEMENT_TYPE_I1 as u8,
+    /// `byte`.
+    U1 = sys::ELEMENT_TYPE_U1 as u8,
+    /// `short`.
+    I2 = sys::ELEMENT_TYPE_I2 as u8,
+    /// `ushort`.
+    U2 = sys::ELEMENT_TYPE_U2 as u8,
+    /// `int`.
+    I4 = sys::ELEMENT_TYPE_I4 as u8,
+    /// `uint`.
+    U4 = sys::ELEMENT_TYPE_U4 as u8,
+    /// `long`.
+    I8 = sys::ELEMENT_TYPE_I8 as u8,
+    /// `ulong`.
+    U8 = sys::ELEMENT_TYPE_U8 as u8,
+    /// `float`.
+    R4 = sys::ELEMENT_TYPE_R4 as u8,
+    /// `double`.
+    R8 = sys::ELEMENT_TYPE_R8 as u8,
+    /// `string`.
+    String = sys::ELEMENT_TYPE_STRING as u8,
+    /// `TypedReference`.
+    TypedByRef = sys::ELEMENT_TYPE_TYPEDBYREF as u8,
+    /// `nint`.
+    I = sys::ELEMENT_TYPE_I as u8,
+    /// `nuint`.
+    U = sys::ELEMENT_TYPE_U as u8,
+    /// `object`.
+    Object = sys::ELEMENT_TYPE_OBJECT as u8,
+}
+
 /// Unmanaged calling conventions for a `calli` to native code
 /// (`IMAGE_CEE_CS_CALLCONV_C`, `_STDCALL`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -336,9 +379,9 @@ impl SigBuilder {
         Ok(b.bytes)
     }
 
-    /// A primitive type (`ELEMENT_TYPE_VOID`, `_I4`, `_I`, ...).
-    pub fn primitive(element_type: u8) -> [u8; 1] {
-        [element_type]
+    /// A primitive type, encoded (one byte).
+    pub fn primitive(element_type: PrimitiveType) -> [u8; 1] {
+        [element_type as u8]
     }
 
     /// Appends an unsigned integer in the compressed form (II.23.2); values
@@ -398,8 +441,8 @@ mod tests {
     fn calli_signature_is_the_ecma_encoding() {
         let sig = SigBuilder::unmanaged_calli(
             UnmanagedCallConv::StdCall,
-            &SigBuilder::primitive(sys::ELEMENT_TYPE_VOID as u8),
-            &[&SigBuilder::primitive(sys::ELEMENT_TYPE_I4 as u8)],
+            &SigBuilder::primitive(PrimitiveType::Void),
+            &[&SigBuilder::primitive(PrimitiveType::I4)],
         )
         .unwrap();
         assert_eq!(sig, vec![0x02, 0x01, 0x01, 0x08]);

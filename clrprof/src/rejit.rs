@@ -3,9 +3,40 @@
 //! `ICorProfilerAssemblyReferenceProvider` (extra assembly references).
 
 use crate::error::{check, Result};
+use crate::info::IlMapEntry;
 use clrprof_sys as sys;
 use core::ffi::c_void;
 use windows_core::{IUnknown, Interface};
+
+bitflags::bitflags! {
+    /// How the JIT compiles a ReJIT version (`COR_PRF_CODEGEN_FLAGS`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct CodegenFlags: u32 {
+        /// `COR_PRF_CODEGEN_DISABLE_INLINING`: inline nothing into this version.
+        const DISABLE_INLINING = sys::COR_PRF_CODEGEN_DISABLE_INLINING;
+        /// `COR_PRF_CODEGEN_DISABLE_ALL_OPTIMIZATIONS`: compile it unoptimized.
+        /// (`COR_PRF_CODEGEN_DEBUG_INFO` is both flags together in corprof.idl.)
+        const DISABLE_ALL_OPTIMIZATIONS = sys::COR_PRF_CODEGEN_DISABLE_ALL_OPTIMIZATIONS;
+    }
+}
+
+/// An assembly reference for
+/// [`AssemblyReferenceProvider::add_assembly_reference`]: the identity the
+/// runtime should consider while it binds (`COR_PRF_ASSEMBLY_REFERENCE_INFO`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AssemblyReference<'a> {
+    /// Simple name, e.g. `Probes`.
+    pub name: &'a str,
+    /// Version `major.minor.build.revision`.
+    pub version: [u16; 4],
+    /// Culture (empty for neutral).
+    pub culture: &'a str,
+    /// Public key or its token (empty for none).
+    pub public_key_or_token: &'a [u8],
+    /// `CorAssemblyFlags` of the reference (e.g. `afPublicKey` when
+    /// `public_key_or_token` is a full key).
+    pub flags: u32,
+}
 
 /// `ICorProfilerFunctionControl`, lent by the runtime to
 /// [`Profiler::get_rejit_parameters`](crate::Profiler::get_rejit_parameters).
@@ -30,11 +61,11 @@ impl FunctionControl {
         &self.raw
     }
 
-    /// `SetCodegenFlags` (`COR_PRF_CODEGEN_FLAGS`).
-    pub fn set_codegen_flags(&self, flags: u32) -> Result<()> {
+    /// `SetCodegenFlags`.
+    pub fn set_codegen_flags(&self, flags: CodegenFlags) -> Result<()> {
         // SAFETY: plain value argument.
         check(
-            unsafe { self.raw.SetCodegenFlags(flags) },
+            unsafe { self.raw.SetCodegenFlags(flags.bits()) },
             "ICorProfilerFunctionControl::SetCodegenFlags",
         )
         .map(|_| ())
@@ -53,13 +84,15 @@ impl FunctionControl {
         .map(|_| ())
     }
 
-    /// `SetILInstrumentedCodeMap`: old-to-new IL offset map.
-    pub fn set_il_instrumented_code_map(&self, map: &[sys::COR_IL_MAP]) -> Result<()> {
-        let len = u32::try_from(map.len())
+    /// `SetILInstrumentedCodeMap`: old-to-new IL offset map (the runtime
+    /// copies it).
+    pub fn set_il_instrumented_code_map(&self, map: &[IlMapEntry]) -> Result<()> {
+        let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
+        let len = u32::try_from(raw.len())
             .map_err(|_| crate::Error::InvalidArgument("IL map too long"))?;
-        // SAFETY: `map` is `len` readable entries for the call.
+        // SAFETY: `raw` is `len` readable entries for the call.
         check(
-            unsafe { self.raw.SetILInstrumentedCodeMap(len, map.as_ptr()) },
+            unsafe { self.raw.SetILInstrumentedCodeMap(len, raw.as_ptr()) },
             "ICorProfilerFunctionControl::SetILInstrumentedCodeMap",
         )
         .map(|_| ())
@@ -86,17 +119,40 @@ impl AssemblyReferenceProvider {
             .map(|raw| AssemblyReferenceProvider { raw })
     }
 
-    /// `AddAssemblyReference` with the raw description.
-    ///
-    /// # Safety
-    /// Every pointer inside `info` must be valid for the call.
-    pub unsafe fn add_assembly_reference(
-        &self,
-        info: &sys::COR_PRF_ASSEMBLY_REFERENCE_INFO,
-    ) -> Result<()> {
-        // SAFETY: guaranteed by the caller.
+    /// `AddAssemblyReference`: the runtime copies what it needs during the
+    /// call.
+    pub fn add_assembly_reference(&self, reference: &AssemblyReference<'_>) -> Result<()> {
+        let name = crate::buffer::to_wide(reference.name);
+        let mut culture = crate::buffer::to_wide(reference.culture);
+        let too_long = |_| crate::Error::InvalidArgument("assembly reference field too long");
+        let mut metadata = sys::ASSEMBLYMETADATA {
+            usMajorVersion: reference.version[0],
+            usMinorVersion: reference.version[1],
+            usBuildNumber: reference.version[2],
+            usRevisionNumber: reference.version[3],
+            szLocale: culture.as_mut_ptr(),
+            cbLocale: u32::try_from(culture.len()).map_err(too_long)?,
+            rProcessor: core::ptr::null_mut(),
+            ulProcessor: 0,
+            rOS: core::ptr::null_mut(),
+            ulOS: 0,
+        };
+        let info = sys::COR_PRF_ASSEMBLY_REFERENCE_INFO {
+            pbPublicKeyOrToken: reference.public_key_or_token.as_ptr() as *mut c_void,
+            cbPublicKeyOrToken: u32::try_from(reference.public_key_or_token.len())
+                .map_err(too_long)?,
+            szName: name.as_ptr(),
+            pMetaData: &mut metadata,
+            pbHashValue: core::ptr::null_mut(),
+            cbHashValue: 0,
+            dwAssemblyRefFlags: reference.flags,
+        };
+        // SAFETY: every pointer in `info` (the NUL-terminated name and
+        // culture, the key bytes, `metadata`) points to memory that outlives
+        // the call; corprof.idl: the runtime copies the reference during
+        // AddAssemblyReference.
         check(
-            unsafe { self.raw.AddAssemblyReference(info) },
+            unsafe { self.raw.AddAssemblyReference(&info) },
             "ICorProfilerAssemblyReferenceProvider::AddAssemblyReference",
         )
         .map(|_| ())

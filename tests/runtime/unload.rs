@@ -8,10 +8,9 @@
 //! because its context had not finished unloading), the live records stay
 //! few (memory stops growing), and the app's output is unchanged.
 
-use clrprof_testing::harness::{Case, Scenario, Verdict};
+use clrprof_testing::harness::{Case, Scenario};
 use serde_json::Value;
 
-type CaseResult = std::result::Result<(), Verdict>;
 
 /// Live records allowed at any unload: a few cycles may overlap while the
 /// runtime finishes unloading earlier contexts; a leak would reach hundreds.

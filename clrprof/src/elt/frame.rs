@@ -6,7 +6,7 @@
 //! ranges are read into a fixed buffer on the hook's stack
 //! ([`MAX_ARGUMENT_RANGES`] ranges, more is an error).
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, Result};
 use crate::ids::RawFunctionId;
 use clrprof_sys as sys;
 use core::marker::PhantomData;
@@ -26,6 +26,14 @@ pub struct FrameInfo<'a> {
 impl FrameInfo<'_> {
     /// The raw handle.
     pub fn as_raw(&self) -> usize {
+        self.raw
+    }
+}
+
+impl crate::info::sealed::Sealed for FrameInfo<'_> {}
+
+impl crate::info::FrameHandle for FrameInfo<'_> {
+    fn raw_frame(&self) -> sys::COR_PRF_FRAME_INFO {
         self.raw
     }
 }
@@ -185,8 +193,6 @@ struct ArgumentInfoBuffer {
     ranges: [sys::COR_PRF_FUNCTION_ARGUMENT_RANGE; MAX_ARGUMENT_RANGES],
 }
 
-const E_INSUFFICIENT_BUFFER: i32 = 0x8007_007A_u32 as i32;
-
 impl<'a> EnterContext<'a> {
     /// The hooked function.
     pub fn function(&self) -> RawFunctionId {
@@ -233,11 +239,8 @@ impl<'a> EnterContext<'a> {
                 &mut buffer as *mut ArgumentInfoBuffer as *mut sys::COR_PRF_FUNCTION_ARGUMENT_INFO,
             )
         };
-        if hr.0 == E_INSUFFICIENT_BUFFER {
-            return Err(Error::Usage(format!(
-                "the method has more than {MAX_ARGUMENT_RANGES} argument ranges ({size} bytes of argument info)"
-            )));
-        }
+        // More than MAX_ARGUMENT_RANGES ranges: the runtime's own
+        // ERROR_INSUFFICIENT_BUFFER comes back as the error.
         check(hr, "ICorProfilerInfo3::GetFunctionEnter3Info")?;
         let count = (buffer.num_ranges as usize).min(MAX_ARGUMENT_RANGES);
         let mut ranges = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];

@@ -61,6 +61,7 @@
 //!   ID mapper, then the hooks. Those flags are immutable: they cannot be
 //!   changed after `Initialize`. Return the masks [`install`] gives back.
 //! * Inconsistent requests are refused before the runtime sees them, with
+//!   [`Error::Refused`] (with the code the runtime would give) or
 //!   [`Error::Usage`]: ARGS/RETVAL/FRAME_INFO with the fast path, WithInfo
 //!   with none of them, the fast path on a target without trampolines, a
 //!   second hooks type in one process.
@@ -357,11 +358,15 @@ pub fn masks_for(options: &EltOptions, wanted: EventMasks, attached: bool) -> Re
             }
             let extra = masks.low & WITH_INFO_FLAGS;
             if !extra.is_empty() {
-                return Err(Error::Usage(format!(
-                    "the ELT fast path cannot be combined with {extra:?}: with those flags the runtime \
-                     only accepts SetEnterLeaveFunctionHooks3WithInfo (CORPROF_E_INCONSISTENT_WITH_FLAGS); \
-                     use EltOptions::with_info_flags"
-                )));
+                return Err(Error::Refused {
+                    hr: sys::CORPROF_E_INCONSISTENT_WITH_FLAGS,
+                    call: "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3",
+                    why: format!(
+                        "the ELT fast path cannot be combined with {extra:?}: with those flags the \
+                         runtime only accepts SetEnterLeaveFunctionHooks3WithInfo; use \
+                         EltOptions::with_info_flags"
+                    ),
+                });
             }
         }
         EltVariant::WithInfo(flags) => {
@@ -373,12 +378,13 @@ pub fn masks_for(options: &EltOptions, wanted: EventMasks, attached: bool) -> Re
                 )));
             }
             if flags.is_empty() && (masks.low & WITH_INFO_FLAGS).is_empty() {
-                return Err(Error::Usage(
-                    "the WithInfo ELT variant needs at least one of ENABLE_FUNCTION_ARGS, \
-                     ENABLE_FUNCTION_RETVAL, ENABLE_FRAME_INFO (without them the runtime refuses \
-                     SetEnterLeaveFunctionHooks3WithInfo with CORPROF_E_INCONSISTENT_WITH_FLAGS)"
+                return Err(Error::Refused {
+                    hr: sys::CORPROF_E_INCONSISTENT_WITH_FLAGS,
+                    call: "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
+                    why: "the WithInfo ELT variant needs at least one of ENABLE_FUNCTION_ARGS, \
+                          ENABLE_FUNCTION_RETVAL, ENABLE_FRAME_INFO"
                         .into(),
-                ));
+                });
             }
             masks.low |= flags;
         }
@@ -925,7 +931,7 @@ mod tests {
             false,
         )
         .unwrap_err();
-        assert!(matches!(err, Error::Usage(ref m) if m.contains("INCONSISTENT_WITH_FLAGS")));
+        assert!(err.is(crate::error::KnownHresult::CORPROF_E_INCONSISTENT_WITH_FLAGS));
     }
 
     #[test]

@@ -78,6 +78,16 @@ pub struct IlMapEntry {
     pub accurate: bool,
 }
 
+impl IlMapEntry {
+    pub(crate) fn to_sys(self) -> sys::COR_IL_MAP {
+        sys::COR_IL_MAP {
+            oldOffset: self.old_offset,
+            newOffset: self.new_offset,
+            fAccurate: self.accurate as sys::BOOL,
+        }
+    }
+}
+
 /// The runtime's IL body allocator for one module (`IMethodMalloc`, from
 /// `GetILFunctionBodyAllocator`).
 ///
@@ -505,14 +515,7 @@ impl<'s> ProfilerInfo<'s> {
         start_jit: bool,
         map: &[IlMapEntry],
     ) -> Result<()> {
-        let raw: Vec<sys::COR_IL_MAP> = map
-            .iter()
-            .map(|e| sys::COR_IL_MAP {
-                oldOffset: e.old_offset,
-                newOffset: e.new_offset,
-                fAccurate: e.accurate as sys::BOOL,
-            })
-            .collect();
+        let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
         let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
         check(
             // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.

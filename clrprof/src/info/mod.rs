@@ -346,6 +346,20 @@ pub struct ClassInfo<'a> {
     pub type_args: Vec<ClassId<'a>>,
 }
 
+/// A frame handle (`COR_PRF_FRAME_INFO`) the SDK lent for a hook call or a
+/// stack-walk frame: [`crate::elt::FrameInfo`] and
+/// [`crate::stackwalk::SnapshotFrameInfo`]. Sealed: only those carry a
+/// handle the runtime made.
+pub trait FrameHandle: sealed::Sealed {
+    /// The raw handle.
+    fn raw_frame(&self) -> sys::COR_PRF_FRAME_INFO;
+}
+
+pub(crate) mod sealed {
+    /// Only SDK frame types implement [`super::FrameHandle`].
+    pub trait Sealed {}
+}
+
 /// Open flags for metadata (`CorOpenFlags`): read or read/write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetaDataOpen {
@@ -604,6 +618,28 @@ impl<'s> ProfilerInfo<'s> {
         &self,
         function: FunctionId<'a>,
     ) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
+        self.function_info2_raw(function, 0)
+    }
+
+    /// `GetFunctionInfo2` in a frame: for code shared between generic
+    /// instantiations, the frame tells which instantiation runs, so the
+    /// class and type arguments are exact. `frame` comes from a WithInfo
+    /// hook ([`crate::elt::FrameInfo`]) or a stack walk
+    /// ([`crate::stackwalk::SnapshotFrameInfo`]), and is only valid during
+    /// that hook or frame callback, which its borrow enforces.
+    pub fn function_info2_in_frame<'a>(
+        &self,
+        function: FunctionId<'a>,
+        frame: &impl FrameHandle,
+    ) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
+        self.function_info2_raw(function, frame.raw_frame())
+    }
+
+    fn function_info2_raw<'a>(
+        &self,
+        function: FunctionId<'a>,
+        frame: sys::COR_PRF_FRAME_INFO,
+    ) -> Result<(FunctionInfo<'a>, Vec<ClassId<'a>>)> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionInfo2")?;
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         let mut args: Vec<usize> = Vec::new();
@@ -613,11 +649,13 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetFunctionInfo2",
             &mut args,
             |cap, needed, buf| {
-                // SAFETY: `function` is valid (typed ID); `buf` has `cap` slots.
+                // SAFETY: `function` is valid (typed ID); `frame` is 0 or a
+                // frame handle of the hook or walk callback still running
+                // (FrameHandle borrows it); `buf` has `cap` slots.
                 unsafe {
                     i2.GetFunctionInfo2(
                         function.as_sys(),
-                        0,
+                        frame,
                         &mut class,
                         &mut module,
                         &mut token,
@@ -628,7 +666,9 @@ impl<'s> ProfilerInfo<'s> {
                 }
             },
         )?;
-        // SAFETY: IDs the runtime returns for a valid function are valid as long as it is.
+        // SAFETY: the class, module and type arguments of a function live
+        // at least as long as the function (BOTR: a FunctionID dies with its
+        // class; its module and type arguments are loaded before it).
         let info = unsafe {
             FunctionInfo {
                 class: ClassId::from_sys(class),
@@ -636,10 +676,10 @@ impl<'s> ProfilerInfo<'s> {
                 token: MdMethodDef(token),
             }
         };
-        // SAFETY: as above.
         Ok((
             info,
             args.into_iter()
+                // SAFETY: as above.
                 .map(|c| unsafe { ClassId::from_sys(c) })
                 .collect(),
         ))

@@ -18,7 +18,8 @@
 //! * **Asynchronous** ([`ProfilerInfo::walk_other_thread`]): the runtime
 //!   suspends just the target thread for the walk. CoreCLR implements this
 //!   only on Windows; elsewhere it refuses (`E_NOTIMPL` on Linux 3.1.23 and
-//!   8.0.4), and the SDK turns the refusal into an [`Error::Usage`] that says
+//!   8.0.4), and the SDK turns the refusal into an
+//!   [`Error::AsyncWalkUnsupported`] that says
 //!   what to use instead (tested on both Linux legs). On Windows a profiler that suspended a thread itself can
 //!   also seed the walk with the thread's register context ([`seeded`]).
 //!
@@ -120,6 +121,14 @@ pub struct SnapshotFrameInfo<'w> {
 impl SnapshotFrameInfo<'_> {
     /// The raw handle, for the raw API during the callback.
     pub fn as_sys(self) -> sys::COR_PRF_FRAME_INFO {
+        self.raw
+    }
+}
+
+impl crate::info::sealed::Sealed for SnapshotFrameInfo<'_> {}
+
+impl crate::info::FrameHandle for SnapshotFrameInfo<'_> {
+    fn raw_frame(&self) -> sys::COR_PRF_FRAME_INFO {
         self.raw
     }
 }
@@ -297,8 +306,8 @@ impl<'s> ProfilerInfo<'s> {
     /// walk: the runtime suspends only `thread` for the walk).
     ///
     /// CoreCLR supports this on Windows only. On other platforms the runtime
-    /// refuses, and this returns an [`Error::Usage`] naming the runtime's code
-    /// and what works instead: [`RuntimeSuspension::walk`] (Info10), or ELT
+    /// refuses, and this returns [`Error::AsyncWalkUnsupported`] with the
+    /// runtime's code, whose message says what works instead: [`RuntimeSuspension::walk`] (Info10), or ELT
     /// shadow stacks on older runtimes.
     ///
     /// The caller must keep `thread` walkable: the walk must end before the
@@ -313,16 +322,9 @@ impl<'s> ProfilerInfo<'s> {
         // SAFETY: `thread` is valid for this call (typed ID borrowing the caller's scope).
         let result = unsafe { do_stack_snapshot(self, thread.as_sys(), options, None, &mut visit) };
         match result {
-            Err(Error::Runtime { hr, call }) if !cfg!(windows) => Err(Error::Usage(format!(
-                "{call} of another thread failed with {:#010x}{}: asynchronous stack walks \
-                 (the runtime suspending one thread for the walk) exist only on Windows; on this \
-                 platform walk other threads under ICorProfilerInfo10::SuspendRuntime \
-                 (RuntimeSuspension::walk, ICorProfilerInfo10) or keep ELT shadow stacks",
-                hr.0 as u32,
-                crate::error::hresult_name(hr)
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default()
-            ))),
+            Err(Error::Runtime { hr, .. }) if !cfg!(windows) => {
+                Err(Error::AsyncWalkUnsupported { hr })
+            }
             other => other,
         }
     }

@@ -83,6 +83,13 @@ mod os {
         pub fn ResumeThread(thread: *mut c_void) -> u32;
         pub fn GetThreadContext(thread: *mut c_void, context: *mut u8) -> i32;
         pub fn CloseHandle(handle: *mut c_void) -> i32;
+        fn GetLastError() -> u32;
+    }
+
+    /// The calling thread's last Win32 error.
+    pub fn last_error() -> u32 {
+        // SAFETY: no arguments; reads the calling thread's error slot.
+        unsafe { GetLastError() }
     }
 }
 
@@ -113,7 +120,10 @@ pub fn walk_suspended_thread(
         )
     };
     if handle.is_null() {
-        return Err(Error::Usage(format!("OpenThread({os_id}) failed")));
+        return Err(Error::Os {
+            call: "OpenThread",
+            code: os::last_error(),
+        });
     }
     struct Handle(*mut core::ffi::c_void);
     impl Drop for Handle {
@@ -125,7 +135,10 @@ pub fn walk_suspended_thread(
     let handle = Handle(handle);
     // SAFETY: a valid thread handle with THREAD_SUSPEND_RESUME.
     if unsafe { os::SuspendThread(handle.0) } == u32::MAX {
-        return Err(Error::Usage(format!("SuspendThread({os_id}) failed")));
+        return Err(Error::Os {
+            call: "SuspendThread",
+            code: os::last_error(),
+        });
     }
     struct Resume(*mut core::ffi::c_void);
     impl Drop for Resume {
@@ -140,7 +153,10 @@ pub fn walk_suspended_thread(
     // SAFETY: `scratch.context` is a 16-byte aligned CONTEXT-sized buffer
     // with ContextFlags set; the thread is suspended.
     if unsafe { os::GetThreadContext(handle.0, scratch.context.as_mut_ptr()) } == 0 {
-        return Err(Error::Usage(format!("GetThreadContext({os_id}) failed")));
+        return Err(Error::Os {
+            call: "GetThreadContext",
+            code: os::last_error(),
+        });
     }
     let ip = scratch.instruction_pointer();
     let managed = info.function_from_ip(ip).is_ok();

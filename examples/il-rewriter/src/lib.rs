@@ -46,12 +46,12 @@ use clrprof::il::{
     native_call, recompute_max_stack, verify, CallSite, CallSites, MetaDataCallSites, MethodBody,
     OpCode, Operand, ReJitThread,
 };
-use clrprof::metadata_emit::{SigBuilder, UnmanagedCallConv};
+use clrprof::metadata_emit::{PrimitiveType, SigBuilder, UnmanagedCallConv};
 use clrprof::output::JsonLines;
 use clrprof::rejit::FunctionControl;
 use clrprof::{
-    profiler, sys, EventMask, EventMasks, FunctionId, MdMemberRef, MdMethodDef, MdSignature,
-    MdToken, ModuleId, Profiler, ProfilerInfo, RawModuleId, Result,
+    profiler, EventMask, EventMasks, FunctionId, MdMemberRef, MdMethodDef, MdSignature, MdToken,
+    ModuleId, Profiler, ProfilerInfo, RawModuleId, Result,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,8 +161,8 @@ impl IlRewriter {
             .find_type_def(&type_name, None)?
             .ok_or_else(|| clrprof::Error::Usage(format!("no type {type_name} in the module")))?;
         let sig = SigBuilder::static_method(
-            &SigBuilder::primitive(sys::ELEMENT_TYPE_VOID as u8),
-            &[&SigBuilder::primitive(sys::ELEMENT_TYPE_STRING as u8)],
+            &SigBuilder::primitive(PrimitiveType::Void),
+            &[&SigBuilder::primitive(PrimitiveType::String)],
         )?;
         if emit.find_method(probe_type, "Hit", &sig)?.is_none() {
             return Err(clrprof::Error::Usage(format!(
@@ -189,8 +189,8 @@ impl IlRewriter {
         let emit = info.module_metadata_emit(module)?;
         let blob = SigBuilder::unmanaged_calli(
             UnmanagedCallConv::StdCall,
-            &SigBuilder::primitive(sys::ELEMENT_TYPE_VOID as u8),
-            &[&SigBuilder::primitive(sys::ELEMENT_TYPE_I4 as u8)],
+            &SigBuilder::primitive(PrimitiveType::Void),
+            &[&SigBuilder::primitive(PrimitiveType::I4)],
         )?;
         let sig = emit.token_from_sig(&blob)?;
         if let Ok(mut m) = self.calli_sigs.lock() {
@@ -441,15 +441,7 @@ impl Profiler for IlRewriter {
             .rewrite(info, module, method, &name)
             .and_then(|(written, map)| {
                 control.set_il_function_body(&written.bytes)?;
-                let raw: Vec<sys::COR_IL_MAP> = map
-                    .iter()
-                    .map(|e| sys::COR_IL_MAP {
-                        oldOffset: e.old_offset,
-                        newOffset: e.new_offset,
-                        fAccurate: e.accurate as sys::BOOL,
-                    })
-                    .collect();
-                control.set_il_instrumented_code_map(&raw)
+                control.set_il_instrumented_code_map(&map)
             });
         match &result {
             Ok(()) => self
