@@ -280,7 +280,8 @@ pub unsafe extern "system" fn DllGetClassObject(
             }
             // SAFETY: non-null pointers from the runtime (COM contract).
             unsafe { *ppv = core::ptr::null_mut() };
-            // SAFETY: as above.
+            // SAFETY: COM's DllGetClassObject contract: `rclsid` points to a
+            // valid GUID for the call (checked non-null above).
             let clsid = unsafe { *rclsid };
             let Some(create) = find_class(&clsid) else {
                 log::warn!("DllGetClassObject: this library does not serve CLSID {clsid:?}");

@@ -47,7 +47,9 @@ pub struct MemberRefProps {
 // (the profiling API hands them out to be used from any callback thread);
 // COM reference counting is thread-safe.
 unsafe impl Send for MetaDataImport {}
-// SAFETY: as above.
+// SAFETY: &MetaDataImport only calls the import methods, which the runtime's
+// metadata implementation (RegMeta) serializes internally, so calls from
+// several threads at once are allowed.
 unsafe impl Sync for MetaDataImport {}
 
 /// `GetTypeDefProps`: a type definition's name, flags and base type.
@@ -357,7 +359,8 @@ impl MetaDataImport {
             |cap, needed, buf| {
                 // The metadata struct's locale/processor/OS arrays are left empty
                 // (null with zero counts), so the runtime writes only the version.
-                // SAFETY: as above.
+                // SAFETY: ASSEMBLYMETADATA is plain C data (integers and
+                // null pointers with zero counts); all-zero is a valid value.
                 md = unsafe { core::mem::zeroed() };
                 // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
                 unsafe {

@@ -28,7 +28,8 @@ pub struct MetaDataEmit {
 // RegMeta implementation takes its own lock around every emit and import
 // call), and COM reference counting is thread-safe.
 unsafe impl Send for MetaDataEmit {}
-// SAFETY: as above.
+// SAFETY: &MetaDataEmit only calls emit and import methods, which RegMeta
+// serializes with its own lock, so concurrent calls are allowed.
 unsafe impl Sync for MetaDataEmit {}
 
 impl<'s> ProfilerInfo<'s> {

@@ -172,7 +172,11 @@ where
 
 #[cfg(unix)]
 mod library_ref {
-    use core::ffi::{c_int, c_void};
+    use core::ffi::c_void;
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
     use std::sync::OnceLock;
 
     /// An extra `dlopen` reference to the library containing this code, or
@@ -212,22 +216,75 @@ mod library_ref {
         }
     }
 
-    /// A thread-specific-data key whose destructor is `dlclose` itself.
+    // The key's destructor must drop the library reference without ever
+    // returning into the library (the call may unmap it), so it is a
+    // one-instruction trampoline that *jumps* to `dlclose`: the C library
+    // calls it as `void (*)(void *)`, the jump leaves the argument register
+    // as it is, and `dlclose` returns straight to the C library's caller,
+    // which ignores the `int` it leaves in the return register (a void
+    // function's caller reads no return value). Written in assembly so no
+    // function is ever called through a pointer of another signature.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    core::arch::global_asm!(
+        ".text",
+        ".p2align 4",
+        ".globl clrprof_thread_exit_dlclose",
+        ".hidden clrprof_thread_exit_dlclose",
+        ".type clrprof_thread_exit_dlclose, @function",
+        "clrprof_thread_exit_dlclose:",
+        "jmp {dlclose}@PLT",
+        ".size clrprof_thread_exit_dlclose, . - clrprof_thread_exit_dlclose",
+        dlclose = sym libc::dlclose,
+    );
+
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    core::arch::global_asm!(
+        ".text",
+        ".p2align 2",
+        ".globl clrprof_thread_exit_dlclose",
+        ".hidden clrprof_thread_exit_dlclose",
+        ".type clrprof_thread_exit_dlclose, %function",
+        "clrprof_thread_exit_dlclose:",
+        "b {dlclose}",
+        ".size clrprof_thread_exit_dlclose, . - clrprof_thread_exit_dlclose",
+        dlclose = sym libc::dlclose,
+    );
+
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    extern "C" {
+        /// The trampoline above: `void (*)(void *)` ending in `dlclose`.
+        fn clrprof_thread_exit_dlclose(handle: *mut c_void);
+    }
+
+    /// A thread-specific-data key whose destructor ends in `dlclose`
+    /// (Linux x86_64 and aarch64; elsewhere `None`, and the reference is
+    /// kept).
     fn key() -> Option<libc::pthread_key_t> {
-        static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
-        *KEY.get_or_init(|| {
-            type Destructor = unsafe extern "C" fn(*mut c_void);
-            let dlclose: unsafe extern "C" fn(*mut c_void) -> c_int = libc::dlclose;
-            // SAFETY: the C library calls the destructor with the stored value
-            // and ignores any result; dlclose takes one pointer argument and
-            // its int result is returned in a register the caller does not
-            // read (SysV x86_64 and AAPCS64), so calling it through the
-            // destructor type is how the value is passed straight to dlclose.
-            let destructor: Destructor = unsafe { core::mem::transmute(dlclose) };
-            let mut key: libc::pthread_key_t = 0;
-            // SAFETY: valid out pointer and destructor.
-            (unsafe { libc::pthread_key_create(&mut key, Some(destructor)) } == 0).then_some(key)
-        })
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+            *KEY.get_or_init(|| {
+                let mut key: libc::pthread_key_t = 0;
+                // SAFETY: valid out pointer; the destructor has the type the
+                // C library calls it with (`void (*)(void *)`).
+                (unsafe { libc::pthread_key_create(&mut key, Some(clrprof_thread_exit_dlclose)) }
+                    == 0)
+                    .then_some(key)
+            })
+        }
+        #[cfg(not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        {
+            None
+        }
     }
 
     /// Arranges for `dlclose(r)` after this thread's function has returned:

@@ -11,7 +11,6 @@
 use clrprof_testing::harness::{Case, Scenario};
 use serde_json::Value;
 
-
 /// Live records allowed at any unload: a few cycles may overlap while the
 /// runtime finishes unloading earlier contexts; a leak would reach hundreds.
 const MAX_LIVE: u64 = 16;

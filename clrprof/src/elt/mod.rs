@@ -408,7 +408,9 @@ struct RuntimeElt<H: EltHooks> {
 // which the runtime documents as free-threaded (callable from any thread,
 // the ELT hooks included); COM reference counting is thread-safe.
 unsafe impl<H: EltHooks> Send for RuntimeElt<H> {}
-// SAFETY: as above.
+// SAFETY: shared use from hooks on many threads only reads the state or
+// goes through its Mutex; the ICorProfilerInfo3 it holds is free-threaded
+// (corprof.idl: Info methods may be called from any thread).
 unsafe impl<H: EltHooks> Sync for RuntimeElt<H> {}
 
 /// The record behind a client ID: the user's [`Hooked`] first, then what

@@ -134,14 +134,19 @@ impl ReJitThread {
             while let Ok(job) = rx.recv() {
                 crate::guard::guard("ReJIT thread", (), || match job {
                     Job::ReJit(methods, reply) => {
-                        // SAFETY: whoever queued the job promised the
-                        // modules stay loaded until the reply is sent.
+                        // SAFETY: jobs are queued only by
+                        // `request_rejit_async` / `request_revert_async`,
+                        // unsafe functions whose contract is that the modules
+                        // stay loaded until the reply is sent (the safe
+                        // `request_rejit` keeps its caller's scope open
+                        // until then).
                         let r = unsafe { info.request_rejit_raw(&methods) }
                             .map(|()| vec![HRESULT(0); methods.len()]);
                         let _ = reply.send(r);
                     }
                     Job::Revert(methods, reply) => {
-                        // SAFETY: as above.
+                        // SAFETY: as for ReJIT: the queuing functions'
+                        // contract keeps the modules loaded until the reply.
                         let _ = reply.send(unsafe { info.request_revert_raw(&methods) });
                     }
                 });

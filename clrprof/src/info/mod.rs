@@ -164,7 +164,9 @@ pub struct RuntimeHandle {
 // method's own restrictions are reported as HRESULTs, not as memory
 // unsafety), and COM reference counting on them is thread-safe.
 unsafe impl Send for RuntimeHandle {}
-// SAFETY: as above; the handle's own state is immutable after creation.
+// SAFETY: shared use only calls Info methods, which corprof.idl allows from
+// any thread concurrently, and reads or updates the handle's own state
+// through atomics.
 unsafe impl Sync for RuntimeHandle {}
 
 /// The runtime's profiling services inside a scope the runtime guarantees:
@@ -679,7 +681,8 @@ impl<'s> ProfilerInfo<'s> {
         Ok((
             info,
             args.into_iter()
-                // SAFETY: as above.
+                // SAFETY: a function's type arguments are loaded before it
+                // and unload no earlier (BOTR "Lifetime & Stability").
                 .map(|c| unsafe { ClassId::from_sys(c) })
                 .collect(),
         ))

@@ -190,7 +190,9 @@ pub fn walk_suspended_thread(
     match result {
         Err(e) if e.hresult().0 == KnownHresult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX as i32 => {
             // The IP left managed code between the check and the walk: walk unseeded.
-            // SAFETY: as above, without a seed.
+            // SAFETY: the gate entry taken above still keeps the thread's
+            // ThreadDestroyed from returning, so its ThreadID stays valid
+            // for the walk; no context is passed.
             unsafe {
                 do_stack_snapshot(
                     info,

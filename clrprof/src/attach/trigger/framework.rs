@@ -76,7 +76,8 @@ pub fn attach_profiler_framework(
     // SAFETY: valid CLSID/IID pointers and out pointer; on success `raw` holds
     // one reference to an ICLRMetaHost, which `from_raw` takes over.
     failed(unsafe { create(&sys::CLSID_CLRMetaHost, &sys::ICLRMetaHost::IID, &mut raw) })?;
-    // SAFETY: as above.
+    // SAFETY: CLRCreateInstance succeeded, so `raw` holds one owned
+    // ICLRMetaHost reference, which `from_raw` takes over.
     let meta_host = unsafe { sys::ICLRMetaHost::from_raw(raw) };
 
     let version = wide(runtime_version);
