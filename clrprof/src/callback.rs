@@ -10,7 +10,7 @@
 //!
 //! A callback is only delivered if the event mask returned by
 //! [`Profiler::initialize`] (or changed later with
-//! [`ProfilerInfo::set_event_mask`]) enables it; each method says which flag.
+//! [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)) enables it; each method says which flag.
 //!
 //! Every callback runs inside the SDK's panic guard: a panic is logged and
 //! turned into the `HRESULT` that is harmless for that callback, so the host

@@ -34,7 +34,7 @@ use crate::info::RuntimeHandle;
 ///
 /// Fails with [`Error::ThreadsRunning`](crate::Error::ThreadsRunning) naming the threads when threads started with
 /// [`crate::thread::spawn`] (other than the caller) are still running: join
-/// them first. Runtime refusals come back as [`Error::Runtime`] with the
+/// them first. Runtime refusals come back as [`Error::Runtime`](crate::Error::Runtime) with the
 /// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`,
 /// `CORPROF_E_IMMUTABLE_FLAGS_SET` (see the module docs for what each means
 /// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call

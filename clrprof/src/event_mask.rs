@@ -15,7 +15,7 @@
 //! Some flags are *immutable* (`COR_PRF_MONITOR_IMMUTABLE`,
 //! `COR_PRF_HIGH_MONITOR_IMMUTABLE`): they can only be set or cleared during
 //! `Initialize`; changing them later makes `SetEventMask` fail with
-//! `CORPROF_E_IMMUTABLE_FLAGS_SET`, which [`ProfilerInfo::set_event_mask`](crate::ProfilerInfo::set_event_mask)
+//! `CORPROF_E_IMMUTABLE_FLAGS_SET`, which [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
 //! reports before calling the runtime.
 
 use bitflags::bitflags;

@@ -25,7 +25,7 @@
 //! IDs from one runtime mean nothing to another. A callback's scoped IDs are
 //! only handed the `ProfilerInfo` of the same runtime by the SDK; IDs kept
 //! across callbacks should be stored as [`RuntimeTagged`] values, which
-//! [`ProfilerInfo::untag`](crate::ProfilerInfo::untag) only gives back to the
+//! [`RuntimeHandle::untag`](crate::RuntimeHandle::untag) only gives back to the
 //! runtime that tagged them. `GetFunctionFromIP` may be asked of any runtime:
 //! it answers only for code of its own runtime (an IP of another runtime's
 //! code is "not managed code" to it).

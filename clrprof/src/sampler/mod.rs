@@ -12,7 +12,7 @@
 //!    [`NameCache`] and counts each distinct stack, per thread.
 //!
 //! Stacks can also come from elsewhere (ELT shadow stacks on runtimes
-//! without `SuspendRuntime`): [`Sampler::start_with_source`] takes any
+//! without `SuspendRuntime`): [`Sampler::register_with_source`] takes any
 //! [`StackSource`], and the SDK does steps 4 onwards the same way.
 //!
 //! The result is a [`Profile`], written as folded stacks

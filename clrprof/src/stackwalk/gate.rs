@@ -9,9 +9,9 @@ const DESTROYED_SLOTS: usize = 64;
 /// Keeps walks away from threads the runtime has destroyed, lock-free.
 ///
 /// A walker announces the thread it is about to walk ([`ThreadGate::enter`]);
-/// the profiler's `thread_destroyed` callback calls
-/// [`ThreadGate::thread_destroyed`], which marks the thread as gone and
-/// waits until no walk of it is running. Both sides use sequentially
+/// the gate is an SDK component ([`ThreadGate::register`]), so the SDK
+/// delivers `ThreadDestroyed` to it, which marks the thread as gone and
+/// waits until no walk of it is running, before the runtime frees it. Both sides use sequentially
 /// consistent atomics in opposite order (announce, then check), so either the
 /// walker sees the thread marked and skips it, or the destroyer sees the walk
 /// and waits for it: a thread is never walked after its `ThreadDestroyed`
@@ -30,12 +30,6 @@ pub struct ThreadGate {
     next_destroyed: AtomicUsize,
 }
 
-impl Default for ThreadGate {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// A walk announced to a [`ThreadGate`]; ends (and releases the waiting
 /// `ThreadDestroyed`) when dropped.
 pub struct GateEntry<'g> {
@@ -49,8 +43,19 @@ impl Drop for GateEntry<'_> {
 }
 
 impl ThreadGate {
-    /// An empty gate.
-    pub const fn new() -> Self {
+    /// A gate for the runtime of `info`, registered as an SDK component in
+    /// `Initialize` (it adds `MONITOR_THREADS` to the event mask): from the
+    /// first thread on, the SDK delivers `ThreadCreated` and
+    /// `ThreadDestroyed` to it.
+    pub fn register(info: &crate::ProfilerInfo) -> crate::Result<std::sync::Arc<ThreadGate>> {
+        let gate = std::sync::Arc::new(ThreadGate::new());
+        info.register(std::sync::Arc::new(GateComponent(gate.clone())))?;
+        Ok(gate)
+    }
+
+    /// An empty gate that hears of no threads: the SDK's own components
+    /// (the sampler) deliver its events themselves.
+    pub(crate) const fn new() -> Self {
         ThreadGate {
             walking: [const { AtomicUsize::new(0) }; 4],
             destroyed: [const { AtomicUsize::new(0) }; DESTROYED_SLOTS],
@@ -77,9 +82,9 @@ impl ThreadGate {
         Some(GateEntry { slot })
     }
 
-    /// Call from `ThreadDestroyed`: marks `thread` gone, then waits until no
-    /// walk of it is running. Returns how many times it had to wait.
-    pub fn thread_destroyed(&self, thread: RawThreadId) -> u64 {
+    /// `ThreadDestroyed`: marks `thread` gone, then waits until no walk of
+    /// it is running. Returns how many times it had to wait.
+    pub(crate) fn thread_destroyed(&self, thread: RawThreadId) -> u64 {
         let i = self.next_destroyed.fetch_add(1, SeqCst) % DESTROYED_SLOTS;
         self.destroyed[i].store(thread.0, SeqCst);
         let mut waits = 0u64;
@@ -90,11 +95,32 @@ impl ThreadGate {
         waits
     }
 
-    /// Call from `ThreadCreated`: a new thread may reuse a destroyed one's ID.
-    pub fn thread_created(&self, thread: RawThreadId) {
+    /// `ThreadCreated`: a new thread may reuse a destroyed one's ID.
+    pub(crate) fn thread_created(&self, thread: RawThreadId) {
         for d in &self.destroyed {
             let _ = d.compare_exchange(thread.0, 0, SeqCst, SeqCst);
         }
+    }
+}
+
+/// The SDK component behind [`ThreadGate::register`].
+struct GateComponent(std::sync::Arc<ThreadGate>);
+
+impl crate::component::Component for GateComponent {
+    fn name(&self) -> &'static str {
+        "thread-gate"
+    }
+
+    fn masks(&self) -> crate::EventMasks {
+        crate::EventMask::MONITOR_THREADS.into()
+    }
+
+    fn thread_created(&self, _info: &crate::ProfilerInfo, thread: crate::ThreadId<'_>) {
+        self.0.thread_created(thread.to_raw());
+    }
+
+    fn thread_destroyed(&self, _info: &crate::ProfilerInfo, thread: crate::ThreadId<'_>) {
+        self.0.thread_destroyed(thread.to_raw());
     }
 }
 

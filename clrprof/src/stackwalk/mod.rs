@@ -53,9 +53,10 @@
 //! 3. **`ThreadDestroyed` waits for walks of the dying thread.** After
 //!    `ThreadDestroyed` returns the `ThreadID` is gone; walking it would read
 //!    freed memory. A [`ThreadGate`] records the thread being walked in an
-//!    atomic; the profiler calls [`ThreadGate::thread_destroyed`] from its
-//!    `thread_destroyed` callback, which waits until that walk is over and
-//!    keeps the thread from being walked again.
+//!    atomic; the gate is an SDK component ([`ThreadGate::register`], and
+//!    the sampler's own), so the SDK delivers `ThreadDestroyed` to it, which
+//!    waits until that walk is over and keeps the thread from being walked
+//!    again.
 //! 4. **No profiler lock across Info calls that can trigger a GC.** A
 //!    GC-triggering call (or a suspension: `SuspendRuntime` waits for a GC in
 //!    progress to end) can wait for a thread that is itself blocked in a

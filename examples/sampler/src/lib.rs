@@ -53,8 +53,9 @@ pub struct SamplerProfiler {
     modules: AtomicUsize,
     /// Threads seen by `ThreadCreated`, for the asynchronous-walk check.
     threads: Mutex<Vec<RawThreadId>>,
-    /// Guards walks this profiler makes outside the sampler.
-    gate: ThreadGate,
+    /// Guards walks this profiler makes outside the sampler (an SDK
+    /// component: it hears ThreadDestroyed from the SDK).
+    gate: OnceLock<Arc<ThreadGate>>,
 }
 
 impl Default for SamplerProfiler {
@@ -74,7 +75,7 @@ impl Default for SamplerProfiler {
             shadow: OnceLock::new(),
             modules: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
-            gate: ThreadGate::new(),
+            gate: OnceLock::new(),
         }
     }
 }
@@ -162,7 +163,7 @@ impl SamplerProfiler {
                 .write();
             return;
         };
-        let Some(_entry) = self.gate.enter(1, other) else {
+        let Some(_entry) = self.gate.get().and_then(|g| g.enter(1, other)) else {
             return;
         };
         // SAFETY: ThreadCreated reported it and the gate entry keeps its
@@ -197,6 +198,7 @@ impl Profiler for SamplerProfiler {
         // walk) and the module load at which it records how it samples.
         let mut masks: EventMasks =
             (EventMask::MONITOR_THREADS | EventMask::MONITOR_MODULE_LOADS).into();
+        let _ = self.gate.set(ThreadGate::register(info)?);
         let config = SamplerConfig::at(rate());
         let registered = if wants_shadow_stacks(info) {
             // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
@@ -228,7 +230,6 @@ impl Profiler for SamplerProfiler {
     }
 
     fn thread_created(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
-        self.gate.thread_created(thread.to_raw());
         if let Ok(mut t) = self.threads.lock() {
             t.push(thread.to_raw());
         }
@@ -238,7 +239,6 @@ impl Profiler for SamplerProfiler {
         if let Ok(mut t) = self.threads.lock() {
             t.retain(|x| *x != thread.to_raw());
         }
-        self.gate.thread_destroyed(thread.to_raw());
     }
 
     fn shutdown(&self, _info: &ProfilerInfo) {
