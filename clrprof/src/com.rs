@@ -44,6 +44,8 @@ pub struct CallbackObject<P: Profiler> {
     profiler: P,
     info: OnceLock<ProfilerInfo>,
     slot: RuntimeSlot,
+    /// Set once `Initialize(ForAttach)` succeeded: runs `Profiler::finish` once.
+    finish: OnceLock<crate::exit::ProfilerFinish>,
 }
 
 impl<P: Profiler> CallbackObject<P> {
@@ -54,6 +56,7 @@ impl<P: Profiler> CallbackObject<P> {
             profiler,
             info: OnceLock::new(),
             slot,
+            finish: OnceLock::new(),
         }
     }
 
@@ -108,7 +111,14 @@ impl<P: Profiler> CallbackObject<P> {
             let info = self.info.get_or_init(|| info);
             let result = user(&self.profiler, info).and_then(|masks| info.set_event_mask(masks));
             match result {
-                Ok(()) => S_OK,
+                Ok(()) => {
+                    // SAFETY: `self.profiler` lives as long as this object,
+                    // whose `Drop` releases the registration first.
+                    let _ = self
+                        .finish
+                        .set(unsafe { crate::exit::ProfilerFinish::register(&self.profiler) });
+                    S_OK
+                }
                 Err(e) => {
                     log::error!("{entry}: {e}");
                     e.hresult()
@@ -120,6 +130,9 @@ impl<P: Profiler> CallbackObject<P> {
 
 impl<P: Profiler> Drop for CallbackObject<P> {
     fn drop(&mut self) {
+        if let Some(f) = self.finish.get() {
+            f.release();
+        }
         crate::runtimes::registry().release(self.slot);
         LIVE_OBJECTS.fetch_sub(1, Ordering::SeqCst);
     }
@@ -192,8 +205,12 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn Shutdown(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p
-            .shutdown(info))
+        let hr = forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p
+            .shutdown(info));
+        if let Some(f) = self.finish.get() {
+            f.finish();
+        }
+        hr
     }
     unsafe fn AppDomainCreationStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         forward!(
@@ -956,11 +973,15 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ProfilerDetachSucceeded(&self) -> HRESULT {
-        forward!(
+        let hr = forward!(
             self,
             "ICorProfilerCallback3::ProfilerDetachSucceeded",
             |p, info| p.profiler_detach_succeeded(info)
-        )
+        );
+        if let Some(f) = self.finish.get() {
+            f.finish();
+        }
+        hr
     }
 }
 
