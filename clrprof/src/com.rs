@@ -109,7 +109,8 @@ impl<P: Profiler> CallbackObject<P> {
                 }
             }
             let info = self.info.get_or_init(|| info);
-            let result = user(&self.profiler, info).and_then(|masks| info.set_event_mask(masks));
+            let result = user(&self.profiler, info)
+                .and_then(|masks| info.set_event_mask(crate::exit::with_exit_flags(masks)));
             match result {
                 Ok(()) => {
                     // SAFETY: `self.profiler` lives as long as this object,
@@ -681,21 +682,29 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| p
-            .exception_thrown(info, id!(ObjectId, thrownObjectId)))
+        forward!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| {
+            crate::exit::unhandled::thrown(info);
+            p.exception_thrown(info, id!(ObjectId, thrownObjectId))
+        })
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchFunctionEnter",
-            |p, info| p.exception_search_function_enter(info, id!(FunctionId, functionId))
+            |p, info| {
+                crate::exit::unhandled::search_enter();
+                p.exception_search_function_enter(info, id!(FunctionId, functionId))
+            }
         )
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchFunctionLeave",
-            |p, info| p.exception_search_function_leave(info)
+            |p, info| {
+                p.exception_search_function_leave(info);
+                crate::exit::unhandled::search_leave()
+            }
         )
     }
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
@@ -716,7 +725,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ExceptionSearchCatcherFound",
-            |p, info| p.exception_search_catcher_found(info, id!(FunctionId, functionId))
+            |p, info| {
+                crate::exit::unhandled::catcher_found();
+                p.exception_search_catcher_found(info, id!(FunctionId, functionId))
+            }
         )
     }
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {

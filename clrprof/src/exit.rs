@@ -247,9 +247,114 @@ pub fn finish_process(reason: &'static str) {
 /// Tells the SDK that a managed exception is leaving the last managed frame
 /// of its thread without a handler: the runtime ends the process right after
 /// (see the module docs for why no later hook exists on Linux). Finishes
-/// every profiler and flushes every writer, as at process exit.
+/// every profiler and flushes every writer, as at process exit. The SDK calls
+/// it itself (see [`unhandled`]); it is public for hosts that learn of the
+/// end in their own way.
 pub fn unhandled_exception_seen() {
     finish_process("unhandled managed exception");
+}
+
+/// Recognising an unhandled managed exception from the exception callbacks.
+///
+/// The SDK's callback object asks every profiler's runtime for
+/// `MONITOR_EXCEPTIONS` and `ENABLE_STACK_SNAPSHOT` (both may be set and
+/// cleared at any time, also after attach; a profiler that did not ask for
+/// them gets the exception callbacks' empty defaults) and feeds these
+/// functions, per thread: at `ExceptionThrown` it counts the managed frames of
+/// the thread (a synchronous stack snapshot); the first pass then calls
+/// `ExceptionSearchFunctionEnter`/`Leave` once per managed frame, innermost
+/// first, and `ExceptionSearchCatcherFound` when a frame will catch. A search
+/// that leaves the last counted frame with no catcher found is an unhandled
+/// exception: on Linux (3.1.23 and 8.0.4 observed) the runtime prints it and
+/// aborts right after, with no further callback. An exception thrown during
+/// the first pass (in a filter) is tracked on its own, innermost first.
+/// A profiler that later replaces its event mask without these flags turns
+/// the recognition off (the Windows filter and the exit handler remain).
+pub(crate) mod unhandled {
+    use crate::info::ProfilerInfo;
+    use crate::stackwalk::{Walk, WalkOptions};
+    use std::cell::RefCell;
+
+    struct Pending {
+        frames: usize,
+        searched: usize,
+    }
+
+    thread_local! {
+        static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// `ExceptionThrown` on this thread.
+    pub(crate) fn thrown(info: &ProfilerInfo) {
+        let mut frames = 0usize;
+        let walked = info.walk_current_thread(WalkOptions::default(), |frame| {
+            if frame.raw_function().0 != 0 {
+                frames += 1;
+            }
+            Walk::Continue
+        });
+        if walked.is_err() || frames == 0 {
+            return;
+        }
+        let _ = PENDING.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                // A thread's exceptions nest at most a few deep; keep it bounded.
+                if p.len() < 16 {
+                    p.push(Pending {
+                        frames,
+                        searched: 0,
+                    });
+                }
+            }
+        });
+    }
+
+    /// `ExceptionSearchFunctionEnter` on this thread.
+    pub(crate) fn search_enter() {
+        let _ = PENDING.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                if let Some(top) = p.last_mut() {
+                    top.searched += 1;
+                }
+            }
+        });
+    }
+
+    /// `ExceptionSearchCatcherFound` on this thread: the innermost pending
+    /// exception is handled.
+    pub(crate) fn catcher_found() {
+        let _ = PENDING.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.pop();
+            }
+        });
+    }
+
+    /// `ExceptionSearchFunctionLeave` on this thread.
+    pub(crate) fn search_leave() {
+        let unhandled = PENDING
+            .try_with(|p| match p.try_borrow_mut() {
+                Ok(mut p) => match p.last() {
+                    Some(top) if top.searched >= top.frames => {
+                        p.pop();
+                        true
+                    }
+                    _ => false,
+                },
+                Err(_) => false,
+            })
+            .unwrap_or(false);
+        if unhandled {
+            super::unhandled_exception_seen();
+        }
+    }
+}
+
+/// The event masks a profiler asked for, plus what the SDK needs to see an
+/// unhandled exception coming (see [`unhandled`]).
+pub(crate) fn with_exit_flags(mut masks: crate::EventMasks) -> crate::EventMasks {
+    masks.low |= crate::EventMask::MONITOR_EXCEPTIONS | crate::EventMask::ENABLE_STACK_SNAPSHOT;
+    masks
 }
 
 static INSTALL: Once = Once::new();

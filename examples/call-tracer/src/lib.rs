@@ -23,7 +23,8 @@
 //!   side-by-side runtimes to profile;
 //! - `CLRPROF_OUTPUT`: the JSON Lines file (default: stderr).
 //!
-//! Records: `{"event":"runtime",...}` first; at shutdown, per method with at
+//! Records: `{"event":"runtime",...}` first; when the profiler finishes
+//! (shutdown, or process exit when there is none), per method with at
 //! least one call, `{"event":"calls","method":"Ns.Type::Method","count":N}`
 //! (instantiations of a generic method and overloads are summed under their
 //! name), with `"tailcalls"` when the method left through tail calls, plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
@@ -401,7 +402,9 @@ impl Profiler for CallTracer {
     }
     // ANCHOR_END: unwind
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // Method names were resolved when each function was mapped: nothing
+    // here calls the runtime, which may be gone at process exit.
+    fn finish(&self) {
         if let Some(runtime) = self.runtime.get() {
             let mut by_name: BTreeMap<&str, (u64, u64, u64, u64)> = BTreeMap::new();
             for f in runtime.functions() {

@@ -9,8 +9,8 @@
 //! method was used.
 //!
 //! Configuration (environment):
-//! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here at
-//!   shutdown, and a speedscope file next to it (`<CLRPROF_OUTPUT>.speedscope.json`);
+//! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here when
+//!   the profiler finishes (shutdown, or process exit when there is none), and a speedscope file next to it (`<CLRPROF_OUTPUT>.speedscope.json`);
 //! - `CLRPROF_OUTPUT.jsonl` (the same path plus `.jsonl`): JSON Lines records
 //!   `{"event":"runtime",...}`, `{"event":"sampling","method":"suspend-runtime"|"shadow-stack"|"none",...}`,
 //!   `{"event":"async-walk",...}` (what an asynchronous walk of another
@@ -35,6 +35,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// How long `finish` waits for the sampling thread to stop.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Where the JSON Lines records go (set from `CLRPROF_OUTPUT` at start-up).
 const RECORDS_VAR: &str = "CLRPROF_SAMPLER_RECORDS";
 
@@ -43,7 +46,7 @@ const RECORDS_VAR: &str = "CLRPROF_SAMPLER_RECORDS";
 pub struct SamplerProfiler {
     out: JsonLines,
     names: Arc<NameCache>,
-    sampler: OnceLock<Sampler>,
+    sampler: OnceLock<Arc<Sampler>>,
     /// The ELT hooks of the shadow-stack fallback, when it is used.
     shadow: OnceLock<EltRuntime<ShadowHooks>>,
     modules: AtomicUsize,
@@ -131,7 +134,7 @@ impl SamplerProfiler {
                     .str("method", sampler.method())
                     .num("rate_hz", u64::from(config.rate_hz))
                     .write();
-                let _ = self.sampler.set(sampler);
+                let _ = self.sampler.set(Arc::new(sampler));
             }
             Err(e) => {
                 self.out
@@ -259,10 +262,33 @@ impl Profiler for SamplerProfiler {
     }
     // ANCHOR_END: forward
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // At shutdown, or at process exit when the runtime is not shut down. The
+    // sampler's names were resolved while it sampled; stopping it joins its
+    // thread, which at process exit may be stuck in a suspension that never
+    // ends (or already gone, on Windows): wait a bounded time, then write
+    // what is known.
+    fn finish(&self) {
         if let Some(sampler) = self.sampler.get() {
             let stats = sampler.stats();
-            match sampler.stop() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let stopping = sampler.clone();
+            let stopper = std::thread::Builder::new()
+                .name("sampler-stop".into())
+                .spawn(move || {
+                    let _ = tx.send(stopping.stop());
+                });
+            let stopped = match stopper {
+                Ok(_) => rx.recv_timeout(STOP_WAIT).unwrap_or_else(|_| {
+                    Err(clrprof::Error::Usage(format!(
+                        "the sampling thread did not stop within {} s",
+                        STOP_WAIT.as_secs()
+                    )))
+                }),
+                Err(e) => Err(clrprof::Error::Usage(format!(
+                    "cannot start a thread to stop the sampler: {e}"
+                ))),
+            };
+            match stopped {
                 Ok(profile) => {
                     if let Some(path) = std::env::var_os("CLRPROF_OUTPUT") {
                         let mut folded = Vec::new();
