@@ -209,7 +209,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         let hr = forward!(self, "ICorProfilerCallback::Shutdown", |p, info| p
             .shutdown(info));
         if let Some(f) = self.finish.get() {
-            f.finish();
+            f.finish("Shutdown");
         }
         hr
     }
@@ -991,7 +991,7 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
             |p, info| p.profiler_detach_succeeded(info)
         );
         if let Some(f) = self.finish.get() {
-            f.finish();
+            f.finish("ProfilerDetachSucceeded");
         }
         hr
     }

@@ -159,15 +159,15 @@ impl ProfilerFinish {
 
     /// Runs the profiler's finish now unless it already ran, then flushes
     /// every registered writer (a `Shutdown` or `ProfilerDetachSucceeded`).
-    pub(crate) fn finish(&self) {
-        run_slot(&self.slot, None);
+    pub(crate) fn finish(&self, reason: &'static str) {
+        run_slot(&self.slot, None, reason);
         flush_all(false);
     }
 
     /// Finishes (if not done yet) and forgets the profiler: called before the
     /// profiler value is dropped.
     pub(crate) fn release(&self) {
-        run_slot(&self.slot, None);
+        run_slot(&self.slot, None, "profiler released");
         {
             let mut s = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
             s.target = None;
@@ -180,7 +180,7 @@ impl ProfilerFinish {
 /// Runs one slot's finish if it has not run; with a deadline, gives up on a
 /// lock held elsewhere (another thread finishing it right now, or a thread
 /// that will never run again).
-fn run_slot(slot: &Slot, deadline: Option<Instant>) {
+fn run_slot(slot: &Slot, deadline: Option<Instant>, reason: &'static str) {
     let guard = match deadline {
         Some(d) => lock_until(&slot.state, d),
         None => Some(slot.state.lock().unwrap_or_else(|p| p.into_inner())),
@@ -193,6 +193,7 @@ fn run_slot(slot: &Slot, deadline: Option<Instant>) {
     }
     state.done = true;
     if let Some(target) = &state.target {
+        log::debug!("Profiler::finish at: {reason}");
         let (data, call) = (target.data, target.call);
         crate::guard::guard("Profiler::finish", (), || {
             // SAFETY: the target is present, so the profiler it points to is
@@ -232,14 +233,13 @@ fn flush_all(last: bool) {
 /// writer for the last time. What the process hooks call; safe to call more
 /// than once (later calls only flush).
 pub fn finish_process(reason: &'static str) {
-    log::debug!("finishing: {reason}");
     let deadline = Instant::now() + EXIT_WAIT;
     let slots: Vec<Arc<Slot>> = match lock_until(&REGISTRY, deadline) {
         Some(r) => r.slots.clone(),
         None => Vec::new(),
     };
     for slot in slots {
-        run_slot(&slot, Some(deadline));
+        run_slot(&slot, Some(deadline), reason);
     }
     flush_all(true);
 }

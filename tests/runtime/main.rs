@@ -8,6 +8,7 @@ mod broken;
 mod elt;
 mod events;
 mod exceptions;
+mod exits;
 mod hello;
 mod il;
 mod info;
@@ -36,7 +37,8 @@ fn main() {
         .chain(broken::scenarios())
         .chain(attach::scenarios())
         .chain(info::scenarios())
-        .chain(elt::scenarios());
+        .chain(elt::scenarios())
+        .chain(exits::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
