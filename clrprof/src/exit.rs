@@ -541,12 +541,17 @@ mod platform {
         };
     }
 
+    extern "C" {
+        /// The C runtime's `atexit`; in a DLL it adds to the DLL's own table.
+        fn atexit(f: extern "C" fn()) -> i32;
+    }
+
     pub fn install_exit_handler() {
         // SAFETY: the CRT of a DLL keeps its own exit-handler table and runs
         // it at DLL_PROCESS_DETACH (ExitProcess, and the end of a process
         // whose host never shuts the runtime down); the function lives in
         // this pinned DLL.
-        if unsafe { libc::atexit(super::at_exit) } != 0 {
+        if unsafe { atexit(super::at_exit) } != 0 {
             log::warn!("atexit failed: finishing at process exit will not run");
         }
     }

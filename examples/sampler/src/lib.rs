@@ -284,8 +284,10 @@ impl Profiler for SamplerProfiler {
                         STOP_WAIT.as_secs()
                     )))
                 }),
+                // Windows refuses new threads once the process is ending;
+                // by then it has ended every other thread, the sampler's too.
                 Err(e) => Err(clrprof::Error::Usage(format!(
-                    "cannot start a thread to stop the sampler: {e}"
+                    "the sampling thread was ended by the system before the profiler finished (no new thread at process exit: {e}); its stacks are lost"
                 ))),
             };
             match stopped {
