@@ -356,3 +356,412 @@ pub fn scenarios() -> Vec<Scenario> {
         .only_on(&LINUX, "POSIX signals"),
     ]
 }
+
+// ----- the real third-party host: CPython + pythonnet -----
+
+use clrprof_testing::manifest::{PYTHONNET_LEG, PYTHONNET_RUNTIME_LEG};
+use clrprof_testing::run::{run_captured, Captured};
+
+const WHY_PYTHONNET: &str = "CPython hosting .NET 8 through pythonnet";
+
+/// Builds the `clrprof` CLI for this machine and returns the executable.
+fn native_cli() -> Result<PathBuf, Verdict> {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(clrprof_testing::build::cargo())
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json-render-diagnostics",
+            "-p",
+            "clrprof-cli",
+        ])
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building clrprof-cli failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "clrprof")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo reported no clrprof executable".into())
+}
+
+/// What the Python host needs: its `python`, the script, the runtime's root
+/// folder and the helper assembly.
+struct PythonHost {
+    python: PathBuf,
+    script: PathBuf,
+    dotnet_root: PathBuf,
+    helper: PathBuf,
+}
+
+impl PythonHost {
+    fn new(case: &Case<'_>) -> Result<PythonHost, Verdict> {
+        let runtime = case
+            .other_leg(PYTHONNET_RUNTIME_LEG)
+            .ok_or_else(|| format!("the {PYTHONNET_RUNTIME_LEG} leg is not available"))?;
+        Ok(PythonHost {
+            python: case.leg().host.clone(),
+            script: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/host.py"),
+            dotnet_root: runtime
+                .host
+                .parent()
+                .ok_or("the runtime's host has no folder")?
+                .to_path_buf(),
+            helper: case.app("pyhelper")?,
+        })
+    }
+
+    /// `[clrprof run --profiler LIB --output DIR/records.jsonl --] python host.py ROOT HELPER`
+    /// with `env`, run to its end in `dir`.
+    fn run(
+        &self,
+        dir: &std::path::Path,
+        cli: Option<(&PathBuf, &clrprof_testing::run::Profiler)>,
+        env: &[(&str, &str)],
+    ) -> Result<Captured, Verdict> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::remove_file(dir.join("records.jsonl"));
+        let _ = std::fs::remove_file(dir.join("records.jsonl.jsonl"));
+        let mut cmd = match cli {
+            Some((cli, p)) => {
+                let mut c = std::process::Command::new(cli);
+                c.arg("run")
+                    .arg("--profiler")
+                    .arg(&p.path)
+                    .arg("--clsid")
+                    .arg(&p.clsid)
+                    .arg("--output")
+                    .arg(dir.join("records.jsonl"))
+                    .arg("--")
+                    .arg(&self.python);
+                c
+            }
+            None => std::process::Command::new(&self.python),
+        };
+        cmd.arg(&self.script)
+            .arg(&self.dotnet_root)
+            .arg(&self.helper);
+        for var in [
+            "CORECLR_ENABLE_PROFILING",
+            "CORECLR_PROFILER",
+            "CORECLR_PROFILER_PATH",
+            "CORECLR_PROFILER_PATH_64",
+            "CLRPROF_OUTPUT",
+            "CLRPROF_RUNTIMES",
+        ] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Ok(run_captured(cmd, Duration::from_secs(120), dir)?)
+    }
+}
+
+/// The numbers the Python host printed about its own .NET work.
+fn python_truth(stdout: &str) -> Result<(u64, u64, u64), Verdict> {
+    Ok((
+        number_after(stdout, "called PyHelper.Helper::Marked x ")?,
+        number_after(stdout, "allocated PyHelper.Marker x ")?,
+        number_after(stdout, "caught System.FormatException x ")?,
+    ))
+}
+
+fn under_pythonnet(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let base = case.spec(&host.script).work_dir;
+    let plain = host.run(&base.join("plain"), None, &[])?;
+    if plain.exit != Exit::Code(0) {
+        return Err(format!(
+            "the Python host failed: {:?}; stderr: {}",
+            plain.exit,
+            tail(&plain.stderr)
+        )
+        .into());
+    }
+    let (calls, markers, exceptions) = python_truth(&plain.stdout)?;
+    let mut failures = Vec::new();
+    for tracer in TRACERS {
+        let profiler = case.profiler(tracer)?;
+        let dir = base.join(tracer);
+        let with = host.run(&dir, Some((&cli, &profiler)), &[])?;
+        if with.exit != plain.exit || with.stdout != plain.stdout {
+            failures.push(format!(
+                "{tracer}: the host ended with {:?} and printed {:?}; without a profiler {:?} and {:?}; stderr: {}",
+                with.exit, with.stdout, plain.exit, plain.stdout, tail(&with.stderr)
+            ));
+            continue;
+        }
+        let records_file = if tracer == "sampler" {
+            dir.join("records.jsonl.jsonl")
+        } else {
+            dir.join("records.jsonl")
+        };
+        let (records, bad) = read_records(&records_file);
+        if let Err(e) =
+            check_python_tracer(tracer, &records, &bad, &dir, (calls, markers, exceptions))
+        {
+            failures.push(format!("{tracer}: {e}"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
+}
+
+fn check_python_tracer(
+    tracer: &str,
+    records: &[Value],
+    bad: &[String],
+    dir: &std::path::Path,
+    (calls, markers, exceptions): (u64, u64, u64),
+) -> Result<(), String> {
+    if !bad.is_empty() {
+        return Err(format!("invalid JSON Lines: {bad:?}"));
+    }
+    if records
+        .first()
+        .is_none_or(|r| r["event"] != "runtime" || r["version"] != "8.0.4")
+    {
+        return Err(format!(
+            "no 8.0.4 runtime record first: {:?}",
+            records.first()
+        ));
+    }
+    let count_of = |event: &str, key: &str, value: &str| -> Result<u64, String> {
+        one(records, event, key, value)?["count"]
+            .as_u64()
+            .ok_or_else(|| format!("{event} record for {value} without a count"))
+    };
+    match tracer {
+        "alloc-tracer" => {
+            let n = count_of("alloc", "type", "PyHelper.Marker")?;
+            if n != markers {
+                return Err(format!(
+                    "counted {n} PyHelper.Marker, the host made {markers}"
+                ));
+            }
+        }
+        "exception-tracer" => {
+            let format: Vec<&Value> = records
+                .iter()
+                .filter(|r| r["event"] == "exception" && r["type"] == "System.FormatException")
+                .collect();
+            if format.len() as u64 != exceptions || !format.iter().all(|r| r["catcher"].is_string())
+            {
+                return Err(format!(
+                    "{} FormatException records (all caught?), the host caught {exceptions}: {format:?}",
+                    format.len()
+                ));
+            }
+        }
+        "call-tracer" => {
+            let n = count_of("calls", "method", "PyHelper.Helper::Marked")?;
+            if n != calls {
+                return Err(format!("counted {n} calls, the host made {calls}"));
+            }
+        }
+        "il-rewriter" => {
+            let n = count_of("il_calls", "method", "PyHelper.Helper::Marked")?;
+            if n != calls {
+                return Err(format!("counted {n} calls, the host made {calls}"));
+            }
+            if let Some(r) = records.iter().find(|r| {
+                r["event"] == "il_calls"
+                    && r["method"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("System."))
+            }) {
+                return Err(format!("instrumented framework code by default: {r}"));
+            }
+        }
+        "jit-tracer" => {
+            for m in ["PyHelper.Helper::Marked", "PyHelper.Helper::MakeMarkers"] {
+                one(records, "jit", "method", m)?;
+            }
+        }
+        "sampler" => {
+            let r = records
+                .iter()
+                .find(|r| r["event"] == "samples")
+                .ok_or("no samples record")?;
+            if r.get("error").is_some() {
+                return Err(format!("samples record with an error: {r}"));
+            }
+            let folded = std::fs::read_to_string(dir.join("records.jsonl"))
+                .map_err(|e| format!("no folded stacks: {e}"))?;
+            let total: u64 = folded
+                .lines()
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+                .sum();
+            let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
+            if total != expected {
+                return Err(format!(
+                    "folded stacks add up to {total}, the samples record says {expected}: {r}"
+                ));
+            }
+        }
+        other => return Err(format!("no check for {other}")),
+    }
+    Ok(())
+}
+
+/// The side-by-side manager in the Python host: jit-tracer's runtime policy
+/// selects (`8`) or declines (`3`) the one runtime pythonnet loads.
+fn pythonnet_runtime_policy(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("jit-tracer")?;
+    let base = case.spec(&host.script).work_dir;
+    let plain = host.run(&base.join("plain"), None, &[])?;
+    for (policy, selected) in [("8", true), ("3", false), ("first", true)] {
+        let dir = base.join(format!("policy-{policy}"));
+        let with = host.run(
+            &dir,
+            Some((&cli, &profiler)),
+            &[("CLRPROF_RUNTIMES", policy)],
+        )?;
+        if with.exit != plain.exit || with.stdout != plain.stdout {
+            return Err(format!(
+                "policy {policy}: host output changed: {:?}; stderr: {}",
+                with.stdout,
+                tail(&with.stderr)
+            )
+            .into());
+        }
+        let (records, _) = read_records(&dir.join("records.jsonl"));
+        let runtimes = records.iter().filter(|r| r["event"] == "runtime").count();
+        let helper_jit = records
+            .iter()
+            .any(|r| r["event"] == "jit" && r["method"] == "PyHelper.Helper::Marked");
+        if selected != (runtimes == 1 && helper_jit) || (!selected && !records.is_empty()) {
+            return Err(format!(
+                "policy {policy}: expected the runtime {}, got {runtimes} runtime records, helper JIT seen {helper_jit}",
+                if selected { "profiled" } else { "declined" }
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `clrprof attach --pid` into the Python process: attach-tracer attaches,
+/// catches up with the modules loaded before it (the helper among them),
+/// detaches after 300 ms, and the host finishes normally.
+fn pythonnet_attach(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("attach-tracer")?;
+    let dir = case.spec(&host.script).work_dir;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (ready, stop, records) = (
+        dir.join("ready"),
+        dir.join("stop"),
+        dir.join("records.jsonl"),
+    );
+    let mut cmd = std::process::Command::new(&host.python);
+    cmd.arg(&host.script)
+        .arg(&host.dotnet_root)
+        .arg(&host.helper)
+        .arg(&ready)
+        .arg(&stop)
+        .env_remove("CORECLR_ENABLE_PROFILING")
+        .env_remove("CLRPROF_OUTPUT")
+        .stdout(std::fs::File::create(dir.join("stdout.txt")).map_err(|e| e.to_string())?)
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).map_err(|e| e.to_string())?);
+    let mut child = cmd.spawn().map_err(|e| format!("python: {e}"))?;
+    let result = (|| -> CaseResult {
+        let pid = clrprof_testing::background::wait_for_file(&ready, Duration::from_secs(60))?;
+        let attach = std::process::Command::new(&cli)
+            .args(["attach", "--pid", &pid, "--profiler"])
+            .arg(&profiler.path)
+            .args(["--clsid", &profiler.clsid, "--client-data"])
+            .arg(format!("detach_after_ms=300;output={}", records.display()))
+            .output()
+            .map_err(|e| format!("clrprof attach: {e}"))?;
+        if !attach.status.success() {
+            return Err(format!(
+                "clrprof attach failed: {}",
+                String::from_utf8_lossy(&attach.stderr)
+            )
+            .into());
+        }
+        let start = Instant::now();
+        loop {
+            let (r, _) = read_records(&records);
+            if r.iter().any(|r| r["event"] == "detached") {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(format!("no detached record within 30 s: {r:?}").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    })();
+    let _ = std::fs::write(&stop, "stop");
+    let status = child.wait().map_err(|e| e.to_string())?;
+    result?;
+    let stdout = std::fs::read_to_string(dir.join("stdout.txt")).unwrap_or_default();
+    if !status.success() || !stdout.ends_with("stopped\n") {
+        return Err(format!(
+            "the host ended with {status} and printed {stdout:?}; stderr: {}",
+            tail(&std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default())
+        )
+        .into());
+    }
+    let (r, bad) = read_records(&records);
+    if !bad.is_empty() {
+        return Err(format!("invalid JSON Lines: {bad:?}").into());
+    }
+    let events: Vec<&str> = r.iter().filter_map(|r| r["event"].as_str()).collect();
+    let helper_seen = r.iter().any(|r| {
+        r["event"] == "module"
+            && r["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("pyhelper.dll"))
+    });
+    if events.first() != Some(&"runtime")
+        || !events.contains(&"attached")
+        || !events.contains(&"attach_complete")
+        || !helper_seen
+        || events.last() != Some(&"detached")
+        || events.contains(&"shutdown")
+    {
+        return Err(
+            format!("unexpected records (helper module seen: {helper_seen}): {r:?}").into(),
+        );
+    }
+    Ok(())
+}
+
+pub fn python_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "pythonnet: every example tracer under `clrprof run`, complete without Shutdown",
+            under_pythonnet,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: the side-by-side runtime policy",
+            pythonnet_runtime_policy,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: clrprof attach --pid into the Python process",
+            pythonnet_attach,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+    ]
+}

@@ -38,7 +38,8 @@ fn main() {
         .chain(attach::scenarios())
         .chain(info::scenarios())
         .chain(elt::scenarios())
-        .chain(exits::scenarios());
+        .chain(exits::scenarios())
+        .chain(exits::python_scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
