@@ -746,6 +746,52 @@ fn pythonnet_attach(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// `clrprof doctor -- python ...`: a profiler loaded into the Python-hosted
+/// runtime is seen loading (and finishing at process exit, as the host never
+/// shuts the runtime down); a Python program that starts no CoreCLR is told so.
+fn pythonnet_doctor(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("jit-tracer")?;
+    let doctor = |args: &[&std::ffi::OsStr]| -> Result<String, Verdict> {
+        let out = std::process::Command::new(&cli)
+            .arg("doctor")
+            .arg("--profiler")
+            .arg(&profiler.path)
+            .arg("--")
+            .args(args)
+            .env_remove("CORECLR_ENABLE_PROFILING")
+            .env_remove("CORECLR_PROFILER")
+            .env_remove("CORECLR_PROFILER_PATH")
+            .output()
+            .map_err(|e| format!("clrprof doctor: {e}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let loaded = doctor(&[
+        host.python.as_os_str(),
+        host.script.as_os_str(),
+        host.dotnet_root.as_os_str(),
+        host.helper.as_os_str(),
+    ])?;
+    for expected in [
+        "ok      the Python host started CoreCLR through hostfxr",
+        "ok      the profiler loaded and Initialize ran",
+        "note    the host never shut the runtime down",
+        "0 error(s)",
+    ] {
+        if !loaded.contains(expected) {
+            return Err(format!("doctor did not say {expected:?}:\n{loaded}").into());
+        }
+    }
+    let no_runtime = doctor(&[host.python.as_os_str(), "-c".as_ref(), "print(1)".as_ref()])?;
+    if !no_runtime.contains("ERROR   the Python program started no CoreCLR through hostfxr") {
+        return Err(
+            format!("doctor did not explain a Python program without .NET:\n{no_runtime}").into(),
+        );
+    }
+    Ok(())
+}
+
 pub fn python_scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -756,6 +802,11 @@ pub fn python_scenarios() -> Vec<Scenario> {
         Scenario::new(
             "pythonnet: the side-by-side runtime policy",
             pythonnet_runtime_policy,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: clrprof doctor explains the Python host",
+            pythonnet_doctor,
         )
         .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
         Scenario::new(
