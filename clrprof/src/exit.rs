@@ -11,10 +11,10 @@
 //!
 //! | path | what the runtime does (3.1.23 and 8.0.4, as observed) | where finishing runs |
 //! |---|---|---|
-//! | `Main` returns, `Environment.Exit(n)` | the host shuts the runtime down; `Shutdown` arrives | `Shutdown`, right after [`Profiler::shutdown`] |
+//! | `Main` returns, `Environment.Exit(n)` | the runtime shuts down in order; `Shutdown` arrives | `Shutdown`, right after [`Profiler::shutdown`] |
 //! | detach | `ProfilerDetachSucceeded` is the last callback | there, after [`Profiler::profiler_detach_succeeded`] |
 //! | host never shuts down, `exit()` from native code | no `Shutdown`; the C library runs its exit handlers | an `atexit` handler (Unix, and the CRT's per-DLL table on Windows, run at `DLL_PROCESS_DETACH`) |
-//! | SIGTERM (Linux) | the runtime's handler turns it into an orderly exit (`ProcessExit`, then `exit(143)`) | the `atexit` handler |
+//! | SIGTERM (Linux) | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
 //! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | a SIGINT handler installed on top of the runtime's, which finishes and then calls it |
 //! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
 //! | unhandled managed exception (Windows) | the exception reaches the process's top-level filter | a top-level exception filter installed on top of the runtime's, which finishes and passes on |
@@ -438,7 +438,7 @@ mod platform {
             return;
         };
         // With a handler before ours, SIGTERM ends in an orderly exit (the
-        // runtime's handler; the exit handler finishes then), while SIGINT is
+        // runtime's handler: `Shutdown`, then the exit handlers), while SIGINT is
         // sent again with the default action (the runtime's handler): finish
         // now. With no handler before ours the default action ends the process.
         if sig == libc::SIGINT || is_default(prev) {
