@@ -248,7 +248,7 @@ pub fn finish_process(reason: &'static str) {
 /// of its thread without a handler: the runtime ends the process right after
 /// (see the module docs for why no later hook exists on Linux). Finishes
 /// every profiler and flushes every writer, as at process exit. The SDK calls
-/// it itself (see [`unhandled`]); it is public for hosts that learn of the
+/// it itself (see the module docs); it is public for hosts that learn of the
 /// end in their own way.
 pub fn unhandled_exception_seen() {
     finish_process("unhandled managed exception");
