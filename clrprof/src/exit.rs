@@ -604,6 +604,62 @@ mod tests {
         }
     }
 
+    #[derive(Default)]
+    struct Finishing {
+        finished: AtomicUsize,
+    }
+    impl crate::Profiler for Finishing {
+        fn initialize(&self, _info: &crate::ProfilerInfo) -> crate::Result<crate::EventMasks> {
+            Ok(crate::EventMask::empty().into())
+        }
+        fn finish(&self) {
+            self.finished.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn finish_runs_exactly_once_whatever_calls_it() {
+        let p = Finishing::default();
+        // SAFETY: `p` outlives the registration, released below.
+        let f = unsafe { ProfilerFinish::register(&p) };
+        f.finish("Shutdown");
+        f.finish("ProfilerDetachSucceeded");
+        finish_process("test exit");
+        f.release();
+        assert_eq!(p.finished.load(Ordering::SeqCst), 1);
+
+        // Released without a finishing point: finishes then, once; a
+        // process exit afterwards no longer sees it.
+        let q = Finishing::default();
+        // SAFETY: as above.
+        let g = unsafe { ProfilerFinish::register(&q) };
+        g.release();
+        finish_process("test exit");
+        assert_eq!(q.finished.load(Ordering::SeqCst), 1);
+
+        // Racing finishing points on several threads: still once.
+        let r = Arc::new(Finishing::default());
+        // SAFETY: `r` is kept alive by this test until after `release`.
+        let h = Arc::new(unsafe { ProfilerFinish::register(&*r) });
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    if i % 2 == 0 {
+                        h.finish("Shutdown");
+                    } else {
+                        finish_process("test exit");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        h.release();
+        assert_eq!(r.finished.load(Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn lock_until_gives_up_on_a_held_lock() {
         let m = Mutex::new(0);
