@@ -1369,9 +1369,14 @@ mod tests {
         // SAFETY: the fake's IUnknown is a valid profiler-info object.
         let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
         assert_eq!(hr.0, 0);
+        // What the profiler asked for, plus the flags the SDK adds to see an
+        // unhandled exception coming (crate::exit::unhandled).
         assert_eq!(
             fake.state().event_mask,
-            EventMask::MONITOR_JIT_COMPILATION.bits()
+            (EventMask::MONITOR_JIT_COMPILATION
+                | EventMask::MONITOR_EXCEPTIONS
+                | EventMask::ENABLE_STACK_SNAPSHOT)
+                .bits()
         );
         // SAFETY: plain values.
         unsafe {
