@@ -692,7 +692,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionSearchFunctionEnter",
             |p, info| {
-                crate::exit::unhandled::search_enter();
+                crate::exit::unhandled::search_enter(functionId);
                 p.exception_search_function_enter(info, id!(FunctionId, functionId))
             }
         )

@@ -261,10 +261,11 @@ pub fn unhandled_exception_seen() {
 /// cleared at any time, also after attach; a profiler that did not ask for
 /// them gets the exception callbacks' empty defaults) and feeds these
 /// functions, per thread: at `ExceptionThrown` it counts the managed frames of
-/// the thread (a synchronous stack snapshot); the first pass then calls
-/// `ExceptionSearchFunctionEnter`/`Leave` once per managed frame, innermost
-/// first, and `ExceptionSearchCatcherFound` when a frame will catch. A search
-/// that leaves the last counted frame with no catcher found is an unhandled
+/// the thread and notes the outermost (a synchronous stack snapshot); the
+/// first pass then calls `ExceptionSearchFunctionEnter`/`Leave` once per
+/// managed frame, innermost first, and `ExceptionSearchCatcherFound` when a
+/// frame will catch. A search that leaves the outermost frame, having searched
+/// as many frames as were counted, with no catcher found, is an unhandled
 /// exception: on Linux (3.1.23 and 8.0.4 observed) the runtime prints it and
 /// aborts right after, with no further callback. An exception thrown during
 /// the first pass (in a filter) is tracked on its own, innermost first.
@@ -276,8 +277,13 @@ pub(crate) mod unhandled {
     use std::cell::RefCell;
 
     struct Pending {
+        /// Managed frames on the thread when it threw.
         frames: usize,
+        /// The outermost of them (raw `FunctionID`).
+        outermost: usize,
+        /// Frames the first pass has searched so far, and the last one.
         searched: usize,
+        last_searched: usize,
     }
 
     thread_local! {
@@ -286,10 +292,12 @@ pub(crate) mod unhandled {
 
     /// `ExceptionThrown` on this thread.
     pub(crate) fn thrown(info: &ProfilerInfo) {
-        let mut frames = 0usize;
+        let (mut frames, mut outermost) = (0usize, 0usize);
         let walked = info.walk_current_thread(WalkOptions::default(), |frame| {
-            if frame.raw_function().0 != 0 {
+            let f = frame.raw_function().0;
+            if f != 0 {
                 frames += 1;
+                outermost = f;
             }
             Walk::Continue
         });
@@ -302,19 +310,22 @@ pub(crate) mod unhandled {
                 if p.len() < 16 {
                     p.push(Pending {
                         frames,
+                        outermost,
                         searched: 0,
+                        last_searched: 0,
                     });
                 }
             }
         });
     }
 
-    /// `ExceptionSearchFunctionEnter` on this thread.
-    pub(crate) fn search_enter() {
+    /// `ExceptionSearchFunctionEnter(function)` on this thread.
+    pub(crate) fn search_enter(function: usize) {
         let _ = PENDING.try_with(|p| {
             if let Ok(mut p) = p.try_borrow_mut() {
                 if let Some(top) = p.last_mut() {
                     top.searched += 1;
+                    top.last_searched = function;
                 }
             }
         });
@@ -335,7 +346,11 @@ pub(crate) mod unhandled {
         let unhandled = PENDING
             .try_with(|p| match p.try_borrow_mut() {
                 Ok(mut p) => match p.last() {
-                    Some(top) if top.searched >= top.frames => {
+                    // Both: as many frames searched as the thread had, and
+                    // the one just left is its outermost.
+                    Some(top)
+                        if top.searched >= top.frames && top.last_searched == top.outermost =>
+                    {
                         p.pop();
                         true
                     }
