@@ -576,21 +576,65 @@ pub struct RunEvidence {
     pub log: Vec<String>,
     /// JSON Lines records the profiler wrote.
     pub records: Vec<String>,
+    /// The command is a Python program (CPython hosting .NET through pythonnet).
+    pub python: bool,
 }
+
+/// Whether `command` runs Python: its program is `python…`, or a `.py` script.
+pub fn is_python_command(command: &[OsString]) -> bool {
+    let Some(first) = command.first() else {
+        return false;
+    };
+    let p = Path::new(first);
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    name.starts_with("python") || p.extension().is_some_and(|e| e == "py")
+}
+
+/// What CPython + pythonnet need before CoreCLR loads a profiler (pythonnet 3).
+const PYTHONNET_HINTS: &str = "pythonnet starts .NET only when the program calls \
+     `pythonnet.load(\"coreclr\", ...)` or sets PYTHONNET_RUNTIME=coreclr before `import clr` \
+     (on Linux its default is Mono, which loads no CoreCLR profiler), and the runtime reads the \
+     CORECLR_* variables once, when it starts: they must be in the environment before that \
+     (set them outside Python, e.g. `clrprof run -- python script.py`; assigning os.environ after \
+     the runtime started changes nothing)";
 
 /// Interprets a diagnostic run: the host trace, the SDK's log, the records.
 pub fn summarize(evidence: &RunEvidence) -> Vec<Finding> {
     let mut out = Vec::new();
     match &evidence.framework {
+        Some(fx) if evidence.python => out.push(finding(
+            Level::Ok,
+            format!("the Python host started CoreCLR through hostfxr (pythonnet) on the framework {fx}"),
+        )),
         Some(fx) => out.push(finding(
             Level::Ok,
             format!("the host chose the framework {fx}"),
+        )),
+        None if evidence.python => out.push(finding(
+            Level::Error,
+            format!(
+                "the Python program started no CoreCLR through hostfxr (no host trace was written): {PYTHONNET_HINTS}"
+            ),
         )),
         None => out.push(finding(
             Level::Note,
             "the host wrote no framework choice (not started through a dotnet host, or it failed \
              before choosing)",
         )),
+    }
+    if evidence
+        .log
+        .iter()
+        .any(|l| l.contains("Profiler::finish at: process exit"))
+    {
+        out.push(finding(
+            Level::Note,
+            "the host never shut the runtime down (no Shutdown callback): the profiler finished at \
+             process exit; output written only in `shutdown` is lost there, write it in `Profiler::finish`",
+        ));
     }
     for line in &evidence.log {
         if line.contains("does not serve CLSID") {
@@ -641,6 +685,15 @@ pub fn summarize(evidence: &RunEvidence) -> Vec<Finding> {
         out.push(finding(
             Level::Error,
             "the library was loaded (it logged) but wrote no records: Initialize failed or was declined",
+        ));
+    } else if evidence.python && evidence.framework.is_some() {
+        out.push(finding(
+            Level::Error,
+            format!(
+                "CoreCLR started in the Python process but the profiler left no sign (no records, \
+                 nothing logged): the runtime did not see the CORECLR_* variables, or \
+                 DllGetClassObject failed (see the checks above); {PYTHONNET_HINTS}"
+            ),
         ));
     } else {
         out.push(finding(
@@ -848,6 +901,7 @@ fn diagnose_run(
             .filter(|l| !l.trim().is_empty())
             .map(str::to_string)
             .collect(),
+        python: is_python_command(command),
     };
     let mut out = vec![finding(
         if matches!(captured.exit, clrprof_testing::run::Exit::Code(0)) {
@@ -1054,6 +1108,7 @@ mod tests {
                 "{\"event\":\"runtime\",\"version\":\"8.0.4\"}".into(),
                 "{\"event\":\"jit\"}".into(),
             ],
+            python: false,
         };
         let f = summarize(&loaded);
         assert!(errors(&f).is_empty(), "{f:?}");
@@ -1062,6 +1117,7 @@ mod tests {
             framework: Some("/rt/3.1.23".into()),
             log: vec!["[clrprof ERROR clrprof::com] Initialize: ICorProfilerInfo12::X needs ICorProfilerInfo12, but this runtime offers only ICorProfilerInfo11".into()],
             records: vec![],
+            python: false,
         };
         let f = summarize(&old);
         assert!(has(&f, Level::Error, "runtime too old"), "{f:?}");
@@ -1167,6 +1223,46 @@ mod tests {
                 eprintln!("skipped the PE part: {e}");
             }
         }
+    }
+
+    #[test]
+    fn python_hosts_are_explained() {
+        assert!(is_python_command(&["/v/bin/python3".into(), "s.py".into()]));
+        assert!(is_python_command(&["./script.py".into()]));
+        assert!(!is_python_command(&["dotnet".into(), "app.dll".into()]));
+        let no_runtime = RunEvidence {
+            python: true,
+            ..Default::default()
+        };
+        let f = summarize(&no_runtime);
+        assert!(
+            has(&f, Level::Error, "started no CoreCLR through hostfxr"),
+            "{f:?}"
+        );
+        assert!(has(&f, Level::Error, "PYTHONNET_RUNTIME=coreclr"), "{f:?}");
+        let not_loaded = RunEvidence {
+            framework: Some("/rt/shared/Microsoft.NETCore.App/8.0.4".into()),
+            python: true,
+            ..Default::default()
+        };
+        let f = summarize(&not_loaded);
+        assert!(
+            has(&f, Level::Ok, "the Python host started CoreCLR"),
+            "{f:?}"
+        );
+        assert!(
+            has(&f, Level::Error, "did not see the CORECLR_* variables"),
+            "{f:?}"
+        );
+        let finished_at_exit = RunEvidence {
+            framework: Some("/rt/shared/Microsoft.NETCore.App/8.0.4".into()),
+            log: vec!["[clrprof DEBUG clrprof::exit] Profiler::finish at: process exit".into()],
+            records: vec!["{\"event\":\"runtime\"}".into()],
+            python: true,
+        };
+        let f = summarize(&finished_at_exit);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert!(has(&f, Level::Note, "never shut the runtime down"), "{f:?}");
     }
 
     /// A diagnostic run on the linux-x64-8.0 leg: the jit-tracer is seen

@@ -344,6 +344,7 @@ impl Harness {
         let cache = runtimes.cache_dir();
         let mut leg_names: Vec<String> = manifest::STANDARD_LEGS
             .iter()
+            .chain(manifest::OPT_IN_LEGS.iter())
             .map(|s| s.to_string())
             .collect();
         for leg in &runtimes.legs {
@@ -378,6 +379,15 @@ impl Harness {
         let mut failures: Vec<String> = Vec::new();
         for scenario in &self.scenarios {
             for leg_name in &leg_names {
+                // Opt-in legs (a non-`dotnet` host) run only the scenarios naming them.
+                if manifest::OPT_IN_LEGS.contains(&leg_name.as_str())
+                    && !scenario
+                        .only_on
+                        .as_ref()
+                        .is_some_and(|(legs, _)| legs.contains(leg_name))
+                {
+                    continue;
+                }
                 let case_name = format!("{} [{}]", scenario.name, leg_name);
                 if !filters.is_empty() && !filters.iter().any(|f| case_name.contains(f.as_str())) {
                     continue;

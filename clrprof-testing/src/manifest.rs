@@ -26,6 +26,29 @@ pub const STANDARD_LEGS: [&str; 4] = [
     "win-x64-8.0",
 ];
 
+/// The leg where a real third-party host runs the runtime: CPython hosting
+/// the linux-x64-8.0 runtime through pythonnet (PyPI). Its host is the
+/// virtual environment's `python`; it runs only the scenarios that name it
+/// (see [`OPT_IN_LEGS`]).
+pub const PYTHONNET_LEG: &str = "linux-x64-8.0-pythonnet";
+
+/// The runtime leg whose runtime the pythonnet leg hosts.
+pub const PYTHONNET_RUNTIME_LEG: &str = "linux-x64-8.0";
+
+/// Legs that a scenario runs on only when it names them (`Scenario::only_on`):
+/// their host is not `dotnet`, so a generic scenario cannot run there.
+/// They are still listed (and a missing one reported) on every run.
+pub const OPT_IN_LEGS: [&str; 1] = [PYTHONNET_LEG];
+
+/// A Python virtual environment with pythonnet, provisioned beside the runtimes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pythonnet {
+    /// The environment's `python` executable.
+    pub python: PathBuf,
+    /// The pythonnet version installed.
+    pub version: String,
+}
+
 /// Operating system a leg's runtime is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -149,6 +172,10 @@ pub struct Manifest {
     /// The provisioned legs.
     #[serde(default)]
     pub legs: Vec<Leg>,
+    /// pythonnet in a virtual environment, when provisioned (the
+    /// [`PYTHONNET_LEG`]).
+    #[serde(default)]
+    pub pythonnet: Option<Pythonnet>,
 }
 
 impl Manifest {
@@ -240,14 +267,21 @@ pub struct Runtimes {
     pub manifest: Option<Manifest>,
     /// Legs that can run.
     pub legs: Vec<Leg>,
+    /// Legs whose runtime a third-party host runs ([`PYTHONNET_LEG`]): the
+    /// leg's `host` is that host's executable. Kept apart from
+    /// [`Runtimes::legs`], whose hosts run `host app.dll`.
+    pub hosted: Vec<Leg>,
     /// Standard or manifest legs that cannot run, with the reason.
     pub missing: Vec<MissingLeg>,
 }
 
 impl Runtimes {
-    /// Finds a runnable leg by name.
+    /// Finds a runnable leg by name (hosted legs included).
     pub fn leg(&self, name: &str) -> Option<&Leg> {
-        self.legs.iter().find(|l| l.name == name)
+        self.legs
+            .iter()
+            .chain(self.hosted.iter())
+            .find(|l| l.name == name)
     }
 
     /// The Wine configuration, when Windows legs are available.
@@ -325,6 +359,31 @@ pub fn discover() -> Runtimes {
                 .push(format!("installed dotnet {}", leg.host.display()));
             found.legs.push(leg);
         }
+    }
+
+    let pythonnet = found.manifest.as_ref().and_then(|m| m.pythonnet.clone());
+    let runtime_leg = found.leg(PYTHONNET_RUNTIME_LEG).cloned();
+    match (pythonnet, runtime_leg) {
+        (Some(p), Some(leg)) if p.python.is_file() => found.hosted.push(Leg {
+            name: PYTHONNET_LEG.to_string(),
+            host: p.python,
+            ..leg
+        }),
+        (Some(p), Some(_)) => found.missing.push(MissingLeg {
+            name: PYTHONNET_LEG.to_string(),
+            reason: format!(
+                "{} not found (run `cargo xtask provision`)",
+                p.python.display()
+            ),
+        }),
+        (None, _) => found.missing.push(MissingLeg {
+            name: PYTHONNET_LEG.to_string(),
+            reason: "pythonnet is not provisioned (run `cargo xtask provision`)".to_string(),
+        }),
+        (Some(_), None) => found.missing.push(MissingLeg {
+            name: PYTHONNET_LEG.to_string(),
+            reason: format!("it hosts the {PYTHONNET_RUNTIME_LEG} runtime, which is not available"),
+        }),
     }
 
     for name in STANDARD_LEGS {
@@ -500,6 +559,7 @@ mod tests {
                 version: "8.0.4".into(),
                 tfm: "net8.0".into(),
             }],
+            pythonnet: None,
         };
         let text = serde_json::to_string(&m).unwrap();
         assert!(text.contains("\"os\":\"windows\""), "{text}");

@@ -36,6 +36,7 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
             version: "3.1.23".into(),
             tfm: "netcoreapp3.1".into(),
         }],
+        pythonnet: None,
     };
     let path = dir.join("runtimes.json");
     manifest.save(&path).unwrap();

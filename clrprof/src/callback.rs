@@ -155,9 +155,29 @@ pub trait Profiler: Send + Sync + 'static {
         RuntimePolicy::All
     }
 
-    /// `Shutdown`: the runtime is shutting down (not called for every process
-    /// exit path, e.g. not on `Environment.FailFast`). Flush output here.
+    /// `Shutdown`: the runtime is shutting down. Not called on many exit
+    /// paths (a host that never shuts the runtime down, `exit()` from native
+    /// code, an unhandled exception, signals): put final writes in
+    /// [`finish`](Profiler::finish), which runs on every path.
     fn shutdown(&self, info: &ProfilerInfo) {}
+
+    /// The profiler's finishing work: called by the SDK exactly once per
+    /// profiler object, at whichever comes first of `Shutdown` (after
+    /// [`shutdown`](Profiler::shutdown)), `ProfilerDetachSucceeded` (after
+    /// [`profiler_detach_succeeded`](Profiler::profiler_detach_succeeded)),
+    /// or the end of the process by any path the platform lets a library see
+    /// (see [`crate::exit`] for the list and its limits). Only for profilers
+    /// whose `initialize` (or `initialize_for_attach`) succeeded.
+    ///
+    /// There is no `ProfilerInfo` argument: at process exit the runtime may
+    /// be half torn down, its threads stopped mid-callback (Windows ends them
+    /// before exit handlers run), so nothing here may call it. Resolve what
+    /// the final output needs (names!) while the runtime answers, e.g. when
+    /// an ID is first seen, and only format and write here. Callbacks on
+    /// other threads may still run concurrently with (and after) `finish`.
+    /// Output written through [`crate::output::JsonLines`] is flushed by the
+    /// SDK right after this returns.
+    fn finish(&self) {}
 
     // ----- application domains (MONITOR_APPDOMAIN_LOADS) -----
 

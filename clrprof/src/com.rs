@@ -52,6 +52,8 @@ pub struct CallbackObject<P: Profiler> {
     /// SDK components registered during `Initialize`.
     components: OnceLock<Components>,
     slot: RuntimeSlot,
+    /// Set once `Initialize(ForAttach)` succeeded: runs `Profiler::finish` once.
+    finish: OnceLock<crate::exit::ProfilerFinish>,
 }
 
 impl<P: Profiler> CallbackObject<P> {
@@ -63,6 +65,7 @@ impl<P: Profiler> CallbackObject<P> {
             info: OnceLock::new(),
             components: OnceLock::new(),
             slot,
+            finish: OnceLock::new(),
         }
     }
 
@@ -166,6 +169,9 @@ impl<P: Profiler> CallbackObject<P> {
             }
             let runtime = self.info.get_or_init(|| runtime);
             let registrar = Registrar::default();
+            // The SDK's own component: recognises an unhandled exception on
+            // the way out (see `crate::exit`).
+            registrar.add(std::sync::Arc::new(crate::exit::unhandled::Watch));
             let result = {
                 let info = ProfilerInfo::scoped(runtime, Scope::Initialize(&registrar));
                 user(&self.profiler, &info)
@@ -175,7 +181,14 @@ impl<P: Profiler> CallbackObject<P> {
                 .and_then(|masks| runtime.set_masks_with_components(masks, components.masks()));
             let _ = self.components.set(components);
             match result {
-                Ok(()) => S_OK,
+                Ok(()) => {
+                    // SAFETY: `self.profiler` lives as long as this object,
+                    // whose `Drop` releases the registration first.
+                    let _ = self
+                        .finish
+                        .set(unsafe { crate::exit::ProfilerFinish::register::<P>(&self.profiler) });
+                    S_OK
+                }
                 Err(e) => {
                     log::error!("{entry}: {e}");
                     e.hresult()
@@ -193,7 +206,13 @@ impl<P: Profiler> Drop for CallbackObject<P> {
     fn drop(&mut self) {
         let profiler = &mut self.profiler;
         let components = &mut self.components;
+        let finish = self.finish.get();
         guard("IUnknown::Release (dropping the profiler)", (), || {
+            // Finish (if nothing did yet) and forget the profiler before it
+            // is dropped: process-exit hooks must not reach a dropped value.
+            if let Some(f) = finish {
+                f.release();
+            }
             // SAFETY: `profiler` is dropped exactly once, here, and never used
             // afterwards (this is the object's destructor).
             unsafe { ManuallyDrop::drop(profiler) };
@@ -320,12 +339,16 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn Shutdown(&self) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::Shutdown", |p, info| {
+        let hr = forward!(self, "ICorProfilerCallback::Shutdown", |p, info| {
             p.shutdown(info);
             if let Some(c) = self.components() {
                 c.each("Shutdown (component)", |c| c.shutdown(info));
             }
-        })
+        });
+        if let Some(f) = self.finish.get() {
+            f.finish("Shutdown");
+        }
+        hr
     }
     unsafe fn AppDomainCreationStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         forward!(
@@ -851,21 +874,47 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
-        forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", wants crate::EventMask::MONITOR_EXCEPTIONS, |p, info| p
-            .exception_thrown(info, id!(ObjectId, thrownObjectId)))
+        forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| {
+            if let Some(c) = self.components() {
+                c.each("ExceptionThrown (component)", |c| {
+                    c.exception_thrown(info, id!(ObjectId, thrownObjectId))
+                });
+            }
+            if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                p.exception_thrown(info, id!(ObjectId, thrownObjectId))
+            }
+        })
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFunctionEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
-            |p, info| p.exception_search_function_enter(info, id!(FunctionId, functionId))
+            "ICorProfilerCallback::ExceptionSearchFunctionEnter",
+            |p, info| {
+                if let Some(c) = self.components() {
+                    c.each("ExceptionSearchFunctionEnter (component)", |c| {
+                        c.exception_search_function_enter(info, id!(FunctionId, functionId))
+                    });
+                }
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_search_function_enter(info, id!(FunctionId, functionId))
+                }
+            }
         )
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFunctionLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
-            |p, info| p.exception_search_function_leave(info)
+            "ICorProfilerCallback::ExceptionSearchFunctionLeave",
+            |p, info| {
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_search_function_leave(info);
+                }
+                if let Some(c) = self.components() {
+                    c.each("ExceptionSearchFunctionLeave (component)", |c| {
+                        c.exception_search_function_leave(info)
+                    });
+                }
+            }
         )
     }
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
@@ -885,8 +934,17 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionSearchCatcherFound(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchCatcherFound", wants crate::EventMask::MONITOR_EXCEPTIONS,
-            |p, info| p.exception_search_catcher_found(info, id!(FunctionId, functionId))
+            "ICorProfilerCallback::ExceptionSearchCatcherFound",
+            |p, info| {
+                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                    p.exception_search_catcher_found(info, id!(FunctionId, functionId));
+                }
+                if let Some(c) = self.components() {
+                    c.each("ExceptionSearchCatcherFound (component)", |c| {
+                        c.exception_search_catcher_found(info, id!(FunctionId, functionId))
+                    });
+                }
+            }
         )
     }
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {
@@ -1177,7 +1235,7 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ProfilerDetachSucceeded(&self) -> HRESULT {
-        forward!(
+        let hr = forward!(
             self,
             "ICorProfilerCallback3::ProfilerDetachSucceeded",
             |p, info| {
@@ -1188,7 +1246,11 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
                     });
                 }
             }
-        )
+        );
+        if let Some(f) = self.finish.get() {
+            f.finish("ProfilerDetachSucceeded");
+        }
+        hr
     }
 }
 
@@ -1573,9 +1635,14 @@ mod tests {
         // SAFETY: the fake's IUnknown is a valid profiler-info object.
         let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
         assert_eq!(hr.0, 0);
+        // What the profiler asked for, plus the flags the SDK adds to see an
+        // unhandled exception coming (crate::exit::unhandled).
         assert_eq!(
             fake.state().event_mask,
-            EventMask::MONITOR_JIT_COMPILATION.bits()
+            (EventMask::MONITOR_JIT_COMPILATION
+                | EventMask::MONITOR_EXCEPTIONS
+                | EventMask::ENABLE_STACK_SNAPSHOT)
+                .bits()
         );
         // SAFETY: plain values.
         unsafe {
@@ -1711,8 +1778,10 @@ mod tests {
         let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
         // SAFETY: the fake's IUnknown is a valid profiler-info object.
         assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+        // The SDK's own unhandled-exception watch adds its flags too.
+        let watch = EventMask::MONITOR_EXCEPTIONS | EventMask::ENABLE_STACK_SNAPSHOT;
         let set = EventMask::from_bits_retain(fake.state().event_mask);
-        assert_eq!(set, EventMask::MONITOR_GC | EventMask::MONITOR_THREADS);
+        assert_eq!(set, EventMask::MONITOR_GC | EventMask::MONITOR_THREADS | watch);
         // SAFETY: plain values.
         unsafe {
             assert_eq!(cb.ThreadCreated(0x44).0, 0);
@@ -1729,7 +1798,7 @@ mod tests {
         }
         assert_eq!(
             EventMask::from_bits_retain(fake.state().event_mask),
-            EventMask::MONITOR_EXCEPTIONS | EventMask::MONITOR_THREADS
+            EventMask::MONITOR_EXCEPTIONS | EventMask::MONITOR_THREADS | watch
         );
     }
 

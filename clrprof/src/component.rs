@@ -16,13 +16,15 @@
 //! dispatcher, each seeing the events it registered for.
 //!
 //! # Order
-//! - Events that create something (`ThreadCreated`, `ModuleLoadFinished`,
-//!   `JITCompilationFinished`, `ProfilerAttachComplete`) reach components
+//! - Events that create or begin something (`ThreadCreated`,
+//!   `ModuleLoadFinished`, `JITCompilationFinished`, `ProfilerAttachComplete`,
+//!   `ExceptionThrown`, `ExceptionSearchFunctionEnter`) reach components
 //!   **before** the profiler, so a
 //!   profiler's callback already sees the component up to date.
 //! - Events that end something (`ThreadDestroyed`, `ModuleUnloadStarted`,
-//!   `ClassUnloadStarted`, `DynamicMethodUnloaded`, the exception unwind
-//!   callbacks, `Shutdown`) reach components **after** the profiler, so the
+//!   `ClassUnloadStarted`, `DynamicMethodUnloaded`, the exception search's
+//!   leave and catcher, the unwind callbacks, `Shutdown`) reach components
+//!   **after** the profiler, so the
 //!   profiler can still use what the component knows (a cached name, a
 //!   shadow stack) about what is going away.
 //! - Components among themselves: in registration order.
@@ -71,6 +73,14 @@ pub trait Component: Send + Sync + 'static {
     /// after the profiler. The ID is raw: the method is gone, and the
     /// runtime may hand the same `FunctionID` to the next dynamic method.
     fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {}
+    /// `ExceptionThrown` (MONITOR_EXCEPTIONS), before the profiler.
+    fn exception_thrown(&self, info: &ProfilerInfo, exception: ObjectId<'_>) {}
+    /// `ExceptionSearchFunctionEnter` (MONITOR_EXCEPTIONS), before the profiler.
+    fn exception_search_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ExceptionSearchFunctionLeave` (MONITOR_EXCEPTIONS), after the profiler.
+    fn exception_search_function_leave(&self, info: &ProfilerInfo) {}
+    /// `ExceptionSearchCatcherFound` (MONITOR_EXCEPTIONS), after the profiler.
+    fn exception_search_catcher_found(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `ExceptionUnwindFunctionEnter` (MONITOR_EXCEPTIONS), after the profiler.
     fn exception_unwind_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `ExceptionUnwindFunctionLeave` (MONITOR_EXCEPTIONS), after the profiler.

@@ -39,6 +39,7 @@
 //! - [`metadata`], [`names`]: metadata access, names and a name cache;
 //! - [`gc`]: GC callback data and [`gc::ObjectTable`];
 //! - [`inspect`]: a string's text, an array's elements, field and static values;
+//! - [`exit`]: finishing work exactly once on every exit path;
 //! - [`guard`], [`logging`]: panic containment and the log sink.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -52,6 +53,7 @@ pub mod detach;
 pub mod elt;
 pub mod error;
 pub mod event_mask;
+pub mod exit;
 pub mod factory;
 pub mod gc;
 pub mod guard;

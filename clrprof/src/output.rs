@@ -2,22 +2,107 @@
 //!
 //! The profiler gathers; analysis happens out of process. [`JsonLines`]
 //! writes one JSON object per line to the file named by an environment
-//! variable (`CLRPROF_OUTPUT` by default) or, when unset, to stderr. Writes
-//! are buffered and flushed by [`JsonLines::flush`] (call it from
-//! `shutdown` / `profiler_detach_succeeded`) and on drop. The application's
-//! own stdout is never touched.
+//! variable (`CLRPROF_OUTPUT` by default) or, when unset, to stderr. The
+//! application's own stdout is never touched.
+//!
+//! No accepted record is lost or torn:
+//! - every record is appended to the buffer as one complete line under the
+//!   writer's lock, and the buffer is only ever written out whole, so the
+//!   file holds complete lines at every moment (one `write` per buffer on a
+//!   file opened for appending, so side-by-side runtimes writing to one file
+//!   never split each other's lines);
+//! - the writer registers with [`crate::exit`] when it opens its file: it is
+//!   flushed at every finishing point (after [`Profiler::finish`]) and at
+//!   process exit, after which it writes every further record straight through;
+//! - periodic flush: a record written at least the flush interval after the
+//!   last flush flushes the buffer (default 1 s; `CLRPROF_FLUSH_MS` or
+//!   [`JsonLines::flush_interval`], `0` flushes every record), so a process
+//!   killed by SIGKILL loses at most the records of one interval.
+//!
+//! [`Profiler::finish`]: crate::Profiler::finish
 
 use crate::error::Result;
+use crate::exit::{lock_until, Flush, EXIT_WAIT};
 use crate::info::{ProfilerInfo, RuntimeType};
 use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
-use std::sync::{Mutex, OnceLock};
+use std::io::Write;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Buffer size: a record that would make the buffer larger writes it out first.
+const BUFFER: usize = 64 * 1024;
+
+/// Default periodic flush interval.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A buffered JSON Lines sink, opened on first use.
 pub struct JsonLines {
     var: &'static str,
-    sink: OnceLock<Mutex<BufWriter<Box<dyn Write + Send>>>>,
+    interval: Option<Duration>,
+    sink: OnceLock<Arc<Sink>>,
     runtime: OnceLock<String>,
+}
+
+/// The open file and its buffer (shared with the exit registry, weakly).
+struct Sink {
+    state: Mutex<SinkState>,
+}
+
+struct SinkState {
+    target: Box<dyn Write + Send>,
+    buffer: Vec<u8>,
+    last_flush: Instant,
+    interval: Duration,
+    /// Set by the last flush at process exit: every record is written through.
+    write_through: bool,
+}
+
+impl SinkState {
+    fn flush(&mut self) {
+        if !self.buffer.is_empty() {
+            // One write of complete lines; on failure the records are
+            // dropped rather than retried forever (the file is gone).
+            let _ = self.target.write_all(&self.buffer);
+            let _ = self.target.flush();
+            self.buffer.clear();
+        }
+        self.last_flush = Instant::now();
+    }
+
+    fn push_line(&mut self, line: &[u8]) {
+        if self.buffer.len() + line.len() + 1 > BUFFER {
+            self.flush();
+        }
+        self.buffer.extend_from_slice(line);
+        self.buffer.push(b'\n');
+        if self.write_through || self.last_flush.elapsed() >= self.interval {
+            self.flush();
+        }
+    }
+}
+
+impl Sink {
+    fn lock(&self) -> MutexGuard<'_, SinkState> {
+        // A panic while holding the lock cannot leave a partial line in the
+        // buffer (lines are appended whole), so the state stays usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Flush for Sink {
+    fn flush(&self, last: bool) {
+        let state = if last {
+            lock_until(&self.state, Instant::now() + EXIT_WAIT)
+        } else {
+            Some(self.lock())
+        };
+        if let Some(mut s) = state {
+            s.flush();
+            if last {
+                s.write_through = true;
+            }
+        }
+    }
 }
 
 impl Default for JsonLines {
@@ -32,12 +117,21 @@ impl JsonLines {
     pub const fn from_env(var: &'static str) -> Self {
         JsonLines {
             var,
+            interval: None,
             sink: OnceLock::new(),
             runtime: OnceLock::new(),
         }
     }
 
-    fn sink(&self) -> &Mutex<BufWriter<Box<dyn Write + Send>>> {
+    /// Sets the periodic flush interval (default: `CLRPROF_FLUSH_MS`
+    /// milliseconds if set, else [`DEFAULT_FLUSH_INTERVAL`]); `ZERO` flushes
+    /// every record.
+    pub const fn flush_interval(mut self, interval: Duration) -> Self {
+        self.interval = Some(interval);
+        self
+    }
+
+    fn sink(&self) -> &Sink {
         self.sink.get_or_init(|| {
             let target: Box<dyn Write + Send> = match std::env::var_os(self.var).and_then(|p| {
                 std::fs::OpenOptions::new()
@@ -49,7 +143,25 @@ impl JsonLines {
                 Some(f) => Box::new(f),
                 None => Box::new(std::io::stderr()),
             };
-            Mutex::new(BufWriter::with_capacity(64 * 1024, target))
+            let interval = self.interval.unwrap_or_else(|| {
+                std::env::var("CLRPROF_FLUSH_MS")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .map(Duration::from_millis)
+                    .unwrap_or(DEFAULT_FLUSH_INTERVAL)
+            });
+            let sink = Arc::new(Sink {
+                state: Mutex::new(SinkState {
+                    target,
+                    buffer: Vec::with_capacity(BUFFER),
+                    last_flush: Instant::now(),
+                    interval,
+                    write_through: false,
+                }),
+            });
+            let weak = Arc::downgrade(&sink);
+            crate::exit::register_flush(weak);
+            sink
         })
     }
 
@@ -90,25 +202,17 @@ impl JsonLines {
         Ok(())
     }
 
-    /// Writes a complete line (without the newline) as is.
+    /// Writes a complete line (without the newline) as is. The line is
+    /// accepted whole: it reaches the file whole, at the latest at the next
+    /// finishing point.
     pub fn write_line(&self, line: &str) {
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-        if let Ok(mut w) = self.sink().lock() {
-            // One write per line: buffer flushes then end on line boundaries,
-            // so several writers appending to one file (side-by-side runtimes)
-            // never split each other's lines.
-            let _ = w.write_all(&bytes);
-        }
+        self.sink().lock().push_line(line.as_bytes());
     }
 
-    /// Flushes buffered records to the file.
+    /// Writes buffered records to the file now.
     pub fn flush(&self) {
         if let Some(s) = self.sink.get() {
-            if let Ok(mut w) = s.lock() {
-                let _ = w.flush();
-            }
+            s.lock().flush();
         }
     }
 }
@@ -202,6 +306,208 @@ mod tests {
         let mut s = String::new();
         push_json_string(&mut s, "a\"b\\c\nd\u{1}é");
         assert_eq!(s, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
+
+    fn temp_file(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("clrprof-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    /// Every line of `text` is a complete record `{"event":"r","t":T,"i":I}`;
+    /// returns, per writer thread, the indices in file order.
+    fn lines_by_thread(text: &str) -> BTreeMap<u64, Vec<u64>> {
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "torn tail: {:?}",
+            &text[text.len().saturating_sub(80)..]
+        );
+        let mut by: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for line in text.lines() {
+            let rest = line
+                .strip_prefix("{\"event\":\"r\",\"t\":")
+                .and_then(|r| r.strip_suffix('}'))
+                .unwrap_or_else(|| panic!("torn or foreign line {line:?}"));
+            let (t, i) = rest.split_once(",\"i\":").expect("fields");
+            by.entry(t.parse().unwrap())
+                .or_default()
+                .push(i.parse().unwrap());
+        }
+        by
+    }
+
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn concurrent_writers_lose_and_tear_nothing() {
+        let path = temp_file("concurrent.jsonl");
+        std::env::set_var("CLRPROF_TEST_OUTPUT_CONCURRENT", &path);
+        let out = Arc::new(JsonLines::from_env("CLRPROF_TEST_OUTPUT_CONCURRENT"));
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..5000u64 {
+                        out.record("r").num("t", t).num("i", i).write();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        out.flush();
+        let by = lines_by_thread(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(by.len(), 8);
+        for (t, seq) in by {
+            assert_eq!(seq, (0..5000).collect::<Vec<_>>(), "thread {t}");
+        }
+    }
+
+    #[test]
+    fn a_flush_racing_writes_leaves_only_complete_lines() {
+        let path = temp_file("racing.jsonl");
+        std::env::set_var("CLRPROF_TEST_OUTPUT_RACING", &path);
+        let out = Arc::new(JsonLines::from_env("CLRPROF_TEST_OUTPUT_RACING"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..3u64)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20000u64 {
+                        out.record("r").num("t", t).num("i", i).write();
+                    }
+                })
+            })
+            .collect();
+        let flusher = {
+            let (out, stop) = (out.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    out.flush();
+                    // What is on disk is whole lines, in order per thread. (A
+                    // read racing a writer's `write` can see part of that one
+                    // call, so only up to its last newline.)
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let whole = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
+                    let by = lines_by_thread(whole);
+                    for seq in by.values() {
+                        assert!(seq.iter().enumerate().all(|(n, &i)| n as u64 == i));
+                    }
+                    reads += 1;
+                }
+                (reads, path)
+            })
+        };
+        for w in writers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        let (reads, path) = flusher.join().unwrap();
+        assert!(reads > 0);
+        out.flush();
+        let by = lines_by_thread(&std::fs::read_to_string(&path).unwrap());
+        assert!(by.values().all(|s| s.len() == 20000));
+    }
+
+    #[test]
+    fn the_periodic_flush_writes_without_an_explicit_flush() {
+        let path = temp_file("periodic.jsonl");
+        std::env::set_var("CLRPROF_TEST_OUTPUT_PERIODIC", &path);
+        let out = JsonLines::from_env("CLRPROF_TEST_OUTPUT_PERIODIC")
+            .flush_interval(Duration::from_millis(20));
+        out.record("r").num("t", 0).num("i", 0).write();
+        std::thread::sleep(Duration::from_millis(30));
+        // The interval has passed: this record flushes both.
+        out.record("r").num("t", 0).num("i", 1).write();
+        let by = lines_by_thread(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(by[&0], vec![0, 1]);
+        let every =
+            JsonLines::from_env("CLRPROF_TEST_OUTPUT_PERIODIC").flush_interval(Duration::ZERO);
+        every.record("r").num("t", 1).num("i", 0).write();
+        let by = lines_by_thread(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(by[&1], vec![0]);
+    }
+
+    /// The child half of `process_exit_during_writes_keeps_every_accepted_record`.
+    #[test]
+    fn exit_child() {
+        let Some(path) = std::env::var_os("CLRPROF_TEST_EXIT_CHILD") else {
+            return;
+        };
+        static OUT: JsonLines = JsonLines::from_env("CLRPROF_TEST_EXIT_CHILD")
+            .flush_interval(Duration::from_secs(3600));
+        let accepted: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        for t in 0..4u64 {
+            let accepted = accepted.clone();
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    OUT.record("r").num("t", t).num("i", i).write();
+                    accepted[t as usize].store(i + 1, Ordering::SeqCst);
+                }
+            });
+        }
+        while accepted
+            .iter()
+            .map(|a| a.load(Ordering::SeqCst))
+            .sum::<u64>()
+            < 20000
+        {
+            std::thread::yield_now();
+        }
+        // Accepted before exit() starts: all of these must be in the file.
+        let counts: Vec<String> = accepted
+            .iter()
+            .map(|a| a.load(Ordering::SeqCst).to_string())
+            .collect();
+        std::fs::write(
+            format!("{}.counts", path.to_string_lossy()),
+            counts.join(","),
+        )
+        .unwrap();
+        // exit() runs the C library's exit handlers (the SDK's among them)
+        // while the writers keep writing.
+        std::process::exit(0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn process_exit_during_writes_keeps_every_accepted_record() {
+        let path = temp_file("exit.jsonl");
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "output::tests::exit_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CLRPROF_TEST_EXIT_CHILD", &path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+        let counts: Vec<u64> = std::fs::read_to_string(format!("{}.counts", path.display()))
+            .unwrap()
+            .split(',')
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let by = lines_by_thread(&std::fs::read_to_string(&path).unwrap());
+        for (t, accepted) in counts.iter().enumerate() {
+            let seq = by.get(&(t as u64)).map_or(&[][..], |v| &v[..]);
+            assert!(
+                seq.len() as u64 >= *accepted,
+                "thread {t}: {} in the file, {accepted} accepted",
+                seq.len()
+            );
+            assert!(
+                seq.iter().enumerate().all(|(n, &i)| n as u64 == i),
+                "thread {t}: gap"
+            );
+        }
     }
 
     #[test]

@@ -71,6 +71,40 @@ impl<T> ProfilerThread<T> {
     }
 }
 
+impl<T> ProfilerThread<T> {
+    /// Waits at most `timeout` for the closure's result: `Ok(result)` when
+    /// it finished, `Err(self)` (to wait again later) when it did not — for
+    /// the process-exit path, where a thread may be stuck, or already ended
+    /// by the system without finishing (Windows).
+    pub fn join_timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> Result<std::thread::Result<T>, Self> {
+        let deadline = std::time::Instant::now() + timeout;
+        {
+            let (lock, cv) = &*self.result;
+            let mut slot = match lock.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            loop {
+                if let Some(r) = slot.take() {
+                    return Ok(r);
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                slot = match cv.wait_timeout(slot, deadline - now) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
+            }
+        }
+        Err(self)
+    }
+}
+
 /// Serialises the unit tests that spawn profiler threads or check the
 /// registry (it is process-wide, and libtest runs tests in parallel).
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod broken;
 mod elt;
 mod events;
 mod exceptions;
+mod exits;
 mod hello;
 mod il;
 mod info;
@@ -38,7 +39,9 @@ fn main() {
         .chain(attach::scenarios())
         .chain(info::scenarios())
         .chain(elt::scenarios())
-        .chain(unload::scenarios());
+        .chain(unload::scenarios())
+        .chain(exits::scenarios())
+        .chain(exits::python_scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

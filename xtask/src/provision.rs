@@ -9,7 +9,8 @@
 //! test pays for Wine's first start. The result is `<cache>/runtimes.json`.
 
 use clrprof_testing::manifest::{
-    self, framework_versions, installed_dotnet, tfm_for_version, Compiler, Leg, Manifest, Os, Wine,
+    self, framework_versions, installed_dotnet, tfm_for_version, Compiler, Leg, Manifest, Os,
+    Pythonnet, Wine,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -129,6 +130,15 @@ pub fn print_manifest(m: &Manifest) {
             leg.host.display()
         );
     }
+    if let Some(p) = &m.pythonnet {
+        println!(
+            "  {:<15} pythonnet {} hosting {} ({})",
+            manifest::PYTHONNET_LEG,
+            p.version,
+            manifest::PYTHONNET_RUNTIME_LEG,
+            p.python.display()
+        );
+    }
     match &m.compiler {
         Some(Compiler::Mcs { path }) => println!("  C# compiler: mcs ({})", path.display()),
         Some(Compiler::Csc { csc, .. }) => println!("  C# compiler: csc ({})", csc.display()),
@@ -192,11 +202,30 @@ pub fn provision(cache: &Path, strict: bool) -> crate::Result<Manifest> {
             .push("no C# compiler: install mono-mcs (cargo xtask toolchain) or a .NET SDK".into());
     }
 
+    let pythonnet = if legs
+        .iter()
+        .any(|l| l.name == manifest::PYTHONNET_RUNTIME_LEG)
+    {
+        match provision_pythonnet(cache) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                problems.push(format!(
+                    "pythonnet: {e}; the {} leg left out",
+                    manifest::PYTHONNET_LEG
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+
     let m = Manifest {
         cache: cache.to_path_buf(),
         wine,
         compiler,
         legs,
+        pythonnet,
     };
     m.save(&cache.join(manifest::MANIFEST_FILE))?;
     for p in &problems {
@@ -207,6 +236,69 @@ pub fn provision(cache: &Path, strict: bool) -> crate::Result<Manifest> {
     }
     println!("provision: done in {:.1}s", started.elapsed().as_secs_f64());
     Ok(m)
+}
+
+/// The pythonnet release the pythonnet leg installs (PyPI; pure Python, with
+/// `clr_loader` and `cffi`).
+const PYTHONNET_VERSION: &str = "3.2.1";
+
+/// A virtual environment with pythonnet in `<cache>/pythonnet-venv`, made
+/// once: a rerun only checks that the environment's `python` imports the
+/// pinned version.
+fn provision_pythonnet(cache: &Path) -> crate::Result<Pythonnet> {
+    let venv = cache.join("pythonnet-venv");
+    let venv_python = venv.join("bin").join("python");
+    let installed = || {
+        Command::new(&venv_python)
+            .args([
+                "-c",
+                "import importlib.metadata as m, clr_loader; print(m.version('pythonnet'))",
+            ])
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    if installed().as_deref() != Some(PYTHONNET_VERSION) {
+        println!(
+            "provision: pythonnet: creating {} with pythonnet=={PYTHONNET_VERSION}",
+            venv.display()
+        );
+        let status = Command::new(python())
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv)
+            .status()
+            .map_err(|e| format!("{} -m venv: {e}", python()))?;
+        if !status.success() {
+            return Err(format!(
+                "{} -m venv failed ({status}); on Debian install python3-venv",
+                python()
+            )
+            .into());
+        }
+        let status = Command::new(venv.join("bin").join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .arg(format!("pythonnet=={PYTHONNET_VERSION}"))
+            .status()
+            .map_err(|e| format!("pip: {e}"))?;
+        if !status.success() {
+            return Err(
+                format!("pip install pythonnet=={PYTHONNET_VERSION} failed ({status})").into(),
+            );
+        }
+        if installed().as_deref() != Some(PYTHONNET_VERSION) {
+            return Err(format!(
+                "pythonnet=={PYTHONNET_VERSION} does not import in {}",
+                venv.display()
+            )
+            .into());
+        }
+    }
+    Ok(Pythonnet {
+        python: venv_python,
+        version: PYTHONNET_VERSION.to_string(),
+    })
 }
 
 /// Downloads (once) and unpacks (once) the wheel of one leg.

@@ -194,7 +194,7 @@ pub struct SamplerStats {
     pub refused: u64,
 }
 
-type SamplingResult = Result<Result<Profile>>;
+type SamplingResult = Result<Result<()>>;
 
 struct Shared {
     runtime: RuntimeHandle,
@@ -224,8 +224,12 @@ struct Shared {
     /// The stack source, until the thread starts and takes it.
     source: Mutex<Option<Box<dyn StackSource>>>,
     thread: Mutex<Option<ProfilerThread<SamplingResult>>>,
-    /// The profile, once the thread has been stopped.
-    result: Mutex<Option<Result<Profile>>>,
+    /// The profile so far: the sampling thread adds each tick's stacks
+    /// after resuming the runtime (never while threads are suspended), so it
+    /// stays reachable even if the thread never finishes (process exit).
+    profile: Mutex<Profile>,
+    /// How the sampling ended, once it has been stopped.
+    result: Mutex<Option<Result<()>>>,
 }
 
 /// A sampler registered with one runtime. See the [module docs](self).
@@ -291,6 +295,7 @@ impl Sampler {
             module_loads: AtomicUsize::new(0),
             source: Mutex::new(Some(Box::new(source))),
             thread: Mutex::new(None),
+            profile: Mutex::new(Profile::new()),
             result: Mutex::new(None),
         });
         let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
@@ -341,8 +346,11 @@ impl Sampler {
     }
 
     /// Stops sampling and returns the profile. The first call stops the
-    /// thread; later calls (and the SDK's own stop at `Shutdown`) return
-    /// the same profile. A sampler that never started gives an empty one.
+    /// thread, waiting at most [`EXIT_WAIT`](crate::exit::EXIT_WAIT) for it
+    /// (at process exit it may be stuck, or already ended by the system);
+    /// the profile holds every tick completed before. Later calls (and the
+    /// SDK's own stop at `Shutdown`) return the same profile. A sampler that
+    /// never started gives an empty one.
     pub fn stop(&self) -> Result<Profile> {
         self.shared.stop()
     }
@@ -372,21 +380,42 @@ impl Shared {
         self.stop.store(true, SeqCst);
         // Never started: nothing to join, and nothing may start any more.
         lock(&self.source).take();
-        let mut result = lock(&self.result);
+        let deadline = std::time::Instant::now() + crate::exit::EXIT_WAIT;
+        let Some(mut result) = crate::exit::lock_until(&self.result, deadline) else {
+            return Err(Error::Usage(
+                "another stop of the sampler is still waiting".into(),
+            ));
+        };
         if result.is_none() {
             let thread = lock(&self.thread).take();
             *result = Some(match thread {
-                None => Ok(Profile::new()),
-                Some(thread) => match thread.join() {
-                    Ok(Ok(Ok(profile))) => Ok(profile),
-                    Ok(Ok(Err(e))) | Ok(Err(e)) => Err(e),
-                    Err(_) => Err(Error::Usage(
+                None => Ok(()),
+                Some(thread) => match thread.join_timeout(crate::exit::EXIT_WAIT) {
+                    Ok(Ok(Ok(Ok(())))) => Ok(()),
+                    Ok(Ok(Ok(Err(e)))) | Ok(Ok(Err(e))) => Err(e),
+                    Ok(Err(_)) => Err(Error::Usage(
                         "the sampling thread panicked (see the log)".to_string(),
                     )),
+                    Err(_) => Err(Error::Usage(format!(
+                        "the sampling thread did not stop within {} s (ended by the system, or \
+                         stuck at process exit); the profile holds the ticks before",
+                        crate::exit::EXIT_WAIT.as_secs()
+                    ))),
                 },
             });
         }
-        result.clone().unwrap_or_else(|| Ok(Profile::new()))
+        let outcome = result.clone().unwrap_or(Ok(()));
+        drop(result);
+        match crate::exit::lock_until(&self.profile, deadline) {
+            Some(profile) => match outcome {
+                // A thread that did not stop in time still leaves its profile.
+                Ok(()) | Err(Error::Usage(_)) => Ok(profile.clone()),
+                Err(e) => Err(e),
+            },
+            None => outcome.and(Err(Error::Usage(
+                "the sampling thread holds the profile (ended by the system, or stuck at process exit)".into(),
+            ))),
+        }
     }
 
     /// Something is unloading: make the next names come from after it, and
@@ -471,15 +500,10 @@ impl crate::component::Component for SamplerComponent {
     }
 }
 
-fn run(
-    thread: &mut SamplingThread,
-    shared: &Shared,
-    source: &mut dyn StackSource,
-) -> Result<Profile> {
+fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSource) -> Result<()> {
     let config = shared.config;
     let names = &*shared.names;
     let mut buffer = FrameBuffer::new(config.max_threads, config.max_depth);
-    let mut profile = Profile::new();
     let mut stack: Vec<u32> = Vec::with_capacity(config.max_depth);
     let mut local: HashMap<RawFunctionId, u32> = HashMap::new();
     let period = config.period();
@@ -525,6 +549,7 @@ fn run(
         }
         shared.resolving.store(true, SeqCst);
         let may_call_runtime = shared.unloads.load(SeqCst) == unloads_before;
+        let mut profile = lock(&shared.profile);
         for sample in buffer.samples() {
             stack.clear();
             for &f in buffer.frames(sample).iter().rev() {
@@ -545,9 +570,10 @@ fn run(
             profile.add(sample.thread, &stack, sample.truncated);
             shared.samples.fetch_add(1, Relaxed);
         }
+        drop(profile);
         shared.resolving.store(false, SeqCst);
     }
-    Ok(profile)
+    Ok(())
 }
 
 /// The name of a sampled function, and whether it is final (cacheable).

@@ -4,8 +4,9 @@
 //! `{"event":"runtime",...}` first; `{"event":"gc","gc":N,"generations":[0,1],
 //! "reason":"induced","survived_bytes":B}` when each GC finishes (the bytes
 //! of the ranges its `MovedReferences2` / `SurvivingReferences2` reported);
-//! and at shutdown one `{"event":"alloc","type":"Namespace.Type","count":N,
-//! "bytes":B}` per allocated type, by name (arrays as `Element[]`, generic
+//! and when the profiler finishes (see [`clrprof::Profiler::finish`]: at
+//! shutdown, or at process exit when the runtime is never shut down) one
+//! `{"event":"alloc","type":"Namespace.Type","count":N,"bytes":B}` per allocated type, by name (arrays as `Element[]`, generic
 //! instantiations under their definition's name).
 //!
 //! `ObjectAllocated` reports every allocation once the profiler asks for it at
@@ -134,7 +135,9 @@ impl Profiler for AllocTracer {
     }
     // ANCHOR_END: gc
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // Names were resolved at each class's first allocation: nothing here
+    // calls the runtime, which may be gone at process exit.
+    fn finish(&self) {
         let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         if let Ok(map) = self.by_class.lock() {
             for a in map.values() {

@@ -28,7 +28,8 @@
 //!
 //! Loaded at startup instead (`clrprof run`, or a diagnostic port's
 //! `StartupProfiler`), it writes the runtime record, `{"event":"startup"}`,
-//! a module record per load and `{"event":"shutdown","jit":N,"dynamic_jit":M}`.
+//! a module record per load and, when it finishes (shutdown, or process exit
+//! when the runtime is not shut down), `{"event":"shutdown","jit":N,"dynamic_jit":M}`.
 
 use clrprof::attach::{CatchUp, CatchUpHandler, ClientData, Found};
 use clrprof::gc::{GcReason, GenerationSet};
@@ -40,7 +41,7 @@ use clrprof::{
 };
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -167,6 +168,7 @@ pub struct AttachTracer {
     catch_up: OnceLock<Arc<CatchUp>>,
     detach_after_ms: Mutex<Option<u64>>,
     detacher: Mutex<Option<ProfilerThread<()>>>,
+    detached: AtomicBool,
 }
 
 impl AttachTracer {
@@ -316,6 +318,7 @@ impl Profiler for AttachTracer {
     }
 
     fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
+        self.detached.store(true, Ordering::SeqCst);
         // The detacher's closure has finished or is finishing: it asked for
         // this detach and writes nothing after asking.
         if let Ok(mut d) = self.detacher.lock() {
@@ -331,7 +334,12 @@ impl Profiler for AttachTracer {
         self.out().flush();
     }
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // At shutdown or process exit, unless the profiler detached (then
+    // `profiler_detach_succeeded` wrote its last record and this writes nothing).
+    fn finish(&self) {
+        if self.detached.load(Ordering::SeqCst) {
+            return;
+        }
         Line::new("shutdown")
             .num("jit", self.shared.jit())
             .num("dynamic_jit", self.shared.dynamic_jit())

@@ -26,7 +26,8 @@
 //! Records: `{"event":"runtime",...}` first; when a collectible assembly
 //! unloads, per hooked method of it
 //! `{"event":"unloaded","method":...,"count":N,"live":L}` (`L`: records still
-//! alive after it was freed); at shutdown, per method with at
+//! alive after it was freed); when the profiler finishes (shutdown, or
+//! process exit when there is none), per method with at
 //! least one call, `{"event":"calls","method":"Ns.Type::Method","count":N}`
 //! (instantiations of a generic method and overloads are summed under their
 //! name), with `"tailcalls"` when the method left through tail calls, plus `"inclusive_ns"`/`"exclusive_ns"` with call times; with
@@ -419,7 +420,9 @@ impl Profiler for CallTracer {
     }
     // ANCHOR_END: install
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // Method names were resolved when each function was mapped: nothing
+    // here calls the runtime, which may be gone at process exit.
+    fn finish(&self) {
         if let Some(runtime) = self.runtime.get() {
             let mut by_name: BTreeMap<Box<str>, Totals> = self
                 .hooks

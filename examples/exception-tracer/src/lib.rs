@@ -6,7 +6,8 @@
 //! "thrower":"Namespace.Type::Method","catcher":"Namespace.Type::Method"}`.
 //! The thrower is the first frame the runtime's first pass searches; a
 //! rethrow is a new exception thrown by the method that rethrew. Exceptions
-//! still in flight at shutdown are written with `"catcher":null`.
+//! still in flight when the profiler finishes (at shutdown, or at process
+//! exit: an unhandled exception ends the process in flight) are written with `"catcher":null`.
 //!
 //! With `CLRPROF_EXCEPTION_SEQUENCE=1` every exception callback is written
 //! too, as `{"event":"<CallbackName>","t":<thread>,"name":<function>,
@@ -196,7 +197,9 @@ impl Profiler for ExceptionTracer {
         self.caught("<runtime>");
     }
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // Exceptions still in flight (an unhandled one, or the process ending
+    // mid-search) are written with no catcher; names were resolved when seen.
+    fn finish(&self) {
         if let Ok(mut m) = self.in_flight.lock() {
             for x in m.drain().flat_map(|(_, s)| s) {
                 self.out

@@ -1,7 +1,9 @@
 //! il-rewriter: counts calls of managed methods by rewriting their IL.
 //!
-//! At the entry of every method whose name (`Namespace.Type::Method`) starts
-//! with `CLRPROF_IL_FILTER` (default `Il.`), it injects
+//! At the entry of every method of the application's own code — methods of
+//! modules outside the runtime's shared framework folder (the folder holding
+//! `System.Private.CoreLib.dll`) — or, with `CLRPROF_IL_FILTER` set, of every
+//! method whose name (`Namespace.Type::Method`) starts with that prefix, it injects
 //!
 //! ```text
 //! ldc.i4  <method number>
@@ -11,7 +13,8 @@
 //! ```
 //!
 //! a call through a function pointer to [`probe`], a native function that
-//! bumps the method's counter. At shutdown it writes one
+//! bumps the method's counter. When the profiler finishes (shutdown, or
+//! process exit when there is none) it writes one
 //! `{"event":"il_calls","method":NAME,"count":N}` per instrumented method
 //! (to `CLRPROF_OUTPUT`, or stderr).
 //!
@@ -23,14 +26,15 @@
 //!   already set, so each method is rewritten once (and reported as
 //!   `{"event":"il_recompiled","method":..}`);
 //! - `rejit`: methods are only noted when first compiled. When the method
-//!   `<filter>Rejit::Begin` is compiled, every noted method is re-JITted
+//!   `<namespace>.Rejit::Begin` is compiled, every noted method is re-JITted
 //!   (`RequestReJIT` on the SDK's ReJIT thread; the rewritten IL is given in
-//!   `GetReJITParameters`), and when `<filter>Rejit::End` is compiled they
+//!   `GetReJITParameters`), and when `<namespace>.Rejit::End` is compiled they
 //!   are reverted (`RequestRevert`). The app calls `Begin` and `End` around
 //!   the phase whose calls it expects counted.
 //!
 //! With `CLRPROF_IL_PROBE=managed` the probe is managed instead: `ldstr
-//! "<method name>"; call <filter>Probe::Hit(string)`, a method of the app
+//! "<method name>"; call <namespace>.Probe::Hit(string)` (the namespace of
+//! the instrumented method), a method of the app
 //! found by name and signature and called through a MemberRef; the method
 //! name is a user string defined in the module's metadata. The app counts
 //! the hits itself (no `il_calls` records then).
@@ -83,7 +87,8 @@ enum Mode {
 #[derive(Debug)]
 struct Config {
     managed_probe: bool,
-    filter: String,
+    /// A method-name prefix; `None`: the application's own modules.
+    filter: Option<String>,
     mode: Mode,
     dump: bool,
 }
@@ -116,16 +121,57 @@ pub struct IlRewriter {
     /// Per module: the MemberRef of the managed probe `<filter>Probe::Hit`.
     managed_probes: Mutex<HashMap<RawModuleId, MdMemberRef>>,
     rejit: OnceLock<ReJitThread>,
+    /// Per module: whether it is the application's own (outside the shared framework).
+    app_modules: Mutex<HashMap<RawModuleId, bool>>,
+}
+
+/// The namespace part of `Namespace.Type::Method` with its trailing dot
+/// (empty without a namespace).
+fn namespace_prefix(name: &str) -> &str {
+    let type_part = name.split("::").next().unwrap_or(name);
+    match type_part.rfind('.') {
+        Some(i) => &name[..=i],
+        None => "",
+    }
 }
 
 impl IlRewriter {
     fn config(&self) -> &Config {
         self.config.get_or_init(|| Config {
-            filter: "Il.".into(),
+            filter: None,
             managed_probe: false,
             mode: Mode::Jit,
             dump: false,
         })
+    }
+
+    /// Whether `function` belongs to the application's own code: a module
+    /// with a file outside the folder of `System.Private.CoreLib.dll` (the
+    /// runtime's shared framework). Dynamic modules have no file and are left alone.
+    fn is_app_code(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+        let Ok(fi) = info.function_info(function) else {
+            return false;
+        };
+        let key = fi.module.to_raw();
+        if let Some(known) = self
+            .app_modules
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).copied())
+        {
+            return known;
+        }
+        let app = info.module_info(fi.module).is_ok_and(|m| {
+            let path = std::path::Path::new(&m.name);
+            path.is_file()
+                && path
+                    .parent()
+                    .is_some_and(|dir| !dir.join("System.Private.CoreLib.dll").is_file())
+        });
+        if let Ok(mut m) = self.app_modules.lock() {
+            m.insert(key, app);
+        }
+        app
     }
 
     fn number(&self, key: MethodKey, name: &str) -> Option<i32> {
@@ -145,7 +191,12 @@ impl IlRewriter {
     /// The managed probe's MemberRef: `<filter>Probe::Hit(string)` of the
     /// module (found by name and signature, then referenced through a
     /// MemberRef, existing or new).
-    fn managed_probe(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> Result<MdMemberRef> {
+    fn managed_probe(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'_>,
+        method_name: &str,
+    ) -> Result<MdMemberRef> {
         let key = module.to_raw();
         if let Some(r) = self
             .managed_probes
@@ -156,7 +207,7 @@ impl IlRewriter {
             return Ok(r);
         }
         let emit = info.module_metadata_emit(module)?;
-        let type_name = format!("{}Probe", self.config().filter);
+        let type_name = format!("{}Probe", namespace_prefix(method_name));
         let probe_type = emit
             .find_type_def(&type_name, None)?
             .ok_or_else(|| clrprof::Error::Usage(format!("no type {type_name} in the module")))?;
@@ -214,7 +265,7 @@ impl IlRewriter {
         // ANCHOR: rewrite
         let probe_code = if self.config().managed_probe {
             // ldstr "<method name>"; call <filter>Probe::Hit(string)
-            let hit = self.managed_probe(info, module)?;
+            let hit = self.managed_probe(info, module, name)?;
             let name_string = info
                 .module_metadata_emit(module)?
                 .define_user_string(name)?;
@@ -375,7 +426,9 @@ impl Profiler for IlRewriter {
             _ => Mode::Jit,
         };
         let _ = self.config.set(Config {
-            filter: std::env::var("CLRPROF_IL_FILTER").unwrap_or_else(|_| "Il.".into()),
+            filter: std::env::var("CLRPROF_IL_FILTER")
+                .ok()
+                .filter(|f| !f.is_empty()),
             mode,
             dump: std::env::var("CLRPROF_IL_DUMP").is_ok_and(|v| v == "1"),
             managed_probe: std::env::var("CLRPROF_IL_PROBE").is_ok_and(|v| v == "managed"),
@@ -393,9 +446,14 @@ impl Profiler for IlRewriter {
         let Ok(name) = info.function_name(function) else {
             return;
         };
-        let Some(rest) = name.strip_prefix(config.filter.as_str()) else {
-            return;
+        let selected = match &config.filter {
+            Some(prefix) => name.starts_with(prefix.as_str()),
+            None => self.is_app_code(info, function),
         };
+        if !selected {
+            return;
+        }
+        let rest = &name[namespace_prefix(&name).len()..];
         if rest.starts_with("Probe::") {
             // The managed probe itself is never instrumented.
             return;
@@ -476,9 +534,17 @@ impl Profiler for IlRewriter {
     }
 
     fn shutdown(&self, _info: &ProfilerInfo) {
+        // Only at an orderly shutdown: at process exit the ReJIT thread may
+        // already be gone (Windows ends other threads first), and joining it
+        // would wait forever.
         if let Some(r) = self.rejit.get() {
             r.stop();
         }
+    }
+
+    // Names were resolved when each method was rewritten: nothing here
+    // calls the runtime, which may be gone at process exit.
+    fn finish(&self) {
         let names = self
             .methods
             .lock()

@@ -54,8 +54,7 @@ impl Profiler for JitTracer {
     }
     // ANCHOR_END: callbacks
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
-        self.out.flush();
-    }
+    // No `shutdown` or `finish`: every record is written as it happens, and
+    // the SDK flushes `JsonLines` at every finishing point and at process exit.
 }
 // ANCHOR_END: all

@@ -9,13 +9,14 @@
 //! method was used.
 //!
 //! Configuration (environment):
-//! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here at
-//!   shutdown, and a speedscope file next to it (`<CLRPROF_OUTPUT>.speedscope.json`);
+//! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here when
+//!   the profiler finishes (shutdown, or process exit when there is none),
+//!   and a speedscope file next to it (`<CLRPROF_OUTPUT>.speedscope.json`);
 //! - `CLRPROF_OUTPUT.jsonl` (the same path plus `.jsonl`): JSON Lines records
 //!   `{"event":"runtime",...}`, `{"event":"sampling","method":"suspend-runtime"|"shadow-stack"|"none",...}`,
 //!   `{"event":"async-walk",...}` (what an asynchronous walk of another
-//!   thread gave, on runtimes without `SuspendRuntime`), and at shutdown
-//!   `{"event":"samples","method":...,"samples":N,"ticks":N,...}`;
+//!   thread gave, on runtimes without `SuspendRuntime`), and when it
+//!   finishes `{"event":"samples","method":...,"samples":N,"ticks":N,...}`;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
 //!   has it) | `shadow-stack`.
@@ -241,7 +242,12 @@ impl Profiler for SamplerProfiler {
         }
     }
 
-    fn shutdown(&self, _info: &ProfilerInfo) {
+    // At shutdown, or at process exit when the runtime is not shut down.
+    // The sampler's names were resolved while it sampled, and it keeps the
+    // profile of every completed tick even if its thread cannot stop (stuck
+    // at process exit, or already ended by Windows): nothing here waits
+    // longer than the SDK's bounded stop.
+    fn finish(&self) {
         if let Some(sampler) = self.sampler.get() {
             let stats = sampler.stats();
             match sampler.stop() {

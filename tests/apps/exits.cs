@@ -1,0 +1,124 @@
+// Scenario "exits": does a known amount of work, prints its own account of it,
+// then leaves the process the way its first argument says:
+//   return            Main returns 0 (the host shuts the runtime down)
+//   exit N            Environment.Exit(N)
+//   native-exit N     the C library's exit(N), called through P/Invoke
+//   unhandled         an exception nobody catches
+//   wait              prints "ready" and sleeps until a signal ends it
+// The second argument is the number of exceptions to throw and catch (default
+// 5; 0 on the win-x64 .NET 8 leg, whose Wine defect hangs a second exception).
+// What it prints before it leaves is the ground truth tracers are compared
+// with: Marker allocations, calls of Exits.Program::Marked, exceptions.
+using System;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using System.Threading;
+
+namespace Exits
+{
+    public class Marker
+    {
+        public int Value;
+    }
+
+    public class ExitException : Exception
+    {
+        public ExitException(string message) : base(message) { }
+    }
+
+    public static class Program
+    {
+        const int Allocations = 777;
+        const int Calls = 321;
+
+        [DllImport("libc", EntryPoint = "exit")]
+        static extern void LibcExit(int status);
+
+        [DllImport("msvcrt", EntryPoint = "exit")]
+        static extern void MsvcrtExit(int status);
+
+        static Marker[] kept = new Marker[Allocations];
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static int Marked(int i)
+        {
+            return i * 2 + 1;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Throw(int i)
+        {
+            throw new ExitException("planned " + i);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Work(int exceptions)
+        {
+            for (int i = 0; i < Allocations; i++)
+                kept[i] = new Marker { Value = i };
+            long sum = 0;
+            for (int i = 0; i < Calls; i++)
+                sum += Marked(i);
+            int caught = 0;
+            for (int i = 0; i < exceptions; i++)
+            {
+                try
+                {
+                    Throw(i);
+                }
+                catch (ExitException)
+                {
+                    caught++;
+                }
+            }
+            Console.WriteLine("allocated Exits.Marker x " + Allocations);
+            Console.WriteLine("called Exits.Program::Marked x " + Calls + " (sum " + sum + ")");
+            Console.WriteLine("thrown = " + exceptions + ", caught = " + caught);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Unhandled()
+        {
+            throw new ExitException("unhandled on purpose");
+        }
+
+        public static int Main(string[] args)
+        {
+            string mode = args.Length > 0 ? args[0] : "return";
+            int exceptions = args.Length > 2 ? int.Parse(args[2]) : 5;
+            int status = 0;
+            if (args.Length > 1 && args[1] != "-")
+                status = int.Parse(args[1]);
+            Work(exceptions);
+            Console.WriteLine("leaving by " + mode);
+            Console.Out.Flush();
+            switch (mode)
+            {
+                case "return":
+                    return status;
+                case "exit":
+                    Environment.Exit(status);
+                    break;
+                case "native-exit":
+                    if (Environment.OSVersion.Platform == PlatformID.Win32NT)
+                        MsvcrtExit(status);
+                    else
+                        LibcExit(status);
+                    break;
+                case "unhandled":
+                    Unhandled();
+                    break;
+                case "wait":
+                    Console.WriteLine("ready");
+                    Console.Out.Flush();
+                    while (true)
+                        Thread.Sleep(100);
+                default:
+                    Console.WriteLine("unknown mode " + mode);
+                    return 2;
+            }
+            Console.WriteLine("still here");
+            return 3;
+        }
+    }
+}

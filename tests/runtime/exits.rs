@@ -1,0 +1,818 @@
+//! Every example tracer writes complete results on every exit path.
+//!
+//! The `exits` app does a known amount of work, prints its own account of it
+//! and leaves the way it is told: `Main` returning, `Environment.Exit`, the C
+//! library's `exit()`, an unhandled exception, or (Linux) SIGTERM / SIGINT
+//! while it waits. For each path, the app runs once without a profiler and
+//! once under each example tracer: the exit status and stdout must be the
+//! same, and each tracer's records must match the app's account exactly.
+
+use crate::exceptions::WINE_NET8_LEG;
+use clrprof_testing::background::{read_records, spawn_app};
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::run::{Exit, Outcome, RunSpec};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The example tracers that write results.
+const TRACERS: [&str; 6] = [
+    "alloc-tracer",
+    "exception-tracer",
+    "call-tracer",
+    "il-rewriter",
+    "jit-tracer",
+    "sampler",
+];
+
+const SIGINT: i32 = 2;
+const SIGABRT: i32 = 6;
+const SIGTERM: i32 = 15;
+
+/// How the app leaves.
+#[derive(Clone, Copy)]
+enum Path {
+    Return,
+    EnvironmentExit,
+    NativeExit,
+    Unhandled,
+    Signal(i32),
+}
+
+impl Path {
+    fn args(self, exceptions: u32) -> Vec<String> {
+        let (mode, status) = match self {
+            Path::Return => ("return", "0"),
+            Path::EnvironmentExit => ("exit", "7"),
+            Path::NativeExit => ("native-exit", "9"),
+            Path::Unhandled => ("unhandled", "-"),
+            Path::Signal(_) => ("wait", "-"),
+        };
+        vec![mode.into(), status.into(), exceptions.to_string()]
+    }
+}
+
+/// What the app printed about its own work.
+struct Truth {
+    allocations: u64,
+    calls: u64,
+    thrown: u64,
+    caught: u64,
+}
+
+fn number_after(stdout: &str, prefix: &str) -> Result<u64, Verdict> {
+    stdout
+        .lines()
+        .find_map(|l| l.find(prefix).map(|at| &l[at + prefix.len()..]))
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("the app printed no {prefix:?}: {stdout:?}").into())
+}
+
+impl Truth {
+    fn from(stdout: &str) -> Result<Truth, Verdict> {
+        Ok(Truth {
+            allocations: number_after(stdout, "allocated Exits.Marker x ")?,
+            calls: number_after(stdout, "called Exits.Program::Marked x ")?,
+            thrown: number_after(stdout, "thrown = ")?,
+            caught: number_after(stdout, "caught = ")?,
+        })
+    }
+}
+
+/// Runs the app on `path`, with `tracer` if given; a signal path starts it,
+/// waits for "ready" and sends the signal.
+fn run(case: &Case<'_>, path: Path, tracer: Option<&str>) -> Result<(Outcome, PathBuf), Verdict> {
+    let app = case.app("exits")?;
+    let exceptions = if case.leg().name == WINE_NET8_LEG {
+        0
+    } else {
+        5
+    };
+    let mut spec: RunSpec = case.spec(&app);
+    spec.args = path.args(exceptions);
+    spec.timeout = Duration::from_secs(60);
+    if let Some(t) = tracer {
+        spec = spec.profiler(case.profiler(t)?);
+    }
+    let dir = spec.work_dir.clone();
+    let Path::Signal(sig) = path else {
+        return Ok((case.run(spec)?, dir));
+    };
+    let runtimes = clrprof_testing::discover();
+    let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+    let stdout = spec.work_dir.join("stdout.txt");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&stdout).is_ok_and(|t| t.contains("ready")) {
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err("the app did not print \"ready\" within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The child is not reaped yet, so the pid is still the app's.
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(bg.id().to_string())
+        .status()
+        .map_err(|e| format!("kill: {e}"))?;
+    if !sent.success() {
+        return Err(format!("kill -{sig} {} failed: {sent}", bg.id()).into());
+    }
+    Ok((bg.finish(Duration::from_secs(60))?, dir))
+}
+
+fn exits_with_path(case: &Case<'_>, path: Path) -> CaseResult {
+    let (plain, _) = run(case, path, None)?;
+    match (path, plain.exit) {
+        (Path::Return, Exit::Code(0))
+        | (Path::EnvironmentExit, Exit::Code(7))
+        | (Path::NativeExit, Exit::Code(9)) => {}
+        // The runtime's SIGTERM handling is an orderly exit with 128 + 15.
+        (Path::Signal(SIGTERM), Exit::Code(143)) => {}
+        (Path::Signal(s), Exit::Signal(got)) if s == got => {}
+        // abort() on Unix.
+        (Path::Unhandled, Exit::Signal(SIGABRT)) => {}
+        // Under Wine the status is whatever Wine's debugger leaves (0 seen).
+        (Path::Unhandled, Exit::Code(_))
+            if case.leg().is_wine() && plain.stderr.contains("Unhandled exception") => {}
+        (_, other) => {
+            return Err(format!(
+                "without a profiler the app ended with {other:?}; stderr: {:?}",
+                plain.stderr
+            )
+            .into())
+        }
+    }
+    let truth = Truth::from(&plain.stdout)?;
+    let mut failures = Vec::new();
+    for tracer in TRACERS {
+        let (with, dir) = run(case, path, Some(tracer))?;
+        let (a, b) = (app_output(&with.stdout), app_output(&plain.stdout));
+        if with.exit != plain.exit || a != b {
+            failures.push(format!(
+                "{tracer}: the app ended with {:?} and printed {a:?}; without a profiler {:?} and {b:?}; stderr: {:?}",
+                with.exit, plain.exit, tail(&with.stderr)
+            ));
+            continue;
+        }
+        let windows_exit = case.leg().is_wine() && matches!(path, Path::NativeExit);
+        if let Err(e) = check_tracer(tracer, &with, &dir, &truth, path, windows_exit) {
+            failures.push(format!("{tracer}: {e}"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
+}
+
+/// The app's own stdout: under Wine an unhandled exception starts Wine's
+/// debugger, which appends a register and module dump (different each run).
+fn app_output(stdout: &str) -> &str {
+    match stdout.find("Unhandled exception: 0x") {
+        Some(at) => &stdout[..at],
+        None => stdout,
+    }
+}
+
+fn tail(s: &str) -> &str {
+    let mut start = s.len().saturating_sub(600);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+fn one<'a>(records: &'a [Value], event: &str, key: &str, value: &str) -> Result<&'a Value, String> {
+    let found: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == event && r[key] == value)
+        .collect();
+    match found.as_slice() {
+        [r] => Ok(r),
+        _ => Err(format!(
+            "expected one {event} record with {key} = {value}, found {}",
+            found.len()
+        )),
+    }
+}
+
+fn check_tracer(
+    tracer: &str,
+    o: &Outcome,
+    dir: &std::path::Path,
+    truth: &Truth,
+    path: Path,
+    windows_exit: bool,
+) -> Result<(), String> {
+    let mut records = o.records.clone();
+    if tracer == "sampler" {
+        // Folded stacks in CLRPROF_OUTPUT, records in CLRPROF_OUTPUT.jsonl.
+        let (r, bad) = read_records(&dir.join("records.jsonl.jsonl"));
+        if !bad.is_empty() {
+            return Err(format!("invalid JSON Lines: {bad:?}"));
+        }
+        records = r;
+    } else if !o.bad_records.is_empty() {
+        return Err(format!("invalid JSON Lines: {:?}", o.bad_records));
+    }
+    if records.first().is_none_or(|r| r["event"] != "runtime") {
+        return Err(format!("no runtime record first: {records:?}"));
+    }
+    match tracer {
+        "alloc-tracer" => {
+            let r = one(&records, "alloc", "type", "Exits.Marker")?;
+            if r["count"].as_u64() != Some(truth.allocations) {
+                return Err(format!(
+                    "counted {} Exits.Marker, the app allocated {}",
+                    r["count"], truth.allocations
+                ));
+            }
+        }
+        "exception-tracer" => {
+            let ours: Vec<&Value> = records
+                .iter()
+                .filter(|r| r["event"] == "exception" && r["type"] == "Exits.ExitException")
+                .collect();
+            let caught = ours
+                .iter()
+                .filter(|r| r["catcher"] == "Exits.Program::Work")
+                .count() as u64;
+            let unhandled = ours
+                .iter()
+                .filter(|r| r["catcher"].is_null() && r["thrower"] == "Exits.Program::Unhandled")
+                .count() as u64;
+            let expected_unhandled = u64::from(matches!(path, Path::Unhandled));
+            if caught != truth.caught
+                || unhandled != expected_unhandled
+                || ours.len() as u64 != truth.thrown + expected_unhandled
+            {
+                return Err(format!(
+                    "{caught} caught / {unhandled} unhandled of {} records; the app: {} thrown, {} caught, {expected_unhandled} unhandled: {ours:?}",
+                    ours.len(),
+                    truth.thrown,
+                    truth.caught
+                ));
+            }
+        }
+        "call-tracer" => {
+            let r = one(&records, "calls", "method", "Exits.Program::Marked")?;
+            if r["count"].as_u64() != Some(truth.calls) {
+                return Err(format!(
+                    "counted {} calls, the app made {}",
+                    r["count"], truth.calls
+                ));
+            }
+        }
+        "il-rewriter" => {
+            let r = one(&records, "il_calls", "method", "Exits.Program::Marked")?;
+            if r["count"].as_u64() != Some(truth.calls) {
+                return Err(format!(
+                    "counted {} calls, the app made {}",
+                    r["count"], truth.calls
+                ));
+            }
+            // The default instruments the app's own code only.
+            if let Some(r) = records.iter().find(|r| {
+                r["event"] == "il_calls"
+                    && !r["method"].as_str().unwrap_or("").starts_with("Exits.")
+            }) {
+                return Err(format!("instrumented framework code: {r}"));
+            }
+        }
+        "jit-tracer" => {
+            let mut wanted = vec!["Exits.Program::Work", "Exits.Program::Marked"];
+            if matches!(path, Path::Unhandled) {
+                // Compiled right before the process ends.
+                wanted.push("Exits.Program::Unhandled");
+            }
+            for m in wanted {
+                if !records
+                    .iter()
+                    .any(|r| r["event"] == "jit" && r["method"] == m)
+                {
+                    return Err(format!("no jit record for {m}"));
+                }
+            }
+        }
+        "sampler" => {
+            let r = records
+                .iter()
+                .find(|r| r["event"] == "samples")
+                .ok_or("no samples record")?;
+            if let Some(e) = r.get("error") {
+                // At the end of a Windows process without Shutdown the system
+                // has ended every other thread, the sampler's included, before
+                // exit handlers run: its profile cannot be collected there.
+                if windows_exit
+                    && e.as_str()
+                        .is_some_and(|e| e.contains("ended by the system"))
+                {
+                    return Ok(());
+                }
+                return Err(format!("samples record with an error: {r}"));
+            }
+            let folded = std::fs::read_to_string(dir.join("records.jsonl"))
+                .map_err(|e| format!("no folded stacks: {e}"))?;
+            let total: u64 = folded
+                .lines()
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+                .sum();
+            let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
+            if total != expected {
+                return Err(format!(
+                    "folded stacks add up to {total}, the samples record says {expected}: {r}"
+                ));
+            }
+        }
+        other => return Err(format!("no check for {other}")),
+    }
+    Ok(())
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    const LINUX: [&str; 2] = ["linux-x64-3.1", "linux-x64-8.0"];
+    vec![
+        Scenario::new("exit paths: Main returns", |c| {
+            exits_with_path(c, Path::Return)
+        }),
+        Scenario::new("exit paths: Environment.Exit", |c| {
+            exits_with_path(c, Path::EnvironmentExit)
+        }),
+        Scenario::new("exit paths: exit() from native code", |c| {
+            exits_with_path(c, Path::NativeExit)
+        }),
+        Scenario::new("exit paths: unhandled exception", |c| {
+            exits_with_path(c, Path::Unhandled)
+        }),
+        Scenario::new("exit paths: SIGTERM", |c| {
+            exits_with_path(c, Path::Signal(SIGTERM))
+        })
+        .only_on(&LINUX, "POSIX signals"),
+        Scenario::new("exit paths: SIGINT (Ctrl-C)", |c| {
+            exits_with_path(c, Path::Signal(SIGINT))
+        })
+        .only_on(&LINUX, "POSIX signals"),
+    ]
+}
+
+// ----- the real third-party host: CPython + pythonnet -----
+
+use clrprof_testing::manifest::{PYTHONNET_LEG, PYTHONNET_RUNTIME_LEG};
+use clrprof_testing::run::{run_captured, Captured};
+
+const WHY_PYTHONNET: &str = "CPython hosting .NET 8 through pythonnet";
+
+/// Builds the `clrprof` CLI for this machine and returns the executable.
+fn native_cli() -> Result<PathBuf, Verdict> {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(clrprof_testing::build::cargo())
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json-render-diagnostics",
+            "-p",
+            "clrprof-cli",
+        ])
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building clrprof-cli failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "clrprof")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| "cargo reported no clrprof executable".into())
+}
+
+/// What the Python host needs: its `python`, the script, the runtime's root
+/// folder and the helper assembly.
+struct PythonHost {
+    python: PathBuf,
+    script: PathBuf,
+    dotnet_root: PathBuf,
+    helper: PathBuf,
+}
+
+impl PythonHost {
+    fn new(case: &Case<'_>) -> Result<PythonHost, Verdict> {
+        let runtime = case
+            .other_leg(PYTHONNET_RUNTIME_LEG)
+            .ok_or_else(|| format!("the {PYTHONNET_RUNTIME_LEG} leg is not available"))?;
+        Ok(PythonHost {
+            python: case.leg().host.clone(),
+            script: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/host.py"),
+            dotnet_root: runtime
+                .host
+                .parent()
+                .ok_or("the runtime's host has no folder")?
+                .to_path_buf(),
+            helper: case.app("pyhelper")?,
+        })
+    }
+
+    /// `[clrprof run --profiler LIB --output DIR/records.jsonl --] python host.py ROOT HELPER`
+    /// with `env`, run to its end in `dir`.
+    fn run(
+        &self,
+        dir: &std::path::Path,
+        cli: Option<(&PathBuf, &clrprof_testing::run::Profiler)>,
+        env: &[(&str, &str)],
+    ) -> Result<Captured, Verdict> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::remove_file(dir.join("records.jsonl"));
+        let _ = std::fs::remove_file(dir.join("records.jsonl.jsonl"));
+        let mut cmd = match cli {
+            Some((cli, p)) => {
+                let mut c = std::process::Command::new(cli);
+                c.arg("run")
+                    .arg("--profiler")
+                    .arg(&p.path)
+                    .arg("--clsid")
+                    .arg(&p.clsid)
+                    .arg("--output")
+                    .arg(dir.join("records.jsonl"))
+                    .arg("--")
+                    .arg(&self.python);
+                c
+            }
+            None => std::process::Command::new(&self.python),
+        };
+        cmd.arg(&self.script)
+            .arg(&self.dotnet_root)
+            .arg(&self.helper);
+        for var in [
+            "CORECLR_ENABLE_PROFILING",
+            "CORECLR_PROFILER",
+            "CORECLR_PROFILER_PATH",
+            "CORECLR_PROFILER_PATH_64",
+            "CLRPROF_OUTPUT",
+            "CLRPROF_RUNTIMES",
+        ] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Ok(run_captured(cmd, Duration::from_secs(120), dir)?)
+    }
+}
+
+/// The numbers the Python host printed about its own .NET work.
+fn python_truth(stdout: &str) -> Result<(u64, u64, u64), Verdict> {
+    Ok((
+        number_after(stdout, "called PyHelper.Helper::Marked x ")?,
+        number_after(stdout, "allocated PyHelper.Marker x ")?,
+        number_after(stdout, "caught System.FormatException x ")?,
+    ))
+}
+
+fn under_pythonnet(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let base = case.spec(&host.script).work_dir;
+    let plain = host.run(&base.join("plain"), None, &[])?;
+    if plain.exit != Exit::Code(0) {
+        return Err(format!(
+            "the Python host failed: {:?}; stderr: {}",
+            plain.exit,
+            tail(&plain.stderr)
+        )
+        .into());
+    }
+    let (calls, markers, exceptions) = python_truth(&plain.stdout)?;
+    let mut failures = Vec::new();
+    for tracer in TRACERS {
+        let profiler = case.profiler(tracer)?;
+        let dir = base.join(tracer);
+        let with = host.run(&dir, Some((&cli, &profiler)), &[])?;
+        if with.exit != plain.exit || with.stdout != plain.stdout {
+            failures.push(format!(
+                "{tracer}: the host ended with {:?} and printed {:?}; without a profiler {:?} and {:?}; stderr: {}",
+                with.exit, with.stdout, plain.exit, plain.stdout, tail(&with.stderr)
+            ));
+            continue;
+        }
+        let records_file = if tracer == "sampler" {
+            dir.join("records.jsonl.jsonl")
+        } else {
+            dir.join("records.jsonl")
+        };
+        let (records, bad) = read_records(&records_file);
+        if let Err(e) =
+            check_python_tracer(tracer, &records, &bad, &dir, (calls, markers, exceptions))
+        {
+            failures.push(format!("{tracer}: {e}"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
+}
+
+fn check_python_tracer(
+    tracer: &str,
+    records: &[Value],
+    bad: &[String],
+    dir: &std::path::Path,
+    (calls, markers, exceptions): (u64, u64, u64),
+) -> Result<(), String> {
+    if !bad.is_empty() {
+        return Err(format!("invalid JSON Lines: {bad:?}"));
+    }
+    if records
+        .first()
+        .is_none_or(|r| r["event"] != "runtime" || r["version"] != "8.0.4")
+    {
+        return Err(format!(
+            "no 8.0.4 runtime record first: {:?}",
+            records.first()
+        ));
+    }
+    let count_of = |event: &str, key: &str, value: &str| -> Result<u64, String> {
+        one(records, event, key, value)?["count"]
+            .as_u64()
+            .ok_or_else(|| format!("{event} record for {value} without a count"))
+    };
+    match tracer {
+        "alloc-tracer" => {
+            let n = count_of("alloc", "type", "PyHelper.Marker")?;
+            if n != markers {
+                return Err(format!(
+                    "counted {n} PyHelper.Marker, the host made {markers}"
+                ));
+            }
+        }
+        "exception-tracer" => {
+            let format: Vec<&Value> = records
+                .iter()
+                .filter(|r| r["event"] == "exception" && r["type"] == "System.FormatException")
+                .collect();
+            if format.len() as u64 != exceptions || !format.iter().all(|r| r["catcher"].is_string())
+            {
+                return Err(format!(
+                    "{} FormatException records (all caught?), the host caught {exceptions}: {format:?}",
+                    format.len()
+                ));
+            }
+        }
+        "call-tracer" => {
+            let n = count_of("calls", "method", "PyHelper.Helper::Marked")?;
+            if n != calls {
+                return Err(format!("counted {n} calls, the host made {calls}"));
+            }
+        }
+        "il-rewriter" => {
+            let n = count_of("il_calls", "method", "PyHelper.Helper::Marked")?;
+            if n != calls {
+                return Err(format!("counted {n} calls, the host made {calls}"));
+            }
+            if let Some(r) = records.iter().find(|r| {
+                r["event"] == "il_calls"
+                    && r["method"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("System."))
+            }) {
+                return Err(format!("instrumented framework code by default: {r}"));
+            }
+        }
+        "jit-tracer" => {
+            for m in ["PyHelper.Helper::Marked", "PyHelper.Helper::MakeMarkers"] {
+                one(records, "jit", "method", m)?;
+            }
+        }
+        "sampler" => {
+            let r = records
+                .iter()
+                .find(|r| r["event"] == "samples")
+                .ok_or("no samples record")?;
+            if r.get("error").is_some() {
+                return Err(format!("samples record with an error: {r}"));
+            }
+            let folded = std::fs::read_to_string(dir.join("records.jsonl"))
+                .map_err(|e| format!("no folded stacks: {e}"))?;
+            let total: u64 = folded
+                .lines()
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+                .sum();
+            let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
+            if total != expected {
+                return Err(format!(
+                    "folded stacks add up to {total}, the samples record says {expected}: {r}"
+                ));
+            }
+        }
+        other => return Err(format!("no check for {other}")),
+    }
+    Ok(())
+}
+
+/// The side-by-side manager in the Python host: jit-tracer's runtime policy
+/// selects (`8`) or declines (`3`) the one runtime pythonnet loads.
+fn pythonnet_runtime_policy(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("jit-tracer")?;
+    let base = case.spec(&host.script).work_dir;
+    let plain = host.run(&base.join("plain"), None, &[])?;
+    for (policy, selected) in [("8", true), ("3", false), ("first", true)] {
+        let dir = base.join(format!("policy-{policy}"));
+        let with = host.run(
+            &dir,
+            Some((&cli, &profiler)),
+            &[("CLRPROF_RUNTIMES", policy)],
+        )?;
+        if with.exit != plain.exit || with.stdout != plain.stdout {
+            return Err(format!(
+                "policy {policy}: host output changed: {:?}; stderr: {}",
+                with.stdout,
+                tail(&with.stderr)
+            )
+            .into());
+        }
+        let (records, _) = read_records(&dir.join("records.jsonl"));
+        let runtimes = records.iter().filter(|r| r["event"] == "runtime").count();
+        let helper_jit = records
+            .iter()
+            .any(|r| r["event"] == "jit" && r["method"] == "PyHelper.Helper::Marked");
+        if selected != (runtimes == 1 && helper_jit) || (!selected && !records.is_empty()) {
+            return Err(format!(
+                "policy {policy}: expected the runtime {}, got {runtimes} runtime records, helper JIT seen {helper_jit}",
+                if selected { "profiled" } else { "declined" }
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `clrprof attach --pid` into the Python process: attach-tracer attaches,
+/// catches up with the modules loaded before it (the helper among them),
+/// detaches after 300 ms, and the host finishes normally.
+fn pythonnet_attach(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("attach-tracer")?;
+    let dir = case.spec(&host.script).work_dir;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (ready, stop, records) = (
+        dir.join("ready"),
+        dir.join("stop"),
+        dir.join("records.jsonl"),
+    );
+    let mut cmd = std::process::Command::new(&host.python);
+    cmd.arg(&host.script)
+        .arg(&host.dotnet_root)
+        .arg(&host.helper)
+        .arg(&ready)
+        .arg(&stop)
+        .env_remove("CORECLR_ENABLE_PROFILING")
+        .env_remove("CLRPROF_OUTPUT")
+        .stdout(std::fs::File::create(dir.join("stdout.txt")).map_err(|e| e.to_string())?)
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).map_err(|e| e.to_string())?);
+    let mut child = cmd.spawn().map_err(|e| format!("python: {e}"))?;
+    let result = (|| -> CaseResult {
+        let pid = clrprof_testing::background::wait_for_file(&ready, Duration::from_secs(60))?;
+        let attach = std::process::Command::new(&cli)
+            .args(["attach", "--pid", &pid, "--profiler"])
+            .arg(&profiler.path)
+            .args(["--clsid", &profiler.clsid, "--client-data"])
+            .arg(format!("detach_after_ms=300;output={}", records.display()))
+            .output()
+            .map_err(|e| format!("clrprof attach: {e}"))?;
+        if !attach.status.success() {
+            return Err(format!(
+                "clrprof attach failed: {}",
+                String::from_utf8_lossy(&attach.stderr)
+            )
+            .into());
+        }
+        let start = Instant::now();
+        loop {
+            let (r, _) = read_records(&records);
+            if r.iter().any(|r| r["event"] == "detached") {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(format!("no detached record within 30 s: {r:?}").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    })();
+    let _ = std::fs::write(&stop, "stop");
+    let status = child.wait().map_err(|e| e.to_string())?;
+    result?;
+    let stdout = std::fs::read_to_string(dir.join("stdout.txt")).unwrap_or_default();
+    if !status.success() || !stdout.ends_with("stopped\n") {
+        return Err(format!(
+            "the host ended with {status} and printed {stdout:?}; stderr: {}",
+            tail(&std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default())
+        )
+        .into());
+    }
+    let (r, bad) = read_records(&records);
+    if !bad.is_empty() {
+        return Err(format!("invalid JSON Lines: {bad:?}").into());
+    }
+    let events: Vec<&str> = r.iter().filter_map(|r| r["event"].as_str()).collect();
+    let helper_seen = r.iter().any(|r| {
+        r["event"] == "module"
+            && r["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("pyhelper.dll"))
+    });
+    if events.first() != Some(&"runtime")
+        || !events.contains(&"attached")
+        || !events.contains(&"attach_complete")
+        || !helper_seen
+        || events.last() != Some(&"detached")
+        || events.contains(&"shutdown")
+    {
+        return Err(
+            format!("unexpected records (helper module seen: {helper_seen}): {r:?}").into(),
+        );
+    }
+    Ok(())
+}
+
+/// `clrprof doctor -- python ...`: a profiler loaded into the Python-hosted
+/// runtime is seen loading (and finishing at process exit, as the host never
+/// shuts the runtime down); a Python program that starts no CoreCLR is told so.
+fn pythonnet_doctor(case: &Case<'_>) -> CaseResult {
+    let host = PythonHost::new(case)?;
+    let cli = native_cli()?;
+    let profiler = case.profiler("jit-tracer")?;
+    let doctor = |args: &[&std::ffi::OsStr]| -> Result<String, Verdict> {
+        let out = std::process::Command::new(&cli)
+            .arg("doctor")
+            .arg("--profiler")
+            .arg(&profiler.path)
+            .arg("--")
+            .args(args)
+            .env_remove("CORECLR_ENABLE_PROFILING")
+            .env_remove("CORECLR_PROFILER")
+            .env_remove("CORECLR_PROFILER_PATH")
+            .output()
+            .map_err(|e| format!("clrprof doctor: {e}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let loaded = doctor(&[
+        host.python.as_os_str(),
+        host.script.as_os_str(),
+        host.dotnet_root.as_os_str(),
+        host.helper.as_os_str(),
+    ])?;
+    for expected in [
+        "ok      the Python host started CoreCLR through hostfxr",
+        "ok      the profiler loaded and Initialize ran",
+        "note    the host never shut the runtime down",
+        "0 error(s)",
+    ] {
+        if !loaded.contains(expected) {
+            return Err(format!("doctor did not say {expected:?}:\n{loaded}").into());
+        }
+    }
+    let no_runtime = doctor(&[host.python.as_os_str(), "-c".as_ref(), "print(1)".as_ref()])?;
+    if !no_runtime.contains("ERROR   the Python program started no CoreCLR through hostfxr") {
+        return Err(
+            format!("doctor did not explain a Python program without .NET:\n{no_runtime}").into(),
+        );
+    }
+    Ok(())
+}
+
+pub fn python_scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "pythonnet: every example tracer under `clrprof run`, complete without Shutdown",
+            under_pythonnet,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: the side-by-side runtime policy",
+            pythonnet_runtime_policy,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: clrprof doctor explains the Python host",
+            pythonnet_doctor,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+        Scenario::new(
+            "pythonnet: clrprof attach --pid into the Python process",
+            pythonnet_attach,
+        )
+        .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
+    ]
+}
