@@ -14,8 +14,8 @@
  *   0x200  x0..x30, then sp after the return (index 31)
  *   0x300  extra[0] = sp at the call, extra[1] = sp after the return
  *
- * clrprof_elt_harness_trash_handler(id) is a C-ABI handler that records its
- * argument, its sp and a call count, then clobbers every register the
+ * clrprof_elt_harness_trash_handler(id, info) is a C-ABI handler that
+ * records its two arguments (a fast-path handler has only the first), its sp and a call count, then clobbers every register the
  * AAPCS64 lets a callee clobber: x0-x17, v0-v7, v16-v31 and the upper
  * 64 bits of v8-v15.
  */
@@ -39,7 +39,9 @@ h_sp_before:    .quad 0
         .globl SYM(clrprof_elt_harness_handler_id)
         .globl SYM(clrprof_elt_harness_handler_sp)
         .globl SYM(clrprof_elt_harness_handler_calls)
+        .globl SYM(clrprof_elt_harness_handler_info)
 SYM(clrprof_elt_harness_handler_id):    .quad 0
+SYM(clrprof_elt_harness_handler_info):  .quad 0
 SYM(clrprof_elt_harness_handler_sp):    .quad 0
 SYM(clrprof_elt_harness_handler_calls): .quad 0
 
@@ -163,9 +165,13 @@ SYM(clrprof_elt_harness_call):
 
         .p2align 2
         .globl SYM(clrprof_elt_harness_trash_handler)
+        .globl SYM(clrprof_elt_harness_trash_info_handler)
 SYM(clrprof_elt_harness_trash_handler):
+SYM(clrprof_elt_harness_trash_info_handler):
         adrp    x9, PAGE(SYM(clrprof_elt_harness_handler_id))
         str     x0, [x9, PAGEOFF(SYM(clrprof_elt_harness_handler_id))]
+        adrp    x9, PAGE(SYM(clrprof_elt_harness_handler_info))
+        str     x1, [x9, PAGEOFF(SYM(clrprof_elt_harness_handler_info))]
         mov     x10, sp
         adrp    x9, PAGE(SYM(clrprof_elt_harness_handler_sp))
         str     x10, [x9, PAGEOFF(SYM(clrprof_elt_harness_handler_sp))]

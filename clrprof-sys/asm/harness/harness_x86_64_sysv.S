@@ -13,8 +13,8 @@
  *   0x100  rax rcx rdx rbx rsp rbp rsi rdi r8..r15 (encoding order)
  *   0x180  extra[0] = rsp at the call, extra[1] = rsp after the return
  *
- * clrprof_elt_harness_trash_handler(id) is a C-ABI handler that records its
- * argument, its rsp and a call count, then clobbers every register the
+ * clrprof_elt_harness_trash_handler(id, info) is a C-ABI handler that
+ * records its two arguments (a fast-path handler has only the first), its rsp and a call count, then clobbers every register the
  * System V ABI lets a callee clobber.
  */
 
@@ -36,7 +36,9 @@ h_rax:          .quad 0
         .globl SYM(clrprof_elt_harness_handler_id)
         .globl SYM(clrprof_elt_harness_handler_sp)
         .globl SYM(clrprof_elt_harness_handler_calls)
+        .globl SYM(clrprof_elt_harness_handler_info)
 SYM(clrprof_elt_harness_handler_id):    .quad 0
+SYM(clrprof_elt_harness_handler_info):  .quad 0
 SYM(clrprof_elt_harness_handler_sp):    .quad 0
 SYM(clrprof_elt_harness_handler_calls): .quad 0
 
@@ -140,8 +142,11 @@ SYM(clrprof_elt_harness_call):
 
         .p2align 4
         .globl SYM(clrprof_elt_harness_trash_handler)
+        .globl SYM(clrprof_elt_harness_trash_info_handler)
 SYM(clrprof_elt_harness_trash_handler):
+SYM(clrprof_elt_harness_trash_info_handler):
         mov     [rip + SYM(clrprof_elt_harness_handler_id)], rdi
+        mov     [rip + SYM(clrprof_elt_harness_handler_info)], rsi
         mov     [rip + SYM(clrprof_elt_harness_handler_sp)], rsp
         inc     qword ptr [rip + SYM(clrprof_elt_harness_handler_calls)]
         movabs  rax, 0xDEADBEEFDEADBEEF

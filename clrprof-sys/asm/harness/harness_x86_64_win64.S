@@ -15,8 +15,8 @@
  *   0x100  rax rcx rdx rbx rsp rbp rsi rdi r8..r15 (encoding order)
  *   0x180  extra[0] = rsp at the call, extra[1] = rsp after the return
  *
- * clrprof_elt_harness_trash_handler(id) is a C-ABI handler that records its
- * argument, its rsp and a call count, writes over its caller's 32-byte home
+ * clrprof_elt_harness_trash_handler(id, info) is a C-ABI handler that
+ * records its two arguments (a fast-path handler has only the first), its rsp and a call count, writes over its caller's 32-byte home
  * area, then clobbers every register the Windows x64 ABI lets a callee
  * clobber.
  */
@@ -33,7 +33,9 @@ h_rax:          .quad 0
         .globl clrprof_elt_harness_handler_id
         .globl clrprof_elt_harness_handler_sp
         .globl clrprof_elt_harness_handler_calls
+        .globl clrprof_elt_harness_handler_info
 clrprof_elt_harness_handler_id:    .quad 0
+clrprof_elt_harness_handler_info:  .quad 0
 clrprof_elt_harness_handler_sp:    .quad 0
 clrprof_elt_harness_handler_calls: .quad 0
 
@@ -163,8 +165,11 @@ clrprof_elt_harness_call:
 
         .p2align 4
         .globl clrprof_elt_harness_trash_handler
+        .globl clrprof_elt_harness_trash_info_handler
 clrprof_elt_harness_trash_handler:
+clrprof_elt_harness_trash_info_handler:
         mov     [rip + clrprof_elt_harness_handler_id], rcx
+        mov     [rip + clrprof_elt_harness_handler_info], rdx
         mov     [rip + clrprof_elt_harness_handler_sp], rsp
         inc     qword ptr [rip + clrprof_elt_harness_handler_calls]
         movabs  rax, 0xDEADBEEFDEADBEEF
