@@ -278,16 +278,6 @@ fn tailcall_scenario(variant: &'static str) -> Scenario {
     )
 }
 
-/// .NET Core 3.1 on Linux x64: with a WithInfo enter hook that does real
-/// work (GetFunctionEnter3Info, float formatting), the floating-point
-/// argument registers of the hooked method come back changed (NaN results);
-/// seen with this scenario, not with the counting-only WithInfo hooks.
-/// The runtime's own stub calls the hook, so the SDK cannot save them.
-const NETCORE31_LINUX_WITHINFO: &str =
-    "linux-x64 .NET Core 3.1.23: the runtime's WithInfo enter stub does not keep the \
-     floating-point argument registers across a hook that uses them (NaN results); \
-     argument decoding is checked on linux-x64-8.0 and the Windows legs";
-
 /// Values the app passes in `calls 2` (rounds r = 0, 1), as the WithInfo
 /// decoder must see them.
 fn args_scenario() -> Scenario {
@@ -371,7 +361,6 @@ fn args_scenario() -> Scenario {
             Ok(())
         },
     )
-    .exclude_leg("linux-x64-3.1", NETCORE31_LINUX_WITHINFO)
 }
 
 pub fn scenarios() -> Vec<Scenario> {

@@ -118,6 +118,8 @@ use std::sync::{Arc, Mutex};
 
 pub mod args;
 mod frame;
+#[cfg(all(target_arch = "x86_64", unix))]
+mod legacy_stub;
 pub mod shadow_stack;
 
 pub use frame::{
@@ -577,21 +579,29 @@ fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> 
 }
 
 fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
-    // The runtime calls WithInfo hooks with the C ABI from its own stub, so
-    // the monomorphised entry points below are registered directly: no
-    // forwarding through clrprof_sys::elt's handler slots, one indirect
-    // call less per hook.
-    let enter: sys::FunctionEnter3WithInfo = info_enter::<H>;
-    let leave_hook: sys::FunctionLeave3WithInfo = info_leave::<H>;
-    let tailcall: sys::FunctionTailcall3WithInfo = info_tailcall::<H>;
+    use sys::elt;
+    // The runtime calls WithInfo hooks from its own stub, which is meant to
+    // keep the managed method's registers but does not everywhere (.NET
+    // Core 3.1 on Linux x64 loses xmm2-xmm7 across the enter hook), so the
+    // runtime gets clrprof-sys's trampolines, which keep every argument and
+    // return register themselves, and the trampolines call these handlers.
+    // SAFETY: the handlers only read records the mapper created (client IDs
+    // are their addresses; the records are leaked), never unwind (every user
+    // call is inside `contain`), and are plain functions of this library.
+    unsafe {
+        elt::set_enter3_with_info_handler(Some(info_enter::<H>));
+        elt::set_leave3_with_info_handler(Some(info_leave::<H>));
+        elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
+    }
     crate::error::check(
-        // SAFETY: the entry points have the IDL's WithInfo signatures, never
-        // unwind, and read only records the mapper created.
+        // SAFETY: the entry points have the IDL's WithInfo signatures and
+        // calling convention (clrprof_sys::elt) and forward to the handlers
+        // installed above.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
-                Some(enter),
-                leave.then_some(leave_hook),
-                leave.then_some(tailcall),
+                Some(elt::enter3_with_info_hook()),
+                leave.then(elt::leave3_with_info_hook),
+                leave.then(elt::tailcall3_with_info_hook),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
@@ -705,42 +715,39 @@ unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     contain::<TAILCALL>(|| e.hooks().tailcall(&e.hooked));
 }
 
-unsafe extern "system" fn info_enter<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
-    elt_info: sys::COR_PRF_ELT_INFO,
-) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
+    // SAFETY: this is the enter handler, called with the runtime's eltInfo,
+    // before the hook runs (see `legacy_stub`).
+    #[cfg(all(target_arch = "x86_64", unix))]
+    let saved = unsafe { legacy_stub::save(e.runtime.info.version(), elt_info) };
     contain::<ENTER_INFO>(|| {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
+    #[cfg(all(target_arch = "x86_64", unix))]
+    if let Some(saved) = saved {
+        // SAFETY: saved by this call, after the hook.
+        unsafe { legacy_stub::restore(saved) };
+    }
 }
 
-unsafe extern "system" fn info_leave<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
-    elt_info: sys::COR_PRF_ELT_INFO,
-) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
     contain::<LEAVE_INFO>(|| {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "system" fn info_tailcall<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
-    elt_info: sys::COR_PRF_ELT_INFO,
-) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
     contain::<TAILCALL_INFO>(|| {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
