@@ -484,11 +484,7 @@ fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
         assert_eq!(outcome.handler_calls, 1, "{hook:?}: handler calls");
         assert_eq!(words.id.load(Ordering::SeqCst), hook.id(), "{hook:?}: ID");
         if let Some(info) = hook.elt_info() {
-            assert_eq!(
-                words.info.load(Ordering::SeqCst),
-                info,
-                "{hook:?}: eltInfo"
-            );
+            assert_eq!(words.info.load(Ordering::SeqCst), info, "{hook:?}: eltInfo");
         }
         assert_eq!(
             words.sp.load(Ordering::SeqCst) % 16,
