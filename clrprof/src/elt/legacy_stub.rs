@@ -46,17 +46,23 @@ pub(super) struct SavedArea {
     bytes: [u8; 32],
 }
 
-/// Copies the stub's xmm0/xmm1 save area out of its frame, when the
-/// runtime (its highest Info version is `info_version`) has the shared
-/// save area; `None` otherwise.
+/// Whether a runtime whose highest `ICorProfilerInfoN` is `info_version`
+/// has the stub whose save area the enter handler must keep.
+#[inline(always)]
+pub(super) fn applies(info_version: u8) -> bool {
+    info_version <= LAST_INFO_VERSION_WITH_SHARED_SAVE_AREA
+}
+
+/// Copies the stub's xmm0/xmm1 save area out of its frame (`None` if the
+/// runtime passed no usable handle).
 ///
 /// # Safety
 ///
 /// Must be called from the WithInfo enter handler, with the `eltInfo` the
-/// runtime passed to it, before the user's hook runs.
-#[inline]
-pub(super) unsafe fn save(info_version: u8, elt_info: sys::COR_PRF_ELT_INFO) -> Option<SavedArea> {
-    if info_version > LAST_INFO_VERSION_WITH_SHARED_SAVE_AREA || elt_info == 0 {
+/// runtime passed to it, before the user's hook runs, and only on a
+/// runtime for which [`applies`] is true.
+pub(super) unsafe fn save(elt_info: sys::COR_PRF_ELT_INFO) -> Option<SavedArea> {
+    if elt_info == 0 {
         return None;
     }
     // SAFETY: on these runtimes `eltInfo` points to the runtime's
@@ -81,7 +87,6 @@ pub(super) unsafe fn save(info_version: u8, elt_info: sys::COR_PRF_ELT_INFO) -> 
 /// # Safety
 ///
 /// `saved` must come from [`save`] in the same hook call.
-#[inline]
 pub(super) unsafe fn restore(saved: SavedArea) {
     // SAFETY: as in `save`: the stub's frame is still live (its hook call
     // has not returned), and the only writes to it since `save` were the

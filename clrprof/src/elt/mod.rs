@@ -719,15 +719,40 @@ unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: sys::COR_P
     // SAFETY: with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client) };
-    // SAFETY: this is the enter handler, called with the runtime's eltInfo,
-    // before the hook runs (see `legacy_stub`).
     #[cfg(all(target_arch = "x86_64", unix))]
-    let saved = unsafe { legacy_stub::save(e.runtime.info.version(), elt_info) };
+    if legacy_stub::applies(e.runtime.info.version()) {
+        // SAFETY: this is the enter handler, with the runtime's eltInfo.
+        unsafe { info_enter_keeping_stub_save_area(e, elt_info) };
+        return;
+    }
+    enter_with_info(e, elt_info);
+}
+
+#[inline(always)]
+fn enter_with_info<H: EltHooks>(e: &'static Entry<H>, elt_info: sys::COR_PRF_ELT_INFO) {
     contain::<ENTER_INFO>(|| {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
-    #[cfg(all(target_arch = "x86_64", unix))]
+}
+
+/// The enter handler on runtimes whose stub shares its xmm0/xmm1 save area
+/// with the struct-copy buffer (see `legacy_stub`), out of line so the
+/// common path stays short.
+///
+/// # Safety
+/// Called only by `info_enter`, with the `eltInfo` the runtime passed it.
+#[cfg(all(target_arch = "x86_64", unix))]
+#[cold]
+#[inline(never)]
+unsafe fn info_enter_keeping_stub_save_area<H: EltHooks>(
+    e: &'static Entry<H>,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: called from the enter handler with the runtime's eltInfo,
+    // before the hook runs.
+    let saved = unsafe { legacy_stub::save(elt_info) };
+    enter_with_info(e, elt_info);
     if let Some(saved) = saved {
         // SAFETY: saved by this call, after the hook.
         unsafe { legacy_stub::restore(saved) };
