@@ -1,8 +1,8 @@
 //! Register-level tests of the ELT trampolines (`src/elt/`), fast path and
 //! WithInfo.
 //!
-//! The test-only assembly harness (`asm/harness/`, linked into test binaries
-//! only) fills every general register and every FP/SIMD register (all 128
+//! The test-only assembly harness (`tests/harness/`, `global_asm!` in this
+//! test binary only) fills every general register and every FP/SIMD register (all 128
 //! bits) with distinct sentinels, puts the function ID in the register the
 //! JIT uses for the hook (for WithInfo: the ID and the `eltInfo` handle in
 //! the C ABI's first two argument registers, as the runtime's stub passes
@@ -12,7 +12,17 @@
 //! trampoline calls is, in most tests, an assembly handler that clobbers
 //! every register its C ABI allows, so a register the trampoline forgot to
 //! save shows up as a changed value.
-#![cfg(clrprof_elt_harness)]
+#![cfg(clrprof_elt)]
+
+#[cfg(all(target_arch = "x86_64", not(windows)))]
+#[path = "harness/x86_64_sysv.rs"]
+mod harness;
+#[cfg(all(target_arch = "x86_64", windows))]
+#[path = "harness/x86_64_win64.rs"]
+mod harness;
+#[cfg(target_arch = "aarch64")]
+#[path = "harness/aarch64.rs"]
+mod harness;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -21,7 +31,7 @@ use clrprof_sys::elt::{self, EltHandler, EltWithInfoHandler};
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
-    /// Register block shared with `harness_x86_64_*.S`.
+    /// Register block shared with `harness/x86_64_*.rs`.
     #[repr(C, align(16))]
     #[derive(Clone, Copy)]
     pub struct Regs {
@@ -100,7 +110,7 @@ mod arch {
 
 #[cfg(target_arch = "aarch64")]
 mod arch {
-    /// Register block shared with `harness_aarch64.S`.
+    /// Register block shared with `harness/aarch64.rs`.
     #[repr(C, align(16))]
     #[derive(Clone, Copy)]
     pub struct Regs {
