@@ -18,10 +18,10 @@
 //!
 //! So when the hook asks for the arguments of a method that takes a struct
 //! in registers, the runtime writes the struct over the saved `xmm0`/`xmm1`
-//! and the method starts with wrong floating-point arguments in them (seen:
-//! `float` arguments in `xmm0` read as the bits of a `Pair` passed in
-//! `r9`). .NET 5 gave the save area its own place and restores
-//! `xmm0`-`xmm7` from the saved fields.
+//! and the method starts with wrong floating-point arguments in them (seen
+//! on 3.1.23: a `{int; double}` struct, passed in `rdi` and `xmm0`, arrived
+//! with `6.9e-310` for its `1.0`). .NET 5 gave the save area its own place
+//! and restores `xmm0`-`xmm7` from the saved fields.
 //!
 //! The SDK's enter handler therefore copies those 32 bytes before the
 //! user's hook runs and writes them back after it, on runtimes that have
