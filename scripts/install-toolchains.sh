@@ -2,7 +2,9 @@
 # Installs what clrprof's cross-target test legs and test rig need on a bare
 # Debian 12 machine (run by `cargo xtask toolchain`):
 #
-#   rustup targets   aarch64-unknown-linux-gnu, x86_64-pc-windows-gnu
+#   rustup targets   aarch64-unknown-linux-gnu, x86_64-pc-windows-gnu,
+#                    x86_64-pc-windows-msvc (built and checked, never linked:
+#                    `cargo xtask msvc`)
 #   Debian packages  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 #                    (aarch64 leg: cross linker, libc, user-mode emulator)
 #                    gcc-mingw-w64-x86-64 wine64 (win-x64 legs)
@@ -15,7 +17,7 @@
 # (no rustup, not Debian/apt, not root and no password-less sudo, apt failed).
 set -euo pipefail
 
-RUST_TARGETS=(aarch64-unknown-linux-gnu x86_64-pc-windows-gnu)
+RUST_TARGETS=(aarch64-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-pc-windows-msvc)
 DEB_PACKAGES=(
     gcc-aarch64-linux-gnu
     libc6-dev-arm64-cross

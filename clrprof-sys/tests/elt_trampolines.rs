@@ -1,24 +1,37 @@
-//! Register-level tests of the fast-path ELT trampolines (`src/elt.rs`).
+//! Register-level tests of the ELT trampolines (`src/elt/`), fast path and
+//! WithInfo.
 //!
-//! The test-only assembly harness (`asm/harness/`, linked into test binaries
-//! only) fills every general register and every FP/SIMD register (all 128
+//! The test-only assembly harness (`tests/harness/`, `global_asm!` in this
+//! test binary only) fills every general register and every FP/SIMD register (all 128
 //! bits) with distinct sentinels, puts the function ID in the register the
-//! JIT uses for the hook, calls the trampoline the way jitted code does
-//! (aligned stack, Windows home area, an indirect call that disturbs no
-//! register) and records every register afterwards. The handler the
+//! JIT uses for the hook (for WithInfo: the ID and the `eltInfo` handle in
+//! the C ABI's first two argument registers, as the runtime's stub passes
+//! them), calls the trampoline the way jitted code does (aligned stack,
+//! Windows home area, an indirect call that disturbs no register) and
+//! records every register afterwards. The handler the
 //! trampoline calls is, in most tests, an assembly handler that clobbers
 //! every register its C ABI allows, so a register the trampoline forgot to
 //! save shows up as a changed value.
-#![cfg(clrprof_elt_harness)]
+#![cfg(clrprof_elt)]
+
+#[cfg(all(target_arch = "x86_64", not(windows)))]
+#[path = "harness/x86_64_sysv.rs"]
+mod harness;
+#[cfg(all(target_arch = "x86_64", windows))]
+#[path = "harness/x86_64_win64.rs"]
+mod harness;
+#[cfg(target_arch = "aarch64")]
+#[path = "harness/aarch64.rs"]
+mod harness;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use clrprof_sys::elt::{self, EltHandler};
+use clrprof_sys::elt::{self, EltHandler, EltWithInfoHandler};
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
-    /// Register block shared with `harness_x86_64_*.S`.
+    /// Register block shared with `harness/x86_64_*.rs`.
     #[repr(C, align(16))]
     #[derive(Clone, Copy)]
     pub struct Regs {
@@ -43,12 +56,19 @@ mod arch {
         match hook {
             super::Hook::Enter => 14,                        // r14
             super::Hook::Leave | super::Hook::Tailcall => 7, // rdi
+            _ => C_ARGUMENTS[0],
         }
     }
     #[cfg(windows)]
     pub fn id_register(_hook: super::Hook) -> usize {
-        1 // rcx
+        C_ARGUMENTS[0]
     }
+
+    /// The C ABI's first two integer argument registers.
+    #[cfg(not(windows))]
+    pub const C_ARGUMENTS: [usize; 2] = [7, 6]; // rdi, rsi
+    #[cfg(windows)]
+    pub const C_ARGUMENTS: [usize; 2] = [1, 2]; // rcx, rdx
 
     /// Registers the trampoline must hand back unchanged (beyond rsp).
     #[cfg(not(windows))]
@@ -90,7 +110,7 @@ mod arch {
 
 #[cfg(target_arch = "aarch64")]
 mod arch {
-    /// Register block shared with `harness_aarch64.S`.
+    /// Register block shared with `harness/aarch64.rs`.
     #[repr(C, align(16))]
     #[derive(Clone, Copy)]
     pub struct Regs {
@@ -111,9 +131,16 @@ mod arch {
     /// sp is always 16-byte aligned on aarch64.
     pub const HANDLER_SP_MOD_16: u64 = 0;
 
-    pub fn id_register(_hook: super::Hook) -> usize {
-        10 // x10
+    pub fn id_register(hook: super::Hook) -> usize {
+        if hook.is_with_info() {
+            C_ARGUMENTS[0]
+        } else {
+            10 // x10
+        }
     }
+
+    /// The C ABI's first two integer argument registers.
+    pub const C_ARGUMENTS: [usize; 2] = [0, 1]; // x0, x1
 
     /// x0-x8, x19-x29, q0-q7 (all 128 bits) and the low halves of v8-v15.
     pub fn must_preserve(lane: &super::Lane) -> bool {
@@ -144,7 +171,10 @@ use arch::Regs;
 extern "C" {
     fn clrprof_elt_harness_call(target: usize, input: *const Regs, output: *mut Regs);
     fn clrprof_elt_harness_trash_handler(id: usize);
+    /// The same code under a second name, typed as a WithInfo handler.
+    fn clrprof_elt_harness_trash_info_handler(id: usize, info: usize);
     static clrprof_elt_harness_handler_id: AtomicU64;
+    static clrprof_elt_harness_handler_info: AtomicU64;
     static clrprof_elt_harness_handler_sp: AtomicU64;
     static clrprof_elt_harness_handler_calls: AtomicU64;
 }
@@ -162,37 +192,81 @@ enum Hook {
     Enter,
     Leave,
     Tailcall,
+    EnterWithInfo,
+    LeaveWithInfo,
+    TailcallWithInfo,
 }
 
-const HOOKS: [Hook; 3] = [Hook::Enter, Hook::Leave, Hook::Tailcall];
+const HOOKS: [Hook; 6] = [
+    Hook::Enter,
+    Hook::Leave,
+    Hook::Tailcall,
+    Hook::EnterWithInfo,
+    Hook::LeaveWithInfo,
+    Hook::TailcallWithInfo,
+];
+
+/// A handler for either kind of hook.
+#[derive(Clone, Copy)]
+enum Handler {
+    /// The harness's assembly handler that clobbers what its ABI allows.
+    Trash,
+    /// A Rust handler that records what it got.
+    Rust,
+}
 
 impl Hook {
+    fn is_with_info(self) -> bool {
+        matches!(
+            self,
+            Hook::EnterWithInfo | Hook::LeaveWithInfo | Hook::TailcallWithInfo
+        )
+    }
+
     fn trampoline(self) -> usize {
         match self {
             Hook::Enter => elt::enter3_trampoline() as usize,
             Hook::Leave => elt::leave3_trampoline() as usize,
             Hook::Tailcall => elt::tailcall3_trampoline() as usize,
+            Hook::EnterWithInfo => elt::enter3_with_info_hook() as usize,
+            Hook::LeaveWithInfo => elt::leave3_with_info_hook() as usize,
+            Hook::TailcallWithInfo => elt::tailcall3_with_info_hook() as usize,
         }
     }
 
-    /// # Safety
-    /// `handler` must be callable from any thread and must not unwind.
-    unsafe fn set_handler(self, handler: Option<EltHandler>) {
-        // SAFETY: forwarded from the caller.
+    fn set_handler(self, handler: Option<Handler>) {
+        let fast: Option<EltHandler> = handler.map(|h| match h {
+            Handler::Trash => clrprof_elt_harness_trash_handler as EltHandler,
+            Handler::Rust => rust_handler as EltHandler,
+        });
+        let with_info: Option<EltWithInfoHandler> = handler.map(|h| match h {
+            Handler::Trash => clrprof_elt_harness_trash_info_handler as EltWithInfoHandler,
+            Handler::Rust => rust_info_handler as EltWithInfoHandler,
+        });
+        // SAFETY: both handlers obey the C ABI, touch only their own
+        // atomics (or, for the assembly one, registers and harness words),
+        // and cannot unwind.
         unsafe {
             match self {
-                Hook::Enter => elt::set_enter3_handler(handler),
-                Hook::Leave => elt::set_leave3_handler(handler),
-                Hook::Tailcall => elt::set_tailcall3_handler(handler),
+                Hook::Enter => elt::set_enter3_handler(fast),
+                Hook::Leave => elt::set_leave3_handler(fast),
+                Hook::Tailcall => elt::set_tailcall3_handler(fast),
+                Hook::EnterWithInfo => elt::set_enter3_with_info_handler(with_info),
+                Hook::LeaveWithInfo => elt::set_leave3_with_info_handler(with_info),
+                Hook::TailcallWithInfo => elt::set_tailcall3_with_info_handler(with_info),
             }
         }
     }
 
-    fn handler(self) -> Option<EltHandler> {
+    /// The installed handler's address.
+    fn handler(self) -> Option<usize> {
         match self {
-            Hook::Enter => elt::enter3_handler(),
-            Hook::Leave => elt::leave3_handler(),
-            Hook::Tailcall => elt::tailcall3_handler(),
+            Hook::Enter => elt::enter3_handler().map(|h| h as usize),
+            Hook::Leave => elt::leave3_handler().map(|h| h as usize),
+            Hook::Tailcall => elt::tailcall3_handler().map(|h| h as usize),
+            Hook::EnterWithInfo => elt::enter3_with_info_handler().map(|h| h as usize),
+            Hook::LeaveWithInfo => elt::leave3_with_info_handler().map(|h| h as usize),
+            Hook::TailcallWithInfo => elt::tailcall3_with_info_handler().map(|h| h as usize),
         }
     }
 
@@ -202,7 +276,16 @@ impl Hook {
             Hook::Enter => 0x0000_7F00_1234_5670,
             Hook::Leave => 0x0000_7F00_1234_5680,
             Hook::Tailcall => 0x0000_7F00_1234_5690,
+            Hook::EnterWithInfo => 0x0000_7F00_1234_56A0,
+            Hook::LeaveWithInfo => 0x0000_7F00_1234_56B0,
+            Hook::TailcallWithInfo => 0x0000_7F00_1234_56C0,
         }
+    }
+
+    /// The `eltInfo` handle a WithInfo hook is called with.
+    fn elt_info(self) -> Option<u64> {
+        self.is_with_info()
+            .then(|| 0x0000_7FFE_0000_1000 + (self.id() & 0xF0))
     }
 }
 
@@ -293,25 +376,37 @@ struct Outcome {
     handler_calls: u64,
 }
 
-fn harness_globals() -> (&'static AtomicU64, &'static AtomicU64, &'static AtomicU64) {
+struct HarnessWords {
+    id: &'static AtomicU64,
+    info: &'static AtomicU64,
+    sp: &'static AtomicU64,
+    calls: &'static AtomicU64,
+}
+
+fn harness_words() -> HarnessWords {
     // SAFETY: the harness defines these as 8-byte aligned words in writable
     // data; nothing else touches them while the HARNESS lock is held.
     unsafe {
-        (
-            &clrprof_elt_harness_handler_id,
-            &clrprof_elt_harness_handler_sp,
-            &clrprof_elt_harness_handler_calls,
-        )
+        HarnessWords {
+            id: &clrprof_elt_harness_handler_id,
+            info: &clrprof_elt_harness_handler_info,
+            sp: &clrprof_elt_harness_handler_sp,
+            calls: &clrprof_elt_harness_handler_calls,
+        }
     }
 }
 
-/// Calls `target` through the harness with sentinels in every register and
-/// `id` in `id_register`.
-fn run(target: usize, id_register: usize, id: u64) -> Outcome {
+/// Calls `target` through the harness with sentinels in every register,
+/// `id` in `id_register` and, for WithInfo hooks, the `eltInfo` handle in
+/// the C ABI's second argument register.
+fn run_with(target: usize, id_register: usize, id: u64, info: Option<u64>) -> Outcome {
     let mut input = sentinels();
     input.gpr[id_register] = id;
+    if let Some(info) = info {
+        input.gpr[arch::C_ARGUMENTS[1]] = info;
+    }
     let mut output = empty();
-    let (_, _, calls) = harness_globals();
+    let calls = harness_words().calls;
     let before = calls.load(Ordering::SeqCst);
     // SAFETY: `target` is a trampoline or handler that follows the hook
     // convention the harness emulates; the blocks are valid for the harness.
@@ -321,6 +416,16 @@ fn run(target: usize, id_register: usize, id: u64) -> Outcome {
         output,
         handler_calls: calls.load(Ordering::SeqCst) - before,
     }
+}
+
+/// Calls `hook`'s trampoline the way its caller does.
+fn run(hook: Hook) -> Outcome {
+    run_with(
+        hook.trampoline(),
+        arch::id_register(hook),
+        hook.id(),
+        hook.elt_info(),
+    )
 }
 
 /// Names of the lanes in `wanted` that changed.
@@ -361,7 +466,7 @@ fn harness_sees_every_register_the_handler_may_clobber() {
     // has to save must come back changed, or the other tests could not
     // notice a missing save.
     let trash: EltHandler = clrprof_elt_harness_trash_handler;
-    let outcome = run(trash as usize, arch::id_register(Hook::Enter), 7);
+    let outcome = run_with(trash as usize, arch::id_register(Hook::Enter), 7, None);
     assert_eq!(outcome.handler_calls, 1);
     let unchanged: Vec<String> = lanes()
         .into_iter()
@@ -377,24 +482,22 @@ fn harness_sees_every_register_the_handler_may_clobber() {
 }
 
 #[test]
-fn trampolines_preserve_jit_registers_and_pass_the_id() {
+fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
     let _guard = lock();
-    let (handler_id, handler_sp, _) = harness_globals();
+    let words = harness_words();
     for hook in HOOKS {
-        // SAFETY: the trash handler obeys the C ABI and does not unwind.
-        unsafe { hook.set_handler(Some(clrprof_elt_harness_trash_handler)) };
-        let outcome = run(hook.trampoline(), arch::id_register(hook), hook.id());
-        // SAFETY: removing a handler is always allowed.
-        unsafe { hook.set_handler(None) };
+        words.info.store(0, Ordering::SeqCst);
+        hook.set_handler(Some(Handler::Trash));
+        let outcome = run(hook);
+        hook.set_handler(None);
 
         assert_eq!(outcome.handler_calls, 1, "{hook:?}: handler calls");
+        assert_eq!(words.id.load(Ordering::SeqCst), hook.id(), "{hook:?}: ID");
+        if let Some(info) = hook.elt_info() {
+            assert_eq!(words.info.load(Ordering::SeqCst), info, "{hook:?}: eltInfo");
+        }
         assert_eq!(
-            handler_id.load(Ordering::SeqCst),
-            hook.id(),
-            "{hook:?}: handler's ID"
-        );
-        assert_eq!(
-            handler_sp.load(Ordering::SeqCst) % 16,
+            words.sp.load(Ordering::SeqCst) % 16,
             arch::HANDLER_SP_MOD_16,
             "{hook:?}: handler called with a misaligned stack"
         );
@@ -411,10 +514,9 @@ fn trampolines_preserve_jit_registers_and_pass_the_id() {
 fn empty_slot_returns_without_calling_or_touching_registers() {
     let _guard = lock();
     for hook in HOOKS {
-        // SAFETY: removing a handler is always allowed.
-        unsafe { hook.set_handler(None) };
+        hook.set_handler(None);
         assert!(hook.handler().is_none());
-        let outcome = run(hook.trampoline(), arch::id_register(hook), hook.id());
+        let outcome = run(hook);
         assert_eq!(outcome.handler_calls, 0, "{hook:?}: handler called");
         // With no handler, even the registers the JIT lets it clobber stay.
         let broken = changed(&outcome, |_| true);
@@ -429,6 +531,7 @@ fn empty_slot_returns_without_calling_or_touching_registers() {
 }
 
 static RUST_HANDLER_ID: AtomicUsize = AtomicUsize::new(0);
+static RUST_HANDLER_INFO: AtomicUsize = AtomicUsize::new(0);
 static RUST_HANDLER_CALLS: AtomicUsize = AtomicUsize::new(0);
 
 unsafe extern "C" fn rust_handler(id: usize) {
@@ -436,20 +539,26 @@ unsafe extern "C" fn rust_handler(id: usize) {
     RUST_HANDLER_CALLS.fetch_add(1, Ordering::SeqCst);
 }
 
+unsafe extern "C" fn rust_info_handler(id: usize, info: usize) {
+    RUST_HANDLER_INFO.store(info, Ordering::SeqCst);
+    // SAFETY: `rust_handler` only touches atomics.
+    unsafe { rust_handler(id) };
+}
+
 #[test]
 fn rust_handler_is_called_with_the_id_and_registers_survive() {
     let _guard = lock();
     for hook in HOOKS {
         let before = RUST_HANDLER_CALLS.load(Ordering::SeqCst);
-        // SAFETY: `rust_handler` only touches atomics and cannot unwind.
-        unsafe { hook.set_handler(Some(rust_handler)) };
-        assert_eq!(
-            hook.handler().map(|h| h as usize),
-            Some(rust_handler as EltHandler as usize)
-        );
-        let outcome = run(hook.trampoline(), arch::id_register(hook), hook.id());
-        // SAFETY: removing a handler is always allowed.
-        unsafe { hook.set_handler(None) };
+        hook.set_handler(Some(Handler::Rust));
+        let expected = if hook.is_with_info() {
+            rust_info_handler as EltWithInfoHandler as usize
+        } else {
+            rust_handler as EltHandler as usize
+        };
+        assert_eq!(hook.handler(), Some(expected), "{hook:?}");
+        let outcome = run(hook);
+        hook.set_handler(None);
 
         assert_eq!(
             RUST_HANDLER_CALLS.load(Ordering::SeqCst) - before,
@@ -461,6 +570,13 @@ fn rust_handler_is_called_with_the_id_and_registers_survive() {
             hook.id(),
             "{hook:?}"
         );
+        if let Some(info) = hook.elt_info() {
+            assert_eq!(
+                RUST_HANDLER_INFO.load(Ordering::SeqCst) as u64,
+                info,
+                "{hook:?}"
+            );
+        }
         let broken = changed(&outcome, arch::must_preserve);
         assert!(broken.is_empty(), "{hook:?}: {broken:#?}");
         assert_stack_restored(&outcome);
@@ -470,18 +586,21 @@ fn rust_handler_is_called_with_the_id_and_registers_survive() {
 #[test]
 fn handler_swapped_between_calls_takes_effect_at_once() {
     let _guard = lock();
-    let hook = Hook::Leave;
-    let (_, _, calls) = harness_globals();
-    let rust_before = RUST_HANDLER_CALLS.load(Ordering::SeqCst);
-    let asm_before = calls.load(Ordering::SeqCst);
-    // SAFETY: both handlers obey the C ABI and do not unwind.
-    unsafe { hook.set_handler(Some(rust_handler)) };
-    run(hook.trampoline(), arch::id_register(hook), 1);
-    // SAFETY: as above.
-    unsafe { hook.set_handler(Some(clrprof_elt_harness_trash_handler)) };
-    run(hook.trampoline(), arch::id_register(hook), 2);
-    // SAFETY: removing a handler is always allowed.
-    unsafe { hook.set_handler(None) };
-    assert_eq!(RUST_HANDLER_CALLS.load(Ordering::SeqCst) - rust_before, 1);
-    assert_eq!(calls.load(Ordering::SeqCst) - asm_before, 1);
+    let calls = harness_words().calls;
+    for hook in [Hook::Leave, Hook::LeaveWithInfo] {
+        let rust_before = RUST_HANDLER_CALLS.load(Ordering::SeqCst);
+        let asm_before = calls.load(Ordering::SeqCst);
+        hook.set_handler(Some(Handler::Rust));
+        run(hook);
+        hook.set_handler(Some(Handler::Trash));
+        run(hook);
+        hook.set_handler(None);
+        run(hook);
+        assert_eq!(
+            RUST_HANDLER_CALLS.load(Ordering::SeqCst) - rust_before,
+            1,
+            "{hook:?}"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst) - asm_before, 1, "{hook:?}");
+    }
 }

@@ -1781,7 +1781,10 @@ mod tests {
         // The SDK's own unhandled-exception watch adds its flags too.
         let watch = EventMask::MONITOR_EXCEPTIONS | EventMask::ENABLE_STACK_SNAPSHOT;
         let set = EventMask::from_bits_retain(fake.state().event_mask);
-        assert_eq!(set, EventMask::MONITOR_GC | EventMask::MONITOR_THREADS | watch);
+        assert_eq!(
+            set,
+            EventMask::MONITOR_GC | EventMask::MONITOR_THREADS | watch
+        );
         // SAFETY: plain values.
         unsafe {
             assert_eq!(cb.ThreadCreated(0x44).0, 0);

@@ -11,6 +11,7 @@
 //! - WithInfo argument and return-value decoding.
 
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
+use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, Scenario};
 use clrprof_testing::run::Outcome;
 use serde_json::Value;
@@ -28,7 +29,18 @@ fn run_pair(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> std::result::Result<(Outcome, Outcome), clrprof_testing::harness::Verdict> {
-    let app = case.app(app)?;
+    run_pair_with(case, app, CompileOptions::default(), args, env)
+}
+
+/// [`run_pair`] with compiler options for the app.
+fn run_pair_with(
+    case: &Case<'_>,
+    app: &str,
+    options: CompileOptions,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::result::Result<(Outcome, Outcome), clrprof_testing::harness::Verdict> {
+    let app = case.app_with(app, options)?;
     let mut plain_spec = case.spec(&app);
     plain_spec.args = args.iter().map(|a| a.to_string()).collect();
     let plain = case.run(plain_spec)?;
@@ -278,16 +290,6 @@ fn tailcall_scenario(variant: &'static str) -> Scenario {
     )
 }
 
-/// .NET Core 3.1 on Linux x64: with a WithInfo enter hook that does real
-/// work (GetFunctionEnter3Info, float formatting), the floating-point
-/// argument registers of the hooked method come back changed (NaN results);
-/// seen with this scenario, not with the counting-only WithInfo hooks.
-/// The runtime's own stub calls the hook, so the SDK cannot save them.
-const NETCORE31_LINUX_WITHINFO: &str =
-    "linux-x64 .NET Core 3.1.23: the runtime's WithInfo enter stub does not keep the \
-     floating-point argument registers across a hook that uses them (NaN results); \
-     argument decoding is checked on linux-x64-8.0 and the Windows legs";
-
 /// Values the app passes in `calls 2` (rounds r = 0, 1), as the WithInfo
 /// decoder must see them.
 fn args_scenario() -> Scenario {
@@ -371,8 +373,232 @@ fn args_scenario() -> Scenario {
             Ok(())
         },
     )
-    .exclude_leg("linux-x64-3.1", NETCORE31_LINUX_WITHINFO)
 }
+
+/// One value the `eltargs` app printed: `i4 N`, `r4 X`, `r8 X`, `str S`
+/// or `struct SIZE OFFSET:TYPE:VALUE ...`.
+fn check_printed_value(printed: &str, decoded: &Value) -> std::result::Result<(), String> {
+    let mismatch = || format!("app printed `{printed}`, the hook decoded {decoded}");
+    let (kind, rest) = printed.split_once(' ').ok_or_else(mismatch)?;
+    let float = |v: &Value| v.as_str().and_then(|t| t.parse::<f64>().ok());
+    let ok = match kind {
+        "i4" => decoded.as_i64() == rest.parse::<i64>().ok(),
+        // Compared as the type's own bits: round-trip text on both sides.
+        "r4" => match (float(decoded), rest.parse::<f32>()) {
+            (Some(d), Ok(p)) => (d as f32).to_bits() == p.to_bits(),
+            _ => false,
+        },
+        "r8" => match (float(decoded), rest.parse::<f64>()) {
+            (Some(d), Ok(p)) => d.to_bits() == p.to_bits(),
+            _ => false,
+        },
+        "str" => decoded.as_str() == Some(rest),
+        "struct" => {
+            let hex = decoded["bytes"].as_str().ok_or_else(mismatch)?;
+            let bytes: Vec<u8> = (0..hex.len() / 2)
+                .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect();
+            let mut items = rest.split(' ');
+            let size: usize = items
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(mismatch)?;
+            if bytes.len() != size {
+                return Err(format!(
+                    "{}: {} bytes, the struct has {size}",
+                    mismatch(),
+                    bytes.len()
+                ));
+            }
+            // Each field at its offset; padding bytes are not compared.
+            items.all(|field| {
+                let mut parts = field.splitn(3, ':');
+                let (Some(offset), Some(ty), Some(value)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    return false;
+                };
+                let Ok(offset) = offset.parse::<usize>() else {
+                    return false;
+                };
+                let at = |n: usize| bytes.get(offset..offset + n);
+                match ty {
+                    "i4" => {
+                        at(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                            == value.parse().ok()
+                    }
+                    "r4" => {
+                        at(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                            == value.parse::<f32>().ok().map(f32::to_bits)
+                    }
+                    "r8" => {
+                        at(8).map(|b| {
+                            u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+                        }) == value.parse::<f64>().ok().map(f64::to_bits)
+                    }
+                    _ => false,
+                }
+            })
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(mismatch())
+    }
+}
+
+/// The shapes of the runtime's own slow-path ELT test (dotnet/runtime
+/// `src/tests/profiler/elt`): every argument the callee printed and every
+/// return value the caller printed equals what the WithInfo hooks decoded.
+fn struct_args_scenario() -> Scenario {
+    Scenario::new(
+        "elt withinfo: HFA, mixed, large and integer struct arguments and return values decoded",
+        |case| {
+            let options = CompileOptions {
+                allow_unsafe: true,
+                ..CompileOptions::default()
+            };
+            let (plain, traced) = run_pair_with(
+                case,
+                "eltargs",
+                options,
+                &[],
+                &[
+                    ("CLRPROF_ELT", "withinfo"),
+                    ("CLRPROF_CALLS_FILTER", "EltArgs.Program::"),
+                    ("CLRPROF_ARGS", "EltArgs.Program::"),
+                ],
+            )?;
+            // The app's calls, in order: per method, each call's printed
+            // arguments, and the printed return values.
+            let mut args: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+            let mut rets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for line in plain.stdout.lines() {
+                let mut words = line.splitn(3, ' ');
+                match (words.next(), words.next(), words.next()) {
+                    (Some("arg"), Some(method), Some(rest)) => {
+                        let (index, value) = rest.split_once(' ').ok_or("bad arg line")?;
+                        let calls = args.entry(method.to_string()).or_default();
+                        if index == "0" {
+                            calls.push(Vec::new());
+                        }
+                        calls
+                            .last_mut()
+                            .ok_or("arg line before index 0")?
+                            .push(value.to_string());
+                    }
+                    (Some("ret"), Some(method), Some(value)) => rets
+                        .entry(method.to_string())
+                        .or_default()
+                        .push(value.to_string()),
+                    _ => return Err(format!("unexpected app line {line:?}").into()),
+                }
+            }
+            if args.len() != 14 || args.values().any(|calls| calls.len() != 2) {
+                return Err(format!(
+                    "the app made {} of 14 methods' 2 calls: {args:?}",
+                    args.len()
+                )
+                .into());
+            }
+            let mut wrong = Vec::new();
+            for (method, calls) in &args {
+                let decoded: Vec<&Value> = traced
+                    .events("args")
+                    .filter(|r| r["method"] == method.as_str())
+                    .collect();
+                if decoded.len() != calls.len() {
+                    wrong.push(format!(
+                        "{method}: {} calls, {} args records",
+                        calls.len(),
+                        decoded.len()
+                    ));
+                    continue;
+                }
+                for (call, record) in calls.iter().zip(decoded) {
+                    let values = record["values"].as_array().cloned().unwrap_or_default();
+                    if values.len() != call.len() {
+                        wrong.push(format!("{method}: arguments {call:?}, decoded {record}"));
+                        continue;
+                    }
+                    for (printed, value) in call.iter().zip(&values) {
+                        if let Err(e) = check_printed_value(printed, value) {
+                            wrong.push(format!("{method} argument: {e}"));
+                        }
+                    }
+                }
+            }
+            for (method, printed) in &rets {
+                let decoded: Vec<&Value> = traced
+                    .events("return")
+                    .filter(|r| r["method"] == method.as_str())
+                    .collect();
+                if decoded.len() != printed.len() {
+                    wrong.push(format!(
+                        "{method}: {} returns, {} return records",
+                        printed.len(),
+                        decoded.len()
+                    ));
+                    continue;
+                }
+                for (p, record) in printed.iter().zip(decoded) {
+                    if let Err(e) = check_printed_value(p, &record["value"]) {
+                        wrong.push(format!("{method} return value: {e} ({record})"));
+                    }
+                }
+            }
+            // .NET Core 3.1 on Linux x64 reports these return values from
+            // the wrong place (see NETCORE31_LINUX_STRUCT_RETURNS): every one
+            // of them must differ, and nothing else may.
+            if case.leg().name == "linux-x64-3.1" {
+                let known = |m: &str| {
+                    NETCORE31_LINUX_STRUCT_RETURNS
+                        .iter()
+                        .any(|k| m.starts_with(&format!("EltArgs.Program::{k} return value:")))
+                };
+                for k in NETCORE31_LINUX_STRUCT_RETURNS {
+                    let n = wrong
+                        .iter()
+                        .filter(|m| m.starts_with(&format!("EltArgs.Program::{k} return value:")))
+                        .count();
+                    if n != 2 {
+                        return Err(format!(
+                            "{k}: {n} of 2 return values differ; .NET Core 3.1.23 on Linux \
+                             x64 was seen to report both from rax's slot"
+                        )
+                        .into());
+                    }
+                }
+                wrong.retain(|m| !known(m));
+            }
+            if !wrong.is_empty() {
+                return Err(format!("{} mismatches:\n{}", wrong.len(), wrong.join("\n")).into());
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Methods of `eltargs` whose struct return value .NET Core 3.1.23 on
+/// Linux x64 reports wrongly: its `GetFunctionLeave3Info` gives, for every
+/// return value not passed through a return buffer, the address of the
+/// stub's saved `rax` (`ProfileArgIterator::GetReturnBufferAddr`), so a
+/// struct returned in `xmm0`/`xmm1` (float and double aggregates) or in
+/// two registers (`MixedStruct`: `rax` and `xmm0`) is reported as the
+/// bytes of `rax` and of the slot after it. Structs returned in `rax` alone
+/// (`IntegerStruct`) or through a return buffer (`Fp64x3`, `Fp64x4`) are
+/// right, and the program's own results are unaffected. .NET 5 fixed it
+/// (the runtime's own slow-path ELT test arrived with that fix).
+const NETCORE31_LINUX_STRUCT_RETURNS: [&str; 6] = [
+    "MixedStructFunc",
+    "Fp32x2Func",
+    "Fp32x3Func",
+    "Fp32x4Func",
+    "Fp64x2Func",
+    "Fp32x3SingleFp32x3Single",
+];
 
 pub fn scenarios() -> Vec<Scenario> {
     let mut v = Vec::new();
@@ -384,5 +610,6 @@ pub fn scenarios() -> Vec<Scenario> {
         v.push(tailcall_scenario(variant));
     }
     v.push(args_scenario());
+    v.push(struct_args_scenario());
     v
 }

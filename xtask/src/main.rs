@@ -9,6 +9,7 @@ mod cross;
 mod demo;
 mod gen_sys;
 mod lint;
+mod msvc;
 mod provision;
 mod test;
 mod toolchain;
@@ -24,6 +25,7 @@ commands:
   provision   install the test runtimes and the C# compiler into the cache
   toolchain   install the cross toolchains (rustup targets, gcc, qemu, wine)
   cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
+  msvc        build the SDK for x86_64-pc-windows-msvc and check the trampolines' unwind data
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
   book        check the listings and build the mdBook tutorial into target/book
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
@@ -43,6 +45,7 @@ fn main() {
         "provision" => provision::main(rest),
         "toolchain" => toolchain::main(rest),
         "cross-test" => cross::main(rest),
+        "msvc" => msvc::main(rest),
         "gen-sys" => gen_sys::main(rest),
         "book" => book::main(rest),
         "bench" => bench::main(rest),

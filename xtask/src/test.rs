@@ -4,7 +4,8 @@
 //! compiler → build the example profilers for Linux and Windows →
 //! `cargo test --workspace` (native tests, and the real-runtime harness of
 //! `tests/`, which runs every scenario on every leg) → the cross-target
-//! clrprof-sys tests → a per-leg summary table. Strict mode (`--strict` or
+//! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
+//! check (`xtask/src/msvc.rs`) → a per-leg summary table. Strict mode (`--strict` or
 //! `CI=true`) turns anything that cannot run into a failure. Exits non-zero
 //! on any failure.
 
@@ -93,6 +94,9 @@ pub fn main(args: &[String]) -> crate::Result {
         Ok(cross) => rows.extend(cross),
         Err(e) => step_failures.push(format!("cross-target tests: {e}")),
     }
+
+    step("x86_64-pc-windows-msvc: build, check the examples, trampolines' unwind data");
+    rows.push(msvc_row(&root, strict));
 
     print_table(&rows);
     let failed_cases: usize = rows.iter().map(|r| r.failed).sum();
@@ -245,6 +249,36 @@ fn cross_rows(strict: bool) -> crate::Result<Vec<Row>> {
             }
         })
         .collect())
+}
+
+/// The row of the MSVC step (xtask/src/msvc.rs): one case per check.
+fn msvc_row(root: &Path, strict: bool) -> Row {
+    let report = crate::msvc::run(root);
+    let failures: Vec<String> = report
+        .checks
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")))
+        .collect();
+    for f in &failures {
+        eprintln!("FAILED: {f}");
+    }
+    let mut row = Row {
+        name: format!("msvc {}", crate::msvc::TARGET),
+        passed: report.checks.len() - failures.len(),
+        failed: failures.len(),
+        skipped: 0,
+        note: failures.join("; "),
+    };
+    if let Some(why) = report.unavailable {
+        if strict {
+            row.failed += 1;
+            row.note = why;
+        } else {
+            row.skipped += 1;
+            row.note = format!("skipped: {why}");
+        }
+    }
+    row
 }
 
 fn print_table(rows: &[Row]) {

@@ -1,7 +1,8 @@
 //! `cargo xtask toolchain [--strict]`: installs the cross toolchains.
 //!
 //! Runs `scripts/install-toolchains.sh`, which adds the rustup targets
-//! (aarch64-unknown-linux-gnu, x86_64-pc-windows-gnu) and the Debian
+//! (aarch64-unknown-linux-gnu, x86_64-pc-windows-gnu, x86_64-pc-windows-msvc
+//! for the build-only MSVC step) and the Debian
 //! packages the cross legs and the test rig need (aarch64 gcc and libc,
 //! qemu-user, mingw-w64 gcc, wine64, mono-mcs, python3-pip). The script is
 //! idempotent and silent when everything is present.

@@ -27,6 +27,18 @@
 //! function's signature and the runtime's string layout; [`decode_arguments`]
 //! and [`decode_return`] refuse ([`Error::Mismatch`]) ranges of any other
 //! function.
+//!
+//! Value types come back as their bytes in every case the runtime reports
+//! correctly: float and double aggregates, structs mixing integers and
+//! doubles, structs passed by reference or on the stack, and return values
+//! in registers or through a return buffer (tested against the shapes of
+//! the runtime's own slow-path ELT test on .NET 8 and on .NET Core 3.1 for
+//! Windows). One runtime reports some of them wrongly: .NET Core 3.x on
+//! Linux x64 points `GetFunctionLeave3Info`'s range at the saved `rax` for
+//! every return value not passed through a return buffer, so a struct
+//! returned in `xmm0`/`xmm1`, or in `rax` and a second register, reads as
+//! `rax` and the 8 bytes after it (arguments, and structs returned in `rax`
+//! alone, are right; .NET 5 fixed it).
 
 use super::frame::{Arguments, ReturnValue};
 use crate::error::{Error, Result};

@@ -129,6 +129,8 @@ use std::sync::{Arc, Mutex};
 
 pub mod args;
 mod frame;
+#[cfg(all(target_arch = "x86_64", unix))]
+mod legacy_stub;
 pub mod shadow_stack;
 
 pub use frame::{
@@ -721,21 +723,29 @@ fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> 
 }
 
 fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
-    // The runtime calls WithInfo hooks with the C ABI from its own stub, so
-    // the monomorphised entry points below are registered directly: no
-    // forwarding through clrprof_sys::elt's handler slots, one indirect
-    // call less per hook.
-    let enter: sys::FunctionEnter3WithInfo = info_enter::<H>;
-    let leave_hook: sys::FunctionLeave3WithInfo = info_leave::<H>;
-    let tailcall: sys::FunctionTailcall3WithInfo = info_tailcall::<H>;
+    use sys::elt;
+    // The runtime calls WithInfo hooks from its own stub, which is meant to
+    // keep the managed method's registers but does not everywhere (.NET
+    // Core 3.1 on Linux x64 loses xmm2-xmm7 across the enter hook), so the
+    // runtime gets clrprof-sys's trampolines, which keep every argument and
+    // return register themselves, and the trampolines call these handlers.
+    // SAFETY: the handlers only read records the mapper created (client IDs
+    // are their addresses; the records are leaked), never unwind (every user
+    // call is inside `contain`), and are plain functions of this library.
+    unsafe {
+        elt::set_enter3_with_info_handler(Some(info_enter::<H>));
+        elt::set_leave3_with_info_handler(Some(info_leave::<H>));
+        elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
+    }
     crate::error::check(
-        // SAFETY: the entry points have the IDL's WithInfo signatures, never
-        // unwind, and read only records the mapper created.
+        // SAFETY: the entry points have the IDL's WithInfo signatures and
+        // calling convention (clrprof_sys::elt) and forward to the handlers
+        // installed above.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
-                Some(enter),
-                leave.then_some(leave_hook),
-                leave.then_some(tailcall),
+                Some(elt::enter3_with_info_hook()),
+                leave.then(elt::leave3_with_info_hook),
+                leave.then(elt::tailcall3_with_info_hook),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
@@ -869,42 +879,64 @@ unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     contain::<TAILCALL>(|| e.hooks().tailcall(&e.hooked));
 }
 
-unsafe extern "system" fn info_enter<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
-    elt_info: sys::COR_PRF_ELT_INFO,
-) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
+    #[cfg(all(target_arch = "x86_64", unix))]
+    if legacy_stub::applies(e.runtime.runtime.version()) {
+        // SAFETY: this is the enter handler, with the runtime's eltInfo.
+        unsafe { info_enter_keeping_stub_save_area(e, elt_info) };
+        return;
+    }
+    enter_with_info(e, elt_info);
+}
+
+#[inline(always)]
+fn enter_with_info<H: EltHooks>(e: &'static Entry<H>, elt_info: sys::COR_PRF_ELT_INFO) {
     contain::<ENTER_INFO>(|| {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "system" fn info_leave<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
+/// The enter handler on runtimes whose stub shares its xmm0/xmm1 save area
+/// with the struct-copy buffer (see `legacy_stub`), out of line so the
+/// common path stays short.
+///
+/// # Safety
+/// Called only by `info_enter`, with the `eltInfo` the runtime passed it.
+#[cfg(all(target_arch = "x86_64", unix))]
+#[cold]
+#[inline(never)]
+unsafe fn info_enter_keeping_stub_save_area<H: EltHooks>(
+    e: &'static Entry<H>,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+    // SAFETY: called from the enter handler with the runtime's eltInfo,
+    // before the hook runs.
+    let saved = unsafe { legacy_stub::save(elt_info) };
+    enter_with_info(e, elt_info);
+    if let Some(saved) = saved {
+        // SAFETY: saved by this call, after the hook.
+        unsafe { legacy_stub::restore(saved) };
+    }
+}
+
+unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
     contain::<LEAVE_INFO>(|| {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "system" fn info_tailcall<H: EltHooks>(
-    id: sys::FunctionIDOrClientID,
-    elt_info: sys::COR_PRF_ELT_INFO,
-) {
-    // SAFETY: both union members are pointer-sized integers; with a mapper
-    // registered the runtime passes the client ID the mapper returned for a
-    // function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(id.clientID) };
+unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client) };
     contain::<TAILCALL_INFO>(|| {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
