@@ -166,7 +166,7 @@ pub trait Profiler: Send + Sync + 'static {
     /// [`shutdown`](Profiler::shutdown)), `ProfilerDetachSucceeded` (after
     /// [`profiler_detach_succeeded`](Profiler::profiler_detach_succeeded)),
     /// or the end of the process by any path the platform lets a library see
-    /// (see [`crate::exit`] for the list and its limits). Only for profilers
+    /// (the `clrprof::exit` module lists them, with their limits). Only for profilers
     /// whose `initialize` (or `initialize_for_attach`) succeeded.
     ///
     /// There is no `ProfilerInfo` argument: at process exit the runtime may

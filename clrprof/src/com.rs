@@ -100,7 +100,7 @@ impl<P: Profiler> CallbackObject<P> {
     fn dispatch_in(
         &self,
         entry: &'static str,
-        scope: Scope<'_>,
+        scope: Scope,
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
         guard(entry, S_OK, || match self.info.get() {
@@ -119,7 +119,7 @@ impl<P: Profiler> CallbackObject<P> {
     /// Whether the profiler itself asked for `flag` (a callback that only a
     /// component asked for reaches only the component).
     #[inline]
-    fn wants(&self, flag: crate::EventMask) -> bool {
+    fn wants(&self, flag: crate::event_mask::EventMask) -> bool {
         self.components().is_none()
             || self
                 .info
@@ -128,7 +128,7 @@ impl<P: Profiler> CallbackObject<P> {
     }
 
     #[inline]
-    fn wants_high(&self, flag: crate::HighEventMask) -> bool {
+    fn wants_high(&self, flag: crate::event_mask::HighEventMask) -> bool {
         self.components().is_none()
             || self
                 .info
@@ -141,7 +141,7 @@ impl<P: Profiler> CallbackObject<P> {
         entry: &'static str,
         unknown: *mut c_void,
         attached: bool,
-        user: impl FnOnce(&P, &ProfilerInfo<'_>) -> crate::Result<crate::EventMasks>,
+        user: impl FnOnce(&P, &ProfilerInfo<'_>) -> crate::error::Result<crate::event_mask::EventMasks>,
     ) -> HRESULT {
         guard(entry, HRESULT(KnownHresult::E_FAIL as i32), || {
             // SAFETY: the runtime passes its profiler-info object as a
@@ -172,10 +172,10 @@ impl<P: Profiler> CallbackObject<P> {
             // The SDK's own component: recognises an unhandled exception on
             // the way out (see `crate::exit`).
             registrar.add(std::sync::Arc::new(crate::exit::unhandled::Watch));
-            let result = {
-                let info = ProfilerInfo::scoped(runtime, Scope::Initialize(&registrar));
+            let result = registrar.during(|| {
+                let info = ProfilerInfo::scoped(runtime, Scope::Initialize);
                 user(&self.profiler, &info)
-            };
+            });
             let components = registrar.finish();
             let result = result
                 .and_then(|masks| runtime.set_masks_with_components(masks, components.masks()));
@@ -423,7 +423,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleLoadStarted", wants crate::EventMask::MONITOR_MODULE_LOADS,
+            "ICorProfilerCallback::ModuleLoadStarted", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_load_started(info, id!(ModuleId, moduleId))
         )
     }
@@ -437,7 +437,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         c.module_load_finished(info, id!(ModuleId, moduleId))
                     });
                 }
-                if self.wants(crate::EventMask::MONITOR_MODULE_LOADS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_MODULE_LOADS) {
                     p.module_load_finished(info, loaded!(ModuleId, RawModuleId, moduleId, hrStatus))
                 }
             }
@@ -448,7 +448,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ModuleUnloadStarted",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_MODULE_LOADS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_MODULE_LOADS) {
                     p.module_unload_started(info, id!(ModuleId, moduleId));
                 }
                 if let Some(c) = self.components() {
@@ -462,7 +462,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleUnloadFinished", wants crate::EventMask::MONITOR_MODULE_LOADS,
+            "ICorProfilerCallback::ModuleUnloadFinished", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_unload_finished(info, RawModuleId(moduleId), hrStatus)
         )
     }
@@ -473,7 +473,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ModuleAttachedToAssembly", wants crate::EventMask::MONITOR_MODULE_LOADS,
+            "ICorProfilerCallback::ModuleAttachedToAssembly", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             |p, info| p.module_attached_to_assembly(
                 info,
                 id!(ModuleId, moduleId),
@@ -482,13 +482,13 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback::ClassLoadStarted", wants crate::EventMask::MONITOR_CLASS_LOADS, |p, info| p
+        forward!(self, "ICorProfilerCallback::ClassLoadStarted", wants crate::event_mask::EventMask::MONITOR_CLASS_LOADS, |p, info| p
             .class_load_started(info, id!(ClassId, classId)))
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ClassLoadFinished", wants crate::EventMask::MONITOR_CLASS_LOADS,
+            "ICorProfilerCallback::ClassLoadFinished", wants crate::event_mask::EventMask::MONITOR_CLASS_LOADS,
             |p, info| p.class_load_finished(info, loaded!(ClassId, RawClassId, classId, hrStatus))
         )
     }
@@ -497,7 +497,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ClassUnloadStarted",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_CLASS_LOADS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_CLASS_LOADS) {
                     p.class_unload_started(info, id!(ClassId, classId));
                 }
                 if let Some(c) = self.components() {
@@ -511,7 +511,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ClassUnloadFinished", wants crate::EventMask::MONITOR_CLASS_LOADS,
+            "ICorProfilerCallback::ClassUnloadFinished", wants crate::event_mask::EventMask::MONITOR_CLASS_LOADS,
             |p, info| p.class_unload_finished(info, RawClassId(classId), hrStatus)
         )
     }
@@ -529,7 +529,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITCompilationStarted", wants crate::EventMask::MONITOR_JIT_COMPILATION,
+            "ICorProfilerCallback::JITCompilationStarted", wants crate::event_mask::EventMask::MONITOR_JIT_COMPILATION,
             |p, info| p.jit_compilation_started(
                 info,
                 id!(FunctionId, functionId),
@@ -552,7 +552,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         c.jit_compilation_finished(info, id!(FunctionId, functionId))
                     });
                 }
-                if self.wants(crate::EventMask::MONITOR_JIT_COMPILATION) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION) {
                     p.jit_compilation_finished(
                         info,
                         id!(FunctionId, functionId),
@@ -599,7 +599,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn JITFunctionPitched(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITFunctionPitched", wants crate::EventMask::MONITOR_JIT_COMPILATION,
+            "ICorProfilerCallback::JITFunctionPitched", wants crate::event_mask::EventMask::MONITOR_JIT_COMPILATION,
             |p, info| p.jit_function_pitched(info, id!(FunctionId, functionId))
         )
     }
@@ -610,7 +610,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         pfShouldInline: *mut BOOL,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback::JITInlining", |p, info| {
-            let inline = !self.wants(crate::EventMask::MONITOR_JIT_COMPILATION)
+            let inline = !self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION)
                 || p.jit_inlining(info, id!(FunctionId, callerId), id!(FunctionId, calleeId));
             if !pfShouldInline.is_null() {
                 // SAFETY: the runtime passes a valid out pointer (checked non-null).
@@ -626,14 +626,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                     c.thread_created(info, id!(ThreadId, threadId))
                 });
             }
-            if self.wants(crate::EventMask::MONITOR_THREADS) {
+            if self.wants(crate::event_mask::EventMask::MONITOR_THREADS) {
                 p.thread_created(info, id!(ThreadId, threadId))
             }
         })
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
         forward!(self, "ICorProfilerCallback::ThreadDestroyed", |p, info| {
-            if self.wants(crate::EventMask::MONITOR_THREADS) {
+            if self.wants(crate::event_mask::EventMask::MONITOR_THREADS) {
                 p.thread_destroyed(info, id!(ThreadId, threadId));
             }
             if let Some(c) = self.components() {
@@ -880,7 +880,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                     c.exception_thrown(info, id!(ObjectId, thrownObjectId))
                 });
             }
-            if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+            if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                 p.exception_thrown(info, id!(ObjectId, thrownObjectId))
             }
         })
@@ -895,7 +895,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         c.exception_search_function_enter(info, id!(FunctionId, functionId))
                     });
                 }
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_search_function_enter(info, id!(FunctionId, functionId))
                 }
             }
@@ -906,7 +906,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionSearchFunctionLeave",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_search_function_leave(info);
                 }
                 if let Some(c) = self.components() {
@@ -920,14 +920,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFilterEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionSearchFilterEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_filter_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionSearchFilterLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionSearchFilterLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionSearchFilterLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_search_filter_leave(info)
         )
     }
@@ -936,7 +936,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionSearchCatcherFound",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_search_catcher_found(info, id!(FunctionId, functionId));
                 }
                 if let Some(c) = self.components() {
@@ -950,14 +950,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionOSHandlerEnter(&self, _unused: UINT_PTR) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionOSHandlerEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionOSHandlerEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_os_handler_enter(info)
         )
     }
     unsafe fn ExceptionOSHandlerLeave(&self, _unused: UINT_PTR) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionOSHandlerLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionOSHandlerLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_os_handler_leave(info)
         )
     }
@@ -966,7 +966,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
                 }
                 if let Some(c) = self.components() {
@@ -982,7 +982,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_leave(info);
                 }
                 if let Some(c) = self.components() {
@@ -996,14 +996,14 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
     }
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_leave(info)
         )
     }
@@ -1012,7 +1012,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback::ExceptionCatcherEnter",
             |p, info| {
-                if self.wants(crate::EventMask::MONITOR_EXCEPTIONS) {
+                if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_catcher_enter(
                         info,
                         id!(FunctionId, functionId),
@@ -1030,7 +1030,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::EventMask::MONITOR_EXCEPTIONS,
+            "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_catcher_leave(info)
         )
     }
@@ -1482,7 +1482,9 @@ impl<P: Profiler> ICorProfilerCallback9_Impl for CallbackObject_Impl<P> {
             self,
             "ICorProfilerCallback9::DynamicMethodUnloaded",
             |p, info| {
-                if self.wants_high(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS) {
+                if self
+                    .wants_high(crate::event_mask::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS)
+                {
                     p.dynamic_method_unloaded(info, RawFunctionId(functionId));
                 }
                 if let Some(c) = self.components() {
@@ -1595,7 +1597,7 @@ mod tests {
     }
 
     impl Profiler for Probe {
-        fn initialize(&self, _info: &ProfilerInfo) -> crate::Result<EventMasks> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
             Ok(self.mask.into())
         }
         fn jit_compilation_started(&self, _info: &ProfilerInfo, f: FunctionId<'_>, _safe: bool) {
@@ -1685,7 +1687,7 @@ mod tests {
     }
 
     impl Profiler for PanicsOnDrop {
-        fn initialize(&self, _info: &ProfilerInfo) -> crate::Result<EventMasks> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
             Ok(EventMasks::default())
         }
     }
@@ -1745,7 +1747,7 @@ mod tests {
     struct WithComponent(Arc<Seen>);
 
     impl Profiler for WithComponent {
-        fn initialize(&self, info: &ProfilerInfo) -> crate::Result<EventMasks> {
+        fn initialize(&self, info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
             info.register(Arc::new(ThreadComponent(self.0.clone())))?;
             Ok(EventMask::MONITOR_GC.into())
         }
@@ -1756,7 +1758,7 @@ mod tests {
             // Outside Initialize, registering is refused.
             assert!(matches!(
                 info.register(Arc::new(ThreadComponent(self.0.clone()))),
-                Err(crate::Error::NotInInitialize { .. })
+                Err(crate::error::Error::NotInInitialize { .. })
             ));
             // The profiler changes its own mask: the component's flags stay.
             info.set_event_mask(EventMask::MONITOR_EXCEPTIONS.into())

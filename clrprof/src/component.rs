@@ -32,11 +32,12 @@
 //! A panic in a component is contained like one in a callback (logged; the
 //! other components and the profiler still run).
 
+use crate::error::{Error, Result, HRESULT};
 use crate::event_mask::EventMasks;
 use crate::guard::guard;
 use crate::ids::*;
 use crate::info::ProfilerInfo;
-use crate::{Error, Result, HRESULT};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
 /// A part of the SDK (or of a profiler) that receives lifecycle callbacks
@@ -102,7 +103,40 @@ pub struct Registrar {
     components: Mutex<Vec<Arc<dyn Component>>>,
 }
 
+thread_local! {
+    /// The registrar of the `Initialize` running on this thread, if any. A
+    /// `ProfilerInfo` cannot leave the thread that received it, so an
+    /// `Initialize` scope's `register` always runs where this is set.
+    static REGISTRAR: Cell<*const Registrar> = const { Cell::new(core::ptr::null()) };
+}
+
 impl Registrar {
+    /// Runs `f` (the profiler's `initialize`) with this registrar as the
+    /// thread's current one.
+    pub(crate) fn during<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Reset(*const Registrar);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                let _ = REGISTRAR.try_with(|r| r.set(self.0));
+            }
+        }
+        let outer = REGISTRAR
+            .try_with(|r| r.replace(self as *const Registrar))
+            .unwrap_or(core::ptr::null());
+        let _reset = Reset(outer);
+        f()
+    }
+
+    /// Calls `f` with the thread's current registrar, if an `Initialize`
+    /// runs on it.
+    fn with_current<R>(f: impl FnOnce(&Registrar) -> R) -> Option<R> {
+        let current = REGISTRAR.try_with(|r| r.get()).ok()?;
+        // SAFETY: a non-null REGISTRAR was set by `during` from a `&self`
+        // that outlives the call `during` makes, and is reset before
+        // `during` returns (also when it unwinds, through `Reset`).
+        (!current.is_null()).then(|| f(unsafe { &*current }))
+    }
+
     pub(crate) fn add(&self, component: Arc<dyn Component>) {
         let mut list = self.components.lock().unwrap_or_else(|e| e.into_inner());
         list.push(component);
@@ -129,15 +163,13 @@ impl ProfilerInfo<'_> {
     /// created before it, an unload). Elsewhere this is
     /// [`Error::NotInInitialize`].
     pub fn register(&self, component: Arc<dyn Component>) -> Result<()> {
-        match self.registrar() {
-            Some(r) => {
-                r.add(component);
-                Ok(())
-            }
-            None => Err(Error::NotInInitialize {
-                call: "ProfilerInfo::register",
-            }),
+        let refused = Error::NotInInitialize {
+            call: "ProfilerInfo::register",
+        };
+        if !self.in_initialize() {
+            return Err(refused);
         }
+        Registrar::with_current(|r| r.add(component)).ok_or(refused)
     }
 }
 

@@ -32,9 +32,9 @@ use crate::info::RuntimeHandle;
 /// `expected_completion_ms` is how long the profiler expects its threads to
 /// need to leave its code; the runtime waits about that long before checking.
 ///
-/// Fails with [`Error::ThreadsRunning`](crate::Error::ThreadsRunning) naming the threads when threads started with
+/// Fails with [`Error::ThreadsRunning`](crate::error::Error::ThreadsRunning) naming the threads when threads started with
 /// [`crate::thread::spawn`] (other than the caller) are still running: join
-/// them first. Runtime refusals come back as [`Error::Runtime`](crate::Error::Runtime) with the
+/// them first. Runtime refusals come back as [`Error::Runtime`](crate::error::Error::Runtime) with the
 /// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`,
 /// `CORPROF_E_IMMUTABLE_FLAGS_SET` (see the module docs for what each means
 /// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
@@ -47,8 +47,8 @@ pub fn request_detach(info: &RuntimeHandle, expected_completion_ms: u32) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::testing::fake::FakeRuntime;
-    use crate::Error;
 
     #[test]
     fn refused_while_another_profiler_thread_runs_then_requested() {
@@ -65,7 +65,10 @@ mod tests {
         .unwrap();
         let e = request_detach(&info, 50).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, crate::Error::ThreadsRunning { .. }), "{e:?}");
+        assert!(
+            matches!(e, crate::error::Error::ThreadsRunning { .. }),
+            "{e:?}"
+        );
         // Other tests of the crate may run SDK threads at the same time, so
         // only this one's name is certain.
         assert!(
@@ -139,7 +142,7 @@ mod tests {
         let fake = FakeRuntime::new();
         fake.fail(
             "RequestProfilerDetach",
-            crate::HRESULT(
+            crate::error::HRESULT(
                 crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
             ),
         );
@@ -151,7 +154,7 @@ mod tests {
     #[test]
     fn irreversible_instrumentation_is_explained() {
         let e = Error::runtime(
-            crate::HRESULT(
+            crate::error::HRESULT(
                 crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
             ),
             "ICorProfilerInfo3::RequestProfilerDetach",

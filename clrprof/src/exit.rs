@@ -19,7 +19,7 @@
 //! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
 //! | unhandled managed exception (Windows) | the exception reaches the process's top-level filter | a top-level exception filter installed on top of the runtime's, which finishes and passes on |
 //! | unhandled managed exception (Linux) | the runtime prints it, restores the signal dispositions it saved when it started and calls `abort()`: no handler of ours can run | see [`crate::exit`]'s "Unhandled exceptions on Linux" below |
-//! | SIGKILL, power loss | nothing can run | [`crate::output::JsonLines`] flushes periodically, so at most one flush interval of records is lost |
+//! | SIGKILL, power loss | nothing can run | `clrprof::output::JsonLines` flushes periodically, so at most one flush interval of records is lost |
 //!
 //! Exactly once: every finishing point goes through one state per profiler
 //! object (finished or not, under a lock), so a process exit racing a
@@ -47,9 +47,9 @@
 //! leaves the outermost managed frame without a catcher, and the SDK finishes
 //! there.
 //!
-//! [`Profiler::finish`]: crate::Profiler::finish
-//! [`Profiler::shutdown`]: crate::Profiler::shutdown
-//! [`Profiler::profiler_detach_succeeded`]: crate::Profiler::profiler_detach_succeeded
+//! [`Profiler::finish`]: crate::callback::Profiler::finish
+//! [`Profiler::shutdown`]: crate::callback::Profiler::shutdown
+//! [`Profiler::profiler_detach_succeeded`]: crate::callback::Profiler::profiler_detach_succeeded
 
 use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
 use std::time::{Duration, Instant};
@@ -60,7 +60,7 @@ pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// Something with buffered output to write out (an output writer).
 ///
 /// Registered with [`register_flush`]; flushed at every finishing point, after
-/// the profilers' [`finish`](crate::Profiler::finish), and at process exit.
+/// the profilers' [`finish`](crate::callback::Profiler::finish), and at process exit.
 pub trait Flush: Send + Sync {
     /// Writes out what is buffered. `last` is `true` at process exit: the
     /// implementation must not wait unboundedly (a thread holding its lock
@@ -128,15 +128,15 @@ pub(crate) struct ProfilerFinish {
 }
 
 impl ProfilerFinish {
-    /// Registers `profiler`'s [`finish`](crate::Profiler::finish) and installs
+    /// Registers `profiler`'s [`finish`](crate::callback::Profiler::finish) and installs
     /// the process hooks (once per process).
     ///
     /// # Safety
     /// `profiler` must stay valid until [`ProfilerFinish::release`] has
     /// returned (the SDK's callback object owns both and releases first in
     /// its `Drop`).
-    pub(crate) unsafe fn register<P: crate::Profiler>(profiler: &P) -> ProfilerFinish {
-        unsafe fn call<P: crate::Profiler>(data: *const ()) {
+    pub(crate) unsafe fn register<P: crate::callback::Profiler>(profiler: &P) -> ProfilerFinish {
+        unsafe fn call<P: crate::callback::Profiler>(data: *const ()) {
             // SAFETY: `data` came from a `&P` that is still valid: the
             // caller of `register` keeps it alive until `release`, which
             // takes the target out under the same lock this call runs under.
@@ -282,8 +282,10 @@ pub(crate) mod unhandled {
             "unhandled-exception watch"
         }
 
-        fn masks(&self) -> crate::EventMasks {
-            (crate::EventMask::MONITOR_EXCEPTIONS | crate::EventMask::ENABLE_STACK_SNAPSHOT).into()
+        fn masks(&self) -> crate::event_mask::EventMasks {
+            (crate::event_mask::EventMask::MONITOR_EXCEPTIONS
+                | crate::event_mask::EventMask::ENABLE_STACK_SNAPSHOT)
+                .into()
         }
 
         fn exception_thrown(&self, info: &ProfilerInfo, _exception: ObjectId<'_>) {
@@ -646,9 +648,12 @@ mod tests {
     struct Finishing {
         finished: AtomicUsize,
     }
-    impl crate::Profiler for Finishing {
-        fn initialize(&self, _info: &crate::ProfilerInfo) -> crate::Result<crate::EventMasks> {
-            Ok(crate::EventMask::empty().into())
+    impl crate::callback::Profiler for Finishing {
+        fn initialize(
+            &self,
+            _info: &crate::ProfilerInfo,
+        ) -> crate::error::Result<crate::event_mask::EventMasks> {
+            Ok(crate::event_mask::EventMask::empty().into())
         }
         fn finish(&self) {
             self.finished.fetch_add(1, Ordering::SeqCst);

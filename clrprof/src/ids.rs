@@ -13,7 +13,7 @@
 //! | ID | valid |
 //! |---|---|
 //! | [`ObjectId`] | until the next garbage collection starts (objects move) |
-//! | [`FunctionId`] | until its class is unloaded ([`ClassUnloadStarted`](crate::Profiler::class_unload_started)) |
+//! | [`FunctionId`] | until its class is unloaded ([`ClassUnloadStarted`](crate::callback::Profiler::class_unload_started)) |
 //! | [`ClassId`] | from `ClassLoadFinished` until `ClassUnloadStarted` |
 //! | [`ModuleId`] | from `ModuleLoadFinished` until `ModuleUnloadStarted` |
 //! | [`AssemblyId`] | from `AssemblyLoadFinished` until `AssemblyUnloadStarted` |

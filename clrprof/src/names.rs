@@ -107,7 +107,7 @@ impl<K: Hash + Eq + Copy> ShardedNames<K> {
 /// Make one (`NameCache::default()`, e.g. as a field of the profiler) and
 /// [`register`](NameCache::register) it in `Initialize`; until it is
 /// registered with a runtime, asking it a name for that runtime is an
-/// [`Error::NotRegistered`](crate::Error::NotRegistered).
+/// [`Error::NotRegistered`](crate::error::Error::NotRegistered).
 #[derive(Default)]
 pub struct NameCache {
     inner: Arc<Names>,
@@ -135,7 +135,7 @@ impl NameCache {
     /// `MONITOR_MODULE_LOADS` and, on runtimes with `ICorProfilerCallback9`
     /// (.NET Core 3.0 and later; the SDK checks for `ICorProfilerInfo10`,
     /// which arrived in the same release), `HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`
-    /// to the event mask. Fails with [`crate::Error::NotInInitialize`]
+    /// to the event mask. Fails with [`crate::error::Error::NotInInitialize`]
     /// elsewhere. Registering twice with one runtime is harmless.
     pub fn register(&self, info: &ProfilerInfo) -> Result<()> {
         if self.is_registered(info.runtime_slot()) {
@@ -171,7 +171,7 @@ impl NameCache {
         if self.is_registered(info.runtime_slot()) {
             Ok(())
         } else {
-            Err(crate::Error::NotRegistered {
+            Err(crate::error::Error::NotRegistered {
                 what: "NameCache (call NameCache::register in Initialize)",
             })
         }
@@ -252,18 +252,18 @@ impl crate::component::Component for NameCacheComponent {
         "name-cache"
     }
 
-    fn masks(&self) -> crate::EventMasks {
-        crate::EventMasks {
-            low: crate::EventMask::MONITOR_MODULE_LOADS,
+    fn masks(&self) -> crate::event_mask::EventMasks {
+        crate::event_mask::EventMasks {
+            low: crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             high: if self.dynamic_unloads {
-                crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
+                crate::event_mask::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
             } else {
-                crate::HighEventMask::empty()
+                crate::event_mask::HighEventMask::empty()
             },
         }
     }
 
-    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
         self.names.functions.clear();
         self.names.classes.clear();
     }

@@ -19,7 +19,7 @@
 //!   [`JsonLines::flush_interval`], `0` flushes every record), so a process
 //!   killed by SIGKILL loses at most the records of one interval.
 //!
-//! [`Profiler::finish`]: crate::Profiler::finish
+//! [`Profiler::finish`]: crate::callback::Profiler::finish
 
 use crate::error::Result;
 use crate::exit::{lock_until, Flush, EXIT_WAIT};

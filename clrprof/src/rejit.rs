@@ -39,7 +39,7 @@ pub struct AssemblyReference<'a> {
 }
 
 /// `ICorProfilerFunctionControl`, lent by the runtime to
-/// [`Profiler::get_rejit_parameters`](crate::Profiler::get_rejit_parameters).
+/// [`Profiler::get_rejit_parameters`](crate::callback::Profiler::get_rejit_parameters).
 pub struct FunctionControl {
     raw: sys::ICorProfilerFunctionControl,
 }
@@ -75,7 +75,7 @@ impl FunctionControl {
     /// the bytes, so no special allocator is needed here.
     pub fn set_il_function_body(&self, body: &[u8]) -> Result<()> {
         let len = u32::try_from(body.len())
-            .map_err(|_| crate::Error::InvalidArgument("IL body larger than 4 GiB"))?;
+            .map_err(|_| crate::error::Error::InvalidArgument("IL body larger than 4 GiB"))?;
         // SAFETY: `body` is `len` readable bytes for the call.
         check(
             unsafe { self.raw.SetILFunctionBody(len, body.as_ptr()) },
@@ -89,7 +89,7 @@ impl FunctionControl {
     pub fn set_il_instrumented_code_map(&self, map: &[IlMapEntry]) -> Result<()> {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
         let len = u32::try_from(raw.len())
-            .map_err(|_| crate::Error::InvalidArgument("IL map too long"))?;
+            .map_err(|_| crate::error::Error::InvalidArgument("IL map too long"))?;
         // SAFETY: `raw` is `len` readable entries for the call.
         check(
             unsafe { self.raw.SetILInstrumentedCodeMap(len, raw.as_ptr()) },
@@ -100,7 +100,7 @@ impl FunctionControl {
 }
 
 /// `ICorProfilerAssemblyReferenceProvider`, lent by the runtime to
-/// [`Profiler::get_assembly_references`](crate::Profiler::get_assembly_references).
+/// [`Profiler::get_assembly_references`](crate::callback::Profiler::get_assembly_references).
 pub struct AssemblyReferenceProvider {
     raw: sys::ICorProfilerAssemblyReferenceProvider,
 }
@@ -124,7 +124,8 @@ impl AssemblyReferenceProvider {
     pub fn add_assembly_reference(&self, reference: &AssemblyReference<'_>) -> Result<()> {
         let name = crate::buffer::to_wide(reference.name);
         let mut culture = crate::buffer::to_wide(reference.culture);
-        let too_long = |_| crate::Error::InvalidArgument("assembly reference field too long");
+        let too_long =
+            |_| crate::error::Error::InvalidArgument("assembly reference field too long");
         let mut metadata = sys::ASSEMBLYMETADATA {
             usMajorVersion: reference.version[0],
             usMinorVersion: reference.version[1],

@@ -8,7 +8,7 @@
 //! profiler object, its own [`ProfilerInfo`](crate::ProfilerInfo) and its own
 //! callbacks: nothing is shared unless the profiler shares it.
 //!
-//! [`RuntimePolicy`] (from [`Profiler::runtime_policy`](crate::Profiler::runtime_policy))
+//! [`RuntimePolicy`] (from [`Profiler::runtime_policy`](crate::callback::Profiler::runtime_policy))
 //! chooses which runtimes are profiled:
 //! - [`RuntimePolicy::First`]: the first runtime only; every later
 //!   `CreateInstance` fails with `CORPROF_E_PROFILER_CANCEL_ACTIVATION`;
@@ -30,9 +30,54 @@
 //! it answers only for code of its own runtime (an IP of another runtime's
 //! code is "not managed code" to it).
 
-use crate::info::RuntimeInfo;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
+
+/// Kind of runtime (`COR_PRF_RUNTIME_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RuntimeType {
+    /// .NET Framework (`COR_PRF_DESKTOP_CLR`).
+    Desktop,
+    /// .NET Core / .NET 5+ (`COR_PRF_CORE_CLR`).
+    CoreClr,
+    /// A value the SDK does not know.
+    Unknown(u32),
+}
+
+/// `GetRuntimeInformation`: which runtime this is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RuntimeInfo {
+    /// Instance ID, distinguishes side-by-side runtimes in one process.
+    pub clr_instance_id: u16,
+    /// Desktop or CoreCLR.
+    pub runtime_type: RuntimeType,
+    /// Major version (e.g. 8).
+    pub major: u16,
+    /// Minor version.
+    pub minor: u16,
+    /// Build number (for .NET Core 3.1.23 / .NET 8.0.4: the patch, 23 / 4).
+    pub build: u16,
+    /// QFE number.
+    pub qfe: u16,
+    /// The version string the runtime reports.
+    pub version_string: String,
+    /// The product version, when it differs from what the runtime reports:
+    /// CoreCLR before .NET 5 reports 4.0.30319; its product version (e.g.
+    /// 3.1.23) is read from the folder of the loaded runtime library
+    /// (see [`crate::host`]).
+    pub product_version: Option<String>,
+}
+
+impl RuntimeInfo {
+    /// The product version as `major.minor.build` (e.g. `3.1.23`, `8.0.4`),
+    /// the form the examples' runtime records use.
+    pub fn version(&self) -> String {
+        match &self.product_version {
+            Some(v) => v.clone(),
+            None => format!("{}.{}.{}", self.major, self.minor, self.build),
+        }
+    }
+}
 
 /// Which runtimes of the process a profiler class profiles.
 #[derive(Clone, Copy, Debug)]
@@ -192,8 +237,8 @@ pub struct RuntimeTagged<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::RuntimeType;
     use super::*;
-    use crate::info::RuntimeType;
 
     fn rt(major: u16, product: Option<&str>) -> RuntimeInfo {
         RuntimeInfo {

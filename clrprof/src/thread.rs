@@ -130,15 +130,15 @@ pub fn running_except_current() -> Vec<String> {
         .collect()
 }
 
-/// [`Error::ThreadsRunning`](crate::Error::ThreadsRunning) unless every
+/// [`Error::ThreadsRunning`](crate::error::Error::ThreadsRunning) unless every
 /// thread started with [`spawn`], other than the caller, has finished: the
 /// rule every detach request checks.
-pub(crate) fn ensure_no_other_threads() -> crate::Result<()> {
+pub(crate) fn ensure_no_other_threads() -> crate::error::Result<()> {
     let threads = running_except_current();
     if threads.is_empty() {
         Ok(())
     } else {
-        Err(crate::Error::ThreadsRunning { threads })
+        Err(crate::error::Error::ThreadsRunning { threads })
     }
 }
 

@@ -246,8 +246,10 @@ impl crate::component::Component for CatchUpComponent {
         "catch-up"
     }
 
-    fn masks(&self) -> crate::EventMasks {
-        (crate::EventMask::MONITOR_MODULE_LOADS | crate::EventMask::MONITOR_JIT_COMPILATION).into()
+    fn masks(&self) -> crate::event_mask::EventMasks {
+        (crate::event_mask::EventMask::MONITOR_MODULE_LOADS
+            | crate::event_mask::EventMask::MONITOR_JIT_COMPILATION)
+            .into()
     }
 
     fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>) {
@@ -280,8 +282,8 @@ impl crate::component::Component for CatchUpComponent {
 mod tests {
     use super::*;
     use crate::component::Components;
+    use crate::event_mask::EventMask;
     use crate::testing::fake::{fake_ids, FakeModule, FakeRuntime};
-    use crate::EventMask;
     use clrprof_sys as sys;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -485,7 +487,7 @@ mod tests {
         let fake = fake_with(&[0x1000], &[]);
         fake.fail(
             "EnumModules",
-            crate::HRESULT(crate::error::KnownHresult::E_FAIL as i32),
+            crate::error::HRESULT(crate::error::KnownHresult::E_FAIL as i32),
         );
         let recorder = Arc::new(Recorder::default());
         let (c, components) = register(&fake, recorder.clone());

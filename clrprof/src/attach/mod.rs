@@ -2,7 +2,7 @@
 //!
 //! **Profiler side** (always available):
 //! - [`ClientData`]: the bytes the trigger sent, which
-//!   [`Profiler::initialize_for_attach`](crate::Profiler::initialize_for_attach)
+//!   [`Profiler::initialize_for_attach`](crate::callback::Profiler::initialize_for_attach)
 //!   receives, read as UTF-8 or as `key=value;key=value` pairs;
 //! - [`CatchUp`]: the `ProfilerAttachComplete` catch-up helpers. A profiler
 //!   loaded by attach missed every load that happened before it arrived, so

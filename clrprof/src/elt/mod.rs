@@ -269,7 +269,7 @@ pub struct EltOptions {
     pub variant: EltVariant,
     /// Adds `MONITOR_EXCEPTIONS`, which the shadow stack needs to pop frames
     /// that an exception unwinds (forward
-    /// [`Profiler::exception_unwind_function_enter`](crate::Profiler::exception_unwind_function_enter)
+    /// [`Profiler::exception_unwind_function_enter`](crate::callback::Profiler::exception_unwind_function_enter)
     /// and `_leave` to [`shadow_stack`]).
     pub exceptions: bool,
     /// Registers the leave and tailcall hooks too (default). Without them
@@ -550,7 +550,7 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
         low.into()
     }
 
-    fn module_unload_started(&self, info: &ProfilerInfo, module: crate::ModuleId<'_>) {
+    fn module_unload_started(&self, info: &ProfilerInfo, module: crate::ids::ModuleId<'_>) {
         let gone: Vec<Record<H>> = {
             let mut map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
             let ids: Vec<usize> = map
@@ -598,7 +598,7 @@ fn release<H: EltHooks>(info: &ProfilerInfo<'_>, record: Record<H>) {
 static INSTALLED: Mutex<Option<TypeId>> = Mutex::new(None);
 
 /// Registers ELT hooks for the runtime of `info`. Call it from
-/// [`Profiler::initialize`](crate::Profiler::initialize) and return the
+/// [`Profiler::initialize`](crate::callback::Profiler::initialize) and return the
 /// masks it gives back.
 ///
 /// In order: checks `options` against `wanted` ([`masks_for`]), sets the

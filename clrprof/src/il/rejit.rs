@@ -2,7 +2,7 @@
 //! SDK-owned thread that issues the requests.
 //!
 //! The runtime rules this module encodes:
-//! - the profiler must have set [`EventMask::ENABLE_REJIT`](crate::EventMask::ENABLE_REJIT)
+//! - the profiler must have set [`EventMask::ENABLE_REJIT`](crate::event_mask::EventMask::ENABLE_REJIT)
 //!   in `Initialize` (else `CORPROF_E_REJIT_NOT_ENABLED`) and implement
 //!   `ICorProfilerCallback4` (clrprof always does);
 //! - `RequestReJIT` and `RequestRevert` suspend the runtime to patch code.
@@ -12,7 +12,7 @@
 //!   thread. It calls `InitializeCurrentThread` first, as the runtime asks of
 //!   profiler threads that will call Info methods which suspend;
 //! - the new IL is supplied in `GetReJITParameters`
-//!   ([`Profiler::get_rejit_parameters`](crate::Profiler::get_rejit_parameters))
+//!   ([`Profiler::get_rejit_parameters`](crate::callback::Profiler::get_rejit_parameters))
 //!   through [`FunctionControl`](crate::rejit::FunctionControl), once per
 //!   (module, method) and request, also for methods not compiled yet when
 //!   the request was made (they are compiled with the new IL on first call).

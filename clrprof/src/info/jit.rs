@@ -51,7 +51,7 @@ mod tests {
         let info = unsafe { fake.profiler_info() };
         let e = info.enum_jited_functions().unwrap();
         assert_eq!(e.total().unwrap(), 70);
-        let all: Vec<_> = e.collect::<crate::Result<Vec<_>>>().unwrap();
+        let all: Vec<_> = e.collect::<crate::error::Result<Vec<_>>>().unwrap();
         assert_eq!(all.len(), 70);
         assert_eq!(all[69].function.0, 0x1000 + 69);
         assert_eq!(all[0].rejit_id, RawReJitId(0));

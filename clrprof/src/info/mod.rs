@@ -33,6 +33,7 @@ use crate::error::{check, Error, Result, HRESULT};
 use crate::event_mask::{EventMask, EventMasks, HighEventMask};
 use crate::ids::*;
 use crate::metadata::MetaDataImport;
+pub use crate::runtimes::{RuntimeInfo, RuntimeType};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -186,7 +187,7 @@ unsafe impl Sync for RuntimeHandle {}
 /// Dereferences to [`RuntimeHandle`] for everything that needs no scope.
 pub struct ProfilerInfo<'s> {
     runtime: &'s RuntimeHandle,
-    scope: Scope<'s>,
+    scope: Scope,
     /// `!Send + !Sync`: "the current thread" and "no GC now" are facts
     /// about the thread that received the scope.
     _thread: PhantomData<*const ()>,
@@ -194,7 +195,7 @@ pub struct ProfilerInfo<'s> {
 
 /// What the SDK knows about the scope it lends a [`ProfilerInfo`] for.
 #[derive(Clone, Copy)]
-pub(crate) enum Scope<'s> {
+pub(crate) enum Scope {
     /// A callback during which a garbage collection may run on another
     /// thread (most callbacks: the thread is in preemptive mode).
     Callback,
@@ -203,15 +204,17 @@ pub(crate) enum Scope<'s> {
     /// only from cooperative mode or from inside the GC), or a runtime
     /// suspension made by the profiler.
     NoGc,
-    /// `Initialize` / `InitializeForAttach`: SDK components may register.
-    Initialize(&'s crate::component::Registrar),
+    /// `Initialize` / `InitializeForAttach`: SDK components may register
+    /// (through the registrar the SDK sets for the call, see
+    /// [`crate::component`]).
+    Initialize,
 }
 
 impl<'s> ProfilerInfo<'s> {
     /// Lends the runtime for one scope. Only the SDK's dispatch (callbacks,
     /// ELT mapper and hooks, runtime suspensions) calls this, always for the
     /// runtime that opened the scope.
-    pub(crate) fn scoped(runtime: &'s RuntimeHandle, scope: Scope<'s>) -> Self {
+    pub(crate) fn scoped(runtime: &'s RuntimeHandle, scope: Scope) -> Self {
         ProfilerInfo {
             runtime,
             scope,
@@ -232,11 +235,9 @@ impl<'s> ProfilerInfo<'s> {
         matches!(self.scope, Scope::NoGc)
     }
 
-    pub(crate) fn registrar(&self) -> Option<&'s crate::component::Registrar> {
-        match self.scope {
-            Scope::Initialize(r) => Some(r),
-            _ => None,
-        }
+    /// `true` in the `Initialize` / `InitializeForAttach` scope.
+    pub(crate) fn in_initialize(&self) -> bool {
+        matches!(self.scope, Scope::Initialize)
     }
 
     /// Fails with [`Error::GcMayRun`] unless [`gc_blocked`](Self::gc_blocked).
@@ -264,52 +265,6 @@ fn unpack(v: u64) -> EventMasks {
     EventMasks {
         low: EventMask::from_bits_retain(v as u32),
         high: HighEventMask::from_bits_retain((v >> 32) as u32),
-    }
-}
-
-/// Kind of runtime (`COR_PRF_RUNTIME_TYPE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RuntimeType {
-    /// .NET Framework (`COR_PRF_DESKTOP_CLR`).
-    Desktop,
-    /// .NET Core / .NET 5+ (`COR_PRF_CORE_CLR`).
-    CoreClr,
-    /// A value the SDK does not know.
-    Unknown(u32),
-}
-
-/// `GetRuntimeInformation`: which runtime this is.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct RuntimeInfo {
-    /// Instance ID, distinguishes side-by-side runtimes in one process.
-    pub clr_instance_id: u16,
-    /// Desktop or CoreCLR.
-    pub runtime_type: RuntimeType,
-    /// Major version (e.g. 8).
-    pub major: u16,
-    /// Minor version.
-    pub minor: u16,
-    /// Build number (for .NET Core 3.1.23 / .NET 8.0.4: the patch, 23 / 4).
-    pub build: u16,
-    /// QFE number.
-    pub qfe: u16,
-    /// The version string the runtime reports.
-    pub version_string: String,
-    /// The product version, when it differs from what the runtime reports:
-    /// CoreCLR before .NET 5 reports 4.0.30319; its product version (e.g.
-    /// 3.1.23) is read from the folder of the loaded runtime library
-    /// (see [`crate::host`]).
-    pub product_version: Option<String>,
-}
-
-impl RuntimeInfo {
-    /// The product version as `major.minor.build` (e.g. `3.1.23`, `8.0.4`),
-    /// the form the examples' runtime records use.
-    pub fn version(&self) -> String {
-        match &self.product_version {
-            Some(v) => v.clone(),
-            None => format!("{}.{}.{}", self.major, self.minor, self.build),
-        }
     }
 }
 
@@ -824,8 +779,8 @@ impl<'s> ProfilerInfo<'s> {
 
 #[cfg(test)]
 mod tests {
+    use crate::ids::ClassId;
     use crate::testing::fake::{FakeClass, FakeRuntime};
-    use crate::ClassId;
 
     #[test]
     fn class_info_returns_every_type_argument() {

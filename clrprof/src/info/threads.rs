@@ -74,7 +74,7 @@ impl<'s> ProfilerInfo<'s> {
 /// `BeginInprocDebugging`, `EndInprocDebugging`) were removed from the runtime
 /// long ago: CoreCLR (and .NET Framework 2.0+) answer every one of them with
 /// `E_NOTIMPL`. They are wrapped only so that every Info method has a safe
-/// form; expect [`crate::Error::Runtime`] with `E_NOTIMPL`.
+/// form; expect [`crate::error::Error::Runtime`] with `E_NOTIMPL`.
 impl<'s> ProfilerInfo<'s> {
     /// `GetInprocInspectionInterface`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
@@ -84,7 +84,7 @@ impl<'s> ProfilerInfo<'s> {
             unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionInterface",
         )?;
-        unk.ok_or(crate::Error::runtime(
+        unk.ok_or(crate::error::Error::runtime(
             sys::HRESULT(crate::error::KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo::GetInprocInspectionInterface",
         ))
@@ -98,7 +98,7 @@ impl<'s> ProfilerInfo<'s> {
             unsafe { self.raw_info1().GetInprocInspectionIThisThread(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionIThisThread",
         )?;
-        unk.ok_or(crate::Error::runtime(
+        unk.ok_or(crate::error::Error::runtime(
             sys::HRESULT(crate::error::KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo::GetInprocInspectionIThisThread",
         ))

@@ -439,8 +439,8 @@ impl crate::component::Component for SamplerComponent {
         "sampler"
     }
 
-    fn masks(&self) -> crate::EventMasks {
-        crate::EventMasks {
+    fn masks(&self) -> crate::event_mask::EventMasks {
+        crate::event_mask::EventMasks {
             low: EventMask::ENABLE_STACK_SNAPSHOT
                 | EventMask::MONITOR_THREADS
                 | EventMask::MONITOR_CLASS_LOADS
@@ -461,7 +461,7 @@ impl crate::component::Component for SamplerComponent {
         self.shared.gate.thread_destroyed(thread.to_raw());
     }
 
-    fn module_load_finished(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+    fn module_load_finished(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
         let n = self.shared.module_loads.fetch_add(1, SeqCst) + 1;
         if n == self.shared.config.start_after_module_loads.max(1) {
             if let Err(e) = self.shared.start() {
@@ -476,11 +476,11 @@ impl crate::component::Component for SamplerComponent {
         }
     }
 
-    fn class_unload_started(&self, _info: &ProfilerInfo, _class: crate::ClassId<'_>) {
+    fn class_unload_started(&self, _info: &ProfilerInfo, _class: crate::ids::ClassId<'_>) {
         self.shared.unloading();
     }
 
-    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ModuleId<'_>) {
+    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
         self.shared.unloading();
     }
 

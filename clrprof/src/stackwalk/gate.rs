@@ -47,7 +47,9 @@ impl ThreadGate {
     /// `Initialize` (it adds `MONITOR_THREADS` to the event mask): from the
     /// first thread on, the SDK delivers `ThreadCreated` and
     /// `ThreadDestroyed` to it.
-    pub fn register(info: &crate::ProfilerInfo) -> crate::Result<std::sync::Arc<ThreadGate>> {
+    pub fn register(
+        info: &crate::ProfilerInfo,
+    ) -> crate::error::Result<std::sync::Arc<ThreadGate>> {
         let gate = std::sync::Arc::new(ThreadGate::new());
         info.register(std::sync::Arc::new(GateComponent(gate.clone())))?;
         Ok(gate)
@@ -111,15 +113,15 @@ impl crate::component::Component for GateComponent {
         "thread-gate"
     }
 
-    fn masks(&self) -> crate::EventMasks {
-        crate::EventMask::MONITOR_THREADS.into()
+    fn masks(&self) -> crate::event_mask::EventMasks {
+        crate::event_mask::EventMask::MONITOR_THREADS.into()
     }
 
-    fn thread_created(&self, _info: &crate::ProfilerInfo, thread: crate::ThreadId<'_>) {
+    fn thread_created(&self, _info: &crate::ProfilerInfo, thread: crate::ids::ThreadId<'_>) {
         self.0.thread_created(thread.to_raw());
     }
 
-    fn thread_destroyed(&self, _info: &crate::ProfilerInfo, thread: crate::ThreadId<'_>) {
+    fn thread_destroyed(&self, _info: &crate::ProfilerInfo, thread: crate::ids::ThreadId<'_>) {
         self.0.thread_destroyed(thread.to_raw());
     }
 }

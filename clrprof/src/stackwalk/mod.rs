@@ -292,7 +292,7 @@ impl<'s> ProfilerInfo<'s> {
     ///
     /// Call it from a callback on a managed thread (e.g. `ExceptionThrown`,
     /// `ObjectAllocated`, an ELT hook). The profiler must have asked for
-    /// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::EventMask::ENABLE_STACK_SNAPSHOT)
+    /// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::event_mask::EventMask::ENABLE_STACK_SNAPSHOT)
     /// (otherwise the runtime answers `CORPROF_E_INCONSISTENT_WITH_FLAGS`).
     pub fn walk_current_thread(
         &self,

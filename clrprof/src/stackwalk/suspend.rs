@@ -144,7 +144,7 @@ impl RuntimeSuspension<'_> {
         check(unsafe { i4.EnumThreads(&mut raw) }, CALL)?;
         let Some(e) = raw else {
             return Err(Error::runtime(
-                crate::HRESULT(KnownHresult::E_POINTER as i32),
+                crate::error::HRESULT(KnownHresult::E_POINTER as i32),
                 CALL,
             ));
         };

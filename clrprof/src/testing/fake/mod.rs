@@ -416,10 +416,12 @@ impl FakeRuntime {
         init: impl FnOnce(&ProfilerInfo<'_>),
     ) -> crate::component::Components {
         let registrar = crate::component::Registrar::default();
-        init(&ProfilerInfo::scoped(
-            self.handle_with(attached),
-            Scope::Initialize(&registrar),
-        ));
+        registrar.during(|| {
+            init(&ProfilerInfo::scoped(
+                self.handle_with(attached),
+                Scope::Initialize,
+            ))
+        });
         registrar.finish()
     }
 

@@ -248,14 +248,14 @@ fn a_name_cache_answers_only_runtimes_it_is_registered_with() {
         let info = unsafe { fake.profiler_info() };
         assert!(matches!(
             cache.function_name(&info, f),
-            Err(crate::Error::NotRegistered { .. })
+            Err(crate::error::Error::NotRegistered { .. })
         ));
     }
     let components = fake.initialize_components(false, |info| cache.register(info).unwrap());
     assert!(components
         .masks()
         .low
-        .contains(crate::EventMask::MONITOR_MODULE_LOADS));
+        .contains(crate::event_mask::EventMask::MONITOR_MODULE_LOADS));
     // SAFETY: as above.
     let info = unsafe { fake.profiler_info() };
     assert_eq!(
