@@ -54,24 +54,13 @@ impl<T> ProfilerThread<T> {
     /// panicked). The operating-system thread may still be in its exit path
     /// when this returns; it runs no more code of the library.
     pub fn join(self) -> std::thread::Result<T> {
-        let (lock, cv) = &*self.result;
-        let mut slot = match lock.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        loop {
-            if let Some(r) = slot.take() {
-                return r;
-            }
-            slot = match cv.wait(slot) {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+        match self.wait(None) {
+            Ok(r) => r,
+            // Without a deadline the wait only returns with a result.
+            Err(this) => this.join(),
         }
     }
-}
 
-impl<T> ProfilerThread<T> {
     /// Waits at most `timeout` for the closure's result: `Ok(result)` when
     /// it finished, `Err(self)` (to wait again later) when it did not — for
     /// the process-exit path, where a thread may be stuck, or already ended
@@ -80,7 +69,10 @@ impl<T> ProfilerThread<T> {
         self,
         timeout: std::time::Duration,
     ) -> Result<std::thread::Result<T>, Self> {
-        let deadline = std::time::Instant::now() + timeout;
+        self.wait(Some(std::time::Instant::now() + timeout))
+    }
+
+    fn wait(self, deadline: Option<std::time::Instant>) -> Result<std::thread::Result<T>, Self> {
         {
             let (lock, cv) = &*self.result;
             let mut slot = match lock.lock() {
@@ -91,13 +83,21 @@ impl<T> ProfilerThread<T> {
                 if let Some(r) = slot.take() {
                     return Ok(r);
                 }
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                slot = match cv.wait_timeout(slot, deadline - now) {
-                    Ok((g, _)) => g,
-                    Err(p) => p.into_inner().0,
+                slot = match deadline {
+                    None => match cv.wait(slot) {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    },
+                    Some(deadline) => {
+                        let now = std::time::Instant::now();
+                        if now >= deadline {
+                            break;
+                        }
+                        match cv.wait_timeout(slot, deadline - now) {
+                            Ok((g, _)) => g,
+                            Err(p) => p.into_inner().0,
+                        }
+                    }
                 };
             }
         }

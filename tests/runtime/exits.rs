@@ -313,18 +313,7 @@ fn check_tracer(
                 }
                 return Err(format!("samples record with an error: {r}"));
             }
-            let folded = std::fs::read_to_string(dir.join("records.jsonl"))
-                .map_err(|e| format!("no folded stacks: {e}"))?;
-            let total: u64 = folded
-                .lines()
-                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
-                .sum();
-            let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
-            if total != expected {
-                return Err(format!(
-                    "folded stacks add up to {total}, the samples record says {expected}: {r}"
-                ));
-            }
+            check_folded(r, dir)?;
         }
         other => return Err(format!("no check for {other}")),
     }
@@ -599,18 +588,7 @@ fn check_python_tracer(
             if r.get("error").is_some() {
                 return Err(format!("samples record with an error: {r}"));
             }
-            let folded = std::fs::read_to_string(dir.join("records.jsonl"))
-                .map_err(|e| format!("no folded stacks: {e}"))?;
-            let total: u64 = folded
-                .lines()
-                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
-                .sum();
-            let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
-            if total != expected {
-                return Err(format!(
-                    "folded stacks add up to {total}, the samples record says {expected}: {r}"
-                ));
-            }
+            check_folded(r, dir)?;
         }
         other => return Err(format!("no check for {other}")),
     }
@@ -815,4 +793,22 @@ pub fn python_scenarios() -> Vec<Scenario> {
         )
         .only_on(&[PYTHONNET_LEG], WHY_PYTHONNET),
     ]
+}
+
+/// The sampler's folded stacks (in `dir/records.jsonl`) add up to the
+/// non-empty samples its `samples` record `r` counts.
+fn check_folded(r: &Value, dir: &std::path::Path) -> std::result::Result<(), String> {
+    let folded = std::fs::read_to_string(dir.join("records.jsonl"))
+        .map_err(|e| format!("no folded stacks: {e}"))?;
+    let total: u64 = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    let expected = r["samples"].as_u64().unwrap_or(0) - r["empty"].as_u64().unwrap_or(0);
+    if total != expected {
+        return Err(format!(
+            "folded stacks add up to {total}, the samples record says {expected}: {r}"
+        ));
+    }
+    Ok(())
 }

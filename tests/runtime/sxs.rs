@@ -256,53 +256,50 @@ fn ids_stay_apart(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// "concurrent" or "one after the other".
+fn mode(concurrent: bool) -> &'static str {
+    if concurrent {
+        "concurrent"
+    } else {
+        "one after the other"
+    }
+}
+
+/// Runs `body` once, on the leg that hosts both Linux runtimes.
+fn on_host_leg(name: &str, body: impl Fn(&Case<'_>) -> Result<(), Verdict> + 'static) -> Scenario {
+    let mut s = Scenario::new(name, body);
+    for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
+        s = s.exclude_leg(leg, WHY_ONE_LEG);
+    }
+    let _ = HOST_LEG;
+    s
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     let mut v = Vec::new();
     for concurrent in [false, true] {
-        let name = format!(
-            "side-by-side: each runtime's scope refuses the other's IDs, {}",
-            if concurrent {
-                "concurrent"
-            } else {
-                "one after the other"
-            }
-        );
-        let mut s = Scenario::new(&name, move |case| ids_stay_apart(case, concurrent));
-        for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
-            s = s.exclude_leg(leg, WHY_ONE_LEG);
-        }
-        v.push(s);
+        v.push(on_host_leg(
+            &format!(
+                "side-by-side: each runtime's scope refuses the other's IDs, {}",
+                mode(concurrent)
+            ),
+            move |case| ids_stay_apart(case, concurrent),
+        ));
     }
     for concurrent in [false, true] {
         for policy in ["all", "first", "8"] {
-            let name = format!(
-                "side-by-side: 3.1 + 8.0 in one process, {}, policy {policy}",
-                if concurrent {
-                    "concurrent"
-                } else {
-                    "one after the other"
-                }
-            );
-            let mut s = Scenario::new(&name, move |case| run(case, concurrent, policy));
-            for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
-                s = s.exclude_leg(leg, WHY_ONE_LEG);
-            }
-            let _ = HOST_LEG;
-            v.push(s);
+            v.push(on_host_leg(
+                &format!(
+                    "side-by-side: 3.1 + 8.0 in one process, {}, policy {policy}",
+                    mode(concurrent)
+                ),
+                move |case| run(case, concurrent, policy),
+            ));
         }
-        let name = format!(
-            "side-by-side: ELT counts per runtime, {}",
-            if concurrent {
-                "concurrent"
-            } else {
-                "one after the other"
-            }
-        );
-        let mut s = Scenario::new(&name, move |case| elt_counts(case, concurrent));
-        for leg in ["linux-x64-3.1", "win-x64-3.1", "win-x64-8.0"] {
-            s = s.exclude_leg(leg, WHY_ONE_LEG);
-        }
-        v.push(s);
+        v.push(on_host_leg(
+            &format!("side-by-side: ELT counts per runtime, {}", mode(concurrent)),
+            move |case| elt_counts(case, concurrent),
+        ));
     }
     v
 }
