@@ -96,6 +96,8 @@ pub struct Period {
     pub end: SystemTime,
     /// Samples in the period.
     pub samples: u64,
+    /// Of them, samples with no frame at all (not in the pprof output).
+    pub empty: u64,
     /// Size of its `.pb.gz`.
     pub bytes: usize,
     /// Distinct (thread, stack) pairs in the period.
@@ -308,6 +310,7 @@ impl Inner {
             start: start.unwrap_or(now),
             end: end.unwrap_or(now),
             samples: profile.samples(),
+            empty: profile.empty(),
             bytes: bytes.len(),
             distinct_stacks: profile.distinct_stacks(),
             frame_names: profile.frame_names().len(),

@@ -173,6 +173,7 @@ fn period_record(out: &JsonLines, p: &Period) {
         .record("period")
         .num("index", p.index)
         .num("samples", p.samples)
+        .num("empty", p.empty)
         .num("bytes", p.bytes as u64)
         .num("stacks", p.distinct_stacks as u64)
         .num("frame_names", p.frame_names as u64)
