@@ -563,12 +563,15 @@ fn continuous_directory(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// What the test endpoint received: (accepted?, request line, body) per upload.
+type Requests = Arc<Mutex<Vec<(bool, String, Vec<u8>)>>>;
+
 /// A pprof-upload endpoint that refuses every other upload (HTTP 503).
 struct FlakyServer {
     port: u16,
     stop: Arc<AtomicBool>,
     /// (accepted?, query, body) per request.
-    requests: Arc<Mutex<Vec<(bool, String, Vec<u8>)>>>,
+    requests: Requests,
 }
 
 impl FlakyServer {
@@ -639,7 +642,7 @@ fn serve(
     }
     let query = head.lines().next().unwrap_or("").to_string();
     let mut r = requests.lock().unwrap_or_else(|e| e.into_inner());
-    let accept = r.len() % 2 == 0;
+    let accept = r.len().is_multiple_of(2);
     r.push((accept, query, buf[head_end..].to_vec()));
     drop(r);
     let answer: &[u8] = if accept {
