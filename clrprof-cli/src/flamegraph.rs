@@ -1,16 +1,23 @@
-//! `clrprof flamegraph FOLDED -o OUT.svg`: renders folded stacks (the
-//! sampler's output, `root;...;leaf N` per line) as an SVG flame graph with
-//! the `inferno` crate.
+//! `clrprof flamegraph PROFILE -o OUT.svg`: renders a profile as an SVG
+//! flame graph with the `inferno` crate. PROFILE is any of the sampler's
+//! formats (see [`crate::convert`]): folded stacks (`root;...;leaf N` per
+//! line), speedscope JSON or pprof (`.pb.gz`); the format is told from the
+//! content.
 
 use clrprof_testing::Error;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Renders `folded` into `out`; `title` defaults to the input's file name.
+/// Renders the profile `folded` (any format) into `out`; `title` defaults
+/// to the input's file name.
 pub fn run(folded: &Path, out: &Path, title: Option<&str>) -> Result<ExitCode, Error> {
-    let text = std::fs::read_to_string(folded)
-        .map_err(|e| Error::new(format!("cannot read {}: {e}", folded.display())))?;
+    let (profile, _) = crate::convert::read_profile(folded)?;
+    let mut text = Vec::new();
+    profile
+        .write_folded(&mut text)
+        .map_err(|e| Error::new(e.to_string()))?;
+    let text = String::from_utf8_lossy(&text);
     if text.lines().all(|l| l.trim().is_empty()) {
         return Err(Error::new(format!(
             "{} has no stacks (expected lines `root;...;leaf N`)",

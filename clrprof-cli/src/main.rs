@@ -5,12 +5,14 @@
 //! * `clrprof attach --pid PID --profiler LIB [--clsid GUID] [--client-data STR] [--timeout-ms N]`
 //!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
-//! * `clrprof flamegraph FOLDED -o OUT.svg` renders folded stacks as a flame graph;
+//! * `clrprof flamegraph PROFILE -o OUT.svg` renders a profile (folded, speedscope or pprof) as a flame graph;
+//! * `clrprof convert IN -o OUT [--to folded|speedscope|pprof]` converts between those formats;
 //! * `clrprof runtimes` lists the runtime legs found and where;
 //! * `clrprof doctor [--profiler LIB] [-- CMD ...]` explains why a profiler does not load;
 //! * `clrprof new NAME` scaffolds a profiler crate with a real-runtime test.
 
 mod attach;
+mod convert;
 mod doctor;
 mod flamegraph;
 mod launch;
@@ -81,10 +83,11 @@ enum Command {
         /// The profiler library (.so or .dll).
         library: PathBuf,
     },
-    /// Render folded stacks (`root;...;leaf N` per line, e.g. the sampler
-    /// example's output) as an SVG flame graph.
+    /// Render a profile as an SVG flame graph: folded stacks (`root;...;leaf N`
+    /// per line, e.g. the sampler example's output), speedscope JSON or pprof
+    /// (`.pb.gz`), told apart by their content.
     Flamegraph {
-        /// The folded-stacks file.
+        /// The profile file.
         folded: PathBuf,
         /// The SVG to write.
         #[arg(short = 'o', long = "output")]
@@ -92,6 +95,22 @@ enum Command {
         /// Title (default: the input's path).
         #[arg(long)]
         title: Option<String>,
+    },
+    /// Convert a profile between folded stacks, speedscope JSON and pprof.
+    ///
+    /// The input's format is told from its content; the output's from
+    /// --to, or else OUT's name (`.pb.gz`/`.pb`/`.pprof`: pprof, `.json`:
+    /// speedscope, anything else: folded). Folded stacks carry no threads,
+    /// modules or times: those parts of a pprof file are lost in folded form.
+    Convert {
+        /// The profile to read.
+        input: PathBuf,
+        /// The file to write.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// The output format.
+        #[arg(long, value_enum)]
+        to: Option<convert::Format>,
     },
     /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIME_MANIFEST, installed dotnet).
     Runtimes,
@@ -150,6 +169,7 @@ fn main() -> ExitCode {
             output,
             title,
         } => flamegraph::run(&folded, &output, title.as_deref()),
+        Command::Convert { input, output, to } => convert::run(&input, &output, to),
         Command::Doctor { profiler, command } => doctor::run(profiler.as_deref(), &command),
         Command::New { name, path, local } => new::run(&name, path.as_deref(), local.as_deref()),
     };

@@ -4,6 +4,9 @@
 // Arguments: [seconds (default 2)] [threads (default 1)].
 // Benchmark mode: `work N [threads]` does a fixed amount of work (N rounds of
 // the loop in Spin, per thread) and prints `elapsed_ns T` (wall time).
+// Switch mode: `switch S` runs Spin only for S/2 seconds, then Cold only for
+// S/2 seconds (the hot method changes halfway), and prints
+// `switch_unix_ms T` (when it changed, Unix time in ms).
 using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
@@ -69,6 +72,29 @@ namespace Hot
             return x;
         }
 
+        // Runs `f` in 4 ms slices for `seconds`.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Phase(double seconds, bool hot)
+        {
+            var clock = Stopwatch.StartNew();
+            long ms = Stopwatch.Frequency / 1000;
+            long stop = (long)(seconds * Stopwatch.Frequency);
+            while (clock.ElapsedTicks < stop)
+            {
+                if (hot) Spin(clock, 4 * ms); else Cold(clock, 4 * ms);
+            }
+        }
+
+        static int Switch(string[] args)
+        {
+            double seconds = double.Parse(args[1], System.Globalization.CultureInfo.InvariantCulture);
+            Phase(seconds / 2, true);
+            long at = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds();
+            Phase(seconds / 2, false);
+            Console.WriteLine("switch_unix_ms " + at);
+            return 0;
+        }
+
         static int Bench(string[] args)
         {
             long rounds = long.Parse(args[1]);
@@ -90,6 +116,7 @@ namespace Hot
         public static int Main(string[] args)
         {
             if (args.Length > 1 && args[0] == "work") return Bench(args);
+            if (args.Length > 1 && args[0] == "switch") return Switch(args);
             double seconds = args.Length > 0 ? double.Parse(args[0], System.Globalization.CultureInfo.InvariantCulture) : 2.0;
             int threads = args.Length > 1 ? int.Parse(args[1]) : 1;
             var spent = new long[threads][];

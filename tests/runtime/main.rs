@@ -14,6 +14,7 @@ mod il;
 mod info;
 mod jit_tracer;
 mod panics;
+mod pprof;
 mod sampling;
 mod sxs;
 mod tracers;
@@ -34,6 +35,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(pprof::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())

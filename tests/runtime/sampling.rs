@@ -17,6 +17,7 @@ struct Sampled {
     records: Vec<Value>,
     folded: Vec<(String, u64)>,
     speedscope: Option<Value>,
+    pprof: Option<Vec<u8>>,
 }
 
 fn read_records(path: &Path) -> Result<Vec<Value>, String> {
@@ -65,6 +66,8 @@ fn sample(
     let folded_path: PathBuf = spec.work_dir.join("records.jsonl");
     let records_path = spec.work_dir.join("records.jsonl.jsonl");
     let speedscope_path = spec.work_dir.join("records.jsonl.speedscope.json");
+    let pprof_path = spec.work_dir.join("records.jsonl.pb.gz");
+    let _ = std::fs::remove_file(&pprof_path);
     let outcome = case.run(spec)?;
     outcome.check_exit()?;
     let records = read_records(&records_path)?;
@@ -76,11 +79,13 @@ fn sample(
         .ok()
         .map(|t| serde_json::from_str(&t).map_err(|e| format!("speedscope file is not JSON: {e}")))
         .transpose()?;
+    let pprof = std::fs::read(&pprof_path).ok();
     Ok(Sampled {
         outcome,
         records,
         folded,
         speedscope,
+        pprof,
     })
 }
 
@@ -231,6 +236,9 @@ fn hot_method_from(case: &Case<'_>, method: &str) -> CaseResult {
     if frames == 0 || profiles == 0 {
         return Err(format!("speedscope file has {frames} frames and {profiles} profiles").into());
     }
+    // The same profile as pprof, read with the test's own decoder.
+    let pprof = s.pprof.as_deref().ok_or("no pprof file")?;
+    crate::pprof::check_against_folded(case, pprof, &s.folded, 1000)?;
     println!(
         "    {}: {taken} samples, Spin {in_spin}/{in_work} = {share:.2} (truth {truth})",
         case.leg().name

@@ -18,7 +18,10 @@
 //! The result is a [`Profile`], written as folded stacks
 //! ([`Profile::write_folded`]: `root;...;leaf N`, one line per distinct
 //! stack, the input of flame-graph tools such as `clrprof flamegraph`) or as
-//! a speedscope file ([`Profile::write_speedscope`]).
+//! a speedscope file ([`Profile::write_speedscope`]) or as pprof
+//! ([`Profile::write_pprof`], see [`pprof`]). In [continuous](continuous)
+//! mode the profile is cut into periods and each one written or sent while
+//! the process runs.
 //!
 //! The sampler is an SDK component ([`crate::component`]): the profiler
 //! registers it in `Initialize` ([`Sampler::register`]) and the SDK delivers
@@ -51,9 +54,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod continuous;
+pub mod pprof;
 mod profile;
 mod shadow;
 
+pub use continuous::{
+    Continuous, ContinuousConfig, ContinuousStats, Period, PeriodObserver, PeriodSink,
+};
 pub use profile::Profile;
 pub use shadow::ShadowStackSource;
 
@@ -275,6 +283,12 @@ impl Sampler {
         source: S,
     ) -> Result<Arc<Sampler>> {
         names.register(info)?;
+        let mut profile = Profile::new();
+        let runtime = info.runtime_information().ok().map(|r| r.version());
+        profile.set_origin(
+            runtime.as_deref(),
+            u64::try_from(config.period().as_nanos()).unwrap_or(u64::MAX),
+        );
         let shared = Arc::new(Shared {
             runtime: info.handle(),
             config,
@@ -295,7 +309,7 @@ impl Sampler {
             module_loads: AtomicUsize::new(0),
             source: Mutex::new(Some(Box::new(source))),
             thread: Mutex::new(None),
-            profile: Mutex::new(Profile::new()),
+            profile: Mutex::new(profile),
             result: Mutex::new(None),
         });
         let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
@@ -353,6 +367,22 @@ impl Sampler {
     /// never started gives an empty one.
     pub fn stop(&self) -> Result<Profile> {
         self.shared.stop()
+    }
+
+    /// Ends the current period: returns the profile sampled since the last
+    /// call (or since sampling started) and goes on with an empty one, which
+    /// keeps only the frame names (see [`Profile::take_period`]). The
+    /// [continuous mode](continuous) calls it every period; after it,
+    /// [`stop`](Self::stop) returns only what came later. Waits for the
+    /// profile lock at most [`EXIT_WAIT`](crate::exit::EXIT_WAIT).
+    pub fn take_period(&self) -> Result<Profile> {
+        let deadline = Instant::now() + crate::exit::EXIT_WAIT;
+        match crate::exit::lock_until(&self.shared.profile, deadline) {
+            Some(mut p) => Ok(p.take_period(std::time::SystemTime::now())),
+            None => Err(Error::Usage(
+                "the sampling thread holds the profile (ended by the system, or stuck at process exit)".into(),
+            )),
+        }
     }
 }
 
@@ -507,6 +537,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     let mut stack: Vec<u32> = Vec::with_capacity(config.max_depth);
     let mut local: HashMap<RawFunctionId, u32> = HashMap::new();
     let period = config.period();
+    lock(&shared.profile).set_start(std::time::SystemTime::now());
     let mut next = Instant::now();
     while !shared.stop.load(SeqCst) {
         next += period;
@@ -556,9 +587,9 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 let index = match local.get(&f) {
                     Some(&i) => i,
                     None => {
-                        let (name, final_name) =
+                        let (name, module, final_name) =
                             frame_name(&thread.info(), names, f, may_call_runtime);
-                        let i = profile.intern(&name);
+                        let i = profile.intern_frame(&name, module.as_deref());
                         if final_name {
                             local.insert(f, i);
                         }
@@ -576,21 +607,22 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     Ok(())
 }
 
-/// The name of a sampled function, and whether it is final (cacheable).
+/// The name of a sampled function, its module's file name (when the
+/// runtime could be asked), and whether the name is final (cacheable).
 fn frame_name(
     info: &ProfilerInfo,
     names: &NameCache,
     f: RawFunctionId,
     may_call_runtime: bool,
-) -> (std::sync::Arc<str>, bool) {
+) -> (std::sync::Arc<str>, Option<String>, bool) {
     if f.0 == 0 {
-        return (UNMANAGED_FRAME.into(), true);
-    }
-    if let Some(n) = names.cached_function_name(f) {
-        return (n, true);
+        return (UNMANAGED_FRAME.into(), None, true);
     }
     if !may_call_runtime {
-        return (UNKNOWN_FRAME.into(), false);
+        return match names.cached_function_name(f) {
+            Some(n) => (n, None, true),
+            None => (UNKNOWN_FRAME.into(), None, false),
+        };
     }
     // SAFETY: the function had a frame on a thread's stack at this tick, so
     // it was loaded then; no ClassUnloadStarted, ModuleUnloadStarted or
@@ -599,8 +631,20 @@ fn frame_name(
     // returns and lets the unload proceed), so the FunctionID still names
     // that function (BOTR: a FunctionID is valid until its class unloads).
     let id = unsafe { f.assume_valid() };
+    let module = info
+        .function_info(id)
+        .and_then(|fi| info.module_info(fi.module))
+        .ok()
+        .and_then(|m| module_file_name(&m.name));
     match names.function_name(info, id) {
-        Ok(n) if !n.is_empty() => (n, true),
-        _ => (UNKNOWN_FRAME.into(), true),
+        Ok(n) if !n.is_empty() => (n, module, true),
+        _ => (UNKNOWN_FRAME.into(), module, true),
     }
+}
+
+/// The file name of a module path (either separator: Windows runtimes give
+/// `C:\...\x.dll`), `None` for dynamic modules (no path).
+fn module_file_name(path: &str) -> Option<String> {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    (!name.is_empty()).then(|| name.to_string())
 }

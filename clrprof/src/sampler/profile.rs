@@ -6,17 +6,37 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// Distinct stacks (root first, as indices into the frame names) and how
 /// often each was seen, per thread.
+///
+/// Besides the sampled stacks a profile can hold allocations
+/// ([`Profile::add_allocations`]): an allocation tracer that resolves its
+/// stacks with the same [`intern_frame`](Profile::intern_frame) feeds the
+/// same profile, and the pprof output ([`Profile::write_pprof`]) then carries
+/// `alloc_objects`/`alloc_space` sample types beside the CPU ones.
 #[derive(Default, Debug, Clone)]
 pub struct Profile {
     names: Vec<Arc<str>>,
     by_name: HashMap<Arc<str>, u32>,
+    /// The module (file name) of each frame name, where known, as an index
+    /// into `module_names`.
+    modules: Vec<Option<u32>>,
+    module_names: Vec<Arc<str>>,
     stacks: HashMap<(RawThreadId, Vec<u32>), u64>,
+    /// Allocation counts and bytes per stack (an allocation tracer's).
+    allocations: HashMap<(RawThreadId, Vec<u32>), (u64, u64)>,
     samples: u64,
     truncated: u64,
     empty: u64,
+    /// When the profile (or its period) began and ended.
+    start: Option<SystemTime>,
+    end: Option<SystemTime>,
+    /// The runtime's version (`major.minor.build`), a label in pprof output.
+    runtime: Option<Arc<str>>,
+    /// The sampling period, in nanoseconds (0: unknown).
+    period_nanos: u64,
 }
 
 impl Profile {
@@ -37,21 +57,145 @@ impl Profile {
         i
     }
 
+    /// The index of frame name `name` of module `module` (a file name,
+    /// e.g. `hot.exe`), adding it if new. A name seen first without a module
+    /// gets the module given later.
+    pub fn intern_frame(&mut self, name: &str, module: Option<&str>) -> u32 {
+        let i = self.intern(name);
+        let slot = i as usize;
+        if self.modules.len() <= slot {
+            self.modules.resize(slot + 1, None);
+        }
+        if let (None, Some(module)) = (self.modules[slot], module) {
+            let m = match self.module_names.iter().position(|m| &**m == module) {
+                Some(m) => m as u32,
+                None => {
+                    self.module_names.push(module.into());
+                    (self.module_names.len() - 1) as u32
+                }
+            };
+            self.modules[slot] = Some(m);
+        }
+        i
+    }
+
     /// Counts one sample of `thread` with `stack` (root first, interned).
     pub fn add(&mut self, thread: RawThreadId, stack: &[u32], truncated: bool) {
-        self.samples += 1;
+        self.add_n(thread, stack, 1, truncated);
+    }
+
+    /// Counts `n` samples of `thread` with `stack` (root first, interned).
+    pub fn add_n(&mut self, thread: RawThreadId, stack: &[u32], n: u64, truncated: bool) {
+        self.samples += n;
         if truncated {
-            self.truncated += 1;
+            self.truncated += n;
         }
         if stack.is_empty() {
-            self.empty += 1;
+            self.empty += n;
         }
         match self.stacks.get_mut(&(thread, stack.to_vec())) {
-            Some(n) => *n += 1,
+            Some(c) => *c += n,
             None => {
-                self.stacks.insert((thread, stack.to_vec()), 1);
+                self.stacks.insert((thread, stack.to_vec()), n);
             }
         }
+    }
+
+    /// Counts `count` allocations of `bytes` bytes in all made by `thread`
+    /// at `stack` (root first, interned): how an allocation tracer feeds the
+    /// profile (e.g. from `ObjectAllocated`, with the object's size from
+    /// `GetObjectSize2` and the stack from a walk of the allocating thread).
+    pub fn add_allocations(&mut self, thread: RawThreadId, stack: &[u32], count: u64, bytes: u64) {
+        let e = self
+            .allocations
+            .entry((thread, stack.to_vec()))
+            .or_default();
+        e.0 += count;
+        e.1 += bytes;
+    }
+
+    /// Marks when the profile began (its period's start).
+    pub fn set_start(&mut self, at: SystemTime) {
+        self.start = Some(at);
+    }
+
+    /// Marks when the profile ended (its period's end).
+    pub fn set_end(&mut self, at: SystemTime) {
+        self.end = Some(at);
+    }
+
+    /// When the profile began and ended, where known.
+    pub fn time_range(&self) -> (Option<SystemTime>, Option<SystemTime>) {
+        (self.start, self.end)
+    }
+
+    /// Sets the runtime version label and the sampling period.
+    pub fn set_origin(&mut self, runtime: Option<&str>, period_nanos: u64) {
+        self.runtime = runtime.map(Into::into);
+        self.period_nanos = period_nanos;
+    }
+
+    /// The runtime version label, if set.
+    pub fn runtime(&self) -> Option<&str> {
+        self.runtime.as_deref()
+    }
+
+    /// The sampling period in nanoseconds (0: unknown).
+    pub fn period_nanos(&self) -> u64 {
+        self.period_nanos
+    }
+
+    /// Ends the current period at `now`: returns the profile of the period
+    /// (its stacks, counts, times and every frame name) and leaves this one
+    /// empty, starting at `now`, keeping only its frame names (so that
+    /// indices handed out by [`intern`](Self::intern) stay valid). Memory
+    /// held between periods is the frame names, one per distinct function.
+    pub fn take_period(&mut self, now: SystemTime) -> Profile {
+        let period = Profile {
+            names: self.names.clone(),
+            by_name: self.by_name.clone(),
+            modules: self.modules.clone(),
+            module_names: self.module_names.clone(),
+            stacks: std::mem::take(&mut self.stacks),
+            allocations: std::mem::take(&mut self.allocations),
+            samples: std::mem::take(&mut self.samples),
+            truncated: std::mem::take(&mut self.truncated),
+            empty: std::mem::take(&mut self.empty),
+            start: self.start.replace(now),
+            end: Some(now),
+            runtime: self.runtime.clone(),
+            period_nanos: self.period_nanos,
+        };
+        self.end = None;
+        period
+    }
+
+    /// Distinct frame names so far.
+    pub fn frame_names(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    /// The module of frame `index`, where known.
+    pub fn frame_module(&self, index: u32) -> Option<&str> {
+        let m = (*self.modules.get(index as usize)?)?;
+        self.module_names.get(m as usize).map(|m| &**m)
+    }
+
+    /// Distinct (thread, stack) pairs held.
+    pub fn distinct_stacks(&self) -> usize {
+        self.stacks.len() + self.allocations.len()
+    }
+
+    /// Sampled stacks: (thread, root-first frame indices, count).
+    pub fn stacks(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64)> {
+        self.stacks.iter().map(|((t, s), n)| (*t, s.as_slice(), *n))
+    }
+
+    /// Allocation stacks: (thread, root-first frame indices, count, bytes).
+    pub fn allocations(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64, u64)> {
+        self.allocations
+            .iter()
+            .map(|((t, s), (n, b))| (*t, s.as_slice(), *n, *b))
     }
 
     /// Samples counted.
@@ -105,6 +249,31 @@ impl Profile {
             }));
         }
         line
+    }
+
+    /// Reads folded stacks (`root;...;leaf N` per line) into a profile of
+    /// one thread (thread ID 0): the inverse of [`write_folded`](Self::write_folded).
+    pub fn from_folded(text: &str) -> Result<Profile, String> {
+        let mut p = Profile::new();
+        let mut stack = Vec::new();
+        for (k, line) in text.lines().enumerate() {
+            let line = line.trim_end();
+            if line.is_empty() {
+                continue;
+            }
+            let (frames, n) = line
+                .rsplit_once(' ')
+                .ok_or_else(|| format!("line {}: no count: {line:?}", k + 1))?;
+            let n: u64 = n
+                .parse()
+                .map_err(|_| format!("line {}: bad count: {line:?}", k + 1))?;
+            stack.clear();
+            for f in frames.split(';') {
+                stack.push(p.intern(f));
+            }
+            p.add_n(RawThreadId(0), &stack, n, false);
+        }
+        Ok(p)
     }
 
     /// Writes folded stacks: `root;...;leaf N`, one line per distinct stack.

@@ -11,7 +11,8 @@
 //! Configuration (environment):
 //! - `CLRPROF_OUTPUT`: folded stacks (`root;...;leaf N`) are written here when
 //!   the profiler finishes (shutdown, or process exit when there is none),
-//!   and a speedscope file next to it (`<CLRPROF_OUTPUT>.speedscope.json`);
+//!   and a speedscope file and a pprof file next to it
+//!   (`<CLRPROF_OUTPUT>.speedscope.json`, `<CLRPROF_OUTPUT>.pb.gz`);
 //! - `CLRPROF_OUTPUT.jsonl` (the same path plus `.jsonl`): JSON Lines records
 //!   `{"event":"runtime",...}`, `{"event":"sampling","method":"suspend-runtime"|"shadow-stack"|"none",...}`,
 //!   `{"event":"async-walk",...}` (what an asynchronous walk of another
@@ -19,7 +20,16 @@
 //!   finishes `{"event":"samples","method":...,"samples":N,"ticks":N,...}`;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
-//!   has it) | `shadow-stack`.
+//!   has it) | `shadow-stack`;
+//! - continuous mode ([`clrprof::sampler::continuous`]), on when one of these
+//!   is set: `CLRPROF_SAMPLER_CONTINUOUS_DIR` (a `.pb.gz` file per period in
+//!   that directory) or `CLRPROF_SAMPLER_CONTINUOUS_URL` (an HTTP `POST` per
+//!   period, e.g. `http://localhost:4040/ingest?name=my.app`);
+//!   `CLRPROF_SAMPLER_CONTINUOUS_EVERY`: the period in seconds (default 60,
+//!   fractions allowed). Each period gives a record
+//!   `{"event":"period","index":N,"samples":N,"bytes":N,"ok":true|false,...}`
+//!   and the end a `{"event":"continuous",...}` record; the single-file
+//!   outputs above are not written then.
 //!
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
@@ -28,7 +38,9 @@
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::output::JsonLines;
-use clrprof::sampler::{Sampler, SamplerConfig, ShadowStackSource};
+use clrprof::sampler::{
+    Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
+};
 use clrprof::stackwalk::{ThreadGate, Walk, WalkOptions};
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
@@ -44,9 +56,11 @@ const RECORDS_VAR: &str = "CLRPROF_SAMPLER_RECORDS";
 /// The profiler's state.
 #[profiler(clsid = "{5B0C2E71-9A43-4D1E-8F26-7C1D3E5A9B42}")]
 pub struct SamplerProfiler {
-    out: JsonLines,
+    out: Arc<JsonLines>,
     names: Arc<NameCache>,
     sampler: OnceLock<Arc<Sampler>>,
+    /// The continuous mode, when configured.
+    continuous: OnceLock<Continuous>,
     /// Why no sampler could be registered, if so.
     no_sampler: OnceLock<String>,
     /// The ELT hooks of the shadow-stack fallback, when it is used.
@@ -69,9 +83,10 @@ impl Default for SamplerProfiler {
             }
         }
         SamplerProfiler {
-            out: JsonLines::from_env(RECORDS_VAR),
+            out: Arc::new(JsonLines::from_env(RECORDS_VAR)),
             names: Arc::new(NameCache::new()),
             sampler: OnceLock::new(),
+            continuous: OnceLock::new(),
             no_sampler: OnceLock::new(),
             shadow: OnceLock::new(),
             modules: AtomicUsize::new(0),
@@ -119,6 +134,64 @@ fn rate() -> u32 {
         .and_then(|v| v.trim().parse().ok())
         .filter(|&r| r > 0)
         .unwrap_or(1000)
+}
+
+/// The continuous mode's configuration from the environment, if it is on.
+fn continuous_config() -> Option<ContinuousConfig> {
+    let mut config = if let Some(dir) = std::env::var_os("CLRPROF_SAMPLER_CONTINUOUS_DIR") {
+        ContinuousConfig::to_directory(dir)
+    } else {
+        ContinuousConfig::to_url(std::env::var("CLRPROF_SAMPLER_CONTINUOUS_URL").ok()?)
+    };
+    if let Some(every) = std::env::var("CLRPROF_SAMPLER_CONTINUOUS_EVERY")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+    {
+        config.every = std::time::Duration::from_secs_f64(every);
+    }
+    if let PeriodSink::Http { timeout, .. } = &mut config.sink {
+        // Never longer than a period: a hanging endpoint delays no period
+        // by more than one.
+        *timeout = (*timeout).min(config.every.max(std::time::Duration::from_secs(1)));
+    }
+    Some(config)
+}
+
+/// Resident memory of this process in KiB, where the system tells (Linux).
+fn rss_kib() -> Option<u64> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4)
+}
+
+fn period_record(out: &JsonLines, p: &Period) {
+    let mut r = out
+        .record("period")
+        .num("index", p.index)
+        .num("samples", p.samples)
+        .num("empty", p.empty)
+        .num("bytes", p.bytes as u64)
+        .num("stacks", p.distinct_stacks as u64)
+        .num("frame_names", p.frame_names as u64)
+        .num(
+            "duration_ms",
+            p.end
+                .duration_since(p.start)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+        )
+        .bool("last", p.last);
+    if let Some(rss) = rss_kib() {
+        r = r.num("rss_kib", rss);
+    }
+    match &p.destination {
+        Ok(to) => r.bool("ok", true).str("to", to).write(),
+        Err(e) => r.bool("ok", false).str("error", e).write(),
+    }
 }
 
 impl SamplerProfiler {
@@ -214,6 +287,20 @@ impl Profiler for SamplerProfiler {
         };
         match registered {
             Ok(sampler) => {
+                if let Some(config) = continuous_config() {
+                    let out = self.out.clone();
+                    let observer = Arc::new(move |p: &Period| period_record(&out, p));
+                    match Continuous::start(sampler.clone(), config, Some(observer)) {
+                        Ok(c) => {
+                            let _ = self.continuous.set(c);
+                        }
+                        Err(e) => self
+                            .out
+                            .record("continuous")
+                            .str("error", &e.to_string())
+                            .write(),
+                    }
+                }
                 let _ = self.sampler.set(sampler);
             }
             Err(e) => {
@@ -248,7 +335,24 @@ impl Profiler for SamplerProfiler {
     // at process exit, or already ended by Windows): nothing here waits
     // longer than the SDK's bounded stop.
     fn finish(&self) {
-        if let Some(sampler) = self.sampler.get() {
+        if let (Some(sampler), Some(continuous)) = (self.sampler.get(), self.continuous.get()) {
+            let result = continuous.finish();
+            let stats = sampler.stats();
+            let c = continuous.stats();
+            self.out
+                .record("continuous")
+                .num("periods", c.periods)
+                .num("delivered", c.delivered)
+                .num("refused", c.refused)
+                .num("lost_samples", c.lost_samples)
+                .num("samples", stats.samples)
+                .num("ticks", stats.ticks)
+                .str(
+                    "error",
+                    &result.err().map(|e| e.to_string()).unwrap_or_default(),
+                )
+                .write();
+        } else if let Some(sampler) = self.sampler.get() {
             let stats = sampler.stats();
             match sampler.stop() {
                 Ok(profile) => {
@@ -262,6 +366,9 @@ impl Profiler for SamplerProfiler {
                             let _ = profile.write_speedscope("clrprof sampler", &mut f);
                             let _ = f.flush();
                         }
+                        let mut pb = path.clone();
+                        pb.push(".pb.gz");
+                        let _ = std::fs::write(pb, profile.pprof_bytes());
                     }
                     self.out
                         .record("samples")

@@ -1,0 +1,378 @@
+//! Continuous mode: the sampler's profile cut into periods, each written or
+//! sent as pprof while the process runs.
+//!
+//! Every [`ContinuousConfig::every`] (default 60 s) an SDK thread
+//! ([`crate::thread::spawn`], never a runtime callback) ends the sampler's
+//! current period ([`Sampler::take_period`]), encodes it as gzip-compressed
+//! pprof ([`super::pprof`]) and hands it to its [`PeriodSink`]: a file in a
+//! directory, or an HTTP `POST` to an endpoint that takes pprof uploads
+//! (Grafana Pyroscope's `/ingest`, with `format=pprof`, `from`, `until` and
+//! `sampleRate` added to the URL). [`Continuous::finish`] — from
+//! `Profiler::finish`, which the SDK runs once on every exit path — stops
+//! the sampler and ships the last period.
+//!
+//! Names: frame names are resolved by the sampling thread right after each
+//! tick, while the runtime answers (see [`super`]); a period holds only
+//! strings, so encoding and sending it never calls the runtime and works at
+//! process exit too.
+//!
+//! Memory is bounded: between periods the sampler keeps only its frame
+//! names (one per distinct function); a period's stacks are dropped once
+//! shipped. A period the sink refuses (endpoint down, HTTP error, disk full)
+//! is reported ([`Period::destination`], [`ContinuousStats`]) and dropped —
+//! it is not queued, so an endpoint that stays down costs no memory — and
+//! the next period is shipped on time as usual.
+
+use super::{lock, Profile, Sampler};
+use crate::error::{Error, Result};
+use crate::thread::ProfilerThread;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Where each period goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeriodSink {
+    /// A file per period in this directory (created if missing):
+    /// `clrprof-<pid>-<index>.pb.gz`, written whole (a temporary file renamed).
+    Directory(PathBuf),
+    /// An HTTP `POST` of the `.pb.gz` bytes to this URL, with
+    /// `format=pprof&from=<unix s>&until=<unix s>&sampleRate=<Hz>` added to
+    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (plain
+    /// HTTP). A period counts as delivered on a 2xx answer.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// The longest one upload may take (connect, send, answer).
+        timeout: Duration,
+    },
+}
+
+/// How the continuous mode runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContinuousConfig {
+    /// Length of a period (default 60 s; at least 10 ms).
+    pub every: Duration,
+    /// Where each period goes.
+    pub sink: PeriodSink,
+}
+
+impl ContinuousConfig {
+    /// Periods of 60 s written to `dir`.
+    pub fn to_directory(dir: impl Into<PathBuf>) -> Self {
+        ContinuousConfig {
+            every: Duration::from_secs(60),
+            sink: PeriodSink::Directory(dir.into()),
+        }
+    }
+
+    /// Periods of 60 s sent to `url` (10 s per upload at most).
+    pub fn to_url(url: impl Into<String>) -> Self {
+        ContinuousConfig {
+            every: Duration::from_secs(60),
+            sink: PeriodSink::Http {
+                url: url.into(),
+                timeout: Duration::from_secs(10),
+            },
+        }
+    }
+
+    /// The same with periods of `every`.
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = every;
+        self
+    }
+}
+
+/// One shipped (or refused) period.
+#[derive(Clone, Debug)]
+pub struct Period {
+    /// 0 for the first period.
+    pub index: u64,
+    /// When the period began and ended.
+    pub start: SystemTime,
+    /// See `start`.
+    pub end: SystemTime,
+    /// Samples in the period.
+    pub samples: u64,
+    /// Of them, samples with no frame at all (not in the pprof output).
+    pub empty: u64,
+    /// Size of its `.pb.gz`.
+    pub bytes: usize,
+    /// Distinct (thread, stack) pairs in the period.
+    pub distinct_stacks: usize,
+    /// Frame names the sampler keeps across periods (its memory between
+    /// periods grows with this only).
+    pub frame_names: usize,
+    /// Where it went (a file path, or the URL), or why it was refused.
+    pub destination: std::result::Result<String, String>,
+    /// The last period, shipped by [`Continuous::finish`].
+    pub last: bool,
+}
+
+/// What the continuous mode has shipped so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContinuousStats {
+    /// Periods ended.
+    pub periods: u64,
+    /// Periods the sink took.
+    pub delivered: u64,
+    /// Periods the sink refused (dropped).
+    pub refused: u64,
+    /// Samples in refused periods.
+    pub lost_samples: u64,
+}
+
+/// Called with every period, on the SDK's thread (or in `finish`): for
+/// records and logs. It must not call the runtime.
+pub type PeriodObserver = Arc<dyn Fn(&Period) + Send + Sync>;
+
+struct Inner {
+    sampler: Arc<Sampler>,
+    config: ContinuousConfig,
+    observer: Option<PeriodObserver>,
+    agent: ureq::Agent,
+    /// Set (under the lock, with a notify) to stop the thread.
+    stop: (Mutex<bool>, Condvar),
+    /// Held while a period is taken and shipped: periods go out in order.
+    shipping: Mutex<()>,
+    thread: Mutex<Option<ProfilerThread<()>>>,
+    finished: Mutex<Option<ContinuousStats>>,
+    periods: AtomicU64,
+    delivered: AtomicU64,
+    refused: AtomicU64,
+    lost_samples: AtomicU64,
+}
+
+/// A running continuous mode. See the [module docs](self).
+pub struct Continuous {
+    inner: Arc<Inner>,
+}
+
+impl Continuous {
+    /// Starts shipping `sampler`'s profile every `config.every`, calling
+    /// `observer` with each period. Call it once the sampler is registered
+    /// (e.g. in `Initialize`); the first period ends `every` from now.
+    /// Fails if the directory cannot be created or the thread cannot start.
+    pub fn start(
+        sampler: Arc<Sampler>,
+        mut config: ContinuousConfig,
+        observer: Option<PeriodObserver>,
+    ) -> Result<Continuous> {
+        config.every = config.every.max(Duration::from_millis(10));
+        let timeout = match &config.sink {
+            PeriodSink::Directory(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::Usage(format!(
+                        "continuous profiling: cannot create {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+                Duration::from_secs(10)
+            }
+            PeriodSink::Http { timeout, .. } => *timeout,
+        };
+        let inner = Arc::new(Inner {
+            sampler,
+            config,
+            observer,
+            agent: ureq::AgentBuilder::new().timeout(timeout).build(),
+            stop: (Mutex::new(false), Condvar::new()),
+            shipping: Mutex::new(()),
+            thread: Mutex::new(None),
+            finished: Mutex::new(None),
+            periods: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            lost_samples: AtomicU64::new(0),
+        });
+        let theirs = inner.clone();
+        let thread =
+            crate::thread::spawn("clrprof-continuous", move || theirs.run()).map_err(|e| {
+                Error::Usage(format!("cannot start the continuous-profiling thread: {e}"))
+            })?;
+        *lock(&inner.thread) = Some(thread);
+        Ok(Continuous { inner })
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ContinuousStats {
+        self.inner.stats()
+    }
+
+    /// Stops the periodic thread, stops the sampler and ships the last
+    /// period (bounded: the thread is waited for at most the upload timeout
+    /// plus [`EXIT_WAIT`](crate::exit::EXIT_WAIT)). Call it from
+    /// `Profiler::finish`. Later calls return the same counters.
+    pub fn finish(&self) -> Result<ContinuousStats> {
+        let inner = &self.inner;
+        let mut finished = lock(&inner.finished);
+        if let Some(stats) = *finished {
+            return Ok(stats);
+        }
+        {
+            let (flag, cv) = &inner.stop;
+            *lock(flag) = true;
+            cv.notify_all();
+        }
+        let wait = inner.upload_timeout() + crate::exit::EXIT_WAIT;
+        if let Some(thread) = lock(&inner.thread).take() {
+            let _ = thread.join_timeout(wait);
+        }
+        // No tick after this: the last period is complete.
+        let stopped = inner.sampler.stop();
+        let deadline = Instant::now() + wait;
+        let shipped = match crate::exit::lock_until(&inner.shipping, deadline) {
+            Some(_guard) => inner.ship(true),
+            None => Err(Error::Usage(
+                "continuous profiling: a period is still being shipped; the last one is lost"
+                    .into(),
+            )),
+        };
+        let stats = inner.stats();
+        *finished = Some(stats);
+        stopped.and(shipped).map(|_| stats)
+    }
+}
+
+impl Inner {
+    fn stats(&self) -> ContinuousStats {
+        ContinuousStats {
+            periods: self.periods.load(SeqCst),
+            delivered: self.delivered.load(SeqCst),
+            refused: self.refused.load(SeqCst),
+            lost_samples: self.lost_samples.load(SeqCst),
+        }
+    }
+
+    fn upload_timeout(&self) -> Duration {
+        match &self.config.sink {
+            PeriodSink::Http { timeout, .. } => *timeout,
+            PeriodSink::Directory(_) => Duration::ZERO,
+        }
+    }
+
+    fn run(&self) {
+        let mut next = Instant::now() + self.config.every;
+        loop {
+            {
+                let (flag, cv) = &self.stop;
+                let mut stop = lock(flag);
+                while !*stop {
+                    let now = Instant::now();
+                    if now >= next {
+                        break;
+                    }
+                    stop = match cv.wait_timeout(stop, next - now) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    };
+                }
+                if *stop {
+                    return;
+                }
+            }
+            next += self.config.every;
+            let now = Instant::now();
+            if next < now {
+                // Shipping took longer than a period: the next one is
+                // simply longer, nothing is dropped.
+                next = now + self.config.every;
+            }
+            let _guard = lock(&self.shipping);
+            // Stopped while waiting for the lock: `finish` ships the rest.
+            if *lock(&self.stop.0) {
+                return;
+            }
+            let _ = self.ship(false);
+        }
+    }
+
+    /// Ends the sampler's period and ships it. Called with `shipping` held.
+    fn ship(&self, last: bool) -> Result<()> {
+        let profile = self.sampler.take_period()?;
+        let index = self.periods.fetch_add(1, SeqCst);
+        let bytes = profile.pprof_bytes();
+        let destination = self.send(index, &profile, &bytes);
+        match &destination {
+            Ok(_) => self.delivered.fetch_add(1, SeqCst),
+            Err(e) => {
+                log::warn!("continuous profiling: period {index} lost: {e}");
+                self.lost_samples.fetch_add(profile.samples(), SeqCst);
+                self.refused.fetch_add(1, SeqCst)
+            }
+        };
+        let (start, end) = profile.time_range();
+        let now = SystemTime::now();
+        let period = Period {
+            index,
+            start: start.unwrap_or(now),
+            end: end.unwrap_or(now),
+            samples: profile.samples(),
+            empty: profile.empty(),
+            bytes: bytes.len(),
+            distinct_stacks: profile.distinct_stacks(),
+            frame_names: profile.frame_names().len(),
+            destination,
+            last,
+        };
+        if let Some(observer) = &self.observer {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observer(&period)));
+        }
+        match period.destination {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Usage(e)),
+        }
+    }
+
+    fn send(
+        &self,
+        index: u64,
+        profile: &Profile,
+        bytes: &[u8],
+    ) -> std::result::Result<String, String> {
+        match &self.config.sink {
+            PeriodSink::Directory(dir) => {
+                let name = format!("clrprof-{}-{index:05}.pb.gz", std::process::id());
+                let path = dir.join(&name);
+                let tmp = dir.join(format!(".{name}.tmp"));
+                std::fs::write(&tmp, bytes)
+                    .and_then(|_| std::fs::rename(&tmp, &path))
+                    .map(|_| path.display().to_string())
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            }
+            PeriodSink::Http { url, .. } => {
+                let secs = |t: Option<SystemTime>| {
+                    t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs())
+                        .unwrap_or(0)
+                };
+                let (start, end) = profile.time_range();
+                let rate = match profile.period_nanos() {
+                    0 => 0,
+                    p => 1_000_000_000 / p,
+                };
+                let full = format!(
+                    "{url}{}format=pprof&from={}&until={}&sampleRate={rate}",
+                    if url.contains('?') { '&' } else { '?' },
+                    secs(start),
+                    secs(end).max(secs(start)),
+                );
+                match self
+                    .agent
+                    .post(&full)
+                    .set("Content-Type", "application/octet-stream")
+                    .send_bytes(bytes)
+                {
+                    Ok(_) => Ok(url.clone()),
+                    Err(ureq::Error::Status(code, response)) => Err(format!(
+                        "{url} answered HTTP {code} {}",
+                        response.status_text()
+                    )),
+                    Err(e) => Err(format!("cannot send to {url}: {e}")),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! The sampler's profile as pprof: `profile.proto`, gzip-compressed.
+//!
+//! pprof is the format `go tool pprof`, Grafana Pyroscope, Parca, Google
+//! Cloud Profiler and Datadog read, and the base of OpenTelemetry's profiles
+//! signal. The messages below follow the public `profile.proto` (package
+//! `perftools.profiles`) field numbers; [prost] encodes them and [flate2]
+//! compresses the result, as the format expects.
+//!
+//! What a clrprof profile becomes:
+//!
+//! | pprof | from |
+//! |---|---|
+//! | `sample_type` | `samples`/`count` and `wall`/`nanoseconds` (count × sampling period); `alloc_objects`/`count` and `alloc_space`/`bytes` when the profile holds allocations |
+//! | `period_type`, `period` | `wall`/`nanoseconds`, the sampler's period (1 s / rate) |
+//! | `mapping` | one per module (file name), `has_functions` |
+//! | `function` | one per frame name (`Namespace.Class::Method`), its module as `filename` |
+//! | `location` | one per frame name: its mapping and one line naming the function |
+//! | `sample` | one per distinct (thread, stack), leaf first; labels `thread` (the runtime's `ThreadID`, hex) and `runtime_version` |
+//! | `time_nanos`, `duration_nanos` | the profile's (period's) start and length |
+//!
+//! The sampler walks every managed thread at each tick, running or waiting,
+//! so its samples measure wall time, not CPU time: a thread blocked in a wait
+//! is counted in the frame it waits in.
+
+use super::profile::Profile;
+use crate::ids::RawThreadId;
+use flate2::{read::GzDecoder, write::GzEncoder, Compression};
+use prost::Message;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `perftools.profiles.Profile`.
+#[derive(Clone, PartialEq, Message)]
+pub struct PprofProfile {
+    /// What each value of a sample measures.
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    /// The samples.
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    /// Loaded modules.
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    /// Code locations (one per frame here).
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    /// Functions.
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    /// Every string of the profile; index 0 is "".
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    /// Regular expression of frames to drop (string index).
+    #[prost(int64, tag = "7")]
+    pub drop_frames: i64,
+    /// Regular expression of frames to keep (string index).
+    #[prost(int64, tag = "8")]
+    pub keep_frames: i64,
+    /// Start, in nanoseconds since the Unix epoch.
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    /// Length, in nanoseconds.
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    /// What the period measures.
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    /// Sampling period.
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    /// Free-form comments (string indices).
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    /// The sample type shown by default (string index of its type).
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+/// `ValueType`: a type and unit, as string indices.
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueType {
+    /// e.g. "samples".
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    /// e.g. "count".
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+/// `Sample`: a stack (leaf first) and its values.
+#[derive(Clone, PartialEq, Message)]
+pub struct Sample {
+    /// Location IDs, leaf first.
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    /// One value per sample type.
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    /// Labels.
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// `Label`: key and string or number value.
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    /// Key (string index).
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    /// String value (string index).
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    /// Numeric value.
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    /// Unit of `num` (string index).
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+/// `Mapping`: a loaded binary (here a module).
+#[derive(Clone, PartialEq, Message)]
+pub struct Mapping {
+    /// Unique nonzero ID.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Load address.
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    /// End address.
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    /// File offset.
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    /// File name (string index).
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    /// Build ID (string index).
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    /// Function names are known.
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    /// File names are known.
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    /// Line numbers are known.
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    /// Inlined frames are known.
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
+}
+
+/// `Location`: a code address and the function(s) at it.
+#[derive(Clone, PartialEq, Message)]
+pub struct Location {
+    /// Unique nonzero ID.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Its mapping (0: none).
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    /// Instruction address (0: unknown).
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    /// Functions at this location, the inlined ones first.
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+    /// Folded frames.
+    #[prost(bool, tag = "5")]
+    pub is_folded: bool,
+}
+
+/// `Line`: a function and line in it.
+#[derive(Clone, PartialEq, Message)]
+pub struct Line {
+    /// Function ID.
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    /// Source line (0: unknown).
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+    /// Source column (0: unknown).
+    #[prost(int64, tag = "3")]
+    pub column: i64,
+}
+
+/// `Function`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Function {
+    /// Unique nonzero ID.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Name (string index).
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    /// Name as the system knows it (string index).
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    /// Source file, here the module (string index).
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+    /// First line (0: unknown).
+    #[prost(int64, tag = "5")]
+    pub start_line: i64,
+}
+
+/// The string table being built.
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Strings::default();
+        s.get("");
+        s
+    }
+    fn get(&mut self, v: &str) -> i64 {
+        if let Some(&i) = self.index.get(v) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(v.to_string());
+        self.index.insert(v.to_string(), i);
+        i
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn thread_label(t: RawThreadId) -> String {
+    format!("{:#x}", t.0)
+}
+
+impl Profile {
+    /// The profile as a `perftools.profiles.Profile` message (see the
+    /// [module docs](self) for the mapping).
+    pub fn to_pprof(&self) -> PprofProfile {
+        let mut s = Strings::new();
+        let allocations = self.allocations().next().is_some();
+        let mut sample_type = vec![
+            ValueType {
+                r#type: s.get("samples"),
+                unit: s.get("count"),
+            },
+            ValueType {
+                r#type: s.get("wall"),
+                unit: s.get("nanoseconds"),
+            },
+        ];
+        if allocations {
+            sample_type.push(ValueType {
+                r#type: s.get("alloc_objects"),
+                unit: s.get("count"),
+            });
+            sample_type.push(ValueType {
+                r#type: s.get("alloc_space"),
+                unit: s.get("bytes"),
+            });
+        }
+        // Mappings: one per module, in first-use order.
+        let mut mapping: Vec<Mapping> = Vec::new();
+        let mut mapping_of: HashMap<&str, u64> = HashMap::new();
+        let mut function = Vec::with_capacity(self.frame_names().len());
+        let mut location = Vec::with_capacity(self.frame_names().len());
+        for (i, name) in self.frame_names().iter().enumerate() {
+            let id = i as u64 + 1;
+            let module = self.frame_module(i as u32);
+            let mapping_id = match module {
+                Some(m) => *mapping_of.entry(m).or_insert_with(|| {
+                    let id = mapping.len() as u64 + 1;
+                    mapping.push(Mapping {
+                        id,
+                        filename: s.get(m),
+                        has_functions: true,
+                        ..Default::default()
+                    });
+                    id
+                }),
+                None => 0,
+            };
+            let name = s.get(name);
+            function.push(Function {
+                id,
+                name,
+                system_name: name,
+                filename: module.map(|m| s.get(m)).unwrap_or(0),
+                start_line: 0,
+            });
+            location.push(Location {
+                id,
+                mapping_id,
+                address: 0,
+                line: vec![Line {
+                    function_id: id,
+                    line: 0,
+                    column: 0,
+                }],
+                is_folded: false,
+            });
+        }
+        let (thread_key, runtime_key) = (s.get("thread"), s.get("runtime_version"));
+        let runtime = self.runtime().map(|r| s.get(r));
+        let period = self.period_nanos();
+        let labels = |s: &mut Strings, t: RawThreadId| {
+            let mut l = vec![Label {
+                key: thread_key,
+                str: s.get(&thread_label(t)),
+                ..Default::default()
+            }];
+            if let Some(r) = runtime {
+                l.push(Label {
+                    key: runtime_key,
+                    str: r,
+                    ..Default::default()
+                });
+            }
+            l
+        };
+        let mut stacks: Vec<_> = self.stacks().collect();
+        stacks.sort();
+        let mut sample = Vec::with_capacity(stacks.len());
+        for (t, stack, n) in stacks {
+            if stack.is_empty() {
+                continue;
+            }
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            let mut value = vec![n, n.saturating_mul(period as i64)];
+            if allocations {
+                value.extend([0, 0]);
+            }
+            sample.push(Sample {
+                location_id: stack.iter().rev().map(|&i| u64::from(i) + 1).collect(),
+                value,
+                label: labels(&mut s, t),
+            });
+        }
+        let mut allocs: Vec<_> = self.allocations().collect();
+        allocs.sort();
+        for (t, stack, n, bytes) in allocs {
+            sample.push(Sample {
+                location_id: stack.iter().rev().map(|&i| u64::from(i) + 1).collect(),
+                value: vec![
+                    0,
+                    0,
+                    i64::try_from(n).unwrap_or(i64::MAX),
+                    i64::try_from(bytes).unwrap_or(i64::MAX),
+                ],
+                label: labels(&mut s, t),
+            });
+        }
+        let (start, end) = self.time_range();
+        let time_nanos = start
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(nanos)
+            .unwrap_or(0);
+        let duration_nanos = match (start, end) {
+            (Some(a), Some(b)) => b.duration_since(a).map(nanos).unwrap_or(0),
+            (Some(a), None) => SystemTime::now().duration_since(a).map(nanos).unwrap_or(0),
+            _ => 0,
+        };
+        let period_type = Some(ValueType {
+            r#type: s.get("wall"),
+            unit: s.get("nanoseconds"),
+        });
+        let comment = vec![s.get("clrprof sampler")];
+        PprofProfile {
+            sample_type,
+            sample,
+            mapping,
+            location,
+            function,
+            string_table: s.table,
+            drop_frames: 0,
+            keep_frames: 0,
+            time_nanos,
+            duration_nanos,
+            period_type,
+            period: i64::try_from(period).unwrap_or(i64::MAX),
+            comment,
+            default_sample_type: 0,
+        }
+    }
+
+    /// The profile as gzip-compressed `profile.proto` bytes (what
+    /// `go tool pprof` and pprof uploads take).
+    pub fn pprof_bytes(&self) -> Vec<u8> {
+        let raw = self.to_pprof().encode_to_vec();
+        let mut gz = GzEncoder::new(
+            Vec::with_capacity(raw.len() / 4 + 64),
+            Compression::default(),
+        );
+        // Writing into a Vec cannot fail.
+        let _ = gz.write_all(&raw);
+        gz.finish().unwrap_or_default()
+    }
+
+    /// Writes the profile as gzip-compressed `profile.proto` (a `.pb.gz` file).
+    pub fn write_pprof(&self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(&self.pprof_bytes())
+    }
+
+    /// Reads a pprof profile (gzip-compressed or not): every sample of its
+    /// first sample type becomes that many samples of its stack (frames
+    /// named by their functions, inlined ones included), per `thread` label
+    /// (a hex number; others count as thread 0). Sample types
+    /// `alloc_objects` and `alloc_space`, if present, become allocations.
+    pub fn from_pprof(bytes: &[u8]) -> Result<Profile, String> {
+        let mut raw = Vec::new();
+        let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+            GzDecoder::new(bytes)
+                .read_to_end(&mut raw)
+                .map_err(|e| format!("not gzip data: {e}"))?;
+            &raw[..]
+        } else {
+            bytes
+        };
+        let pb = PprofProfile::decode(bytes).map_err(|e| format!("not a pprof profile: {e}"))?;
+        let st = |i: i64| -> &str {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| pb.string_table.get(i))
+                .map(String::as_str)
+                .unwrap_or("")
+        };
+        let type_index = |name: &str| pb.sample_type.iter().position(|t| st(t.r#type) == name);
+        let count_index = type_index("samples").unwrap_or(0);
+        let alloc = (type_index("alloc_objects"), type_index("alloc_space"));
+        let functions: HashMap<u64, &Function> = pb.function.iter().map(|f| (f.id, f)).collect();
+        let mappings: HashMap<u64, &Mapping> = pb.mapping.iter().map(|m| (m.id, m)).collect();
+        let locations: HashMap<u64, &Location> = pb.location.iter().map(|l| (l.id, l)).collect();
+        let mut p = Profile::new();
+        let mut stack = Vec::new();
+        for sample in &pb.sample {
+            stack.clear();
+            for id in sample.location_id.iter().rev() {
+                let loc = locations.get(id).ok_or_else(|| {
+                    format!("sample names location {id}, which is not in the profile")
+                })?;
+                let module = mappings
+                    .get(&loc.mapping_id)
+                    .map(|m| st(m.filename))
+                    .filter(|m| !m.is_empty());
+                if loc.line.is_empty() {
+                    stack.push(p.intern_frame(&format!("{:#x}", loc.address), module));
+                }
+                // Lines list inlined functions first: the caller is last.
+                for line in loc.line.iter().rev() {
+                    let name = functions
+                        .get(&line.function_id)
+                        .map(|f| st(f.name))
+                        .unwrap_or("?");
+                    stack.push(p.intern_frame(name, module));
+                }
+            }
+            let thread = sample
+                .label
+                .iter()
+                .find(|l| st(l.key) == "thread")
+                .and_then(|l| u64::from_str_radix(st(l.str).trim_start_matches("0x"), 16).ok())
+                .map(|t| RawThreadId(t as usize))
+                .unwrap_or(RawThreadId(0));
+            let value = |i: usize| sample.value.get(i).copied().unwrap_or(0).max(0) as u64;
+            let n = value(count_index);
+            if n > 0 {
+                p.add_n(thread, &stack, n, false);
+            }
+            if let (Some(c), Some(b)) = alloc {
+                if value(c) > 0 || value(b) > 0 {
+                    p.add_allocations(thread, &stack, value(c), value(b));
+                }
+            }
+        }
+        let runtime = pb
+            .sample
+            .iter()
+            .flat_map(|s| &s.label)
+            .find(|l| st(l.key) == "runtime_version");
+        p.set_origin(runtime.map(|l| st(l.str)), pb.period.max(0) as u64);
+        if pb.time_nanos > 0 {
+            let start = UNIX_EPOCH + Duration::from_nanos(pb.time_nanos as u64);
+            p.set_start(start);
+            p.set_end(start + Duration::from_nanos(pb.duration_nanos.max(0) as u64));
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile() -> Profile {
+        let mut p = Profile::new();
+        p.set_origin(Some("8.0.4"), 1_000_000);
+        let main = p.intern_frame("Hot.Program::Main", Some("hot.exe"));
+        let spin = p.intern_frame("Hot.Program::Spin", Some("hot.exe"));
+        let un = p.intern_frame("[unmanaged]", None);
+        let (t1, t2) = (RawThreadId(0x10), RawThreadId(0x20));
+        p.add(t1, &[main, spin], false);
+        p.add(t1, &[main, spin], false);
+        p.add(t2, &[main, spin], false);
+        p.add(t2, &[un], false);
+        p.add(t2, &[], false);
+        p
+    }
+
+    #[test]
+    fn encodes_types_functions_mappings_and_labels() {
+        let p = profile();
+        let pb = p.to_pprof();
+        let st = |i: i64| pb.string_table[i as usize].as_str();
+        assert_eq!(pb.string_table[0], "");
+        let types: Vec<_> = pb
+            .sample_type
+            .iter()
+            .map(|t| (st(t.r#type), st(t.unit)))
+            .collect();
+        assert_eq!(types, [("samples", "count"), ("wall", "nanoseconds")]);
+        assert_eq!(pb.period, 1_000_000);
+        assert_eq!(pb.mapping.len(), 1);
+        assert_eq!(st(pb.mapping[0].filename), "hot.exe");
+        assert_eq!(pb.function.len(), 3);
+        // The empty stack is left out; three distinct (thread, stack) pairs.
+        assert_eq!(pb.sample.len(), 3);
+        let spin_t1 = pb
+            .sample
+            .iter()
+            .find(|s| s.value[0] == 2)
+            .expect("the thread-1 Spin stack");
+        assert_eq!(spin_t1.value, [2, 2_000_000]);
+        let leaf = pb.function[spin_t1.location_id[0] as usize - 1].name;
+        assert_eq!(st(leaf), "Hot.Program::Spin");
+        let labels: Vec<_> = spin_t1
+            .label
+            .iter()
+            .map(|l| (st(l.key), st(l.str)))
+            .collect();
+        assert_eq!(labels, [("thread", "0x10"), ("runtime_version", "8.0.4")]);
+    }
+
+    #[test]
+    fn round_trips_through_gzip_and_folded() {
+        let p = profile();
+        let bytes = p.pprof_bytes();
+        assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
+        let back = Profile::from_pprof(&bytes).unwrap();
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        p.write_folded(&mut a).unwrap();
+        back.write_folded(&mut b).unwrap();
+        assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+        assert_eq!(back.threads(), 2);
+        assert_eq!(back.runtime(), Some("8.0.4"));
+        let spin = back
+            .frame_names()
+            .iter()
+            .position(|n| &**n == "Hot.Program::Spin")
+            .unwrap();
+        assert_eq!(back.frame_module(spin as u32), Some("hot.exe"));
+    }
+
+    #[test]
+    fn allocations_add_sample_types() {
+        let mut p = profile();
+        let main = p.intern("Hot.Program::Main");
+        p.add_allocations(RawThreadId(0x10), &[main], 3, 96);
+        let pb = p.to_pprof();
+        assert_eq!(pb.sample_type.len(), 4);
+        assert!(pb.sample.iter().any(|s| s.value == [0, 0, 3, 96]));
+        let back = Profile::from_pprof(&pb.encode_to_vec()).unwrap();
+        let a: Vec<_> = back.allocations().collect();
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].2, a[0].3), (3, 96));
+    }
+
+    #[test]
+    fn folded_to_pprof_and_back_is_identity() {
+        let text = "A;B;C 5\nA;D 2\n";
+        let p = Profile::from_folded(text).unwrap();
+        let back = Profile::from_pprof(&p.pprof_bytes()).unwrap();
+        let mut out = Vec::new();
+        back.write_folded(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(Profile::from_pprof(&[0x1f, 0x8b, 1, 2, 3]).is_err());
+        assert!(Profile::from_pprof(&[0xff, 0xff, 0xff]).is_err());
+    }
+}
