@@ -23,6 +23,9 @@
 //! it is not queued, so an endpoint that stays down costs no memory — and
 //! the next period is shipped on time as usual.
 
+// Without `http-upload`, the HTTP sink only reports that it is missing.
+#![cfg_attr(not(feature = "http-upload"), allow(unused_imports, unused_variables))]
+
 use super::{lock, Profile, Sampler};
 use crate::error::{Error, Result};
 use crate::thread::ProfilerThread;
@@ -132,6 +135,7 @@ struct Inner {
     sampler: Arc<Sampler>,
     config: ContinuousConfig,
     observer: Option<PeriodObserver>,
+    #[cfg(feature = "http-upload")]
     agent: ureq::Agent,
     /// Set (under the lock, with a notify) to stop the thread.
     stop: (Mutex<bool>, Condvar),
@@ -171,12 +175,22 @@ impl Continuous {
                 })?;
                 Duration::from_secs(10)
             }
+            #[cfg(feature = "http-upload")]
             PeriodSink::Http { timeout, .. } => *timeout,
+            #[cfg(not(feature = "http-upload"))]
+            PeriodSink::Http { .. } => {
+                return Err(Error::Usage(
+                    "continuous profiling to an HTTP endpoint needs clrprof's `http-upload` \
+                     feature"
+                        .into(),
+                ))
+            }
         };
         let inner = Arc::new(Inner {
             sampler,
             config,
             observer,
+            #[cfg(feature = "http-upload")]
             agent: ureq::AgentBuilder::new().timeout(timeout).build(),
             stop: (Mutex::new(false), Condvar::new()),
             shipping: Mutex::new(()),
@@ -342,6 +356,11 @@ impl Inner {
                     .map(|_| path.display().to_string())
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))
             }
+            #[cfg(not(feature = "http-upload"))]
+            PeriodSink::Http { url, .. } => Err(format!(
+                "cannot send to {url}: built without clrprof's `http-upload` feature"
+            )),
+            #[cfg(feature = "http-upload")]
             PeriodSink::Http { url, .. } => {
                 let secs = |t: Option<SystemTime>| {
                     t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
