@@ -130,7 +130,7 @@ impl RuntimeSuspension<'_> {
         ProfilerInfo::scoped(&self.thread.info, Scope::NoGc)
     }
 
-    /// Lists the managed threads (`ICorProfilerInfo4::EnumThreads`) into
+    /// `ICorProfilerInfo4::EnumThreads`: lists the managed threads into
     /// `list`, without allocating in the profiler. The runtime holds its
     /// thread-store lock for the whole suspension, so the list stays valid
     /// until the guard is dropped; threads whose `ThreadDestroyed` was
