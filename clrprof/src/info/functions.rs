@@ -43,7 +43,7 @@ pub enum IlOffset {
 }
 
 impl IlOffset {
-    fn from_sys(v: u32) -> Self {
+    pub(crate) fn from_sys(v: u32) -> Self {
         match v as i32 {
             sys::NO_MAPPING => IlOffset::NoMapping,
             sys::PROLOG => IlOffset::Prolog,

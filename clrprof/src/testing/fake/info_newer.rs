@@ -51,12 +51,11 @@ impl FakeInfo {
     }
 }
 
-/// The code versions of `function` for `rejit`: `(chunks, IL map)` each.
-fn versions_of(
-    st: &FakeState,
-    function: usize,
-    rejit: usize,
-) -> Option<Vec<(Vec<(usize, usize)>, Vec<(u32, u32, u32)>)>> {
+/// A code version's chunks and IL map.
+type Version = (Vec<(usize, usize)>, Vec<(u32, u32, u32)>);
+
+/// The code versions of `function` for `rejit`.
+fn versions_of(st: &FakeState, function: usize, rejit: usize) -> Option<Vec<Version>> {
     let f = st.functions.get(&function)?;
     Some(
         f.all_versions()
@@ -67,17 +66,13 @@ fn versions_of(
     )
 }
 
-/// The version whose code starts at `start`: `(function, ReJIT ID, chunks, map)`.
-#[allow(clippy::type_complexity)]
-fn version_at(
-    st: &FakeState,
-    start: usize,
-) -> Option<(usize, usize, Vec<(usize, usize)>, Vec<(u32, u32, u32)>)> {
-    st.functions.iter().find_map(|(&id, f)| {
+/// The version whose code starts at `start`.
+fn version_at(st: &FakeState, start: usize) -> Option<Version> {
+    st.functions.values().find_map(|f| {
         f.all_versions()
             .into_iter()
             .find(|(_, code, _)| code.first().map(|c| c.0) == Some(start))
-            .map(|(r, code, map)| (id, r, code.to_vec(), map.to_vec()))
+            .map(|(_, code, map)| (code.to_vec(), map.to_vec()))
     })
 }
 
@@ -492,7 +487,7 @@ impl ICorProfilerInfo9_Impl for FakeInfo_Impl {
         map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
     ) -> HRESULT {
         let st = enter!(self, "GetILToNativeMapping3", pNativeCodeStartAddress, cMap);
-        let Some((_, _, _, il_map)) = version_at(&st, pNativeCodeStartAddress) else {
+        let Some((_, il_map)) = version_at(&st, pNativeCodeStartAddress) else {
             return E_INVALIDARG;
         };
         give(
@@ -511,7 +506,7 @@ impl ICorProfilerInfo9_Impl for FakeInfo_Impl {
         codeInfos: *mut COR_PRF_CODE_INFO,
     ) -> HRESULT {
         let st = enter!(self, "GetCodeInfo4", pNativeCodeStartAddress, cCodeInfos);
-        let Some((_, _, code, _)) = version_at(&st, pNativeCodeStartAddress) else {
+        let Some((code, _)) = version_at(&st, pNativeCodeStartAddress) else {
             return NOT_COMPILED;
         };
         give(

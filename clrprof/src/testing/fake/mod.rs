@@ -145,10 +145,13 @@ pub struct FakeDynamic {
     pub signature: Arc<[u8]>,
 }
 
+/// A native code version seen by the fake: `(ReJIT ID, chunks, IL map)`.
+pub type FakeVersionView<'a> = (usize, &'a [(usize, usize)], &'a [(u32, u32, u32)]);
+
 impl FakeFunction {
     /// Every native code version: `(ReJIT ID, chunks, IL map)`, the first
     /// one first (absent while `code` is empty).
-    pub fn all_versions(&self) -> Vec<(usize, &[(usize, usize)], &[(u32, u32, u32)])> {
+    pub fn all_versions(&self) -> Vec<FakeVersionView<'_>> {
         let first = (!self.code.is_empty()).then_some((0, &self.code[..], &self.il_map[..]));
         first
             .into_iter()
