@@ -254,6 +254,75 @@ impl MetaDataEmit {
         }
     }
 
+    /// `DefineTypeDef` of a new public static class `name` (`Namespace.Name`;
+    /// abstract, sealed, `beforefieldinit`) deriving from `extends` (e.g.
+    /// the `System.Object` reference an existing class of the module uses,
+    /// from [`MetaDataImport::type_def_props`](crate::metadata::MetaDataImport::type_def_props)).
+    /// Add methods with [`define_static_method`](Self::define_static_method);
+    /// after the module's `ModuleLoadFinished`,
+    /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
+    /// makes the runtime find the new type.
+    pub fn define_static_class(&self, name: &str, extends: MdToken) -> Result<MdTypeDef> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        let flags =
+            sys::tdPublic | sys::tdClass | sys::tdAbstract | sys::tdSealed | sys::tdBeforeFieldInit;
+        let mut no_interfaces = [0u32];
+        // SAFETY: `wname` is NUL-terminated; the interface list is the
+        // nil-terminated empty list; the metadata copies both.
+        let hr = unsafe {
+            self.emit.DefineTypeDef(
+                wname.as_ptr(),
+                flags,
+                extends.0,
+                no_interfaces.as_mut_ptr(),
+                &mut tok,
+            )
+        };
+        check(hr, "IMetaDataEmit::DefineTypeDef")?;
+        Ok(MdTypeDef(tok))
+    }
+
+    /// `DefineMethod` of a new public static IL method `name` with
+    /// `signature` (a static method signature, e.g. from
+    /// [`SigBuilder::static_method`]) on `class`, without a body (RVA 0):
+    /// give it one with
+    /// [`ProfilerInfo::set_il_function_body`](crate::ProfilerInfo::set_il_function_body)
+    /// before it is first called, and after `ModuleLoadFinished` call
+    /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
+    /// before IL that calls it is compiled.
+    pub fn define_static_method(
+        &self,
+        class: MdTypeDef,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<MdMethodDef> {
+        if signature.first().is_none_or(|&c| c & 0x20 != 0) {
+            return Err(Error::InvalidArgument(
+                "define_static_method needs a static method signature (no HASTHIS)",
+            ));
+        }
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        let flags = sys::mdPublic | sys::mdStatic | sys::mdHideBySig;
+        // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+        // bytes; the metadata copies both.
+        let hr = unsafe {
+            self.emit.DefineMethod(
+                class.0,
+                wname.as_ptr(),
+                flags,
+                signature.as_ptr(),
+                len_u32(signature.len())?,
+                0,
+                sys::miIL | sys::miManaged,
+                &mut tok,
+            )
+        };
+        check(hr, "IMetaDataEmit::DefineMethod")?;
+        Ok(MdMethodDef(tok))
+    }
+
     /// `DefineUserString`: the token `ldstr` uses for `s` (existing strings
     /// are reused by the metadata).
     pub fn define_user_string(&self, s: &str) -> Result<MdString> {

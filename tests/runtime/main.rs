@@ -12,6 +12,7 @@ mod exits;
 mod hello;
 mod il;
 mod info;
+mod info_newer;
 mod jit_tracer;
 mod panics;
 mod sampling;
@@ -38,6 +39,7 @@ fn main() {
         .chain(broken::scenarios())
         .chain(attach::scenarios())
         .chain(info::scenarios())
+        .chain(info_newer::scenarios())
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())

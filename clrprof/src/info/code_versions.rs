@@ -6,8 +6,11 @@
 //! compilation (on by default since .NET Core 3.0) the runtime first jits a
 //! quick tier-0 body, and replaces it with an optimized tier-1 body once
 //! the method has been called often enough (30 calls, then a delay of
-//! 100 ms without new tier-0 activity, by default). Both bodies stay in
-//! memory: a thread may still run the old one. The Info1–3 methods
+//! 100 ms without new tier-0 activity, by default); .NET 8 puts an
+//! instrumented tier-0 body in between (dynamic PGO), so a method that tiers
+//! up has two native code versions on .NET Core 3.1 and three on .NET 8
+//! (seen by the `info code versions` scenario). Every body stays in memory:
+//! a thread may still run an old one. The Info1–3 methods
 //! (`GetCodeInfo2`, `GetILToNativeMapping`) and their ReJIT-aware forms
 //! (`GetCodeInfo3`, `GetILToNativeMapping2`) describe the *first* native
 //! version of an IL version only. `GetNativeCodeStartAddresses` (Info9)
@@ -124,9 +127,11 @@ impl RuntimeHandle {
     }
 
     /// `EnumJITedFunctions2` (Info4): the functions jitted so far with the
-    /// ReJIT version of each (a snapshot taken by this call); a function
-    /// with several ReJIT versions is listed once per version. The IDs are
-    /// raw, as for [`enum_jited_functions`](Self::enum_jited_functions).
+    /// ReJIT version of each (a snapshot taken by this call). A function is
+    /// listed once per native code body: a method that tiered up appears
+    /// once per tier (twice on .NET Core 3.1, three times on .NET 8 with its
+    /// instrumented tier). The IDs are raw, as for
+    /// [`enum_jited_functions`](Self::enum_jited_functions).
     pub fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
         const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
         let i4 = self.raw_info4(CALL)?;
