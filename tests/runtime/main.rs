@@ -14,6 +14,7 @@ mod il;
 mod info;
 mod info_newer;
 mod jit_tracer;
+mod notification;
 mod panics;
 mod sampling;
 mod sxs;
@@ -40,6 +41,7 @@ fn main() {
         .chain(attach::scenarios())
         .chain(info::scenarios())
         .chain(info_newer::scenarios())
+        .chain(notification::scenarios())
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())
