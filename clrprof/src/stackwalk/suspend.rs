@@ -88,8 +88,9 @@ impl SamplingThread {
         ProfilerInfo::scoped(&self.info, Scope::Callback)
     }
 
-    /// `ICorProfilerInfo10::SuspendRuntime`: stops every managed thread at a
-    /// safe point, until the returned guard is dropped (`ResumeRuntime`).
+    /// `ICorProfilerInfo10::SuspendRuntime`, and `ResumeRuntime` when the
+    /// returned guard is dropped: stops every managed thread at a safe point
+    /// until then.
     ///
     /// Needs `ICorProfilerInfo10` (.NET Core 3.0 and later); older runtimes
     /// give [`Error::Unsupported`]. Do not allocate, and take no lock a callback
