@@ -1014,7 +1014,9 @@ way. A method without a wrapper has a line with its reason in
 `clrprof/tests` whose body calls the wrapper (or implements it, for trait
 methods), mostly against the fake runtime. Real-runtime scenarios: those of
 `tests/runtime` that run a fixture or example profiler whose source calls or
-implements the wrapper. **Legs**: where a scenario exercises the wrapper, the
+implements the wrapper (a wrapper the SDK itself uses, e.g. inside the
+sampler, lists only the scenarios whose profilers call it directly).
+**Legs**: where a scenario exercises the wrapper, the
 legs whose runtime implements the interface (see [Info versions per
 runtime](info-versions.md)): `all four` is linux-x64-3.1, win-x64-3.1,
 linux-x64-8.0 and win-x64-8.0. A scenario may still leave a leg out for a
