@@ -63,6 +63,17 @@ fn len_u32(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::InvalidArgument("metadata blob or string too long"))
 }
 
+/// A static method's signature: present, without `HASTHIS` (0x20), and not
+/// a field or local signature.
+fn check_static_signature(signature: &[u8]) -> Result<()> {
+    match signature.first() {
+        Some(&c) if c & 0x20 == 0 && c & 0x0f != 0x06 && c & 0x0f != 0x07 => Ok(()),
+        _ => Err(Error::InvalidArgument(
+            "define_static_method needs a static method signature (no HASTHIS)",
+        )),
+    }
+}
+
 /// `true` for the "not found" answer of the Find* methods.
 fn not_found(e: &Error) -> bool {
     e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32
@@ -297,11 +308,7 @@ impl MetaDataEmit {
         name: &str,
         signature: &[u8],
     ) -> Result<MdMethodDef> {
-        if signature.first().is_none_or(|&c| c & 0x20 != 0) {
-            return Err(Error::InvalidArgument(
-                "define_static_method needs a static method signature (no HASTHIS)",
-            ));
-        }
+        check_static_signature(signature)?;
         let wname = to_wide(name);
         let mut tok = 0u32;
         let flags = sys::mdPublic | sys::mdStatic | sys::mdHideBySig;
@@ -546,5 +553,19 @@ mod tests {
         assert_eq!(site.pops(crate::il::OpCode::CALLVIRT), 3);
         assert_eq!(site.pops(crate::il::OpCode::NEWOBJ), 2);
         assert_eq!(site.pushes(crate::il::OpCode::NEWOBJ), 1);
+    }
+
+    #[test]
+    fn define_static_method_takes_only_static_method_signatures() {
+        let int32 = SigBuilder::primitive(PrimitiveType::I4);
+        let stat = SigBuilder::static_method(&int32, &[&int32]).unwrap();
+        let inst = SigBuilder::instance_method(&int32, &[&int32]).unwrap();
+        assert!(check_static_signature(&stat).is_ok());
+        assert!(check_static_signature(&inst).is_err());
+        assert!(
+            check_static_signature(&[0x06, 0x08]).is_err(),
+            "a field signature"
+        );
+        assert!(check_static_signature(&[]).is_err());
     }
 }
