@@ -6,9 +6,11 @@
 //! keeps. That is what the runtime's own configuration reads and what
 //! managed code gets from `Environment.GetEnvironmentVariable`, which is why
 //! a profiler uses these rather than the C library's `getenv`/`setenv`:
-//! a variable set in `Initialize` is seen by the managed program (see the
-//! book's *Which interfaces each runtime implements* chapter for what the
-//! tests show on each leg).
+//! a variable set in `Initialize` is seen by the managed program. On Linux
+//! the change stays in the runtime's copy: the C library's environment
+//! (`getenv`, Rust's `std::env`) of the same process sees neither a
+//! variable set nor one removed this way; on Windows it sees both (the
+//! `info environment` scenario records this on every leg).
 
 use crate::buffer::{fill_string, to_wide};
 use crate::error::{check, Error, Result};
