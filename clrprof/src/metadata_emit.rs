@@ -63,6 +63,17 @@ fn len_u32(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::InvalidArgument("metadata blob or string too long"))
 }
 
+/// A static method's signature: present, without `HASTHIS` (0x20), and not
+/// a field or local signature.
+fn check_static_signature(signature: &[u8]) -> Result<()> {
+    match signature.first() {
+        Some(&c) if c & 0x20 == 0 && c & 0x0f != 0x06 && c & 0x0f != 0x07 => Ok(()),
+        _ => Err(Error::InvalidArgument(
+            "define_static_method needs a static method signature (no HASTHIS)",
+        )),
+    }
+}
+
 /// `true` for the "not found" answer of the Find* methods.
 fn not_found(e: &Error) -> bool {
     e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32
@@ -252,6 +263,71 @@ impl MetaDataEmit {
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// `DefineTypeDef` of a new public static class `name` (`Namespace.Name`;
+    /// abstract, sealed, `beforefieldinit`) deriving from `extends` (e.g.
+    /// the `System.Object` reference an existing class of the module uses,
+    /// from [`MetaDataImport::type_def_props`](crate::metadata::MetaDataImport::type_def_props)).
+    /// Add methods with [`define_static_method`](Self::define_static_method);
+    /// after the module's `ModuleLoadFinished`,
+    /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
+    /// makes the runtime find the new type.
+    pub fn define_static_class(&self, name: &str, extends: MdToken) -> Result<MdTypeDef> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        let flags =
+            sys::tdPublic | sys::tdClass | sys::tdAbstract | sys::tdSealed | sys::tdBeforeFieldInit;
+        let mut no_interfaces = [0u32];
+        // SAFETY: `wname` is NUL-terminated; the interface list is the
+        // nil-terminated empty list; the metadata copies both.
+        let hr = unsafe {
+            self.emit.DefineTypeDef(
+                wname.as_ptr(),
+                flags,
+                extends.0,
+                no_interfaces.as_mut_ptr(),
+                &mut tok,
+            )
+        };
+        check(hr, "IMetaDataEmit::DefineTypeDef")?;
+        Ok(MdTypeDef(tok))
+    }
+
+    /// `DefineMethod` of a new public static IL method `name` with
+    /// `signature` (a static method signature, e.g. from
+    /// [`SigBuilder::static_method`]) on `class`, without a body (RVA 0):
+    /// give it one with
+    /// [`ProfilerInfo::set_il_function_body`](crate::ProfilerInfo::set_il_function_body)
+    /// before it is first called, and after `ModuleLoadFinished` call
+    /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
+    /// before IL that calls it is compiled.
+    pub fn define_static_method(
+        &self,
+        class: MdTypeDef,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<MdMethodDef> {
+        check_static_signature(signature)?;
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        let flags = sys::mdPublic | sys::mdStatic | sys::mdHideBySig;
+        // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+        // bytes; the metadata copies both.
+        let hr = unsafe {
+            self.emit.DefineMethod(
+                class.0,
+                wname.as_ptr(),
+                flags,
+                signature.as_ptr(),
+                len_u32(signature.len())?,
+                0,
+                sys::miIL | sys::miManaged,
+                &mut tok,
+            )
+        };
+        check(hr, "IMetaDataEmit::DefineMethod")?;
+        Ok(MdMethodDef(tok))
     }
 
     /// `DefineUserString`: the token `ldstr` uses for `s` (existing strings
@@ -477,5 +553,19 @@ mod tests {
         assert_eq!(site.pops(crate::il::OpCode::CALLVIRT), 3);
         assert_eq!(site.pops(crate::il::OpCode::NEWOBJ), 2);
         assert_eq!(site.pushes(crate::il::OpCode::NEWOBJ), 1);
+    }
+
+    #[test]
+    fn define_static_method_takes_only_static_method_signatures() {
+        let int32 = SigBuilder::primitive(PrimitiveType::I4);
+        let stat = SigBuilder::static_method(&int32, &[&int32]).unwrap();
+        let inst = SigBuilder::instance_method(&int32, &[&int32]).unwrap();
+        assert!(check_static_signature(&stat).is_ok());
+        assert!(check_static_signature(&inst).is_err());
+        assert!(
+            check_static_signature(&[0x06, 0x08]).is_err(),
+            "a field signature"
+        );
+        assert!(check_static_signature(&[]).is_err());
     }
 }

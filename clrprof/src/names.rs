@@ -2,7 +2,11 @@
 //!
 //! Names follow the form used across clrprof's tools: methods as
 //! `Namespace.Type+Nested::Method`, types as `Namespace.Type+Nested`, with
-//! the generic arity as metadata stores it (``List`1``).
+//! the generic arity as metadata stores it (``List`1``). A dynamic method
+//! (a `DynamicMethod`, a compiled expression tree, an IL stub) has no
+//! metadata; it is named by the runtime's name for it
+//! (`GetDynamicFunctionInfo`), e.g. the `DynamicMethod`'s own name or
+//! `IL_STUB_PInvoke`.
 
 use crate::error::Result;
 use crate::ids::{ClassId, FunctionId, RawClassId, RawFunctionId};
@@ -14,8 +18,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 impl<'s> ProfilerInfo<'s> {
-    /// `Namespace.Type+Nested::Method` of a function.
+    /// `Namespace.Type+Nested::Method` of a function, or the runtime's name
+    /// of a dynamic method.
+    ///
+    /// On runtimes with `ICorProfilerInfo8` (both .NET Core 3.1 and .NET 8
+    /// have it) the function is first asked `IsFunctionDynamic`: a dynamic method has no
+    /// metadata token of its own, and reading one for it would name some
+    /// unrelated method of its module. Older runtimes answer for metadata.
     pub fn function_name(&self, function: FunctionId<'_>) -> Result<String> {
+        if self
+            .raw_info8("ICorProfilerInfo8::IsFunctionDynamic")
+            .is_ok()
+            && self.is_function_dynamic(function)?
+        {
+            return Ok(self.dynamic_function_info(function)?.name);
+        }
         let (metadata, token) = self.token_and_metadata_from_function(function)?;
         metadata.method_name(token)
     }
@@ -188,7 +205,10 @@ impl NameCache {
         cache
     }
 
-    /// The function's name, asking the runtime the first time only.
+    /// The function's name ([`ProfilerInfo::function_name`]: metadata, or
+    /// the runtime's name of a dynamic method), asking the runtime the first
+    /// time only. A dynamic method's `FunctionID` that the runtime recycles
+    /// after `DynamicMethodUnloaded` is named afresh.
     pub fn function_name(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<Arc<str>> {
         self.check(info)?;
         let key = function.to_raw();
@@ -280,6 +300,44 @@ impl crate::component::Component for NameCacheComponent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fake::{fake_ids, FakeDynamic, FakeFunction, FakeRuntime};
+
+    fn lcg(name: &str) -> FakeFunction {
+        FakeFunction {
+            module: 0x2000,
+            dynamic: Some(FakeDynamic {
+                name: name.into(),
+                signature: Arc::from(&[0u8, 0, 1][..]),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dynamic_methods_are_named_by_the_runtime_and_a_recycled_id_afresh() {
+        let fake = FakeRuntime::with_info_version(11);
+        fake.state().functions.insert(0x20, lcg("First"));
+        let cache = NameCache::new();
+        let components = fake.initialize_components(false, |info| cache.register(info).unwrap());
+        assert!(components
+            .masks()
+            .high
+            .contains(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        fake_ids!(fake; f = function_id(0x20));
+        assert_eq!(&*cache.function_name(&info, f).unwrap(), "First");
+        assert_eq!(fake.call_count("GetTokenAndMetaDataFromFunction"), 0);
+        // The runtime collects the method and gives its ID to another one.
+        fake.state().functions.insert(0x20, lcg("Second"));
+        assert_eq!(
+            &*cache.function_name(&info, f).unwrap(),
+            "First",
+            "without the unload, the cache cannot know"
+        );
+        components.each("test", |c| c.dynamic_method_unloaded(&info, f.to_raw()));
+        assert_eq!(&*cache.function_name(&info, f).unwrap(), "Second");
+    }
 
     #[test]
     fn cache_answers_without_runtime_after_insert() {

@@ -71,7 +71,7 @@ impl FunctionControl {
         .map(|_| ())
     }
 
-    /// `SetILFunctionBody`: the new method header and IL. The runtime copies
+    /// `ICorProfilerFunctionControl::SetILFunctionBody`: the new method header and IL. The runtime copies
     /// the bytes, so no special allocator is needed here.
     pub fn set_il_function_body(&self, body: &[u8]) -> Result<()> {
         let len = u32::try_from(body.len())
@@ -84,8 +84,8 @@ impl FunctionControl {
         .map(|_| ())
     }
 
-    /// `SetILInstrumentedCodeMap`: old-to-new IL offset map (the runtime
-    /// copies it).
+    /// `ICorProfilerFunctionControl::SetILInstrumentedCodeMap`: old-to-new IL
+    /// offset map (the runtime copies it).
     pub fn set_il_instrumented_code_map(&self, map: &[IlMapEntry]) -> Result<()> {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
         let len = u32::try_from(raw.len())

@@ -12,7 +12,9 @@ mod exits;
 mod hello;
 mod il;
 mod info;
+mod info_newer;
 mod jit_tracer;
+mod notification;
 mod panics;
 mod pprof;
 mod sampling;
@@ -40,6 +42,8 @@ fn main() {
         .chain(broken::scenarios())
         .chain(attach::scenarios())
         .chain(info::scenarios())
+        .chain(info_newer::scenarios())
+        .chain(notification::scenarios())
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())

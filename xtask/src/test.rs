@@ -3,7 +3,8 @@
 //! Steps: install missing toolchains → provision the runtimes and the C#
 //! compiler → build the example profilers for Linux and Windows →
 //! `cargo test --workspace` (native tests, and the real-runtime harness of
-//! `tests/`, which runs every scenario on every leg) → the cross-target
+//! `tests/`, which runs every scenario on every leg) → the book → lint → the
+//! coverage table of the profiling API (`xtask/src/coverage.rs`) → the cross-target
 //! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
 //! check (`xtask/src/msvc.rs`) → a per-leg summary table. Strict mode (`--strict` or
 //! `CI=true`) turns anything that cannot run into a failure. Exits non-zero
@@ -88,6 +89,15 @@ pub fn main(args: &[String]) -> crate::Result {
     }
     step("lint: cargo fmt --check, cargo clippy -D warnings");
     step_failures.extend(crate::lint::run());
+
+    step(
+        "coverage: every corprof.idl method wrapped or with a reason; book/src/coverage.md current",
+    );
+    if let Err(e) = crate::coverage::generate(&root)
+        .and_then(|report| crate::coverage::check_current(&root, &report))
+    {
+        step_failures.push(e.to_string());
+    }
 
     step("cross-target clrprof-sys tests");
     match cross_rows(strict) {

@@ -37,11 +37,11 @@ pub trait RawProfilerEnum {
     /// # Safety
     /// `out` must have room for `celt` elements.
     unsafe fn next(&self, celt: u32, out: *mut Self::Raw, fetched: &mut u32) -> sys::HRESULT;
-    /// `GetCount`.
+    /// Calls `GetCount`.
     fn get_count(&self, count: &mut u32) -> sys::HRESULT;
-    /// `Skip`.
+    /// Calls `Skip`.
     fn skip(&self, celt: u32) -> sys::HRESULT;
-    /// `Reset`.
+    /// Calls `Reset`.
     fn reset(&self) -> sys::HRESULT;
 }
 
@@ -111,7 +111,7 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
         }
     }
 
-    /// `GetCount`: how many elements the enumerator holds in total
+    /// `ICorProfiler*Enum::GetCount`: how many elements the enumerator holds in total
     /// (including those already returned).
     pub fn total(&self) -> Result<u32> {
         let mut n = 0u32;
@@ -119,7 +119,7 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
         Ok(n)
     }
 
-    /// `Skip`: moves past `count` elements (also dropping any fetched but not
+    /// `ICorProfiler*Enum::Skip`: moves past `count` elements (also dropping any fetched but not
     /// yet yielded batch, so the next element is the runtime's next one).
     /// `S_FALSE` (fewer left than asked) is not an error.
     pub fn skip_elements(&mut self, count: u32) -> Result<()> {
@@ -132,7 +132,7 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
         check(self.raw.skip(count - buffered), E::SKIP)
     }
 
-    /// `Reset`: starts again from the first element.
+    /// `ICorProfiler*Enum::Reset`: starts again from the first element.
     pub fn reset(&mut self) -> Result<()> {
         self.batch.clear();
         self.pos = 0;
@@ -175,6 +175,7 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
 impl<E: RawProfilerEnum, T> Iterator for ProfilerEnum<'_, E, T> {
     type Item = Result<T>;
 
+    /// `ICorProfiler*Enum::Next`, fetching 32 elements per runtime call.
     fn next(&mut self) -> Option<Result<T>> {
         if self.pos >= self.batch.len() {
             if self.finished {

@@ -43,7 +43,7 @@ pub enum IlOffset {
 }
 
 impl IlOffset {
-    fn from_sys(v: u32) -> Self {
+    pub(crate) fn from_sys(v: u32) -> Self {
         match v as i32 {
             sys::NO_MAPPING => IlOffset::NoMapping,
             sys::PROLOG => IlOffset::Prolog,
@@ -103,7 +103,7 @@ pub struct MethodMalloc<'a> {
 }
 
 impl<'a> MethodMalloc<'a> {
-    /// Allocates `len` zeroed bytes for an IL body.
+    /// `IMethodMalloc::Alloc`: `len` zeroed bytes for an IL body.
     ///
     /// Fails with [`Error::InvalidArgument`] for a zero or over-`u32` length
     /// and with `E_OUTOFMEMORY` when the runtime's `Alloc` returns null.

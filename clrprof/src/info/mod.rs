@@ -17,6 +17,17 @@
 //! caller passed (e.g. `function_from_ip`, `enum_modules`) tie it to `&self`;
 //! the runtime's validity rule for that kind of ID still applies.
 //!
+//! `ICorProfilerInfo4`…`ICorProfilerInfo9` and `ICorProfilerInfo11`:
+//! [`code_versions`] (native code per ReJIT version and tier, IP look-ups,
+//! `EnumJITedFunctions2`), [`dynamic`] (methods without metadata),
+//! [`symbols`] (`ApplyMetaData`, in-memory symbols), [`environment`],
+//! [`ngen`] (inlining recorded in precompiled images), [`object_size`]
+//! (`GetObjectSize2`), [`profiler_threads`] (`InitializeCurrentThread`);
+//! ReJIT is in [`crate::il::rejit`], `EnumThreads` in
+//! [`crate::stackwalk`], the high event mask (Info5) here. Which runtime
+//! implements which interface: the book's *Which interfaces each runtime
+//! implements*; the coverage of every method: its *Coverage* chapter.
+//!
 //! Not here, see the elt and stackwalk modules: `DoStackSnapshot`,
 //! `SetEnterLeaveFunctionHooks`/`2`/`3`/`3WithInfo`, `SetFunctionIDMapper`/`2`,
 //! `GetFunctionEnter3Info`, `GetFunctionLeave3Info`,
@@ -41,19 +52,28 @@ use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
 pub mod classes;
+pub mod code_versions;
+pub mod dynamic;
 pub mod enums;
+pub mod environment;
 pub mod exceptions;
 pub mod functions;
 pub mod gc;
 pub mod jit;
 pub mod modules;
+pub mod ngen;
+pub mod object_size;
+pub mod profiler_threads;
 pub mod statics;
+pub mod symbols;
 pub mod threads;
 
 pub use classes::{
     ArrayClassInfo, ArrayObjectInfo, ClassDefinition, ClassLayout, CorElementType, FieldOffset,
     StaticFieldKinds, StringLayout, StringLayout2,
 };
+pub use code_versions::NativeCode;
+pub use dynamic::DynamicFunctionInfo;
 pub use enums::{
     FunctionEnum, JitedFunction, MethodEnum, ModuleEnum, ModuleMethod, ObjectEnum, ProfilerEnum,
     ThreadEnum,
@@ -64,6 +84,7 @@ pub use functions::{
 };
 pub use gc::{Generation, GenerationRange};
 pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
+pub use ngen::NgenInliners;
 
 macro_rules! info_versions {
     ($($field:ident: $iface:ident = $n:literal;)*) => {

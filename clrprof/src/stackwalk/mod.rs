@@ -287,8 +287,8 @@ pub(crate) unsafe fn do_stack_snapshot(
 }
 
 impl<'s> ProfilerInfo<'s> {
-    /// Walks the calling thread's own stack (a synchronous walk: `DoStackSnapshot`
-    /// with a null `ThreadID`), leaf first.
+    /// `DoStackSnapshot` of the calling thread's own stack (a synchronous
+    /// walk: a null `ThreadID`), leaf first.
     ///
     /// Call it from a callback on a managed thread (e.g. `ExceptionThrown`,
     /// `ObjectAllocated`, an ELT hook). The profiler must have asked for
@@ -303,8 +303,8 @@ impl<'s> ProfilerInfo<'s> {
         unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) }
     }
 
-    /// Walks another thread without suspending the runtime (an asynchronous
-    /// walk: the runtime suspends only `thread` for the walk).
+    /// `DoStackSnapshot` of another thread without suspending the runtime (an
+    /// asynchronous walk: the runtime suspends only `thread` for the walk).
     ///
     /// CoreCLR supports this on Windows only. On other platforms the runtime
     /// refuses, and this returns [`Error::AsyncWalkUnsupported`] with the

@@ -88,8 +88,9 @@ impl SamplingThread {
         ProfilerInfo::scoped(&self.info, Scope::Callback)
     }
 
-    /// `ICorProfilerInfo10::SuspendRuntime`: stops every managed thread at a
-    /// safe point, until the returned guard is dropped (`ResumeRuntime`).
+    /// `ICorProfilerInfo10::SuspendRuntime`, and `ResumeRuntime` when the
+    /// returned guard is dropped: stops every managed thread at a safe point
+    /// until then.
     ///
     /// Needs `ICorProfilerInfo10` (.NET Core 3.0 and later); older runtimes
     /// give [`Error::Unsupported`]. Do not allocate, and take no lock a callback
@@ -130,7 +131,7 @@ impl RuntimeSuspension<'_> {
         ProfilerInfo::scoped(&self.thread.info, Scope::NoGc)
     }
 
-    /// Lists the managed threads (`ICorProfilerInfo4::EnumThreads`) into
+    /// `ICorProfilerInfo4::EnumThreads`: lists the managed threads into
     /// `list`, without allocating in the profiler. The runtime holds its
     /// thread-store lock for the whole suspension, so the list stays valid
     /// until the guard is dropped; threads whose `ThreadDestroyed` was

@@ -108,13 +108,14 @@ impl DiagnosticPort {
         self.command(ipc::PROFILER, ipc::STARTUP_PROFILER, &payload, wait)
     }
 
-    /// `ResumeRuntime`: lets the suspended runtime continue its startup.
+    /// Sends the diagnostics command `ResumeRuntime`: lets the suspended
+    /// runtime continue its startup.
     pub fn resume_runtime(&self, wait: Duration) -> Result<Advertise, AttachError> {
         self.command(ipc::PROCESS, ipc::RESUME_RUNTIME, &[], wait)
     }
 
-    /// `StartupProfiler` then `ResumeRuntime`: the app starts with the
-    /// profiler loaded (its `Initialize` runs, not `InitializeForAttach`).
+    /// Sends `StartupProfiler`, then `ResumeRuntime`: the app starts with
+    /// the profiler loaded (its `Initialize` runs, not `InitializeForAttach`).
     /// Returns the process id the runtime advertised.
     pub fn load_profiler_at_startup(
         &self,

@@ -1,4 +1,5 @@
-//! The fake `ICorProfilerInfo3` object.
+//! The fake `ICorProfilerInfo` object: Info1–3 here; Info4–9 and 11 in
+//! `info_newer.rs`, Info10 in `info10.rs`.
 
 use super::metadata::FakeMetaDataImport;
 use super::objects::{FakeFunctionEnum, FakeMethodMalloc, FakeModuleEnum, FakeObjectEnum};
@@ -11,7 +12,7 @@ use core::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 use windows_core::{implement, Interface};
 
-#[implement(ICorProfilerInfo3)]
+#[implement(ICorProfilerInfo11)]
 pub(crate) struct FakeInfo {
     pub(crate) state: Arc<Mutex<FakeState>>,
 }
@@ -97,10 +98,13 @@ impl FakeInfo {
     unsafe fn do_GetFunctionFromIP(&self, ip: LPCBYTE, pFunctionId: *mut FunctionID) -> HRESULT {
         let st = enter!(self, "GetFunctionFromIP", ip);
         let ip = ip as usize;
-        let found = st
-            .functions
-            .iter()
-            .find(|(_, f)| f.code.iter().any(|&(s, n)| ip.wrapping_sub(s) < n));
+        // Like the runtime: every native code version, never a dynamic method.
+        let found = st.functions.iter().find(|(_, f)| {
+            f.dynamic.is_none()
+                && f.all_versions()
+                    .iter()
+                    .any(|(_, code, _)| code.iter().any(|&(s, n)| ip.wrapping_sub(s) < n))
+        });
         match found {
             Some((&id, _)) => {
                 put(pFunctionId, id);

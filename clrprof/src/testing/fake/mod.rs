@@ -1,6 +1,7 @@
-//! [`FakeRuntime`]: a Rust object implementing `ICorProfilerInfo3` (and its
-//! bases) with programmable answers, plus [`FakeMetaData`] implementing the
-//! part of `IMetaDataImport` that names need.
+//! [`FakeRuntime`]: a Rust object implementing `ICorProfilerInfo` …
+//! `ICorProfilerInfo11` with programmable answers (offering Info1–3 unless
+//! made with [`FakeRuntime::with_info_version`]), plus [`FakeMetaData`]
+//! implementing the part of `IMetaDataImport` that names need.
 //!
 //! ```
 //! # #[cfg(feature = "fake-runtime")]
@@ -9,7 +10,8 @@
 //!
 //! let fake = FakeRuntime::new();
 //! fake.state().functions.insert(0x10, FakeFunction { module: 0x20, token: 0x0600_0001, ..Default::default() });
-//! let info = fake.profiler_info();
+//! // SAFETY: the fake's state describes no memory; nothing is read through it.
+//! let info = unsafe { fake.profiler_info() };
 //! // SAFETY: the ID is only passed to the fake's ProfilerInfo.
 //! let f = unsafe { fake.function_id(0x10) };
 //! assert_eq!(info.function_info(f).unwrap().token.0, 0x0600_0001);
@@ -33,15 +35,22 @@
 //!   `GetFunctionInfo2` report the number of elements written (the count
 //!   only when asked with no buffer); metadata names are
 //!   truncated with `CLDB_S_TRUNCATION`.
-//! - Methods the fake does not implement, and Info4+ (`QueryInterface` fails),
-//!   answer `E_NOTIMPL`; so does every method CoreCLR leaves unimplemented
-//!   (`SetFunctionReJIT`, `GetContextStaticAddress`, in-proc debugging).
+//! - Methods the fake does not implement answer `E_NOTIMPL`; so does every
+//!   method CoreCLR leaves unimplemented (`SetFunctionReJIT`,
+//!   `GetContextStaticAddress`, in-proc debugging).
+//! - [`FakeRuntime::new`] answers `QueryInterface` for Info1–3 only, so
+//!   newer methods are `Unsupported`; [`FakeRuntime::with_info_version`]
+//!   answers up to Info11 (Info4–9 and 11 answer from the state; Info10's
+//!   methods answer `E_NOTIMPL`).
 
 #![allow(non_snake_case, unused_variables, clippy::too_many_arguments)]
 
 mod info;
+mod info10;
+mod info_newer;
 mod metadata;
 pub(crate) mod objects;
+mod versions;
 
 pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
 
@@ -111,6 +120,50 @@ pub struct FakeFunction {
     pub code: Vec<(usize, usize)>,
     /// IL-to-native map entries `(il, native_start, native_end)`.
     pub il_map: Vec<(u32, u32, u32)>,
+    /// Further native code versions (Info4/Info9: tiered compilation and
+    /// ReJIT) after the first one, which is `code` / `il_map` with ReJIT ID 0.
+    pub versions: Vec<FakeCodeVersion>,
+    /// `Some` for a dynamic method (Info8: LCG, IL stubs), which has no metadata.
+    pub dynamic: Option<FakeDynamic>,
+}
+
+/// One more native code version of a function.
+#[derive(Clone, Debug, Default)]
+pub struct FakeCodeVersion {
+    /// The ReJIT ID of its IL version (0: the original IL).
+    pub rejit_id: usize,
+    /// Its code chunks `(start, size)`; the first chunk's start is its start address.
+    pub code: Vec<(usize, usize)>,
+    /// Its IL-to-native map `(il, native_start, native_end)`.
+    pub il_map: Vec<(u32, u32, u32)>,
+}
+
+/// What `GetDynamicFunctionInfo` answers for a dynamic method.
+#[derive(Clone, Debug, Default)]
+pub struct FakeDynamic {
+    /// The runtime's name for it.
+    pub name: String,
+    /// Its signature blob (the fake hands out a pointer into it).
+    pub signature: Arc<[u8]>,
+}
+
+/// A native code version seen by the fake: `(ReJIT ID, chunks, IL map)`.
+pub type FakeVersionView<'a> = (usize, &'a [(usize, usize)], &'a [(u32, u32, u32)]);
+
+impl FakeFunction {
+    /// Every native code version: `(ReJIT ID, chunks, IL map)`, the first
+    /// one first (absent while `code` is empty).
+    pub fn all_versions(&self) -> Vec<FakeVersionView<'_>> {
+        let first = (!self.code.is_empty()).then_some((0, &self.code[..], &self.il_map[..]));
+        first
+            .into_iter()
+            .chain(
+                self.versions
+                    .iter()
+                    .map(|v| (v.rejit_id, &v.code[..], &v.il_map[..])),
+            )
+            .collect()
+    }
 }
 
 /// A class.
@@ -164,7 +217,17 @@ pub struct FakeModule {
     pub class_instantiations: Vec<((u32, Vec<usize>), usize)>,
     /// `GetFunctionFromTokenAndTypeArgs` answers: `(token, class, type args)` → FunctionID.
     pub function_instantiations: Vec<(FunctionInstantiation, usize)>,
+    /// Its in-memory symbol stream (Info7), if it has one.
+    pub symbols: Option<Vec<u8>>,
+    /// For an NGEN/ReadyToRun module with an inline tracking map (Info6):
+    /// `((inlinee module, inlinee token), inliners as (module, token), incomplete)`.
+    /// `None`: no map (`CORPROF_E_DATAINCOMPLETE`, as CoreCLR answers for JIT-only modules).
+    pub inliners: Option<Vec<NgenInliners>>,
 }
+
+/// One answer of `EnumNgenModuleMethodsInliningThisMethod`:
+/// `((inlinee module, inlinee token), inliners as (module, token), incomplete)`.
+pub type NgenInliners = ((usize, u32), Vec<(usize, u32)>, bool);
 
 /// An assembly.
 #[derive(Clone, Debug, Default)]
@@ -234,6 +297,10 @@ pub struct FakeState {
     pub attached: bool,
     /// `GetEventMask` / `SetEventMask`.
     pub event_mask: u32,
+    /// The high mask of `GetEventMask2` / `SetEventMask2` (Info5).
+    pub event_mask_high: u32,
+    /// The process environment `GetEnvironmentVariable` / `SetEnvironmentVariable` see (Info11).
+    pub environment: BTreeMap<String, String>,
     /// `GetCurrentThreadID` (`None`: not a managed thread).
     pub current_thread: Option<usize>,
     /// Functions by ID.
@@ -296,6 +363,8 @@ pub struct FakeRuntime {
     state: Arc<Mutex<FakeState>>,
     /// The handles scopes borrow: as loaded at startup, and by attach.
     handles: [std::sync::OnceLock<RuntimeHandle>; 2],
+    /// The highest `ICorProfilerInfoN` it answers `QueryInterface` for.
+    info_version: u8,
 }
 
 impl Default for FakeRuntime {
@@ -315,6 +384,19 @@ impl FakeRuntime {
         FakeRuntime {
             state: Arc::new(Mutex::new(state)),
             handles: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
+            info_version: 3,
+        }
+    }
+
+    /// A fake that answers `QueryInterface` for `ICorProfilerInfo` …
+    /// `ICorProfilerInfo{version}` (3 to 11; [`new`](Self::new) answers up
+    /// to 3), like a runtime of that generation: .NET Core 3.1 implements
+    /// up to 11. Methods of Info4–Info11 answer from [`FakeState`] (Info10's
+    /// answer `E_NOTIMPL`).
+    pub fn with_info_version(version: u8) -> Self {
+        FakeRuntime {
+            info_version: version.clamp(3, 11),
+            ..Self::new()
         }
     }
 
@@ -363,10 +445,11 @@ impl FakeRuntime {
 
     /// The fake as the `IUnknown` a runtime passes to `Initialize`.
     pub fn unknown(&self) -> IUnknown {
-        info::FakeInfo {
+        let object: IUnknown = info::FakeInfo {
             state: self.state.clone(),
         }
-        .into()
+        .into();
+        versions::limit(object, self.info_version)
     }
 
     /// A callback scope over the fake (as loaded at startup): the scope in

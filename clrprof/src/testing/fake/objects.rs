@@ -212,8 +212,8 @@ impl ICorProfilerModuleEnum_Impl for FakeModuleEnum_Impl {
     }
 }
 
-/// Enumerators of Info4+ methods, used only to test the iterator types.
-#[cfg(test)]
+/// Enumerators of Info4+ methods (`EnumThreads`,
+/// `EnumNgenModuleMethodsInliningThisMethod`).
 pub(crate) mod info4 {
     use super::*;
 
