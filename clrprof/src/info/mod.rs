@@ -35,7 +35,7 @@ use crate::ids::*;
 use crate::metadata::MetaDataImport;
 use clrprof_sys as sys;
 use core::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
@@ -44,6 +44,7 @@ pub mod enums;
 pub mod exceptions;
 pub mod functions;
 pub mod gc;
+pub mod heap;
 pub mod jit;
 pub mod modules;
 pub mod statics;
@@ -62,6 +63,7 @@ pub use functions::{
     il_method_size, CodeChunk, IlBuffer, IlMapEntry, IlOffset, IlToNativeMapEntry, MethodMalloc,
 };
 pub use gc::{Generation, GenerationRange};
+pub use heap::NonGcHeapRange;
 pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
 
 macro_rules! info_versions {
@@ -77,6 +79,11 @@ macro_rules! info_versions {
             user_masks: AtomicU64,
             /// The masks SDK components need (low | high << 32).
             component_masks: AtomicU64,
+            /// Whether the runtime still takes calls that nothing but a
+            /// drop makes (see [`RuntimeHandle::while_live`]).
+            live: AtomicBool,
+            /// Calls running under [`RuntimeHandle::while_live`].
+            in_flight: AtomicUsize,
         }
 
         impl RuntimeHandle {
@@ -106,8 +113,27 @@ macro_rules! info_versions {
                         slot: crate::runtimes::RuntimeSlot(u32::MAX),
                         user_masks: AtomicU64::new(0),
                         component_masks: AtomicU64::new(0),
+                        live: AtomicBool::new(true),
+                        in_flight: AtomicUsize::new(0),
                     }),
                 })
+            }
+
+            /// Forgets every interface newer than `version`, as if the
+            /// runtime had answered only up to it (the fake runtime's
+            /// stand-in for an older runtime). Only while the handle is not
+            /// shared yet.
+            #[cfg(any(test, feature = "fake-runtime"))]
+            pub(crate) fn limit_version(mut self, version: u8) -> Self {
+                if let Some(inner) = Arc::get_mut(&mut self.inner) {
+                    $(
+                        if $n > version {
+                            inner.$field = None;
+                        }
+                    )*
+                    inner.version = inner.version.min(version);
+                }
+                self
             }
         }
 
@@ -409,6 +435,57 @@ impl RuntimeHandle {
     /// `true` if the profiler was loaded by attach (`InitializeForAttach`).
     pub fn is_attached(&self) -> bool {
         self.inner.attached
+    }
+
+    /// `true` if `other` is a handle of the same runtime (the object the
+    /// SDK made for it at `Initialize`), so values made for one runtime
+    /// (a [`GcHandle`](crate::handles::GcHandle), an EventPipe session) are
+    /// never handed to another.
+    pub fn same_runtime(&self, other: &RuntimeHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Runs `f` (a call into the runtime) only while the runtime still
+    /// takes calls: `None` once it has shut down or detached this profiler.
+    ///
+    /// For calls nothing but a `Drop` makes (`DestroyHandle` of a
+    /// [`GcHandle`](crate::handles::GcHandle), `EventPipeStopSession` of a
+    /// session): the runtime documents that a profiler must not call
+    /// `ICorProfilerInfo` after `Shutdown`, and answers
+    /// `CORPROF_E_PROFILER_DETACHING` once a detach began; a value dropped
+    /// later (with the profiler, in the runtime's last `Release`) must not
+    /// call at all. The SDK retires the runtime under the write side of the
+    /// same lock, so a call that started here finishes before `Shutdown`
+    /// (or `ProfilerDetachSucceeded`) returns to the runtime.
+    pub(crate) fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        // Announce the call before looking at the flag, and `retire` clears
+        // the flag before looking at the count (both SeqCst): either the
+        // call sees the runtime retired, or `retire` waits for it. Not a
+        // lock, so a call nested in another (an EventPipe event delivered
+        // inside a stop that drops a handle) never waits for itself.
+        let inner = &self.inner;
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = inner.live.load(Ordering::SeqCst).then(f);
+        inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    /// Marks the runtime as no longer taking calls from drops (see
+    /// [`while_live`](Self::while_live)): at the end of `Shutdown`, of
+    /// `ProfilerDetachSucceeded`, and when the runtime releases the profiler.
+    /// Waits for calls already running under `while_live`.
+    pub(crate) fn retire(&self) {
+        let inner = &self.inner;
+        inner.live.store(false, Ordering::SeqCst);
+        while inner.in_flight.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    /// `false` once the SDK retired the runtime (see
+    /// [`while_live`](Self::while_live)).
+    pub fn is_live(&self) -> bool {
+        self.inner.live.load(Ordering::SeqCst)
     }
 
     /// The raw `ICorProfilerInfo`.

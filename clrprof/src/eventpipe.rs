@@ -1,0 +1,942 @@
+//! EventPipe from a profiler (`ICorProfilerInfo12`, `ICorProfilerInfo14`,
+//! `ICorProfilerCallback10`; .NET 5+): define a provider and typed events,
+//! write them, start sessions, and receive events — the profiler's own and
+//! the runtime's — through
+//! [`Profiler::event_pipe_event_delivered`](crate::Profiler::event_pipe_event_delivered).
+//!
+//! ```no_run
+//! # use clrprof::{ProfilerInfo, Result};
+//! use clrprof::eventpipe::{EventSpec, Level, ProviderConfig};
+//! # fn init(info: &ProfilerInfo) -> Result<()> {
+//! let rt = info.handle();
+//! let provider = rt.event_pipe_create_provider("My-Profiler")?;
+//! // An event with an `int` and a `string` field.
+//! let sample = provider.define_event::<(i32, String)>(
+//!     &EventSpec::new("Sample", 1),
+//!     &["index", "text"],
+//! )?;
+//! let session = rt.event_pipe_start_session(
+//!     &[ProviderConfig::new("My-Profiler", u64::MAX, Level::Verbose)],
+//!     false,
+//! )?;
+//! sample.write((7, "seven"))?;
+//! # drop(session); Ok(()) }
+//! ```
+//!
+//! # What the runtime does
+//! - A session started by the profiler (`EventPipeStartSession`) is
+//!   synchronous: the runtime hands each event to
+//!   `EventPipeEventDelivered` on the thread that writes it, inside the
+//!   write. The profiler must enable
+//!   [`HighEventMask::MONITOR_EVENT_PIPE`](crate::HighEventMask::MONITOR_EVENT_PIPE)
+//!   for the callback. So a profiler that writes events and also receives
+//!   them must not hold, while writing, a lock its delivery callback takes.
+//! - Providers the profiler creates live as long as the runtime (the API
+//!   has no way to delete one), and so do their events: [`Provider`] and
+//!   [`Event`] are owned, `Clone + Send + Sync` values. A provider handed
+//!   to a callback ([`ProviderRef`]) may belong to an `EventSource` that is
+//!   disposed later, so it is only valid during that callback.
+//! - The payload encoding is EventPipe's (see [`payload`]); the metadata the
+//!   runtime generates for a defined event describes its fields, so a
+//!   delivered event can be decoded by name ([`EventPipeEvent::values`]).
+//!   The runtime's native providers (`Microsoft-Windows-DotNETRuntime`)
+//!   send no field metadata: their payloads follow the runtime's event
+//!   manifest, read them with [`payload::Reader`].
+//! - `EventPipeCreateProvider2` (Info14, .NET 8) takes a callback the
+//!   runtime calls when a session enables or disables the provider, with
+//!   no context pointer: the SDK routes it through one of
+//!   [`MAX_PROVIDER_CALLBACKS`] fixed entry points.
+//!
+//! After the runtime shut down (or detached the profiler), writes and
+//! session stops make no call ([`Error::Refused`] for writes; a dropped
+//! session is left to the runtime).
+
+pub mod payload;
+
+use crate::buffer::{fill_string, to_wide};
+use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawThreadId;
+use crate::info::{ProfilerInfo, RuntimeHandle};
+use clrprof_sys as sys;
+use core::marker::PhantomData;
+use payload::{FieldType, Payload, Reader, Value};
+use std::sync::Arc;
+use windows_core::GUID;
+
+/// An event's verbosity (`COR_PRF_EVENTPIPE_LEVEL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {
+    /// `COR_PRF_EVENTPIPE_LOGALWAYS` (0).
+    LogAlways,
+    /// `COR_PRF_EVENTPIPE_CRITICAL` (1).
+    Critical,
+    /// `COR_PRF_EVENTPIPE_ERROR` (2).
+    Error,
+    /// `COR_PRF_EVENTPIPE_WARNING` (3).
+    Warning,
+    /// `COR_PRF_EVENTPIPE_INFORMATIONAL` (4).
+    Informational,
+    /// `COR_PRF_EVENTPIPE_VERBOSE` (5).
+    Verbose,
+}
+
+impl Level {
+    /// The `COR_PRF_EVENTPIPE_LEVEL` value.
+    pub const fn to_sys(self) -> u32 {
+        match self {
+            Level::LogAlways => sys::COR_PRF_EVENTPIPE_LOGALWAYS,
+            Level::Critical => sys::COR_PRF_EVENTPIPE_CRITICAL,
+            Level::Error => sys::COR_PRF_EVENTPIPE_ERROR,
+            Level::Warning => sys::COR_PRF_EVENTPIPE_WARNING,
+            Level::Informational => sys::COR_PRF_EVENTPIPE_INFORMATIONAL,
+            Level::Verbose => sys::COR_PRF_EVENTPIPE_VERBOSE,
+        }
+    }
+
+    /// The level of a raw value (`None` above `Verbose`).
+    pub const fn from_sys(v: u32) -> Option<Level> {
+        Some(match v {
+            0 => Level::LogAlways,
+            1 => Level::Critical,
+            2 => Level::Error,
+            3 => Level::Warning,
+            4 => Level::Informational,
+            5 => Level::Verbose,
+            _ => return None,
+        })
+    }
+}
+
+/// A provider the profiler created (`EVENTPIPE_PROVIDER`), valid as long as
+/// its runtime: the profiling API never deletes one.
+#[derive(Clone)]
+pub struct Provider {
+    runtime: RuntimeHandle,
+    raw: usize,
+    name: Arc<str>,
+}
+
+impl core::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.name)
+            .field("handle", &format_args!("{:#x}", self.raw))
+            .finish()
+    }
+}
+
+/// A provider handed to a callback (`EventPipeEventDelivered`,
+/// `EventPipeProviderCreated`): valid for that callback only, since an
+/// `EventSource`'s provider is deleted when the source is disposed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProviderRef<'a> {
+    raw: usize,
+    _scope: PhantomData<&'a ()>,
+}
+
+impl core::fmt::Debug for ProviderRef<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ProviderRef({:#x})", self.raw)
+    }
+}
+
+impl<'a> ProviderRef<'a> {
+    /// Wraps a provider handle the runtime handed to a callback.
+    ///
+    /// # Safety
+    /// `raw` must be an `EVENTPIPE_PROVIDER` of the runtime that stays
+    /// alive for `'a` (a callback argument, for the callback).
+    pub unsafe fn from_sys(raw: sys::EVENTPIPE_PROVIDER) -> Self {
+        ProviderRef {
+            raw,
+            _scope: PhantomData,
+        }
+    }
+
+    /// The raw handle, e.g. as a map key (compare with [`Provider::raw`]).
+    pub fn raw(self) -> usize {
+        self.raw
+    }
+}
+
+/// How a session listens to one provider (`COR_PRF_EVENTPIPE_PROVIDER_CONFIG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProviderConfig<'a> {
+    /// The provider's name, e.g. `Microsoft-Windows-DotNETRuntime`.
+    pub name: &'a str,
+    /// Keywords to enable (`u64::MAX` for all).
+    pub keywords: u64,
+    /// The most verbose level to enable.
+    pub level: Level,
+    /// Filter data for the provider (`key=value;...`), if any.
+    pub filter: Option<&'a str>,
+}
+
+impl<'a> ProviderConfig<'a> {
+    /// A configuration without filter data.
+    pub fn new(name: &'a str, keywords: u64, level: Level) -> Self {
+        ProviderConfig {
+            name,
+            keywords,
+            level,
+            filter: None,
+        }
+    }
+}
+
+/// The UTF-16 strings a `COR_PRF_EVENTPIPE_PROVIDER_CONFIG` points to, kept
+/// alive for the call.
+struct WideConfig {
+    name: Vec<u16>,
+    filter: Option<Vec<u16>>,
+    keywords: u64,
+    level: u32,
+}
+
+impl WideConfig {
+    fn new(c: &ProviderConfig<'_>) -> Self {
+        WideConfig {
+            name: to_wide(c.name),
+            filter: c.filter.map(to_wide),
+            keywords: c.keywords,
+            level: c.level.to_sys(),
+        }
+    }
+
+    /// The raw form; it points into `self`.
+    fn raw(&self) -> sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG {
+        sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG {
+            providerName: self.name.as_ptr(),
+            keywords: self.keywords,
+            loggingLevel: self.level,
+            filterData: self
+                .filter
+                .as_ref()
+                .map_or(core::ptr::null(), |f| f.as_ptr()),
+        }
+    }
+}
+
+/// A session the profiler started (`EVENTPIPE_SESSION`). Dropping it stops
+/// it (`EventPipeStopSession`), while the runtime takes calls.
+pub struct Session {
+    runtime: RuntimeHandle,
+    id: u64,
+    stopped: bool,
+}
+
+impl core::fmt::Debug for Session {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
+/// What defines an event besides its fields (`EventPipeDefineEvent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventSpec<'a> {
+    /// The event's name.
+    pub name: &'a str,
+    /// Its ID within the provider.
+    pub id: u32,
+    /// Its keywords.
+    pub keywords: u64,
+    /// Its version.
+    pub version: u32,
+    /// Its level.
+    pub level: Level,
+    /// Its opcode.
+    pub opcode: u8,
+    /// Whether the runtime captures the writer's stack with each event.
+    pub need_stack: bool,
+}
+
+impl<'a> EventSpec<'a> {
+    /// Event `name` with `id`, version 1, no keywords, level
+    /// `Informational`, opcode 0, no stacks.
+    pub fn new(name: &'a str, id: u32) -> Self {
+        EventSpec {
+            name,
+            id,
+            keywords: 0,
+            version: 1,
+            level: Level::Informational,
+            opcode: 0,
+            need_stack: false,
+        }
+    }
+}
+
+/// An event the profiler defined (`EVENTPIPE_EVENT`), with its fields typed
+/// by `P` (a tuple of [`payload::Field`] types). Lives as long as its
+/// provider, i.e. its runtime.
+pub struct Event<P: Payload> {
+    runtime: RuntimeHandle,
+    raw: usize,
+    id: u32,
+    _payload: PhantomData<fn(P)>,
+}
+
+impl<P: Payload> Clone for Event<P> {
+    fn clone(&self) -> Self {
+        Event {
+            runtime: self.runtime.clone(),
+            raw: self.raw,
+            id: self.id,
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P: Payload> core::fmt::Debug for Event<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Event")
+            .field("id", &self.id)
+            .field("fields", &P::TYPES)
+            .finish()
+    }
+}
+
+impl RuntimeHandle {
+    /// `EventPipeCreateProvider` (Info12): a provider named `name`.
+    pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
+        let i12 = self.raw_info12(CALL)?;
+        let wide = to_wide(name);
+        let mut raw: sys::EVENTPIPE_PROVIDER = 0;
+        // SAFETY: `wide` is NUL-terminated and outlives the call (the runtime
+        // copies the name); valid out pointer.
+        check(
+            unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
+            CALL,
+        )?;
+        self.provider(raw, name, CALL)
+    }
+
+    /// `EventPipeCreateProvider2` (Info14, .NET 8): a provider named `name`
+    /// whose `callback` the runtime calls whenever a session enables or
+    /// disables it (including sessions that already listen to the name
+    /// when it is created). The callback runs under the SDK's panic guard;
+    /// at most [`MAX_PROVIDER_CALLBACKS`] providers per process can have one
+    /// (then [`Error::Refused`]).
+    pub fn event_pipe_create_provider_with_callback(
+        &self,
+        name: &str,
+        callback: impl Fn(&ProviderEnablement<'_>) + Send + Sync + 'static,
+    ) -> Result<Provider> {
+        const CALL: &str = "ICorProfilerInfo14::EventPipeCreateProvider2";
+        let i14 = self.raw_info14(CALL)?;
+        let slot = callbacks::claim(Arc::new(callback)).ok_or_else(|| Error::Refused {
+            hr: windows_core::HRESULT(KnownHresult::E_OUTOFMEMORY as i32),
+            call: CALL,
+            why: format!(
+                "the SDK routes provider callbacks through {MAX_PROVIDER_CALLBACKS} entry points, all taken"
+            ),
+        })?;
+        let wide = to_wide(name);
+        let mut raw: sys::EVENTPIPE_PROVIDER = 0;
+        // SAFETY: `wide` is NUL-terminated and outlives the call; the
+        // callback is a `extern "system"` function of the
+        // EventPipeProviderCallback signature that stays in the library for
+        // as long as the library is loaded; valid out pointer.
+        let hr = unsafe {
+            i14.EventPipeCreateProvider2(wide.as_ptr(), Some(callbacks::entry(slot)), &mut raw)
+        };
+        if let Err(e) = check(hr, CALL) {
+            callbacks::release(slot);
+            return Err(e);
+        }
+        self.provider(raw, name, CALL)
+    }
+
+    fn provider(&self, raw: usize, name: &str, call: &'static str) -> Result<Provider> {
+        if raw == 0 {
+            return Err(Error::InconsistentAnswer { call });
+        }
+        Ok(Provider {
+            runtime: self.clone(),
+            raw,
+            name: name.into(),
+        })
+    }
+
+    /// `EventPipeStartSession` (Info12): a session listening to `providers`,
+    /// delivering to
+    /// [`Profiler::event_pipe_event_delivered`](crate::Profiler::event_pipe_event_delivered)
+    /// (which needs
+    /// [`HighEventMask::MONITOR_EVENT_PIPE`](crate::HighEventMask::MONITOR_EVENT_PIPE)).
+    /// With `rundown`, stopping the session first emits the runtime's
+    /// rundown events (loaded methods and modules).
+    pub fn event_pipe_start_session(
+        &self,
+        providers: &[ProviderConfig<'_>],
+        rundown: bool,
+    ) -> Result<Session> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeStartSession";
+        let i12 = self.raw_info12(CALL)?;
+        let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
+        let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
+            wide.iter().map(WideConfig::raw).collect();
+        let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
+        let mut id: sys::EVENTPIPE_SESSION = 0;
+        // SAFETY: `raw` holds `n` configurations whose strings live in
+        // `wide` until after the call (the runtime converts and copies
+        // them); valid out pointer.
+        check(
+            unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
+            CALL,
+        )?;
+        Ok(Session {
+            runtime: self.clone(),
+            id,
+            stopped: false,
+        })
+    }
+}
+
+impl<'s> ProfilerInfo<'s> {
+    /// `EventPipeGetProviderInfo` (Info12): the name of a provider handed to
+    /// a callback.
+    pub fn event_pipe_provider_name(&self, provider: ProviderRef<'_>) -> Result<String> {
+        provider_name(self, provider.raw)
+    }
+}
+
+/// `EventPipeGetProviderInfo` for a provider known valid.
+fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
+    const CALL: &str = "ICorProfilerInfo12::EventPipeGetProviderInfo";
+    let i12 = runtime.raw_info12(CALL)?;
+    let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;
+    fill_string(CALL, |cap, needed, buf| {
+        // SAFETY: `raw` is a live provider of this runtime (the callers'
+        // promise); `buf` has `cap` WCHARs (buffer protocol).
+        let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
+        // The runtime calls a buffer of exactly the name's size (NUL
+        // included) short as well; ask for one more unit then.
+        if hr.0 == short && *needed >= cap {
+            *needed = cap + 1;
+        }
+        hr
+    })
+}
+
+impl Provider {
+    /// The provider's handle.
+    pub fn raw(&self) -> usize {
+        self.raw
+    }
+
+    /// The name it was created with.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `true` if `other` (from a callback) is this provider.
+    pub fn is(&self, other: ProviderRef<'_>) -> bool {
+        self.raw == other.raw
+    }
+
+    /// `EventPipeGetProviderInfo` (Info12): the name as the runtime has it.
+    pub fn name_from_runtime(&self) -> Result<String> {
+        provider_name(&self.runtime, self.raw)
+    }
+
+    /// `EventPipeDefineEvent` (Info12): an event whose fields are typed by
+    /// `P` (e.g. `(i32, String)`) and named by `field_names`, one per field
+    /// ([`Error::InvalidArgument`] otherwise).
+    pub fn define_event<P: Payload>(
+        &self,
+        spec: &EventSpec<'_>,
+        field_names: &[&str],
+    ) -> Result<Event<P>> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeDefineEvent";
+        if field_names.len() != P::TYPES.len() {
+            return Err(Error::InvalidArgument(
+                "define_event needs exactly one name per field of the payload type",
+            ));
+        }
+        let i12 = self.runtime.raw_info12(CALL)?;
+        let names: Vec<Vec<u16>> = field_names.iter().map(|n| to_wide(n)).collect();
+        let params: Vec<sys::COR_PRF_EVENTPIPE_PARAM_DESC> = P::TYPES
+            .iter()
+            .zip(&names)
+            .map(|(t, n)| sys::COR_PRF_EVENTPIPE_PARAM_DESC {
+                r#type: t.code(),
+                elementType: t.element_code(),
+                name: n.as_ptr(),
+            })
+            .collect();
+        let event_name = to_wide(spec.name);
+        let mut raw: sys::EVENTPIPE_EVENT = 0;
+        // SAFETY: `self.raw` is a provider of this runtime, alive as long as
+        // the runtime; every string is NUL-terminated and, like `params`
+        // (`params.len()` entries), outlives the call (the runtime builds
+        // the event's metadata from them during it); valid out pointer.
+        check(
+            unsafe {
+                i12.EventPipeDefineEvent(
+                    self.raw,
+                    event_name.as_ptr(),
+                    spec.id,
+                    spec.keywords,
+                    spec.version,
+                    spec.level.to_sys(),
+                    spec.opcode,
+                    spec.need_stack as sys::BOOL,
+                    params.len() as u32,
+                    params.as_ptr(),
+                    &mut raw,
+                )
+            },
+            CALL,
+        )?;
+        if raw == 0 {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        Ok(Event {
+            runtime: self.runtime.clone(),
+            raw,
+            id: spec.id,
+            _payload: PhantomData,
+        })
+    }
+}
+
+impl<P: Payload> Event<P> {
+    /// The event's ID within its provider.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// `EventPipeWriteEvent` (Info12): writes one event with `values`, e.g.
+    /// `event.write((7, "seven"))` for `Event<(i32, String)>`. Sessions
+    /// started by the profiler deliver it before this returns (see the
+    /// module docs).
+    pub fn write(&self, values: P::Values<'_>) -> Result<()> {
+        self.write_with_activity(values, None, None)
+    }
+
+    /// `EventPipeWriteEvent` (Info12) with an activity ID and a related
+    /// activity ID.
+    pub fn write_with_activity(
+        &self,
+        values: P::Values<'_>,
+        activity: Option<&GUID>,
+        related_activity: Option<&GUID>,
+    ) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeWriteEvent";
+        let i12 = self.runtime.raw_info12(CALL)?;
+        let mut bytes = Vec::with_capacity(64);
+        P::encode(&values, &mut bytes);
+        let data = sys::COR_PRF_EVENT_DATA {
+            ptr: bytes.as_ptr() as u64,
+            size: u32::try_from(bytes.len())
+                .map_err(|_| Error::InvalidArgument("event payload larger than 4 GiB"))?,
+            reserved: 0,
+        };
+        let (count, data_ptr) = if bytes.is_empty() {
+            (0, core::ptr::null())
+        } else {
+            (1, &data as *const sys::COR_PRF_EVENT_DATA)
+        };
+        let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
+        let outcome = self.runtime.while_live(|| {
+            // SAFETY: `self.raw` is an event of this runtime (alive as long
+            // as it), which still takes calls (`while_live`); `data` points
+            // to `bytes`, both alive for the call (the runtime copies the
+            // payload); the activity IDs are null or valid GUIDs.
+            check(
+                unsafe {
+                    i12.EventPipeWriteEvent(
+                        self.raw,
+                        count,
+                        data_ptr,
+                        to_ptr(activity),
+                        to_ptr(related_activity),
+                    )
+                },
+                CALL,
+            )
+        });
+        outcome.unwrap_or_else(|| {
+            Err(Error::Refused {
+                hr: windows_core::HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
+                call: CALL,
+                why: "the runtime shut down or detached the profiler".into(),
+            })
+        })
+    }
+}
+
+impl Session {
+    /// The session's ID (`EVENTPIPE_SESSION`).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// `EventPipeAddProviderToSession` (Info12): listens to one more
+    /// provider.
+    pub fn add_provider(&self, config: &ProviderConfig<'_>) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeAddProviderToSession";
+        let i12 = self.runtime.raw_info12(CALL)?;
+        let wide = WideConfig::new(config);
+        // SAFETY: `self.id` is a running session of this runtime (only
+        // `stop` / drop end it); the configuration's strings live in `wide`
+        // until after the call.
+        check(
+            unsafe { i12.EventPipeAddProviderToSession(self.id, wide.raw()) },
+            CALL,
+        )
+    }
+
+    /// `EventPipeStopSession` (Info12): stops the session (with rundown
+    /// events first, if it was started with them).
+    pub fn stop(mut self) -> Result<()> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo12::EventPipeStopSession";
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let runtime = &self.runtime;
+        let id = self.id;
+        runtime
+            .while_live(|| {
+                let i12 = runtime.raw_info12(CALL)?;
+                // SAFETY: `id` is a session of this runtime not stopped yet
+                // (`stopped` guards), and the runtime takes calls.
+                check(unsafe { i12.EventPipeStopSession(id) }, CALL)
+            })
+            .unwrap_or(Ok(()))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_inner() {
+            log::warn!("stopping EventPipe session {}: {e}", self.id);
+        }
+    }
+}
+
+/// What a provider callback receives when a session enables or disables
+/// the provider.
+#[derive(Clone, Copy, Debug)]
+pub struct ProviderEnablement<'a> {
+    /// `true` when enabled, `false` when a session stopped listening.
+    pub enabled: bool,
+    /// The level asked for (raw: sessions may ask for any byte).
+    pub level: u8,
+    /// Keywords any of which an event needs.
+    pub match_any_keywords: u64,
+    /// Keywords all of which an event needs.
+    pub match_all_keywords: u64,
+    /// The session's filter data, if any: `(bytes, type)`.
+    pub filter: Option<(&'a [u8], u32)>,
+}
+
+/// How many providers with a callback ([`RuntimeHandle::event_pipe_create_provider_with_callback`])
+/// a process can have.
+pub const MAX_PROVIDER_CALLBACKS: usize = 16;
+
+mod callbacks {
+    //! Fixed entry points for provider callbacks: `EventPipeCreateProvider2`
+    //! passes the callback no context, so each provider gets its own entry
+    //! point, which finds its closure by index.
+    use super::{ProviderEnablement, MAX_PROVIDER_CALLBACKS};
+    use crate::guard::guard;
+    use clrprof_sys as sys;
+    use core::ffi::c_void;
+    use std::sync::{Arc, Mutex};
+
+    type Callback = Arc<dyn Fn(&ProviderEnablement<'_>) + Send + Sync>;
+
+    static SLOTS: Mutex<[Option<Callback>; MAX_PROVIDER_CALLBACKS]> =
+        Mutex::new([const { None }; MAX_PROVIDER_CALLBACKS]);
+
+    /// Takes a free slot for `callback`.
+    pub(super) fn claim(callback: Callback) -> Option<usize> {
+        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        let free = slots.iter().position(Option::is_none)?;
+        slots[free] = Some(callback);
+        Some(free)
+    }
+
+    /// Frees a slot whose provider was not created.
+    pub(super) fn release(slot: usize) {
+        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slots.get_mut(slot) {
+            *s = None;
+        }
+    }
+
+    unsafe extern "system" fn entry_point<const N: usize>(
+        _source_id: *const u8,
+        is_enabled: u32,
+        level: u8,
+        match_any_keywords: u64,
+        match_all_keywords: u64,
+        filter_data: *mut sys::COR_PRF_FILTER_DATA,
+        _callback_data: *mut c_void,
+    ) {
+        let callback = {
+            let slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+            slots[N].clone()
+        };
+        let Some(callback) = callback else { return };
+        // SAFETY: the runtime passes null or filter data valid for the
+        // callback (EventPipeProviderCallback mirrors the ETW enable
+        // callback: a descriptor of `Size` bytes at `Ptr`).
+        let filter = unsafe { filter_data.as_ref() }.and_then(|f| {
+            (f.Ptr != 0 && f.Size != 0).then(|| {
+                // SAFETY: as above: `Size` readable bytes at `Ptr` during
+                // the callback.
+                let bytes = unsafe {
+                    core::slice::from_raw_parts(f.Ptr as usize as *const u8, f.Size as usize)
+                };
+                (bytes, f.Type)
+            })
+        });
+        let enablement = ProviderEnablement {
+            enabled: is_enabled != 0,
+            level,
+            match_any_keywords,
+            match_all_keywords,
+            filter,
+        };
+        guard("EventPipeProviderCallback", (), || callback(&enablement));
+    }
+
+    macro_rules! entries {
+        ($($n:literal)*) => {
+            [$(entry_point::<$n> as sys::EventPipeProviderCallback),*]
+        };
+    }
+
+    const ENTRIES: [sys::EventPipeProviderCallback; MAX_PROVIDER_CALLBACKS] =
+        entries!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+
+    /// The entry point of `slot`.
+    pub(super) fn entry(slot: usize) -> sys::EventPipeProviderCallback {
+        ENTRIES[slot]
+    }
+}
+
+/// One field of an event's metadata: its name and type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldDesc {
+    /// The field's name.
+    pub name: String,
+    /// Its type.
+    pub ty: TypeDesc,
+}
+
+/// The type of a field as the metadata describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TypeDesc {
+    /// A scalar type.
+    Scalar(FieldType),
+    /// An array of elements of the inner type.
+    Array(Box<TypeDesc>),
+    /// A nested object with these fields.
+    Object(Vec<FieldDesc>),
+}
+
+impl TypeDesc {
+    /// The flat [`FieldType`] (`Array(element)` only for fixed-size
+    /// elements; `None` for arrays of anything else).
+    pub fn field_type(&self) -> Option<FieldType> {
+        match self {
+            TypeDesc::Scalar(t) => Some(*t),
+            TypeDesc::Object(_) => Some(FieldType::Object),
+            TypeDesc::Array(e) => match **e {
+                TypeDesc::Scalar(t) => t.as_element().map(FieldType::Array),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// An event's metadata blob, parsed (the format the runtime's metadata
+/// generator writes: a V1 header, then optional V2 tags for the opcode and
+/// for fields of array types).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventMetadata {
+    /// The event ID.
+    pub id: u32,
+    /// The event name.
+    pub name: String,
+    /// Its keywords.
+    pub keywords: u64,
+    /// Its version.
+    pub version: u32,
+    /// Its level.
+    pub level: u32,
+    /// Its opcode (0 when the metadata has none).
+    pub opcode: u8,
+    /// Its fields, in payload order.
+    pub fields: Vec<FieldDesc>,
+}
+
+/// The V2 metadata tags.
+const TAG_OPCODE: u8 = 1;
+const TAG_PARAMS_V2: u8 = 2;
+
+impl EventMetadata {
+    /// Parses a metadata blob. An empty blob (the runtime's native events
+    /// have none) is [`Error::Malformed`].
+    pub fn parse(blob: &[u8]) -> Result<EventMetadata> {
+        if blob.is_empty() {
+            return Err(Error::Malformed(
+                "the event carries no metadata (a native runtime event: decode it by its manifest)"
+                    .into(),
+            ));
+        }
+        let mut r = Reader::new(blob);
+        let id = r.u32()?;
+        let name = r.utf16z()?;
+        let keywords = r.u64()?;
+        let version = r.u32()?;
+        let level = r.u32()?;
+        let count = r.u32()?;
+        let mut fields = Vec::new();
+        for _ in 0..count {
+            fields.push(parse_field(&mut r, false, 0)?);
+        }
+        let mut opcode = 0;
+        while !r.is_empty() {
+            let len = r.u32()? as usize;
+            let tag = r.u8()?;
+            match tag {
+                TAG_OPCODE => opcode = r.u8()?,
+                TAG_PARAMS_V2 => {
+                    let n = r.u32()?;
+                    for _ in 0..n {
+                        fields.push(parse_field(&mut r, true, 0)?);
+                    }
+                }
+                _ => {
+                    r.take(len)?;
+                }
+            }
+        }
+        Ok(EventMetadata {
+            id,
+            name,
+            keywords,
+            version,
+            level,
+            opcode,
+            fields,
+        })
+    }
+}
+
+/// Nesting deeper than this is refused (objects and arrays nest).
+const MAX_DEPTH: usize = 32;
+
+fn parse_type(r: &mut Reader<'_>, v2: bool, depth: usize) -> Result<TypeDesc> {
+    if depth > MAX_DEPTH {
+        return Err(Error::Malformed("EventPipe metadata nests too deep".into()));
+    }
+    let code = r.u32()?;
+    if code == sys::COR_PRF_EVENTPIPE_ARRAY {
+        return Ok(TypeDesc::Array(Box::new(parse_type(r, v2, depth + 1)?)));
+    }
+    if code == sys::COR_PRF_EVENTPIPE_OBJECT {
+        let n = r.u32()?;
+        let mut fields = Vec::new();
+        for _ in 0..n {
+            fields.push(parse_field(r, v2, depth + 1)?);
+        }
+        return Ok(TypeDesc::Object(fields));
+    }
+    FieldType::from_code(code)
+        .map(TypeDesc::Scalar)
+        .ok_or_else(|| Error::Malformed(format!("EventPipe metadata: unknown type code {code}")))
+}
+
+fn parse_field(r: &mut Reader<'_>, v2: bool, depth: usize) -> Result<FieldDesc> {
+    if v2 {
+        let _len = r.u32()?;
+        let name = r.utf16z()?;
+        let ty = parse_type(r, v2, depth)?;
+        Ok(FieldDesc { name, ty })
+    } else {
+        let ty = parse_type(r, v2, depth)?;
+        let name = r.utf16z()?;
+        Ok(FieldDesc { name, ty })
+    }
+}
+
+/// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
+#[derive(Clone, Copy, Debug)]
+pub struct EventPipeEvent<'a> {
+    /// The provider that wrote it.
+    pub provider: ProviderRef<'a>,
+    /// Event ID within the provider.
+    pub event_id: u32,
+    /// Event version.
+    pub event_version: u32,
+    /// The event's metadata blob (empty for the runtime's native events).
+    pub metadata: &'a [u8],
+    /// The event's payload.
+    pub data: &'a [u8],
+    /// Activity ID, if any.
+    pub activity_id: Option<&'a GUID>,
+    /// Related activity ID, if any.
+    pub related_activity_id: Option<&'a GUID>,
+    /// The thread that wrote the event. Raw: the SDK does not know the
+    /// writer is still alive when the event reaches the profiler.
+    pub thread: RawThreadId,
+    /// Instruction pointers of the writer's stack, when captured.
+    pub stack: &'a [usize],
+}
+
+impl EventPipeEvent<'_> {
+    /// The parsed [`metadata`](Self::metadata).
+    pub fn parse_metadata(&self) -> Result<EventMetadata> {
+        EventMetadata::parse(self.metadata)
+    }
+
+    /// The payload decoded by the event's own metadata: each field's name
+    /// and value, in order. [`Error::Malformed`] for events without metadata
+    /// (the runtime's native events) or data that does not match it.
+    pub fn values(&self) -> Result<Vec<(String, Value)>> {
+        let meta = self.parse_metadata()?;
+        let mut r = Reader::new(self.data);
+        let mut out = Vec::with_capacity(meta.fields.len());
+        for f in meta.fields {
+            let v = payload::decode_value(&mut r, &f.ty)?;
+            out.push((f.name, v));
+        }
+        if !r.is_empty() {
+            return Err(Error::Malformed(
+                "EventPipe payload has bytes its metadata does not describe".into(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The payload decoded as `P` (e.g. `(i32, String)`). When the event
+    /// carries metadata, its field types must be `P`'s
+    /// ([`Error::Malformed`] otherwise).
+    pub fn decode<P: Payload>(&self) -> Result<P> {
+        if !self.metadata.is_empty() {
+            let meta = self.parse_metadata()?;
+            let types: Vec<Option<FieldType>> =
+                meta.fields.iter().map(|f| f.ty.field_type()).collect();
+            let want: Vec<Option<FieldType>> = P::TYPES.iter().copied().map(Some).collect();
+            if types != want {
+                return Err(Error::Malformed(format!(
+                    "event {} has fields {types:?}, not {:?}",
+                    meta.name,
+                    P::TYPES
+                )));
+            }
+        }
+        P::decode(self.data)
+    }
+}

@@ -1,0 +1,195 @@
+//! GC handles made by the profiler (`ICorProfilerInfo13`, .NET 7+): the
+//! sound way to keep an object.
+//!
+//! An [`ObjectId`] is the object's address and dies at the next garbage
+//! collection (BOTR "Lifetime & Stability"), so it cannot be kept. A
+//! [`GcHandle`] can: it is a handle in the runtime's handle table, which the
+//! GC updates when it moves the object, and which (strong and pinned kinds)
+//! keeps the object alive. It is the counterpart of jni-rs's `GlobalRef`:
+//! owned, `Send + Sync`, freed when dropped.
+//!
+//! - [`ProfilerInfo::create_handle`] makes one from an object a callback
+//!   received ([`HandleKind::Strong`], [`HandleKind::Weak`] or
+//!   [`HandleKind::Pinned`]);
+//! - [`GcHandle::object`] gives the object back as a typed `ObjectId<'s>`
+//!   of a scope where no garbage collection can start
+//!   ([`ProfilerInfo::gc_blocked`]), its address as of now; elsewhere it
+//!   refuses with [`Error::GcMayRun`]. A weak handle whose object was
+//!   collected gives `None`;
+//! - a handle belongs to the runtime that made it: asking it through
+//!   another runtime's scope is [`Error::Mismatch`];
+//! - dropping it calls `DestroyHandle`, while the runtime still takes calls:
+//!   after `Shutdown` (the runtime forbids Info calls then) or once a
+//!   detach began (the runtime refuses them) the drop makes no call, and
+//!   the handle is left to the runtime that is going away. A profiler that
+//!   detaches drops its handles before it requests the detach, or the
+//!   objects of its strong handles stay alive in the process.
+//!
+//! On runtimes without Info13 (.NET Core 3.1, .NET 5, .NET 6) creating a
+//! handle is [`Error::Unsupported`].
+
+use crate::error::{check, Error, Result};
+use crate::ids::{ObjectId, RawObjectId};
+use crate::info::{ProfilerInfo, RuntimeHandle};
+use clrprof_sys as sys;
+
+/// The kind of a GC handle (`COR_PRF_HANDLE_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandleKind {
+    /// Keeps the object alive (`COR_PRF_HANDLE_TYPE_STRONG`); the GC may
+    /// still move it.
+    Strong,
+    /// Follows the object without keeping it alive
+    /// (`COR_PRF_HANDLE_TYPE_WEAK`): empty once the object is collected.
+    Weak,
+    /// Keeps the object alive and at its address
+    /// (`COR_PRF_HANDLE_TYPE_PINNED`).
+    Pinned,
+}
+
+impl HandleKind {
+    fn to_sys(self) -> sys::COR_PRF_HANDLE_TYPE {
+        match self {
+            HandleKind::Strong => sys::COR_PRF_HANDLE_TYPE_STRONG,
+            HandleKind::Weak => sys::COR_PRF_HANDLE_TYPE_WEAK,
+            HandleKind::Pinned => sys::COR_PRF_HANDLE_TYPE_PINNED,
+        }
+    }
+}
+
+/// A GC handle the profiler owns (see the [module docs](self)).
+pub struct GcHandle {
+    runtime: RuntimeHandle,
+    /// The `ObjectHandleID` (an address in the runtime's handle table),
+    /// kept as a number: it is only ever passed back to `runtime`.
+    raw: usize,
+    kind: HandleKind,
+}
+
+impl core::fmt::Debug for GcHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GcHandle")
+            .field("handle", &format_args!("{:#x}", self.raw))
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<'s> ProfilerInfo<'s> {
+    /// `CreateHandle` (Info13): a [`GcHandle`] of `kind` to `object`.
+    ///
+    /// `object` is typed, so it is valid now (it came from a callback);
+    /// from here on the handle follows it across collections.
+    pub fn create_handle(&self, object: ObjectId<'_>, kind: HandleKind) -> Result<GcHandle> {
+        const CALL: &str = "ICorProfilerInfo13::CreateHandle";
+        let i13 = self.raw_info13(CALL)?;
+        let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
+        check(
+            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            unsafe { i13.CreateHandle(object.as_sys(), kind.to_sys(), &mut handle) },
+            CALL,
+        )?;
+        if handle.is_null() {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        Ok(GcHandle {
+            runtime: self.handle(),
+            raw: handle as usize,
+            kind,
+        })
+    }
+}
+
+impl GcHandle {
+    /// The handle's kind.
+    pub fn kind(&self) -> HandleKind {
+        self.kind
+    }
+
+    /// The runtime the handle belongs to.
+    pub fn runtime(&self) -> &RuntimeHandle {
+        &self.runtime
+    }
+
+    /// The raw `ObjectHandleID`, for the raw API (never freed through it:
+    /// the handle is destroyed when this value drops).
+    pub fn as_raw(&self) -> usize {
+        self.raw
+    }
+
+    /// `GetObjectIDFromHandle`, as a raw number.
+    fn target(&self, call: &'static str) -> Result<usize> {
+        let i13 = self.runtime.raw_info13(call)?;
+        let mut object: sys::ObjectID = 0;
+        check(
+            // SAFETY: `raw` is a handle this runtime made (CreateHandle) and
+            // that is not destroyed yet (only `Drop` destroys it).
+            unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
+            call,
+        )?;
+        Ok(object)
+    }
+
+    /// `GetObjectIDFromHandle` (Info13): the object the handle holds, at its
+    /// address as of now, typed for the scope `info` — which must block
+    /// garbage collections ([`ProfilerInfo::gc_blocked`]: callbacks that
+    /// receive `ObjectID`s, ELT hooks, runtime suspensions), else
+    /// [`Error::GcMayRun`], and must be a scope of the runtime that made
+    /// the handle, else [`Error::Mismatch`]. `None` once a weak handle's
+    /// object was collected.
+    pub fn object<'s>(&self, info: &ProfilerInfo<'s>) -> Result<Option<ObjectId<'s>>> {
+        const CALL: &str = "ICorProfilerInfo13::GetObjectIDFromHandle";
+        if !self.runtime.same_runtime(info) {
+            return Err(Error::Mismatch {
+                call: CALL,
+                made_for: self.runtime.runtime_slot().0 as usize,
+                used_with: info.runtime_slot().0 as usize,
+            });
+        }
+        info.require_gc_blocked(CALL)?;
+        let object = self.target(CALL)?;
+        Ok((object != 0).then(|| {
+            // SAFETY: the handle holds a live object (or null, handled
+            // above) and no GC can move it before the scope 's ends.
+            unsafe { ObjectId::from_sys(object) }
+        }))
+    }
+
+    /// `GetObjectIDFromHandle` (Info13) as a raw ID, in any scope and from
+    /// any thread: the object's address at the moment of the call, which a
+    /// GC may change right after (fit for logs and comparisons, e.g. that a
+    /// pinned object did not move). `None` once a weak handle's object was
+    /// collected.
+    pub fn object_raw(&self) -> Result<Option<RawObjectId>> {
+        let object = self.target("ICorProfilerInfo13::GetObjectIDFromHandle")?;
+        Ok((object != 0).then_some(RawObjectId(object)))
+    }
+
+    /// `true` once the handle holds no object: a weak handle whose object
+    /// was collected.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.object_raw()?.is_none())
+    }
+}
+
+impl Drop for GcHandle {
+    /// `DestroyHandle`, while the runtime takes calls (see the module docs).
+    fn drop(&mut self) {
+        const CALL: &str = "ICorProfilerInfo13::DestroyHandle";
+        let raw = self.raw;
+        let runtime = &self.runtime;
+        let outcome = runtime.while_live(|| {
+            let i13 = runtime.raw_info13(CALL)?;
+            // SAFETY: `raw` is a handle this runtime made and nothing
+            // destroyed yet; the runtime still takes calls (`while_live`).
+            check(unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) }, CALL)
+        });
+        match outcome {
+            Some(Ok(())) => {}
+            Some(Err(e)) => log::warn!("dropping a GC handle: {e}"),
+            None => log::debug!(
+                "GC handle {raw:#x} dropped after the runtime shut down or detached the profiler; left to the runtime"
+            ),
+        }
+    }
+}
