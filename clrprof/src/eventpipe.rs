@@ -376,7 +376,8 @@ impl RuntimeHandle {
         let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
         let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
             wide.iter().map(WideConfig::raw).collect();
-        let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
+        let n =
+            u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
         let mut id: sys::EVENTPIPE_SESSION = 0;
         // SAFETY: `raw` holds `n` configurations whose strings live in
         // `wide` until after the call (the runtime converts and copies

@@ -64,6 +64,7 @@ pub struct GcHandle {
     /// kept as a number: it is only ever passed back to `runtime`.
     raw: usize,
     kind: HandleKind,
+    destroyed: bool,
 }
 
 impl core::fmt::Debug for GcHandle {
@@ -96,6 +97,7 @@ impl<'s> ProfilerInfo<'s> {
             runtime: self.handle(),
             raw: handle as usize,
             kind,
+            destroyed: false,
         })
     }
 }
@@ -172,24 +174,57 @@ impl GcHandle {
     }
 }
 
+impl GcHandle {
+    /// `DestroyHandle` (Info13) now, with the runtime's answer (dropping
+    /// the handle does the same and logs a failure). After the runtime shut
+    /// down or detached the profiler this makes no call and answers
+    /// [`Error::Refused`] with `CORPROF_E_PROFILER_DETACHING`.
+    pub fn destroy(mut self) -> Result<()> {
+        self.destroy_inner()
+    }
+
+    fn destroy_inner(&mut self) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo13::DestroyHandle";
+        if self.destroyed {
+            return Ok(());
+        }
+        self.destroyed = true;
+        let raw = self.raw;
+        let runtime = &self.runtime;
+        runtime
+            .while_live(|| {
+                let i13 = runtime.raw_info13(CALL)?;
+                // SAFETY: `raw` is a handle this runtime made and nothing
+                // destroyed yet (`destroyed` guards); the runtime still
+                // takes calls (`while_live`).
+                check(
+                    unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) },
+                    CALL,
+                )
+            })
+            .unwrap_or_else(|| {
+                Err(Error::Refused {
+                    hr: windows_core::HRESULT(
+                        crate::error::KnownHresult::CORPROF_E_PROFILER_DETACHING as i32,
+                    ),
+                    call: CALL,
+                    why: "the runtime shut down or detached the profiler; the handle is left to it"
+                        .into(),
+                })
+            })
+    }
+}
+
 impl Drop for GcHandle {
     /// `DestroyHandle`, while the runtime takes calls (see the module docs).
     fn drop(&mut self) {
-        const CALL: &str = "ICorProfilerInfo13::DestroyHandle";
-        let raw = self.raw;
-        let runtime = &self.runtime;
-        let outcome = runtime.while_live(|| {
-            let i13 = runtime.raw_info13(CALL)?;
-            // SAFETY: `raw` is a handle this runtime made and nothing
-            // destroyed yet; the runtime still takes calls (`while_live`).
-            check(unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) }, CALL)
-        });
-        match outcome {
-            Some(Ok(())) => {}
-            Some(Err(e)) => log::warn!("dropping a GC handle: {e}"),
-            None => log::debug!(
-                "GC handle {raw:#x} dropped after the runtime shut down or detached the profiler; left to the runtime"
+        match self.destroy_inner() {
+            Ok(()) => {}
+            Err(Error::Refused { .. }) => log::debug!(
+                "GC handle {:#x} dropped after the runtime shut down or detached the profiler; left to the runtime",
+                self.raw
             ),
+            Err(e) => log::warn!("dropping a GC handle: {e}"),
         }
     }
 }

@@ -9,6 +9,7 @@ mod elt;
 mod events;
 mod exceptions;
 mod exits;
+mod heap;
 mod hello;
 mod il;
 mod info;
@@ -41,7 +42,8 @@ fn main() {
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())
-        .chain(exits::python_scenarios());
+        .chain(exits::python_scenarios())
+        .chain(heap::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

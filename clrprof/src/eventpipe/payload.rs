@@ -520,10 +520,7 @@ tuple_payloads! {
 }
 
 /// Decodes one value of type `ty` (with `fields` for an `Object`).
-pub(crate) fn decode_value(
-    reader: &mut Reader<'_>,
-    ty: &super::TypeDesc,
-) -> Result<Value> {
+pub(crate) fn decode_value(reader: &mut Reader<'_>, ty: &super::TypeDesc) -> Result<Value> {
     use super::TypeDesc;
     Ok(match ty {
         TypeDesc::Scalar(t) => match t {

@@ -131,7 +131,10 @@ impl RuntimeHandle {
         let i10 = self.raw_info10(CALL)?;
         let mut threshold = 0u32;
         // SAFETY: valid out pointer.
-        check(unsafe { i10.GetLOHObjectSizeThreshold(&mut threshold) }, CALL)?;
+        check(
+            unsafe { i10.GetLOHObjectSizeThreshold(&mut threshold) },
+            CALL,
+        )?;
         Ok(threshold)
     }
 
@@ -153,8 +156,10 @@ impl RuntimeHandle {
 impl<'s> ProfilerInfo<'s> {
     /// `EnumerateObjectReferences` (Info10): calls `visit` with every object
     /// `object` refers to (its reference fields, or a reference array's
-    /// elements, in the runtime's order, null references included as
-    /// [`None`]), until `visit` returns `false`.
+    /// elements, in the runtime's order), until `visit` returns `false`.
+    /// Null references are not reported (the runtime walks only non-null
+    /// ones on .NET Core 3.1.23 and .NET 8.0.4; the SDK drops a null
+    /// anyway).
     ///
     /// The references are read from the heap, so this needs a scope where
     /// no garbage collection can start ([`gc_blocked`](Self::gc_blocked)),
@@ -163,20 +168,19 @@ impl<'s> ProfilerInfo<'s> {
     pub fn object_references_with(
         &self,
         object: ObjectId<'_>,
-        mut visit: impl FnMut(Option<ObjectId<'s>>) -> bool,
+        mut visit: impl FnMut(ObjectId<'s>) -> bool,
     ) -> Result<()> {
         const CALL: &str = "ICorProfilerInfo10::EnumerateObjectReferences";
         self.require_gc_blocked(CALL)?;
         let i10 = self.raw_info10(CALL)?;
         let mut typed = |raw: usize| {
-            visit(if raw == 0 {
-                None
-            } else {
-                // SAFETY: a reference held by a live object, read while no
-                // GC can start in this scope ('s): it names a live object
-                // at this address until the scope ends.
-                Some(unsafe { ObjectId::from_sys(raw) })
-            })
+            if raw == 0 {
+                return true;
+            }
+            // SAFETY: a reference held by a live object, read while no GC
+            // can start in this scope ('s): it names a live object at this
+            // address until the scope ends.
+            visit(unsafe { ObjectId::from_sys(raw) })
         };
         let mut state = RefState {
             visit: &mut typed,
@@ -202,12 +206,12 @@ impl<'s> ProfilerInfo<'s> {
     }
 
     /// `EnumerateObjectReferences` (Info10), collected: the objects `object`
-    /// refers to, null references left out. Needs a GC-blocked scope, see
+    /// refers to. Needs a GC-blocked scope, see
     /// [`object_references_with`](Self::object_references_with).
     pub fn object_references(&self, object: ObjectId<'_>) -> Result<Vec<ObjectId<'s>>> {
         let mut out = Vec::new();
         self.object_references_with(object, |r| {
-            out.extend(r);
+            out.push(r);
             true
         })?;
         Ok(out)
