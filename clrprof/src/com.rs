@@ -1539,8 +1539,8 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
                         event_version: eventVersion,
                         metadata: slice(metadataBlob, cbMetadataBlob),
                         data: slice(eventData, cbEventData),
-                        activity_id: pActivityId.as_ref(),
-                        related_activity_id: pRelatedActivityId.as_ref(),
+                        activity_id: crate::eventpipe::activity(pActivityId),
+                        related_activity_id: crate::eventpipe::activity(pRelatedActivityId),
                         thread: RawThreadId(eventThread),
                         stack: slice(stackFrames, numStackFrames),
                     }

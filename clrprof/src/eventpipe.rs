@@ -40,8 +40,13 @@
 //!   runtime generates for a defined event describes its fields, so a
 //!   delivered event can be decoded by name ([`EventPipeEvent::values`]).
 //!   The runtime's native providers (`Microsoft-Windows-DotNETRuntime`)
-//!   send no field metadata: their payloads follow the runtime's event
-//!   manifest, read them with [`payload::Reader`].
+//!   send metadata with the event's ID, keywords, version and level but no
+//!   name and no fields (.NET 8.0.4): their payloads follow the runtime's
+//!   event manifest, read them with [`payload::Reader`].
+//! - Configure the providers of a session when starting it.
+//!   `EventPipeAddProviderToSession` only records the provider in the
+//!   session: on .NET 8.0.4 a provider created afterwards is enabled, one
+//!   that already exists is not ([`Session::add_provider`]).
 //! - `EventPipeCreateProvider2` (Info14, .NET 8) takes a callback the
 //!   runtime calls when a session enables or disables the provider, with
 //!   no context pointer: the SDK routes it through one of
@@ -574,8 +579,11 @@ impl Session {
         self.id
     }
 
-    /// `EventPipeAddProviderToSession` (Info12): listens to one more
-    /// provider.
+    /// `EventPipeAddProviderToSession` (Info12): adds a provider to the
+    /// session's configuration. The runtime only records it (.NET 8.0.4): a
+    /// provider created after this call is enabled for the session, one
+    /// that exists already is not, so name every existing provider when
+    /// starting the session.
     pub fn add_provider(&self, config: &ProviderConfig<'_>) -> Result<()> {
         const CALL: &str = "ICorProfilerInfo12::EventPipeAddProviderToSession";
         let i12 = self.runtime.raw_info12(CALL)?;
@@ -872,6 +880,16 @@ fn parse_field(r: &mut Reader<'_>, v2: bool, depth: usize) -> Result<FieldDesc> 
     }
 }
 
+/// An activity ID argument of `EventPipeEventDelivered`: the runtime passes
+/// a pointer to an all-zero GUID for "no activity" (seen on .NET 8.0.4).
+///
+/// # Safety
+/// `p` is null or points to a GUID valid for `'a`.
+pub(crate) unsafe fn activity<'a>(p: *const GUID) -> Option<&'a GUID> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { p.as_ref() }.filter(|g| **g != GUID::zeroed())
+}
+
 /// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
 #[derive(Clone, Copy, Debug)]
 pub struct EventPipeEvent<'a> {
@@ -885,14 +903,19 @@ pub struct EventPipeEvent<'a> {
     pub metadata: &'a [u8],
     /// The event's payload.
     pub data: &'a [u8],
-    /// Activity ID, if any.
+    /// Activity ID, if any (`None` also for the all-zero GUID the runtime
+    /// passes when the writer set none).
     pub activity_id: Option<&'a GUID>,
-    /// Related activity ID, if any.
+    /// Related activity ID, if any (as for `activity_id`).
     pub related_activity_id: Option<&'a GUID>,
-    /// The thread that wrote the event. Raw: the SDK does not know the
-    /// writer is still alive when the event reaches the profiler.
+    /// The thread that wrote the event, as the runtime reports it. Raw: the
+    /// SDK does not know the writer is still alive when the event reaches
+    /// the profiler. (.NET 8.0.4 reports 0 for events of the profiler's
+    /// own sessions, which it delivers on the writing thread.)
     pub thread: RawThreadId,
-    /// Instruction pointers of the writer's stack, when captured.
+    /// Instruction pointers of the writer's stack, when the runtime
+    /// captured it (.NET 8.0.4 captures none for the profiler's own
+    /// sessions, even for events defined with `need_stack`).
     pub stack: &'a [usize],
 }
 
@@ -907,6 +930,13 @@ impl EventPipeEvent<'_> {
     /// (the runtime's native events) or data that does not match it.
     pub fn values(&self) -> Result<Vec<(String, Value)>> {
         let meta = self.parse_metadata()?;
+        if meta.fields.is_empty() && !self.data.is_empty() {
+            return Err(Error::Malformed(format!(
+                "event {} ({} bytes) has metadata without fields, as the runtime's native events do: decode it by the runtime's event manifest",
+                meta.id,
+                self.data.len()
+            )));
+        }
         let mut r = Reader::new(self.data);
         let mut out = Vec::with_capacity(meta.fields.len());
         for f in meta.fields {

@@ -93,6 +93,8 @@ pub use info::{ProfilerInfo, RuntimeHandle, RuntimeInfo, RuntimeType};
 pub use names::NameCache;
 pub use runtimes::RuntimePolicy;
 pub use wide::WideStr;
+/// A COM GUID (activity IDs, EventPipe `Guid` fields, interface IDs).
+pub use windows_core::GUID;
 
 /// The raw bindings, for what the safe layer does not cover yet.
 pub use clrprof_sys as sys;

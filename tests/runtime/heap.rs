@@ -29,7 +29,18 @@ pub fn run_pair(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Result<(Outcome, Outcome), Verdict> {
-    let app = case.app("heap")?;
+    run_pair_app(case, "heap", clsid, args, env)
+}
+
+/// As [`run_pair`] for app `app_name`.
+pub fn run_pair_app(
+    case: &Case<'_>,
+    app_name: &str,
+    clsid: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(Outcome, Outcome), Verdict> {
+    let app = case.app(app_name)?;
     let mut plain_spec = case.spec(&app);
     plain_spec.args = args.iter().map(|a| a.to_string()).collect();
     for (k, v) in env {

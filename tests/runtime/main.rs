@@ -6,6 +6,7 @@
 mod attach;
 mod broken;
 mod elt;
+mod eventpipe;
 mod events;
 mod exceptions;
 mod exits;
@@ -43,7 +44,8 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
-        .chain(heap::scenarios());
+        .chain(heap::scenarios())
+        .chain(eventpipe::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
