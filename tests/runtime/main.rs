@@ -14,6 +14,7 @@ mod heap;
 mod hello;
 mod il;
 mod info;
+mod inliners;
 mod jit_tracer;
 mod panics;
 mod sampling;
@@ -45,7 +46,8 @@ fn main() {
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
         .chain(heap::scenarios())
-        .chain(eventpipe::scenarios());
+        .chain(eventpipe::scenarios())
+        .chain(inliners::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
