@@ -228,3 +228,121 @@ impl Drop for GcHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeObject, FakeRuntime};
+
+    fn fake_with_object(object: usize) -> FakeRuntime {
+        let fake = FakeRuntime::with_info_version(13);
+        fake.state().objects.insert(object, FakeObject::default());
+        fake
+    }
+
+    #[test]
+    fn a_handle_follows_its_object_and_is_destroyed_once() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let h = info.create_handle(o, HandleKind::Strong).unwrap();
+        assert_eq!(h.kind(), HandleKind::Strong);
+        assert_eq!(h.object(&info).unwrap(), Some(o));
+        assert_eq!(fake.calls_of("CreateHandle")[0].args, vec![0x100, 0x2]);
+
+        // A GC moved it: the handle gives the new address.
+        let raw = h.as_raw();
+        fake.state().heap.handles.insert(raw, (0x180, 0x2));
+        assert_eq!(h.object(&info).unwrap().map(|o| o.as_sys()), Some(0x180));
+        assert_eq!(h.object_raw().unwrap(), Some(RawObjectId(0x180)));
+
+        drop(h);
+        assert_eq!(fake.state().heap.destroyed, vec![raw]);
+        assert_eq!(fake.call_count("DestroyHandle"), 1);
+    }
+
+    #[test]
+    fn typed_objects_only_where_no_gc_runs() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let no_gc = unsafe { fake.profiler_info_no_gc() };
+        let h = no_gc.create_handle(o, HandleKind::Pinned).unwrap();
+        // SAFETY: as above.
+        let callback = unsafe { fake.profiler_info() };
+        assert!(matches!(h.object(&callback), Err(Error::GcMayRun { .. })));
+        // The raw address is fine anywhere.
+        assert_eq!(h.object_raw().unwrap(), Some(RawObjectId(0x100)));
+    }
+
+    #[test]
+    fn a_weak_handle_reports_its_object_gone() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let h = info.create_handle(o, HandleKind::Weak).unwrap();
+        assert!(!h.is_empty().unwrap());
+        fake.state().heap.handles.insert(h.as_raw(), (0, 0x1));
+        assert_eq!(h.object(&info).unwrap(), None);
+        assert!(h.is_empty().unwrap());
+        assert_eq!(h.object_raw().unwrap(), None);
+    }
+
+    #[test]
+    fn another_runtimes_scope_is_refused() {
+        let a = fake_with_object(0x100);
+        let b = fake_with_object(0x100);
+        fake_ids!(a; o = object_id(0x100));
+        // SAFETY: the fakes' objects describe memory this test owns.
+        let (ia, ib) = unsafe { (a.profiler_info_no_gc(), b.profiler_info_no_gc()) };
+        let h = ia.create_handle(o, HandleKind::Strong).unwrap();
+        assert!(matches!(h.object(&ib), Err(Error::Mismatch { .. })));
+        assert_eq!(b.call_count("GetObjectIDFromHandle"), 0);
+        assert_eq!(a.call_count("GetObjectIDFromHandle"), 0);
+    }
+
+    #[test]
+    fn no_call_after_the_runtime_retired() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let kept = info.create_handle(o, HandleKind::Strong).unwrap();
+        let explicit = info.create_handle(o, HandleKind::Strong).unwrap();
+        let explicit_raw = explicit.as_raw();
+        assert_eq!(explicit.destroy(), Ok(()));
+        assert_eq!(fake.state().heap.destroyed, vec![explicit_raw]);
+
+        // Shutdown (or a detach) retires the runtime: drops make no call.
+        info.retire();
+        assert!(!info.is_live());
+        let e = kept.destroy().unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
+        assert_eq!(fake.call_count("DestroyHandle"), 1);
+    }
+
+    #[test]
+    fn handles_need_info13() {
+        let fake = FakeRuntime::with_info_version(12);
+        fake.state().objects.insert(0x100, FakeObject::default());
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        match info.create_handle(o, HandleKind::Weak).unwrap_err() {
+            Error::Unsupported {
+                needs: 13, call, ..
+            } => {
+                assert_eq!(call, "ICorProfilerInfo13::CreateHandle")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<GcHandle>();
+    }
+}

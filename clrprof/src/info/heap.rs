@@ -292,3 +292,183 @@ impl<'s> ProfilerInfo<'s> {
         check(hr, CALL)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeObject, FakeRuntime};
+
+    fn unsupported(e: Error, needs: u8, iface: &str) {
+        match e {
+            Error::Unsupported { needs: n, call, .. } => {
+                assert_eq!(n, needs);
+                assert!(call.starts_with(iface), "{call} names {iface}");
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn loh_threshold_default_set_and_unsupported() {
+        let fake = FakeRuntime::with_info_version(10);
+        // SAFETY: the fake's objects describe memory this test owns (none).
+        let info = unsafe { fake.profiler_info() };
+        assert_eq!(info.loh_object_size_threshold().unwrap(), 85_000);
+        fake.state().heap.loh_threshold = Some(0x30000);
+        assert_eq!(info.handle().loh_object_size_threshold().unwrap(), 196_608);
+
+        let old = FakeRuntime::with_info_version(9);
+        // SAFETY: as above.
+        let info = unsafe { old.profiler_info() };
+        unsupported(
+            info.loh_object_size_threshold().unwrap_err(),
+            10,
+            "ICorProfilerInfo10::",
+        );
+        assert_eq!(old.call_count("GetLOHObjectSizeThreshold"), 0);
+    }
+
+    #[test]
+    fn object_references_need_a_gc_blocked_scope() {
+        let fake = FakeRuntime::with_info_version(10);
+        fake.state().objects.insert(0x100, FakeObject::default());
+        // A null entry is dropped by the SDK.
+        fake.state()
+            .heap
+            .references
+            .insert(0x100, vec![0x200, 0, 0x300, 0x400]);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let callback = unsafe { fake.profiler_info() };
+        assert!(matches!(
+            callback.object_references(o),
+            Err(Error::GcMayRun { .. })
+        ));
+        assert_eq!(fake.call_count("EnumerateObjectReferences"), 0);
+
+        // SAFETY: as above.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let refs: Vec<usize> = info
+            .object_references(o)
+            .unwrap()
+            .iter()
+            .map(|r| r.as_sys())
+            .collect();
+        assert_eq!(refs, vec![0x200, 0x300, 0x400]);
+        // The closure stops the walk.
+        let mut seen = Vec::new();
+        info.object_references_with(o, |r| {
+            seen.push(r.as_sys());
+            seen.len() < 2
+        })
+        .unwrap();
+        assert_eq!(seen, vec![0x200, 0x300]);
+        // A panic stops it too and comes back as an error.
+        let mut visits = 0;
+        let e = info
+            .object_references_with(o, |_| {
+                visits += 1;
+                panic!("in the closure")
+            })
+            .unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e:?}");
+        assert_eq!(visits, 1);
+        // An object the runtime refuses.
+        fake_ids!(fake; unknown = object_id(0x999));
+        assert_eq!(
+            info.object_references(unknown).unwrap_err().name(),
+            Some("E_INVALIDARG")
+        );
+    }
+
+    #[test]
+    fn frozen_objects() {
+        let fake = FakeRuntime::with_info_version(10);
+        fake.state().objects.insert(0x100, FakeObject::default());
+        fake.state().objects.insert(0x200, FakeObject::default());
+        fake.state().heap.frozen.insert(0x200);
+        fake_ids!(fake; plain = object_id(0x100), literal = object_id(0x200));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        assert!(!info.is_frozen_object(plain).unwrap());
+        assert!(info.is_frozen_object(literal).unwrap());
+    }
+
+    #[test]
+    fn non_gc_heap_bounds_and_objects() {
+        let fake = FakeRuntime::with_info_version(14);
+        // More segments than the stack buffer holds.
+        fake.state().heap.non_gc_ranges = (0..20)
+            .map(|i| (0x10_0000 * (i + 1), 0x1000, 0x4000))
+            .collect();
+        fake.state().heap.non_gc_objects = vec![0x10_0010, 0x10_0040];
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        let bounds = info.non_gc_heap_bounds().unwrap();
+        assert_eq!(bounds.len(), 20);
+        assert_eq!(
+            bounds[0],
+            NonGcHeapRange {
+                start: RawObjectId(0x10_0000),
+                len: 0x1000,
+                reserved_len: 0x4000
+            }
+        );
+        assert!(bounds[0].contains(RawObjectId(0x10_0fff)));
+        assert!(!bounds[0].contains(RawObjectId(0x10_1000)));
+        // Typed in a scope where a GC may run: these objects never move.
+        let objects: Vec<usize> = info
+            .enum_non_gc_objects()
+            .unwrap()
+            .map(|o| o.unwrap().as_sys())
+            .collect();
+        assert_eq!(objects, vec![0x10_0010, 0x10_0040]);
+        assert_eq!(fake.live_enumerators(), 0);
+
+        let old = FakeRuntime::with_info_version(13);
+        // SAFETY: as above.
+        let info = unsafe { old.profiler_info() };
+        unsupported(
+            info.non_gc_heap_bounds().unwrap_err(),
+            14,
+            "ICorProfilerInfo14::",
+        );
+        unsupported(
+            info.enum_non_gc_objects().map(|_| ()).unwrap_err(),
+            14,
+            "ICorProfilerInfo14::",
+        );
+    }
+
+    #[test]
+    fn gc_heap_walk_where_the_runtime_has_info15() {
+        let fake = FakeRuntime::with_info_version(15);
+        fake.state().heap.gc_heap = vec![0x10, 0x20, 0x30];
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        let mut seen = Vec::new();
+        info.enumerate_gc_heap_objects(|o| {
+            seen.push(o.as_sys());
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, vec![0x10, 0x20, 0x30]);
+        let mut first = 0;
+        info.enumerate_gc_heap_objects(|_| {
+            first += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(first, 1);
+
+        // .NET 8 has Info14: the walk is Unsupported, naming Info15.
+        let net8 = FakeRuntime::with_info_version(14);
+        // SAFETY: as above.
+        let info = unsafe { net8.profiler_info() };
+        unsupported(
+            info.enumerate_gc_heap_objects(|_| true).unwrap_err(),
+            15,
+            "ICorProfilerInfo15::",
+        );
+    }
+}

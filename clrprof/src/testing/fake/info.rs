@@ -11,7 +11,7 @@ use core::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 use windows_core::{implement, Interface};
 
-#[implement(ICorProfilerInfo3)]
+#[implement(ICorProfilerInfo15)]
 pub(crate) struct FakeInfo {
     pub(crate) state: Arc<Mutex<FakeState>>,
 }

@@ -33,17 +33,19 @@
 //!   `GetFunctionInfo2` report the number of elements written (the count
 //!   only when asked with no buffer); metadata names are
 //!   truncated with `CLDB_S_TRUNCATION`.
-//! - Methods the fake does not implement, and Info4+ (`QueryInterface` fails),
-//!   answer `E_NOTIMPL`; so does every method CoreCLR leaves unimplemented
+//! - It offers Info3 unless made with [`FakeRuntime::with_info_version`];
+//!   methods the fake does not implement answer `E_NOTIMPL`; so does every method CoreCLR leaves unimplemented
 //!   (`SetFunctionReJIT`, `GetContextStaticAddress`, in-proc debugging).
 
 #![allow(non_snake_case, unused_variables, clippy::too_many_arguments)]
 
 mod info;
 mod metadata;
+mod newer;
 pub(crate) mod objects;
 
 pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
+pub use newer::{FakeEpConfig, FakeEpEvent, FakeEpWrite, FakeEventPipe, FakeHeap};
 
 use crate::error::KnownHresult;
 use crate::ids::*;
@@ -269,11 +271,15 @@ pub struct FakeState {
     pub il_bodies_set: Vec<(usize, u32, Vec<u8>)>,
     /// Maps given to `SetILInstrumentedCodeMap`.
     pub il_maps_set: Vec<(usize, bool, Vec<sys::COR_IL_MAP>)>,
+    /// The heap and GC handles (Info10, 13, 14, 15).
+    pub heap: FakeHeap,
+    /// EventPipe (Info12, 14).
+    pub eventpipe: FakeEventPipe,
     hook: Option<CallHook>,
     /// Memory the fake handed out and keeps alive while it lives.
     keep_alive: Vec<Arc<[u8]>>,
     allocations: Vec<Box<[u8]>>,
-    live_enumerators: Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) live_enumerators: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeState {
@@ -294,6 +300,8 @@ impl FakeState {
 #[derive(Clone)]
 pub struct FakeRuntime {
     state: Arc<Mutex<FakeState>>,
+    /// The highest Info version it offers.
+    version: u8,
     /// The handles scopes borrow: as loaded at startup, and by attach.
     handles: [std::sync::OnceLock<RuntimeHandle>; 2],
 }
@@ -314,7 +322,19 @@ impl FakeRuntime {
         };
         FakeRuntime {
             state: Arc::new(Mutex::new(state)),
+            version: 3,
             handles: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
+        }
+    }
+
+    /// A fake that offers `ICorProfilerInfo` … `ICorProfilerInfo{version}`
+    /// (at most 15): [`new`](Self::new) offers Info3. Of Info4 and later it
+    /// implements the heap, GC-handle and EventPipe methods (see
+    /// [`FakeHeap`], [`FakeEventPipe`]); the others answer `E_NOTIMPL`.
+    pub fn with_info_version(version: u8) -> Self {
+        FakeRuntime {
+            version: version.clamp(1, 15),
+            ..Self::new()
         }
     }
 
@@ -426,10 +446,10 @@ impl FakeRuntime {
     fn handle_with(&self, attached: bool) -> &RuntimeHandle {
         self.state().attached = attached;
         self.handles[attached as usize].get_or_init(|| {
-            // SAFETY: the fake implements ICorProfilerInfo3 and its bases; it
+            // SAFETY: the fake implements ICorProfilerInfo15 and its bases; it
             // never dereferences the IDs passed to it.
             match unsafe { RuntimeHandle::from_unknown(&self.unknown(), attached) } {
-                Ok(info) => info,
+                Ok(info) => info.limit_version(self.version),
                 Err(e) => panic!("the fake always answers QueryInterface(ICorProfilerInfo): {e}"),
             }
         })
