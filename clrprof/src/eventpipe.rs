@@ -419,7 +419,7 @@ fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
         // The runtime calls a buffer of exactly the name's size (NUL
         // included) short as well; ask for one more unit then.
         if hr.0 == short && *needed >= cap {
-            *needed = cap + 1;
+            *needed = (*needed).max(cap.saturating_add(1));
         }
         hr
     })
@@ -969,5 +969,427 @@ impl EventPipeEvent<'_> {
             }
         }
         P::decode(self.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload::{Char16, FileTime};
+    use super::*;
+    use crate::testing::fake::FakeRuntime;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn handle(fake: &FakeRuntime) -> RuntimeHandle {
+        // SAFETY: the fake describes no memory the SDK reads.
+        unsafe { fake.runtime_handle(false) }
+    }
+
+    #[test]
+    fn providers_events_and_writes() {
+        let fake = FakeRuntime::with_info_version(12);
+        let rt = handle(&fake);
+        let provider = rt.event_pipe_create_provider("My-Provider").unwrap();
+        assert_eq!(provider.name(), "My-Provider");
+        assert_eq!(provider.name_from_runtime().unwrap(), "My-Provider");
+        let mut spec = EventSpec::new("Sample", 3);
+        spec.level = Level::Verbose;
+        spec.keywords = 0x40;
+        let event = provider
+            .define_event::<(i32, String, Vec<u16>, bool)>(&spec, &["a", "b", "c", "d"])
+            .unwrap();
+        {
+            let st = fake.state();
+            let def = st.eventpipe.events.values().next().unwrap().clone();
+            assert_eq!(def.name, "Sample");
+            assert_eq!((def.id, def.keywords, def.level), (3, 0x40, 5));
+            assert_eq!(
+                def.params,
+                vec![
+                    (sys::COR_PRF_EVENTPIPE_INT32, 0, "a".to_string()),
+                    (sys::COR_PRF_EVENTPIPE_STRING, 0, "b".to_string()),
+                    (
+                        sys::COR_PRF_EVENTPIPE_ARRAY,
+                        sys::COR_PRF_EVENTPIPE_UINT16,
+                        "c".to_string()
+                    ),
+                    (sys::COR_PRF_EVENTPIPE_BOOLEAN, 0, "d".to_string()),
+                ]
+            );
+        }
+        // One name per field, checked before the runtime is asked.
+        let calls = fake.call_count("EventPipeDefineEvent");
+        assert!(matches!(
+            provider.define_event::<(i32, String)>(&spec, &["only one"]),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(fake.call_count("EventPipeDefineEvent"), calls);
+
+        let activity = GUID::from_u128(0x1234);
+        event.write((-7, "hé", &[1, 2][..], true)).unwrap();
+        event
+            .write_with_activity((1, "", &[][..], false), Some(&activity), None)
+            .unwrap();
+        let st = fake.state();
+        let w = &st.eventpipe.written;
+        assert_eq!(w.len(), 2);
+        let mut want = (-7i32).to_le_bytes().to_vec();
+        want.extend_from_slice(&[b'h', 0, 0xE9, 0, 0, 0]);
+        want.extend_from_slice(&[2, 0, 1, 0, 2, 0]);
+        want.extend_from_slice(&[1, 0, 0, 0]);
+        assert_eq!(w[0].data, want);
+        assert_eq!((w[0].activity, w[1].activity), (None, Some(activity)));
+        assert_eq!(
+            (&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][..], w[1].data.len()),
+            (&w[1].data[..12], 12)
+        );
+    }
+
+    #[test]
+    fn provider_names_of_every_length() {
+        let fake = FakeRuntime::with_info_version(12);
+        let rt = handle(&fake);
+        // 255 characters and the NUL fill the stack buffer exactly, which
+        // the runtime calls short.
+        for len in [1usize, 254, 255, 256, 600] {
+            let name = "p".repeat(len);
+            let provider = rt.event_pipe_create_provider(&name).unwrap();
+            assert_eq!(
+                provider.name_from_runtime().map_err(|e| (len, e)),
+                Ok(name),
+                "length {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn sessions_start_add_and_stop_once() {
+        let fake = FakeRuntime::with_info_version(12);
+        let rt = handle(&fake);
+        let mut config = ProviderConfig::new("A", 0xF0, Level::Warning);
+        config.filter = Some("k=v");
+        let session = rt.event_pipe_start_session(&[config], true).unwrap();
+        session
+            .add_provider(&ProviderConfig::new("B", 1, Level::Verbose))
+            .unwrap();
+        assert_eq!(
+            fake.state().eventpipe.sessions[&session.id()],
+            vec![
+                ("A".to_string(), 0xF0, 3, Some("k=v".to_string())),
+                ("B".to_string(), 1, 5, None)
+            ]
+        );
+        assert_eq!(fake.calls_of("EventPipeStartSession")[0].args, vec![1, 1]);
+        let id = session.id();
+        session.stop().unwrap();
+        let dropped = rt
+            .event_pipe_start_session(&[ProviderConfig::new("C", 1, Level::Error)], false)
+            .unwrap();
+        let dropped_id = dropped.id();
+        drop(dropped);
+        assert_eq!(fake.state().eventpipe.stopped, vec![id, dropped_id]);
+        assert_eq!(fake.call_count("EventPipeStopSession"), 2);
+    }
+
+    #[test]
+    fn provider_callbacks_see_enable_and_disable() {
+        let fake = FakeRuntime::with_info_version(14);
+        let rt = handle(&fake);
+        let seen: Arc<std::sync::Mutex<Vec<(bool, u8, u64)>>> = Default::default();
+        let s = seen.clone();
+        let provider = rt
+            .event_pipe_create_provider_with_callback("Cb-Provider", move |e| {
+                s.lock()
+                    .unwrap()
+                    .push((e.enabled, e.level, e.match_any_keywords))
+            })
+            .unwrap();
+        assert_eq!(provider.name_from_runtime().unwrap(), "Cb-Provider");
+        let session = rt
+            .event_pipe_start_session(
+                &[ProviderConfig::new(
+                    "Cb-Provider",
+                    0x30,
+                    Level::Informational,
+                )],
+                false,
+            )
+            .unwrap();
+        drop(session);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(true, 4, 0x30), (false, 4, 0x30)]
+        );
+    }
+
+    #[test]
+    fn a_panicking_provider_callback_is_contained() {
+        let fake = FakeRuntime::with_info_version(14);
+        let rt = handle(&fake);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        rt.event_pipe_create_provider_with_callback("Panicky", move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+            panic!("in a provider callback")
+        })
+        .unwrap();
+        let session = rt
+            .event_pipe_start_session(&[ProviderConfig::new("Panicky", 1, Level::Verbose)], false)
+            .unwrap();
+        session.stop().unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn newer_methods_are_unsupported_on_older_runtimes() {
+        let net31 = FakeRuntime::with_info_version(11);
+        let rt = handle(&net31);
+        for e in [
+            rt.event_pipe_create_provider("x").map(|_| ()).unwrap_err(),
+            rt.event_pipe_start_session(&[], false)
+                .map(|_| ())
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    e,
+                    Error::Unsupported {
+                        needs: 12,
+                        has: 11,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
+        let net7 = FakeRuntime::with_info_version(13);
+        let e = handle(&net7)
+            .event_pipe_create_provider_with_callback("x", |_| {})
+            .unwrap_err();
+        match e {
+            Error::Unsupported {
+                needs: 14, call, ..
+            } => {
+                assert_eq!(call, "ICorProfilerInfo14::EventPipeCreateProvider2")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_write_or_stop_after_the_runtime_retired() {
+        let fake = FakeRuntime::with_info_version(12);
+        let rt = handle(&fake);
+        let event = rt
+            .event_pipe_create_provider("P")
+            .unwrap()
+            .define_event::<()>(&EventSpec::new("E", 1), &[])
+            .unwrap();
+        let session = rt
+            .event_pipe_start_session(&[ProviderConfig::new("P", 1, Level::Verbose)], false)
+            .unwrap();
+        event.write(()).unwrap();
+        rt.retire();
+        let e = event.write(()).unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
+        drop(session);
+        assert_eq!(fake.call_count("EventPipeWriteEvent"), 1);
+        assert_eq!(fake.call_count("EventPipeStopSession"), 0);
+    }
+
+    /// A metadata blob as the runtime's generator writes it.
+    fn metadata(id: u32, name: &str, params: &[(u32, &str)], v2: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&id.to_le_bytes());
+        for u in name.encode_utf16().chain(Some(0)) {
+            b.extend_from_slice(&u.to_le_bytes());
+        }
+        b.extend_from_slice(&0x10u64.to_le_bytes());
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&5u32.to_le_bytes());
+        b.extend_from_slice(&(params.len() as u32).to_le_bytes());
+        for (ty, n) in params {
+            b.extend_from_slice(&ty.to_le_bytes());
+            for u in n.encode_utf16().chain(Some(0)) {
+                b.extend_from_slice(&u.to_le_bytes());
+            }
+        }
+        b.extend_from_slice(v2);
+        b
+    }
+
+    fn event<'a>(metadata: &'a [u8], data: &'a [u8]) -> EventPipeEvent<'a> {
+        EventPipeEvent {
+            // SAFETY: never passed to a runtime.
+            provider: unsafe { ProviderRef::from_sys(0x10) },
+            event_id: 7,
+            event_version: 2,
+            metadata,
+            data,
+            activity_id: None,
+            related_activity_id: None,
+            thread: RawThreadId(0),
+            stack: &[],
+        }
+    }
+
+    #[test]
+    fn metadata_v1_and_v2_decode_payloads() {
+        // V1 fields, then a V2 opcode tag.
+        let blob = metadata(
+            7,
+            "Sample",
+            &[
+                (sys::COR_PRF_EVENTPIPE_INT32, "count"),
+                (sys::COR_PRF_EVENTPIPE_STRING, "text"),
+            ],
+            &[1, 0, 0, 0, 1, 9],
+        );
+        let meta = EventMetadata::parse(&blob).unwrap();
+        assert_eq!(
+            (
+                meta.id,
+                meta.name.as_str(),
+                meta.keywords,
+                meta.version,
+                meta.level,
+                meta.opcode
+            ),
+            (7, "Sample", 0x10, 2, 5, 9)
+        );
+        let mut data = Vec::new();
+        <(i32, String) as Payload>::encode(&(42, "ok"), &mut data);
+        let e = event(&blob, &data);
+        assert_eq!(
+            e.values().unwrap(),
+            vec![
+                ("count".to_string(), Value::Int32(42)),
+                ("text".to_string(), Value::String("ok".into()))
+            ]
+        );
+        assert_eq!(e.decode::<(i32, String)>().unwrap(), (42, "ok".to_string()));
+        assert!(matches!(
+            e.decode::<(u32, String)>(),
+            Err(Error::Malformed(_))
+        ));
+
+        // V2 parameters: an array and a nested object.
+        let mut v2 = Vec::new();
+        let mut params = Vec::new();
+        params.extend_from_slice(&2u32.to_le_bytes());
+        let field = |name: &str, ty: &[u32]| {
+            let mut f = Vec::new();
+            for u in name.encode_utf16().chain(Some(0)) {
+                f.extend_from_slice(&u.to_le_bytes());
+            }
+            for t in ty {
+                f.extend_from_slice(&t.to_le_bytes());
+            }
+            let mut out = ((f.len() + 4) as u32).to_le_bytes().to_vec();
+            out.extend_from_slice(&f);
+            out
+        };
+        params.extend(field(
+            "values",
+            &[sys::COR_PRF_EVENTPIPE_ARRAY, sys::COR_PRF_EVENTPIPE_INT16],
+        ));
+        let mut obj = field("pair", &[sys::COR_PRF_EVENTPIPE_OBJECT, 2]);
+        obj.extend(field("k", &[sys::COR_PRF_EVENTPIPE_STRING]));
+        obj.extend(field("v", &[sys::COR_PRF_EVENTPIPE_BYTE]));
+        params.extend(obj);
+        v2.extend_from_slice(&(params.len() as u32).to_le_bytes());
+        v2.push(2);
+        v2.extend(params);
+        let blob = metadata(8, "Arrays", &[], &v2);
+        let mut data = vec![3, 0, 1, 0, 2, 0, 0xFF, 0xFF];
+        data.extend_from_slice(&[b'k', 0, 0, 0, 7]);
+        let values = event(&blob, &data).values().unwrap();
+        assert_eq!(
+            values,
+            vec![
+                (
+                    "values".to_string(),
+                    Value::Array(vec![Value::Int16(1), Value::Int16(2), Value::Int16(-1)])
+                ),
+                (
+                    "pair".to_string(),
+                    Value::Object(vec![
+                        ("k".to_string(), Value::String("k".into())),
+                        ("v".to_string(), Value::Byte(7))
+                    ])
+                )
+            ]
+        );
+        // Truncated data is an error, never a read past the end.
+        assert!(event(&blob, &data[..data.len() - 1]).values().is_err());
+    }
+
+    #[test]
+    fn native_events_have_metadata_without_fields() {
+        let blob = metadata(1, "", &[], &[]);
+        let e = event(&blob, &[1, 0, 0, 0]);
+        let msg = e.values().unwrap_err().to_string();
+        assert!(msg.contains("manifest"), "{msg}");
+        assert!(EventMetadata::parse(&[]).is_err());
+        // Garbage is refused, not followed.
+        assert!(EventMetadata::parse(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn every_field_type_round_trips() {
+        type All = (bool, Char16, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64);
+        type More = (FileTime, GUID, String, Vec<f64>, Vec<bool>);
+        let all: All = (
+            true,
+            Char16(0x263A),
+            -1,
+            255,
+            -300,
+            60000,
+            -70000,
+            4_000_000_000,
+            i64::MIN,
+            u64::MAX,
+            1.5,
+            -2.25,
+        );
+        let mut bytes = Vec::new();
+        All::encode(&all, &mut bytes);
+        assert_eq!(bytes.len(), 4 + 2 + 1 + 1 + 2 + 2 + 4 + 4 + 8 + 8 + 4 + 8);
+        assert_eq!(All::decode(&bytes).unwrap(), all);
+        let g = GUID::from_u128(0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF);
+        let more: More = (
+            FileTime(42),
+            g,
+            "𝄞 clef".into(),
+            vec![0.5, -0.5],
+            vec![true, false],
+        );
+        let mut bytes = Vec::new();
+        More::encode(
+            &(more.0, more.1, more.2.as_str(), &more.3[..], &more.4[..]),
+            &mut bytes,
+        );
+        assert_eq!(More::decode(&bytes).unwrap(), more);
+        // Bytes left over are an error.
+        bytes.push(0);
+        assert!(More::decode(&bytes).is_err());
+        assert_eq!(
+            <More as Payload>::TYPES,
+            &[
+                FieldType::DateTime,
+                FieldType::Guid,
+                FieldType::String,
+                FieldType::Array(payload::ElementType::Double),
+                FieldType::Array(payload::ElementType::Boolean),
+            ]
+        );
+    }
+
+    #[test]
+    fn values_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<Provider>();
+        check::<Event<(i32, String)>>();
+        check::<Session>();
     }
 }

@@ -285,8 +285,8 @@ impl ReJitThread {
             .map(|_| ())
     }
 
-    /// Requests `RequestReJITWithInliners` (Info10) of `methods` on the
-    /// thread and waits for the runtime's answer: the methods and every
+    /// `RequestReJITWithInliners` (Info10) of `methods`, made on the
+    /// thread, waiting for the runtime's answer: the methods and every
     /// method compiled with one of them inlined are re-JITted with the IL
     /// the profiler supplies in `GetReJITParameters`. Where it may wait:
     /// as for [`request_rejit`](Self::request_rejit). On a runtime without
@@ -327,5 +327,56 @@ impl ReJitThread {
 impl Drop for ReJitThread {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeRuntime};
+
+    #[test]
+    fn rejit_with_inliners_goes_through_the_thread() {
+        let fake = FakeRuntime::with_info_version(10);
+        // SAFETY: the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        thread
+            .request_rejit_with_inliners(
+                ReJitFlags::BLOCK_INLINING | ReJitFlags::INLINING_CALLBACKS,
+                &[(m, MdMethodDef(0x0600_0001)), (m, MdMethodDef(0x0600_0002))],
+            )
+            .unwrap();
+        thread.stop();
+        assert_eq!(
+            fake.calls_of("RequestReJITWithInliners")[0].args,
+            vec![0x3, 2, 0x2000, 0x0600_0001, 0x2000, 0x0600_0002]
+        );
+        assert!(matches!(
+            thread.request_rejit_with_inliners(ReJitFlags::empty(), &[(m, MdMethodDef(1))]),
+            Err(Error::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn rejit_with_inliners_needs_info10() {
+        let fake = FakeRuntime::with_info_version(9);
+        // SAFETY: the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        let e = thread
+            .request_rejit_with_inliners(ReJitFlags::BLOCK_INLINING, &[(m, MdMethodDef(1))])
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { needs: 10, has: 9, call } if call == "ICorProfilerInfo10::RequestReJITWithInliners"),
+            "{e:?}"
+        );
+        // SAFETY: as above; no modules are involved.
+        assert!(matches!(
+            unsafe { info.request_rejit_with_inliners_raw(ReJitFlags::empty(), &[]) },
+            Err(Error::Unsupported { .. })
+        ));
     }
 }
