@@ -64,7 +64,7 @@ use crate::ids::RawThreadId;
 use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
-use payload::{FieldType, Payload, Reader, Value};
+use payload::{EventValue, FieldType, Payload, Reader};
 use std::sync::Arc;
 use windows_core::GUID;
 
@@ -928,7 +928,7 @@ impl EventPipeEvent<'_> {
     /// The payload decoded by the event's own metadata: each field's name
     /// and value, in order. [`Error::Malformed`] for events without metadata
     /// (the runtime's native events) or data that does not match it.
-    pub fn values(&self) -> Result<Vec<(String, Value)>> {
+    pub fn values(&self) -> Result<Vec<(String, EventValue)>> {
         let meta = self.parse_metadata()?;
         if meta.fields.is_empty() && !self.data.is_empty() {
             return Err(Error::Malformed(format!(
@@ -1262,8 +1262,8 @@ mod tests {
         assert_eq!(
             e.values().unwrap(),
             vec![
-                ("count".to_string(), Value::Int32(42)),
-                ("text".to_string(), Value::String("ok".into()))
+                ("count".to_string(), EventValue::Int32(42)),
+                ("text".to_string(), EventValue::String("ok".into()))
             ]
         );
         assert_eq!(e.decode::<(i32, String)>().unwrap(), (42, "ok".to_string()));
@@ -1308,13 +1308,17 @@ mod tests {
             vec![
                 (
                     "values".to_string(),
-                    Value::Array(vec![Value::Int16(1), Value::Int16(2), Value::Int16(-1)])
+                    EventValue::Array(vec![
+                        EventValue::Int16(1),
+                        EventValue::Int16(2),
+                        EventValue::Int16(-1)
+                    ])
                 ),
                 (
                     "pair".to_string(),
-                    Value::Object(vec![
-                        ("k".to_string(), Value::String("k".into())),
-                        ("v".to_string(), Value::Byte(7))
+                    EventValue::Object(vec![
+                        ("k".to_string(), EventValue::String("k".into())),
+                        ("v".to_string(), EventValue::Byte(7))
                     ])
                 )
             ]

@@ -192,7 +192,7 @@ pub struct FileTime(pub u64);
 
 /// A decoded field value (see [`super::EventPipeEvent::values`]).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub enum EventValue {
     /// `Boolean`.
     Boolean(bool),
     /// `Char`.
@@ -226,9 +226,9 @@ pub enum Value {
     /// `String`.
     String(String),
     /// `Array`.
-    Array(Vec<Value>),
+    Array(Vec<EventValue>),
     /// `Object`: its fields by name, in order.
-    Object(Vec<(String, Value)>),
+    Object(Vec<(String, EventValue)>),
 }
 
 /// Reads little-endian values off the front of an EventPipe payload or
@@ -520,26 +520,26 @@ tuple_payloads! {
 }
 
 /// Decodes one value of type `ty` (with `fields` for an `Object`).
-pub(crate) fn decode_value(reader: &mut Reader<'_>, ty: &super::TypeDesc) -> Result<Value> {
+pub(crate) fn decode_value(reader: &mut Reader<'_>, ty: &super::TypeDesc) -> Result<EventValue> {
     use super::TypeDesc;
     Ok(match ty {
         TypeDesc::Scalar(t) => match t {
-            FieldType::Boolean => Value::Boolean(bool::decode(reader)?),
-            FieldType::Char => Value::Char(Char16::decode(reader)?),
-            FieldType::SByte => Value::SByte(i8::decode(reader)?),
-            FieldType::Byte => Value::Byte(u8::decode(reader)?),
-            FieldType::Int16 => Value::Int16(i16::decode(reader)?),
-            FieldType::UInt16 => Value::UInt16(u16::decode(reader)?),
-            FieldType::Int32 => Value::Int32(i32::decode(reader)?),
-            FieldType::UInt32 => Value::UInt32(u32::decode(reader)?),
-            FieldType::Int64 => Value::Int64(i64::decode(reader)?),
-            FieldType::UInt64 => Value::UInt64(u64::decode(reader)?),
-            FieldType::Single => Value::Single(f32::decode(reader)?),
-            FieldType::Double => Value::Double(f64::decode(reader)?),
-            FieldType::Decimal => Value::Decimal(reader.array()?),
-            FieldType::DateTime => Value::DateTime(FileTime::decode(reader)?),
-            FieldType::Guid => Value::Guid(reader.guid()?),
-            FieldType::String => Value::String(reader.utf16z()?),
+            FieldType::Boolean => EventValue::Boolean(bool::decode(reader)?),
+            FieldType::Char => EventValue::Char(Char16::decode(reader)?),
+            FieldType::SByte => EventValue::SByte(i8::decode(reader)?),
+            FieldType::Byte => EventValue::Byte(u8::decode(reader)?),
+            FieldType::Int16 => EventValue::Int16(i16::decode(reader)?),
+            FieldType::UInt16 => EventValue::UInt16(u16::decode(reader)?),
+            FieldType::Int32 => EventValue::Int32(i32::decode(reader)?),
+            FieldType::UInt32 => EventValue::UInt32(u32::decode(reader)?),
+            FieldType::Int64 => EventValue::Int64(i64::decode(reader)?),
+            FieldType::UInt64 => EventValue::UInt64(u64::decode(reader)?),
+            FieldType::Single => EventValue::Single(f32::decode(reader)?),
+            FieldType::Double => EventValue::Double(f64::decode(reader)?),
+            FieldType::Decimal => EventValue::Decimal(reader.array()?),
+            FieldType::DateTime => EventValue::DateTime(FileTime::decode(reader)?),
+            FieldType::Guid => EventValue::Guid(reader.guid()?),
+            FieldType::String => EventValue::String(reader.utf16z()?),
             FieldType::Object | FieldType::Array(_) => {
                 return Err(Error::Malformed(format!(
                     "EventPipe metadata: {t:?} described as a scalar"
@@ -552,14 +552,14 @@ pub(crate) fn decode_value(reader: &mut Reader<'_>, ty: &super::TypeDesc) -> Res
             for _ in 0..n {
                 items.push(decode_value(reader, element)?);
             }
-            Value::Array(items)
+            EventValue::Array(items)
         }
         TypeDesc::Object(fields) => {
             let mut out = Vec::with_capacity(fields.len());
             for f in fields {
                 out.push((f.name.clone(), decode_value(reader, &f.ty)?));
             }
-            Value::Object(out)
+            EventValue::Object(out)
         }
     })
 }
