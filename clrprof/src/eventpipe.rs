@@ -308,9 +308,9 @@ impl RuntimeHandle {
         let i12 = self.raw_info12(CALL)?;
         let wide = to_wide(name);
         let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        // SAFETY: `wide` is NUL-terminated and outlives the call (the runtime
-        // copies the name); valid out pointer.
         check(
+            // SAFETY: `wide` is NUL-terminated and outlives the call (the runtime
+            // copies the name); valid out pointer.
             unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
             CALL,
         )?;
@@ -384,10 +384,10 @@ impl RuntimeHandle {
         let n =
             u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
         let mut id: sys::EVENTPIPE_SESSION = 0;
-        // SAFETY: `raw` holds `n` configurations whose strings live in
-        // `wide` until after the call (the runtime converts and copies
-        // them); valid out pointer.
         check(
+            // SAFETY: `raw` holds `n` configurations whose strings live in
+            // `wide` until after the call (the runtime converts and copies
+            // them); valid out pointer.
             unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
             CALL,
         )?;
@@ -473,11 +473,11 @@ impl Provider {
             .collect();
         let event_name = to_wide(spec.name);
         let mut raw: sys::EVENTPIPE_EVENT = 0;
-        // SAFETY: `self.raw` is a provider of this runtime, alive as long as
-        // the runtime; every string is NUL-terminated and, like `params`
-        // (`params.len()` entries), outlives the call (the runtime builds
-        // the event's metadata from them during it); valid out pointer.
         check(
+            // SAFETY: `self.raw` is a provider of this runtime, alive as long as
+            // the runtime; every string is NUL-terminated and, like `params`
+            // (`params.len()` entries), outlives the call (the runtime builds
+            // the event's metadata from them during it); valid out pointer.
             unsafe {
                 i12.EventPipeDefineEvent(
                     self.raw,
@@ -546,11 +546,11 @@ impl<P: Payload> Event<P> {
         };
         let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
         let outcome = self.runtime.while_live(|| {
-            // SAFETY: `self.raw` is an event of this runtime (alive as long
-            // as it), which still takes calls (`while_live`); `data` points
-            // to `bytes`, both alive for the call (the runtime copies the
-            // payload); the activity IDs are null or valid GUIDs.
             check(
+                // SAFETY: `self.raw` is an event of this runtime (alive as long
+                // as it), which still takes calls (`while_live`); `data` points
+                // to `bytes`, both alive for the call (the runtime copies the
+                // payload); the activity IDs are null or valid GUIDs.
                 unsafe {
                     i12.EventPipeWriteEvent(
                         self.raw,
@@ -588,10 +588,10 @@ impl Session {
         const CALL: &str = "ICorProfilerInfo12::EventPipeAddProviderToSession";
         let i12 = self.runtime.raw_info12(CALL)?;
         let wide = WideConfig::new(config);
-        // SAFETY: `self.id` is a running session of this runtime (only
-        // `stop` / drop end it); the configuration's strings live in `wide`
-        // until after the call.
         check(
+            // SAFETY: `self.id` is a running session of this runtime (only
+            // `stop` / drop end it); the configuration's strings live in `wide`
+            // until after the call.
             unsafe { i12.EventPipeAddProviderToSession(self.id, wide.raw()) },
             CALL,
         )

@@ -130,8 +130,8 @@ impl RuntimeHandle {
         const CALL: &str = "ICorProfilerInfo10::GetLOHObjectSizeThreshold";
         let i10 = self.raw_info10(CALL)?;
         let mut threshold = 0u32;
-        // SAFETY: valid out pointer.
         check(
+            // SAFETY: valid out pointer.
             unsafe { i10.GetLOHObjectSizeThreshold(&mut threshold) },
             CALL,
         )?;
@@ -224,8 +224,8 @@ impl<'s> ProfilerInfo<'s> {
         const CALL: &str = "ICorProfilerInfo10::IsFrozenObject";
         let i10 = self.raw_info10(CALL)?;
         let mut frozen: sys::BOOL = 0;
-        // SAFETY: `object` is valid (typed ID); valid out pointer.
         check(
+            // SAFETY: `object` is valid (typed ID); valid out pointer.
             unsafe { i10.IsFrozenObject(object.as_sys(), &mut frozen) },
             CALL,
         )?;
