@@ -482,8 +482,12 @@ impl RuntimeHandle {
         }
     }
 
-    /// `false` once the SDK retired the runtime (see
-    /// [`while_live`](Self::while_live)).
+    /// `false` once the runtime stopped taking calls from this profiler: at
+    /// the end of `Shutdown` (after which the runtime forbids Info calls),
+    /// of `ProfilerDetachSucceeded`, or when it released the profiler.
+    /// Values that call the runtime when dropped
+    /// ([`GcHandle`](crate::handles::GcHandle), an EventPipe
+    /// [`Session`](crate::eventpipe::Session)) make no call from then on.
     pub fn is_live(&self) -> bool {
         self.inner.live.load(Ordering::SeqCst)
     }
