@@ -407,7 +407,7 @@ impl<'s> ProfilerInfo<'s> {
     }
 }
 
-/// `EventPipeGetProviderInfo` for a provider known valid.
+/// The name of a provider known valid (by `EventPipeGetProviderInfo`).
 fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     const CALL: &str = "ICorProfilerInfo12::EventPipeGetProviderInfo";
     let i12 = runtime.raw_info12(CALL)?;

@@ -119,7 +119,7 @@ impl GcHandle {
         self.raw
     }
 
-    /// `GetObjectIDFromHandle`, as a raw number.
+    /// The handle's object as a raw number (by `GetObjectIDFromHandle`).
     fn target(&self, call: &'static str) -> Result<usize> {
         let i13 = self.runtime.raw_info13(call)?;
         let mut object: sys::ObjectID = 0;
