@@ -54,7 +54,10 @@
 //!
 //! After the runtime shut down (or detached the profiler), writes and
 //! session stops make no call ([`Error::Refused`] for writes; a dropped
-//! session is left to the runtime).
+//! session is left to the runtime). A detach is refused
+//! ([`Error::Refused`]) once a provider was created with a callback (the
+//! runtime keeps calling it, and a detached library is unloaded) and while
+//! a session the profiler started runs.
 
 pub mod payload;
 
@@ -350,6 +353,9 @@ impl RuntimeHandle {
             callbacks::release(slot);
             return Err(e);
         }
+        // The runtime keeps the callback's address for the provider's
+        // lifetime (its own): this runtime must never detach the library.
+        self.pin_library();
         self.provider(raw, name, CALL)
     }
 
@@ -391,6 +397,9 @@ impl RuntimeHandle {
             unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
             CALL,
         )?;
+        // The session delivers to this library's callbacks: no detach
+        // until it is stopped.
+        self.pin_library();
         Ok(Session {
             runtime: self.clone(),
             id,
@@ -598,7 +607,11 @@ impl Session {
     }
 
     /// `EventPipeStopSession` (Info12): stops the session (with rundown
-    /// events first, if it was started with them).
+    /// events first, if it was started with them). The runtime may wait
+    /// here (it disables the session's providers, calling their callbacks):
+    /// stop a session from a callback that may block (`Shutdown`,
+    /// `JITCompilationStarted`, ...) or a thread of the profiler's own, not
+    /// from one that runs with collections blocked (`ObjectAllocated`).
     pub fn stop(mut self) -> Result<()> {
         self.stop_inner()
     }
@@ -609,6 +622,7 @@ impl Session {
             return Ok(());
         }
         self.stopped = true;
+        self.runtime.unpin_library();
         let runtime = &self.runtime;
         let id = self.id;
         runtime
@@ -1387,6 +1401,30 @@ mod tests {
                 FieldType::Array(payload::ElementType::Boolean),
             ]
         );
+    }
+
+    #[test]
+    fn no_detach_while_the_runtime_may_call_into_the_library() {
+        let fake = FakeRuntime::with_info_version(14);
+        let rt = handle(&fake);
+        let session = rt
+            .event_pipe_start_session(&[ProviderConfig::new("S", 1, Level::Verbose)], false)
+            .unwrap();
+        let refused = rt.request_profiler_detach(100).unwrap_err();
+        assert!(matches!(refused, Error::Refused { .. }), "{refused:?}");
+        drop(session);
+        rt.request_profiler_detach(100).unwrap();
+
+        // A provider callback stays with the runtime for good.
+        let other = FakeRuntime::with_info_version(14);
+        let rt = handle(&other);
+        rt.event_pipe_create_provider_with_callback("Cb", |_| {})
+            .unwrap();
+        assert!(matches!(
+            rt.request_profiler_detach(100),
+            Err(Error::Refused { .. })
+        ));
+        assert_eq!(other.call_count("RequestProfilerDetach"), 0);
     }
 
     #[test]

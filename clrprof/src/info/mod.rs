@@ -84,6 +84,9 @@ macro_rules! info_versions {
             live: AtomicBool,
             /// Calls running under [`RuntimeHandle::while_live`].
             in_flight: AtomicUsize,
+            /// Reasons the runtime may call into this library after a
+            /// detach (see [`RuntimeHandle::pin_library`]).
+            library_pins: AtomicUsize,
         }
 
         impl RuntimeHandle {
@@ -115,6 +118,7 @@ macro_rules! info_versions {
                         component_masks: AtomicU64::new(0),
                         live: AtomicBool::new(true),
                         in_flight: AtomicUsize::new(0),
+                        library_pins: AtomicUsize::new(0),
                     }),
                 })
             }
@@ -482,6 +486,19 @@ impl RuntimeHandle {
         }
     }
 
+    /// Records that the runtime now holds an address in this library it
+    /// may call later (an EventPipe provider callback, a running session
+    /// delivering to the profiler): [`request_profiler_detach`](Self::request_profiler_detach)
+    /// refuses until every pin is released.
+    pub(crate) fn pin_library(&self) {
+        self.inner.library_pins.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Releases one [`pin_library`](Self::pin_library).
+    pub(crate) fn unpin_library(&self) {
+        self.inner.library_pins.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// `false` once the runtime stopped taking calls from this profiler: at
     /// the end of `Shutdown` (after which the runtime forbids Info calls),
     /// of `ProfilerDetachSucceeded`, or when it released the profiler.
@@ -654,10 +671,25 @@ impl RuntimeHandle {
     /// (profiling API docs, "Profiler Detach"). So this refuses with
     /// [`Error::ThreadsRunning`] while any thread started with
     /// [`crate::thread::spawn`] other than the caller still runs: every way
-    /// of requesting a detach goes through this check. See [`crate::detach`]
-    /// for the runtime's own refusals.
+    /// of requesting a detach goes through this check. It refuses with
+    /// [`Error::Refused`] once an EventPipe provider was created with a
+    /// callback, or while an EventPipe session the profiler started runs
+    /// (see [`crate::eventpipe`]). See [`crate::detach`] for the runtime's
+    /// own refusals.
     pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
         crate::thread::ensure_no_other_threads()?;
+        let pins = self.inner.library_pins.load(Ordering::SeqCst);
+        if pins != 0 {
+            return Err(Error::Refused {
+                hr: HRESULT(crate::error::KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as i32),
+                call: "ICorProfilerInfo3::RequestProfilerDetach",
+                why: format!(
+                    "the runtime would still call into this library after it unloads it: {pins} \
+                     EventPipe provider callback(s) or running session(s) of this profiler \
+                     (a provider callback lives as long as the runtime; stop sessions first)"
+                ),
+            });
+        }
         let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
         check(
             // SAFETY: plain value argument.
