@@ -116,7 +116,8 @@ impl Level {
 }
 
 /// A provider the profiler created (`EVENTPIPE_PROVIDER`), valid as long as
-/// its runtime: the profiling API never deletes one.
+/// its runtime: the profiling API never deletes one. Its methods make no
+/// call once the runtime shut down ([`Error::Refused`]).
 #[derive(Clone)]
 pub struct Provider {
     runtime: RuntimeHandle,
@@ -421,16 +422,18 @@ fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     const CALL: &str = "ICorProfilerInfo12::EventPipeGetProviderInfo";
     let i12 = runtime.raw_info12(CALL)?;
     let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;
-    fill_string(CALL, |cap, needed, buf| {
-        // SAFETY: `raw` is a live provider of this runtime (the callers'
-        // promise); `buf` has `cap` WCHARs (buffer protocol).
-        let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
-        // The runtime calls a buffer of exactly the name's size (NUL
-        // included) short as well; ask for one more unit then.
-        if hr.0 == short && *needed >= cap {
-            *needed = (*needed).max(cap.saturating_add(1));
-        }
-        hr
+    runtime.call_live(CALL, || {
+        fill_string(CALL, |cap, needed, buf| {
+            // SAFETY: `raw` is a live provider of this runtime (the callers'
+            // promise); `buf` has `cap` WCHARs (buffer protocol).
+            let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
+            // The runtime calls a buffer of exactly the name's size (NUL
+            // included) short as well; ask for one more unit then.
+            if hr.0 == short && *needed >= cap {
+                *needed = (*needed).max(cap.saturating_add(1));
+            }
+            hr
+        })
     })
 }
 
@@ -482,28 +485,32 @@ impl Provider {
             .collect();
         let event_name = to_wide(spec.name);
         let mut raw: sys::EVENTPIPE_EVENT = 0;
-        check(
-            // SAFETY: `self.raw` is a provider of this runtime, alive as long as
-            // the runtime; every string is NUL-terminated and, like `params`
-            // (`params.len()` entries), outlives the call (the runtime builds
-            // the event's metadata from them during it); valid out pointer.
-            unsafe {
-                i12.EventPipeDefineEvent(
-                    self.raw,
-                    event_name.as_ptr(),
-                    spec.id,
-                    spec.keywords,
-                    spec.version,
-                    spec.level.to_sys(),
-                    spec.opcode,
-                    spec.need_stack as sys::BOOL,
-                    params.len() as u32,
-                    params.as_ptr(),
-                    &mut raw,
-                )
-            },
-            CALL,
-        )?;
+        self.runtime.call_live(CALL, || {
+            check(
+                // SAFETY: `self.raw` is a provider of this runtime, alive as
+                // long as the runtime, which still runs (`call_live`); every
+                // string is NUL-terminated and, like `params`
+                // (`params.len()` entries), outlives the call (the runtime
+                // builds the event's metadata from them during it); valid
+                // out pointer.
+                unsafe {
+                    i12.EventPipeDefineEvent(
+                        self.raw,
+                        event_name.as_ptr(),
+                        spec.id,
+                        spec.keywords,
+                        spec.version,
+                        spec.level.to_sys(),
+                        spec.opcode,
+                        spec.need_stack as sys::BOOL,
+                        params.len() as u32,
+                        params.as_ptr(),
+                        &mut raw,
+                    )
+                },
+                CALL,
+            )
+        })?;
         if raw == 0 {
             return Err(Error::InconsistentAnswer { call: CALL });
         }
@@ -554,10 +561,10 @@ impl<P: Payload> Event<P> {
             (1, &data as *const sys::COR_PRF_EVENT_DATA)
         };
         let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
-        let outcome = self.runtime.while_live(|| {
+        self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.raw` is an event of this runtime (alive as long
-                // as it), which still takes calls (`while_live`); `data` points
+                // SAFETY: `self.raw` is an event of this runtime (alive as
+                // long as it), which still runs (`call_live`); `data` points
                 // to `bytes`, both alive for the call (the runtime copies the
                 // payload); the activity IDs are null or valid GUIDs.
                 unsafe {
@@ -571,13 +578,6 @@ impl<P: Payload> Event<P> {
                 },
                 CALL,
             )
-        });
-        outcome.unwrap_or_else(|| {
-            Err(Error::Refused {
-                hr: windows_core::HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
-                call: CALL,
-                why: "the runtime shut down or detached the profiler".into(),
-            })
         })
     }
 }
@@ -597,13 +597,16 @@ impl Session {
         const CALL: &str = "ICorProfilerInfo12::EventPipeAddProviderToSession";
         let i12 = self.runtime.raw_info12(CALL)?;
         let wide = WideConfig::new(config);
-        check(
-            // SAFETY: `self.id` is a running session of this runtime (only
-            // `stop` / drop end it); the configuration's strings live in `wide`
-            // until after the call.
-            unsafe { i12.EventPipeAddProviderToSession(self.id, wide.raw()) },
-            CALL,
-        )
+        self.runtime.call_live(CALL, || {
+            check(
+                // SAFETY: `self.id` is a running session of this runtime
+                // (only `stop` / drop end it), which still runs
+                // (`call_live`); the configuration's strings live in `wide`
+                // until after the call.
+                unsafe { i12.EventPipeAddProviderToSession(self.id, wide.raw()) },
+                CALL,
+            )
+        })
     }
 
     /// `EventPipeStopSession` (Info12): stops the session (with rundown
@@ -1193,9 +1196,8 @@ mod tests {
     fn no_write_or_stop_after_the_runtime_retired() {
         let fake = FakeRuntime::with_info_version(12);
         let rt = handle(&fake);
-        let event = rt
-            .event_pipe_create_provider("P")
-            .unwrap()
+        let provider = rt.event_pipe_create_provider("P").unwrap();
+        let event = provider
             .define_event::<()>(&EventSpec::new("E", 1), &[])
             .unwrap();
         let session = rt
@@ -1205,9 +1207,23 @@ mod tests {
         rt.retire();
         let e = event.write(()).unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
+        assert!(matches!(
+            provider.define_event::<()>(&EventSpec::new("Late", 2), &[]),
+            Err(Error::Refused { .. })
+        ));
+        assert!(matches!(
+            provider.name_from_runtime(),
+            Err(Error::Refused { .. })
+        ));
+        assert!(matches!(
+            session.add_provider(&ProviderConfig::new("Q", 1, Level::Verbose)),
+            Err(Error::Refused { .. })
+        ));
         drop(session);
         assert_eq!(fake.call_count("EventPipeWriteEvent"), 1);
         assert_eq!(fake.call_count("EventPipeStopSession"), 0);
+        assert_eq!(fake.call_count("EventPipeDefineEvent"), 1);
+        assert_eq!(fake.call_count("EventPipeAddProviderToSession"), 0);
     }
 
     /// A metadata blob as the runtime's generator writes it.

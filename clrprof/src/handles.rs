@@ -122,14 +122,17 @@ impl GcHandle {
     /// The handle's object as a raw number (by `GetObjectIDFromHandle`).
     fn target(&self, call: &'static str) -> Result<usize> {
         let i13 = self.runtime.raw_info13(call)?;
-        let mut object: sys::ObjectID = 0;
-        check(
-            // SAFETY: `raw` is a handle this runtime made (CreateHandle) and
-            // that is not destroyed yet (only `Drop` destroys it).
-            unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
-            call,
-        )?;
-        Ok(object)
+        self.runtime.call_live(call, || {
+            let mut object: sys::ObjectID = 0;
+            check(
+                // SAFETY: `raw` is a handle this runtime made and that is not
+                // destroyed yet (only `destroy` / `Drop` destroy it); the
+                // runtime still runs (`call_live`).
+                unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
+                call,
+            )?;
+            Ok(object)
+        })
     }
 
     /// `GetObjectIDFromHandle` (Info13): the object the handle holds, at its
@@ -161,7 +164,7 @@ impl GcHandle {
     /// any thread: the object's address at the moment of the call, which a
     /// GC may change right after (fit for logs and comparisons, e.g. that a
     /// pinned object did not move). `None` once a weak handle's object was
-    /// collected.
+    /// collected. After the runtime shut down, [`Error::Refused`].
     pub fn object_raw(&self) -> Result<Option<RawObjectId>> {
         let object = self.target("ICorProfilerInfo13::GetObjectIDFromHandle")?;
         Ok((object != 0).then_some(RawObjectId(object)))
@@ -191,27 +194,16 @@ impl GcHandle {
         self.destroyed = true;
         let raw = self.raw;
         let runtime = &self.runtime;
-        runtime
-            .while_live(|| {
-                let i13 = runtime.raw_info13(CALL)?;
-                // SAFETY: `raw` is a handle this runtime made and nothing
-                // destroyed yet (`destroyed` guards); the runtime still
-                // takes calls (`while_live`).
-                check(
-                    unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) },
-                    CALL,
-                )
-            })
-            .unwrap_or_else(|| {
-                Err(Error::Refused {
-                    hr: windows_core::HRESULT(
-                        crate::error::KnownHresult::CORPROF_E_PROFILER_DETACHING as i32,
-                    ),
-                    call: CALL,
-                    why: "the runtime shut down or detached the profiler; the handle is left to it"
-                        .into(),
-                })
-            })
+        runtime.call_live(CALL, || {
+            let i13 = runtime.raw_info13(CALL)?;
+            // SAFETY: `raw` is a handle this runtime made and nothing
+            // destroyed yet (`destroyed` guards); the runtime still takes
+            // calls (`call_live`).
+            check(
+                unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) },
+                CALL,
+            )
+        })
     }
 }
 
@@ -318,9 +310,11 @@ mod tests {
         // Shutdown (or a detach) retires the runtime: drops make no call.
         info.retire();
         assert!(!info.is_live());
+        assert!(matches!(kept.object_raw(), Err(Error::Refused { .. })));
         let e = kept.destroy().unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
         assert_eq!(fake.call_count("DestroyHandle"), 1);
+        assert_eq!(fake.call_count("GetObjectIDFromHandle"), 0);
     }
 
     #[test]

@@ -474,6 +474,26 @@ impl RuntimeHandle {
         result
     }
 
+    /// [`while_live`](Self::while_live) for a call that returns a
+    /// `Result`: once the runtime retired, [`Error::Refused`] with
+    /// `CORPROF_E_PROFILER_DETACHING` instead of the call. For calls that
+    /// pass the runtime a handle of its own (a GC handle, an EventPipe
+    /// provider, event or session), which the SDK only promises valid
+    /// while the runtime runs.
+    pub(crate) fn call_live<T>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.while_live(f).unwrap_or_else(|| {
+            Err(Error::Refused {
+                hr: HRESULT(crate::error::KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
+                call,
+                why: "the runtime shut down or detached the profiler".into(),
+            })
+        })
+    }
+
     /// Marks the runtime as no longer taking calls from drops (see
     /// [`while_live`](Self::while_live)): at the end of `Shutdown`, of
     /// `ProfilerDetachSucceeded`, and when the runtime releases the profiler.
