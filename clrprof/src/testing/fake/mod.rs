@@ -39,13 +39,15 @@
 
 #![allow(non_snake_case, unused_variables, clippy::too_many_arguments)]
 
+mod heap_events;
 mod info;
+mod info10;
+mod info_newer;
 mod metadata;
-mod newer;
 pub(crate) mod objects;
 
+pub use heap_events::{FakeEpConfig, FakeEpEvent, FakeEpWrite, FakeEventPipe, FakeHeap};
 pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
-pub use newer::{FakeEpConfig, FakeEpEvent, FakeEpWrite, FakeEventPipe, FakeHeap};
 
 use crate::error::KnownHresult;
 use crate::ids::*;

@@ -1,22 +1,17 @@
-//! The fake's `ICorProfilerInfo4` … `ICorProfilerInfo15`.
-//!
-//! Implemented: what the heap, GC-handle and EventPipe wrappers call
-//! (Info10 but `SuspendRuntime`/`ResumeRuntime`, Info12, Info13, Info14,
-//! Info15), from the state in [`FakeHeap`] and [`FakeEventPipe`]. Every
-//! other method of Info4–11 answers `E_NOTIMPL` (stubs the vtable needs;
-//! a fuller fake of those interfaces replaces them). A fake runtime
-//! offers Info3 unless made with
-//! [`FakeRuntime::with_info_version`](super::FakeRuntime::with_info_version).
+//! The fake's `ICorProfilerInfo12` … `ICorProfilerInfo15` (EventPipe, GC
+//! handles, the non-GC heap, the GC heap walk), and the heap and EventPipe
+//! state its Info10 ([`super::info10`]) and these answer from:
+//! [`FakeHeap`], [`FakeEventPipe`].
 
 use super::objects::FakeObjectEnum;
-use super::{give, put, Buffer, FakeState, E_INVALIDARG, E_NOTIMPL, S_OK};
+use super::{give, put, Buffer, FakeState, E_INVALIDARG, S_OK};
 use clrprof_sys::*;
 use core::ffi::c_void;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::MutexGuard;
 use windows_core::GUID;
 
-use super::info::FakeInfo_Impl;
+use super::info::{FakeInfo, FakeInfo_Impl};
 
 /// The heap and GC handles the fake answers from.
 #[derive(Clone, Debug, Default)]
@@ -157,280 +152,21 @@ fn run_enable_calls(calls: Vec<EnableCall>) {
     }
 }
 
-impl FakeInfo_Impl {
-    fn state(&self) -> MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
+/// Locks the fake's state (a poisoned lock is still usable: the state is
+/// plain data).
+pub(super) fn lock(info: &FakeInfo) -> MutexGuard<'_, FakeState> {
+    info.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Records the call and returns a forced failure, or yields the guard.
 macro_rules! enter {
     ($self:ident, $name:literal $(, $arg:expr)*) => {{
-        let mut st = $self.state();
+        let mut st = lock(&$self);
         if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
             return hr;
         }
         st
     }};
-}
-
-// Stubs for the vtable: E_NOTIMPL.
-impl ICorProfilerInfo4_Impl for FakeInfo_Impl {
-    unsafe fn EnumThreads(&self, ppEnum: *mut Option<ICorProfilerThreadEnum>) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn InitializeCurrentThread(&self) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn RequestReJIT(
-        &self,
-        cFunctions: ULONG,
-        moduleIds: *const ModuleID,
-        methodIds: *const mdMethodDef,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn RequestRevert(
-        &self,
-        cFunctions: ULONG,
-        moduleIds: *const ModuleID,
-        methodIds: *const mdMethodDef,
-        status: *mut HRESULT,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetCodeInfo3(
-        &self,
-        functionID: FunctionID,
-        reJitId: ReJITID,
-        cCodeInfos: ULONG32,
-        pcCodeInfos: *mut ULONG32,
-        codeInfos: *mut COR_PRF_CODE_INFO,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetFunctionFromIP2(
-        &self,
-        ip: LPCBYTE,
-        pFunctionId: *mut FunctionID,
-        pReJitId: *mut ReJITID,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetReJITIDs(
-        &self,
-        functionId: FunctionID,
-        cReJitIds: ULONG,
-        pcReJitIds: *mut ULONG,
-        reJitIds: *mut ReJITID,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetILToNativeMapping2(
-        &self,
-        functionId: FunctionID,
-        reJitId: ReJITID,
-        cMap: ULONG32,
-        pcMap: *mut ULONG32,
-        map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn EnumJITedFunctions2(&self, ppEnum: *mut Option<ICorProfilerFunctionEnum>) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetObjectSize2(&self, objectId: ObjectID, pcSize: *mut SIZE_T) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo5_Impl for FakeInfo_Impl {
-    unsafe fn GetEventMask2(&self, pdwEventsLow: *mut DWORD, pdwEventsHigh: *mut DWORD) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn SetEventMask2(&self, dwEventsLow: DWORD, dwEventsHigh: DWORD) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo6_Impl for FakeInfo_Impl {
-    unsafe fn EnumNgenModuleMethodsInliningThisMethod(
-        &self,
-        inlinersModuleId: ModuleID,
-        inlineeModuleId: ModuleID,
-        inlineeMethodId: mdMethodDef,
-        incompleteData: *mut BOOL,
-        ppEnum: *mut Option<ICorProfilerMethodEnum>,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo7_Impl for FakeInfo_Impl {
-    unsafe fn ApplyMetaData(&self, moduleId: ModuleID) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetInMemorySymbolsLength(
-        &self,
-        moduleId: ModuleID,
-        pCountSymbolBytes: *mut DWORD,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn ReadInMemorySymbols(
-        &self,
-        moduleId: ModuleID,
-        symbolsReadOffset: DWORD,
-        pSymbolBytes: *mut BYTE,
-        countSymbolBytes: DWORD,
-        pCountSymbolBytesRead: *mut DWORD,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo8_Impl for FakeInfo_Impl {
-    unsafe fn IsFunctionDynamic(&self, functionId: FunctionID, isDynamic: *mut BOOL) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetFunctionFromIP3(
-        &self,
-        ip: LPCBYTE,
-        functionId: *mut FunctionID,
-        pReJitId: *mut ReJITID,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetDynamicFunctionInfo(
-        &self,
-        functionId: FunctionID,
-        moduleId: *mut ModuleID,
-        ppvSig: *mut PCCOR_SIGNATURE,
-        pbSig: *mut ULONG,
-        cchName: ULONG,
-        pcchName: *mut ULONG,
-        wszName: *mut WCHAR,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo9_Impl for FakeInfo_Impl {
-    unsafe fn GetNativeCodeStartAddresses(
-        &self,
-        functionID: FunctionID,
-        reJitId: ReJITID,
-        cCodeStartAddresses: ULONG32,
-        pcCodeStartAddresses: *mut ULONG32,
-        codeStartAddresses: *mut UINT_PTR,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetILToNativeMapping3(
-        &self,
-        pNativeCodeStartAddress: UINT_PTR,
-        cMap: ULONG32,
-        pcMap: *mut ULONG32,
-        map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn GetCodeInfo4(
-        &self,
-        pNativeCodeStartAddress: UINT_PTR,
-        cCodeInfos: ULONG32,
-        pcCodeInfos: *mut ULONG32,
-        codeInfos: *mut COR_PRF_CODE_INFO,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo11_Impl for FakeInfo_Impl {
-    unsafe fn GetEnvironmentVariable(
-        &self,
-        szName: *const WCHAR,
-        cchValue: ULONG,
-        pcchValue: *mut ULONG,
-        szValue: *mut WCHAR,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn SetEnvironmentVariable(
-        &self,
-        szName: *const WCHAR,
-        szValue: *const WCHAR,
-    ) -> HRESULT {
-        E_NOTIMPL
-    }
-}
-
-impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
-    unsafe fn EnumerateObjectReferences(
-        &self,
-        objectId: ObjectID,
-        callback: Option<ObjectReferenceCallback>,
-        clientData: *mut c_void,
-    ) -> HRESULT {
-        let refs = {
-            let st = enter!(self, "EnumerateObjectReferences", objectId);
-            match st.heap.references.get(&objectId) {
-                Some(r) => r.clone(),
-                None => return E_INVALIDARG,
-            }
-        };
-        let Some(cb) = callback else {
-            return E_INVALIDARG;
-        };
-        for mut r in refs {
-            // SAFETY: called as the runtime does: the object, the address
-            // of one reference (a local here), the client data.
-            if unsafe { cb(objectId, &mut r, clientData) } == 0 {
-                break;
-            }
-        }
-        S_OK
-    }
-    unsafe fn IsFrozenObject(&self, objectId: ObjectID, pbFrozen: *mut BOOL) -> HRESULT {
-        let st = enter!(self, "IsFrozenObject", objectId);
-        if !st.objects.contains_key(&objectId) && !st.heap.non_gc_objects.contains(&objectId) {
-            return E_INVALIDARG;
-        }
-        put(pbFrozen, st.heap.frozen.contains(&objectId) as BOOL);
-        S_OK
-    }
-    unsafe fn GetLOHObjectSizeThreshold(&self, pThreshold: *mut DWORD) -> HRESULT {
-        let st = enter!(self, "GetLOHObjectSizeThreshold");
-        put(pThreshold, st.heap.loh_threshold.unwrap_or(85_000));
-        S_OK
-    }
-    unsafe fn RequestReJITWithInliners(
-        &self,
-        dwRejitFlags: DWORD,
-        cFunctions: ULONG,
-        moduleIds: *const ModuleID,
-        methodIds: *const mdMethodDef,
-    ) -> HRESULT {
-        let mut args = vec![dwRejitFlags as usize, cFunctions as usize];
-        for i in 0..cFunctions as usize {
-            // SAFETY: the caller passes `cFunctions` entries in each array.
-            unsafe {
-                args.push(*moduleIds.add(i));
-                args.push(*methodIds.add(i) as usize);
-            }
-        }
-        let mut st = self.state();
-        if let Some(hr) = st.enter("RequestReJITWithInliners", args) {
-            return hr;
-        }
-        S_OK
-    }
-    unsafe fn SuspendRuntime(&self) -> HRESULT {
-        E_NOTIMPL
-    }
-    unsafe fn ResumeRuntime(&self) -> HRESULT {
-        E_NOTIMPL
-    }
 }
 
 impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
