@@ -105,29 +105,8 @@ pub struct Failed<R> {
 /// failed one. E.g. `module: Loaded<ModuleId<'_>>`.
 pub type Loaded<T> = core::result::Result<T, Failed<<T as ScopedId>::Raw>>;
 
-/// One event delivered through EventPipe (`ICorProfilerCallback10::EventPipeEventDelivered`).
-#[derive(Clone, Copy, Debug)]
-pub struct EventPipeEvent<'a> {
-    /// The provider handle (`EVENTPIPE_PROVIDER`).
-    pub provider: usize,
-    /// Event ID within the provider.
-    pub event_id: u32,
-    /// Event version.
-    pub event_version: u32,
-    /// The event's metadata blob.
-    pub metadata: &'a [u8],
-    /// The event's payload.
-    pub data: &'a [u8],
-    /// Activity ID, if any.
-    pub activity_id: Option<&'a GUID>,
-    /// Related activity ID, if any.
-    pub related_activity_id: Option<&'a GUID>,
-    /// The thread that wrote the event. Raw: events are delivered
-    /// asynchronously, after the writer may have exited.
-    pub thread: RawThreadId,
-    /// Instruction pointers of the stack, when captured.
-    pub stack: &'a [usize],
-}
+/// One event delivered through EventPipe; see [`crate::eventpipe`].
+pub use crate::eventpipe::EventPipeEvent;
 
 /// The profiler's callbacks (`ICorProfilerCallback` … `ICorProfilerCallback11`).
 ///
@@ -639,10 +618,20 @@ pub trait Profiler: Send + Sync + 'static {
     /// The ID is raw: the method has been collected, and the runtime hands
     /// the same `FunctionID` to later dynamic methods.
     fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {}
-    /// `EventPipeEventDelivered` (Callback10).
+    /// `EventPipeEventDelivered` (Callback10, HIGH_MONITOR_EVENT_PIPE): an
+    /// event of a session the profiler started
+    /// ([`RuntimeHandle::event_pipe_start_session`](crate::RuntimeHandle::event_pipe_start_session)),
+    /// delivered on the thread that wrote it, inside the write (see
+    /// [`crate::eventpipe`]).
     fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {}
-    /// `EventPipeProviderCreated` (Callback10).
-    fn event_pipe_provider_created(&self, info: &ProfilerInfo, provider: usize) {}
+    /// `EventPipeProviderCreated` (Callback10, HIGH_MONITOR_EVENT_PIPE): a
+    /// provider was created; the reference is valid for this callback.
+    fn event_pipe_provider_created(
+        &self,
+        info: &ProfilerInfo,
+        provider: crate::eventpipe::ProviderRef<'_>,
+    ) {
+    }
     /// `LoadAsNotificationOnly` (Callback11): return `true` to be loaded as a
     /// notification-only profiler (several may be active; fewer features).
     /// Called before `initialize`, without a `ProfilerInfo`.

@@ -207,6 +207,11 @@ impl<P: Profiler> Drop for CallbackObject<P> {
         let profiler = &mut self.profiler;
         let components = &mut self.components;
         let finish = self.finish.get();
+        // Released by the runtime: whatever the profiler drops now (GC
+        // handles, EventPipe sessions) makes no call into the runtime.
+        if let Some(runtime) = self.info.get() {
+            runtime.retire();
+        }
         guard("IUnknown::Release (dropping the profiler)", (), || {
             // Finish (if nothing did yet) and forget the profiler before it
             // is dropped: process-exit hooks must not reach a dropped value.
@@ -345,6 +350,11 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 c.each("Shutdown (component)", |c| c.shutdown(info));
             }
         });
+        // No Info calls after Shutdown: values dropped later (GC handles,
+        // EventPipe sessions) leave their runtime alone.
+        if let Some(runtime) = self.info.get() {
+            runtime.retire();
+        }
         if let Some(f) = self.finish.get() {
             f.finish("Shutdown");
         }
@@ -1247,6 +1257,11 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
                 }
             }
         );
+        // The runtime refuses calls from a detaching profiler; values
+        // dropped with the profiler make none.
+        if let Some(runtime) = self.info.get() {
+            runtime.retire();
+        }
         if let Some(f) = self.finish.get() {
             f.finish("ProfilerDetachSucceeded");
         }
@@ -1517,16 +1532,17 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback10::EventPipeEventDelivered",
             |p, info| {
                 // SAFETY: every buffer has the stated length and every pointer is
-                // null or valid during the callback.
+                // null or valid during the callback; the provider writes this
+                // event now, so it is alive for the callback.
                 let event = unsafe {
                     EventPipeEvent {
-                        provider,
+                        provider: crate::eventpipe::ProviderRef::from_sys(provider),
                         event_id: eventId,
                         event_version: eventVersion,
                         metadata: slice(metadataBlob, cbMetadataBlob),
                         data: slice(eventData, cbEventData),
-                        activity_id: pActivityId.as_ref(),
-                        related_activity_id: pRelatedActivityId.as_ref(),
+                        activity_id: crate::eventpipe::activity(pActivityId),
+                        related_activity_id: crate::eventpipe::activity(pRelatedActivityId),
                         thread: RawThreadId(eventThread),
                         stack: slice(stackFrames, numStackFrames),
                     }
@@ -1540,7 +1556,12 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback10::EventPipeProviderCreated",
-            |p, info| p.event_pipe_provider_created(info, provider)
+            |p, info| p.event_pipe_provider_created(
+                info,
+                // SAFETY: the runtime announces a provider it just created,
+                // alive during the callback.
+                unsafe { crate::eventpipe::ProviderRef::from_sys(provider) }
+            )
         )
     }
 }

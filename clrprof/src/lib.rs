@@ -38,6 +38,8 @@
 //! - [`buffer`]: the caller-allocated-buffer protocol;
 //! - [`metadata`], [`names`]: metadata access, names and a name cache;
 //! - [`gc`]: GC callback data and [`gc::ObjectTable`];
+//! - [`handles`]: [`handles::GcHandle`], the owned way to keep an object;
+//! - [`eventpipe`]: EventPipe providers, events and sessions from a profiler;
 //! - [`inspect`]: a string's text, an array's elements, field and static values;
 //! - [`exit`]: finishing work exactly once on every exit path;
 //! - [`guard`], [`logging`]: panic containment and the log sink.
@@ -53,10 +55,12 @@ pub mod detach;
 pub mod elt;
 pub mod error;
 pub mod event_mask;
+pub mod eventpipe;
 pub mod exit;
 pub mod factory;
 pub mod gc;
 pub mod guard;
+pub mod handles;
 pub mod host;
 pub mod ids;
 pub mod il;
@@ -89,6 +93,8 @@ pub use info::{ProfilerInfo, RuntimeHandle, RuntimeInfo, RuntimeType};
 pub use names::NameCache;
 pub use runtimes::RuntimePolicy;
 pub use wide::WideStr;
+/// A COM GUID (activity IDs, EventPipe `Guid` fields, interface IDs).
+pub use windows_core::GUID;
 
 /// The raw bindings, for what the safe layer does not cover yet.
 pub use clrprof_sys as sys;

@@ -6,13 +6,16 @@
 mod attach;
 mod broken;
 mod elt;
+mod eventpipe;
 mod events;
 mod exceptions;
 mod exits;
+mod heap;
 mod hello;
 mod il;
 mod info;
 mod info_newer;
+mod inliners;
 mod jit_tracer;
 mod notification;
 mod panics;
@@ -47,7 +50,10 @@ fn main() {
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())
-        .chain(exits::python_scenarios());
+        .chain(exits::python_scenarios())
+        .chain(heap::scenarios())
+        .chain(eventpipe::scenarios())
+        .chain(inliners::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

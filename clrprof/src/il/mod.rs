@@ -33,7 +33,7 @@ pub use body::{
     ClauseKind, ExceptionClause, HeaderFormat, Instruction, Label, MethodBody, Operand, WrittenBody,
 };
 pub use opcodes::{FlowControl, OpCode, OpCodeInfo, OperandKind};
-pub use rejit::ReJitThread;
+pub use rejit::{ReJitFlags, ReJitThread};
 pub use stack::{analyze, recompute_max_stack, CallSite, CallSites, StackAnalysis};
 pub use verify::verify;
 

@@ -11,6 +11,13 @@
 //!   they belong on a thread of the profiler's own; [`ReJitThread`] is that
 //!   thread. It calls `InitializeCurrentThread` first, as the runtime asks of
 //!   profiler threads that will call Info methods which suspend;
+//! - `RequestReJITWithInliners` (Info10, .NET Core 3.0+) also re-JITs every
+//!   method the runtime compiled with one of the requested methods inlined
+//!   (the runtime tracks inlining while ReJIT is enabled), so a rewritten
+//!   method takes effect in its callers too; with
+//!   [`ReJitFlags::BLOCK_INLINING`] the new versions inline nothing of the
+//!   requested methods, and with [`ReJitFlags::INLINING_CALLBACKS`] their
+//!   compilation reports `JITInlining`;
 //! - the new IL is supplied in `GetReJITParameters`
 //!   ([`Profiler::get_rejit_parameters`](crate::callback::Profiler::get_rejit_parameters))
 //!   through [`FunctionControl`](crate::rejit::FunctionControl), once per
@@ -24,6 +31,19 @@ use crate::thread::ProfilerThread;
 use clrprof_sys as sys;
 use std::sync::mpsc;
 use std::sync::Mutex;
+
+bitflags::bitflags! {
+    /// How `RequestReJITWithInliners` re-JITs (`COR_PRF_REJIT_FLAGS`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct ReJitFlags: u32 {
+        /// `COR_PRF_REJIT_BLOCK_INLINING`: the new versions of the requested
+        /// methods are never inlined (so their callers call them).
+        const BLOCK_INLINING = sys::COR_PRF_REJIT_BLOCK_INLINING;
+        /// `COR_PRF_REJIT_INLINING_CALLBACKS`: the re-JIT compilations
+        /// report `JITInlining`.
+        const INLINING_CALLBACKS = sys::COR_PRF_REJIT_INLINING_CALLBACKS;
+    }
+}
 
 fn split(methods: &[(RawModuleId, MdMethodDef)]) -> Result<(u32, Vec<sys::ModuleID>, Vec<u32>)> {
     let n = u32::try_from(methods.len()).map_err(|_| Error::InvalidArgument("too many methods"))?;
@@ -52,6 +72,29 @@ impl RuntimeHandle {
             // is the caller's promise.
             unsafe { i4.RequestReJIT(n, modules.as_ptr(), tokens.as_ptr()) },
             "ICorProfilerInfo4::RequestReJIT",
+        )
+    }
+
+    /// `ICorProfilerInfo10::RequestReJITWithInliners` for (module, method)
+    /// pairs: re-JITs them and every method that inlined one of them.
+    ///
+    /// # Safety
+    /// As for [`request_rejit_raw`](Self::request_rejit_raw).
+    pub unsafe fn request_rejit_with_inliners_raw(
+        &self,
+        flags: ReJitFlags,
+        methods: &[(RawModuleId, MdMethodDef)],
+    ) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo10::RequestReJITWithInliners";
+        let i10 = self.raw_info10(CALL)?;
+        let (n, modules, tokens) = split(methods)?;
+        check(
+            // SAFETY: both arrays hold `n` entries for the call; module
+            // validity is the caller's promise.
+            unsafe {
+                i10.RequestReJITWithInliners(flags.bits(), n, modules.as_ptr(), tokens.as_ptr())
+            },
+            CALL,
         )
     }
 
@@ -103,6 +146,11 @@ enum Job {
         Vec<(RawModuleId, MdMethodDef)>,
         mpsc::Sender<Result<Vec<HRESULT>>>,
     ),
+    ReJitWithInliners(
+        ReJitFlags,
+        Vec<(RawModuleId, MdMethodDef)>,
+        mpsc::Sender<Result<Vec<HRESULT>>>,
+    ),
     Revert(
         Vec<(RawModuleId, MdMethodDef)>,
         mpsc::Sender<Result<Vec<HRESULT>>>,
@@ -141,6 +189,13 @@ impl ReJitThread {
                         // `request_rejit` keeps its caller's scope open
                         // until then).
                         let r = unsafe { info.request_rejit_raw(&methods) }
+                            .map(|()| vec![HRESULT(0); methods.len()]);
+                        let _ = reply.send(r);
+                    }
+                    Job::ReJitWithInliners(flags, methods, reply) => {
+                        // SAFETY: as for ReJIT: the queuing functions'
+                        // contract keeps the modules loaded until the reply.
+                        let r = unsafe { info.request_rejit_with_inliners_raw(flags, &methods) }
                             .map(|()| vec![HRESULT(0); methods.len()]);
                         let _ = reply.send(r);
                     }
@@ -187,6 +242,19 @@ impl ReJitThread {
         self.queue(|tx| Job::ReJit(methods, tx))
     }
 
+    /// Queues a `RequestReJITWithInliners` request (Info10) and returns at
+    /// once; the receiver gets the outcome.
+    ///
+    /// # Safety
+    /// As for [`request_rejit_async`](Self::request_rejit_async).
+    pub unsafe fn request_rejit_with_inliners_async(
+        &self,
+        flags: ReJitFlags,
+        methods: Vec<(RawModuleId, MdMethodDef)>,
+    ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
+        self.queue(|tx| Job::ReJitWithInliners(flags, methods, tx))
+    }
+
     /// Queues a revert request and returns at once.
     ///
     /// # Safety
@@ -217,6 +285,25 @@ impl ReJitThread {
             .map(|_| ())
     }
 
+    /// `RequestReJITWithInliners` (Info10) of `methods`, made on the
+    /// thread, waiting for the runtime's answer: the methods and every
+    /// method compiled with one of them inlined are re-JITted with the IL
+    /// the profiler supplies in `GetReJITParameters`. Where it may wait:
+    /// as for [`request_rejit`](Self::request_rejit). On a runtime without
+    /// Info10 this is [`Error::Unsupported`].
+    pub fn request_rejit_with_inliners(
+        &self,
+        flags: ReJitFlags,
+        methods: &[(ModuleId<'_>, MdMethodDef)],
+    ) -> Result<()> {
+        let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
+        // SAFETY: as in `request_rejit`: we block until the thread answered.
+        let rx = unsafe { self.request_rejit_with_inliners_async(flags, raw)? };
+        rx.recv()
+            .map_err(|_| Error::Usage("the ReJIT thread stopped before answering".into()))?
+            .map(|_| ())
+    }
+
     /// Requests a revert and waits; returns the per-method status.
     pub fn request_revert(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<Vec<HRESULT>> {
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
@@ -240,5 +327,54 @@ impl ReJitThread {
 impl Drop for ReJitThread {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeRuntime};
+
+    #[test]
+    fn rejit_with_inliners_goes_through_the_thread() {
+        let fake = FakeRuntime::with_info_version(10);
+        // SAFETY: the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        thread
+            .request_rejit_with_inliners(
+                ReJitFlags::BLOCK_INLINING | ReJitFlags::INLINING_CALLBACKS,
+                &[(m, MdMethodDef(0x0600_0001)), (m, MdMethodDef(0x0600_0002))],
+            )
+            .unwrap();
+        thread.stop();
+        assert_eq!(
+            fake.calls_of("RequestReJITWithInliners")[0].args,
+            vec![0x3, 2, 0x2000, 0x0600_0001, 0x2000, 0x0600_0002]
+        );
+        assert!(matches!(
+            thread.request_rejit_with_inliners(ReJitFlags::empty(), &[(m, MdMethodDef(1))]),
+            Err(Error::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn rejit_with_inliners_needs_info10() {
+        let fake = FakeRuntime::with_info_version(9);
+        // SAFETY: the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        let e = thread
+            .request_rejit_with_inliners(ReJitFlags::BLOCK_INLINING, &[(m, MdMethodDef(1))])
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Unsupported { needs: 10, has: 9, call } if call == "ICorProfilerInfo10::RequestReJITWithInliners"),
+            "{e:?}"
+        );
+        // SAFETY: no modules are involved, and the fake lacks Info10.
+        let raw = unsafe { info.request_rejit_with_inliners_raw(ReJitFlags::empty(), &[]) };
+        assert!(matches!(raw, Err(Error::Unsupported { .. })));
     }
 }

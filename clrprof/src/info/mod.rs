@@ -47,7 +47,7 @@ use crate::metadata::MetaDataImport;
 pub use crate::runtimes::{RuntimeInfo, RuntimeType};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
@@ -59,6 +59,7 @@ pub mod environment;
 pub mod exceptions;
 pub mod functions;
 pub mod gc;
+pub mod heap;
 pub mod jit;
 pub mod modules;
 pub mod ngen;
@@ -83,6 +84,7 @@ pub use functions::{
     il_method_size, CodeChunk, IlBuffer, IlMapEntry, IlOffset, IlToNativeMapEntry, MethodMalloc,
 };
 pub use gc::{Generation, GenerationRange};
+pub use heap::NonGcHeapRange;
 pub use modules::{AppDomainInfo, AssemblyInfo, ModuleFlags, ModuleInfo2};
 pub use ngen::NgenInliners;
 
@@ -99,6 +101,14 @@ macro_rules! info_versions {
             user_masks: AtomicU64,
             /// The masks SDK components need (low | high << 32).
             component_masks: AtomicU64,
+            /// Whether the runtime still takes calls that nothing but a
+            /// drop makes (see [`RuntimeHandle::while_live`]).
+            live: AtomicBool,
+            /// Calls running under [`RuntimeHandle::while_live`].
+            in_flight: AtomicUsize,
+            /// Reasons the runtime may call into this library after a
+            /// detach (see [`RuntimeHandle::pin_library`]).
+            library_pins: AtomicUsize,
         }
 
         impl RuntimeHandle {
@@ -128,6 +138,9 @@ macro_rules! info_versions {
                         slot: crate::runtimes::RuntimeSlot(u32::MAX),
                         user_masks: AtomicU64::new(0),
                         component_masks: AtomicU64::new(0),
+                        live: AtomicBool::new(true),
+                        in_flight: AtomicUsize::new(0),
+                        library_pins: AtomicUsize::new(0),
                     }),
                 })
             }
@@ -387,6 +400,94 @@ impl RuntimeHandle {
         self.inner.attached
     }
 
+    /// `true` if `other` is a handle of the same runtime (the object the
+    /// SDK made for it at `Initialize`), so values made for one runtime
+    /// (a [`GcHandle`](crate::handles::GcHandle), an EventPipe session) are
+    /// never handed to another.
+    pub fn same_runtime(&self, other: &RuntimeHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Runs `f` (a call into the runtime) only while the runtime still
+    /// takes calls: `None` once it has shut down or detached this profiler.
+    ///
+    /// For calls nothing but a `Drop` makes (`DestroyHandle` of a
+    /// [`GcHandle`](crate::handles::GcHandle), `EventPipeStopSession` of a
+    /// session): the runtime documents that a profiler must not call
+    /// `ICorProfilerInfo` after `Shutdown`, and answers
+    /// `CORPROF_E_PROFILER_DETACHING` once a detach began; a value dropped
+    /// later (with the profiler, in the runtime's last `Release`) must not
+    /// call at all. The SDK retires the runtime under the write side of the
+    /// same lock, so a call that started here finishes before `Shutdown`
+    /// (or `ProfilerDetachSucceeded`) returns to the runtime.
+    pub(crate) fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        // Announce the call before looking at the flag, and `retire` clears
+        // the flag before looking at the count (both SeqCst): either the
+        // call sees the runtime retired, or `retire` waits for it. Not a
+        // lock, so a call nested in another (an EventPipe event delivered
+        // inside a stop that drops a handle) never waits for itself.
+        let inner = &self.inner;
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = inner.live.load(Ordering::SeqCst).then(f);
+        inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    /// [`while_live`](Self::while_live) for a call that returns a
+    /// `Result`: once the runtime retired, [`Error::Refused`] with
+    /// `CORPROF_E_PROFILER_DETACHING` instead of the call. For calls that
+    /// pass the runtime a handle of its own (a GC handle, an EventPipe
+    /// provider, event or session), which the SDK only promises valid
+    /// while the runtime runs.
+    pub(crate) fn call_live<T>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.while_live(f).unwrap_or_else(|| {
+            Err(Error::Refused {
+                hr: HRESULT(crate::error::KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
+                call,
+                why: "the runtime shut down or detached the profiler".into(),
+            })
+        })
+    }
+
+    /// Marks the runtime as no longer taking calls from drops (see
+    /// [`while_live`](Self::while_live)): at the end of `Shutdown`, of
+    /// `ProfilerDetachSucceeded`, and when the runtime releases the profiler.
+    /// Waits for calls already running under `while_live`.
+    pub(crate) fn retire(&self) {
+        let inner = &self.inner;
+        inner.live.store(false, Ordering::SeqCst);
+        while inner.in_flight.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Records that the runtime now holds an address in this library it
+    /// may call later (an EventPipe provider callback, a running session
+    /// delivering to the profiler): [`request_profiler_detach`](Self::request_profiler_detach)
+    /// refuses until every pin is released.
+    pub(crate) fn pin_library(&self) {
+        self.inner.library_pins.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Releases one [`pin_library`](Self::pin_library).
+    pub(crate) fn unpin_library(&self) {
+        self.inner.library_pins.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// `false` once the runtime stopped taking calls from this profiler: at
+    /// the end of `Shutdown` (after which the runtime forbids Info calls),
+    /// of `ProfilerDetachSucceeded`, or when it released the profiler.
+    /// Values that call the runtime when dropped
+    /// ([`GcHandle`](crate::handles::GcHandle), an EventPipe
+    /// [`Session`](crate::eventpipe::Session)) make no call from then on.
+    pub fn is_live(&self) -> bool {
+        self.inner.live.load(Ordering::SeqCst)
+    }
+
     /// The raw `ICorProfilerInfo`.
     pub fn raw_info1(&self) -> &sys::ICorProfilerInfo {
         &self.inner.info1
@@ -549,10 +650,25 @@ impl RuntimeHandle {
     /// (profiling API docs, "Profiler Detach"). So this refuses with
     /// [`Error::ThreadsRunning`] while any thread started with
     /// [`crate::thread::spawn`] other than the caller still runs: every way
-    /// of requesting a detach goes through this check. See [`crate::detach`]
-    /// for the runtime's own refusals.
+    /// of requesting a detach goes through this check. It refuses with
+    /// [`Error::Refused`] once an EventPipe provider was created with a
+    /// callback, or while an EventPipe session the profiler started runs
+    /// (see [`crate::eventpipe`]). See [`crate::detach`] for the runtime's
+    /// own refusals.
     pub fn request_profiler_detach(&self, expected_completion_ms: u32) -> Result<()> {
         crate::thread::ensure_no_other_threads()?;
+        let pins = self.inner.library_pins.load(Ordering::SeqCst);
+        if pins != 0 {
+            return Err(Error::Refused {
+                hr: HRESULT(crate::error::KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as i32),
+                call: "ICorProfilerInfo3::RequestProfilerDetach",
+                why: format!(
+                    "the runtime would still call into this library after it unloads it: {pins} \
+                     EventPipe provider callback(s) or running session(s) of this profiler \
+                     (a provider callback lives as long as the runtime; stop sessions first)"
+                ),
+            });
+        }
         let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
         check(
             // SAFETY: plain value argument.

@@ -12,7 +12,7 @@ use core::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 use windows_core::{implement, Interface};
 
-#[implement(ICorProfilerInfo11)]
+#[implement(ICorProfilerInfo15)]
 pub(crate) struct FakeInfo {
     pub(crate) state: Arc<Mutex<FakeState>>,
 }

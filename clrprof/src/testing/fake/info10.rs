@@ -1,12 +1,24 @@
-//! The fake's `ICorProfilerInfo10` methods: `E_NOTIMPL` for now, so that the
-//! fake can implement `ICorProfilerInfo11` (whose base it is). The heap
-//! inspection, ReJIT-with-inliners and suspension parts are to be faked
-//! where a unit test needs them.
+//! The fake's `ICorProfilerInfo10`: object references, frozen objects and
+//! the large-object threshold from [`FakeHeap`](super::FakeHeap), and
+//! `RequestReJITWithInliners` recorded; `SuspendRuntime` / `ResumeRuntime`
+//! answer `E_NOTIMPL`.
 
+use super::heap_events::lock;
 use super::info::FakeInfo_Impl;
-use super::E_NOTIMPL;
+use super::{put, E_INVALIDARG, E_NOTIMPL, S_OK};
 use clrprof_sys::*;
 use core::ffi::c_void;
+
+/// Records the call and returns a forced failure, or yields the guard.
+macro_rules! enter {
+    ($self:ident, $name:literal $(, $arg:expr)*) => {{
+        let mut st = lock(&$self);
+        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
+            return hr;
+        }
+        st
+    }};
+}
 
 impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
     unsafe fn EnumerateObjectReferences(
@@ -15,13 +27,37 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
         callback: Option<ObjectReferenceCallback>,
         clientData: *mut c_void,
     ) -> HRESULT {
-        E_NOTIMPL
+        let refs = {
+            let st = enter!(self, "EnumerateObjectReferences", objectId);
+            match st.heap.references.get(&objectId) {
+                Some(r) => r.clone(),
+                None => return E_INVALIDARG,
+            }
+        };
+        let Some(cb) = callback else {
+            return E_INVALIDARG;
+        };
+        for mut r in refs {
+            // SAFETY: called as the runtime does: the object, the address
+            // of one reference (a local here), the client data.
+            if unsafe { cb(objectId, &mut r, clientData) } == 0 {
+                break;
+            }
+        }
+        S_OK
     }
     unsafe fn IsFrozenObject(&self, objectId: ObjectID, pbFrozen: *mut BOOL) -> HRESULT {
-        E_NOTIMPL
+        let st = enter!(self, "IsFrozenObject", objectId);
+        if !st.objects.contains_key(&objectId) && !st.heap.non_gc_objects.contains(&objectId) {
+            return E_INVALIDARG;
+        }
+        put(pbFrozen, st.heap.frozen.contains(&objectId) as BOOL);
+        S_OK
     }
     unsafe fn GetLOHObjectSizeThreshold(&self, pThreshold: *mut DWORD) -> HRESULT {
-        E_NOTIMPL
+        let st = enter!(self, "GetLOHObjectSizeThreshold");
+        put(pThreshold, st.heap.loh_threshold.unwrap_or(85_000));
+        S_OK
     }
     unsafe fn RequestReJITWithInliners(
         &self,
@@ -30,7 +66,19 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
         moduleIds: *const ModuleID,
         methodIds: *const mdMethodDef,
     ) -> HRESULT {
-        E_NOTIMPL
+        let mut args = vec![dwRejitFlags as usize, cFunctions as usize];
+        for i in 0..cFunctions as usize {
+            // SAFETY: the caller passes `cFunctions` entries in each array.
+            unsafe {
+                args.push(*moduleIds.add(i));
+                args.push(*methodIds.add(i) as usize);
+            }
+        }
+        let mut st = lock(self);
+        if let Some(hr) = st.enter("RequestReJITWithInliners", args) {
+            return hr;
+        }
+        S_OK
     }
     unsafe fn SuspendRuntime(&self) -> HRESULT {
         E_NOTIMPL

@@ -40,11 +40,12 @@
 //!   `GetContextStaticAddress`, in-proc debugging).
 //! - [`FakeRuntime::new`] answers `QueryInterface` for Info1–3 only, so
 //!   newer methods are `Unsupported`; [`FakeRuntime::with_info_version`]
-//!   answers up to Info11 (Info4–9 and 11 answer from the state; Info10's
-//!   methods answer `E_NOTIMPL`).
+//!   answers up to Info15 (Info4–9 and 11 answer from the state; Info10
+//!   and 12–15 from the heap, GC-handle and EventPipe state).
 
 #![allow(non_snake_case, unused_variables, clippy::too_many_arguments)]
 
+mod heap_events;
 mod info;
 mod info10;
 mod info_newer;
@@ -52,6 +53,7 @@ mod metadata;
 pub(crate) mod objects;
 mod versions;
 
+pub use heap_events::{FakeEpConfig, FakeEpEvent, FakeEpWrite, FakeEventPipe, FakeHeap};
 pub use metadata::{FakeMemberRef, FakeMetaData, FakeMethodDef, FakeTypeDef};
 
 use crate::error::KnownHresult;
@@ -336,11 +338,15 @@ pub struct FakeState {
     pub il_bodies_set: Vec<(usize, u32, Vec<u8>)>,
     /// Maps given to `SetILInstrumentedCodeMap`.
     pub il_maps_set: Vec<(usize, bool, Vec<sys::COR_IL_MAP>)>,
+    /// The heap and GC handles (Info10, 13, 14, 15).
+    pub heap: FakeHeap,
+    /// EventPipe (Info12, 14).
+    pub eventpipe: FakeEventPipe,
     hook: Option<CallHook>,
     /// Memory the fake handed out and keeps alive while it lives.
     keep_alive: Vec<Arc<[u8]>>,
     allocations: Vec<Box<[u8]>>,
-    live_enumerators: Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) live_enumerators: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeState {
@@ -389,13 +395,14 @@ impl FakeRuntime {
     }
 
     /// A fake that answers `QueryInterface` for `ICorProfilerInfo` …
-    /// `ICorProfilerInfo{version}` (3 to 11; [`new`](Self::new) answers up
+    /// `ICorProfilerInfo{version}` (3 to 15; [`new`](Self::new) answers up
     /// to 3), like a runtime of that generation: .NET Core 3.1 implements
-    /// up to 11. Methods of Info4–Info11 answer from [`FakeState`] (Info10's
-    /// answer `E_NOTIMPL`).
+    /// up to 11, .NET 8 up to 14. Methods of Info4–9 and 11 answer from
+    /// [`FakeState`]; Info10 and 12–15 implement the heap, GC-handle and
+    /// EventPipe methods (see [`FakeHeap`], [`FakeEventPipe`]).
     pub fn with_info_version(version: u8) -> Self {
         FakeRuntime {
-            info_version: version.clamp(3, 11),
+            info_version: version.clamp(3, 15),
             ..Self::new()
         }
     }
@@ -511,7 +518,7 @@ impl FakeRuntime {
     fn handle_with(&self, attached: bool) -> &RuntimeHandle {
         self.state().attached = attached;
         self.handles[attached as usize].get_or_init(|| {
-            // SAFETY: the fake implements ICorProfilerInfo3 and its bases; it
+            // SAFETY: the fake implements ICorProfilerInfo15 and its bases; it
             // never dereferences the IDs passed to it.
             match unsafe { RuntimeHandle::from_unknown(&self.unknown(), attached) } {
                 Ok(info) => info,

@@ -1,6 +1,6 @@
 //! Which `ICorProfilerInfoN` the fake answers `QueryInterface` for.
 //!
-//! The fake object implements `ICorProfilerInfo` … `ICorProfilerInfo11`, and
+//! The fake object implements `ICorProfilerInfo` … `ICorProfilerInfo15`, and
 //! `QueryInterface` on a `#[implement]`ed object answers every interface of
 //! that chain. A real runtime implements a prefix of the chain (.NET Core
 //! 3.1: up to 11; .NET 8: up to 14), so the fake hands out an `IUnknown`

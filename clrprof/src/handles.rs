@@ -1,0 +1,342 @@
+//! GC handles made by the profiler (`ICorProfilerInfo13`, .NET 7+): the
+//! sound way to keep an object.
+//!
+//! An [`ObjectId`] is the object's address and dies at the next garbage
+//! collection (BOTR "Lifetime & Stability"), so it cannot be kept. A
+//! [`GcHandle`] can: it is a handle in the runtime's handle table, which the
+//! GC updates when it moves the object, and which (strong and pinned kinds)
+//! keeps the object alive. It is the counterpart of jni-rs's `GlobalRef`:
+//! owned, `Send + Sync`, freed when dropped.
+//!
+//! - [`ProfilerInfo::create_handle`] makes one from an object a callback
+//!   received ([`HandleKind::Strong`], [`HandleKind::Weak`] or
+//!   [`HandleKind::Pinned`]);
+//! - [`GcHandle::object`] gives the object back as a typed `ObjectId<'s>`
+//!   of a scope where no garbage collection can start
+//!   ([`ProfilerInfo::gc_blocked`]), its address as of now; elsewhere it
+//!   refuses with [`Error::GcMayRun`]. A weak handle whose object was
+//!   collected gives `None`;
+//! - a handle belongs to the runtime that made it: asking it through
+//!   another runtime's scope is [`Error::Mismatch`];
+//! - dropping it calls `DestroyHandle`, while the runtime still takes calls:
+//!   after `Shutdown` (the runtime forbids Info calls then) or once a
+//!   detach began (the runtime refuses them) the drop makes no call, and
+//!   the handle is left to the runtime that is going away. A profiler that
+//!   detaches drops its handles before it requests the detach, or the
+//!   objects of its strong handles stay alive in the process.
+//!
+//! On runtimes without Info13 (.NET Core 3.1, .NET 5, .NET 6) creating a
+//! handle is [`Error::Unsupported`].
+
+use crate::error::{check, Error, Result};
+use crate::ids::{ObjectId, RawObjectId};
+use crate::info::{ProfilerInfo, RuntimeHandle};
+use clrprof_sys as sys;
+
+/// The kind of a GC handle (`COR_PRF_HANDLE_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandleKind {
+    /// Keeps the object alive (`COR_PRF_HANDLE_TYPE_STRONG`); the GC may
+    /// still move it.
+    Strong,
+    /// Follows the object without keeping it alive
+    /// (`COR_PRF_HANDLE_TYPE_WEAK`): empty once the object is collected.
+    Weak,
+    /// Keeps the object alive and at its address
+    /// (`COR_PRF_HANDLE_TYPE_PINNED`).
+    Pinned,
+}
+
+impl HandleKind {
+    fn to_sys(self) -> sys::COR_PRF_HANDLE_TYPE {
+        match self {
+            HandleKind::Strong => sys::COR_PRF_HANDLE_TYPE_STRONG,
+            HandleKind::Weak => sys::COR_PRF_HANDLE_TYPE_WEAK,
+            HandleKind::Pinned => sys::COR_PRF_HANDLE_TYPE_PINNED,
+        }
+    }
+}
+
+/// A GC handle the profiler owns (see the [module docs](self)).
+pub struct GcHandle {
+    runtime: RuntimeHandle,
+    /// The `ObjectHandleID` (an address in the runtime's handle table),
+    /// kept as a number: it is only ever passed back to `runtime`.
+    raw: usize,
+    kind: HandleKind,
+    destroyed: bool,
+}
+
+impl core::fmt::Debug for GcHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GcHandle")
+            .field("handle", &format_args!("{:#x}", self.raw))
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<'s> ProfilerInfo<'s> {
+    /// `CreateHandle` (Info13): a [`GcHandle`] of `kind` to `object`.
+    ///
+    /// `object` is typed, so it is valid now (it came from a callback);
+    /// from here on the handle follows it across collections.
+    pub fn create_handle(&self, object: ObjectId<'_>, kind: HandleKind) -> Result<GcHandle> {
+        const CALL: &str = "ICorProfilerInfo13::CreateHandle";
+        let i13 = self.raw_info13(CALL)?;
+        let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
+        check(
+            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            unsafe { i13.CreateHandle(object.as_sys(), kind.to_sys(), &mut handle) },
+            CALL,
+        )?;
+        if handle.is_null() {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        Ok(GcHandle {
+            runtime: self.handle(),
+            raw: handle as usize,
+            kind,
+            destroyed: false,
+        })
+    }
+}
+
+impl GcHandle {
+    /// The handle's kind.
+    pub fn kind(&self) -> HandleKind {
+        self.kind
+    }
+
+    /// The runtime the handle belongs to.
+    pub fn runtime(&self) -> &RuntimeHandle {
+        &self.runtime
+    }
+
+    /// The raw `ObjectHandleID`, for the raw API (never freed through it:
+    /// the handle is destroyed when this value drops).
+    pub fn as_raw(&self) -> usize {
+        self.raw
+    }
+
+    /// The handle's object as a raw number (by `GetObjectIDFromHandle`).
+    fn target(&self, call: &'static str) -> Result<usize> {
+        let i13 = self.runtime.raw_info13(call)?;
+        self.runtime.call_live(call, || {
+            let mut object: sys::ObjectID = 0;
+            check(
+                // SAFETY: `raw` is a handle this runtime made and that is not
+                // destroyed yet (only `destroy` / `Drop` destroy it); the
+                // runtime still runs (`call_live`).
+                unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
+                call,
+            )?;
+            Ok(object)
+        })
+    }
+
+    /// `GetObjectIDFromHandle` (Info13): the object the handle holds, at its
+    /// address as of now, typed for the scope `info` — which must block
+    /// garbage collections ([`ProfilerInfo::gc_blocked`]: callbacks that
+    /// receive `ObjectID`s, ELT hooks, runtime suspensions), else
+    /// [`Error::GcMayRun`], and must be a scope of the runtime that made
+    /// the handle, else [`Error::Mismatch`]. `None` once a weak handle's
+    /// object was collected.
+    pub fn object<'s>(&self, info: &ProfilerInfo<'s>) -> Result<Option<ObjectId<'s>>> {
+        const CALL: &str = "ICorProfilerInfo13::GetObjectIDFromHandle";
+        if !self.runtime.same_runtime(info) {
+            return Err(Error::Mismatch {
+                call: CALL,
+                made_for: self.runtime.runtime_slot().0 as usize,
+                used_with: info.runtime_slot().0 as usize,
+            });
+        }
+        info.require_gc_blocked(CALL)?;
+        let object = self.target(CALL)?;
+        Ok((object != 0).then(|| {
+            // SAFETY: the handle holds a live object (or null, handled
+            // above) and no GC can move it before the scope 's ends.
+            unsafe { ObjectId::from_sys(object) }
+        }))
+    }
+
+    /// `GetObjectIDFromHandle` (Info13) as a raw ID, in any scope and from
+    /// any thread: the object's address at the moment of the call, which a
+    /// GC may change right after (fit for logs and comparisons, e.g. that a
+    /// pinned object did not move). `None` once a weak handle's object was
+    /// collected. After the runtime shut down, [`Error::Refused`].
+    pub fn object_raw(&self) -> Result<Option<RawObjectId>> {
+        let object = self.target("ICorProfilerInfo13::GetObjectIDFromHandle")?;
+        Ok((object != 0).then_some(RawObjectId(object)))
+    }
+
+    /// `true` once the handle holds no object: a weak handle whose object
+    /// was collected.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.object_raw()?.is_none())
+    }
+}
+
+impl GcHandle {
+    /// `DestroyHandle` (Info13) now, with the runtime's answer (dropping
+    /// the handle does the same and logs a failure). After the runtime shut
+    /// down or detached the profiler this makes no call and answers
+    /// [`Error::Refused`] with `CORPROF_E_PROFILER_DETACHING`.
+    pub fn destroy(mut self) -> Result<()> {
+        self.destroy_inner()
+    }
+
+    fn destroy_inner(&mut self) -> Result<()> {
+        const CALL: &str = "ICorProfilerInfo13::DestroyHandle";
+        if self.destroyed {
+            return Ok(());
+        }
+        self.destroyed = true;
+        let raw = self.raw;
+        let runtime = &self.runtime;
+        runtime.call_live(CALL, || {
+            let i13 = runtime.raw_info13(CALL)?;
+            // SAFETY: `raw` is a handle this runtime made and nothing
+            // destroyed yet (`destroyed` guards); the runtime still takes
+            // calls (`call_live`).
+            check(
+                unsafe { i13.DestroyHandle(raw as sys::ObjectHandleID) },
+                CALL,
+            )
+        })
+    }
+}
+
+impl Drop for GcHandle {
+    /// `DestroyHandle`, while the runtime takes calls (see the module docs).
+    fn drop(&mut self) {
+        match self.destroy_inner() {
+            Ok(()) => {}
+            Err(Error::Refused { .. }) => log::debug!(
+                "GC handle {:#x} dropped after the runtime shut down or detached the profiler; left to the runtime",
+                self.raw
+            ),
+            Err(e) => log::warn!("dropping a GC handle: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fake::{fake_ids, FakeObject, FakeRuntime};
+
+    fn fake_with_object(object: usize) -> FakeRuntime {
+        let fake = FakeRuntime::with_info_version(13);
+        fake.state().objects.insert(object, FakeObject::default());
+        fake
+    }
+
+    #[test]
+    fn a_handle_follows_its_object_and_is_destroyed_once() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let h = info.create_handle(o, HandleKind::Strong).unwrap();
+        assert_eq!(h.kind(), HandleKind::Strong);
+        assert_eq!(h.object(&info).unwrap(), Some(o));
+        assert_eq!(fake.calls_of("CreateHandle")[0].args, vec![0x100, 0x2]);
+
+        // A GC moved it: the handle gives the new address.
+        let raw = h.as_raw();
+        fake.state().heap.handles.insert(raw, (0x180, 0x2));
+        assert_eq!(h.object(&info).unwrap().map(|o| o.as_sys()), Some(0x180));
+        assert_eq!(h.object_raw().unwrap(), Some(RawObjectId(0x180)));
+
+        drop(h);
+        assert_eq!(fake.state().heap.destroyed, vec![raw]);
+        assert_eq!(fake.call_count("DestroyHandle"), 1);
+    }
+
+    #[test]
+    fn typed_objects_only_where_no_gc_runs() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let no_gc = unsafe { fake.profiler_info_no_gc() };
+        let h = no_gc.create_handle(o, HandleKind::Pinned).unwrap();
+        // SAFETY: as above.
+        let callback = unsafe { fake.profiler_info() };
+        assert!(matches!(h.object(&callback), Err(Error::GcMayRun { .. })));
+        // The raw address is fine anywhere.
+        assert_eq!(h.object_raw().unwrap(), Some(RawObjectId(0x100)));
+    }
+
+    #[test]
+    fn a_weak_handle_reports_its_object_gone() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let h = info.create_handle(o, HandleKind::Weak).unwrap();
+        assert!(!h.is_empty().unwrap());
+        fake.state().heap.handles.insert(h.as_raw(), (0, 0x1));
+        assert_eq!(h.object(&info).unwrap(), None);
+        assert!(h.is_empty().unwrap());
+        assert_eq!(h.object_raw().unwrap(), None);
+    }
+
+    #[test]
+    fn another_runtimes_scope_is_refused() {
+        let a = fake_with_object(0x100);
+        let b = fake_with_object(0x100);
+        fake_ids!(a; o = object_id(0x100));
+        // SAFETY: the fakes' objects describe memory this test owns.
+        let (ia, ib) = unsafe { (a.profiler_info_no_gc(), b.profiler_info_no_gc()) };
+        let h = ia.create_handle(o, HandleKind::Strong).unwrap();
+        assert!(matches!(h.object(&ib), Err(Error::Mismatch { .. })));
+        assert_eq!(b.call_count("GetObjectIDFromHandle"), 0);
+        assert_eq!(a.call_count("GetObjectIDFromHandle"), 0);
+    }
+
+    #[test]
+    fn no_call_after_the_runtime_retired() {
+        let fake = fake_with_object(0x100);
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let kept = info.create_handle(o, HandleKind::Strong).unwrap();
+        let explicit = info.create_handle(o, HandleKind::Strong).unwrap();
+        let explicit_raw = explicit.as_raw();
+        assert_eq!(explicit.destroy(), Ok(()));
+        assert_eq!(fake.state().heap.destroyed, vec![explicit_raw]);
+
+        // Shutdown (or a detach) retires the runtime: drops make no call.
+        info.retire();
+        assert!(!info.is_live());
+        assert!(matches!(kept.object_raw(), Err(Error::Refused { .. })));
+        let e = kept.destroy().unwrap_err();
+        assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
+        assert_eq!(fake.call_count("DestroyHandle"), 1);
+        assert_eq!(fake.call_count("GetObjectIDFromHandle"), 0);
+    }
+
+    #[test]
+    fn handles_need_info13() {
+        let fake = FakeRuntime::with_info_version(12);
+        fake.state().objects.insert(0x100, FakeObject::default());
+        fake_ids!(fake; o = object_id(0x100));
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        match info.create_handle(o, HandleKind::Weak).unwrap_err() {
+            Error::Unsupported {
+                needs: 13, call, ..
+            } => {
+                assert_eq!(call, "ICorProfilerInfo13::CreateHandle")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<GcHandle>();
+    }
+}
