@@ -49,10 +49,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The reason recorded for the Info10 and Info12–15 methods until their
-/// wrappers (issue 16, part B) land.
-const PART_B: &str = "not wrapped yet: issue 16 part B (heap inspection, GC handles, EventPipe, ReJIT with inliners) wraps it";
-
 /// Methods that have no wrapper of their own, with the reason.
 /// Keys are `Interface::Method`; a `*` in the interface part matches several.
 pub const NOT_WRAPPED: &[(&str, &str)] = &[
@@ -86,78 +82,6 @@ pub const NOT_WRAPPED: &[(&str, &str)] = &[
     ),
     // Issue 16 part B (branch info-b) wraps these; its wrappers' doc markers
     // make `cargo xtask coverage` ask for each line here to be dropped.
-    (
-        "ICorProfilerInfo10::EnumerateObjectReferences",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo10::IsFrozenObject",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo10::GetLOHObjectSizeThreshold",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo10::RequestReJITWithInliners",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeStartSession",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeAddProviderToSession",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeStopSession",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeCreateProvider",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeGetProviderInfo",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeDefineEvent",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo12::EventPipeWriteEvent",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo13::CreateHandle",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo13::DestroyHandle",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo13::GetObjectIDFromHandle",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo14::EnumerateNonGCObjects",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo14::GetNonGCHeapBounds",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo14::EventPipeCreateProvider2",
-        PART_B,
-    ),
-    (
-        "ICorProfilerInfo15::EnumerateGCHeapObjects",
-        PART_B,
-    ),
     (
         "ICorProfiler*Enum::Clone",
         "an enumerator is read once by its `ProfilerEnum` iterator; `ProfilerEnum::reset` starts it again",
