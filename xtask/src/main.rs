@@ -7,6 +7,7 @@ mod bench_sampler;
 mod book;
 mod cross;
 mod demo;
+mod gen_mux;
 mod gen_sys;
 mod lint;
 mod msvc;
@@ -27,6 +28,7 @@ commands:
   cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
   msvc        build the SDK for x86_64-pc-windows-msvc and check the trampolines' unwind data
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
+  gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
   book        check the listings and build the mdBook tutorial into target/book
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
 
@@ -47,6 +49,7 @@ fn main() {
         "cross-test" => cross::main(rest),
         "msvc" => msvc::main(rest),
         "gen-sys" => gen_sys::main(rest),
+        "gen-mux" => gen_mux::main(rest),
         "book" => book::main(rest),
         "bench" => bench::main(rest),
         "-h" | "--help" | "help" => {
