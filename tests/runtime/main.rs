@@ -13,6 +13,7 @@ mod hello;
 mod il;
 mod info;
 mod jit_tracer;
+mod mux;
 mod panics;
 mod sampling;
 mod sxs;
@@ -41,7 +42,8 @@ fn main() {
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())
-        .chain(exits::python_scenarios());
+        .chain(exits::python_scenarios())
+        .chain(mux::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
