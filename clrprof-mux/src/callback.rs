@@ -131,7 +131,9 @@ impl Multiplexer {
 
     /// `ICorProfilerCallback::Initialize`.
     pub(crate) unsafe fn on_Initialize(&self, info: *mut c_void) -> HRESULT {
-        guard("clrprof-mux Initialize", E_FAIL, || self.initialize(info, None))
+        guard("clrprof-mux Initialize", E_FAIL, || {
+            self.initialize(info, None)
+        })
     }
 
     /// `ICorProfilerCallback3::InitializeForAttach`: the client data carries
@@ -173,7 +175,10 @@ impl Multiplexer {
     pub(crate) unsafe fn on_ProfilerDetachSucceeded(&self) -> HRESULT {
         let _ = self.fan_out(routes::ProfilerDetachSucceeded, 3, |c| {
             // SAFETY: version-3 children only (fan_out); no arguments.
-            unsafe { (c.vtbl::<ICorProfilerCallback3_Vtbl>().ProfilerDetachSucceeded)(c.this()) }
+            unsafe {
+                (c.vtbl::<ICorProfilerCallback3_Vtbl>()
+                    .ProfilerDetachSucceeded)(c.this())
+            }
         });
         if let Some(shared) = self.shared.get() {
             guard("clrprof-mux ProfilerDetachSucceeded", (), || {
@@ -247,10 +252,9 @@ impl Multiplexer {
             let mut use_cached: BOOL = 1;
             // SAFETY: as in on_JITInlining.
             let hr = unsafe {
-                (c.vtbl::<ICorProfilerCallback_Vtbl>().JITCachedFunctionSearchStarted)(
-                    c.this(),
-                    functionId,
-                    &mut use_cached,
+                (c.vtbl::<ICorProfilerCallback_Vtbl>()
+                    .JITCachedFunctionSearchStarted)(
+                    c.this(), functionId, &mut use_cached
                 )
             };
             all &= use_cached != 0;
@@ -279,11 +283,9 @@ impl Multiplexer {
         self.fan_out(routes::GarbageCollectionStarted, 2, |c| {
             // SAFETY: version-2 children only; the runtime's arguments.
             unsafe {
-                (c.vtbl::<ICorProfilerCallback2_Vtbl>().GarbageCollectionStarted)(
-                    c.this(),
-                    cGenerations,
-                    generationCollected,
-                    reason,
+                (c.vtbl::<ICorProfilerCallback2_Vtbl>()
+                    .GarbageCollectionStarted)(
+                    c.this(), cGenerations, generationCollected, reason
                 )
             }
         })
@@ -320,7 +322,9 @@ impl Multiplexer {
                 )
             };
             if hr.is_err() {
-                child.object_references_stopped.store(true, Ordering::Relaxed);
+                child
+                    .object_references_stopped
+                    .store(true, Ordering::Relaxed);
             } else {
                 continuing = true;
             }
@@ -370,7 +374,10 @@ impl Multiplexer {
     }
 
     /// `ICorProfilerCallback11::LoadAsNotificationOnly`: no.
-    pub(crate) unsafe fn on_LoadAsNotificationOnly(&self, pbNotificationOnly: *mut BOOL) -> HRESULT {
+    pub(crate) unsafe fn on_LoadAsNotificationOnly(
+        &self,
+        pbNotificationOnly: *mut BOOL,
+    ) -> HRESULT {
         if !pbNotificationOnly.is_null() {
             // SAFETY: the runtime's out pointer.
             unsafe { *pbNotificationOnly = 0 };
@@ -452,7 +459,9 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
             // proxy is live (owned by `child.proxy`), the client data lives
             // in the spec for the call.
             unsafe {
-                (loaded.vtbl::<ICorProfilerCallback3_Vtbl>().InitializeForAttach)(
+                (loaded
+                    .vtbl::<ICorProfilerCallback3_Vtbl>()
+                    .InitializeForAttach)(
                     loaded.this(),
                     info,
                     data.as_ptr() as *mut c_void,
@@ -470,7 +479,11 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
                 hr: Some(hr),
                 error: format!(
                     "{} failed",
-                    if attached { "InitializeForAttach" } else { "Initialize" }
+                    if attached {
+                        "InitializeForAttach"
+                    } else {
+                        "Initialize"
+                    }
                 ),
             });
         }
@@ -508,11 +521,7 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
                 d.error
             );
             child.active.store(false, Ordering::SeqCst);
-            child
-                .hooks
-                .lock()
-                .map(|mut h| *h = Default::default())
-                .ok();
+            child.hooks.lock().map(|mut h| *h = Default::default()).ok();
             shared.forget_child_masks(k);
             if let Some(l) = child.loaded.get() {
                 l.release();
@@ -529,7 +538,8 @@ type DllGetClassObjectFn =
 /// `CreateInstance(NULL, IID_ICorProfilerCallback2)`; the highest
 /// `ICorProfilerCallback` version it answers decides which callbacks it gets.
 fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
-    let fail = |stage: &'static str, hr: Option<HRESULT>, error: String| Dropped { stage, hr, error };
+    let fail =
+        |stage: &'static str, hr: Option<HRESULT>, error: String| Dropped { stage, hr, error };
     // SAFETY: loading a profiler library runs its initialisers, exactly what
     // the runtime does with the library a profiler variable names; the
     // configuration names it for that purpose.

@@ -206,7 +206,9 @@ pub fn children<'a>(
             )));
         };
         if var.is_empty() {
-            return Err(ConfigError(format!("{name}: no variable name after the child number")));
+            return Err(ConfigError(format!(
+                "{name}: no variable name after the child number"
+            )));
         }
         if var == CLIENT_DATA {
             spec.client_data = value.as_bytes().to_vec();
@@ -245,7 +247,10 @@ pub fn from_client_data(data: &[u8]) -> Result<Vec<ChildSpec>, ConfigError> {
 }
 
 /// Writes the attach client data [`from_client_data`] reads.
-pub fn client_data(children: &[(String, GUID)], per_child: &[(usize, String, String)]) -> Result<String, ConfigError> {
+pub fn client_data(
+    children: &[(String, GUID)],
+    per_child: &[(usize, String, String)],
+) -> Result<String, ConfigError> {
     let mut out = format!("{PROFILERS_VAR}={}\n", format_list(children)?);
     for (index, name, value) in per_child {
         if value.contains('\n') {
@@ -267,10 +272,7 @@ mod tests {
 
     #[test]
     fn lists_follow_the_runtime_syntax() {
-        let list = parse_list(&format!(
-            "/opt/p/liba.so={A}; Z:\\dir\\b=c.dll={{{B}}};;"
-        ))
-        .unwrap();
+        let list = parse_list(&format!("/opt/p/liba.so={A}; Z:\\dir\\b=c.dll={{{B}}};;")).unwrap();
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].0, "/opt/p/liba.so");
         assert_eq!(format_clsid(&list[0].1), A);
@@ -282,12 +284,24 @@ mod tests {
 
     #[test]
     fn mistakes_are_named() {
-        assert!(parse_list("/p/lib.so").unwrap_err().0.contains("not `path={CLSID}`"));
-        assert!(parse_list("/p/lib.so={nope}").unwrap_err().0.contains("is not a CLSID"));
-        assert!(parse_list(&format!("={A}")).unwrap_err().0.contains("no library path"));
+        assert!(parse_list("/p/lib.so")
+            .unwrap_err()
+            .0
+            .contains("not `path={CLSID}`"));
+        assert!(parse_list("/p/lib.so={nope}")
+            .unwrap_err()
+            .0
+            .contains("is not a CLSID"));
+        assert!(parse_list(&format!("={A}"))
+            .unwrap_err()
+            .0
+            .contains("no library path"));
         assert!(format_list(&[("a;b".into(), GUID::zeroed())]).is_err());
         assert!(children([]).unwrap_err().0.contains("is not set"));
-        assert!(children([(PROFILERS_VAR, " ; ")]).unwrap_err().0.contains("names no profiler"));
+        assert!(children([(PROFILERS_VAR, " ; ")])
+            .unwrap_err()
+            .0
+            .contains("names no profiler"));
     }
 
     #[test]
@@ -312,11 +326,7 @@ mod tests {
             specs[1].env,
             vec![("CLRPROF_OUTPUT".to_string(), "/out/b2.jsonl".to_string())]
         );
-        let e = children([
-            (PROFILERS_VAR, list.as_str()),
-            ("CLRPROF_MUX_3_X", "1"),
-        ])
-        .unwrap_err();
+        let e = children([(PROFILERS_VAR, list.as_str()), ("CLRPROF_MUX_3_X", "1")]).unwrap_err();
         assert!(e.0.contains("there is no child 3"), "{e}");
     }
 
@@ -325,7 +335,11 @@ mod tests {
         let kids = vec![("/a.so".to_string(), parse_clsid(A).unwrap())];
         let text = client_data(
             &kids,
-            &[(1, "CLIENT_DATA".into(), "output=/o;detach_after_ms=1".into())],
+            &[(
+                1,
+                "CLIENT_DATA".into(),
+                "output=/o;detach_after_ms=1".into(),
+            )],
         )
         .unwrap();
         let specs = from_client_data(text.as_bytes()).unwrap();

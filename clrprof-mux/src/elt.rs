@@ -138,8 +138,7 @@ pub(crate) fn set_hooks(proxy: &InfoProxy, request: Request) -> HRESULT {
         .map(|(_, c)| *c.hooks.lock().unwrap_or_else(|e| e.into_inner()))
         .filter(Hooks::any)
         .collect::<Vec<_>>();
-    if (legacy && !others.is_empty()) || (!legacy && others.iter().any(|h| h.legacy.is_some()))
-    {
+    if (legacy && !others.is_empty()) || (!legacy && others.iter().any(|h| h.legacy.is_some())) {
         return E_NOTIMPL;
     }
     let child = &shared.children[proxy.child];
@@ -305,7 +304,10 @@ mod fan_out {
         entries: Box<[(ChildHooks, usize)]>,
     }
 
-    pub(super) fn install(shared: &Shared, hooking: &[(usize, Hooks)]) -> Vec<(&'static str, HRESULT)> {
+    pub(super) fn install(
+        shared: &Shared,
+        hooking: &[(usize, Hooks)],
+    ) -> Vec<(&'static str, HRESULT)> {
         let table: &'static Table = Box::leak(Box::new(Table {
             children: hooking
                 .iter()
@@ -317,7 +319,12 @@ mod fan_out {
                 .collect(),
         }));
         let any_fast = |i: usize| table.children.iter().any(|c| c.fast[i] != 0);
-        let any_wi = |i: usize| table.children.iter().any(|c| c.with_info[i] != 0 || c.fast[i] != 0);
+        let any_wi = |i: usize| {
+            table
+                .children
+                .iter()
+                .any(|c| c.with_info[i] != 0 || c.fast[i] != 0)
+        };
         let any_with_info = table.children.iter().any(|c| c.with_info != [0; 3]);
         let mut hrs = Vec::new();
         // SAFETY: Info3 vtable type for version 3. The multiplexer's hooks
@@ -333,8 +340,19 @@ mod fan_out {
                 (v.SetFunctionIDMapper2)(this, Some(mapper), table as *const Table as *mut c_void),
             ));
             #[cfg(any(
-                all(target_arch = "x86_64", any(target_os = "linux", target_os = "android", target_os = "macos", windows)),
-                all(target_arch = "aarch64", any(target_os = "linux", target_os = "android", target_os = "macos"))
+                all(
+                    target_arch = "x86_64",
+                    any(
+                        target_os = "linux",
+                        target_os = "android",
+                        target_os = "macos",
+                        windows
+                    )
+                ),
+                all(
+                    target_arch = "aarch64",
+                    any(target_os = "linux", target_os = "android", target_os = "macos")
+                )
             ))]
             {
                 use clrprof::sys::elt;
@@ -355,8 +373,12 @@ mod fan_out {
             }
             if any_with_info {
                 use clrprof::sys::elt;
-                elt::set_enter3_with_info_handler(any_wi(0).then_some(enter_with_info as elt::EltWithInfoHandler));
-                elt::set_leave3_with_info_handler(any_wi(1).then_some(leave_with_info as elt::EltWithInfoHandler));
+                elt::set_enter3_with_info_handler(
+                    any_wi(0).then_some(enter_with_info as elt::EltWithInfoHandler),
+                );
+                elt::set_leave3_with_info_handler(
+                    any_wi(1).then_some(leave_with_info as elt::EltWithInfoHandler),
+                );
                 elt::set_tailcall3_with_info_handler(
                     any_wi(2).then_some(tailcall_with_info as elt::EltWithInfoHandler),
                 );
@@ -431,8 +453,19 @@ mod fan_out {
         ($name:ident, $slot:literal, $call:ident) => {
             /// Fast-path hook of the multiplexer (through clrprof-sys's trampoline).
             #[cfg(any(
-                all(target_arch = "x86_64", any(target_os = "linux", target_os = "android", target_os = "macos", windows)),
-                all(target_arch = "aarch64", any(target_os = "linux", target_os = "android", target_os = "macos"))
+                all(
+                    target_arch = "x86_64",
+                    any(
+                        target_os = "linux",
+                        target_os = "android",
+                        target_os = "macos",
+                        windows
+                    )
+                ),
+                all(
+                    target_arch = "aarch64",
+                    any(target_os = "linux", target_os = "android", target_os = "macos")
+                )
             ))]
             unsafe extern "C" fn $name(client: usize) {
                 // SAFETY: the runtime passes the client ID our mapper returned.

@@ -135,7 +135,10 @@ mod tests {
 
     #[test]
     fn only_the_second_map_of_one_compilation_is_composed() {
-        assert!(combine(7, true, &[m(0, 1)]).is_none(), "outside a compilation");
+        assert!(
+            combine(7, true, &[m(0, 1)]).is_none(),
+            "outside a compilation"
+        );
         let _c = Compilation::begin(7);
         assert!(combine(8, true, &[m(0, 1)]).is_none(), "another function");
         assert!(combine(7, true, &[m(0, 2)]).is_none(), "the first map");

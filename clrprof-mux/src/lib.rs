@@ -98,7 +98,9 @@ pub static clrprof_class_366DABA3098B4669961C4FBE18ECC9B9: ClassEntry = ClassEnt
 mod tests {
     #[test]
     fn the_marker_and_the_entry_name_the_clsid() {
-        let marker = std::str::from_utf8(&super::clrprof_profiler_clsid_366DABA3098B4669961C4FBE18ECC9B9).unwrap();
+        let marker =
+            std::str::from_utf8(&super::clrprof_profiler_clsid_366DABA3098B4669961C4FBE18ECC9B9)
+                .unwrap();
         assert_eq!(marker, format!("CLRPROF_CLSID:{}", super::CLSID));
         let guid = super::config::parse_clsid(super::CLSID).unwrap();
         assert_eq!(guid.to_u128(), super::CLSID_VALUE);

@@ -136,8 +136,8 @@ pub(crate) mod intercept {
             .iter()
             .position(|i| *i == iid)
             .map(|k| k as u32 + 1);
-        let ok = iid == IUnknown::IID
-            || wanted.is_some_and(|v| proxy.shared.runtime.get(v).is_some());
+        let ok =
+            iid == IUnknown::IID || wanted.is_some_and(|v| proxy.shared.runtime.get(v).is_some());
         if !ok {
             return E_NOINTERFACE;
         }
@@ -253,8 +253,7 @@ pub(crate) mod intercept {
         dwEventsHigh: DWORD,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo5::SetEventMask2", this, |p| {
-            p.shared
-                .set_child_masks(p.child, dwEventsLow, dwEventsHigh)
+            p.shared.set_child_masks(p.child, dwEventsLow, dwEventsHigh)
         })
     }
 
@@ -284,16 +283,20 @@ pub(crate) mod intercept {
         pFuncLeave: Option<FunctionLeave2>,
         pFuncTailcall: Option<FunctionTailcall2>,
     ) -> HRESULT {
-        with_proxy("ICorProfilerInfo2::SetEnterLeaveFunctionHooks2", this, |p| {
-            crate::elt::set_hooks(
-                p,
-                crate::elt::Request::V2(
-                    pFuncEnter.map_or(0, |f| f as usize),
-                    pFuncLeave.map_or(0, |f| f as usize),
-                    pFuncTailcall.map_or(0, |f| f as usize),
-                ),
-            )
-        })
+        with_proxy(
+            "ICorProfilerInfo2::SetEnterLeaveFunctionHooks2",
+            this,
+            |p| {
+                crate::elt::set_hooks(
+                    p,
+                    crate::elt::Request::V2(
+                        pFuncEnter.map_or(0, |f| f as usize),
+                        pFuncLeave.map_or(0, |f| f as usize),
+                        pFuncTailcall.map_or(0, |f| f as usize),
+                    ),
+                )
+            },
+        )
     }
 
     /// `ICorProfilerInfo3::SetEnterLeaveFunctionHooks3` (the fast-path hooks).
@@ -303,16 +306,20 @@ pub(crate) mod intercept {
         pFuncLeave3: Option<FunctionLeave3>,
         pFuncTailcall3: Option<FunctionTailcall3>,
     ) -> HRESULT {
-        with_proxy("ICorProfilerInfo3::SetEnterLeaveFunctionHooks3", this, |p| {
-            crate::elt::set_hooks(
-                p,
-                crate::elt::Request::V3(
-                    pFuncEnter3.map_or(0, |f| f as usize),
-                    pFuncLeave3.map_or(0, |f| f as usize),
-                    pFuncTailcall3.map_or(0, |f| f as usize),
-                ),
-            )
-        })
+        with_proxy(
+            "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3",
+            this,
+            |p| {
+                crate::elt::set_hooks(
+                    p,
+                    crate::elt::Request::V3(
+                        pFuncEnter3.map_or(0, |f| f as usize),
+                        pFuncLeave3.map_or(0, |f| f as usize),
+                        pFuncTailcall3.map_or(0, |f| f as usize),
+                    ),
+                )
+            },
+        )
     }
 
     /// `ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo`.
@@ -370,7 +377,8 @@ pub(crate) mod intercept {
         ppMethodHeader: *mut LPCBYTE,
         pcbMethodSize: *mut ULONG,
     ) -> HRESULT {
-        if let Some(hr) = crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
+        if let Some(hr) =
+            crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
         {
             return hr;
         }

@@ -63,7 +63,11 @@ fn bit(k: usize) -> u64 {
     1u64.checked_shl(k as u32).unwrap_or(0)
 }
 
-fn runtime_rejit(shared: &Shared, list: &[(ModuleID, mdMethodDef)], flags: Option<DWORD>) -> HRESULT {
+fn runtime_rejit(
+    shared: &Shared,
+    list: &[(ModuleID, mdMethodDef)],
+    flags: Option<DWORD>,
+) -> HRESULT {
     if list.is_empty() {
         return S_OK;
     }
@@ -74,12 +78,9 @@ fn runtime_rejit(shared: &Shared, list: &[(ModuleID, mdMethodDef)], flags: Optio
     unsafe {
         match flags {
             None => match shared.runtime.vtbl::<ICorProfilerInfo4_Vtbl>(4) {
-                Some((this, v)) => (v.RequestReJIT)(
-                    this,
-                    list.len() as ULONG,
-                    modules.as_ptr(),
-                    tokens.as_ptr(),
-                ),
+                Some((this, v)) => {
+                    (v.RequestReJIT)(this, list.len() as ULONG, modules.as_ptr(), tokens.as_ptr())
+                }
                 None => E_NOTIMPL,
             },
             Some(flags) => match shared.runtime.vtbl::<ICorProfilerInfo10_Vtbl>(10) {
@@ -259,44 +260,56 @@ fn with_pending(f: impl FnOnce(&mut Pending) -> HRESULT) -> HRESULT {
 #[allow(non_snake_case)]
 impl ICorProfilerFunctionControl_Impl for ControlProxy_Impl {
     unsafe fn SetCodegenFlags(&self, flags: DWORD) -> HRESULT {
-        guard("ICorProfilerFunctionControl::SetCodegenFlags", E_UNEXPECTED, || {
-            with_pending(|p| {
-                p.flags |= flags;
-                S_OK
-            })
-        })
+        guard(
+            "ICorProfilerFunctionControl::SetCodegenFlags",
+            E_UNEXPECTED,
+            || {
+                with_pending(|p| {
+                    p.flags |= flags;
+                    S_OK
+                })
+            },
+        )
     }
 
     unsafe fn SetILFunctionBody(&self, cb: ULONG, pb: LPCBYTE) -> HRESULT {
-        guard("ICorProfilerFunctionControl::SetILFunctionBody", E_UNEXPECTED, || {
-            if pb.is_null() || cb == 0 {
-                return E_INVALIDARG;
-            }
-            // SAFETY: IDL [in, size_is(cbNewILMethodHeader)] buffer of the caller.
-            let body = unsafe { core::slice::from_raw_parts(pb, cb as usize) }.to_vec();
-            with_pending(|p| {
-                p.body = Some(body);
-                S_OK
-            })
-        })
+        guard(
+            "ICorProfilerFunctionControl::SetILFunctionBody",
+            E_UNEXPECTED,
+            || {
+                if pb.is_null() || cb == 0 {
+                    return E_INVALIDARG;
+                }
+                // SAFETY: IDL [in, size_is(cbNewILMethodHeader)] buffer of the caller.
+                let body = unsafe { core::slice::from_raw_parts(pb, cb as usize) }.to_vec();
+                with_pending(|p| {
+                    p.body = Some(body);
+                    S_OK
+                })
+            },
+        )
     }
 
     unsafe fn SetILInstrumentedCodeMap(&self, n: ULONG, entries: *const COR_IL_MAP) -> HRESULT {
-        guard("ICorProfilerFunctionControl::SetILInstrumentedCodeMap", E_UNEXPECTED, || {
-            let new = if n == 0 || entries.is_null() {
-                Vec::new()
-            } else {
-                // SAFETY: IDL [in, size_is(cILMapEntries)] array of the caller.
-                unsafe { core::slice::from_raw_parts(entries, n as usize) }.to_vec()
-            };
-            with_pending(|p| {
-                p.map = Some(match &p.map {
-                    Some(first) => crate::il_map::compose(first, &new),
-                    None => new,
-                });
-                S_OK
-            })
-        })
+        guard(
+            "ICorProfilerFunctionControl::SetILInstrumentedCodeMap",
+            E_UNEXPECTED,
+            || {
+                let new = if n == 0 || entries.is_null() {
+                    Vec::new()
+                } else {
+                    // SAFETY: IDL [in, size_is(cILMapEntries)] array of the caller.
+                    unsafe { core::slice::from_raw_parts(entries, n as usize) }.to_vec()
+                };
+                with_pending(|p| {
+                    p.map = Some(match &p.map {
+                        Some(first) => crate::il_map::compose(first, &new),
+                        None => new,
+                    });
+                    S_OK
+                })
+            },
+        )
     }
 }
 
@@ -332,20 +345,14 @@ pub(crate) fn get_parameters(
     let mut succeeded = 0usize;
     let mut first_failure = None;
     for child in &targets {
-        let before = PENDING
-            .try_with(|p| p.borrow().clone())
-            .ok()
-            .flatten();
+        let before = PENDING.try_with(|p| p.borrow().clone()).ok().flatten();
         // SAFETY: the child implements Callback4 (receiver checked the
         // version); the arguments are the runtime's, the control our own
         // live object, valid for the call.
         let hr = unsafe {
-            (child.vtbl::<ICorProfilerCallback4_Vtbl>().GetReJITParameters)(
-                child.this(),
-                module,
-                method,
-                proxy.as_raw(),
-            )
+            (child
+                .vtbl::<ICorProfilerCallback4_Vtbl>()
+                .GetReJITParameters)(child.this(), module, method, proxy.as_raw())
         };
         if hr.is_ok() {
             succeeded += 1;

@@ -93,11 +93,7 @@ pub fn main(args: &[String]) -> crate::Result {
     if check {
         let current = std::fs::read_to_string(&target).unwrap_or_default();
         if current != generated {
-            return Err(format!(
-                "{} is stale: run `cargo xtask gen-mux`",
-                target.display()
-            )
-            .into());
+            return Err(format!("{} is stale: run `cargo xtask gen-mux`", target.display()).into());
         }
         println!("{} is up to date", target.display());
         return Ok(());
@@ -142,7 +138,10 @@ fn generate(source: &str) -> crate::Result<String> {
     let infos = family("ICorProfilerInfo", 15)?;
     let callbacks = family("ICorProfilerCallback", 11)?;
     for name in INFO_INTERCEPTED {
-        if !infos.iter().any(|i| i.methods.iter().any(|m| m.name == *name)) {
+        if !infos
+            .iter()
+            .any(|i| i.methods.iter().any(|m| m.name == *name))
+        {
             return Err(format!("intercepted Info method {name} does not exist").into());
         }
     }
@@ -355,10 +354,7 @@ fn parse_interfaces(source: &str) -> crate::Result<Vec<Interface>> {
 
 /// `pub fn Name(&self, a: T, b: U) -> R`.
 fn parse_method(s: &str) -> Result<Method, String> {
-    let s = s
-        .strip_prefix("pub fn ")
-        .ok_or("expected `pub fn`")?
-        .trim();
+    let s = s.strip_prefix("pub fn ").ok_or("expected `pub fn`")?.trim();
     let open = s.find('(').ok_or("no `(`")?;
     let name = s[..open].trim().to_string();
     let mut depth = 0usize;
@@ -458,8 +454,7 @@ mod tests {
     fn the_committed_file_is_current() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let source = std::fs::read_to_string(root.join("clrprof-sys/src/corprof.rs")).unwrap();
-        let committed =
-            std::fs::read_to_string(root.join("clrprof-mux/src/generated.rs")).unwrap();
+        let committed = std::fs::read_to_string(root.join("clrprof-mux/src/generated.rs")).unwrap();
         assert!(
             generate(&source).unwrap() == committed,
             "clrprof-mux/src/generated.rs is stale: run `cargo xtask gen-mux`"
