@@ -318,14 +318,25 @@ mod fan_out {
                 })
                 .collect(),
         }));
-        let any_fast = |i: usize| table.children.iter().any(|c| c.fast[i] != 0);
+        // With arguments, return values or frame info asked for, the runtime
+        // calls only WithInfo hooks (it refuses fast-path ones with
+        // CORPROF_E_INCONSISTENT_WITH_FLAGS): fast-path children are then
+        // called from the multiplexer's WithInfo hooks.
+        let slow_path = shared.active().any(|(_, c)| {
+            c.masks().0
+                & (COR_PRF_ENABLE_FUNCTION_ARGS
+                    | COR_PRF_ENABLE_FUNCTION_RETVAL
+                    | COR_PRF_ENABLE_FRAME_INFO)
+                != 0
+        });
+        let any_fast = |i: usize| !slow_path && table.children.iter().any(|c| c.fast[i] != 0);
         let any_wi = |i: usize| {
             table
                 .children
                 .iter()
                 .any(|c| c.with_info[i] != 0 || c.fast[i] != 0)
         };
-        let any_with_info = table.children.iter().any(|c| c.with_info != [0; 3]);
+        let any_with_info = slow_path || table.children.iter().any(|c| c.with_info != [0; 3]);
         let mut hrs = Vec::new();
         // SAFETY: Info3 vtable type for version 3. The multiplexer's hooks
         // and mapper are functions of this library, which stays loaded

@@ -503,6 +503,305 @@ fn failing_children(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// `<prefix> <method> <n>` lines of the app's output.
+fn app_counts(stdout: &str, prefix: &str) -> BTreeMap<String, u64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|l| {
+            let (m, n) = l.rsplit_once(' ')?;
+            Some((m.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A child's `event` records as method → count.
+fn record_counts(records: &[Value], event: &str) -> BTreeMap<String, u64> {
+    records
+        .iter()
+        .filter(|r| r["event"] == event)
+        .filter_map(|r| Some((r["method"].as_str()?.to_string(), r["count"].as_u64()?)))
+        .collect()
+}
+
+/// Every method of `expected` whose name starts with `filter` counted
+/// exactly, and nothing counted outside the filter.
+fn exact_counts(
+    who: &str,
+    expected: &BTreeMap<String, u64>,
+    got: &BTreeMap<String, u64>,
+    filter: &str,
+) -> Result<usize, String> {
+    let mut n = 0;
+    for (m, want) in expected.iter().filter(|(m, _)| m.starts_with(filter)) {
+        if got.get(m) != Some(want) {
+            return Err(format!(
+                "{who}: {m}: the app counted {want}, the child {:?}",
+                got.get(m)
+            ));
+        }
+        n += 1;
+    }
+    if let Some(outside) = got.keys().find(|m| !m.starts_with(filter)) {
+        return Err(format!(
+            "{who}: counted {outside}, outside its filter {filter:?}"
+        ));
+    }
+    if n == 0 {
+        return Err(format!("{who}: the app counted no method under {filter:?}"));
+    }
+    Ok(n)
+}
+
+/// The multiplexer's `elt` record.
+fn elt_mode(run: &MuxRun) -> R<String> {
+    let r = run
+        .outcome
+        .events("elt")
+        .next()
+        .ok_or_else(|| format!("no elt record: {:?}", run.outcome.records))?;
+    let failed: Vec<String> = r
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| k.starts_with("Set") && v.as_str() != Some("0x00000000"))
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("the runtime refused hooks: {failed:?}").into());
+    }
+    Ok(r["mode"].as_str().unwrap_or("").to_string())
+}
+
+/// call-tracer twice (two files), with different filters and hook kinds:
+/// both count every call of their methods exactly, and the app's results
+/// (float, double and struct arguments and returns) are unchanged.
+fn two_elt_children(case: &Case<'_>, first: &str, second: &str) -> CaseResult {
+    let app = case.app("calls")?;
+    let args = ["3"];
+    let plain = plain_run(case, &app, &args, &[])?;
+    let tracer = case.profiler("call-tracer")?;
+    let kids = [
+        Kid::new(tracer.clone())
+            .env("CLRPROF_ELT", first)
+            .env("CLRPROF_CALLS_FILTER", "Calls."),
+        Kid::new(library_copy(case, &tracer, "b")?)
+            .env("CLRPROF_ELT", second)
+            .env("CLRPROF_CALLS_FILTER", "Calls.Program::"),
+    ];
+    let run = mux_run(case, &app, &args, &kids, &[])?;
+    same_output(&plain, &run.outcome, "two ELT children")?;
+    if elt_mode(&run)? != "fan-out" {
+        return Err(format!("two hooking children, yet {:?}", run.outcome.records).into());
+    }
+    let expected = app_counts(&plain.stdout, "count ");
+    let a = exact_counts(
+        "child 1",
+        &expected,
+        &record_counts(&run.children[0], "calls"),
+        "Calls.",
+    )?;
+    let b = exact_counts(
+        "child 2",
+        &expected,
+        &record_counts(&run.children[1], "calls"),
+        "Calls.Program::",
+    )?;
+    if a < 16 || b >= a {
+        return Err(format!("child 1 checked {a} methods, child 2 {b}").into());
+    }
+    Ok(())
+}
+
+/// One hooking child (beside one that does not hook) is passed through.
+fn one_elt_child(case: &Case<'_>) -> CaseResult {
+    let app = case.app("calls")?;
+    let args = ["3"];
+    let plain = plain_run(case, &app, &args, &[])?;
+    let kids = [
+        Kid::new(c_child(case)?),
+        Kid::new(case.profiler("call-tracer")?).env("CLRPROF_CALLS_FILTER", "Calls."),
+    ];
+    let run = mux_run(case, &app, &args, &kids, &[])?;
+    same_output(&plain, &run.outcome, "one ELT child")?;
+    if elt_mode(&run)? != "pass-through" {
+        return Err(format!("one hooking child, yet {:?}", run.outcome.records).into());
+    }
+    let expected = app_counts(&plain.stdout, "count ");
+    exact_counts(
+        "child 2",
+        &expected,
+        &record_counts(&run.children[1], "calls"),
+        "Calls.",
+    )?;
+    Ok(())
+}
+
+/// The methods of apps/il.cs.
+const IL_METHODS: [&str; 6] = [
+    "Il.Shapes::Fib",
+    "Il.Shapes::Tiny",
+    "Il.Shapes::Guarded",
+    "Il.Shapes::Switch",
+    "Il.Shapes::Long",
+    "Il.Shapes::Instance",
+];
+
+/// A dumped body: verified, decoded; the `ldc.i8` operands (probe
+/// addresses) of the native probes at its entry.
+fn entry_probes(r: &Value) -> Result<Vec<i64>, String> {
+    let method = r["method"].as_str().unwrap_or("?");
+    let hex = r["hex"].as_str().ok_or("il_body without hex")?;
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{method}: bad hex: {e}"))?;
+    let mut sites: HashMap<MdToken, CallSite> = HashMap::new();
+    for (tok, s) in r["sites"].as_object().ok_or("il_body without sites")? {
+        let tok: u32 = tok.parse().map_err(|_| format!("bad token {tok}"))?;
+        let s = s.as_array().ok_or("bad site")?;
+        sites.insert(
+            MdToken(tok),
+            CallSite {
+                params: s[0].as_u64().ok_or("bad site")? as u32,
+                has_this: s[1].as_bool().ok_or("bad site")?,
+                returns_value: s[2].as_bool().ok_or("bad site")?,
+            },
+        );
+    }
+    let returns = r["returns"].as_bool().ok_or("il_body without returns")?;
+    let (body, _) = verify(&bytes, returns, &sites).map_err(|e| format!("{method}: {e}"))?;
+    if MethodBody::parse(&bytes).map_err(|e| e.to_string())? != body {
+        return Err(format!("{method}: parse is not deterministic"));
+    }
+    let names: Vec<&str> = body
+        .instructions()
+        .iter()
+        .map(|i| i.opcode.name())
+        .collect();
+    let mut probes = Vec::new();
+    let mut at = 0;
+    while names.get(at..at + 4) == Some(&["ldc.i4", "ldc.i8", "conv.i", "calli"][..]) {
+        match body.instructions()[at + 1].operand {
+            Operand::Long(address) => probes.push(address),
+            ref other => return Err(format!("{method}: ldc.i8 with {other:?}")),
+        }
+        at += 4;
+    }
+    Ok(probes)
+}
+
+/// il-rewriter twice (two files) on the same methods.
+fn two_rewriters(case: &Case<'_>, rejit: bool) -> CaseResult {
+    let app = case.app("il")?;
+    let plain = plain_run(case, &app, &[], &NO_TIERING)?;
+    let rewriter = case.profiler("il-rewriter")?;
+    let mut kids = vec![
+        Kid::new(rewriter.clone()).env("CLRPROF_IL_DUMP", "1"),
+        Kid::new(library_copy(case, &rewriter, "b")?).env("CLRPROF_IL_DUMP", "1"),
+    ];
+    if rejit {
+        kids = kids
+            .into_iter()
+            .map(|k| k.env("CLRPROF_IL_MODE", "rejit"))
+            .collect();
+    }
+    let run = mux_run(case, &app, &[], &kids, &NO_TIERING)?;
+    same_output(&plain, &run.outcome, "two IL rewriters")?;
+    let (counted, prefix) = if rejit {
+        ("rejit-calls ", "il_rejit_body")
+    } else {
+        ("calls ", "il_rewritten")
+    };
+    let expected: BTreeMap<String, u64> = app_counts(&plain.stdout, counted)
+        .into_iter()
+        .filter(|(m, _)| IL_METHODS.contains(&m.as_str()))
+        .collect();
+    if expected.len() != IL_METHODS.len() || expected.values().any(|n| *n == 0) {
+        return Err(format!("the app's counts: {expected:?}").into());
+    }
+    let mut addresses = Vec::new();
+    for (k, records) in run.children.iter().enumerate() {
+        let errors: Vec<String> = records
+            .iter()
+            .filter(|r| r["event"] == "il_error")
+            .map(|r| r.to_string())
+            .collect();
+        if !errors.is_empty() {
+            return Err(format!("child {} reported errors: {errors:?}", k + 1).into());
+        }
+        exact_counts(
+            &format!("child {}", k + 1),
+            &expected,
+            &record_counts(records, "il_calls")
+                .into_iter()
+                .filter(|(m, _)| IL_METHODS.contains(&m.as_str()))
+                .collect(),
+            "Il.Shapes::",
+        )?;
+        let mut mine = Vec::new();
+        for m in IL_METHODS {
+            if !records
+                .iter()
+                .any(|r| r["event"] == prefix && r["method"] == m)
+            {
+                return Err(format!("child {}: no {prefix} record for {m}", k + 1).into());
+            }
+            let body = records
+                .iter()
+                .filter(|r| r["event"] == "il_body" && r["method"] == m)
+                .last()
+                .ok_or_else(|| format!("child {}: no il_body for {m}", k + 1))?;
+            let probes = entry_probes(body)?;
+            // The first child rewrites the original body; the second one
+            // rewrites the first one's, so its body starts with both probes.
+            if probes.len() != k + 1 {
+                return Err(format!(
+                    "child {}: {m} starts with {} probes: {probes:x?}",
+                    k + 1,
+                    probes.len()
+                )
+                .into());
+            }
+            mine.push(probes[0]);
+            if k == 1 && probes[1] != addresses[0] {
+                return Err(format!(
+                    "child 2's {m} chains the probe {:#x}, child 1's is {:#x}",
+                    probes[1], addresses[0]
+                )
+                .into());
+            }
+        }
+        if mine.iter().any(|a| *a != mine[0]) {
+            return Err(format!("child {}: probes at several addresses {mine:x?}", k + 1).into());
+        }
+        addresses.push(mine[0]);
+    }
+    if addresses[0] == addresses[1] {
+        return Err(
+            "the two rewriters' probes are one function: the copy was not a library of its own"
+                .into(),
+        );
+    }
+    if !rejit {
+        // The IL offset the app reads from its own frame is one of the
+        // original IL: the two children's code maps were composed.
+        let offset: Option<i64> = run
+            .outcome
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("il-offset "))
+            .and_then(|n| n.parse().ok());
+        if !offset.is_some_and(|o| (0..15).contains(&o)) {
+            return Err(
+                format!("the app's IL offset is {offset:?}, not one of the original IL").into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -513,18 +812,21 @@ pub fn scenarios() -> Vec<Scenario> {
             "mux: children that fail or panic in Initialize, or panic in callbacks, leave the others complete",
             failing_children,
         ),
+        Scenario::new("mux: two ELT children (call-tracer twice, fast path) both exact", |case| {
+            two_elt_children(case, "fastpath", "fastpath")
+        }),
+        Scenario::new(
+            "mux: two ELT children (fast path beside WithInfo) both exact",
+            |case| two_elt_children(case, "fastpath", "withinfo"),
+        ),
+        Scenario::new("mux: one ELT child is passed through", one_elt_child),
+        Scenario::new(
+            "mux: two IL rewriters at JIT time chain, both probes count exactly",
+            |case| two_rewriters(case, false),
+        ),
+        Scenario::new(
+            "mux: two IL rewriters by ReJIT merge, both probes count exactly",
+            |case| two_rewriters(case, true),
+        ),
     ]
-}
-
-#[allow(dead_code)]
-fn unused(
-    _: (
-        BTreeMap<u8, u8>,
-        HashMap<u8, u8>,
-        MdToken,
-        Operand,
-        CallSite,
-    ),
-) {
-    let _ = (verify, MethodBody::parse);
 }
