@@ -43,7 +43,8 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
-        .chain(mux::scenarios());
+        .chain(mux::scenarios())
+        .chain(mux::python_scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

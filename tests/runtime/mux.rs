@@ -802,6 +802,198 @@ fn two_rewriters(case: &Case<'_>, rejit: bool) -> CaseResult {
     Ok(())
 }
 
+/// `clrprof run --profiler .. --profiler .. --output-dir DIR -- HOST APP`:
+/// the multiplexer found next to the profilers, one file per profiler.
+fn cli_run(case: &Case<'_>) -> CaseResult {
+    let app = case.app("mux")?;
+    let args = [throws(case, false)];
+    let plain = plain_run(case, &app, &args, &NO_TIERING)?;
+    case.profiler("clrprof-mux")?;
+    let cli = crate::exits::native_cli()?;
+    let jit = case.profiler("jit-tracer")?;
+    let alloc = case.profiler("alloc-tracer")?;
+    let c = c_child(case)?;
+    let dir = case.spec(&app).work_dir;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut cmd = std::process::Command::new(&cli);
+    cmd.arg("run");
+    for p in [&jit, &alloc, &c] {
+        cmd.arg("--profiler")
+            .arg(format!("{}={}", p.path.display(), p.clsid));
+    }
+    cmd.arg("--output-dir")
+        .arg(&out)
+        .arg("--")
+        .arg(&case.leg().host);
+    match case.leg().os {
+        Os::Linux => cmd.arg(&app),
+        Os::Windows => {
+            let wine = clrprof_testing::discover()
+                .wine()
+                .cloned()
+                .ok_or("Windows leg without Wine")?;
+            cmd.env("WINEPREFIX", &wine.prefix);
+            cmd.arg(to_wine_path(&app)?)
+        }
+    };
+    cmd.args(args);
+    for var in [
+        "CORECLR_ENABLE_PROFILING",
+        "CLRPROF_OUTPUT",
+        "CLRPROF_MUX_PROFILERS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1");
+    for (k, v) in NO_TIERING {
+        cmd.env(k, v);
+    }
+    let done = clrprof_testing::run::run_captured(cmd, std::time::Duration::from_secs(120), &dir)?;
+    let stdout = clrprof_testing::wine::strip_cr(&done.stdout);
+    if done.exit != clrprof_testing::run::Exit::Code(0) || stdout != plain.stdout {
+        return Err(format!(
+            "clrprof run ended {:?} with {stdout:?} (plain: {:?}); stderr: {}",
+            done.exit, plain.stdout, done.stderr
+        )
+        .into());
+    }
+    let stem = |p: &Profiler| {
+        p.path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let read = |name: &str| -> R<Vec<Value>> {
+        let (records, bad) = read_records(&out.join(format!("{name}.jsonl")));
+        if !bad.is_empty() || records.is_empty() {
+            return Err(
+                format!("{name}.jsonl: {} records, invalid: {bad:?}", records.len()).into(),
+            );
+        }
+        Ok(records)
+    };
+    let mux = read("clrprof-mux")?;
+    let initialized = mux
+        .iter()
+        .filter(|r| r["event"] == "child" && r["status"] == "initialized")
+        .count();
+    if initialized != 3 {
+        return Err(format!("the multiplexer's records: {mux:?}").into());
+    }
+    let jit_records = read(&stem(&jit))?;
+    if !jit_records
+        .iter()
+        .any(|r| r["event"] == "jit" && r["method"] == "Mux.Program::Make")
+    {
+        return Err(format!("jit-tracer saw no Mux.Program::Make: {jit_records:?}").into());
+    }
+    let widgets = read(&stem(&alloc))?
+        .iter()
+        .find(|r| r["event"] == "alloc" && r["type"] == "Mux.Widget")
+        .and_then(|r| r["count"].as_u64());
+    if widgets != Some(1000) {
+        return Err(format!("alloc-tracer counted {widgets:?} widgets").into());
+    }
+    let c_records = read(&stem(&c))?;
+    let jits = jit_records.iter().filter(|r| r["event"] == "jit").count() as u64;
+    if !c_records
+        .iter()
+        .any(|r| r["event"] == "c_counts" && r["jit"] == jits)
+    {
+        return Err(format!(
+            "the C child's records {c_records:?}, jit-tracer saw {jits} compilations"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The multiplexer in CPython hosting .NET 8 through pythonnet, which never
+/// shuts the runtime down: every child finishes at process exit.
+fn under_pythonnet(case: &Case<'_>) -> CaseResult {
+    let host = crate::exits::PythonHost::new(case)?;
+    let cli = crate::exits::native_cli()?;
+    case.profiler("clrprof-mux")?;
+    let base = case.spec(&host.script).work_dir;
+    std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let python = |dir: &Path, profilers: &[&Profiler]| -> R<clrprof_testing::run::Captured> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut cmd = if profilers.is_empty() {
+            std::process::Command::new(&host.python)
+        } else {
+            let mut c = std::process::Command::new(&cli);
+            c.arg("run");
+            for p in profilers {
+                c.arg("--profiler")
+                    .arg(format!("{}={}", p.path.display(), p.clsid));
+            }
+            c.arg("--output-dir").arg(dir).arg("--").arg(&host.python);
+            c
+        };
+        cmd.arg(&host.script)
+            .arg(&host.dotnet_root)
+            .arg(&host.helper);
+        for var in [
+            "CORECLR_ENABLE_PROFILING",
+            "CLRPROF_OUTPUT",
+            "CLRPROF_MUX_PROFILERS",
+        ] {
+            cmd.env_remove(var);
+        }
+        Ok(clrprof_testing::run::run_captured(
+            cmd,
+            std::time::Duration::from_secs(120),
+            dir,
+        )?)
+    };
+    let plain = python(&base.join("plain"), &[])?;
+    let truth = crate::exits::python_truth(&plain.stdout)?;
+    let tracers = [
+        "jit-tracer",
+        "alloc-tracer",
+        "exception-tracer",
+        "call-tracer",
+    ];
+    let profilers: Vec<Profiler> = tracers.iter().map(|t| case.profiler(t)).collect::<R<_>>()?;
+    let c = c_child(case)?;
+    let mut all: Vec<&Profiler> = profilers.iter().collect();
+    all.push(&c);
+    let dir = base.join("mux");
+    let with = python(&dir, &all)?;
+    if with.exit != plain.exit || with.stdout != plain.stdout {
+        return Err(format!(
+            "the host ended {:?} with {:?}; without profilers {:?} with {:?}; stderr: {}",
+            with.exit, with.stdout, plain.exit, plain.stdout, with.stderr
+        )
+        .into());
+    }
+    let mut failures = Vec::new();
+    for (tracer, p) in tracers.iter().zip(&profilers) {
+        let stem = p.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let (records, bad) = read_records(&dir.join(format!("{stem}.jsonl")));
+        if let Err(e) = crate::exits::check_python_tracer(tracer, &records, &bad, &dir, truth) {
+            failures.push(format!("{tracer}: {e}"));
+        }
+    }
+    let (c_records, _) = read_records(&dir.join("libmux_child.jsonl"));
+    let exceptions = truth.2;
+    match c_records.iter().find(|r| r["event"] == "c_counts") {
+        Some(r) if r["why"] == "exit" && r["exceptions"].as_u64() >= Some(exceptions) => {}
+        other => failures.push(format!(
+            "the C child's counts: {other:?} (the host caught {exceptions} exceptions)"
+        )),
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -828,5 +1020,21 @@ pub fn scenarios() -> Vec<Scenario> {
             "mux: two IL rewriters by ReJIT merge, both probes count exactly",
             |case| two_rewriters(case, true),
         ),
+        Scenario::new(
+            "mux: clrprof run with three --profiler options and --output-dir",
+            cli_run,
+        ),
     ]
+}
+
+/// The multiplexer inside the pythonnet host.
+pub fn python_scenarios() -> Vec<Scenario> {
+    vec![Scenario::new(
+        "pythonnet: four tracers and a C profiler under the multiplexer, complete without Shutdown",
+        under_pythonnet,
+    )
+    .only_on(
+        &[clrprof_testing::manifest::PYTHONNET_LEG],
+        "CPython hosting .NET 8 through pythonnet",
+    )]
 }
