@@ -367,6 +367,7 @@ impl Shared {
                 .record("detach_pending")
                 .num("child", child.spec.index as u64)
                 .write();
+            self.out.flush();
             return S_OK;
         }
         // SAFETY: Info3 vtable type for version 3.
@@ -380,6 +381,7 @@ impl Shared {
             .num("child", child.spec.index as u64)
             .str("hr", &format!("{:#010x}", hr.0 as u32))
             .write();
+        self.out.flush();
         if hr.is_err() {
             child.detach_requested.store(false, Ordering::SeqCst);
         }

@@ -158,15 +158,26 @@ fn library_copy(case: &Case<'_>, p: &Profiler, suffix: &str) -> R<Profiler> {
         .cache_dir()
         .join("fixtures")
         .join("mux-copies")
-        .join(case.leg().name.as_str());
+        .join(format!("{:?}", case.leg().os));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let copy = dir.join(format!("{stem}_{suffix}.{ext}"));
-    let tmp = dir.join(format!(
-        "{stem}_{suffix}.{}.tmp",
-        clrprof_testing::unique_suffix()
-    ));
-    std::fs::copy(&p.path, &tmp).map_err(|e| format!("copying {}: {e}", p.path.display()))?;
-    std::fs::rename(&tmp, &copy).map_err(|e| format!("{e}"))?;
+    let current = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()))
+    };
+    let fresh = match (current(&p.path), current(&copy)) {
+        (Some((a, ta)), Some((b, tb))) => a == b && tb >= ta,
+        _ => false,
+    };
+    if !fresh {
+        let tmp = dir.join(format!(
+            "{stem}_{suffix}.{}.tmp",
+            clrprof_testing::unique_suffix()
+        ));
+        std::fs::copy(&p.path, &tmp).map_err(|e| format!("copying {}: {e}", p.path.display()))?;
+        std::fs::rename(&tmp, &copy).map_err(|e| format!("{e}"))?;
+    }
     Ok(Profiler {
         path: copy,
         clsid: p.clsid.clone(),
@@ -994,6 +1005,146 @@ fn under_pythonnet(case: &Case<'_>) -> CaseResult {
     }
 }
 
+/// The multiplexer's attach client data: the profiler list and each
+/// child's variables and client data, one `NAME=value` per line.
+fn attach_data(
+    trigger: &crate::attach::Trigger,
+    kids: &[Kid],
+    client_data: &[(usize, String)],
+) -> R<String> {
+    let list = kids
+        .iter()
+        .map(|k| {
+            Ok(format!(
+                "{}={}",
+                trigger.target_path(&k.profiler.path)?,
+                k.profiler.clsid
+            ))
+        })
+        .collect::<R<Vec<String>>>()?
+        .join(";");
+    let mut data = format!("CLRPROF_MUX_PROFILERS={list}\n");
+    for (i, k) in kids.iter().enumerate() {
+        for (name, value) in &k.env {
+            data.push_str(&format!("CLRPROF_MUX_{}_{name}={value}\n", i + 1));
+        }
+    }
+    for (n, d) in client_data {
+        data.push_str(&format!("CLRPROF_MUX_{n}_CLIENT_DATA={d}\n"));
+    }
+    Ok(data)
+}
+
+/// Attach: children that support it run, one that does not is dropped; a
+/// child that never asks to detach keeps the multiplexer attached; with only
+/// children that ask, the multiplexer detaches, twice in one process.
+fn attach(case: &Case<'_>) -> CaseResult {
+    use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
+    use std::time::Duration;
+    let mux = case.profiler("clrprof-mux")?;
+    let tracer = case.profiler("attach-tracer")?;
+    let jit = case.profiler("jit-tracer")?;
+    let c = c_child(case)?;
+    let trigger = Trigger::for_case(case)?;
+    let long = Duration::from_secs(60);
+
+    // The multiplexer's own records go to the target's CLRPROF_OUTPUT.
+    let dir = case.spec(Path::new("attach")).work_dir;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mux_records = dir.join("mux.jsonl");
+    let (tracer_a, c_out, tracer_b) = (
+        dir.join("tracer-a.jsonl"),
+        dir.join("c.jsonl"),
+        dir.join("tracer-b.jsonl"),
+    );
+    let run = start_longrun(
+        case,
+        &[("CLRPROF_OUTPUT", &trigger.target_path(&mux_records)?)],
+    )?;
+
+    // 1. attach-tracer asks to detach, the C child never does: pending.
+    let kids = [
+        Kid::new(tracer.clone()),
+        Kid::new(c.clone()).env("CLRPROF_OUTPUT", &trigger.target_path(&c_out)?),
+        Kid::new(jit.clone()),
+    ];
+    let data = attach_data(
+        &trigger,
+        &kids,
+        &[(
+            1,
+            format!(
+                "output={};detach_after_ms=200",
+                trigger.target_path(&tracer_a)?
+            ),
+        )],
+    )?;
+    attach_retrying(&trigger, run.pid, &mux, &data)?;
+    wait_for_events(&tracer_a, "detach_requested", 1, long)?;
+    let m = wait_for_events(&mux_records, "detach_pending", 1, long)?;
+    let c_init = wait_for_events(&c_out, "c_init", 1, long)?;
+    if !c_init
+        .iter()
+        .any(|r| r["event"] == "c_init" && r["attach"] == 1 && r["hr"] == 0)
+    {
+        return Err(format!("the C child's InitializeForAttach: {c_init:?}").into());
+    }
+    let dropped = m
+        .iter()
+        .find(|r| r["event"] == "child" && r["index"] == 3)
+        .ok_or("no record of child 3")?;
+    if dropped["status"] != "dropped" || dropped["hr"] != "0x80131368" {
+        return Err(
+            format!("jit-tracer (not attachable) was not dropped as expected: {dropped}").into(),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (now, _) = read_records(&mux_records);
+    if now.iter().any(|r| r["event"] == "detached") {
+        return Err("detached although the C child never asked".into());
+    }
+    let records = run.stop_and_check()?;
+    let _ = records;
+    let (c_records, _) = read_records(&c_out);
+    if !c_records
+        .iter()
+        .any(|r| r["event"] == "c_counts" && r["jit"].as_u64() > Some(0))
+    {
+        return Err(format!("the C child did not finish with its counts: {c_records:?}").into());
+    }
+
+    // 2. Only children that ask: detached, and attached again.
+    let run = start_longrun(
+        case,
+        &[("CLRPROF_OUTPUT", &trigger.target_path(&mux_records)?)],
+    )?;
+    let _ = std::fs::remove_file(&mux_records);
+    let kids = [Kid::new(tracer), Kid::new(jit)];
+    let data = attach_data(
+        &trigger,
+        &kids,
+        &[(
+            1,
+            format!(
+                "output={};detach_after_ms=200",
+                trigger.target_path(&tracer_b)?
+            ),
+        )],
+    )?;
+    for cycle in 1..=2 {
+        attach_retrying(&trigger, run.pid, &mux, &data)?;
+        wait_for_events(&tracer_b, "detached", cycle, long)?;
+        wait_for_events(&mux_records, "detached", cycle, long)?;
+    }
+    run.stop_and_check()?;
+    let (t, _) = read_records(&tracer_b);
+    let completes = t.iter().filter(|r| r["event"] == "attach_complete").count();
+    if completes != 2 {
+        return Err(format!("attach-tracer completed {completes} attaches: {t:?}").into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -1023,6 +1174,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "mux: clrprof run with three --profiler options and --output-dir",
             cli_run,
+        ),
+        Scenario::new(
+            "mux: attach (a child that cannot is dropped), detach once every child asked",
+            attach,
         ),
     ]
 }
