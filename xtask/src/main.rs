@@ -3,6 +3,7 @@
 //! Each command lives in its own module; `main` only dispatches.
 
 mod bench;
+mod bench_mux;
 mod bench_sampler;
 mod book;
 mod cross;
@@ -30,7 +31,8 @@ commands:
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
   gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
   book        check the listings and build the mdBook tutorial into target/book
-  bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
+  bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
+              `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
