@@ -57,11 +57,7 @@ impl ChildSpec {
     /// The library's file name without its extension (`libjit_tracer`,
     /// `jit_tracer`), for logs and records.
     pub fn stem(&self) -> &str {
-        let name = self
-            .path
-            .rsplit(|c| c == '/' || c == '\\')
-            .next()
-            .unwrap_or(&self.path);
+        let name = self.path.rsplit(['/', '\\']).next().unwrap_or(&self.path);
         match name.rfind('.') {
             Some(dot) if dot > 0 => &name[..dot],
             _ => name,

@@ -67,7 +67,7 @@ impl RealInfo {
     /// # Safety
     /// `V` is the vtable type of `ICorProfilerInfo{version}`.
     #[inline]
-    pub unsafe fn vtbl<'a, V>(&'a self, version: u32) -> Option<(*mut c_void, &'a V)> {
+    pub unsafe fn vtbl<V>(&self, version: u32) -> Option<(*mut c_void, &V)> {
         let this = self.get(version)?;
         // SAFETY: a COM interface pointer points to its vtable pointer; the
         // vtable of ICorProfilerInfo{version} has the layout `V` (caller) and

@@ -761,8 +761,8 @@ fn two_rewriters(case: &Case<'_>, rejit: bool) -> CaseResult {
             }
             let body = records
                 .iter()
-                .filter(|r| r["event"] == "il_body" && r["method"] == m)
-                .last()
+                .rev()
+                .find(|r| r["event"] == "il_body" && r["method"] == m)
                 .ok_or_else(|| format!("child {}: no il_body for {m}", k + 1))?;
             let probes = entry_probes(body)?;
             // The first child rewrites the original body; the second one

@@ -149,7 +149,7 @@ fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Resu
         &compiler,
         &root.join("benches/mux/alloc.cs"),
         &cache,
-        options.clone(),
+        options,
     )?
     .for_leg(&leg)?;
     let calls_app = compile(
