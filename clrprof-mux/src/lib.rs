@@ -56,6 +56,8 @@ mod proxy;
 mod rejit;
 mod routes;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 use clrprof::factory::{ClassEntry, CLASS_ENTRY_MAGIC};
 use clrprof::guard::guard;
@@ -95,7 +97,7 @@ pub static clrprof_class_366DABA3098B4669961C4FBE18ECC9B9: ClassEntry = ClassEnt
 };
 
 #[cfg(test)]
-mod tests {
+mod marker_tests {
     #[test]
     fn the_marker_and_the_entry_name_the_clsid() {
         let marker =
