@@ -198,8 +198,8 @@ fn each_child_keeps_its_mask_and_the_runtime_gets_the_union() {
 #[test]
 fn callbacks_reach_only_the_children_that_asked() {
     let (_fake, shared, proxies) = setup(2);
-    set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION);
-    set_mask(&proxies[1], COR_PRF_MONITOR_GC);
+    assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+    assert_eq!(set_mask(&proxies[1], COR_PRF_MONITOR_GC), S_OK);
     // Not loaded: no receiver at all.
     assert!(shared.children[0]
         .receiver(crate::routes::JITCompilationStarted, 1)
@@ -220,16 +220,16 @@ fn detach_waits_for_every_child_and_refuses_what_the_runtime_would() {
         // SAFETY: Info3's vtable on a live proxy.
         unsafe { (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500) }
     };
-    set_mask(&proxies[1], COR_PRF_DISABLE_INLINING);
+    assert_eq!(set_mask(&proxies[1], COR_PRF_DISABLE_INLINING), S_OK);
     assert_eq!(detach(&proxies[1]), CORPROF_E_IMMUTABLE_FLAGS_SET);
-    set_mask(&proxies[1], COR_PRF_MONITOR_THREADS);
+    assert_eq!(set_mask(&proxies[1], COR_PRF_MONITOR_THREADS), S_OK);
     assert_eq!(detach(&proxies[0]), S_OK);
     assert_eq!(
         fake.call_count("RequestProfilerDetach"),
         0,
         "one child still runs"
     );
-    detach(&proxies[1]);
+    assert_eq!(detach(&proxies[1]), S_OK);
     assert_eq!(fake.calls_of("RequestProfilerDetach").len(), 1);
     assert_eq!(fake.calls_of("RequestProfilerDetach")[0].args, vec![500]);
 }
