@@ -48,6 +48,14 @@ pub struct Request {
     pub mux: Option<PathBuf>,
 }
 
+/// The multiplexer's list of profilers (`path={CLSID};...`).
+pub const MUX_PROFILERS: &str = "CLRPROF_MUX_PROFILERS";
+
+/// The multiplexer's variable `NAME` for child `n` only: `CLRPROF_MUX_<n>_<NAME>`.
+fn child_var(n: usize, name: &str) -> String {
+    format!("CLRPROF_MUX_{n}_{name}")
+}
+
 /// A `--profiler` value: the library and the CLSID it names after `=`, if any.
 fn split_profiler(p: &Path) -> (PathBuf, Option<String>) {
     let text = p.to_string_lossy();
@@ -191,7 +199,8 @@ pub fn plan_request(
                     windows[0],
                 )?,
             };
-            let mut launch = plan(&mux, Some(clrprof_mux::CLSID), None, command, wine_loader)?;
+            // The multiplexer's CLSID is the marker in its file.
+            let mut launch = plan(&mux, None, None, command, wine_loader)?;
             let under_wine = launch
                 .env
                 .iter()
@@ -203,18 +212,22 @@ pub fn plan_request(
                     Ok(p.display().to_string())
                 }
             };
-            let list: Vec<(String, clrprof::sys::GUID)> = children
+            // The runtime's notification-profiler list syntax, which the
+            // multiplexer reads (clrprof-mux's `config` module).
+            let list = children
                 .iter()
                 .map(|(p, c)| {
-                    let guid = clrprof_mux::config::parse_clsid(c)
-                        .ok_or_else(|| Error::new(format!("{c} is not a CLSID")))?;
-                    Ok((for_runtime(p)?, guid))
+                    let path = for_runtime(p)?;
+                    if path.contains(';') {
+                        return Err(Error::new(format!(
+                            "the profiler path {path:?} contains `;`, which the profiler list cannot express"
+                        )));
+                    }
+                    Ok(format!("{path}={c}"))
                 })
-                .collect::<Result<_>>()?;
-            let list = clrprof_mux::config::format_list(&list).map_err(|e| Error::new(e.0))?;
-            launch
-                .env
-                .push((clrprof_mux::config::PROFILERS_VAR.to_string(), list));
+                .collect::<Result<Vec<_>>>()?
+                .join(";");
+            launch.env.push((MUX_PROFILERS.to_string(), list));
             if let Some(dir) = &request.output_dir {
                 let dir = absolute(dir);
                 launch.env.push((
@@ -226,16 +239,13 @@ pub fn plan_request(
                         .iter()
                         .any(|(p, _)| p.file_stem() == path.file_stem());
                     let file = output_file(&dir, path, earlier.then_some(i + 1));
-                    launch.env.push((
-                        clrprof_mux::config::child_var(i + 1, "CLRPROF_OUTPUT"),
-                        for_runtime(&file)?,
-                    ));
+                    launch
+                        .env
+                        .push((child_var(i + 1, "CLRPROF_OUTPUT"), for_runtime(&file)?));
                 }
             }
             for (n, name, value) in per_child {
-                launch
-                    .env
-                    .push((clrprof_mux::config::child_var(n, &name), value));
+                launch.env.push((child_var(n, &name), value));
             }
             Ok(launch)
         }
@@ -412,6 +422,7 @@ mod tests {
     use super::*;
 
     const CLSID: &str = "{0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9}";
+    const MUX: &str = "{366DABA3-098B-4669-961C-4FBE18ECC9B9}";
 
     fn fake_library(name: &str, marked: bool) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("clrprof-cli-test-{}", std::process::id()));
@@ -514,7 +525,7 @@ mod tests {
         let a = fake_library("liba.so", true);
         let b = fake_library("libb.so", true);
         let mux = a.with_file_name("libclrprof_mux.so");
-        std::fs::write(&mux, "mux").unwrap();
+        std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
         let other = format!("{}={{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}}", a.display());
         let mut req = request(&[&a, &b, Path::new(&other)], Some(Path::new("/out")));
         req.profiler_env = vec!["2:CLRPROF_CALLS_FILTER=Calls.".into()];
@@ -523,7 +534,7 @@ mod tests {
             OsString::from("app.dll"),
         ];
         let l = plan_request(&req, &cmd, None).unwrap();
-        assert_eq!(env_of(&l, "CORECLR_PROFILER"), Some(clrprof_mux::CLSID));
+        assert_eq!(env_of(&l, "CORECLR_PROFILER"), Some(MUX));
         assert_eq!(env_of(&l, "CORECLR_PROFILER_PATH"), mux.to_str());
         assert_eq!(
             env_of(&l, "CLRPROF_MUX_PROFILERS").unwrap(),
@@ -558,7 +569,7 @@ mod tests {
         let a = fake_library("a.dll", true);
         let b = fake_library("b.dll", true);
         let mux = a.with_file_name("clrprof_mux.dll");
-        std::fs::write(&mux, "mux").unwrap();
+        std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
         let cmd = vec![OsString::from("/rt/dotnet.exe"), OsString::from("app.dll")];
         let l = plan_request(
             &request(&[&a, &b], Some(Path::new("/out"))),
