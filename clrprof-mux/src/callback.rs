@@ -398,6 +398,8 @@ impl Drop for Multiplexer {
                     if let Some(l) = child.loaded.get() {
                         l.release();
                     }
+                    let proxy = child.proxy.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    drop(proxy);
                 }
             });
         }
@@ -451,7 +453,7 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
         })?;
         let proxy = ProxyRef::new(shared.clone(), k);
         let info = proxy.as_raw();
-        let _ = child.proxy.set(proxy);
+        *child.proxy.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy);
         child.active.store(true, Ordering::SeqCst);
         let hr = if attached {
             let data = &child.spec.client_data;

@@ -152,8 +152,12 @@ pub(crate) struct ChildState {
     /// Loaded and not dropped: receives callbacks.
     pub active: AtomicBool,
     pub loaded: OnceLock<Loaded>,
-    /// The child's Info proxy (one reference owned here).
-    pub proxy: OnceLock<crate::proxy::ProxyRef>,
+    /// The child's Info proxy (one reference owned here, for the child's
+    /// whole life: a child may keep the Info pointer it was given without
+    /// a reference of its own, as the runtime's object outlives it too).
+    /// Taken when the multiplexer is released, which breaks the cycle
+    /// proxy → `Shared` → proxy.
+    pub proxy: Mutex<Option<crate::proxy::ProxyRef>>,
     /// The ELT hooks and function-ID mapper the child registered.
     pub hooks: Mutex<Hooks>,
     /// The child called `RequestProfilerDetach`.
@@ -171,7 +175,7 @@ impl ChildState {
             masks: AtomicU64::new(0),
             active: AtomicBool::new(false),
             loaded: OnceLock::new(),
-            proxy: OnceLock::new(),
+            proxy: Mutex::new(None),
             hooks: Mutex::new(Hooks::default()),
             detach_requested: AtomicBool::new(false),
             object_references_stopped: AtomicBool::new(false),
