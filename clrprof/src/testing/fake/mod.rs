@@ -9,7 +9,8 @@
 //!
 //! let fake = FakeRuntime::new();
 //! fake.state().functions.insert(0x10, FakeFunction { module: 0x20, token: 0x0600_0001, ..Default::default() });
-//! let info = fake.profiler_info();
+//! // SAFETY: the fake's state describes no memory; nothing is read through it.
+//! let info = unsafe { fake.profiler_info() };
 //! // SAFETY: the ID is only passed to the fake's ProfilerInfo.
 //! let f = unsafe { fake.function_id(0x10) };
 //! assert_eq!(info.function_info(f).unwrap().token.0, 0x0600_0001);
