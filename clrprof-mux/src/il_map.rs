@@ -26,14 +26,18 @@ pub(crate) struct Compilation(());
 
 impl Compilation {
     pub(crate) fn begin(function: FunctionID) -> Compilation {
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = Some((function, None)));
+        let _ = CURRENT.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                *c = Some((function, None));
+            }
+        });
         Compilation(())
     }
 }
 
 impl Drop for Compilation {
     fn drop(&mut self) {
-        let _ = CURRENT.try_with(|c| c.borrow_mut().take());
+        let _ = CURRENT.try_with(|c| c.try_borrow_mut().map(|mut c| c.take()));
     }
 }
 
@@ -47,7 +51,7 @@ pub(crate) fn combine(
 ) -> Option<Vec<COR_IL_MAP>> {
     CURRENT
         .try_with(|c| {
-            let mut c = c.borrow_mut();
+            let mut c = c.try_borrow_mut().ok()?;
             let (f, previous) = c.as_mut()?;
             if *f != function || !start_jit {
                 return None;

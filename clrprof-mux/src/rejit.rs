@@ -222,7 +222,7 @@ pub(crate) fn pending_body(
 ) -> Option<HRESULT> {
     PENDING
         .try_with(|p| {
-            let p = p.borrow();
+            let p = p.try_borrow().ok()?;
             let p = p.as_ref()?;
             if p.module != module || p.method != method {
                 return None;
@@ -249,10 +249,17 @@ struct ControlProxy;
 
 fn with_pending(f: impl FnOnce(&mut Pending) -> HRESULT) -> HRESULT {
     PENDING
-        .try_with(|p| match p.borrow_mut().as_mut() {
-            Some(p) => f(p),
-            // Used outside its GetReJITParameters call.
-            None => CORPROF_E_UNSUPPORTED_CALL_SEQUENCE,
+        .try_with(|p| {
+            match p
+                .try_borrow_mut()
+                .ok()
+                .as_deref_mut()
+                .and_then(Option::as_mut)
+            {
+                Some(p) => f(p),
+                // Used outside its GetReJITParameters call.
+                None => CORPROF_E_UNSUPPORTED_CALL_SEQUENCE,
+            }
         })
         .unwrap_or(E_UNEXPECTED)
 }
