@@ -4,6 +4,14 @@
 //! and `CORECLR_PROFILER_PATH` (the library) when it starts. Under Wine the
 //! Windows process sees the same environment, so a path in it must be the
 //! `Z:\...` form of the absolute Unix path.
+//!
+//! With several `--profiler`s the runtime loads the profiler multiplexer
+//! (`clrprof-mux`) instead, and the multiplexer loads the profilers: its
+//! variables (`CLRPROF_MUX_PROFILERS`, `CLRPROF_MUX_<n>_<NAME>`) are set
+//! here, and with `--output-dir DIR` each profiler gets its own
+//! `CLRPROF_OUTPUT`, `DIR/<library file stem>.jsonl` (`<stem>-<n>.jsonl` for
+//! a library named a second time), the multiplexer's own records going to
+//! `DIR/clrprof-mux.jsonl`.
 
 use clrprof_testing::clsid::{normalize_clsid, single_clsid};
 use clrprof_testing::wine::{find_wine_loader, is_wine_command, to_wine_path};
@@ -21,6 +29,245 @@ pub struct Launch {
     pub args: Vec<OsString>,
     /// Variables added to the inherited environment.
     pub env: Vec<(String, String)>,
+}
+
+/// What `clrprof run` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The profilers (`LIB` or `LIB={CLSID}`), at least one.
+    pub profilers: Vec<PathBuf>,
+    /// The CLSID of a single profiler.
+    pub clsid: Option<String>,
+    /// `CLRPROF_OUTPUT` of a single profiler.
+    pub output: Option<PathBuf>,
+    /// One output file per profiler in this directory.
+    pub output_dir: Option<PathBuf>,
+    /// `N:NAME=VALUE`: a variable for profiler `N` (from 1) only.
+    pub profiler_env: Vec<String>,
+    /// The multiplexer library (default: searched, see [`find_mux`]).
+    pub mux: Option<PathBuf>,
+}
+
+/// The multiplexer's list of profilers (`path={CLSID};...`).
+pub const MUX_PROFILERS: &str = "CLRPROF_MUX_PROFILERS";
+
+/// The multiplexer's variable `NAME` for child `n` only: `CLRPROF_MUX_<n>_<NAME>`.
+fn child_var(n: usize, name: &str) -> String {
+    format!("CLRPROF_MUX_{n}_{name}")
+}
+
+/// A `--profiler` value: the library and the CLSID it names after `=`, if any.
+fn split_profiler(p: &Path) -> (PathBuf, Option<String>) {
+    let text = p.to_string_lossy();
+    if let Some((path, clsid)) = text.rsplit_once('=') {
+        if normalize_clsid(clsid).is_ok() {
+            return (PathBuf::from(path), Some(clsid.to_string()));
+        }
+    }
+    (p.to_path_buf(), None)
+}
+
+/// `N:NAME=VALUE` → (N, NAME, VALUE).
+fn parse_profiler_env(text: &str, count: usize) -> Result<(usize, String, String)> {
+    let bad = || {
+        Error::new(format!(
+            "--profiler-env {text:?}: expected N:NAME=VALUE, N a profiler's position (1..={count})"
+        ))
+    };
+    let (n, rest) = text.split_once(':').ok_or_else(bad)?;
+    let (name, value) = rest.split_once('=').ok_or_else(bad)?;
+    let n: usize = n.trim().parse().map_err(|_| bad())?;
+    if n == 0 || n > count || name.is_empty() {
+        return Err(bad());
+    }
+    Ok((n, name.to_string(), value.to_string()))
+}
+
+/// The multiplexer's file name for profilers of this kind.
+fn mux_file_name(windows: bool) -> &'static str {
+    if windows {
+        "clrprof_mux.dll"
+    } else if cfg!(target_os = "macos") {
+        "libclrprof_mux.dylib"
+    } else {
+        "libclrprof_mux.so"
+    }
+}
+
+/// Finds the multiplexer library: `$CLRPROF_MUX_LIBRARY`, else the file
+/// (`libclrprof_mux.so`, `clrprof_mux.dll` for Windows profilers) next to
+/// one of the profilers, else next to this executable.
+pub fn find_mux(profilers: &[PathBuf], windows: bool) -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CLRPROF_MUX_LIBRARY") {
+        return Ok(absolute(Path::new(&p)));
+    }
+    let name = mux_file_name(windows);
+    let mut dirs: Vec<PathBuf> = profilers
+        .iter()
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        dirs.push(dir);
+    }
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            Error::new(format!(
+                "several profilers need the multiplexer {name}, found neither next to a profiler nor next to clrprof: build it (`cargo build -p clrprof-mux{}`), or name it with --mux or $CLRPROF_MUX_LIBRARY",
+                if windows { " --target x86_64-pc-windows-gnu" } else { "" }
+            ))
+        })
+}
+
+/// Works out the launch of a [`Request`]: one profiler loaded directly, or
+/// several through the multiplexer.
+pub fn plan_request(
+    request: &Request,
+    command: &[OsString],
+    wine_loader: Option<&Path>,
+) -> Result<Launch> {
+    if request.output.is_some() && request.output_dir.is_some() {
+        return Err(Error::new("--output and --output-dir exclude each other"));
+    }
+    let count = request.profilers.len();
+    let per_child: Vec<(usize, String, String)> = request
+        .profiler_env
+        .iter()
+        .map(|e| parse_profiler_env(e, count))
+        .collect::<Result<_>>()?;
+    match request.profilers.as_slice() {
+        [] => Err(Error::new("no --profiler given")),
+        [one] => {
+            let (path, clsid) = split_profiler(one);
+            let clsid = request.clsid.clone().or(clsid);
+            let output = match &request.output_dir {
+                Some(dir) => Some(output_file(dir, &path, None)),
+                None => request.output.clone(),
+            };
+            let mut launch = plan(
+                &path,
+                clsid.as_deref(),
+                output.as_deref(),
+                command,
+                wine_loader,
+            )?;
+            launch
+                .env
+                .extend(per_child.into_iter().map(|(_, k, v)| (k, v)));
+            Ok(launch)
+        }
+        several => {
+            if request.clsid.is_some() {
+                return Err(Error::new(
+                    "with several profilers, name each one's CLSID as --profiler LIB={CLSID}",
+                ));
+            }
+            if request.output.is_some() {
+                return Err(Error::new(
+                    "several profilers write one file each: use --output-dir DIR instead of --output",
+                ));
+            }
+            let children: Vec<(PathBuf, String)> = several
+                .iter()
+                .map(|p| {
+                    let (path, clsid) = split_profiler(p);
+                    let path = absolute(&path);
+                    if !path.is_file() {
+                        return Err(Error::new(format!("profiler {} not found", path.display())));
+                    }
+                    let clsid = match clsid {
+                        Some(c) => normalize_clsid(&c)?,
+                        None => single_clsid(&path)?,
+                    };
+                    Ok((path, clsid))
+                })
+                .collect::<Result<_>>()?;
+            let windows: Vec<bool> = children.iter().map(|(p, _)| is_dll(p)).collect();
+            if windows.iter().any(|w| *w != windows[0]) {
+                return Err(Error::new(
+                    "the profilers are for different platforms (.dll and not): one runtime loads them all",
+                ));
+            }
+            let mux = match &request.mux {
+                Some(m) => absolute(m),
+                None => find_mux(
+                    &children.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+                    windows[0],
+                )?,
+            };
+            // The multiplexer's CLSID is the marker in its file.
+            let mut launch = plan(&mux, None, None, command, wine_loader)?;
+            let under_wine = launch
+                .env
+                .iter()
+                .any(|(k, v)| k == "CORECLR_PROFILER_PATH" && v.starts_with("Z:"));
+            let for_runtime = |p: &Path| -> Result<String> {
+                if under_wine {
+                    to_wine_path(p)
+                } else {
+                    Ok(p.display().to_string())
+                }
+            };
+            // The runtime's notification-profiler list syntax, which the
+            // multiplexer reads (clrprof-mux's `config` module).
+            let list = children
+                .iter()
+                .map(|(p, c)| {
+                    let path = for_runtime(p)?;
+                    if path.contains(';') {
+                        return Err(Error::new(format!(
+                            "the profiler path {path:?} contains `;`, which the profiler list cannot express"
+                        )));
+                    }
+                    Ok(format!("{path}={c}"))
+                })
+                .collect::<Result<Vec<_>>>()?
+                .join(";");
+            launch.env.push((MUX_PROFILERS.to_string(), list));
+            if let Some(dir) = &request.output_dir {
+                let dir = absolute(dir);
+                launch.env.push((
+                    "CLRPROF_OUTPUT".to_string(),
+                    for_runtime(&dir.join("clrprof-mux.jsonl"))?,
+                ));
+                for (i, (path, _)) in children.iter().enumerate() {
+                    let earlier = children[..i]
+                        .iter()
+                        .any(|(p, _)| p.file_stem() == path.file_stem());
+                    let file = output_file(&dir, path, earlier.then_some(i + 1));
+                    launch
+                        .env
+                        .push((child_var(i + 1, "CLRPROF_OUTPUT"), for_runtime(&file)?));
+                }
+            }
+            for (n, name, value) in per_child {
+                launch.env.push((child_var(n, &name), value));
+            }
+            Ok(launch)
+        }
+    }
+}
+
+/// `DIR/<library file stem>.jsonl`, or `DIR/<stem>-<n>.jsonl`.
+fn output_file(dir: &Path, library: &Path, n: Option<usize>) -> PathBuf {
+    let stem = library
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profiler".into());
+    match n {
+        Some(n) => dir.join(format!("{stem}-{n}.jsonl")),
+        None => dir.join(format!("{stem}.jsonl")),
+    }
+}
+
+fn is_dll(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("dll"))
 }
 
 /// Works out the launch: absolute paths, Wine translation, the CLSID.
@@ -107,19 +354,14 @@ fn provisioned_wine_prefix(profiler: &Path) -> Option<PathBuf> {
 
 /// Runs the command. On Unix the process *becomes* CMD (exec), so its exit
 /// status and its signals are exactly CMD's; elsewhere the status is passed on.
-pub fn run(
-    profiler: &Path,
-    clsid: Option<&str>,
-    output: Option<&Path>,
-    command: &[OsString],
-) -> Result<ExitCode> {
-    let launch = plan(
-        profiler,
-        clsid,
-        output,
-        command,
-        find_wine_loader().as_deref(),
-    )?;
+pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
+    let launch = plan_request(request, command, find_wine_loader().as_deref())?;
+    let profiler = request
+        .profilers
+        .first()
+        .map(|p| split_profiler(p).0)
+        .unwrap_or_default();
+    let profiler = profiler.as_path();
     let mut cmd = std::process::Command::new(&launch.program);
     cmd.args(&launch.args);
     // Variants with a suffix take precedence in the runtime; drop inherited ones.
@@ -180,6 +422,7 @@ mod tests {
     use super::*;
 
     const CLSID: &str = "{0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9}";
+    const MUX: &str = "{366DABA3-098B-4669-961C-4FBE18ECC9B9}";
 
     fn fake_library(name: &str, marked: bool) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("clrprof-cli-test-{}", std::process::id()));
@@ -267,6 +510,106 @@ mod tests {
             .unwrap()
             .starts_with(r"Z:\"));
         assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), None);
+    }
+
+    fn request(profilers: &[&Path], output_dir: Option<&Path>) -> Request {
+        Request {
+            profilers: profilers.iter().map(|p| p.to_path_buf()).collect(),
+            output_dir: output_dir.map(Path::to_path_buf),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn several_profilers_run_through_the_multiplexer_with_one_output_each() {
+        let a = fake_library("liba.so", true);
+        let b = fake_library("libb.so", true);
+        let mux = a.with_file_name("libclrprof_mux.so");
+        std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
+        let other = format!("{}={{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}}", a.display());
+        let mut req = request(&[&a, &b, Path::new(&other)], Some(Path::new("/out")));
+        req.profiler_env = vec!["2:CLRPROF_CALLS_FILTER=Calls.".into()];
+        let cmd = vec![
+            OsString::from("/opt/dotnet/dotnet"),
+            OsString::from("app.dll"),
+        ];
+        let l = plan_request(&req, &cmd, None).unwrap();
+        assert_eq!(env_of(&l, "CORECLR_PROFILER"), Some(MUX));
+        assert_eq!(env_of(&l, "CORECLR_PROFILER_PATH"), mux.to_str());
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_PROFILERS").unwrap(),
+            format!(
+                "{}={CLSID};{}={CLSID};{}={{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}}",
+                a.display(),
+                b.display(),
+                a.display()
+            )
+        );
+        assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), Some("/out/clrprof-mux.jsonl"));
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_1_CLRPROF_OUTPUT"),
+            Some("/out/liba.jsonl")
+        );
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_2_CLRPROF_OUTPUT"),
+            Some("/out/libb.jsonl")
+        );
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_3_CLRPROF_OUTPUT"),
+            Some("/out/liba-3.jsonl")
+        );
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_2_CLRPROF_CALLS_FILTER"),
+            Some("Calls.")
+        );
+    }
+
+    #[test]
+    fn several_windows_profilers_get_windows_paths() {
+        let a = fake_library("a.dll", true);
+        let b = fake_library("b.dll", true);
+        let mux = a.with_file_name("clrprof_mux.dll");
+        std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
+        let cmd = vec![OsString::from("/rt/dotnet.exe"), OsString::from("app.dll")];
+        let l = plan_request(
+            &request(&[&a, &b], Some(Path::new("/out"))),
+            &cmd,
+            Some(Path::new("/usr/lib/wine/wine64")),
+        )
+        .unwrap();
+        let z = |p: &Path| format!("Z:{}", p.to_str().unwrap().replace('/', "\\"));
+        assert_eq!(env_of(&l, "CORECLR_PROFILER_PATH"), Some(z(&mux).as_str()));
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_PROFILERS").unwrap(),
+            format!("{}={CLSID};{}={CLSID}", z(&a), z(&b))
+        );
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_2_CLRPROF_OUTPUT"),
+            Some(r"Z:\out\b.jsonl")
+        );
+    }
+
+    #[test]
+    fn several_profilers_refuse_what_cannot_work() {
+        let a = fake_library("libc1.so", true);
+        let w = fake_library("w1.dll", true);
+        let cmd = vec![OsString::from("true")];
+        let e = |r: Request| plan_request(&r, &cmd, None).unwrap_err().to_string();
+        let mut r = request(&[&a, &a], None);
+        r.output = Some(PathBuf::from("o.jsonl"));
+        assert!(e(r).contains("--output-dir"));
+        let mut r = request(&[&a, &a], None);
+        r.clsid = Some(CLSID.into());
+        assert!(e(r).contains("LIB={CLSID}"));
+        assert!(e(request(&[&a, &w], None)).contains("different platforms"));
+        let mut r = request(&[&a, &a], None);
+        r.profiler_env = vec!["3:X=1".into()];
+        assert!(e(r).contains("N:NAME=VALUE"));
+        let mut r = request(&[&a], Some(Path::new("/out")));
+        r.profiler_env = vec!["1:X=1".into()];
+        let l = plan_request(&r, &cmd, None).unwrap();
+        assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), Some("/out/libc1.jsonl"));
+        assert_eq!(env_of(&l, "X"), Some("1"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The `clrprof` command line tool.
 //!
 //! * `clrprof run --profiler LIB [--clsid GUID] [--output PATH] -- CMD [ARGS...]`
-//!   runs CMD with the profiler loaded at runtime startup;
+//!   runs CMD with the profiler loaded at runtime startup; with several
+//!   `--profiler`s (and `--output-dir DIR`), through the profiler multiplexer;
 //! * `clrprof attach --pid PID --profiler LIB [--clsid GUID] [--client-data STR] [--timeout-ms N]`
 //!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
@@ -38,18 +39,35 @@ enum Command {
     /// Sets CORECLR_ENABLE_PROFILING=1, CORECLR_PROFILER and
     /// CORECLR_PROFILER_PATH (absolute; a Z:\ path when CMD runs under Wine,
     /// i.e. CMD is a .exe or Wine itself) and, with --output, CLRPROF_OUTPUT.
-    /// Without WINEPREFIX set, Wine runs use the prefix `cargo xtask
-    /// provision` prepared. Exits with CMD's status.
+    /// With several --profiler options the runtime loads the profiler
+    /// multiplexer (clrprof-mux), which loads them all, each seeing what it
+    /// would see alone; with --output-dir DIR each writes
+    /// DIR/<library file stem>.jsonl. Without WINEPREFIX set, Wine runs use
+    /// the prefix `cargo xtask provision` prepared. Exits with CMD's status.
     Run {
-        /// The profiler library (.so, or .dll for Windows runtimes under Wine).
-        #[arg(long)]
-        profiler: PathBuf,
-        /// CLSID of the profiler class; default: the one marked in LIB.
+        /// The profiler library (.so, or .dll for Windows runtimes under
+        /// Wine); `LIB={CLSID}` picks a class of a library with several.
+        /// Repeat to run several profilers at once.
+        #[arg(long, required = true)]
+        profiler: Vec<PathBuf>,
+        /// CLSID of the profiler class (one profiler); default: the one marked in LIB.
         #[arg(long)]
         clsid: Option<String>,
-        /// File the profiler writes its JSON Lines records to (CLRPROF_OUTPUT).
-        #[arg(long)]
+        /// File the profiler writes its JSON Lines records to (CLRPROF_OUTPUT; one profiler).
+        #[arg(long, conflicts_with = "output_dir")]
         output: Option<PathBuf>,
+        /// Directory where each profiler writes DIR/<library file stem>.jsonl
+        /// (its own CLRPROF_OUTPUT) and the multiplexer DIR/clrprof-mux.jsonl.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// A variable for one profiler only, N:NAME=VALUE (N counts the
+        /// --profiler options from 1); repeatable.
+        #[arg(long = "profiler-env", value_name = "N:NAME=VALUE")]
+        profiler_env: Vec<String>,
+        /// The multiplexer library (default: $CLRPROF_MUX_LIBRARY, or
+        /// libclrprof_mux.so / clrprof_mux.dll next to a profiler or to clrprof).
+        #[arg(long)]
+        mux: Option<PathBuf>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -147,8 +165,21 @@ fn main() -> ExitCode {
             profiler,
             clsid,
             output,
+            output_dir,
+            profiler_env,
+            mux,
             command,
-        } => launch::run(&profiler, clsid.as_deref(), output.as_deref(), &command),
+        } => launch::run(
+            &launch::Request {
+                profilers: profiler,
+                clsid,
+                output,
+                output_dir,
+                profiler_env,
+                mux,
+            },
+            &command,
+        ),
         Command::Attach {
             pid,
             profiler,

@@ -74,6 +74,44 @@ fn run_sets_the_variables_and_passes_the_exit_status_on() {
     );
 }
 
+/// clrprof-mux's CLSID (its marker).
+const MUX: &str = "{366DABA3-098B-4669-961C-4FBE18ECC9B9}";
+
+#[test]
+fn run_with_several_profilers_sets_up_the_multiplexer() {
+    let lib = broken_profiler(Os::Linux, BrokenBuild::Standard, &scratch()).unwrap();
+    let mux = scratch().join("libclrprof_mux_stand_in.so");
+    // A stand-in with the multiplexer's marker: the command below loads nothing.
+    std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
+    let out_dir = scratch().join("several");
+    let out = clrprof()
+        .arg("run")
+        .args(["--profiler"])
+        .arg(&lib.path)
+        .args(["--profiler"])
+        .arg(format!("{}={BROKEN_PROFILER_CLSID}", lib.path.display()))
+        .arg("--mux")
+        .arg(&mux)
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .args(["--profiler-env", "2:CLRPROF_BROKEN_MODE=hang-in-initialize"])
+        .args(["--", "sh", "-c"])
+        .arg("echo $CORECLR_PROFILER $CORECLR_PROFILER_PATH; echo $CLRPROF_MUX_PROFILERS; echo $CLRPROF_OUTPUT $CLRPROF_MUX_1_CLRPROF_OUTPUT $CLRPROF_MUX_2_CLRPROF_OUTPUT $CLRPROF_MUX_2_CLRPROF_BROKEN_MODE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lib = lib.path.display();
+    let dir = out_dir.display();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "{} {}\n{lib}={BROKEN_PROFILER_CLSID};{lib}={BROKEN_PROFILER_CLSID}\n{dir}/clrprof-mux.jsonl {dir}/libbroken_profiler.jsonl {dir}/libbroken_profiler-2.jsonl hang-in-initialize\n",
+            MUX,
+            mux.display()
+        )
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn run_passes_a_signal_death_on() {

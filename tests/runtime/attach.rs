@@ -36,11 +36,11 @@ const NO_PORTS_31: &str =
 type R<T> = Result<T, Verdict>;
 
 /// A started longrun app with its stop and ready files.
-struct Running {
+pub(crate) struct Running {
     app: Background,
     stop: PathBuf,
-    records: PathBuf,
-    pid: u32,
+    pub(crate) records: PathBuf,
+    pub(crate) pid: u32,
 }
 
 /// A path as the app sees it: the Unix path, or its `Z:\...` form on
@@ -52,7 +52,7 @@ fn app_path(case: &Case<'_>, p: &Path) -> R<String> {
     }
 }
 
-fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
+pub(crate) fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
     let app = case.app("longrun")?;
     let mut spec = case.spec(&app);
     let stop = spec.work_dir.join("stop");
@@ -90,7 +90,7 @@ fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
 
 impl Running {
     /// Stops the app and checks its exit and its own ground truth.
-    fn stop_and_check(self) -> R<Vec<Value>> {
+    pub(crate) fn stop_and_check(self) -> R<Vec<Value>> {
         std::fs::write(&self.stop, "stop").map_err(|e| format!("writing the stop file: {e}"))?;
         let outcome = self.app.finish(Duration::from_secs(60))?;
         outcome.check_exit()?;
@@ -117,7 +117,12 @@ fn count(records: &[Value], event: &str) -> usize {
 }
 
 /// Polls the records file until `event` occurs `n` times.
-fn wait_for_events(records: &Path, event: &str, n: usize, timeout: Duration) -> R<Vec<Value>> {
+pub(crate) fn wait_for_events(
+    records: &Path,
+    event: &str,
+    n: usize,
+    timeout: Duration,
+) -> R<Vec<Value>> {
     let start = Instant::now();
     loop {
         let (r, _) = clrprof_testing::background::read_records(records);
@@ -145,7 +150,7 @@ struct Refused {
 
 /// How a case reaches the runtime: the trigger library in this process on
 /// Linux legs; the Windows build of the CLI under Wine on Windows legs.
-enum Trigger {
+pub(crate) enum Trigger {
     Native,
     Wine {
         exe: PathBuf,
@@ -155,7 +160,7 @@ enum Trigger {
 }
 
 impl Trigger {
-    fn for_case(case: &Case<'_>) -> R<Trigger> {
+    pub(crate) fn for_case(case: &Case<'_>) -> R<Trigger> {
         match case.leg().os {
             Os::Linux => Ok(Trigger::Native),
             Os::Windows => {
@@ -174,7 +179,7 @@ impl Trigger {
     }
 
     /// A path as the target runtime sees it.
-    fn target_path(&self, p: &Path) -> R<String> {
+    pub(crate) fn target_path(&self, p: &Path) -> R<String> {
         match self {
             Trigger::Native => Ok(p.display().to_string()),
             Trigger::Wine { .. } => Ok(to_wine_path(p)?),
@@ -289,7 +294,7 @@ fn windows_cli() -> R<PathBuf> {
 /// Attaches; while the previous profiler is still being unloaded the
 /// runtime answers PROFILER_ALREADY_ACTIVE, so that answer is retried for up
 /// to two seconds. Returns how many retries were needed.
-fn attach_retrying(trigger: &Trigger, pid: u32, p: &Profiler, data: &str) -> R<u32> {
+pub(crate) fn attach_retrying(trigger: &Trigger, pid: u32, p: &Profiler, data: &str) -> R<u32> {
     let start = Instant::now();
     let mut retries = 0;
     loop {

@@ -354,7 +354,7 @@ use clrprof_testing::run::{run_captured, Captured};
 const WHY_PYTHONNET: &str = "CPython hosting .NET 8 through pythonnet";
 
 /// Builds the `clrprof` CLI for this machine and returns the executable.
-fn native_cli() -> Result<PathBuf, Verdict> {
+pub(crate) fn native_cli() -> Result<PathBuf, Verdict> {
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = std::process::Command::new(clrprof_testing::build::cargo())
         .current_dir(&workspace)
@@ -384,15 +384,15 @@ fn native_cli() -> Result<PathBuf, Verdict> {
 
 /// What the Python host needs: its `python`, the script, the runtime's root
 /// folder and the helper assembly.
-struct PythonHost {
-    python: PathBuf,
-    script: PathBuf,
-    dotnet_root: PathBuf,
-    helper: PathBuf,
+pub(crate) struct PythonHost {
+    pub(crate) python: PathBuf,
+    pub(crate) script: PathBuf,
+    pub(crate) dotnet_root: PathBuf,
+    pub(crate) helper: PathBuf,
 }
 
 impl PythonHost {
-    fn new(case: &Case<'_>) -> Result<PythonHost, Verdict> {
+    pub(crate) fn new(case: &Case<'_>) -> Result<PythonHost, Verdict> {
         let runtime = case
             .other_leg(PYTHONNET_RUNTIME_LEG)
             .ok_or_else(|| format!("the {PYTHONNET_RUNTIME_LEG} leg is not available"))?;
@@ -456,7 +456,7 @@ impl PythonHost {
 }
 
 /// The numbers the Python host printed about its own .NET work.
-fn python_truth(stdout: &str) -> Result<(u64, u64, u64), Verdict> {
+pub(crate) fn python_truth(stdout: &str) -> Result<(u64, u64, u64), Verdict> {
     Ok((
         number_after(stdout, "called PyHelper.Helper::Marked x ")?,
         number_after(stdout, "allocated PyHelper.Marker x ")?,
@@ -509,7 +509,7 @@ fn under_pythonnet(case: &Case<'_>) -> CaseResult {
     }
 }
 
-fn check_python_tracer(
+pub(crate) fn check_python_tracer(
     tracer: &str,
     records: &[Value],
     bad: &[String],

@@ -17,6 +17,7 @@ mod info;
 mod info_newer;
 mod inliners;
 mod jit_tracer;
+mod mux;
 mod notification;
 mod panics;
 mod pprof;
@@ -53,7 +54,9 @@ fn main() {
         .chain(exits::python_scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
-        .chain(inliners::scenarios());
+        .chain(inliners::scenarios())
+        .chain(mux::scenarios())
+        .chain(mux::python_scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

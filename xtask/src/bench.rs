@@ -29,8 +29,11 @@ pub fn main(args: &[String]) -> crate::Result {
     if what == "sampler" {
         return crate::bench_sampler::main(&args[1..]);
     }
+    if what == "mux" {
+        return crate::bench_mux::main(&args[1..]);
+    }
     if what != "elt" {
-        return Err(format!("bench: unknown benchmark `{what}` (known: elt)").into());
+        return Err(format!("bench: unknown benchmark `{what}` (known: elt, sampler, mux)").into());
     }
     let (mut leg_name, mut runs, mut calls) = ("linux-x64-8.0".to_string(), 5usize, 20_000_000u64);
     let mut leave = false;

@@ -3,11 +3,13 @@
 //! Each command lives in its own module; `main` only dispatches.
 
 mod bench;
+mod bench_mux;
 mod bench_sampler;
 mod book;
 mod coverage;
 mod cross;
 mod demo;
+mod gen_mux;
 mod gen_sys;
 mod lint;
 mod msvc;
@@ -28,9 +30,11 @@ commands:
   cross-test  run the clrprof-sys tests for aarch64 (qemu) and win-x64 (Wine)
   msvc        build the SDK for x86_64-pc-windows-msvc and check the trampolines' unwind data
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
+  gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
   book        check the listings and build the mdBook tutorial into target/book
   coverage    generate book/src/coverage.md (--check: fail if stale or a corprof.idl method is unaccounted for)
-  bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
+  bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
+              `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +53,7 @@ fn main() {
         "cross-test" => cross::main(rest),
         "msvc" => msvc::main(rest),
         "gen-sys" => gen_sys::main(rest),
+        "gen-mux" => gen_mux::main(rest),
         "book" => book::main(rest),
         "coverage" => coverage::main(rest),
         "bench" => bench::main(rest),

@@ -1,0 +1,394 @@
+//! The state of one runtime's multiplexer: the runtime's Info object, the
+//! children, their event masks and the union the runtime is given.
+
+use crate::config::ChildSpec;
+use crate::elt::Hooks;
+use crate::routes::Route;
+use clrprof::output::JsonLines;
+use clrprof::sys::*;
+use clrprof::RuntimeHandle;
+use core::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+use windows_core::{IUnknown, Interface};
+
+/// The runtime's own `ICorProfilerInfo*` object, one pointer per version it
+/// answers.
+pub(crate) struct RealInfo {
+    /// Owns the runtime's interfaces (and so keeps the pointers valid).
+    pub handle: RuntimeHandle,
+    /// `ptrs[n]`: the `ICorProfilerInfo{n}` pointer, null if the runtime lacks it.
+    ptrs: [*mut c_void; 16],
+}
+
+// SAFETY: the runtime's ICorProfilerInfo* objects are free-threaded
+// (corprof.idl: callable from any thread once Initialize began, each
+// method's own restrictions reported as HRESULTs), and the pointers are
+// owned by `handle`, which is Send + Sync.
+unsafe impl Send for RealInfo {}
+// SAFETY: as above; the pointers are only read after construction.
+unsafe impl Sync for RealInfo {}
+
+impl RealInfo {
+    /// Queries every Info version of the runtime's object.
+    ///
+    /// # Safety
+    /// `unknown` is the runtime's profiler-info object, the argument of
+    /// `ICorProfilerCallback::Initialize` / `InitializeForAttach`.
+    pub unsafe fn new(unknown: &IUnknown, attached: bool) -> clrprof::Result<RealInfo> {
+        // SAFETY: guaranteed by the caller.
+        let handle = unsafe { RuntimeHandle::from_unknown(unknown, attached) }?;
+        let mut ptrs = [core::ptr::null_mut(); 16];
+        ptrs[1] = handle.raw_info1().as_raw();
+        macro_rules! take {
+            ($($n:literal $f:ident),*) => {$(
+                if let Ok(i) = handle.$f("QueryInterface") {
+                    ptrs[$n] = i.as_raw();
+                }
+            )*};
+        }
+        take!(2 raw_info2, 3 raw_info3, 4 raw_info4, 5 raw_info5, 6 raw_info6, 7 raw_info7,
+              8 raw_info8, 9 raw_info9, 10 raw_info10, 11 raw_info11, 12 raw_info12,
+              13 raw_info13, 14 raw_info14, 15 raw_info15);
+        Ok(RealInfo { handle, ptrs })
+    }
+
+    /// The `ICorProfilerInfo{version}` pointer, if the runtime has it.
+    #[inline]
+    pub fn get(&self, version: u32) -> Option<*mut c_void> {
+        self.ptrs
+            .get(version as usize)
+            .copied()
+            .filter(|p| !p.is_null())
+    }
+
+    /// The interface pointer of `version` and its vtable as `V`.
+    ///
+    /// # Safety
+    /// `V` is the vtable type of `ICorProfilerInfo{version}`.
+    #[inline]
+    pub unsafe fn vtbl<V>(&self, version: u32) -> Option<(*mut c_void, &V)> {
+        let this = self.get(version)?;
+        // SAFETY: a COM interface pointer points to its vtable pointer; the
+        // vtable of ICorProfilerInfo{version} has the layout `V` (caller) and
+        // lives as long as the object, which `handle` keeps.
+        Some((this, unsafe { &**(this as *const *const V) }))
+    }
+}
+
+/// A loaded child: its callback object.
+pub(crate) struct Loaded {
+    /// The callback interface of `version` (owned by `owner`).
+    this: *mut c_void,
+    /// The highest `ICorProfilerCallback` version the child answers.
+    pub version: u32,
+    /// The reference that keeps the callback object alive; taken when the
+    /// child is released.
+    owner: Mutex<Option<IUnknown>>,
+    /// The library; unloaded after the callback object is released.
+    library: Mutex<Option<libloading::Library>>,
+}
+
+// SAFETY: a profiler's callback object is called by the runtime from any
+// thread (corprof.idl: callbacks arrive on whatever thread raises them),
+// so calling it from any thread is its contract; the owning references are
+// behind mutexes.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
+
+impl Loaded {
+    pub(crate) fn new(
+        this: *mut c_void,
+        version: u32,
+        owner: IUnknown,
+        library: libloading::Library,
+    ) -> Loaded {
+        Loaded {
+            this,
+            version,
+            owner: Mutex::new(Some(owner)),
+            library: Mutex::new(Some(library)),
+        }
+    }
+
+    /// The callback interface pointer.
+    #[inline]
+    pub fn this(&self) -> *mut c_void {
+        self.this
+    }
+
+    /// The callback object's vtable as `V`.
+    ///
+    /// # Safety
+    /// `V` is the vtable type of an `ICorProfilerCallback` version not above
+    /// [`Loaded::version`] (each version's vtable starts with the earlier
+    /// ones'), and the child has not been released.
+    #[inline]
+    pub unsafe fn vtbl<V>(&self) -> &V {
+        // SAFETY: guaranteed by the caller; the object lives until release.
+        unsafe { &**(self.this as *const *const V) }
+    }
+
+    /// Releases the callback object, then unloads the library (what the
+    /// runtime does with a profiler it is done with).
+    pub(crate) fn release(&self) {
+        let owner = self.owner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(owner);
+        let library = self
+            .library
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(library);
+    }
+}
+
+/// One child profiler and what the multiplexer keeps for it.
+pub(crate) struct ChildState {
+    pub spec: ChildSpec,
+    /// The child's own event masks (low | high << 32).
+    pub masks: AtomicU64,
+    /// Loaded and not dropped: receives callbacks.
+    pub active: AtomicBool,
+    pub loaded: OnceLock<Loaded>,
+    /// The child's Info proxy (one reference owned here, for the child's
+    /// whole life: a child may keep the Info pointer it was given without
+    /// a reference of its own, as the runtime's object outlives it too).
+    /// Taken when the multiplexer is released, which breaks the cycle
+    /// proxy → `Shared` → proxy.
+    pub proxy: Mutex<Option<crate::proxy::ProxyRef>>,
+    /// The ELT hooks and function-ID mapper the child registered.
+    pub hooks: Mutex<Hooks>,
+    /// The child called `RequestProfilerDetach`.
+    pub detach_requested: AtomicBool,
+    /// The child's `ObjectReferences` returned a failure in this GC.
+    pub object_references_stopped: AtomicBool,
+    /// The child called `SetILFunctionBody` (its instrumentation cannot be undone).
+    pub set_il: AtomicBool,
+}
+
+impl ChildState {
+    fn new(spec: ChildSpec) -> ChildState {
+        ChildState {
+            spec,
+            masks: AtomicU64::new(0),
+            active: AtomicBool::new(false),
+            loaded: OnceLock::new(),
+            proxy: Mutex::new(None),
+            hooks: Mutex::new(Hooks::default()),
+            detach_requested: AtomicBool::new(false),
+            object_references_stopped: AtomicBool::new(false),
+            set_il: AtomicBool::new(false),
+        }
+    }
+
+    /// The child's callback object if it receives a callback of `route`
+    /// declared in `ICorProfilerCallback{version}`.
+    #[inline]
+    pub fn receiver(&self, route: Route, version: u32) -> Option<&Loaded> {
+        if !self.active.load(Ordering::Acquire) {
+            return None;
+        }
+        let loaded = self.loaded.get()?;
+        (loaded.version >= version && route.delivers(self.masks.load(Ordering::Relaxed)))
+            .then_some(loaded)
+    }
+
+    /// The child's masks as `(low, high)`.
+    pub fn masks(&self) -> (u32, u32) {
+        let m = self.masks.load(Ordering::Relaxed);
+        (m as u32, (m >> 32) as u32)
+    }
+
+    /// The child's callback version (0 before it is loaded).
+    pub fn callback_version(&self) -> u32 {
+        self.loaded.get().map_or(0, |l| l.version)
+    }
+}
+
+/// Phases of the multiplexer's life.
+pub(crate) const PHASE_INITIALIZING: u8 = 0;
+pub(crate) const PHASE_RUNNING: u8 = 1;
+
+/// Everything the multiplexer of one runtime shares with its proxies.
+pub(crate) struct Shared {
+    pub runtime: RealInfo,
+    pub attached: bool,
+    pub children: Box<[ChildState]>,
+    pub phase: AtomicU8,
+    /// The union last given to the runtime (low | high << 32), and the lock
+    /// that orders mask changes.
+    applied: Mutex<u64>,
+    /// The multiplexer's own records (`CLRPROF_OUTPUT` of the process).
+    pub out: JsonLines,
+    pub rejit: crate::rejit::Requests,
+    /// How the ELT hooks are served, once decided.
+    pub elt: OnceLock<crate::elt::Mode>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        runtime: RealInfo,
+        attached: bool,
+        specs: Vec<ChildSpec>,
+        out: JsonLines,
+    ) -> Shared {
+        Shared {
+            runtime,
+            attached,
+            children: specs.into_iter().map(ChildState::new).collect(),
+            phase: AtomicU8::new(PHASE_INITIALIZING),
+            applied: Mutex::new(0),
+            out,
+            rejit: Default::default(),
+            elt: OnceLock::new(),
+        }
+    }
+
+    /// Whether the multiplexer's `Initialize` has returned.
+    #[inline]
+    pub fn running(&self) -> bool {
+        self.phase.load(Ordering::Acquire) == PHASE_RUNNING
+    }
+
+    /// Child `k`'s request to set its masks to `(low, high)`: checked the
+    /// way the runtime checks a profiler's own request, then the union of
+    /// every child's masks goes to the runtime. On failure the child keeps
+    /// its old masks and gets the runtime's (or the rule's) HRESULT.
+    pub(crate) fn set_child_masks(&self, k: usize, low: u32, high: u32) -> HRESULT {
+        let Some(child) = self.children.get(k) else {
+            return E_INVALIDARG;
+        };
+        let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        let (old_low, old_high) = child.masks();
+        // Immutable flags are fixed once Initialize returned (corprof.idl:
+        // COR_PRF_MONITOR_IMMUTABLE); the union may not change, but the
+        // child is refused as the runtime would refuse it.
+        if self.running()
+            && ((old_low ^ low) & COR_PRF_MONITOR_IMMUTABLE != 0
+                || (old_high ^ high) & COR_PRF_HIGH_MONITOR_IMMUTABLE != 0)
+        {
+            return CORPROF_E_IMMUTABLE_FLAGS_SET;
+        }
+        // Flags whose callbacks the child's callback interface lacks.
+        let version = child.callback_version();
+        if low & COR_PRF_ENABLE_REJIT != 0 && version < 4 {
+            return CORPROF_E_CALLBACK4_REQUIRED;
+        }
+        if high & COR_PRF_HIGH_ADD_ASSEMBLY_REFERENCES != 0 && version < 6 {
+            return CORPROF_E_CALLBACK6_REQUIRED;
+        }
+        if high & COR_PRF_HIGH_IN_MEMORY_SYMBOLS_UPDATED != 0 && version < 7 {
+            return CORPROF_E_CALLBACK7_REQUIRED;
+        }
+        let new = low as u64 | (high as u64) << 32;
+        let union = self.union_with(k, new);
+        if union != *applied {
+            let hr = self.apply(union);
+            if hr.is_err() {
+                return hr;
+            }
+            *applied = union;
+        }
+        child.masks.store(new, Ordering::Relaxed);
+        S_OK
+    }
+
+    /// Recomputes the union without child `k` (dropped) and gives it to the runtime.
+    pub(crate) fn forget_child_masks(&self, k: usize) {
+        let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(child) = self.children.get(k) {
+            child.masks.store(0, Ordering::Relaxed);
+        }
+        let union = self.union_with(k, 0);
+        if union != *applied && self.apply(union).is_ok() {
+            *applied = union;
+        }
+    }
+
+    /// The union of every active child's masks, with child `k`'s replaced by `masks`.
+    fn union_with(&self, k: usize, masks: u64) -> u64 {
+        self.children
+            .iter()
+            .enumerate()
+            .filter(|(j, c)| *j == k || c.active.load(Ordering::Acquire))
+            .fold(0, |u, (j, c)| {
+                u | if j == k {
+                    masks
+                } else {
+                    c.masks.load(Ordering::Relaxed)
+                }
+            })
+    }
+
+    fn apply(&self, union: u64) -> HRESULT {
+        let (low, high) = (union as u32, (union >> 32) as u32);
+        // SAFETY: Info5 / Info1 vtable types for their versions.
+        unsafe {
+            if let Some((this, v)) = self.runtime.vtbl::<ICorProfilerInfo5_Vtbl>(5) {
+                // SAFETY: corprof.idl ICorProfilerInfo5::SetEventMask2 takes two DWORDs.
+                (v.SetEventMask2)(this, low, high)
+            } else if high != 0 {
+                E_NOTIMPL
+            } else if let Some((this, v)) = self.runtime.vtbl::<ICorProfilerInfo_Vtbl>(1) {
+                // SAFETY: corprof.idl ICorProfilerInfo::SetEventMask takes a DWORD.
+                (v.SetEventMask)(this, low)
+            } else {
+                E_NOINTERFACE
+            }
+        }
+    }
+
+    /// The active children.
+    pub(crate) fn active(&self) -> impl Iterator<Item = (usize, &ChildState)> {
+        self.children
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.active.load(Ordering::Acquire))
+    }
+
+    /// Child `k`'s `RequestProfilerDetach`: refused as the runtime would
+    /// refuse the child alone; otherwise noted, and the runtime is asked to
+    /// detach the multiplexer once every active child has asked.
+    pub(crate) fn request_detach(&self, k: usize, expected_ms: DWORD) -> HRESULT {
+        let Some(child) = self.children.get(k) else {
+            return E_INVALIDARG;
+        };
+        let (low, _) = child.masks();
+        if low & COR_PRF_MONITOR_IMMUTABLE != 0 {
+            return CORPROF_E_IMMUTABLE_FLAGS_SET;
+        }
+        if low & COR_PRF_ENABLE_REJIT != 0 || child.set_il.load(Ordering::Relaxed) {
+            return CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT;
+        }
+        child.detach_requested.store(true, Ordering::SeqCst);
+        if !self
+            .active()
+            .all(|(_, c)| c.detach_requested.load(Ordering::SeqCst))
+        {
+            self.out
+                .record("detach_pending")
+                .num("child", child.spec.index as u64)
+                .write();
+            self.out.flush();
+            return S_OK;
+        }
+        // SAFETY: Info3 vtable type for version 3.
+        let hr = match unsafe { self.runtime.vtbl::<ICorProfilerInfo3_Vtbl>(3) } {
+            // SAFETY: corprof.idl ICorProfilerInfo3::RequestProfilerDetach takes a DWORD.
+            Some((this, v)) => unsafe { (v.RequestProfilerDetach)(this, expected_ms) },
+            None => E_NOINTERFACE,
+        };
+        self.out
+            .record("detach_requested")
+            .num("child", child.spec.index as u64)
+            .str("hr", &format!("{:#010x}", hr.0 as u32))
+            .write();
+        self.out.flush();
+        if hr.is_err() {
+            child.detach_requested.store(false, Ordering::SeqCst);
+        }
+        hr
+    }
+}

@@ -1,0 +1,275 @@
+//! The proxy and the mask union against clrprof's fake runtime (Info1–3).
+
+use crate::config::ChildSpec;
+use crate::proxy::ProxyRef;
+use crate::shared::{RealInfo, Shared, PHASE_RUNNING};
+use clrprof::output::JsonLines;
+use clrprof::sys::*;
+use clrprof::testing::fake::FakeRuntime;
+use core::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use windows_core::Interface;
+
+fn spec(index: usize) -> ChildSpec {
+    ChildSpec {
+        index,
+        path: format!("/child{index}.so"),
+        clsid: GUID::zeroed(),
+        env: Vec::new(),
+        client_data: Vec::new(),
+    }
+}
+
+/// A multiplexer state over the fake with `n` active children and their proxies.
+fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
+    let fake = FakeRuntime::new();
+    // SAFETY: the fake's IUnknown is its profiler-info object.
+    let runtime = unsafe { RealInfo::new(&fake.unknown(), false) }.unwrap();
+    let out = JsonLines::from_env("CLRPROF_MUX_TEST_NO_OUTPUT");
+    let shared = Arc::new(Shared::new(
+        runtime,
+        false,
+        (1..=n).map(spec).collect(),
+        out,
+    ));
+    let proxies = (0..n)
+        .map(|k| {
+            shared.children[k].active.store(true, Ordering::SeqCst);
+            ProxyRef::new(shared.clone(), k)
+        })
+        .collect();
+    (fake, shared, proxies)
+}
+
+/// The proxy's vtable as `V`.
+///
+/// # Safety
+/// `V` is the vtable type of an Info version the proxy implements.
+unsafe fn vtbl<V>(p: &ProxyRef) -> &V {
+    // SAFETY: the proxy is a COM object: its first word is its vtable.
+    unsafe { &**(p.as_raw() as *const *const V) }
+}
+
+fn set_mask(p: &ProxyRef, mask: u32) -> HRESULT {
+    // SAFETY: Info1's vtable, on a live proxy.
+    unsafe { (vtbl::<ICorProfilerInfo_Vtbl>(p).SetEventMask)(p.as_raw(), mask) }
+}
+
+fn get_mask(p: &ProxyRef) -> u32 {
+    let mut m = 0;
+    // SAFETY: Info1's vtable, a valid out pointer.
+    let hr = unsafe { (vtbl::<ICorProfilerInfo_Vtbl>(p).GetEventMask)(p.as_raw(), &mut m) };
+    assert_eq!(hr, S_OK);
+    m
+}
+
+#[test]
+fn query_interface_answers_the_runtimes_versions_only() {
+    let (_fake, _shared, proxies) = setup(1);
+    let p = &proxies[0];
+    let qi = |iid: &GUID| -> HRESULT {
+        let mut out: *mut c_void = core::ptr::null_mut();
+        // SAFETY: IUnknown's vtable, valid pointers.
+        let hr = unsafe { (vtbl::<IUnknown_Vtbl>(p).QueryInterface)(p.as_raw(), iid, &mut out) };
+        if hr == S_OK {
+            assert_eq!(out, p.as_raw());
+            // SAFETY: releases the reference QueryInterface added.
+            unsafe { (vtbl::<IUnknown_Vtbl>(p).Release)(p.as_raw()) };
+        } else {
+            assert!(out.is_null());
+        }
+        hr
+    };
+    for iid in [
+        IUnknown::IID,
+        ICorProfilerInfo::IID,
+        ICorProfilerInfo2::IID,
+        ICorProfilerInfo3::IID,
+    ] {
+        assert_eq!(qi(&iid), S_OK);
+    }
+    // The fake is an Info3 runtime.
+    for iid in [
+        ICorProfilerInfo4::IID,
+        ICorProfilerInfo15::IID,
+        ICorProfilerCallback::IID,
+    ] {
+        assert_eq!(qi(&iid), E_NOINTERFACE);
+    }
+    // An Info4 method reached through the vtable anyway is refused.
+    let mut size = 0usize;
+    // SAFETY: the proxy's vtable has every Info version's slots.
+    let hr =
+        unsafe { (vtbl::<ICorProfilerInfo4_Vtbl>(p).GetObjectSize2)(p.as_raw(), 1, &mut size) };
+    assert_eq!(hr, E_NOTIMPL);
+}
+
+#[test]
+fn forwarded_methods_reach_the_runtime() {
+    let (fake, _shared, proxies) = setup(1);
+    let (mut class, mut module, mut token) = (0, 0, 0);
+    // SAFETY: Info1's vtable; valid out pointers.
+    let hr = unsafe {
+        (vtbl::<ICorProfilerInfo_Vtbl>(&proxies[0]).GetFunctionInfo)(
+            proxies[0].as_raw(),
+            0x1234,
+            &mut class,
+            &mut module,
+            &mut token,
+        )
+    };
+    // The fake knows no function 0x1234: its own answer comes back.
+    assert_eq!(hr, E_INVALIDARG);
+    assert_eq!(fake.calls_of("GetFunctionInfo")[0].args, vec![0x1234]);
+}
+
+#[test]
+fn each_child_keeps_its_mask_and_the_runtime_gets_the_union() {
+    let (fake, shared, proxies) = setup(2);
+    assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+    assert_eq!(
+        set_mask(
+            &proxies[1],
+            COR_PRF_MONITOR_GC | COR_PRF_MONITOR_JIT_COMPILATION
+        ),
+        S_OK
+    );
+    // Unchanged union: no call.
+    assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+    let calls: Vec<usize> = fake
+        .calls_of("SetEventMask")
+        .iter()
+        .map(|c| c.args[0])
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            COR_PRF_MONITOR_JIT_COMPILATION as usize,
+            (COR_PRF_MONITOR_GC | COR_PRF_MONITOR_JIT_COMPILATION) as usize
+        ]
+    );
+    assert_eq!(get_mask(&proxies[0]), COR_PRF_MONITOR_JIT_COMPILATION);
+    assert_eq!(
+        get_mask(&proxies[1]),
+        COR_PRF_MONITOR_GC | COR_PRF_MONITOR_JIT_COMPILATION
+    );
+
+    // The runtime's refusal reaches the child, whose mask stays.
+    fake.fail("SetEventMask", CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER);
+    assert_eq!(
+        set_mask(&proxies[0], COR_PRF_MONITOR_THREADS),
+        CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER
+    );
+    assert_eq!(get_mask(&proxies[0]), COR_PRF_MONITOR_JIT_COMPILATION);
+    fake.state().failures.clear();
+
+    // After Initialize, a child's own immutable flags are fixed even when
+    // the union would not change.
+    assert_eq!(
+        set_mask(
+            &proxies[0],
+            COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_DISABLE_INLINING
+        ),
+        S_OK
+    );
+    shared.phase.store(PHASE_RUNNING, Ordering::SeqCst);
+    assert_eq!(
+        set_mask(&proxies[1], COR_PRF_MONITOR_GC | COR_PRF_DISABLE_INLINING),
+        CORPROF_E_IMMUTABLE_FLAGS_SET
+    );
+    assert_eq!(
+        set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION),
+        CORPROF_E_IMMUTABLE_FLAGS_SET
+    );
+    // A flag that is not immutable can still change.
+    assert_eq!(set_mask(&proxies[1], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+
+    // A dropped child's flags leave the union.
+    shared.children[1].active.store(false, Ordering::SeqCst);
+    shared.forget_child_masks(1);
+    let last = fake.calls_of("SetEventMask").last().unwrap().args[0];
+    assert_eq!(
+        last,
+        (COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_DISABLE_INLINING) as usize
+    );
+}
+
+#[test]
+fn callbacks_reach_only_the_children_that_asked() {
+    let (_fake, shared, proxies) = setup(2);
+    assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+    assert_eq!(set_mask(&proxies[1], COR_PRF_MONITOR_GC), S_OK);
+    // Not loaded: no receiver at all.
+    assert!(shared.children[0]
+        .receiver(crate::routes::JITCompilationStarted, 1)
+        .is_none());
+    let routed = |k: usize, route| {
+        crate::routes::Route::delivers(route, shared.children[k].masks.load(Ordering::SeqCst))
+    };
+    assert!(routed(0, crate::routes::JITCompilationStarted));
+    assert!(!routed(1, crate::routes::JITCompilationStarted));
+    assert!(routed(1, crate::routes::GarbageCollectionStarted));
+    assert!(routed(0, crate::routes::Shutdown) && routed(1, crate::routes::Shutdown));
+}
+
+#[test]
+fn detach_waits_for_every_child_and_refuses_what_the_runtime_would() {
+    let (fake, _shared, proxies) = setup(2);
+    let detach = |p: &ProxyRef| -> HRESULT {
+        // SAFETY: Info3's vtable on a live proxy.
+        unsafe { (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500) }
+    };
+    assert_eq!(set_mask(&proxies[1], COR_PRF_DISABLE_INLINING), S_OK);
+    assert_eq!(detach(&proxies[1]), CORPROF_E_IMMUTABLE_FLAGS_SET);
+    assert_eq!(set_mask(&proxies[1], COR_PRF_MONITOR_THREADS), S_OK);
+    assert_eq!(detach(&proxies[0]), S_OK);
+    assert_eq!(
+        fake.call_count("RequestProfilerDetach"),
+        0,
+        "one child still runs"
+    );
+    assert_eq!(detach(&proxies[1]), S_OK);
+    assert_eq!(fake.calls_of("RequestProfilerDetach").len(), 1);
+    assert_eq!(fake.calls_of("RequestProfilerDetach")[0].args, vec![500]);
+}
+
+#[test]
+fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
+    let (_fake, shared, proxies) = setup(2);
+    // SAFETY: no function is ever called through these addresses.
+    let enter: FunctionEnter3 = unsafe { core::mem::transmute::<usize, FunctionEnter3>(0x1000) };
+    // SAFETY: as above.
+    let enter2: FunctionEnter2 = unsafe { core::mem::transmute::<usize, FunctionEnter2>(0x2000) };
+    let v3 = |p: &ProxyRef| -> HRESULT {
+        // SAFETY: Info3's vtable on a live proxy; the hooks are only recorded.
+        unsafe {
+            (vtbl::<ICorProfilerInfo3_Vtbl>(p).SetEnterLeaveFunctionHooks3)(
+                p.as_raw(),
+                Some(enter),
+                None,
+                None,
+            )
+        }
+    };
+    let v2 = |p: &ProxyRef| -> HRESULT {
+        // SAFETY: Info2's vtable on a live proxy; the hooks are only recorded.
+        unsafe {
+            (vtbl::<ICorProfilerInfo2_Vtbl>(p).SetEnterLeaveFunctionHooks2)(
+                p.as_raw(),
+                Some(enter2),
+                None,
+                None,
+            )
+        }
+    };
+    assert_eq!(v3(&proxies[0]), S_OK);
+    assert_eq!(
+        v2(&proxies[1]),
+        E_NOTIMPL,
+        "v2 hooks beside another child's hooks"
+    );
+    assert_eq!(v3(&proxies[1]), S_OK, "two v3 children compose");
+    shared.phase.store(PHASE_RUNNING, Ordering::SeqCst);
+    assert_eq!(v3(&proxies[0]), CORPROF_E_CALL_ONLY_FROM_INIT);
+}
