@@ -5,6 +5,7 @@
 
 mod attach;
 mod broken;
+mod conformance;
 mod elt;
 mod events;
 mod exceptions;
@@ -41,7 +42,8 @@ fn main() {
         .chain(elt::scenarios())
         .chain(unload::scenarios())
         .chain(exits::scenarios())
-        .chain(exits::python_scenarios());
+        .chain(exits::python_scenarios())
+        .chain(conformance::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
