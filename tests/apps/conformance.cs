@@ -480,27 +480,27 @@ namespace Conformance
         }
 
         [MethodImpl(MethodImplOptions.AggressiveInlining)]
-        public static int Inlinee()
+        public static int Inlinee(int x)
         {
-            return Environment.ProcessorCount > 0 ? 7 : 8;
+            return x * 7 + 3;
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        public static void Inlining()
+        public static void Inlining(int seed)
         {
-            Console.WriteLine("Inlining, x=" + Inlinee());
+            Console.WriteLine("Inlining, x=" + Inlinee(seed));
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        public static void BlockInlining()
+        public static void BlockInlining(int seed)
         {
-            Console.WriteLine("BlockInlining, x=" + Inlinee());
+            Console.WriteLine("BlockInlining, x=" + Inlinee(seed));
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        public static void NoResponse()
+        public static void NoResponse(int seed)
         {
-            Console.WriteLine("NoResponse, x=" + Inlinee());
+            Console.WriteLine("NoResponse, x=" + Inlinee(seed));
         }
 
         public static void ModuleLoad()
@@ -559,9 +559,9 @@ namespace Conformance
                     UnitTests.Statics(args.Length > 1 ? args[1] : "UnloadLibrary.StaticsClass");
                     break;
                 case "inlining":
-                    UnitTests.Inlining();
-                    UnitTests.BlockInlining();
-                    UnitTests.NoResponse();
+                    UnitTests.Inlining(args.Length);
+                    UnitTests.BlockInlining(args.Length);
+                    UnitTests.NoResponse(args.Length);
                     break;
                 case "moduleload":
                     UnitTests.ModuleLoad();

@@ -120,6 +120,18 @@ fn no_failures(outcome: &Outcome) -> CaseResult {
     }
 }
 
+/// Why the Windows legs cannot show an inline: under Wine the runtime
+/// compiles methods with calls in MinOpts, even with tiered compilation
+/// off (`DOTNET_JitDisasmSummary=1` on win-x64-8.0 lists `Inlining(int)`
+/// as MinOpts, and `DOTNET_JitDisasm` shows an optimized compile of it,
+/// with the inline, that was then redone in MinOpts; linux-x64-8.0
+/// compiles it FullOpts once). Without a profiler too.
+const WINE_MINOPTS: &str =
+    "under Wine the runtime compiles these methods in MinOpts even with tiered \
+     compilation off (an optimized compile, with the inline, is redone in MinOpts: \
+     DOTNET_JitDisasmSummary on 8.0.4, with or without a profiler; the same result on 3.1.23), \
+     so no inline survives to be observed";
+
 // ------------------------------------------------------------------ assembly
 
 fn assembly(case: &Case<'_>) -> CaseResult {
@@ -898,7 +910,9 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "conformance unittest/inlining: JITInlining allows and vetoes an inline, ELT shows which",
             inlining,
-        ),
+        )
+        .exclude_leg("win-x64-3.1", WINE_MINOPTS)
+        .exclude_leg("win-x64-8.0", WINE_MINOPTS),
         Scenario::new(
             "conformance unittest/metadatagetdispenser: the runtime's MetaDataGetDispenser opens every module from ModuleLoadStarted",
             dispenser,
