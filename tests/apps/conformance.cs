@@ -29,6 +29,9 @@
 //                (unittest/inlining)
 //   moduleload   a dynamic (Reflection.Emit) assembly with one type
 //                (unittest/moduleload)
+//   multiple     waits for profilers to attach, throws and catches one
+//                exception, waits to be told to end (multiple); arguments:
+//                <ready-file> <go-file> <stop-file>
 //   hello        prints one line (unittest/metadatagetdispenser,
 //                unittest/releaseonshutdown)
 // Mono's compiler sees Mono's mscorlib, so APIs newer than it
@@ -36,6 +39,7 @@
 // reflection.
 using System;
 using System.Collections.Generic;
+using System.IO;
 using System.Reflection;
 using System.Reflection.Emit;
 using System.Runtime.CompilerServices;
@@ -566,6 +570,9 @@ namespace Conformance
                 case "moduleload":
                     UnitTests.ModuleLoad();
                     break;
+                case "multiple":
+                    Multiple(args[1], args[2], args[3]);
+                    break;
                 case "hello":
                     Console.WriteLine("hello from the conformance app");
                     break;
@@ -574,6 +581,33 @@ namespace Conformance
                     return 2;
             }
             return 0;
+        }
+
+        // Writes the process id to <ready> (through a temporary file, so a
+        // reader never sees half of it), waits for <go>, throws and catches
+        // one exception, then waits for <stop>.
+        static void Multiple(string ready, string go, string stop)
+        {
+            string tmp = ready + ".tmp";
+            File.WriteAllText(tmp, System.Diagnostics.Process.GetCurrentProcess().Id.ToString());
+            File.Move(tmp, ready);
+            WaitFor(go);
+            try
+            {
+                throw new InvalidOperationException("Test exception!");
+            }
+            catch (InvalidOperationException e)
+            {
+                Console.WriteLine("caught: " + e.Message);
+            }
+            WaitFor(stop);
+            Console.WriteLine("done");
+        }
+
+        static void WaitFor(string file)
+        {
+            for (int i = 0; i < 6000 && !File.Exists(file); i++)
+                Thread.Sleep(10);
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]

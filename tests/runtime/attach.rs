@@ -138,14 +138,14 @@ fn wait_for_events(records: &Path, event: &str, n: usize, timeout: Duration) -> 
 }
 
 /// An attach the runtime (or the trigger) refused.
-struct Refused {
-    already_active: bool,
-    message: String,
+pub(crate) struct Refused {
+    pub(crate) already_active: bool,
+    pub(crate) message: String,
 }
 
 /// How a case reaches the runtime: the trigger library in this process on
 /// Linux legs; the Windows build of the CLI under Wine on Windows legs.
-enum Trigger {
+pub(crate) enum Trigger {
     Native,
     Wine {
         exe: PathBuf,
@@ -155,7 +155,7 @@ enum Trigger {
 }
 
 impl Trigger {
-    fn for_case(case: &Case<'_>) -> R<Trigger> {
+    pub(crate) fn for_case(case: &Case<'_>) -> R<Trigger> {
         match case.leg().os {
             Os::Linux => Ok(Trigger::Native),
             Os::Windows => {
@@ -174,14 +174,14 @@ impl Trigger {
     }
 
     /// A path as the target runtime sees it.
-    fn target_path(&self, p: &Path) -> R<String> {
+    pub(crate) fn target_path(&self, p: &Path) -> R<String> {
         match self {
             Trigger::Native => Ok(p.display().to_string()),
             Trigger::Wine { .. } => Ok(to_wine_path(p)?),
         }
     }
 
-    fn attach(&self, pid: u32, p: &Profiler, data: &str) -> R<Result<(), Refused>> {
+    pub(crate) fn attach(&self, pid: u32, p: &Profiler, data: &str) -> R<Result<(), Refused>> {
         match self {
             Trigger::Native => {
                 let r = attach_profiler(
