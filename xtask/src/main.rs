@@ -5,6 +5,7 @@
 mod bench;
 mod bench_sampler;
 mod book;
+mod conformance;
 mod cross;
 mod demo;
 mod gen_sys;
@@ -28,6 +29,7 @@ commands:
   msvc        build the SDK for x86_64-pc-windows-msvc and check the trampolines' unwind data
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
   book        check the listings and build the mdBook tutorial into target/book
+  conformance generate book/src/conformance.md: the runtime's profiler tests against the scenarios (--check: fail on a failed one)
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler";
 
 fn main() {
@@ -48,6 +50,7 @@ fn main() {
         "msvc" => msvc::main(rest),
         "gen-sys" => gen_sys::main(rest),
         "book" => book::main(rest),
+        "conformance" => conformance::main(rest),
         "bench" => bench::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
