@@ -27,8 +27,10 @@
 //!
 //! Arguments: `--strict`; `--leg NAME` (repeatable) to restrict legs; `--list`
 //! to list the cases; any other word filters cases by substring of
-//! `scenario [leg]`. With `$CLRPROF_HARNESS_SUMMARY` set, a JSON summary per
-//! leg is written to that file (used by `cargo xtask test`).
+//! `scenario [leg]`. With `$CLRPROF_HARNESS_SUMMARY` set, a JSON summary is
+//! written to that file (used by `cargo xtask test`): the counts per leg
+//! (`"legs"`) and every case's result (`"cases"`: `scenario`, `leg`,
+//! `result` = `ok` / `failed` / `skipped`, and `reason`).
 
 use crate::csharp::{compile, CompileOptions};
 use crate::fixtures::{broken_profiler, BrokenBuild};
@@ -377,6 +379,8 @@ impl Harness {
         let mut total = Counts::default();
         let mut per_leg: BTreeMap<String, Counts> = BTreeMap::new();
         let mut failures: Vec<String> = Vec::new();
+        // Every case's result, for the summary file.
+        let mut cases: Vec<serde_json::Value> = Vec::new();
         for scenario in &self.scenarios {
             for leg_name in &leg_names {
                 // Opt-in legs (a non-`dotnet` host) run only the scenarios naming them.
@@ -398,6 +402,17 @@ impl Harness {
                 }
                 let started = Instant::now();
                 let verdict = run_case(scenario, leg_name, &ctx);
+                let (result, reason) = match &verdict {
+                    Ok(()) => ("ok", ""),
+                    Err(Verdict::Failed(r)) => ("failed", first_line(r)),
+                    Err(Verdict::Skipped(r)) => ("skipped", r.as_str()),
+                };
+                cases.push(serde_json::json!({
+                    "scenario": scenario.name,
+                    "leg": leg_name,
+                    "result": result,
+                    "reason": reason,
+                }));
                 let counts = per_leg.entry(leg_name.clone()).or_default();
                 let line = match verdict {
                     Ok(()) => {
@@ -433,7 +448,7 @@ impl Harness {
                     (k.clone(), serde_json::json!({"passed": c.passed, "failed": c.failed, "skipped": c.skipped}))
                 })
                 .collect();
-            let text = serde_json::json!({ "legs": legs }).to_string();
+            let text = serde_json::json!({ "legs": legs, "cases": cases }).to_string();
             if let Err(e) = std::fs::write(&path, text) {
                 eprintln!(
                     "cannot write harness summary {}: {e}",

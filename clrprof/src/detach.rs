@@ -14,9 +14,10 @@
 //!   enabled the request fails with
 //!   `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`; after an immutable
 //!   event-mask flag set in `Initialize` (e.g. `DISABLE_INLINING`) it fails
-//!   with `CORPROF_E_IMMUTABLE_FLAGS_SET` (the same code `SetEventMask` uses
-//!   for changing such a flag later). Both were seen on .NET Core 3.1 and
-//!   .NET 8 (the tests' startup-detach scenario).
+//!   with `CORPROF_E_IMMUTABLE_FLAGS_SET` (changing such a flag later with
+//!   `SetEventMask` fails with a plain `E_FAIL` instead). Both were seen on
+//!   .NET Core 3.1 and .NET 8 (the tests' startup-detach and conformance
+//!   dynamicoptimization scenarios).
 //!
 //! [`request_detach`] (and [`RuntimeHandle::request_profiler_detach`], the
 //! same call) encodes the thread rule with [`crate::thread`]: it refuses

@@ -14,9 +14,12 @@
 //!
 //! Some flags are *immutable* (`COR_PRF_MONITOR_IMMUTABLE`,
 //! `COR_PRF_HIGH_MONITOR_IMMUTABLE`): they can only be set or cleared during
-//! `Initialize`; changing them later makes `SetEventMask` fail with
-//! `CORPROF_E_IMMUTABLE_FLAGS_SET`, which [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
-//! reports before calling the runtime.
+//! `Initialize`; changing them later makes `SetEventMask` / `SetEventMask2`
+//! fail with a plain `E_FAIL` (the runtime has no dedicated code for it:
+//! seen on .NET Core 3.1.23 and .NET 8.0.4 in the conformance
+//! dynamicoptimization scenario), which
+//! [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
+//! returns as [`Error::Runtime`](crate::Error::Runtime).
 
 use bitflags::bitflags;
 use clrprof_sys as sys;

@@ -143,9 +143,9 @@ pub(crate) fn wait_for_events(
 }
 
 /// An attach the runtime (or the trigger) refused.
-struct Refused {
-    already_active: bool,
-    message: String,
+pub(crate) struct Refused {
+    pub(crate) already_active: bool,
+    pub(crate) message: String,
 }
 
 /// How a case reaches the runtime: the trigger library in this process on
@@ -186,7 +186,7 @@ impl Trigger {
         }
     }
 
-    fn attach(&self, pid: u32, p: &Profiler, data: &str) -> R<Result<(), Refused>> {
+    pub(crate) fn attach(&self, pid: u32, p: &Profiler, data: &str) -> R<Result<(), Refused>> {
         match self {
             Trigger::Native => {
                 let r = attach_profiler(

@@ -5,6 +5,7 @@
 
 mod attach;
 mod broken;
+mod conformance;
 mod elt;
 mod eventpipe;
 mod events;
@@ -56,7 +57,8 @@ fn main() {
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
-        .chain(mux::python_scenarios());
+        .chain(mux::python_scenarios())
+        .chain(conformance::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

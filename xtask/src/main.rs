@@ -7,6 +7,7 @@ mod bench_mux;
 mod bench_sampler;
 mod book;
 mod coverage;
+mod conformance;
 mod cross;
 mod demo;
 mod gen_mux;
@@ -33,6 +34,7 @@ commands:
   gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
   book        check the listings and build the mdBook tutorial into target/book
   coverage    generate book/src/coverage.md (--check: fail if stale or a corprof.idl method is unaccounted for)
+  conformance generate book/src/conformance.md: the runtime's profiler tests against the scenarios (--check: fail on a failed one)
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
               `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook";
 
@@ -56,6 +58,7 @@ fn main() {
         "gen-mux" => gen_mux::main(rest),
         "book" => book::main(rest),
         "coverage" => coverage::main(rest),
+        "conformance" => conformance::main(rest),
         "bench" => bench::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

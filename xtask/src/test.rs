@@ -3,7 +3,8 @@
 //! Steps: install missing toolchains → provision the runtimes and the C#
 //! compiler → build the example profilers for Linux and Windows →
 //! `cargo test --workspace` (native tests, and the real-runtime harness of
-//! `tests/`, which runs every scenario on every leg) → the book → lint → the
+//! `tests/`, which runs every scenario on every leg) → the conformance table
+//! (`xtask/src/conformance.rs`, from those results) → the book → lint → the
 //! coverage table of the profiling API (`xtask/src/coverage.rs`) → the cross-target
 //! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
 //! check (`xtask/src/msvc.rs`) → a per-leg summary table. Strict mode (`--strict` or
@@ -82,6 +83,11 @@ pub fn main(args: &[String]) -> crate::Result {
         None => {
             step_failures.push("the real-runtime harness wrote no summary (did it run?)".into());
         }
+    }
+
+    step("conformance: the runtime's profiler tests against the scenarios' results");
+    if let Err(e) = crate::conformance::generate(&root, &summary_path, true) {
+        step_failures.push(e.to_string());
     }
 
     if let Err(e) = crate::book::build(strict) {

@@ -528,10 +528,11 @@ impl RuntimeHandle {
     /// follows this mask.
     ///
     /// Outside `Initialize`, changing an immutable flag
-    /// ([`EventMask::IMMUTABLE`]) is refused by the runtime with
-    /// `CORPROF_E_IMMUTABLE_FLAGS_SET`; so is asking a profiler loaded by
-    /// attach for a flag outside `COR_PRF_ALLOWABLE_AFTER_ATTACH`
-    /// (`CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`). Both come back as
+    /// ([`EventMask::IMMUTABLE`], [`HighEventMask::IMMUTABLE`]) is refused by
+    /// the runtime with a plain `E_FAIL` (it has no dedicated code for it;
+    /// seen on .NET Core 3.1.23 and .NET 8.0.4); asking a profiler loaded by
+    /// attach for a flag outside `COR_PRF_ALLOWABLE_AFTER_ATTACH` is refused
+    /// with `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`. Both come back as
     /// [`Error::Runtime`] with that code and its explanation.
     pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
         let components = unpack(self.inner.component_masks.load(Ordering::SeqCst));

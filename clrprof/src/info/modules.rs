@@ -138,6 +138,31 @@ impl<'s> ProfilerInfo<'s> {
         })
     }
 
+    /// `GetModuleInfo` asking for the file name alone: the path of the
+    /// module's file (for a module without one, its metadata name). The
+    /// runtime knows it from `ModuleLoadStarted` on, while it answers
+    /// `CORPROF_E_DATAINCOMPLETE` for the load address and the assembly
+    /// until the load has finished, so [`module_info`](Self::module_info) and
+    /// [`module_info2`](Self::module_info2), which ask for those too, fail
+    /// inside `ModuleLoadStarted`; this works there.
+    pub fn module_file_name(&self, module: ModuleId<'_>) -> Result<String> {
+        fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
+            // SAFETY: `module` is valid (typed ID); `buf` has `cap` WCHARs;
+            // the load address and assembly are not asked for (null out
+            // pointers, which the runtime skips).
+            unsafe {
+                self.raw_info1().GetModuleInfo(
+                    module.as_sys(),
+                    core::ptr::null_mut(),
+                    cap,
+                    needed,
+                    buf,
+                    core::ptr::null_mut(),
+                )
+            }
+        })
+    }
+
     /// `GetAppDomainsContainingModule` (Info3): the app domains the module is
     /// loaded in (one on CoreCLR).
     pub fn app_domains_containing_module<'a>(
@@ -317,6 +342,19 @@ mod tests {
             sys::HRESULT(KnownHresult::CORPROF_E_DATAINCOMPLETE as i32),
         );
         assert!(info.assembly_info(a).unwrap_err().is_data_incomplete());
+    }
+
+    #[test]
+    fn module_file_name_asks_for_the_name_alone() {
+        let fake = world();
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        fake_ids!(fake; m = module_id(M));
+        assert_eq!(info.module_file_name(m).unwrap(), "/app/app.dll");
+        let long = format!("/{}/app.dll", "q".repeat(300));
+        fake.state().modules.get_mut(&M).unwrap().name = long.clone();
+        assert_eq!(info.module_file_name(m).unwrap(), long);
+        assert!(fake.call_count("GetModuleInfo") >= 3);
     }
 
     #[test]
