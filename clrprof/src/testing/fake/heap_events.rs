@@ -4,14 +4,13 @@
 //! [`FakeHeap`], [`FakeEventPipe`].
 
 use super::objects::FakeObjectEnum;
-use super::{give, put, Buffer, FakeState, E_INVALIDARG, S_OK};
+use super::{give, put, Buffer, E_INVALIDARG, S_OK};
 use clrprof_sys::*;
 use core::ffi::c_void;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::MutexGuard;
 use windows_core::GUID;
 
-use super::info::{FakeInfo, FakeInfo_Impl};
+use super::info::FakeInfo_Impl;
 
 /// The heap and GC handles the fake answers from.
 #[derive(Clone, Debug, Default)]
@@ -150,23 +149,6 @@ fn run_enable_calls(calls: Vec<EnableCall>) {
             )
         };
     }
-}
-
-/// Locks the fake's state (a poisoned lock is still usable: the state is
-/// plain data).
-pub(super) fn lock(info: &FakeInfo) -> MutexGuard<'_, FakeState> {
-    info.state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Records the call and returns a forced failure, or yields the guard.
-macro_rules! enter {
-    ($self:ident, $name:literal $(, $arg:expr)*) => {{
-        let mut st = lock(&$self);
-        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
-            return hr;
-        }
-        st
-    }};
 }
 
 impl ICorProfilerInfo12_Impl for FakeInfo_Impl {

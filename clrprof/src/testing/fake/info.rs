@@ -9,34 +9,12 @@ use super::{
 use crate::error::KnownHresult;
 use clrprof_sys::*;
 use core::ffi::c_void;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use windows_core::{implement, Interface};
 
 #[implement(ICorProfilerInfo15)]
 pub(crate) struct FakeInfo {
     pub(crate) state: Arc<Mutex<FakeState>>,
-}
-
-/// Locks the state, records the call (`$name` and the listed arguments),
-/// runs the hook and returns a forced failure; else yields the guard.
-macro_rules! enter {
-    ($self:ident, $name:literal $(, $arg:expr)*) => {{
-        let mut st = $self.lock();
-        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
-            return hr;
-        }
-        st
-    }};
-}
-
-/// Looks an ID up, answering `E_INVALIDARG` for an unknown one.
-macro_rules! get {
-    ($map:expr, $id:expr) => {
-        match $map.get(&$id) {
-            Some(v) => v.clone(),
-            None => return E_INVALIDARG,
-        }
-    };
 }
 
 const E_NOINTERFACE: HRESULT = HRESULT(KnownHresult::E_NOINTERFACE as i32);
@@ -51,10 +29,6 @@ const CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER: HRESULT =
     HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER as i32);
 
 impl FakeInfo {
-    fn lock(&self) -> MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     unsafe fn do_GetClassFromObject(&self, objectId: ObjectID, pClassId: *mut ClassID) -> HRESULT {
         let st = enter!(self, "GetClassFromObject", objectId);
         put(pClassId, get!(st.objects, objectId).class);
@@ -585,7 +559,7 @@ impl FakeInfo {
         let args = read_ids(cTypeArgs, typeArgs);
         let mut recorded = vec![moduleID, typeDef as usize];
         recorded.extend(&args);
-        let st = self.lock();
+        let st = super::lock(self);
         let mut st = st;
         if let Some(hr) = st.enter("GetClassFromTokenAndTypeArgs", recorded) {
             return hr;
@@ -616,7 +590,7 @@ impl FakeInfo {
         let args = read_ids(cTypeArgs, typeArgs);
         let mut recorded = vec![moduleID, funcDef as usize, classId];
         recorded.extend(&args);
-        let mut st = self.lock();
+        let mut st = super::lock(self);
         if let Some(hr) = st.enter("GetFunctionFromTokenAndTypeArgs", recorded) {
             return hr;
         }

@@ -3,22 +3,10 @@
 //! `RequestReJITWithInliners` recorded; `SuspendRuntime` / `ResumeRuntime`
 //! answer `E_NOTIMPL`.
 
-use super::heap_events::lock;
 use super::info::FakeInfo_Impl;
 use super::{put, E_INVALIDARG, E_NOTIMPL, S_OK};
 use clrprof_sys::*;
 use core::ffi::c_void;
-
-/// Records the call and returns a forced failure, or yields the guard.
-macro_rules! enter {
-    ($self:ident, $name:literal $(, $arg:expr)*) => {{
-        let mut st = lock(&$self);
-        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
-            return hr;
-        }
-        st
-    }};
-}
 
 impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
     unsafe fn EnumerateObjectReferences(
@@ -74,7 +62,7 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
                 args.push(*methodIds.add(i) as usize);
             }
         }
-        let mut st = lock(self);
+        let mut st = super::lock(self);
         if let Some(hr) = st.enter("RequestReJITWithInliners", args) {
             return hr;
         }

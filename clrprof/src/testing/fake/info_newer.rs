@@ -10,46 +10,18 @@
 //! symbol methods answer the module flag `COR_PRF_MODULE_DYNAMIC` (4, a
 //! success code) for a dynamic module, as CoreCLR does.
 
-use super::info::{FakeInfo, FakeInfo_Impl};
+use super::info::FakeInfo_Impl;
 use super::objects::info4::{FakeMethodEnum, FakeThreadEnum};
 use super::objects::FakeFunctionEnum;
 use super::{give, give_str, put, Buffer, FakeState, E_FAIL, E_INVALIDARG, S_OK};
 use crate::error::KnownHresult;
 use clrprof_sys::*;
-use std::sync::MutexGuard;
 
 const SHORT: HRESULT = HRESULT(KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32);
 const NOT_COMPILED: HRESULT = HRESULT(KnownHresult::CORPROF_E_FUNCTION_NOT_COMPILED as i32);
 const DATAINCOMPLETE: HRESULT = HRESULT(KnownHresult::CORPROF_E_DATAINCOMPLETE as i32);
 /// `HRESULT_FROM_WIN32(ERROR_ENVVAR_NOT_FOUND)`.
 const ENVVAR_NOT_FOUND: HRESULT = HRESULT(0x8007_00CB_u32 as i32);
-
-/// Locks the state, records the call, runs the hook, returns a forced failure.
-macro_rules! enter {
-    ($self:ident, $name:literal $(, $arg:expr)*) => {{
-        let mut st = $self.lock_state();
-        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
-            return hr;
-        }
-        st
-    }};
-}
-
-/// Looks an ID up, answering `E_INVALIDARG` for an unknown one.
-macro_rules! get {
-    ($map:expr, $id:expr) => {
-        match $map.get(&$id) {
-            Some(v) => v.clone(),
-            None => return E_INVALIDARG,
-        }
-    };
-}
-
-impl FakeInfo {
-    fn lock_state(&self) -> MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// A code version's chunks and IL map.
 type Version = (Vec<(usize, usize)>, Vec<(u32, u32, u32)>);

@@ -45,6 +45,35 @@
 
 #![allow(non_snake_case, unused_variables, clippy::too_many_arguments)]
 
+/// Locks the fake's state (a poisoned lock is still usable: the state is
+/// plain data).
+fn lock(info: &info::FakeInfo) -> std::sync::MutexGuard<'_, FakeState> {
+    info.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// In an Info method of the fake: locks the state, records the call
+/// (`$name` and the listed arguments), runs the hook and returns a forced
+/// failure; else yields the guard.
+macro_rules! enter {
+    ($self:ident, $name:literal $(, $arg:expr)*) => {{
+        let mut st = super::lock(&$self);
+        if let Some(hr) = st.enter($name, vec![$($arg as usize),*]) {
+            return hr;
+        }
+        st
+    }};
+}
+
+/// Looks an ID up, answering `E_INVALIDARG` for an unknown one.
+macro_rules! get {
+    ($map:expr, $id:expr) => {
+        match $map.get(&$id) {
+            Some(v) => v.clone(),
+            None => return E_INVALIDARG,
+        }
+    };
+}
+
 mod heap_events;
 mod info;
 mod info10;
