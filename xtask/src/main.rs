@@ -3,6 +3,7 @@
 //! Each command lives in its own module; `main` only dispatches.
 
 mod bench;
+mod bench_elt;
 mod bench_mux;
 mod bench_sampler;
 mod book;
@@ -36,7 +37,9 @@ commands:
   coverage    generate book/src/coverage.md (--check: fail if stale or a corprof.idl method is unaccounted for)
   conformance generate book/src/conformance.md: the runtime's profiler tests against the scenarios (--check: fail on a failed one)
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
-              `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook";
+              `bench sampler`: the sampler's cost against the app alone;
+              `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook;
+              `bench all`: every benchmark, one JSON file each in target/bench/";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
