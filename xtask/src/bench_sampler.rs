@@ -71,6 +71,9 @@ pub fn main(args: &[String]) -> crate::Result {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); configs.len()];
     let mut phases: Vec<Vec<Phases>> = vec![Vec::new(); configs.len()];
+    // CPU time of the whole process over the timed part (every thread, the
+    // sampling thread included), where the app can tell (Linux).
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     println!("==> {runs} alternating runs, {threads} threads x {rounds} rounds, on {leg_name}");
     for round in 0..runs {
         for (i, (name, rate)) in configs.iter().enumerate() {
@@ -99,6 +102,14 @@ pub fn main(args: &[String]) -> crate::Result {
             let outcome = run_app(&leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             let ns = elapsed_ns(&outcome)?;
+            if let Some(c) = outcome
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("cpu_ns "))
+                .and_then(|c| c.trim().parse::<f64>().ok())
+            {
+                cpu[i].push(c);
+            }
             if *rate > 0 {
                 let (taken, per_tick) = samples_record(&work.join("records.jsonl.jsonl"))?;
                 if taken == 0 {
@@ -113,12 +124,24 @@ pub fn main(args: &[String]) -> crate::Result {
     }
     let med: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
     let ratio = |i: usize| med[i] / med[0];
+    let cpu_med: Vec<Option<f64>> = cpu
+        .iter_mut()
+        .map(|c| (c.len() == runs).then(|| median(c)))
+        .collect();
+    let cpu_ratio = |i: usize| match (cpu_med[i], cpu_med[0]) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
     println!("\nmedians of {runs} runs:");
     for (i, (name, _)) in configs.iter().enumerate() {
         println!(
-            "  {name:<14} {:>9.2} ms  ratio {:.3}",
+            "  {name:<14} {:>9.2} ms  ratio {:.3}{}",
             med[i] / 1e6,
-            ratio(i)
+            ratio(i),
+            match (cpu_med[i], cpu_ratio(i)) {
+                (Some(c), Some(r)) => format!("   process CPU {:.2} ms, ratio {r:.3}", c / 1e6),
+                _ => String::new(),
+            }
         );
     }
     println!("\nper tick (median of the runs' means), microseconds:");
@@ -152,6 +175,9 @@ pub fn main(args: &[String]) -> crate::Result {
         "median_ns": configs.iter().enumerate().map(|(i, (n, _))| (n.to_string(), serde_json::json!(med[i]))).collect::<serde_json::Map<_, _>>(),
         "samples_100hz": samples[1],
         "samples_1khz": samples[2],
+        "cpu_ratio_100hz": cpu_ratio(1),
+        "cpu_ratio_1khz": cpu_ratio(2),
+        "median_cpu_ns": configs.iter().enumerate().map(|(i, (n, _))| (n.to_string(), serde_json::json!(cpu_med[i]))).collect::<serde_json::Map<_, _>>(),
         "per_tick_100hz": per_tick[1],
         "per_tick_1khz": per_tick[2],
         "runtime": leg.version,
