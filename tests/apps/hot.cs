@@ -109,9 +109,16 @@ namespace Hot
         static long ProcessCpuNs()
         {
             if (Environment.OSVersion.Platform != PlatformID.Unix) return -1;
-            Timespec t;
-            if (ClockGetTime(2, out t) != 0) return -1;
-            return t.Seconds * 1000000000L + t.Nanoseconds;
+            try
+            {
+                Timespec t;
+                if (ClockGetTime(2, out t) != 0) return -1;
+                return t.Seconds * 1000000000L + t.Nanoseconds;
+            }
+            catch (Exception)
+            {
+                return -1; // no such library or entry point here
+            }
         }
 
         static int Bench(string[] args)
