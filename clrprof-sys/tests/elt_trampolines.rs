@@ -70,20 +70,46 @@ mod arch {
     #[cfg(windows)]
     pub const C_ARGUMENTS: [usize; 2] = [1, 2]; // rcx, rdx
 
-    /// Registers the trampoline must hand back unchanged (beyond rsp).
+    /// Registers `hook`'s trampoline must hand back unchanged (beyond
+    /// rsp): the C ABI's callee-saved ones, plus what the caller keeps
+    /// live. Enter: the argument registers (the JIT may find rax, r10, r11
+    /// and xmm8-15 clobbered). Leave and tailcall: the return registers.
+    /// WithInfo: every argument and return register.
     #[cfg(not(windows))]
-    pub fn must_preserve(lane: &super::Lane) -> bool {
-        match lane {
-            super::Lane::Gpr(i) => !matches!(i, 10 | 11), // all but r10, r11
-            super::Lane::SimdLow(i) | super::Lane::SimdHigh(i) => *i < 8, // xmm0-xmm7
-        }
+    pub fn must_preserve(hook: super::Hook, lane: &super::Lane) -> bool {
+        use super::{Hook, Lane};
+        let callee_saved = matches!(lane, Lane::Gpr(3 | 5 | 12 | 13 | 14 | 15));
+        callee_saved
+            || match (hook, lane) {
+                // rdi rsi rdx rcx r8 r9, xmm0-xmm7
+                (Hook::Enter, Lane::Gpr(i)) => matches!(i, 1 | 2 | 6 | 7 | 8 | 9),
+                (Hook::Enter, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 8,
+                // rax rdx, xmm0 xmm1
+                (Hook::Leave | Hook::Tailcall, Lane::Gpr(i)) => matches!(i, 0 | 2),
+                (Hook::Leave | Hook::Tailcall, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 2,
+                // all but r10, r11; xmm0-xmm7
+                (_, Lane::Gpr(i)) => !matches!(i, 10 | 11),
+                (_, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 8,
+            }
     }
+    /// Windows: callee-saved rbx rbp rsi rdi r12-r15 xmm6-xmm15, plus
+    /// nothing for enter (the JIT reloads the arguments), rax and xmm0 for
+    /// leave and tailcall, every volatile register but r10/r11 for WithInfo.
     #[cfg(windows)]
-    pub fn must_preserve(lane: &super::Lane) -> bool {
-        match lane {
-            super::Lane::Gpr(i) => !matches!(i, 10 | 11), // all but r10, r11
-            super::Lane::SimdLow(_) | super::Lane::SimdHigh(_) => true, // xmm0-xmm15
-        }
+    pub fn must_preserve(hook: super::Hook, lane: &super::Lane) -> bool {
+        use super::{Hook, Lane};
+        let callee_saved = match lane {
+            Lane::Gpr(i) => matches!(i, 3 | 5 | 6 | 7 | 12 | 13 | 14 | 15),
+            Lane::SimdLow(i) | Lane::SimdHigh(i) => *i >= 6,
+        };
+        callee_saved
+            || match (hook, lane) {
+                (Hook::Enter, _) => false,
+                (Hook::Leave | Hook::Tailcall, Lane::Gpr(i)) => *i == 0,
+                (Hook::Leave | Hook::Tailcall, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i == 0,
+                (_, Lane::Gpr(i)) => !matches!(i, 10 | 11),
+                (_, Lane::SimdLow(_) | Lane::SimdHigh(_)) => true,
+            }
     }
 
     /// Registers the trampoline itself saves: those the C ABI lets the
@@ -142,8 +168,9 @@ mod arch {
     /// The C ABI's first two integer argument registers.
     pub const C_ARGUMENTS: [usize; 2] = [0, 1]; // x0, x1
 
-    /// x0-x8, x19-x29, q0-q7 (all 128 bits) and the low halves of v8-v15.
-    pub fn must_preserve(lane: &super::Lane) -> bool {
+    /// x0-x8, x19-x29, q0-q7 (all 128 bits) and the low halves of v8-v15,
+    /// for every hook kind.
+    pub fn must_preserve(_hook: super::Hook, lane: &super::Lane) -> bool {
         match lane {
             super::Lane::Gpr(i) => *i <= 8 || (19..=29).contains(i),
             super::Lane::SimdLow(i) => *i < 16,
@@ -501,7 +528,7 @@ fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
             arch::HANDLER_SP_MOD_16,
             "{hook:?}: handler called with a misaligned stack"
         );
-        let broken = changed(&outcome, arch::must_preserve);
+        let broken = changed(&outcome, |lane| arch::must_preserve(hook, lane));
         assert!(
             broken.is_empty(),
             "{hook:?} trampoline lost registers: {broken:#?}"
@@ -577,7 +604,7 @@ fn rust_handler_is_called_with_the_id_and_registers_survive() {
                 "{hook:?}"
             );
         }
-        let broken = changed(&outcome, arch::must_preserve);
+        let broken = changed(&outcome, |lane| arch::must_preserve(hook, lane));
         assert!(broken.is_empty(), "{hook:?}: {broken:#?}");
         assert_stack_restored(&outcome);
     }
