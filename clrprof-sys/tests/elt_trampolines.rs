@@ -87,6 +87,11 @@ mod arch {
                 // rax rdx, xmm0 xmm1
                 (Hook::Leave | Hook::Tailcall, Lane::Gpr(i)) => matches!(i, 0 | 2),
                 (Hook::Leave | Hook::Tailcall, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 2,
+                // the .NET Core 3.x stub restores the rest itself: xmm2-xmm7
+                (Hook::EnterWithInfoNetcore3, Lane::Gpr(_)) => false,
+                (Hook::EnterWithInfoNetcore3, Lane::SimdLow(i) | Lane::SimdHigh(i)) => {
+                    (2..8).contains(i)
+                }
                 // all but r10, r11; xmm0-xmm7
                 (_, Lane::Gpr(i)) => !matches!(i, 10 | 11),
                 (_, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 8,
@@ -222,15 +227,21 @@ enum Hook {
     EnterWithInfo,
     LeaveWithInfo,
     TailcallWithInfo,
+    /// The WithInfo enter entry point for the .NET Core 3.x stub (x86-64
+    /// System V only; the WithInfo enter slot).
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    EnterWithInfoNetcore3,
 }
 
-const HOOKS: [Hook; 6] = [
+const HOOKS: &[Hook] = &[
     Hook::Enter,
     Hook::Leave,
     Hook::Tailcall,
     Hook::EnterWithInfo,
     Hook::LeaveWithInfo,
     Hook::TailcallWithInfo,
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    Hook::EnterWithInfoNetcore3,
 ];
 
 /// A handler for either kind of hook.
@@ -244,10 +255,12 @@ enum Handler {
 
 impl Hook {
     fn is_with_info(self) -> bool {
-        matches!(
-            self,
-            Hook::EnterWithInfo | Hook::LeaveWithInfo | Hook::TailcallWithInfo
-        )
+        match self {
+            Hook::EnterWithInfo | Hook::LeaveWithInfo | Hook::TailcallWithInfo => true,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => true,
+            _ => false,
+        }
     }
 
     fn trampoline(self) -> usize {
@@ -258,6 +271,8 @@ impl Hook {
             Hook::EnterWithInfo => elt::enter3_with_info_hook() as usize,
             Hook::LeaveWithInfo => elt::leave3_with_info_hook() as usize,
             Hook::TailcallWithInfo => elt::tailcall3_with_info_hook() as usize,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => elt::enter3_with_info_netcore3_hook() as usize,
         }
     }
 
@@ -279,6 +294,8 @@ impl Hook {
                 Hook::Leave => elt::set_leave3_handler(fast),
                 Hook::Tailcall => elt::set_tailcall3_handler(fast),
                 Hook::EnterWithInfo => elt::set_enter3_with_info_handler(with_info),
+                #[cfg(all(target_arch = "x86_64", not(windows)))]
+                Hook::EnterWithInfoNetcore3 => elt::set_enter3_with_info_handler(with_info),
                 Hook::LeaveWithInfo => elt::set_leave3_with_info_handler(with_info),
                 Hook::TailcallWithInfo => elt::set_tailcall3_with_info_handler(with_info),
             }
@@ -292,6 +309,8 @@ impl Hook {
             Hook::Leave => elt::leave3_handler().map(|h| h as usize),
             Hook::Tailcall => elt::tailcall3_handler().map(|h| h as usize),
             Hook::EnterWithInfo => elt::enter3_with_info_handler().map(|h| h as usize),
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => elt::enter3_with_info_handler().map(|h| h as usize),
             Hook::LeaveWithInfo => elt::leave3_with_info_handler().map(|h| h as usize),
             Hook::TailcallWithInfo => elt::tailcall3_with_info_handler().map(|h| h as usize),
         }
@@ -306,6 +325,8 @@ impl Hook {
             Hook::EnterWithInfo => 0x0000_7F00_1234_56A0,
             Hook::LeaveWithInfo => 0x0000_7F00_1234_56B0,
             Hook::TailcallWithInfo => 0x0000_7F00_1234_56C0,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => 0x0000_7F00_1234_56D0,
         }
     }
 
@@ -512,7 +533,7 @@ fn harness_sees_every_register_the_handler_may_clobber() {
 fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
     let _guard = lock();
     let words = harness_words();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         words.info.store(0, Ordering::SeqCst);
         hook.set_handler(Some(Handler::Trash));
         let outcome = run(hook);
@@ -540,7 +561,7 @@ fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
 #[test]
 fn empty_slot_returns_without_calling_or_touching_registers() {
     let _guard = lock();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         hook.set_handler(None);
         assert!(hook.handler().is_none());
         let outcome = run(hook);
@@ -575,7 +596,7 @@ unsafe extern "C" fn rust_info_handler(id: usize, info: usize) {
 #[test]
 fn rust_handler_is_called_with_the_id_and_registers_survive() {
     let _guard = lock();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         let before = RUST_HANDLER_CALLS.load(Ordering::SeqCst);
         hook.set_handler(Some(Handler::Rust));
         let expected = if hook.is_with_info() {

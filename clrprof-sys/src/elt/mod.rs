@@ -174,6 +174,19 @@ mod asm_symbols {
         pub(super) static clrprof_elt_tailcall_with_info_handler: AtomicUsize;
     }
 
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    extern "system" {
+        /// `FunctionEnter3WithInfo` trampoline for the .NET Core 3.x stub
+        /// on x86-64 System V (C ABI; keeps `xmm2`-`xmm7`, the only
+        /// argument registers that stub does not restore): forwards to the
+        /// handler installed with
+        /// [`set_enter3_with_info_handler`](super::set_enter3_with_info_handler).
+        pub fn clrprof_elt_enter3_with_info_netcore3(
+            function_id_or_client_id: FunctionIDOrClientID,
+            elt_info: COR_PRF_ELT_INFO,
+        );
+    }
+
     extern "system" {
         /// `FunctionEnter3WithInfo` trampoline (C ABI, every argument and
         /// return register preserved): forwards to the handler installed
@@ -197,6 +210,8 @@ mod asm_symbols {
     }
 }
 
+#[cfg(all(clrprof_elt, target_arch = "x86_64", not(windows)))]
+pub use asm_symbols::clrprof_elt_enter3_with_info_netcore3;
 #[cfg(clrprof_elt)]
 pub use asm_symbols::{
     clrprof_elt_enter3_trampoline, clrprof_elt_enter3_with_info, clrprof_elt_leave3_trampoline,
@@ -484,6 +499,18 @@ pub extern "system" fn clrprof_elt_tailcall3_with_info(
 /// handler installed with [`set_enter3_with_info_handler`], if any.
 pub fn enter3_with_info_hook() -> FunctionEnter3WithInfo {
     clrprof_elt_enter3_with_info
+}
+
+/// x86-64 System V only: the WithInfo enter entry point for the stub of
+/// .NET Core 3.x (CoreCLR before .NET 5) on Unix x64, to pass to
+/// `SetEnterLeaveFunctionHooks3WithInfo` there instead of
+/// [`enter3_with_info_hook`]. That stub restores the integer argument
+/// registers and `xmm0`/`xmm1` after the hook but not `xmm2`-`xmm7`; this
+/// trampoline keeps all 128 bits of those six and calls the handler
+/// installed with [`set_enter3_with_info_handler`].
+#[cfg(all(clrprof_elt, target_arch = "x86_64", not(windows)))]
+pub fn enter3_with_info_netcore3_hook() -> FunctionEnter3WithInfo {
+    clrprof_elt_enter3_with_info_netcore3
 }
 
 /// The WithInfo leave entry point as the IDL's `FunctionLeave3WithInfo`

@@ -14,6 +14,10 @@
 //!   `(FunctionIDOrClientID, COR_PRF_ELT_INFO)` in `rdi`, `rsi`, where the
 //!   handler takes them; they keep the union, `rax rcx rdx rsi rdi r8 r9`
 //!   and `xmm0`-`xmm7`, for runtimes whose own stub does not (frame `0xB8`).
+//! * `enter3_with_info_netcore3`: the WithInfo enter entry point for the
+//!   .NET Core 3.x stub, which restores every argument register itself but
+//!   `xmm2`-`xmm7`: keeps all 128 bits of those six (frame `0x68`), calls
+//!   the WithInfo enter slot's handler.
 //!
 //! On entry `rsp` is 8 mod 16, so each frame is `16k + 8` bytes and the
 //! handler is called with the stack 16-byte aligned. The handler is called
@@ -186,6 +190,31 @@ macro_rules! elt_asm {
             "  .cfi_endproc",
             "  clrprof_elt_end \\name",
             ".endm",
+            // WithInfo enter for the .NET Core 3.x stub: keeps xmm2-xmm7.
+            ".p2align 4",
+            "clrprof_elt_function {enter_info_netcore3}",
+            "{enter_info_netcore3}:",
+            "  .cfi_startproc",
+            "  sub rsp, 0x68",
+            "  .cfi_adjust_cfa_offset 0x68",
+            "  movdqu xmmword ptr [rsp + 0x00], xmm2",
+            "  movdqu xmmword ptr [rsp + 0x10], xmm3",
+            "  movdqu xmmword ptr [rsp + 0x20], xmm4",
+            "  movdqu xmmword ptr [rsp + 0x30], xmm5",
+            "  movdqu xmmword ptr [rsp + 0x40], xmm6",
+            "  movdqu xmmword ptr [rsp + 0x50], xmm7",
+            "  call qword ptr [rip + {enter_info_slot}]",
+            "  movdqu xmm7, xmmword ptr [rsp + 0x50]",
+            "  movdqu xmm6, xmmword ptr [rsp + 0x40]",
+            "  movdqu xmm5, xmmword ptr [rsp + 0x30]",
+            "  movdqu xmm4, xmmword ptr [rsp + 0x20]",
+            "  movdqu xmm3, xmmword ptr [rsp + 0x10]",
+            "  movdqu xmm2, xmmword ptr [rsp + 0x00]",
+            "  add rsp, 0x68",
+            "  .cfi_adjust_cfa_offset -0x68",
+            "  ret",
+            "  .cfi_endproc",
+            "clrprof_elt_end {enter_info_netcore3}",
             "clrprof_elt_enter_trampoline {enter}, {enter_slot}",
             "clrprof_elt_leave_trampoline {leave}, {leave_slot}",
             "clrprof_elt_leave_trampoline {tailcall}, {tailcall_slot}",
@@ -203,6 +232,7 @@ macro_rules! elt_asm {
             leave = sym clrprof_elt_leave3_trampoline,
             tailcall = sym clrprof_elt_tailcall3_trampoline,
             enter_info = sym clrprof_elt_enter3_with_info,
+            enter_info_netcore3 = sym clrprof_elt_enter3_with_info_netcore3,
             leave_info = sym clrprof_elt_leave3_with_info,
             tailcall_info = sym clrprof_elt_tailcall3_with_info,
             enter_slot = sym clrprof_elt_enter_handler,
