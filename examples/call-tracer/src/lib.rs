@@ -381,6 +381,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         }
     }
 
+    // ANCHOR: install
     /// Installs these hooks (the body of `initialize`).
     fn install(
         self: &Arc<Self>,
@@ -418,6 +419,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         let _ = self.elt.set(installed);
         Ok(masks)
     }
+    // ANCHOR_END: install
 
     /// Writes the records of `finish`.
     fn finish(&self, runtime: &OnceLock<EltRuntime<Self>>) {
@@ -499,7 +501,6 @@ impl Profiler for CallTracer {
         RuntimePolicy::from_env("CLRPROF_RUNTIMES")
     }
 
-    // ANCHOR: install
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
         match &self.hooks {
@@ -507,7 +508,6 @@ impl Profiler for CallTracer {
             Hooks::Full(hooks, runtime) => hooks.install(info, runtime),
         }
     }
-    // ANCHOR_END: install
 
     // Method names were resolved when each function was mapped: nothing
     // here calls the runtime, which may be gone at process exit.

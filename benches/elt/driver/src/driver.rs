@@ -132,6 +132,10 @@ impl Hook {
     }
 }
 
+/// Stands in for the runtime stub's frame.
+#[repr(C, align(16))]
+struct StubFrame([u8; 0x200]);
+
 const FUNCTION: usize = 0x1000;
 const MODULE: usize = 0x2000;
 const CLASS: usize = 0x3000;
@@ -257,9 +261,14 @@ pub fn run(args: Vec<String>) -> Result<(), Error> {
         Some(v) => v.parse()?,
         None => 14,
     };
-    // The eltInfo handle: the runtime's points at a frame on the stack;
-    // a hook that does not ask for arguments never reads it.
-    let elt_info_block = Box::leak(Box::new([0u64; 64]));
+    // The eltInfo handle: the runtime's points at its
+    // COR_PRF_ELT_INFO_INTERNAL, whose first word points at the stub's
+    // 16-byte aligned frame (PROFILE_PLATFORM_SPECIFIC_DATA and, on .NET
+    // Core 3.x for Unix x64, the struct buffer / xmm0-xmm1 save area at
+    // 0xB0). Both are zeroed memory here, as large as the runtime's.
+    let frame = Box::leak(Box::new(StubFrame([0u8; 0x200])));
+    let elt_info_block = Box::leak(Box::new([0usize; 8]));
+    elt_info_block[0] = frame.0.as_ptr() as usize;
     let elt_info = elt_info_block.as_ptr() as usize;
 
     let (address, id) = if library == "none" {
