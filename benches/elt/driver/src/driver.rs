@@ -318,6 +318,7 @@ pub fn run(args: Vec<String>) -> Result<(), Error> {
         }
         (address, client)
     };
+    let started = std::time::Instant::now();
     // SAFETY: `address` is the hook the profiler registered for this kind
     // (or the null hook) and `id` the client ID its mapper returned; each
     // loop calls it with the convention of its kind.
@@ -330,6 +331,7 @@ pub fn run(args: Vec<String>) -> Result<(), Error> {
             }
         }
     }
-    println!("called {calls}");
+    let ns = started.elapsed().as_nanos();
+    println!("called {calls} elapsed_ns {ns}");
     Ok(())
 }
