@@ -112,6 +112,9 @@
 //! architecture, .NET Core 3.x on Windows; CoreCLR had no ELT on AArch64
 //! before .NET 5), a profiler may register a plain C-ABI function instead
 //! and pay nothing for register keeping; the safe `clrprof` layer does.
+//! On .NET Core 3.x for Unix x64 the enter hook needs to keep only
+//! `xmm2`-`xmm7` (its stub restores the rest), which is what
+//! `enter3_with_info_netcore3_hook` (x86-64 System V only) does.
 //!
 //! # Handlers
 //!
