@@ -70,20 +70,51 @@ mod arch {
     #[cfg(windows)]
     pub const C_ARGUMENTS: [usize; 2] = [1, 2]; // rcx, rdx
 
-    /// Registers the trampoline must hand back unchanged (beyond rsp).
+    /// Registers `hook`'s trampoline must hand back unchanged (beyond
+    /// rsp): the C ABI's callee-saved ones, plus what the caller keeps
+    /// live. Enter: the argument registers (the JIT may find rax, r10, r11
+    /// and xmm8-15 clobbered). Leave and tailcall: the return registers.
+    /// WithInfo: every argument and return register.
     #[cfg(not(windows))]
-    pub fn must_preserve(lane: &super::Lane) -> bool {
-        match lane {
-            super::Lane::Gpr(i) => !matches!(i, 10 | 11), // all but r10, r11
-            super::Lane::SimdLow(i) | super::Lane::SimdHigh(i) => *i < 8, // xmm0-xmm7
-        }
+    pub fn must_preserve(hook: super::Hook, lane: &super::Lane) -> bool {
+        use super::{Hook, Lane};
+        let callee_saved = matches!(lane, Lane::Gpr(3 | 5 | 12 | 13 | 14 | 15));
+        callee_saved
+            || match (hook, lane) {
+                // rdi rsi rdx rcx r8 r9, xmm0-xmm7
+                (Hook::Enter, Lane::Gpr(i)) => matches!(i, 1 | 2 | 6 | 7 | 8 | 9),
+                (Hook::Enter, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 8,
+                // rax rdx, xmm0 xmm1
+                (Hook::Leave | Hook::Tailcall, Lane::Gpr(i)) => matches!(i, 0 | 2),
+                (Hook::Leave | Hook::Tailcall, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 2,
+                // the .NET Core 3.x stub restores the rest itself: xmm2-xmm7
+                (Hook::EnterWithInfoNetcore3, Lane::Gpr(_)) => false,
+                (Hook::EnterWithInfoNetcore3, Lane::SimdLow(i) | Lane::SimdHigh(i)) => {
+                    (2..8).contains(i)
+                }
+                // all but r10, r11; xmm0-xmm7
+                (_, Lane::Gpr(i)) => !matches!(i, 10 | 11),
+                (_, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i < 8,
+            }
     }
+    /// Windows: callee-saved rbx rbp rsi rdi r12-r15 xmm6-xmm15, plus
+    /// nothing for enter (the JIT reloads the arguments), rax and xmm0 for
+    /// leave and tailcall, every volatile register but r10/r11 for WithInfo.
     #[cfg(windows)]
-    pub fn must_preserve(lane: &super::Lane) -> bool {
-        match lane {
-            super::Lane::Gpr(i) => !matches!(i, 10 | 11), // all but r10, r11
-            super::Lane::SimdLow(_) | super::Lane::SimdHigh(_) => true, // xmm0-xmm15
-        }
+    pub fn must_preserve(hook: super::Hook, lane: &super::Lane) -> bool {
+        use super::{Hook, Lane};
+        let callee_saved = match lane {
+            Lane::Gpr(i) => matches!(i, 3 | 5 | 6 | 7 | 12 | 13 | 14 | 15),
+            Lane::SimdLow(i) | Lane::SimdHigh(i) => *i >= 6,
+        };
+        callee_saved
+            || match (hook, lane) {
+                (Hook::Enter, _) => false,
+                (Hook::Leave | Hook::Tailcall, Lane::Gpr(i)) => *i == 0,
+                (Hook::Leave | Hook::Tailcall, Lane::SimdLow(i) | Lane::SimdHigh(i)) => *i == 0,
+                (_, Lane::Gpr(i)) => !matches!(i, 10 | 11),
+                (_, Lane::SimdLow(_) | Lane::SimdHigh(_)) => true,
+            }
     }
 
     /// Registers the trampoline itself saves: those the C ABI lets the
@@ -142,8 +173,9 @@ mod arch {
     /// The C ABI's first two integer argument registers.
     pub const C_ARGUMENTS: [usize; 2] = [0, 1]; // x0, x1
 
-    /// x0-x8, x19-x29, q0-q7 (all 128 bits) and the low halves of v8-v15.
-    pub fn must_preserve(lane: &super::Lane) -> bool {
+    /// x0-x8, x19-x29, q0-q7 (all 128 bits) and the low halves of v8-v15,
+    /// for every hook kind.
+    pub fn must_preserve(_hook: super::Hook, lane: &super::Lane) -> bool {
         match lane {
             super::Lane::Gpr(i) => *i <= 8 || (19..=29).contains(i),
             super::Lane::SimdLow(i) => *i < 16,
@@ -195,15 +227,21 @@ enum Hook {
     EnterWithInfo,
     LeaveWithInfo,
     TailcallWithInfo,
+    /// The WithInfo enter entry point for the .NET Core 3.x stub (x86-64
+    /// System V only; the WithInfo enter slot).
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    EnterWithInfoNetcore3,
 }
 
-const HOOKS: [Hook; 6] = [
+const HOOKS: &[Hook] = &[
     Hook::Enter,
     Hook::Leave,
     Hook::Tailcall,
     Hook::EnterWithInfo,
     Hook::LeaveWithInfo,
     Hook::TailcallWithInfo,
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    Hook::EnterWithInfoNetcore3,
 ];
 
 /// A handler for either kind of hook.
@@ -217,10 +255,12 @@ enum Handler {
 
 impl Hook {
     fn is_with_info(self) -> bool {
-        matches!(
-            self,
-            Hook::EnterWithInfo | Hook::LeaveWithInfo | Hook::TailcallWithInfo
-        )
+        match self {
+            Hook::EnterWithInfo | Hook::LeaveWithInfo | Hook::TailcallWithInfo => true,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => true,
+            _ => false,
+        }
     }
 
     fn trampoline(self) -> usize {
@@ -231,6 +271,8 @@ impl Hook {
             Hook::EnterWithInfo => elt::enter3_with_info_hook() as usize,
             Hook::LeaveWithInfo => elt::leave3_with_info_hook() as usize,
             Hook::TailcallWithInfo => elt::tailcall3_with_info_hook() as usize,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => elt::enter3_with_info_netcore3_hook() as usize,
         }
     }
 
@@ -252,6 +294,8 @@ impl Hook {
                 Hook::Leave => elt::set_leave3_handler(fast),
                 Hook::Tailcall => elt::set_tailcall3_handler(fast),
                 Hook::EnterWithInfo => elt::set_enter3_with_info_handler(with_info),
+                #[cfg(all(target_arch = "x86_64", not(windows)))]
+                Hook::EnterWithInfoNetcore3 => elt::set_enter3_with_info_handler(with_info),
                 Hook::LeaveWithInfo => elt::set_leave3_with_info_handler(with_info),
                 Hook::TailcallWithInfo => elt::set_tailcall3_with_info_handler(with_info),
             }
@@ -265,6 +309,8 @@ impl Hook {
             Hook::Leave => elt::leave3_handler().map(|h| h as usize),
             Hook::Tailcall => elt::tailcall3_handler().map(|h| h as usize),
             Hook::EnterWithInfo => elt::enter3_with_info_handler().map(|h| h as usize),
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => elt::enter3_with_info_handler().map(|h| h as usize),
             Hook::LeaveWithInfo => elt::leave3_with_info_handler().map(|h| h as usize),
             Hook::TailcallWithInfo => elt::tailcall3_with_info_handler().map(|h| h as usize),
         }
@@ -279,6 +325,8 @@ impl Hook {
             Hook::EnterWithInfo => 0x0000_7F00_1234_56A0,
             Hook::LeaveWithInfo => 0x0000_7F00_1234_56B0,
             Hook::TailcallWithInfo => 0x0000_7F00_1234_56C0,
+            #[cfg(all(target_arch = "x86_64", not(windows)))]
+            Hook::EnterWithInfoNetcore3 => 0x0000_7F00_1234_56D0,
         }
     }
 
@@ -485,7 +533,7 @@ fn harness_sees_every_register_the_handler_may_clobber() {
 fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
     let _guard = lock();
     let words = harness_words();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         words.info.store(0, Ordering::SeqCst);
         hook.set_handler(Some(Handler::Trash));
         let outcome = run(hook);
@@ -501,7 +549,7 @@ fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
             arch::HANDLER_SP_MOD_16,
             "{hook:?}: handler called with a misaligned stack"
         );
-        let broken = changed(&outcome, arch::must_preserve);
+        let broken = changed(&outcome, |lane| arch::must_preserve(hook, lane));
         assert!(
             broken.is_empty(),
             "{hook:?} trampoline lost registers: {broken:#?}"
@@ -513,7 +561,7 @@ fn trampolines_preserve_argument_and_return_registers_and_pass_the_id() {
 #[test]
 fn empty_slot_returns_without_calling_or_touching_registers() {
     let _guard = lock();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         hook.set_handler(None);
         assert!(hook.handler().is_none());
         let outcome = run(hook);
@@ -548,7 +596,7 @@ unsafe extern "C" fn rust_info_handler(id: usize, info: usize) {
 #[test]
 fn rust_handler_is_called_with_the_id_and_registers_survive() {
     let _guard = lock();
-    for hook in HOOKS {
+    for &hook in HOOKS {
         let before = RUST_HANDLER_CALLS.load(Ordering::SeqCst);
         hook.set_handler(Some(Handler::Rust));
         let expected = if hook.is_with_info() {
@@ -577,7 +625,7 @@ fn rust_handler_is_called_with_the_id_and_registers_survive() {
                 "{hook:?}"
             );
         }
-        let broken = changed(&outcome, arch::must_preserve);
+        let broken = changed(&outcome, |lane| arch::must_preserve(hook, lane));
         assert!(broken.is_empty(), "{hook:?}: {broken:#?}");
         assert_stack_restored(&outcome);
     }

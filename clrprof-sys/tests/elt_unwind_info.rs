@@ -71,19 +71,28 @@ extern "system" {
     ) -> *mut c_void;
 }
 
-/// The frame each trampoline's prologue allocates (`sub rsp, 0xA8`).
-const FRAME: u64 = 0xA8;
-
-fn trampolines() -> [(&'static str, usize); 6] {
+/// Each trampoline: its name, address and the frame its prologue
+/// allocates (`sub rsp, FRAME`): the home area only for enter, plus `xmm0`
+/// and `rax` for leave and tailcall, every volatile register for WithInfo.
+fn trampolines() -> [(&'static str, usize, u64); 6] {
     [
-        ("enter3", elt::enter3_trampoline() as usize),
-        ("leave3", elt::leave3_trampoline() as usize),
-        ("tailcall3", elt::tailcall3_trampoline() as usize),
-        ("enter3_with_info", elt::enter3_with_info_hook() as usize),
-        ("leave3_with_info", elt::leave3_with_info_hook() as usize),
+        ("enter3", elt::enter3_trampoline() as usize, 0x28),
+        ("leave3", elt::leave3_trampoline() as usize, 0x38),
+        ("tailcall3", elt::tailcall3_trampoline() as usize, 0x38),
+        (
+            "enter3_with_info",
+            elt::enter3_with_info_hook() as usize,
+            0xA8,
+        ),
+        (
+            "leave3_with_info",
+            elt::leave3_with_info_hook() as usize,
+            0xA8,
+        ),
         (
             "tailcall3_with_info",
             elt::tailcall3_with_info_hook() as usize,
+            0xA8,
         ),
     ]
 }
@@ -133,7 +142,7 @@ fn prologue_size(base: u64, entry: &RuntimeFunction) -> u64 {
 
 #[test]
 fn every_trampoline_has_a_function_table_entry_starting_at_it() {
-    for (name, address) in trampolines() {
+    for (name, address, _) in trampolines() {
         let (base, entry) =
             lookup(address as u64).unwrap_or_else(|| panic!("{name}: no function table entry"));
         assert_eq!(
@@ -152,7 +161,7 @@ fn every_trampoline_has_a_function_table_entry_starting_at_it() {
 #[test]
 fn unwinding_from_inside_a_trampoline_reaches_its_caller() {
     const RETURN_ADDRESS: u64 = 0x0000_7FF6_1234_5678;
-    for (name, address) in trampolines() {
+    for (name, address, frame) in trampolines() {
         let start = address as u64;
         let (base, entry) = lookup(start).expect("function entry");
         let end = base + u64::from(entry.end);
@@ -171,13 +180,13 @@ fn unwinding_from_inside_a_trampoline_reaches_its_caller() {
             (RETURN_ADDRESS, entry_rsp + 8),
             "{name}: from the first instruction"
         );
-        // In the body, after `sub rsp, FRAME`.
+        // In the body, after `sub rsp, frame`.
         assert_eq!(
-            unwind(body, entry_rsp - FRAME),
+            unwind(body, entry_rsp - frame),
             (RETURN_ADDRESS, entry_rsp + 8),
             "{name}: from the body"
         );
-        // At the last instruction, the `ret` both paths end with.
+        // At the last instruction, the `ret` after the epilogue.
         // SAFETY: `end - 1` is inside the trampoline's code.
         assert_eq!(
             unsafe { *((end - 1) as *const u8) },

@@ -155,6 +155,7 @@ impl Background {
             records,
             bad_records,
             duration: self.started.elapsed(),
+            max_rss_kib: None,
         })
     }
 }

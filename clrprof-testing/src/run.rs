@@ -109,6 +109,11 @@ pub struct Outcome {
     pub bad_records: Vec<String>,
     /// Wall time of the run.
     pub duration: Duration,
+    /// Peak resident memory of the process, in KiB (Linux: the kernel's
+    /// `VmHWM`, read every 1 ms for the first half second and every 10 ms
+    /// after while the process runs; `None` elsewhere or for a process too
+    /// short-lived to be read).
+    pub max_rss_kib: Option<u64>,
 }
 
 /// The last `max` characters of `text`, on a character boundary.
@@ -363,6 +368,7 @@ pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome
         records,
         bad_records,
         duration: captured.duration,
+        max_rss_kib: captured.max_rss_kib,
     })
 }
 
@@ -377,6 +383,8 @@ pub struct Captured {
     pub stderr: String,
     /// Wall time.
     pub duration: Duration,
+    /// Peak resident memory in KiB (Linux; see [`Outcome::max_rss_kib`]).
+    pub max_rss_kib: Option<u64>,
 }
 
 /// Runs `cmd` in its own process group with stdout/stderr captured into files
@@ -399,10 +407,18 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
     let mut child = cmd
         .spawn()
         .map_err(|e| Error::new(format!("cannot start {:?}: {e}", cmd.get_program())))?;
+    let mut max_rss_kib = None;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break exit_of(status),
-            Ok(None) => {}
+            Ok(None) => {
+                // Sampled every poll; the peak only grows, so the last sample
+                // misses at most what the final poll interval added.
+                #[cfg(target_os = "linux")]
+                if let Some(kib) = peak_rss_kib(child.id()) {
+                    max_rss_kib = Some(kib);
+                }
+            }
             Err(e) => {
                 return Err(Error::new(format!(
                     "waiting for {:?}: {e}",
@@ -415,7 +431,14 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
             let _ = child.wait();
             break Exit::Hung(timeout);
         }
-        std::thread::sleep(Duration::from_millis(10));
+        // Finely at first, so that short runs still have their exit status
+        // and their peak memory (above) read close to the end.
+        let poll = if start.elapsed() < Duration::from_millis(500) {
+            1
+        } else {
+            10
+        };
+        std::thread::sleep(Duration::from_millis(poll));
     };
     let duration = start.elapsed();
     let read =
@@ -425,7 +448,20 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
         stdout: read(&out_path),
         stderr: read(&err_path),
         duration,
+        max_rss_kib,
     })
+}
+
+/// The process's peak resident memory so far (`VmHWM` of
+/// `/proc/<pid>/status`, in KiB), while it runs. Not `ru_maxrss` from
+/// `wait4`: the kernel carries the peak of the pre-`exec` image (a copy of
+/// this process) into it, so every child would look at least as large as
+/// the test runner.
+#[cfg(target_os = "linux")]
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {
@@ -469,6 +505,7 @@ mod tests {
             records,
             bad_records: Vec::new(),
             duration: Duration::from_secs(1),
+            max_rss_kib: None,
         }
     }
 
@@ -506,6 +543,31 @@ mod tests {
     fn tail_respects_char_boundaries() {
         assert_eq!(tail("héllo", 4), "llo");
         assert_eq!(tail("abc", 10), "abc");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn peak_resident_memory_is_the_childs() {
+        let dir = std::env::temp_dir().join(format!("clrprof-rss-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = |mib: u32| {
+            let mut cmd = Command::new("python3");
+            // Touches every page of a `mib` MiB buffer, stays long enough to
+            // be sampled a few times, then exits.
+            let script = format!("import time; b = bytearray({mib} << 20); time.sleep(0.2)");
+            cmd.args(["-c", &script]);
+            let captured = run_captured(cmd, Duration::from_secs(30), &dir).unwrap();
+            assert_eq!(captured.exit, Exit::Code(0), "{}", captured.stderr);
+            captured.max_rss_kib.expect("Linux reports ru_maxrss")
+        };
+        let (small, large) = (run(1), run(96));
+        assert!(large >= 96 * 1024, "96 MiB buffer, peak {large} KiB");
+        // Not the runner's own size either (the pre-exec image does not count).
+        assert!(
+            small + 90 * 1024 <= large,
+            "1 MiB: {small} KiB, 96 MiB: {large} KiB"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[cfg(unix)]

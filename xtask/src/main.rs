@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_elt;
+mod bench_memory;
 mod bench_mux;
 mod bench_sampler;
 mod book;
@@ -39,6 +40,7 @@ commands:
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
               `bench sampler`: the sampler's cost against the app alone;
               `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook;
+              `bench memory`: peak resident memory each example tracer adds, and its growth under code unloading;
               `bench all`: every benchmark, one JSON file each in target/bench/";
 
 fn main() {

@@ -11,7 +11,8 @@
 //!    Windows SDK's import libraries, which are not here);
 //! 3. the unwind data of the Win64 trampolines in the MSVC-built object:
 //!    each of the six has a `.pdata` entry covering it whose `.xdata` says
-//!    what its prologue does (`rsp -= 0xA8`), read with mingw-w64's
+//!    what its prologue does (`rsp -= 0x28` for enter, `0x38` for leave and
+//!    tailcall, `0xA8` for the WithInfo ones), read with mingw-w64's
 //!    `objdump -x`.
 //!
 //! Not proven here: linking an MSVC DLL, and running it (the Windows legs run
@@ -25,19 +26,16 @@ use std::process::Command;
 /// The MSVC target.
 pub const TARGET: &str = "x86_64-pc-windows-msvc";
 
-/// The trampolines whose unwind data is checked.
-pub const TRAMPOLINES: [&str; 6] = [
-    "clrprof_elt_enter3_trampoline",
-    "clrprof_elt_leave3_trampoline",
-    "clrprof_elt_tailcall3_trampoline",
-    "clrprof_elt_enter3_with_info",
-    "clrprof_elt_leave3_with_info",
-    "clrprof_elt_tailcall3_with_info",
+/// The trampolines whose unwind data is checked, with the stack
+/// allocation of each one's prologue (`src/elt/x86_64_win64.rs`).
+pub const TRAMPOLINES: [(&str, u32); 6] = [
+    ("clrprof_elt_enter3_trampoline", 0x28),
+    ("clrprof_elt_leave3_trampoline", 0x38),
+    ("clrprof_elt_tailcall3_trampoline", 0x38),
+    ("clrprof_elt_enter3_with_info", 0xA8),
+    ("clrprof_elt_leave3_with_info", 0xA8),
+    ("clrprof_elt_tailcall3_with_info", 0xA8),
 ];
-
-/// The stack allocation of each trampoline's prologue, as objdump prints
-/// the unwind code.
-const PROLOGUE_ALLOCATION: &str = "rsp = rsp - 0xa8";
 
 const OBJDUMP: &str = "x86_64-w64-mingw32-objdump";
 
@@ -198,17 +196,18 @@ fn check_unwind_data(rlib: &Path) -> Result<(), String> {
 /// Checks `objdump -x` output of an archive: the member that defines the
 /// trampolines has, for each, a function-table (`.pdata`) entry starting at
 /// its address, and that entry's unwind data (`.xdata`) has the prologue's
-/// stack allocation.
-pub fn check_objdump(text: &str, names: &[&str]) -> Result<(), String> {
+/// stack allocation (as objdump prints the unwind code: `rsp = rsp - 0xa8`).
+pub fn check_objdump(text: &str, names: &[(&str, u32)]) -> Result<(), String> {
     let members = split_members(text);
     let member = members
         .iter()
-        .find(|m| names.iter().all(|n| defined_symbol(m, n).is_some()))
+        .find(|m| names.iter().all(|(n, _)| defined_symbol(m, n).is_some()))
         .ok_or("no object in the archive defines every trampoline")?;
     let table = function_table(member);
     let unwind = unwind_entries(member);
     let mut missing = Vec::new();
-    for name in names {
+    for &(name, frame) in names {
+        let allocation = format!("rsp = rsp - {frame:#x}");
         let Some(address) = defined_symbol(member, name) else {
             missing.push(format!("{name}: not defined"));
             continue;
@@ -224,12 +223,10 @@ pub fn check_objdump(text: &str, names: &[&str]) -> Result<(), String> {
         let described = unwind
             .iter()
             .find(|(begin, e, _)| *begin == address && *e == end)
-            .map(|(_, _, codes)| codes.contains(PROLOGUE_ALLOCATION));
+            .map(|(_, _, codes)| codes.contains(&allocation));
         match described {
             Some(true) => {}
-            Some(false) => missing.push(format!(
-                "{name}: .xdata does not record `{PROLOGUE_ALLOCATION}`"
-            )),
+            Some(false) => missing.push(format!("{name}: .xdata does not record `{allocation}`")),
             None => missing.push(format!("{name}: no .xdata entry for {address:#x}")),
         }
     }
@@ -381,7 +378,10 @@ mod tests {
 
     #[test]
     fn finds_unwind_data_of_each_trampoline() {
-        assert_eq!(check_objdump(DUMP, &["tramp_a", "tramp_b"]), Ok(()));
+        assert_eq!(
+            check_objdump(DUMP, &[("tramp_a", 0xA8), ("tramp_b", 0xA8)]),
+            Ok(())
+        );
     }
 
     #[test]
@@ -390,11 +390,16 @@ mod tests {
             " 000000000000000c:\t00000000000000c0 000000000000017a 0000000000000008\n",
             "",
         );
-        let err = check_objdump(&without_b, &["tramp_a", "tramp_b"]).unwrap_err();
+        let both = [("tramp_a", 0xA8), ("tramp_b", 0xA8)];
+        let err = check_objdump(&without_b, &both).unwrap_err();
         assert!(err.contains("tramp_b: no .pdata entry"), "{err}");
         let other_frame = DUMP.replacen("rsp = rsp - 0xa8", "rsp = rsp - 0x28", 1);
-        let err = check_objdump(&other_frame, &["tramp_a", "tramp_b"]).unwrap_err();
+        let err = check_objdump(&other_frame, &both).unwrap_err();
         assert!(err.contains("tramp_a: .xdata does not record"), "{err}");
-        assert!(check_objdump(DUMP, &["tramp_a", "tramp_c"]).is_err());
+        assert_eq!(
+            check_objdump(&other_frame, &[("tramp_a", 0x28), ("tramp_b", 0xA8)]),
+            Ok(())
+        );
+        assert!(check_objdump(DUMP, &[("tramp_a", 0xA8), ("tramp_c", 0xA8)]).is_err());
     }
 }

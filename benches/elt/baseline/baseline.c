@@ -10,7 +10,12 @@
  *   SetFunctionIDMapper2 (one heap counter per function, its address is the
  *   client ID), then SetEnterLeaveFunctionHooks3 with the stubs of
  *   baseline_x86_64_sysv.S (fast path) or SetEnterLeaveFunctionHooks3WithInfo
- *   with plain C functions, chosen by CLRPROF_ELT=fastpath|withinfo.
+ *   with plain C functions, chosen by CLRPROF_ELT=fastpath|withinfo. On a
+ *   runtime without ICorProfilerInfo12 (CoreCLR before .NET 5) the WithInfo
+ *   enter hook is the stub of baseline_x86_64_sysv.S that keeps xmm2-xmm7:
+ *   that runtime's Unix x64 stub does not restore them after the hook, so a
+ *   C hook that may touch them (any hook that formats a double, copies a
+ *   struct with SSE, ...) must keep them itself, as clrprof does.
  * - Every hooked call adds one to its function's counter (relaxed atomic
  *   add, like call-tracer). At Shutdown the total goes to
  *   CLRPROF_OUTPUT (or stderr) as {"event":"baseline-total","count":N}.
@@ -43,6 +48,7 @@ enum { INFO_QI = 0, INFO_RELEASE = 2, INFO_SET_EVENT_MASK = 16, INFO_SET_MAPPER2
        INFO_SET_HOOKS3 = 61, INFO_SET_HOOKS3_WITH_INFO = 62 };
 
 static const GUID IID_Info3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
+static const GUID IID_Info12 = {0x27B24CCD, 0x1CB1, 0x47C5, {0x96, 0xEE, 0x98, 0x19, 0x0D, 0xC3, 0x09, 0x59}};
 static const GUID CLSID_Baseline = {0x6D1F6A1E, 0x3C8B, 0x4F7A, {0x9E, 0x52, 0x1B, 0x7C, 0x2D, 0x40, 0xE1, 0x93}};
 
 typedef void **Vtbl;
@@ -59,11 +65,12 @@ __attribute__((visibility("hidden"))) void baseline_enter(uintptr_t client) {
     __atomic_fetch_add(&((struct counter *)client)->count, 1, __ATOMIC_RELAXED);
 }
 __attribute__((visibility("hidden"))) void baseline_leave(uintptr_t client) { (void)client; }
-static void enter_with_info(uintptr_t client, uintptr_t info) { (void)info; baseline_enter(client); }
+__attribute__((visibility("hidden"))) void baseline_enter_with_info(uintptr_t client, uintptr_t info) { (void)info; baseline_enter(client); }
 static void leave_with_info(uintptr_t client, uintptr_t info) { (void)client; (void)info; }
 
 void baseline_enter_stub(void);
 void baseline_leave_stub(void);
+void baseline_enter_with_info_netcore3_stub(uintptr_t client, uintptr_t info);
 
 static uintptr_t mapper(FunctionID id, void *client_data, BOOL *hook) {
     (void)client_data;
@@ -113,8 +120,17 @@ static HRESULT initialize(void *self, void *unknown) {
     if (with_info) mask |= ENABLE_FUNCTION_ARGS | ENABLE_FUNCTION_RETVAL | ENABLE_FRAME_INFO;
     if ((hr = call_info(info, INFO_SET_EVENT_MASK, mask, 0, 0)) < 0) return hr;
     if ((hr = call_info(info, INFO_SET_MAPPER2, (uintptr_t)mapper, 0, 0)) < 0) return hr;
+    /* Pre-.NET 5 runtimes answer no ICorProfilerInfo12. */
+    void *info12 = NULL;
+    int netcore3 = qi(unknown, &IID_Info12, &info12) < 0;
+    if (!netcore3) {
+        Vtbl vt12 = *(Vtbl *)info12;
+        ((uint32_t (*)(void *))vt12[INFO_RELEASE])(info12);
+    }
+    uintptr_t enter_info_hook = netcore3 ? (uintptr_t)baseline_enter_with_info_netcore3_stub
+                                         : (uintptr_t)baseline_enter_with_info;
     if (with_info)
-        hr = call_info(info, INFO_SET_HOOKS3_WITH_INFO, (uintptr_t)enter_with_info,
+        hr = call_info(info, INFO_SET_HOOKS3_WITH_INFO, enter_info_hook,
                        leave ? (uintptr_t)leave_with_info : 0, leave ? (uintptr_t)leave_with_info : 0);
     else
         hr = call_info(info, INFO_SET_HOOKS3, (uintptr_t)baseline_enter_stub,

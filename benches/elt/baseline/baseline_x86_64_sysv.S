@@ -74,4 +74,36 @@ baseline_leave_stub:
         .cfi_endproc
         .size baseline_leave_stub, . - baseline_leave_stub
 
+/*
+ * WithInfo enter hook for CoreCLR before .NET 5 (C ABI, called by the
+ * runtime's stub with (client, eltInfo) in rdi, rsi): that stub restores
+ * the integer argument registers and xmm0/xmm1 after the hook but not
+ * xmm2-xmm7, so the hook keeps those six itself.
+ */
+        .globl baseline_enter_with_info_netcore3_stub
+        .type baseline_enter_with_info_netcore3_stub, @function
+        .p2align 4
+baseline_enter_with_info_netcore3_stub:
+        .cfi_startproc
+        sub     rsp, 0x68               /* 6 xmm + pad: rsp 16-aligned */
+        .cfi_adjust_cfa_offset 0x68
+        movdqu  [rsp + 0x00], xmm2
+        movdqu  [rsp + 0x10], xmm3
+        movdqu  [rsp + 0x20], xmm4
+        movdqu  [rsp + 0x30], xmm5
+        movdqu  [rsp + 0x40], xmm6
+        movdqu  [rsp + 0x50], xmm7
+        call    baseline_enter_with_info
+        movdqu  xmm7, [rsp + 0x50]
+        movdqu  xmm6, [rsp + 0x40]
+        movdqu  xmm5, [rsp + 0x30]
+        movdqu  xmm4, [rsp + 0x20]
+        movdqu  xmm3, [rsp + 0x10]
+        movdqu  xmm2, [rsp + 0x00]
+        add     rsp, 0x68
+        .cfi_adjust_cfa_offset -0x68
+        ret
+        .cfi_endproc
+        .size baseline_enter_with_info_netcore3_stub, . - baseline_enter_with_info_netcore3_stub
+
         .section .note.GNU-stack, "", @progbits

@@ -11,8 +11,10 @@
 //!   the C ABI, `(FunctionIDOrClientID, COR_PRF_ELT_INFO)` already in
 //!   `x0`, `x1`, where the handler takes them.
 //!
-//! The body: load-acquire the handler slot once into `x16` (zero: return
-//! at once, touching nothing but `x16`); push a 224-byte frame (sp stays
+//! The body: load-acquire the handler from its slot into `x16` (a slot
+//! always holds a function: the no-op handler `clrprof_elt_noop_handler`
+//! when none is installed, so there is no test and no branch); push a
+//! 224-byte frame (sp stays
 //! 16-byte aligned) holding `fp lr`, `x0`-`x8` and all 128 bits of
 //! `q0`-`q7` — every argument and return register, the indirect-result
 //! register `x8` included; call the handler; restore; pop; return. CFI
@@ -45,22 +47,32 @@ macro_rules! elt_asm {
             ".macro clrprof_elt_address reg, sym",
             $address,
             ".endm",
-            // Handler slots: one pointer-sized word each, zero = no handler.
+            // The no-op handler: what an empty slot holds.
+            ".text",
+            ".p2align 2",
+            "clrprof_elt_function {noop}",
+            "{noop}:",
+            "  .cfi_startproc",
+            "  ret",
+            "  .cfi_endproc",
+            "clrprof_elt_end {noop}",
+            // Handler slots: one pointer-sized word each, holding the
+            // handler's address (the no-op handler when none is installed).
             // Written by mod.rs with release stores; read with ldar.
             ".data",
             ".p2align 3",
             "clrprof_elt_data {enter_slot}",
-            "{enter_slot}: .quad 0",
+            "{enter_slot}: .quad {noop}",
             "clrprof_elt_data {leave_slot}",
-            "{leave_slot}: .quad 0",
+            "{leave_slot}: .quad {noop}",
             "clrprof_elt_data {tailcall_slot}",
-            "{tailcall_slot}: .quad 0",
+            "{tailcall_slot}: .quad {noop}",
             "clrprof_elt_data {enter_info_slot}",
-            "{enter_info_slot}: .quad 0",
+            "{enter_info_slot}: .quad {noop}",
             "clrprof_elt_data {leave_info_slot}",
-            "{leave_info_slot}: .quad 0",
+            "{leave_info_slot}: .quad {noop}",
             "clrprof_elt_data {tailcall_info_slot}",
-            "{tailcall_info_slot}: .quad 0",
+            "{tailcall_info_slot}: .quad {noop}",
             ".text",
             // name, slot, register holding the ID on entry.
             ".macro clrprof_elt_trampoline name, slot, id",
@@ -70,7 +82,6 @@ macro_rules! elt_asm {
             "  .cfi_startproc",
             "  clrprof_elt_address x16, \\slot",
             "  ldar x16, [x16]",
-            "  cbz x16, 2f",
             "  stp x29, x30, [sp, #-224]!",
             "  .cfi_def_cfa_offset 224",
             "  .cfi_offset x29, -224",
@@ -102,7 +113,6 @@ macro_rules! elt_asm {
             "  .cfi_def_cfa_offset 0",
             "  .cfi_restore x29",
             "  .cfi_restore x30",
-            "2:",
             "  ret",
             "  .cfi_endproc",
             "  clrprof_elt_end \\name",
@@ -118,6 +128,7 @@ macro_rules! elt_asm {
             ".purgem clrprof_elt_data",
             ".purgem clrprof_elt_end",
             ".purgem clrprof_elt_address",
+            noop = sym clrprof_elt_noop_handler,
             enter = sym clrprof_elt_enter3_trampoline,
             leave = sym clrprof_elt_leave3_trampoline,
             tailcall = sym clrprof_elt_tailcall3_trampoline,

@@ -9,14 +9,17 @@
 //! | `SetEnterLeaveFunctionHooks3` (fast path) | straight from jitted code, JIT register convention | [`enter3_trampoline`], [`leave3_trampoline`], [`tailcall3_trampoline`] | [`set_enter3_handler`] ... |
 //! | `SetEnterLeaveFunctionHooks3WithInfo` | through the runtime's own stub, normal C ABI | [`enter3_with_info_hook`], [`leave3_with_info_hook`], [`tailcall3_with_info_hook`] | [`set_enter3_with_info_handler`] ... |
 //!
-//! Every trampoline saves every argument and return register of its
-//! calling convention, calls a C-ABI handler read from its slot, restores
-//! them and returns; an empty (zero) slot returns at once. The slots belong
-//! to the assembly (`clrprof_elt_enter_handler` etc.), so a handler is
-//! installed and replaced at run time with one atomic store. Dispatch
-//! allocates nothing and takes no lock. Slots and trampolines have hidden
-//! (library-local) visibility where the object format has it, so two
-//! clrprof-based profilers loaded into one process each keep their own.
+//! Every trampoline saves the argument and return registers its caller
+//! expects back (for the fast path: the ones the JIT keeps live across that
+//! hook kind, no more), calls a C-ABI handler through its slot, restores
+//! them and returns. The slots belong to the assembly
+//! (`clrprof_elt_enter_handler` etc.) and always hold a function (the
+//! no-op handler when none is installed), so the trampoline calls through
+//! the slot with no test, and a handler is installed and replaced at run
+//! time with one atomic store. Dispatch allocates nothing and takes no
+//! lock. Slots and trampolines have hidden (library-local) visibility
+//! where the object format has it, so two clrprof-based profilers loaded
+//! into one process each keep their own.
 //!
 //! # One source per calling convention
 //!
@@ -48,33 +51,33 @@
 //! (`unsafe extern "C" fn(usize)`) and keeps the rest.
 //!
 //! What each trampoline preserves, from the JIT's target headers
-//! (`targetamd64.h`, `targetarm64.h`: `REG_PROFILER_*`, `RBM_PROFILER_*_TRASH`)
-//! and its codegen for the helper calls (`genProfilingEnterCallback`,
-//! `genProfilingLeaveCallback`):
+//! (`targetamd64.h`, `targetarm64.h`: `REG_PROFILER_*`, `RBM_PROFILER_*_TRASH`;
+//! .NET Core 3.1's `target.h`) and its codegen for the helper calls
+//! (`genProfilingEnterCallback`, `genProfilingLeaveCallback`):
 //!
 //! * **x86-64 System V** (Linux, macOS). Enter: ID in `r14` (caller SP in
 //!   `r15`); the JIT keeps the argument registers `rdi rsi rdx rcx r8 r9`
-//!   and `xmm0`-`xmm7` live across the call. Leave and tailcall: ID in
-//!   `rdi` (caller SP in `rsi`); the JIT keeps the return registers
-//!   `rax rdx xmm0 xmm1` live. All three may clobber `r10`, `r11` (the
-//!   JIT's call-target register) and `xmm8`-`xmm15`. Every trampoline saves
-//!   the union: `rax rcx rdx rsi rdi r8 r9` and all 128 bits of
-//!   `xmm0`-`xmm7`; `rbx rbp r12`-`r15` are kept by the handler under the
-//!   C ABI.
+//!   and `xmm0`-`xmm7` live across the call and lets it clobber `rax`,
+//!   `r10`, `r11` and `xmm8`-`xmm15`; the enter trampoline saves those
+//!   argument registers (all 128 bits of the XMM ones). Leave and
+//!   tailcall: ID in `rdi` (caller SP in `rsi`); the JIT keeps the return
+//!   registers `rax rdx xmm0 xmm1` live; those trampolines save just
+//!   those four. `rbx rbp r12`-`r15` are kept by the handler under the C
+//!   ABI.
 //! * **x86-64 Windows**. All three: ID in `rcx` (caller SP in `rdx`).
 //!   Enter: the JIT stores the argument registers to their home slots
-//!   before the call and reloads them after it, so it assumes every
-//!   volatile register is clobbered. Leave and tailcall: the JIT keeps `rax`
-//!   and `xmm0` live. Every trampoline saves `rax rcx rdx r8 r9` and all
-//!   128 bits of `xmm0`-`xmm5`, i.e. every volatile register except `r10`
-//!   and `r11`; `rbx rbp rsi rdi r12`-`r15 xmm6`-`xmm15` are kept by the
-//!   handler under the C ABI. The handler gets its 32-byte home area.
+//!   before the call and reloads them after it (integer and floating-point
+//!   ones), so it assumes every volatile register is clobbered: the enter
+//!   trampoline saves nothing and only provides the handler's 32-byte home
+//!   area. Leave and tailcall: the JIT keeps `rax` and `xmm0` live; those
+//!   trampolines save them (all 128 bits of `xmm0`). `rbx rbp rsi rdi
+//!   r12`-`r15 xmm6`-`xmm15` are kept by the handler under the C ABI.
 //! * **AArch64** (Linux, macOS). All three: ID in `x10` (caller SP in
 //!   `x11`); the JIT keeps `x0`-`x7`, `x8` (indirect result), all 128 bits
-//!   of `q0`-`q7` and `fp` live; `x9`-`x17`, `lr` and `v16`-`v31` may be
-//!   clobbered. Every trampoline saves `fp lr x0`-`x8` and `q0`-`q7`;
-//!   `x19`-`x28` and the low halves of `v8`-`v15` are kept by the handler
-//!   under the C ABI.
+//!   of `q0`-`q7` and `fp` live for every hook kind; `x9`-`x17`, `lr` and
+//!   `v16`-`v31` may be clobbered. Every trampoline saves `fp lr x0`-`x8`
+//!   and `q0`-`q7`; `x19`-`x28` and the low halves of `v8`-`v15` are kept
+//!   by the handler under the C ABI.
 //!
 //! In every case the stack pointer is restored, the handler is called with
 //! the stack aligned as its ABI requires (the JIT calls with a 16-byte
@@ -96,13 +99,22 @@
 //! but restores only `xmm0` and `xmm1` after the enter hook, so
 //! floating-point arguments in `xmm2`-`xmm7` come back as whatever the hook
 //! left there (fixed in the runtime in .NET 5, which restores all eight).
-//! So the WithInfo entry points are trampolines too, with the same body as
-//! the fast path's: they save every argument and return register, call
-//! the [`EltWithInfoHandler`] with `(id, eltInfo)` unchanged, and restore.
+//! So this module's WithInfo entry points are trampolines too: they save
+//! every argument and return register (`rax rcx rdx rsi rdi r8 r9` and
+//! `xmm0`-`xmm7` on System V; every volatile register but `r10`/`r11` on
+//! Windows; `x0`-`x8`, `q0`-`q7` on AArch64), call the
+//! [`EltWithInfoHandler`] with `(id, eltInfo)` unchanged, and restore.
 //! They keep what the handler (user code: float formatting, allocation...)
 //! would clobber; the runtime's own C++ frame between the stub and the
 //! trampoline is the runtime's business, and on the runtimes tested it
-//! leaves `xmm2`-`xmm7` alone.
+//! leaves `xmm2`-`xmm7` alone. Where the runtime's stub itself restores
+//! every register the JIT keeps live (.NET 5 and later on every
+//! architecture, .NET Core 3.x on Windows; CoreCLR had no ELT on AArch64
+//! before .NET 5), a profiler may register a plain C-ABI function instead
+//! and pay nothing for register keeping; the safe `clrprof` layer does.
+//! On .NET Core 3.x for Unix x64 the enter hook needs to keep only
+//! `xmm2`-`xmm7` (its stub restores the rest), which is what
+//! `enter3_with_info_netcore3_hook` (x86-64 System V only) does.
 //!
 //! # Handlers
 //!
@@ -154,6 +166,8 @@ mod asm_symbols {
         pub fn clrprof_elt_leave3_trampoline();
         /// Fast-path tailcall trampoline; see [`tailcall3_trampoline`](super::tailcall3_trampoline).
         pub fn clrprof_elt_tailcall3_trampoline();
+        /// The handler an empty slot holds: returns at once.
+        pub fn clrprof_elt_noop_handler();
 
         pub(super) static clrprof_elt_enter_handler: AtomicUsize;
         pub(super) static clrprof_elt_leave_handler: AtomicUsize;
@@ -161,6 +175,19 @@ mod asm_symbols {
         pub(super) static clrprof_elt_enter_with_info_handler: AtomicUsize;
         pub(super) static clrprof_elt_leave_with_info_handler: AtomicUsize;
         pub(super) static clrprof_elt_tailcall_with_info_handler: AtomicUsize;
+    }
+
+    #[cfg(all(target_arch = "x86_64", not(windows)))]
+    extern "system" {
+        /// `FunctionEnter3WithInfo` trampoline for the .NET Core 3.x stub
+        /// on x86-64 System V (C ABI; keeps `xmm2`-`xmm7`, the only
+        /// argument registers that stub does not restore): forwards to the
+        /// handler installed with
+        /// [`set_enter3_with_info_handler`](super::set_enter3_with_info_handler).
+        pub fn clrprof_elt_enter3_with_info_netcore3(
+            function_id_or_client_id: FunctionIDOrClientID,
+            elt_info: COR_PRF_ELT_INFO,
+        );
     }
 
     extern "system" {
@@ -186,6 +213,8 @@ mod asm_symbols {
     }
 }
 
+#[cfg(all(clrprof_elt, target_arch = "x86_64", not(windows)))]
+pub use asm_symbols::clrprof_elt_enter3_with_info_netcore3;
 #[cfg(clrprof_elt)]
 pub use asm_symbols::{
     clrprof_elt_enter3_trampoline, clrprof_elt_enter3_with_info, clrprof_elt_leave3_trampoline,
@@ -280,12 +309,31 @@ impl Slot {
         }
     }
 
-    fn store(self, address: usize) {
-        self.get().store(address, Ordering::Release);
+    /// What an empty slot holds: the assembly's no-op handler, which the
+    /// trampolines call like any other (no test on the hot path).
+    #[cfg(clrprof_elt)]
+    fn empty() -> usize {
+        asm_symbols::clrprof_elt_noop_handler as unsafe extern "C" fn() as usize
     }
 
+    /// Without trampolines the Rust entry points test for zero.
+    #[cfg(not(clrprof_elt))]
+    fn empty() -> usize {
+        0
+    }
+
+    /// Installs `address`, or with `None` empties the slot.
+    fn store(self, address: Option<usize>) {
+        self.get()
+            .store(address.unwrap_or_else(Self::empty), Ordering::Release);
+    }
+
+    /// The installed handler's address, `0` for an empty slot.
     fn load(self) -> usize {
-        self.get().load(Ordering::Acquire)
+        match self.get().load(Ordering::Acquire) {
+            a if a == Self::empty() => 0,
+            a => a,
+        }
     }
 }
 
@@ -319,7 +367,7 @@ fn load_with_info_handler(slot: Slot) -> Option<EltWithInfoHandler> {
 /// ID, and must not unwind (see the module docs).
 #[cfg(clrprof_elt)]
 pub unsafe fn set_enter3_handler(handler: Option<EltHandler>) {
-    Slot::Enter.store(handler.map_or(0, |f| f as usize));
+    Slot::Enter.store(handler.map(|f| f as usize));
 }
 
 /// Installs (or removes) the handler the leave trampoline calls.
@@ -329,7 +377,7 @@ pub unsafe fn set_enter3_handler(handler: Option<EltHandler>) {
 /// As for [`set_enter3_handler`].
 #[cfg(clrprof_elt)]
 pub unsafe fn set_leave3_handler(handler: Option<EltHandler>) {
-    Slot::Leave.store(handler.map_or(0, |f| f as usize));
+    Slot::Leave.store(handler.map(|f| f as usize));
 }
 
 /// Installs (or removes) the handler the tailcall trampoline calls.
@@ -339,7 +387,7 @@ pub unsafe fn set_leave3_handler(handler: Option<EltHandler>) {
 /// As for [`set_enter3_handler`].
 #[cfg(clrprof_elt)]
 pub unsafe fn set_tailcall3_handler(handler: Option<EltHandler>) {
-    Slot::Tailcall.store(handler.map_or(0, |f| f as usize));
+    Slot::Tailcall.store(handler.map(|f| f as usize));
 }
 
 /// The handler the enter trampoline currently calls.
@@ -368,7 +416,7 @@ pub fn tailcall3_handler() -> Option<EltHandler> {
 /// As for the fast-path setters: the handler must be callable from any
 /// thread at any time, concurrently, and must not unwind.
 pub unsafe fn set_enter3_with_info_handler(handler: Option<EltWithInfoHandler>) {
-    Slot::EnterWithInfo.store(handler.map_or(0, |f| f as usize));
+    Slot::EnterWithInfo.store(handler.map(|f| f as usize));
 }
 
 /// Installs (or removes) the handler the WithInfo leave entry point
@@ -378,7 +426,7 @@ pub unsafe fn set_enter3_with_info_handler(handler: Option<EltWithInfoHandler>) 
 ///
 /// As for [`set_enter3_with_info_handler`].
 pub unsafe fn set_leave3_with_info_handler(handler: Option<EltWithInfoHandler>) {
-    Slot::LeaveWithInfo.store(handler.map_or(0, |f| f as usize));
+    Slot::LeaveWithInfo.store(handler.map(|f| f as usize));
 }
 
 /// Installs (or removes) the handler the WithInfo tailcall entry point
@@ -388,7 +436,7 @@ pub unsafe fn set_leave3_with_info_handler(handler: Option<EltWithInfoHandler>) 
 ///
 /// As for [`set_enter3_with_info_handler`].
 pub unsafe fn set_tailcall3_with_info_handler(handler: Option<EltWithInfoHandler>) {
-    Slot::TailcallWithInfo.store(handler.map_or(0, |f| f as usize));
+    Slot::TailcallWithInfo.store(handler.map(|f| f as usize));
 }
 
 /// The handler the WithInfo enter entry point currently calls.
@@ -454,6 +502,18 @@ pub extern "system" fn clrprof_elt_tailcall3_with_info(
 /// handler installed with [`set_enter3_with_info_handler`], if any.
 pub fn enter3_with_info_hook() -> FunctionEnter3WithInfo {
     clrprof_elt_enter3_with_info
+}
+
+/// x86-64 System V only: the WithInfo enter entry point for the stub of
+/// .NET Core 3.x (CoreCLR before .NET 5) on Unix x64, to pass to
+/// `SetEnterLeaveFunctionHooks3WithInfo` there instead of
+/// [`enter3_with_info_hook`]. That stub restores the integer argument
+/// registers and `xmm0`/`xmm1` after the hook but not `xmm2`-`xmm7`; this
+/// trampoline keeps all 128 bits of those six and calls the handler
+/// installed with [`set_enter3_with_info_handler`].
+#[cfg(all(clrprof_elt, target_arch = "x86_64", not(windows)))]
+pub fn enter3_with_info_netcore3_hook() -> FunctionEnter3WithInfo {
+    clrprof_elt_enter3_with_info_netcore3
 }
 
 /// The WithInfo leave entry point as the IDL's `FunctionLeave3WithInfo`

@@ -169,6 +169,10 @@ pub struct EnterContext<'a> {
     info3: &'a sys::ICorProfilerInfo3,
     function: RawFunctionId,
     elt_info: usize,
+    /// On runtimes whose enter stub shares its xmm0/xmm1 save area with
+    /// the struct-copy buffer: what keeps it (see `legacy_stub`).
+    #[cfg(all(target_arch = "x86_64", unix))]
+    stub_save_area: Option<&'a super::legacy_stub::SaveAreaGuard>,
 }
 
 /// The WithInfo leave hook's view of the call.
@@ -208,10 +212,29 @@ impl<'a> EnterContext<'a> {
             info3,
             function,
             elt_info,
+            #[cfg(all(target_arch = "x86_64", unix))]
+            stub_save_area: None,
         }
     }
 
+    /// The context of a call on a runtime with the legacy Unix x64 stub:
+    /// [`arguments`](Self::arguments) keeps the stub's save area first.
+    #[cfg(all(target_arch = "x86_64", unix))]
+    pub(crate) fn keeping_stub_save_area(
+        mut self,
+        guard: &'a super::legacy_stub::SaveAreaGuard,
+    ) -> Self {
+        self.stub_save_area = Some(guard);
+        self
+    }
+
     /// The raw `COR_PRF_ELT_INFO` handle.
+    ///
+    /// Prefer [`arguments`](Self::arguments) to calling
+    /// `GetFunctionEnter3Info` with it yourself: on .NET Core 3.x for Unix
+    /// x64, that call may overwrite the runtime stub's saved `xmm0`/`xmm1`
+    /// (see the `elt` module docs), which `arguments` protects and a direct
+    /// call does not.
     pub fn raw_elt_info(&self) -> usize {
         self.elt_info
     }
@@ -220,6 +243,10 @@ impl<'a> EnterContext<'a> {
     /// are empty unless `ENABLE_FUNCTION_ARGS` is set; the frame info needs
     /// `ENABLE_FRAME_INFO`.
     pub fn arguments(&self) -> Result<(FrameInfo<'a>, Arguments<'a>)> {
+        #[cfg(all(target_arch = "x86_64", unix))]
+        if let Some(guard) = self.stub_save_area {
+            guard.save_once();
+        }
         let mut buffer = ArgumentInfoBuffer {
             num_ranges: 0,
             total_argument_size: 0,

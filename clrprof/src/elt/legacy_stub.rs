@@ -24,13 +24,20 @@
 //! and restores `xmm0`-`xmm7` from the saved fields.
 //!
 //! The SDK's enter handler therefore copies those 32 bytes before the
-//! user's hook runs and writes them back after it, on runtimes that have
-//! this stub. They are told apart by their interfaces: CoreCLR before
-//! .NET 5 offers at most `ICorProfilerInfo11` (.NET 5 added `Info12`), and
-//! reports its version as 4.0.30319, so the interface count is the
-//! reliable signal.
+//! runtime first writes the buffer in a hook call (the first
+//! `GetFunctionEnter3Info` through [`EnterContext::arguments`](super::EnterContext::arguments))
+//! and writes them back after the user's hook returned, on runtimes that
+//! have this stub; a hook that reads no arguments costs nothing more. They
+//! are told apart by their interfaces: CoreCLR before .NET 5 offers at most
+//! `ICorProfilerInfo11` (.NET 5 added `Info12`), and reports its version as
+//! 4.0.30319, so the interface count is the reliable signal.
+//!
+//! The same stub restores none of `xmm2`-`xmm7` after the enter hook, so
+//! on these runtimes the enter hook is clrprof-sys's `xmm2`-`xmm7`-keeping
+//! WithInfo trampoline (see `set_with_info`).
 
 use clrprof_sys as sys;
+use core::cell::Cell;
 
 /// Highest `ICorProfilerInfoN` of the runtimes whose Unix x86-64 enter
 /// stub shares its xmm0/xmm1 save area with the struct-copy buffer.
@@ -92,4 +99,53 @@ pub(super) unsafe fn restore(saved: SavedArea) {
     // has not returned), and the only writes to it since `save` were the
     // runtime's struct copies made for the hook, which end with the hook.
     unsafe { core::ptr::copy_nonoverlapping(saved.bytes.as_ptr(), saved.address as *mut u8, 32) };
+}
+
+/// The save area of one enter hook call: copied at most once, before the
+/// first argument query of the call, and written back when the hook is
+/// done.
+pub(crate) struct SaveAreaGuard {
+    elt_info: sys::COR_PRF_ELT_INFO,
+    saved: Cell<Option<SavedArea>>,
+}
+
+impl SaveAreaGuard {
+    /// A guard for the enter hook call that received `elt_info`.
+    #[inline(always)]
+    pub(super) fn new(elt_info: sys::COR_PRF_ELT_INFO) -> Self {
+        SaveAreaGuard {
+            elt_info,
+            saved: Cell::new(None),
+        }
+    }
+
+    /// Copies the save area if this call has not yet: called before every
+    /// `GetFunctionEnter3Info` of the call.
+    pub(crate) fn save_once(&self) {
+        let already = self.saved.take();
+        let saved = match already {
+            Some(s) => Some(s),
+            // SAFETY: a guard is only made by the WithInfo enter handler of
+            // a runtime for which `applies` holds, with the runtime's
+            // eltInfo, and lives in that handler's frame: this runs during
+            // the hook call, before the runtime writes the buffer.
+            None => unsafe { save(self.elt_info) },
+        };
+        self.saved.set(saved);
+    }
+
+    /// Writes the save area back if this call copied it.
+    ///
+    /// # Safety
+    ///
+    /// Called by the enter handler that made the guard, after the user's
+    /// hook returned.
+    #[inline(always)]
+    pub(super) unsafe fn restore(self) {
+        if let Some(saved) = self.saved.take() {
+            // SAFETY: saved in this hook call; the caller is its enter
+            // handler, after the hook.
+            unsafe { restore(saved) };
+        }
+    }
 }

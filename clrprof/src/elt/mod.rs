@@ -48,7 +48,12 @@
 //!   and the return value range; [`args`] decodes them into typed values.
 //!   It needs at least one of `COR_PRF_ENABLE_FUNCTION_ARGS`,
 //!   `COR_PRF_ENABLE_FUNCTION_RETVAL`, `COR_PRF_ENABLE_FRAME_INFO`, and is
-//!   several times slower than the fast path.
+//!   several times slower than the fast path (the runtime's stub and its
+//!   C++ helper run around every hook). The SDK registers its handlers with
+//!   the runtime directly wherever that stub keeps the managed method's
+//!   registers itself (.NET 5 and later, Windows); only on .NET Core 3.x
+//!   for Unix x64, whose stub loses `xmm2`-`xmm7` across the enter hook,
+//!   does the enter hook go through a trampoline that keeps them.
 //!
 //! # Rules the runtime sets, and how [`install`] keeps them
 //!
@@ -656,7 +661,9 @@ pub fn install<H: EltHooks>(
     )?;
     match options.variant {
         EltVariant::FastPath => set_fast_path::<H>(&state.info3, options.leave)?,
-        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3, options.leave)?,
+        EltVariant::WithInfo(_) => {
+            set_with_info::<H>(&state.info3, options.leave, has_legacy_stub(info.version()))?
+        }
     }
     Ok((masks, EltRuntime { state }))
 }
@@ -722,34 +729,68 @@ fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> 
     ))
 }
 
-fn set_with_info<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
-    use sys::elt;
-    // The runtime calls WithInfo hooks from its own stub, which is meant to
-    // keep the managed method's registers but does not everywhere (.NET
-    // Core 3.1 on Linux x64 loses xmm2-xmm7 across the enter hook), so the
-    // runtime gets clrprof-sys's trampolines, which keep every argument and
-    // return register themselves, and the trampolines call these handlers.
-    // SAFETY: the handlers only read records the mapper created (client IDs
-    // are their addresses; the records are leaked), never unwind (every user
-    // call is inside `contain`), and are plain functions of this library.
-    unsafe {
-        elt::set_enter3_with_info_handler(Some(info_enter::<H>));
-        elt::set_leave3_with_info_handler(Some(info_leave::<H>));
-        elt::set_tailcall3_with_info_handler(Some(info_tailcall::<H>));
-    }
+fn set_with_info<H: EltHooks>(
+    info3: &sys::ICorProfilerInfo3,
+    leave: bool,
+    keep_stub_registers: bool,
+) -> Result<()> {
+    // The runtime calls WithInfo hooks from its own stub, which keeps the
+    // managed method's registers itself on every runtime but one: the .NET
+    // Core 3.x stub for Unix x64 restores only xmm0/xmm1 of the
+    // floating-point argument registers after the enter hook. So there the
+    // enter hook is clrprof-sys's trampoline that keeps xmm2-xmm7, which
+    // calls `info_enter_legacy` through its slot; every other hook (and
+    // every hook on every other runtime) is the plain handler, called by
+    // the stub with the C ABI and nothing to keep. The stubs' leave and
+    // tailcall paths restore the return registers on every runtime
+    // (rax, rdx, xmm0, xmm1 on Unix x64; rax, xmm0 on Windows).
+    let enter: sys::FunctionEnter3WithInfo = if keep_stub_registers {
+        legacy_enter_hook::<H>()
+    } else {
+        info_enter::<H>
+    };
     crate::error::check(
-        // SAFETY: the entry points have the IDL's WithInfo signatures and
-        // calling convention (clrprof_sys::elt) and forward to the handlers
-        // installed above.
+        // SAFETY: the hooks have the IDL's WithInfo signatures and calling
+        // convention; the trampoline forwards to the handler installed above.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
-                Some(elt::enter3_with_info_hook()),
-                leave.then(elt::leave3_with_info_hook),
-                leave.then(elt::tailcall3_with_info_hook),
+                Some(enter),
+                leave.then_some(info_leave::<H> as sys::FunctionLeave3WithInfo),
+                leave.then_some(info_tailcall::<H> as sys::FunctionTailcall3WithInfo),
             )
         },
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
     )
+}
+
+/// Whether the runtime (by its highest `ICorProfilerInfoN`) has the Unix
+/// x64 WithInfo stub that keeps too little (see `legacy_stub`).
+#[cfg(all(target_arch = "x86_64", unix))]
+fn has_legacy_stub(info_version: u8) -> bool {
+    legacy_stub::applies(info_version)
+}
+
+#[cfg(not(all(target_arch = "x86_64", unix)))]
+fn has_legacy_stub(_info_version: u8) -> bool {
+    false
+}
+
+/// The enter hook for a runtime with the legacy stub: clrprof-sys's
+/// trampoline that keeps `xmm2`-`xmm7` (all the stub fails to restore),
+/// calling `info_enter_legacy`.
+#[cfg(all(target_arch = "x86_64", unix))]
+fn legacy_enter_hook<H: EltHooks>() -> sys::FunctionEnter3WithInfo {
+    // SAFETY: `info_enter_legacy` only reads records the mapper created
+    // (client IDs are their addresses; the records outlive their
+    // functions' code), never unwinds (every user call is inside
+    // `contain`), and is a plain function of this library.
+    unsafe { sys::elt::set_enter3_with_info_handler(Some(info_enter_legacy::<H>)) };
+    sys::elt::enter3_with_info_netcore3_hook()
+}
+
+#[cfg(not(all(target_arch = "x86_64", unix)))]
+fn legacy_enter_hook<H: EltHooks>() -> sys::FunctionEnter3WithInfo {
+    info_enter::<H>
 }
 
 /// The `FunctionIDMapper2` registered by [`install`].
@@ -879,64 +920,75 @@ unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
     contain::<TAILCALL>(|| e.hooks().tailcall(&e.hooked));
 }
 
-unsafe extern "C" fn info_enter<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
-    // SAFETY: with a mapper registered the runtime passes the client ID the
-    // mapper returned for a function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(client) };
-    #[cfg(all(target_arch = "x86_64", unix))]
-    if legacy_stub::applies(e.runtime.runtime.version()) {
-        // SAFETY: this is the enter handler, with the runtime's eltInfo.
-        unsafe { info_enter_keeping_stub_save_area(e, elt_info) };
-        return;
-    }
-    enter_with_info(e, elt_info);
+/// The client ID of a WithInfo hook call.
+#[inline(always)]
+fn client_id(id: sys::FunctionIDOrClientID) -> usize {
+    // SAFETY: both union fields are pointer-sized integers, so reading
+    // either is valid for any value the runtime passes.
+    unsafe { id.clientID }
 }
 
-#[inline(always)]
-fn enter_with_info<H: EltHooks>(e: &'static Entry<H>, elt_info: sys::COR_PRF_ELT_INFO) {
+/// `FunctionEnter3WithInfo`, called by the runtime's stub, which keeps the
+/// managed method's registers (every runtime but the one `legacy_stub`
+/// describes).
+unsafe extern "system" fn info_enter<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client_id(id)) };
     contain::<ENTER_INFO>(|| {
         let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
 }
 
-/// The enter handler on runtimes whose stub shares its xmm0/xmm1 save area
-/// with the struct-copy buffer (see `legacy_stub`), out of line so the
-/// common path stays short.
-///
-/// # Safety
-/// Called only by `info_enter`, with the `eltInfo` the runtime passed it.
+/// The enter handler on runtimes whose Unix x64 stub shares its xmm0/xmm1
+/// save area with the struct-copy buffer (see `legacy_stub`), called
+/// through clrprof-sys's trampoline that keeps `xmm2`-`xmm7`. The context copies
+/// the save area before the first `GetFunctionEnter3Info` of the call (the
+/// only thing that writes the buffer), and it is put back after the hook;
+/// a hook that reads no arguments pays nothing for it.
 #[cfg(all(target_arch = "x86_64", unix))]
-#[cold]
-#[inline(never)]
-unsafe fn info_enter_keeping_stub_save_area<H: EltHooks>(
-    e: &'static Entry<H>,
+unsafe extern "C" fn info_enter_legacy<H: EltHooks>(
+    client: usize,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: called from the enter handler with the runtime's eltInfo,
-    // before the hook runs.
-    let saved = unsafe { legacy_stub::save(elt_info) };
-    enter_with_info(e, elt_info);
-    if let Some(saved) = saved {
-        // SAFETY: saved by this call, after the hook.
-        unsafe { legacy_stub::restore(saved) };
-    }
-}
-
-unsafe extern "C" fn info_leave<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
     // SAFETY: with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client) };
+    let guard = legacy_stub::SaveAreaGuard::new(elt_info);
+    contain::<ENTER_INFO>(|| {
+        let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info)
+            .keeping_stub_save_area(&guard);
+        e.hooks().enter_with_info(&e.hooked, &context)
+    });
+    // SAFETY: this is the enter handler of a runtime for which
+    // `legacy_stub::applies`, after the hook, with the guard of this call.
+    unsafe { guard.restore() };
+}
+
+unsafe extern "system" fn info_leave<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
+    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // mapper returned for a function it hooked (as in `fast_enter`).
+    let e = unsafe { entry::<H>(client_id(id)) };
     contain::<LEAVE_INFO>(|| {
         let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
 
-unsafe extern "C" fn info_tailcall<H: EltHooks>(client: usize, elt_info: sys::COR_PRF_ELT_INFO) {
+unsafe extern "system" fn info_tailcall<H: EltHooks>(
+    id: sys::FunctionIDOrClientID,
+    elt_info: sys::COR_PRF_ELT_INFO,
+) {
     // SAFETY: with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
-    let e = unsafe { entry::<H>(client) };
+    let e = unsafe { entry::<H>(client_id(id)) };
     contain::<TAILCALL_INFO>(|| {
         let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)

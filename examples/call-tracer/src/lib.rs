@@ -63,8 +63,12 @@ pub struct Method {
     shape: Option<MethodShape>,
 }
 
-/// The hooks: counting, and optionally timing and argument records.
-pub struct Calls {
+/// The hooks: counting, and with `EXTRA` optionally timing, shadow stacks
+/// and argument records. Counting mode (none of `CLRPROF_CALL_TIMES`,
+/// `CLRPROF_SHADOW`, `CLRPROF_ARGS`) uses `Calls<false>`, whose hooks are
+/// the counter increment alone: no test of what is switched off on the
+/// hot path.
+pub struct Calls<const EXTRA: bool> {
     filter: Option<String>,
     times: bool,
     shadow: bool,
@@ -75,7 +79,7 @@ pub struct Calls {
     retired: Mutex<BTreeMap<Box<str>, Totals>>,
     /// This runtime's ELT state (set after `install`), for the number of
     /// live records in `unloaded` records.
-    elt: OnceLock<EltRuntime<Calls>>,
+    elt: OnceLock<EltRuntime<Calls<EXTRA>>>,
 }
 
 /// Count, inclusive and exclusive time, tail calls.
@@ -105,7 +109,7 @@ thread_local! {
     static TIMES: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Calls {
+impl<const EXTRA: bool> Calls<EXTRA> {
     /// WithInfo extras out of line: timing, shadow stacks, argument records.
     #[cold]
     #[inline(never)]
@@ -251,7 +255,7 @@ fn push_value(out: &mut String, v: &ArgValue<'_>) {
 }
 
 // ANCHOR: hooks
-impl EltHooks for Calls {
+impl<const EXTRA: bool> EltHooks for Calls<EXTRA> {
     type Function = Method;
 
     // ANCHOR: unloading
@@ -301,13 +305,16 @@ impl EltHooks for Calls {
     fn enter(&self, function: &Hooked<Method>) {
         let method = function.data();
         method.count.fetch_add(1, Ordering::Relaxed);
-        if method.extra {
+        if EXTRA && method.extra {
             self.enter_extra(function);
         }
     }
 
     #[inline]
     fn leave(&self, function: &Hooked<Method>) {
+        if !EXTRA {
+            return;
+        }
         if self.times {
             self.timed_leave(function);
         } else if self.shadow {
@@ -324,13 +331,13 @@ impl EltHooks for Calls {
     fn enter_with_info(&self, function: &Hooked<Method>, context: &EnterContext<'_>) {
         let method = function.data();
         method.count.fetch_add(1, Ordering::Relaxed);
-        if method.extra {
+        if EXTRA && method.extra {
             self.enter_with_info_extra(function, context);
         }
     }
 
     fn leave_with_info(&self, function: &Hooked<Method>, context: &LeaveContext<'_>) {
-        if function.data().shape.is_some() {
+        if EXTRA && function.data().shape.is_some() {
             self.write_return(function, context);
         }
         self.leave(function);
@@ -342,8 +349,13 @@ impl EltHooks for Calls {
 #[profiler(clsid = "{0C927D58-EE86-474F-BE83-EDD2B7A731C9}")]
 pub struct CallTracer {
     out: Arc<JsonLines>,
-    hooks: Arc<Calls>,
-    runtime: OnceLock<EltRuntime<Calls>>,
+    hooks: Hooks,
+}
+
+/// The hooks of one of the two modes, and their runtime once installed.
+enum Hooks {
+    Counting(Arc<Calls<false>>, OnceLock<EltRuntime<Calls<false>>>),
+    Full(Arc<Calls<true>>, OnceLock<EltRuntime<Calls<true>>>),
 }
 
 fn env_flag(name: &str) -> bool {
@@ -354,39 +366,28 @@ fn env_text(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-impl Default for CallTracer {
-    fn default() -> Self {
-        let out = Arc::new(JsonLines::default());
+impl<const EXTRA: bool> Calls<EXTRA> {
+    fn from_env(out: Arc<JsonLines>) -> Self {
         let times = env_flag("CLRPROF_CALL_TIMES");
-        let hooks = Arc::new(Calls {
+        Calls {
             filter: env_text("CLRPROF_CALLS_FILTER"),
             times,
             shadow: times || env_flag("CLRPROF_SHADOW"),
             args_filter: env_text("CLRPROF_ARGS"),
             epoch: Instant::now(),
-            out: out.clone(),
+            out,
             retired: Mutex::new(BTreeMap::new()),
             elt: OnceLock::new(),
-        });
-        CallTracer {
-            out,
-            hooks,
-            runtime: OnceLock::new(),
         }
-    }
-}
-
-impl Profiler for CallTracer {
-    /// `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version: which
-    /// side-by-side runtimes to profile. Each profiled runtime counts its own
-    /// calls (the mapper's client data routes every hook to its runtime).
-    fn runtime_policy() -> RuntimePolicy {
-        RuntimePolicy::from_env("CLRPROF_RUNTIMES")
     }
 
     // ANCHOR: install
-    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
-        self.out.runtime_record(info)?;
+    /// Installs these hooks (the body of `initialize`).
+    fn install(
+        self: &Arc<Self>,
+        info: &ProfilerInfo,
+        runtime: &OnceLock<EltRuntime<Self>>,
+    ) -> Result<EventMasks> {
         let with_info = match std::env::var("CLRPROF_ELT").as_deref() {
             Ok("withinfo") => true,
             Ok("fastpath") | Err(_) => false,
@@ -401,35 +402,30 @@ impl Profiler for CallTracer {
         } else {
             EltOptions::fast_path()
         };
-        if self.hooks.shadow {
+        if self.shadow {
             // The SDK then pops the frames exceptions unwind.
             options = options.with_exceptions();
         }
         // Counting needs only the enter hook: without leave hooks the JIT
         // emits no leave calls at all. CLRPROF_ELT_LEAVE=1 keeps them (the
         // benchmark's enter+leave mode).
-        let needs_leave = self.hooks.shadow || self.hooks.args_filter.is_some();
+        let needs_leave = self.shadow || self.args_filter.is_some();
         if !needs_leave && !env_flag("CLRPROF_ELT_LEAVE") {
             options = options.enter_only();
         }
         let wanted = EventMasks::from(EventMask::DISABLE_INLINING);
-        let (masks, runtime) = elt::install(info, self.hooks.clone(), options, wanted)?;
-        let _ = self.runtime.set(runtime);
-        let _ = self.hooks.elt.set(runtime);
+        let (masks, installed) = elt::install(info, self.clone(), options, wanted)?;
+        let _ = runtime.set(installed);
+        let _ = self.elt.set(installed);
         Ok(masks)
     }
     // ANCHOR_END: install
 
-    // Method names were resolved when each function was mapped: nothing
-    // here calls the runtime, which may be gone at process exit.
-    fn finish(&self) {
-        if let Some(runtime) = self.runtime.get() {
-            let mut by_name: BTreeMap<Box<str>, Totals> = self
-                .hooks
-                .retired
-                .lock()
-                .map(|r| r.clone())
-                .unwrap_or_default();
+    /// Writes the records of `finish`.
+    fn finish(&self, runtime: &OnceLock<EltRuntime<Self>>) {
+        if let Some(runtime) = runtime.get() {
+            let mut by_name: BTreeMap<Box<str>, Totals> =
+                self.retired.lock().map(|r| r.clone()).unwrap_or_default();
             runtime.for_each_function(|f| {
                 let m = f.data();
                 add(by_name.entry(m.name.clone()).or_default(), m.totals());
@@ -443,7 +439,7 @@ impl Profiler for CallTracer {
                     .record("calls")
                     .str("method", &name)
                     .num("count", count);
-                if self.hooks.times {
+                if self.times {
                     record = record
                         .num("inclusive_ns", inclusive)
                         .num("exclusive_ns", exclusive);
@@ -454,7 +450,7 @@ impl Profiler for CallTracer {
                 record.write();
             }
         }
-        if self.hooks.shadow {
+        if self.shadow {
             let t = shadow_stack::totals();
             self.out
                 .record("shadow")
@@ -479,5 +475,46 @@ impl Profiler for CallTracer {
             });
         }
         self.out.flush();
+    }
+}
+
+impl Default for CallTracer {
+    fn default() -> Self {
+        let out = Arc::new(JsonLines::default());
+        let extra = env_flag("CLRPROF_CALL_TIMES")
+            || env_flag("CLRPROF_SHADOW")
+            || env_text("CLRPROF_ARGS").is_some();
+        let hooks = if extra {
+            Hooks::Full(Arc::new(Calls::from_env(out.clone())), OnceLock::new())
+        } else {
+            Hooks::Counting(Arc::new(Calls::from_env(out.clone())), OnceLock::new())
+        };
+        CallTracer { out, hooks }
+    }
+}
+
+impl Profiler for CallTracer {
+    /// `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version: which
+    /// side-by-side runtimes to profile. Each profiled runtime counts its own
+    /// calls (the mapper's client data routes every hook to its runtime).
+    fn runtime_policy() -> RuntimePolicy {
+        RuntimePolicy::from_env("CLRPROF_RUNTIMES")
+    }
+
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
+        self.out.runtime_record(info)?;
+        match &self.hooks {
+            Hooks::Counting(hooks, runtime) => hooks.install(info, runtime),
+            Hooks::Full(hooks, runtime) => hooks.install(info, runtime),
+        }
+    }
+
+    // Method names were resolved when each function was mapped: nothing
+    // here calls the runtime, which may be gone at process exit.
+    fn finish(&self) {
+        match &self.hooks {
+            Hooks::Counting(hooks, runtime) => hooks.finish(runtime),
+            Hooks::Full(hooks, runtime) => hooks.finish(runtime),
+        }
     }
 }

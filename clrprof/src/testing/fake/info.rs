@@ -1499,7 +1499,10 @@ impl ICorProfilerInfo3_Impl for FakeInfo_Impl {
         pFunc: Option<FunctionIDMapper2>,
         clientData: *mut c_void,
     ) -> HRESULT {
-        E_NOTIMPL
+        let mut st = enter!(self, "SetFunctionIDMapper2");
+        st.elt.mapper = pFunc.map_or(0, |f| f as usize);
+        st.elt.mapper_client_data = clientData as usize;
+        S_OK
     }
     unsafe fn GetStringLayout2(
         &self,
@@ -1514,7 +1517,13 @@ impl ICorProfilerInfo3_Impl for FakeInfo_Impl {
         pFuncLeave3: Option<FunctionLeave3>,
         pFuncTailcall3: Option<FunctionTailcall3>,
     ) -> HRESULT {
-        E_NOTIMPL
+        let mut st = enter!(self, "SetEnterLeaveFunctionHooks3");
+        st.elt.hooks3 = [
+            pFuncEnter3.map_or(0, |f| f as usize),
+            pFuncLeave3.map_or(0, |f| f as usize),
+            pFuncTailcall3.map_or(0, |f| f as usize),
+        ];
+        S_OK
     }
     unsafe fn SetEnterLeaveFunctionHooks3WithInfo(
         &self,
@@ -1522,7 +1531,13 @@ impl ICorProfilerInfo3_Impl for FakeInfo_Impl {
         pFuncLeave3WithInfo: Option<FunctionLeave3WithInfo>,
         pFuncTailcall3WithInfo: Option<FunctionTailcall3WithInfo>,
     ) -> HRESULT {
-        E_NOTIMPL
+        let mut st = enter!(self, "SetEnterLeaveFunctionHooks3WithInfo");
+        st.elt.hooks3_with_info = [
+            pFuncEnter3WithInfo.map_or(0, |f| f as usize),
+            pFuncLeave3WithInfo.map_or(0, |f| f as usize),
+            pFuncTailcall3WithInfo.map_or(0, |f| f as usize),
+        ];
+        S_OK
     }
     unsafe fn GetFunctionEnter3Info(
         &self,

@@ -317,6 +317,19 @@ pub struct FakeStatic {
 /// Hook run on every call, with the method name.
 pub type CallHook = Box<dyn FnMut(&mut FakeState, &'static str) + Send>;
 
+/// The ELT registrations the fake recorded (addresses; `0` = none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FakeElt {
+    /// The `FunctionIDMapper2` and its client data.
+    pub mapper: usize,
+    /// The client data given with [`mapper`](Self::mapper).
+    pub mapper_client_data: usize,
+    /// `SetEnterLeaveFunctionHooks3`: enter, leave, tailcall.
+    pub hooks3: [usize; 3],
+    /// `SetEnterLeaveFunctionHooks3WithInfo`: enter, leave, tailcall.
+    pub hooks3_with_info: [usize; 3],
+}
+
 /// Everything the fake answers from. Tests change it through
 /// [`FakeRuntime::state`].
 #[derive(Default)]
@@ -371,6 +384,10 @@ pub struct FakeState {
     pub heap: FakeHeap,
     /// EventPipe (Info12, 14).
     pub eventpipe: FakeEventPipe,
+    /// What `SetFunctionIDMapper2` and `SetEnterLeaveFunctionHooks3`[`WithInfo`]
+    /// were given, so a test (or a benchmark driver) can call the hooks the
+    /// way the runtime would.
+    pub elt: FakeElt,
     hook: Option<CallHook>,
     /// Memory the fake handed out and keeps alive while it lives.
     keep_alive: Vec<Arc<[u8]>>,
