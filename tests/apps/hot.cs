@@ -3,13 +3,16 @@
 // time each method got, measured with a Stopwatch.
 // Arguments: [seconds (default 2)] [threads (default 1)].
 // Benchmark mode: `work N [threads]` does a fixed amount of work (N rounds of
-// the loop in Spin, per thread) and prints `elapsed_ns T` (wall time).
+// the loop in Spin, per thread) and prints `elapsed_ns T` (wall time) and,
+// on Linux, `cpu_ns C` (CPU time of the whole process, every thread, over
+// the same part).
 // Switch mode: `switch S` runs Spin only for S/2 seconds, then Cold only for
 // S/2 seconds (the hot method changes halfway), and prints
 // `switch_unix_ms T` (when it changed, Unix time in ms).
 using System;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace Hot
@@ -95,11 +98,36 @@ namespace Hot
             return 0;
         }
 
+        [StructLayout(LayoutKind.Sequential)]
+        struct Timespec { public long Seconds; public long Nanoseconds; }
+
+        [DllImport("libc", EntryPoint = "clock_gettime")]
+        static extern int ClockGetTime(int clock, out Timespec time);
+
+        // CPU time of the process (CLOCK_PROCESS_CPUTIME_ID, Linux's value 2),
+        // -1 off Unix.
+        static long ProcessCpuNs()
+        {
+            if (Environment.OSVersion.Platform != PlatformID.Unix) return -1;
+            try
+            {
+                Timespec t;
+                if (ClockGetTime(2, out t) != 0) return -1;
+                return t.Seconds * 1000000000L + t.Nanoseconds;
+            }
+            catch (Exception)
+            {
+                return -1; // no such library or entry point here
+            }
+        }
+
         static int Bench(string[] args)
         {
             long rounds = long.Parse(args[1]);
             int threads = args.Length > 2 ? int.Parse(args[2]) : 1;
             FixedWork(1000);
+            ProcessCpuNs();
+            long cpu0 = ProcessCpuNs();
             var clock = Stopwatch.StartNew();
             var workers = new Thread[threads];
             for (int t = 0; t < threads; t++)
@@ -109,7 +137,9 @@ namespace Hot
             }
             foreach (var w in workers) w.Join();
             long ns = (long)(clock.ElapsedTicks * (1e9 / Stopwatch.Frequency));
+            long cpu1 = ProcessCpuNs();
             Console.WriteLine("elapsed_ns " + ns);
+            if (cpu0 >= 0 && cpu1 >= 0) Console.WriteLine("cpu_ns " + (cpu1 - cpu0));
             return 0;
         }
 

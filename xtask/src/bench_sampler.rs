@@ -1,8 +1,10 @@
 //! `cargo xtask bench sampler`: the overhead of the sampler example at
 //! 100 Hz and 1 kHz, as the ratio of the workload's wall time to the
-//! unprofiled run (median of at least 5 alternating runs each).
+//! unprofiled run (median of at least 5 alternating runs each), with where
+//! the sampling thread's time went per tick (the `samples` record's phase
+//! totals divided by its ticks: median over the runs) and the samples taken.
 //!
-//! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 5,
+//! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 7,
 //! at least 5), `--rounds N` (work per thread, default 2 000 000),
 //! `--threads N` (default 2). Writes `target/bench/sampler.json`.
 
@@ -15,7 +17,7 @@ use std::time::Duration;
 
 pub fn main(args: &[String]) -> crate::Result {
     let (mut leg_name, mut runs, mut rounds, mut threads) =
-        ("linux-x64-8.0".to_string(), 5usize, 2_000_000u64, 2u32);
+        ("linux-x64-8.0".to_string(), 7usize, 2_000_000u64, 2u32);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let value = it
@@ -68,6 +70,10 @@ pub fn main(args: &[String]) -> crate::Result {
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); configs.len()];
+    let mut phases: Vec<Vec<Phases>> = vec![Vec::new(); configs.len()];
+    // CPU time of the whole process over the timed part (every thread, the
+    // sampling thread included), where the app can tell (Linux).
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     println!("==> {runs} alternating runs, {threads} threads x {rounds} rounds, on {leg_name}");
     for round in 0..runs {
         for (i, (name, rate)) in configs.iter().enumerate() {
@@ -75,6 +81,12 @@ pub fn main(args: &[String]) -> crate::Result {
                 .join("runs/sampler")
                 .join(name)
                 .join(round.to_string());
+            // The sampler appends its records: a directory left by an
+            // earlier invocation would be read instead of this run's.
+            if work.exists() {
+                std::fs::remove_dir_all(&work)?;
+            }
+            std::fs::create_dir_all(&work)?;
             // Fully optimised code from the first call in every configuration:
             // tiering would otherwise differ between profiled and plain runs.
             let mut spec = RunSpec::new(&app, &work)
@@ -90,12 +102,21 @@ pub fn main(args: &[String]) -> crate::Result {
             let outcome = run_app(&leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             let ns = elapsed_ns(&outcome)?;
+            if let Some(c) = outcome
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("cpu_ns "))
+                .and_then(|c| c.trim().parse::<f64>().ok())
+            {
+                cpu[i].push(c);
+            }
             if *rate > 0 {
-                let taken = samples_taken(&work.join("records.jsonl.jsonl"))?;
+                let (taken, per_tick) = samples_record(&work.join("records.jsonl.jsonl"))?;
                 if taken == 0 {
                     return Err(format!("{name}: the sampler took no samples").into());
                 }
                 samples[i].push(taken);
+                phases[i].push(per_tick);
             }
             println!("  round {round} {name:<14} {:>9.2} ms", ns / 1e6);
             times[i].push(ns);
@@ -103,12 +124,49 @@ pub fn main(args: &[String]) -> crate::Result {
     }
     let med: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
     let ratio = |i: usize| med[i] / med[0];
+    let cpu_med: Vec<Option<f64>> = cpu
+        .iter_mut()
+        .map(|c| (c.len() == runs).then(|| median(c)))
+        .collect();
+    let cpu_ratio = |i: usize| match (cpu_med[i], cpu_med[0]) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
     println!("\nmedians of {runs} runs:");
     for (i, (name, _)) in configs.iter().enumerate() {
         println!(
-            "  {name:<14} {:>9.2} ms  ratio {:.3}",
+            "  {name:<14} {:>9.2} ms  ratio {:.3}{}",
             med[i] / 1e6,
-            ratio(i)
+            ratio(i),
+            match (cpu_med[i], cpu_ratio(i)) {
+                (Some(c), Some(r)) => format!("   process CPU {:.2} ms, ratio {r:.3}", c / 1e6),
+                _ => String::new(),
+            }
+        );
+    }
+    println!("\nper tick (median of the runs' means), microseconds:");
+    println!(
+        "  {:<14} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>9}",
+        "", "ticks", "suspend", "walk", "resume", "count", "late", "cpu"
+    );
+    let per_tick: Vec<serde_json::Value> = (0..configs.len())
+        .map(|i| per_tick_json(&mut phases[i]))
+        .collect();
+    for (i, (name, rate)) in configs.iter().enumerate() {
+        if *rate == 0 {
+            continue;
+        }
+        let p = &per_tick[i];
+        let us = |k: &str| p[k].as_f64().unwrap_or(0.0) / 1e3;
+        println!(
+            "  {name:<14} {:>7} {:>8.1} {:>7.1} {:>7.1} {:>7.2} {:>7.1} {:>9.1}",
+            p["ticks"],
+            us("suspend_ns"),
+            us("walk_ns"),
+            us("resume_ns"),
+            us("count_ns"),
+            us("late_ns"),
+            us("thread_cpu_ns")
         );
     }
     let json = serde_json::json!({
@@ -117,6 +175,11 @@ pub fn main(args: &[String]) -> crate::Result {
         "median_ns": configs.iter().enumerate().map(|(i, (n, _))| (n.to_string(), serde_json::json!(med[i]))).collect::<serde_json::Map<_, _>>(),
         "samples_100hz": samples[1],
         "samples_1khz": samples[2],
+        "cpu_ratio_100hz": cpu_ratio(1),
+        "cpu_ratio_1khz": cpu_ratio(2),
+        "median_cpu_ns": configs.iter().enumerate().map(|(i, (n, _))| (n.to_string(), serde_json::json!(cpu_med[i]))).collect::<serde_json::Map<_, _>>(),
+        "per_tick_100hz": per_tick[1],
+        "per_tick_1khz": per_tick[2],
         "runtime": leg.version,
         "leg": leg.name,
         "runs": runs,
@@ -129,13 +192,57 @@ pub fn main(args: &[String]) -> crate::Result {
     Ok(())
 }
 
-fn samples_taken(records: &std::path::Path) -> crate::Result<u64> {
+/// One run's `samples` record: samples taken, and the sampling thread's
+/// cost per tick (phase totals divided by ticks), in nanoseconds.
+#[derive(Clone, Copy, Default)]
+struct Phases {
+    ticks: f64,
+    suspend: f64,
+    walk: f64,
+    resume: f64,
+    count: f64,
+    late: f64,
+    cpu: f64,
+}
+
+fn samples_record(records: &std::path::Path) -> crate::Result<(u64, Phases)> {
     let text = std::fs::read_to_string(records)?;
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line)?;
         if v["event"] == "samples" {
-            return Ok(v["samples"].as_u64().unwrap_or(0));
+            let n = |k: &str| v[k].as_u64().unwrap_or(0) as f64;
+            let ticks = n("ticks").max(1.0);
+            let phases = Phases {
+                ticks: n("ticks"),
+                suspend: n("suspend_ns") / ticks,
+                walk: n("walk_ns") / ticks,
+                resume: n("resume_ns") / ticks,
+                count: n("count_ns") / ticks,
+                late: n("late_ns") / ticks,
+                cpu: n("thread_cpu_ns") / ticks,
+            };
+            return Ok((v["samples"].as_u64().unwrap_or(0), phases));
         }
     }
     Err(format!("no samples record in {}", records.display()).into())
+}
+
+/// Medians over the runs of each per-tick figure (ns), and of the ticks.
+fn per_tick_json(runs: &mut [Phases]) -> serde_json::Value {
+    if runs.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let med = |f: fn(&Phases) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        median(&mut v)
+    };
+    serde_json::json!({
+        "ticks": med(|p| p.ticks),
+        "suspend_ns": med(|p| p.suspend),
+        "walk_ns": med(|p| p.walk),
+        "resume_ns": med(|p| p.resume),
+        "count_ns": med(|p| p.count),
+        "late_ns": med(|p| p.late),
+        "thread_cpu_ns": med(|p| p.cpu),
+    })
 }

@@ -11,6 +11,43 @@
 //! 4. and only then resolves the functions to names through the
 //!    [`NameCache`] and counts each distinct stack, per thread.
 //!
+//! One suspension serves every thread of a tick. Each distinct `FunctionID`
+//! is named once, the first time it is seen (after the resume); later frames
+//! cost one hash lookup, and counting a stack seen before allocates nothing.
+//!
+//! # What a tick costs
+//!
+//! [`SamplerStats::phases`] adds up where the sampling thread's time goes
+//! ([`SamplerPhases`]) and [`SamplerStats::thread_cpu_ns`] its CPU time.
+//! Measured on Linux with .NET 8 (`benches/README.md`, sampler section):
+//! the suspension (about 50 µs per tick on a 2-core machine whose two cores
+//! run application threads) and the resume (about 10 µs) are nearly all of
+//! it: the runtime signals every thread running managed code, waits until
+//! each reaches a safe point, and wakes them again, which is kernel work
+//! (signals, context switches, an inter-processor interrupt to flush write
+//! buffers) in the sampling thread and in the application's threads. The
+//! walks take a few µs per tick; naming and counting well under one.
+//!
+//! # Why no signal-based sampling on Linux
+//!
+//! A source that does not suspend the runtime would interrupt each managed
+//! thread with a signal and take its stack in the handler. That cannot be
+//! made sound with this API: `DoStackSnapshot` of another thread needs that
+//! thread stopped by the runtime (on Linux only inside `SuspendRuntime`;
+//! asynchronous and seeded walks are Windows-only), and no profiling-API
+//! call may be made from a signal handler (the runtime takes locks and
+//! allocates inside them, and the interrupted thread may hold those locks).
+//! Walking the stack in the handler without the runtime means following
+//! frame pointers, which jitted code and the runtime's own native frames do
+//! not all keep, so stacks would be wrong without any sign of it; and an
+//! instruction pointer kept for later must be turned into a `FunctionID`
+//! (`GetFunctionFromIP`) after the code it points into may have been
+//! unloaded and its memory reused. Only the interrupted instruction pointer
+//! itself (a profile of leaf functions, without callers) could be kept
+//! sound, by dropping every sample taken before an unload began (the
+//! protocol this sampler uses for names); it would not give the stacks the
+//! outputs here need, so the SDK does not offer a signal-based source.
+//!
 //! Stacks can also come from elsewhere (ELT shadow stacks on runtimes
 //! without `SuspendRuntime`): [`Sampler::register_with_source`] takes any
 //! [`StackSource`], and the SDK does steps 4 onwards the same way.
@@ -58,6 +95,7 @@ pub mod continuous;
 pub mod pprof;
 mod profile;
 mod shadow;
+mod stacks;
 
 pub use continuous::{
     Continuous, ContinuousConfig, ContinuousStats, Period, PeriodObserver, PeriodSink,
@@ -135,6 +173,9 @@ pub struct Tick {
     pub refused: u64,
     /// The first refusal of the tick.
     pub refusal: Option<Error>,
+    /// Where the tick's time went, for sources that measure it (zero
+    /// otherwise); added up in [`SamplerStats::phases`].
+    pub phases: SamplerPhases,
 }
 
 /// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
@@ -159,7 +200,9 @@ impl StackSource for SuspendRuntimeSource {
         gate: &ThreadGate,
         buffer: &mut FrameBuffer,
     ) -> Result<Tick> {
+        let t0 = Instant::now();
         let suspension = thread.suspend_runtime()?;
+        let t1 = Instant::now();
         suspension.enum_threads(&mut self.threads)?;
         let mut tick = Tick {
             skipped: self.threads.overflow as u64,
@@ -178,7 +221,12 @@ impl StackSource for SuspendRuntimeSource {
                 }
             }
         }
+        let t2 = Instant::now();
         drop(suspension);
+        let t3 = Instant::now();
+        tick.phases.suspend_ns = nanos(t1 - t0);
+        tick.phases.walk_ns = nanos(t2 - t1);
+        tick.phases.resume_ns = nanos(t3 - t2);
         Ok(tick)
     }
 
@@ -200,6 +248,84 @@ pub struct SamplerStats {
     pub failed_ticks: u64,
     /// Thread walks the runtime refused (counted in `skipped` too).
     pub refused: u64,
+    /// Where the sampling thread's time went, in nanoseconds summed over
+    /// all ticks (divide by `ticks` for the cost of one).
+    pub phases: SamplerPhases,
+    /// CPU time the sampling thread has used so far, in nanoseconds (its
+    /// own, including the runtime's work on it inside `SuspendRuntime` and
+    /// the walks; read every 16 ticks and when it stops). 0 where the
+    /// platform does not tell (only Unix does here).
+    pub thread_cpu_ns: u64,
+}
+
+/// CPU time of the calling thread, in nanoseconds, where the platform tells.
+fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out pointer; CLOCK_THREAD_CPUTIME_ID is a clock of
+        // the calling thread (POSIX), no other memory is touched.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0 {
+            return Some((t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64);
+        }
+    }
+    None
+}
+
+/// Time spent in each phase of a tick, in nanoseconds (summed over ticks in
+/// [`SamplerStats::phases`]). Measured with the monotonic clock at the
+/// phase boundaries; a few clock reads per tick, always on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SamplerPhases {
+    /// How much later than its due time the sampling thread woke up (timer
+    /// slack and scheduling delay; a busy machine makes it large).
+    pub late_ns: u64,
+    /// `SuspendRuntime`: until every managed thread stopped at a safe point.
+    pub suspend_ns: u64,
+    /// `EnumThreads` and the walks, with the runtime suspended.
+    pub walk_ns: u64,
+    /// `ResumeRuntime`.
+    pub resume_ns: u64,
+    /// After resuming: naming new functions and counting the stacks.
+    pub count_ns: u64,
+}
+
+/// A duration in nanoseconds, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// [`SamplerPhases`] as shared counters.
+#[derive(Default)]
+struct PhaseCounters {
+    late_ns: AtomicU64,
+    suspend_ns: AtomicU64,
+    walk_ns: AtomicU64,
+    resume_ns: AtomicU64,
+    count_ns: AtomicU64,
+}
+
+impl PhaseCounters {
+    fn add(&self, p: &SamplerPhases) {
+        self.late_ns.fetch_add(p.late_ns, Relaxed);
+        self.suspend_ns.fetch_add(p.suspend_ns, Relaxed);
+        self.walk_ns.fetch_add(p.walk_ns, Relaxed);
+        self.resume_ns.fetch_add(p.resume_ns, Relaxed);
+        self.count_ns.fetch_add(p.count_ns, Relaxed);
+    }
+
+    fn get(&self) -> SamplerPhases {
+        SamplerPhases {
+            late_ns: self.late_ns.load(Relaxed),
+            suspend_ns: self.suspend_ns.load(Relaxed),
+            walk_ns: self.walk_ns.load(Relaxed),
+            resume_ns: self.resume_ns.load(Relaxed),
+            count_ns: self.count_ns.load(Relaxed),
+        }
+    }
 }
 
 type SamplingResult = Result<Result<()>>;
@@ -216,6 +342,8 @@ struct Shared {
     skipped: AtomicU64,
     failed_ticks: AtomicU64,
     refused: AtomicU64,
+    phases: PhaseCounters,
+    thread_cpu_ns: AtomicU64,
     /// The first walk the runtime refused (written by the sampling thread
     /// after resuming; read by `stop` callers).
     last_refusal: Mutex<Option<String>>,
@@ -301,6 +429,8 @@ impl Sampler {
             skipped: AtomicU64::new(0),
             failed_ticks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            phases: PhaseCounters::default(),
+            thread_cpu_ns: AtomicU64::new(0),
             last_refusal: Mutex::new(None),
             unloads: AtomicU64::new(0),
             resolving: AtomicBool::new(false),
@@ -345,6 +475,8 @@ impl Sampler {
             skipped: s.skipped.load(Relaxed),
             failed_ticks: s.failed_ticks.load(Relaxed),
             refused: s.refused.load(Relaxed),
+            phases: s.phases.get(),
+            thread_cpu_ns: s.thread_cpu_ns.load(Relaxed),
         }
     }
 
@@ -535,7 +667,8 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     let names = &*shared.names;
     let mut buffer = FrameBuffer::new(config.max_threads, config.max_depth);
     let mut stack: Vec<u32> = Vec::with_capacity(config.max_depth);
-    let mut local: HashMap<RawFunctionId, u32> = HashMap::new();
+    // Each distinct FunctionID is named once; later frames cost one lookup.
+    let mut local: HashMap<RawFunctionId, u32, stacks::WordHash> = HashMap::default();
     let period = config.period();
     lock(&shared.profile).set_start(std::time::SystemTime::now());
     let mut next = Instant::now();
@@ -551,10 +684,11 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         if shared.stop.load(SeqCst) {
             break;
         }
+        let woke = Instant::now();
         buffer.clear();
         let unloads_before = shared.unloads.load(SeqCst);
         shared.ticks.fetch_add(1, Relaxed);
-        match source.take(thread, &shared.gate, &mut buffer) {
+        let mut phases = match source.take(thread, &shared.gate, &mut buffer) {
             Ok(tick) => {
                 shared.skipped.fetch_add(tick.skipped, Relaxed);
                 shared.refused.fetch_add(tick.refused, Relaxed);
@@ -565,6 +699,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         }
                     }
                 }
+                tick.phases
             }
             Err(e) => {
                 shared.failed_ticks.fetch_add(1, Relaxed);
@@ -573,7 +708,9 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 }
                 continue;
             }
-        }
+        };
+        phases.late_ns = nanos(woke.saturating_duration_since(next));
+        let counting = Instant::now();
         // The runtime runs again: resolve names and count.
         for gone in lock(&shared.forgotten).drain(..) {
             local.remove(&gone);
@@ -603,6 +740,16 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         }
         drop(profile);
         shared.resolving.store(false, SeqCst);
+        phases.count_ns = nanos(counting.elapsed());
+        shared.phases.add(&phases);
+        if shared.ticks.load(Relaxed) % 16 == 0 {
+            if let Some(cpu) = thread_cpu_ns() {
+                shared.thread_cpu_ns.store(cpu, Relaxed);
+            }
+        }
+    }
+    if let Some(cpu) = thread_cpu_ns() {
+        shared.thread_cpu_ns.store(cpu, Relaxed);
     }
     Ok(())
 }

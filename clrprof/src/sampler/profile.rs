@@ -1,5 +1,6 @@
 //! The sampled profile: distinct stacks per thread, with counts.
 
+use super::stacks::StackMap;
 use crate::ids::RawThreadId;
 use crate::output::push_json_string;
 use std::collections::{BTreeMap, HashMap};
@@ -24,9 +25,11 @@ pub struct Profile {
     /// into `module_names`.
     modules: Vec<Option<u32>>,
     module_names: Vec<Arc<str>>,
-    stacks: HashMap<(RawThreadId, Vec<u32>), u64>,
+    /// Samples per (thread, stack): counting one allocates nothing unless
+    /// the stack is new.
+    stacks: StackMap<u64>,
     /// Allocation counts and bytes per stack (an allocation tracer's).
-    allocations: HashMap<(RawThreadId, Vec<u32>), (u64, u64)>,
+    allocations: StackMap<(u64, u64)>,
     samples: u64,
     truncated: u64,
     empty: u64,
@@ -93,12 +96,7 @@ impl Profile {
         if stack.is_empty() {
             self.empty += n;
         }
-        match self.stacks.get_mut(&(thread, stack.to_vec())) {
-            Some(c) => *c += n,
-            None => {
-                self.stacks.insert((thread, stack.to_vec()), n);
-            }
-        }
+        self.stacks.update(thread, stack, |c| *c += n);
     }
 
     /// Counts `count` allocations of `bytes` bytes in all made by `thread`
@@ -106,12 +104,10 @@ impl Profile {
     /// profile (e.g. from `ObjectAllocated`, with the object's size from
     /// `GetObjectSize2` and the stack from a walk of the allocating thread).
     pub fn add_allocations(&mut self, thread: RawThreadId, stack: &[u32], count: u64, bytes: u64) {
-        let e = self
-            .allocations
-            .entry((thread, stack.to_vec()))
-            .or_default();
-        e.0 += count;
-        e.1 += bytes;
+        self.allocations.update(thread, stack, |e| {
+            e.0 += count;
+            e.1 += bytes;
+        });
     }
 
     /// Marks when the profile began (its period's start).
@@ -156,8 +152,8 @@ impl Profile {
             by_name: self.by_name.clone(),
             modules: self.modules.clone(),
             module_names: self.module_names.clone(),
-            stacks: std::mem::take(&mut self.stacks),
-            allocations: std::mem::take(&mut self.allocations),
+            stacks: self.stacks.take(),
+            allocations: self.allocations.take(),
             samples: std::mem::take(&mut self.samples),
             truncated: std::mem::take(&mut self.truncated),
             empty: std::mem::take(&mut self.empty),
@@ -188,14 +184,12 @@ impl Profile {
 
     /// Sampled stacks: (thread, root-first frame indices, count).
     pub fn stacks(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64)> {
-        self.stacks.iter().map(|((t, s), n)| (*t, s.as_slice(), *n))
+        self.stacks.iter().map(|(t, s, n)| (t, s, *n))
     }
 
     /// Allocation stacks: (thread, root-first frame indices, count, bytes).
     pub fn allocations(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64, u64)> {
-        self.allocations
-            .iter()
-            .map(|((t, s), (n, b))| (*t, s.as_slice(), *n, *b))
+        self.allocations.iter().map(|(t, s, (n, b))| (t, s, *n, *b))
     }
 
     /// Samples counted.
@@ -215,7 +209,7 @@ impl Profile {
 
     /// Distinct threads sampled.
     pub fn threads(&self) -> usize {
-        let mut t: Vec<RawThreadId> = self.stacks.keys().map(|(t, _)| *t).collect();
+        let mut t: Vec<RawThreadId> = self.stacks.iter().map(|(t, _, _)| t).collect();
         t.sort_unstable();
         t.dedup();
         t.len()
@@ -225,7 +219,7 @@ impl Profile {
     /// threads, with counts, sorted by stack text.
     pub fn folded_lines(&self) -> Vec<(String, u64)> {
         let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-        for ((_, stack), n) in &self.stacks {
+        for (_, stack, n) in self.stacks.iter() {
             if stack.is_empty() {
                 continue;
             }
@@ -300,9 +294,9 @@ impl Profile {
             s.push('}');
         }
         s.push_str("]},\"profiles\":[");
-        let mut by_thread: BTreeMap<RawThreadId, Vec<(&Vec<u32>, u64)>> = BTreeMap::new();
-        for ((t, stack), n) in &self.stacks {
-            by_thread.entry(*t).or_default().push((stack, *n));
+        let mut by_thread: BTreeMap<RawThreadId, Vec<(&[u32], u64)>> = BTreeMap::new();
+        for (t, stack, n) in self.stacks.iter() {
+            by_thread.entry(t).or_default().push((stack, *n));
         }
         for (k, (thread, mut stacks)) in by_thread.into_iter().enumerate() {
             stacks.sort();

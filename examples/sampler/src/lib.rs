@@ -17,7 +17,11 @@
 //!   `{"event":"runtime",...}`, `{"event":"sampling","method":"suspend-runtime"|"shadow-stack"|"none",...}`,
 //!   `{"event":"async-walk",...}` (what an asynchronous walk of another
 //!   thread gave, on runtimes without `SuspendRuntime`), and when it
-//!   finishes `{"event":"samples","method":...,"samples":N,"ticks":N,...}`;
+//!   finishes `{"event":"samples","method":...,"samples":N,"ticks":N,...}`
+//!   (with the nanoseconds the sampling thread spent per phase, summed over
+//!   the ticks: `late_ns`, `suspend_ns`, `walk_ns`, `resume_ns`, `count_ns`,
+//!   see [`clrprof::sampler::SamplerPhases`], and the sampling thread's CPU
+//!   time `thread_cpu_ns`);
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
 //!   has it) | `shadow-stack`;
@@ -353,8 +357,10 @@ impl Profiler for SamplerProfiler {
                 )
                 .write();
         } else if let Some(sampler) = self.sampler.get() {
+            let stopped = sampler.stop();
+            // After the stop: the counters are final.
             let stats = sampler.stats();
-            match sampler.stop() {
+            match stopped {
                 Ok(profile) => {
                     if let Some(path) = std::env::var_os("CLRPROF_OUTPUT") {
                         let mut folded = Vec::new();
@@ -381,6 +387,12 @@ impl Profiler for SamplerProfiler {
                         .num("skipped", stats.skipped)
                         .num("failed_ticks", stats.failed_ticks)
                         .num("refused", stats.refused)
+                        .num("late_ns", stats.phases.late_ns)
+                        .num("suspend_ns", stats.phases.suspend_ns)
+                        .num("walk_ns", stats.phases.walk_ns)
+                        .num("resume_ns", stats.phases.resume_ns)
+                        .num("count_ns", stats.phases.count_ns)
+                        .num("thread_cpu_ns", stats.thread_cpu_ns)
                         .str(
                             "first_refusal",
                             &sampler.first_refusal().unwrap_or_default(),
