@@ -5,7 +5,7 @@
 //! (same environment rules, Wine for Windows legs, output captured into
 //! files, own process group) but returns at once; [`Background::finish`]
 //! waits for the exit under a timeout and returns the same
-//! [`Outcome`](crate::run::Outcome), with the records of
+//! [`Outcome`], with the records of
 //! `<work_dir>/records.jsonl` (where tests point attached profilers).
 
 use crate::manifest::{Leg, Wine};

@@ -1,13 +1,29 @@
-//! The project's own checks, run by `cargo xtask test` before the tests:
-//! `cargo fmt --all -- --check` and
-//! `cargo clippy --workspace --all-targets -- -D warnings`.
+//! The project's own checks, run by `cargo xtask test` after the tests:
+//! `cargo fmt --all -- --check`,
+//! `cargo clippy --workspace --all-targets -- -D warnings`, and the library
+//! crates' API docs with rustdoc's warnings denied (broken intra-doc links).
 
 use std::process::Command;
 
+/// The crates whose API docs users read (the CLI's doc comments are its
+/// `--help` text, not rustdoc).
+const DOCUMENTED: &[&str] = &[
+    "clrprof",
+    "clrprof-sys",
+    "clrprof-macros",
+    "clrprof-mux",
+    "clrprof-testing",
+];
+
 fn cargo(args: &[&str]) -> crate::Result {
+    cargo_env(args, &[])
+}
+
+fn cargo_env(args: &[&str], env: &[(&str, &str)]) -> crate::Result {
     println!("$ cargo {}", args.join(" "));
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(crate::provision::workspace_root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -32,6 +48,13 @@ pub fn run() -> Vec<String> {
         "-D",
         "warnings",
     ]) {
+        failures.push(format!("lint: {e}"));
+    }
+    let mut doc = vec!["doc", "--no-deps"];
+    for krate in DOCUMENTED {
+        doc.extend(["-p", krate]);
+    }
+    if let Err(e) = cargo_env(&doc, &[("RUSTDOCFLAGS", "-D warnings")]) {
         failures.push(format!("lint: {e}"));
     }
     failures

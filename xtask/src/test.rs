@@ -93,7 +93,7 @@ pub fn main(args: &[String]) -> crate::Result {
     if let Err(e) = crate::book::build(strict) {
         step_failures.push(format!("book: {e}"));
     }
-    step("lint: cargo fmt --check, cargo clippy -D warnings");
+    step("lint: cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings");
     step_failures.extend(crate::lint::run());
 
     step(

@@ -56,7 +56,7 @@
 //! ([`Profile::write_folded`]: `root;...;leaf N`, one line per distinct
 //! stack, the input of flame-graph tools such as `clrprof flamegraph`) or as
 //! a speedscope file ([`Profile::write_speedscope`]) or as pprof
-//! ([`Profile::write_pprof`], see [`pprof`]). In [continuous](continuous)
+//! ([`Profile::write_pprof`], see [`pprof`]). In [continuous]
 //! mode the profile is cut into periods and each one written or sent while
 //! the process runs.
 //!

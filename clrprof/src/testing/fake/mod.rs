@@ -384,7 +384,7 @@ pub struct FakeState {
     pub heap: FakeHeap,
     /// EventPipe (Info12, 14).
     pub eventpipe: FakeEventPipe,
-    /// What `SetFunctionIDMapper2` and `SetEnterLeaveFunctionHooks3`[`WithInfo`]
+    /// What `SetFunctionIDMapper2` and `SetEnterLeaveFunctionHooks3`(`WithInfo`)
     /// were given, so a test (or a benchmark driver) can call the hooks the
     /// way the runtime would.
     pub elt: FakeElt,
