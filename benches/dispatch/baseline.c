@@ -7,8 +7,14 @@
  *   so the runtime makes the same calls to both: e.g. MovedReferences2 and
  *   SurvivingReferences2, which it calls only for Callback4 and later), a
  *   static class factory, DllGetClassObject / DllCanUnloadNow.
- * - Initialize: QueryInterface for ICorProfilerInfo3, SetEventMask with
- *   DISPATCH_MASK below, GetEventMask to report what the runtime took.
+ * - Initialize: QueryInterface for ICorProfilerInfo3, SetEventMask,
+ *   GetEventMask to report what the runtime took. The mask: the events of
+ *   CLRPROF_DISPATCH_EVENTS (`object_allocated`, `exception_thrown`,
+ *   `moved_references`, `jit_compilation_started`: the one callback kind a
+ *   workload measures; unset: all four), plus what the clrprof SDK adds to
+ *   every profiler's own mask (exceptions and stack snapshots, for its
+ *   unhandled-exception watch), so the runtime does the same work for both
+ *   profilers; the clrprof profiler reads the same variable.
  * - Mode `empty` (CLRPROF_DISPATCH_MODE unset or `empty`): ObjectAllocated,
  *   ExceptionThrown, MovedReferences2, SurvivingReferences2 and
  *   JITCompilationStarted each add one to their own counter (relaxed
@@ -63,9 +69,20 @@ typedef uintptr_t ID;
 
 /* The clrprof SDK adds these to every profiler's own mask. */
 #define SDK_MASK (MONITOR_EXCEPTIONS | ENABLE_STACK_SNAPSHOT)
-#define DISPATCH_MASK (MONITOR_OBJECT_ALLOCATED | ENABLE_OBJECT_ALLOCATED | MONITOR_EXCEPTIONS | \
-                       MONITOR_GC | MONITOR_JIT_COMPILATION | SDK_MASK)
-#define COUNT_MASK (MONITOR_OBJECT_ALLOCATED | ENABLE_OBJECT_ALLOCATED | MONITOR_GC | SDK_MASK)
+#define ALLOCATIONS_MASK (MONITOR_OBJECT_ALLOCATED | ENABLE_OBJECT_ALLOCATED)
+
+/* The mask of mode `empty`. */
+static uint32_t dispatch_mask(void) {
+    const char *events = getenv("CLRPROF_DISPATCH_EVENTS");
+    uint32_t mask = SDK_MASK;
+    int all = events == NULL || *events == 0;
+    if (all || strcmp(events, "object_allocated") == 0) mask |= ALLOCATIONS_MASK;
+    if (all || strcmp(events, "exception_thrown") == 0) mask |= MONITOR_EXCEPTIONS;
+    if (all || strcmp(events, "moved_references") == 0) mask |= MONITOR_GC;
+    if (all || strcmp(events, "jit_compilation_started") == 0) mask |= MONITOR_JIT_COMPILATION;
+    return mask;
+}
+#define COUNT_MASK (ALLOCATIONS_MASK | MONITOR_GC | SDK_MASK)
 
 static const GUID CLSID_Dispatch = {0x3D15A7C0, 0x5B1E, 0x4C8A, {0x9F, 0x20, 0x6E, 0x4B, 0xD1, 0x07, 0xA3, 0x58}};
 static const GUID IID_IUnknown = {0x00000000, 0x0000, 0x0000, {0xC0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x46}};
@@ -180,7 +197,7 @@ static HRESULT cb_initialize(void *self, void *unknown) {
     HRESULT hr = ((HRESULT (*)(void *, const GUID *, void **))uvt[INFO_QI])(unknown, &IID_Info3, &info3);
     if (hr < 0) return hr;
     Vtbl ivt = *(Vtbl *)info3;
-    mask_set = count_mode ? COUNT_MASK : DISPATCH_MASK;
+    mask_set = count_mode ? COUNT_MASK : dispatch_mask();
     hr = ((HRESULT (*)(void *, uint32_t))ivt[INFO_SET_EVENT_MASK])(info3, mask_set);
     if (hr < 0) return hr;
     ((HRESULT (*)(void *, uint32_t *))ivt[INFO_GET_EVENT_MASK])(info3, &mask_read);

@@ -70,6 +70,22 @@ impl Workload {
         }
     }
 
+    /// The low event mask both profilers must end up with: the workload's
+    /// events and what the clrprof SDK adds to every profiler's mask
+    /// (`MONITOR_EXCEPTIONS | ENABLE_STACK_SNAPSHOT`, its unhandled-exception
+    /// watch), which the C profiler asks for too.
+    fn mask(self) -> u64 {
+        const SDK: u64 = 0x40 | 0x1000_0000;
+        const ALLOCATIONS: u64 = 0x100 | 0x80_0000;
+        SDK | match self {
+            Workload::ObjectAllocated => ALLOCATIONS,
+            Workload::ExceptionThrown => 0,
+            Workload::MovedReferences => 0x80,
+            Workload::JitCompilationStarted => 0x20,
+            Workload::AllocTracer => ALLOCATIONS | 0x80,
+        }
+    }
+
     fn source(self) -> &'static str {
         match self {
             Workload::ObjectAllocated | Workload::AllocTracer => "alloc.cs",
@@ -272,12 +288,16 @@ impl Setup {
             (Who::C, Workload::AllocTracer) => spec
                 .profiler(self.c.clone())
                 .env("CLRPROF_DISPATCH_MODE", "count"),
-            (Who::C, _) => spec.profiler(self.c.clone()),
+            (Who::C, _) => spec
+                .profiler(self.c.clone())
+                .env("CLRPROF_DISPATCH_EVENTS", w.name()),
             (Who::Clrprof, Workload::AllocTracer) => match &self.alloc_tracer {
                 Some(p) => spec.profiler(p.clone()),
                 None => spec,
             },
-            (Who::Clrprof, _) => spec.profiler(self.clrprof.clone()),
+            (Who::Clrprof, _) => spec
+                .profiler(self.clrprof.clone())
+                .env("CLRPROF_DISPATCH_EVENTS", w.name()),
         }
     }
 
@@ -641,6 +661,13 @@ fn check_callbacks(w: Workload, who: Who, outcome: &Outcome, n: u64) -> crate::R
             counts(outcome)
         )
         .into());
+    }
+    // Both profilers must have had the same mask (clrprof's reports it at
+    // Shutdown, 0 when Shutdown never came; alloc-tracer does not report it).
+    if let Some(mask) = counts(outcome).and_then(|c| c["mask_read"].as_u64()) {
+        if mask != 0 && mask != w.mask() {
+            return Err(format!("{name}: event mask {mask:#x}, expected {:#x}", w.mask()).into());
+        }
     }
     Ok(())
 }

@@ -4,8 +4,10 @@
 //! `benches/dispatch/baseline.c`.
 //!
 //! It asks for `ObjectAllocated`, `ExceptionThrown`, the GC callbacks
-//! (`MovedReferences2`, `SurvivingReferences2`) and `JITCompilationStarted`;
-//! each adds one to its own counter (a relaxed atomic add, exactly as the C
+//! (`MovedReferences2`, `SurvivingReferences2`) and `JITCompilationStarted`
+//! (only one of them when `CLRPROF_DISPATCH_EVENTS` names it, as the C
+//! profiler does: `object_allocated`, `exception_thrown`,
+//! `moved_references`, `jit_compilation_started`); each adds one to its own counter (a relaxed atomic add, exactly as the C
 //! profiler does), so the benchmark can check that the callbacks arrived
 //! and an unloaded profiler cannot look fast. When the profiler finishes it
 //! writes `{"event":"dispatch_counts","allocations":A,"exceptions":E,
@@ -36,12 +38,22 @@ pub struct DispatchProfiler {
 
 impl Profiler for DispatchProfiler {
     fn initialize(&self, _info: &ProfilerInfo) -> Result<EventMasks> {
-        Ok((EventMask::MONITOR_OBJECT_ALLOCATED
-            | EventMask::ENABLE_OBJECT_ALLOCATED
-            | EventMask::MONITOR_EXCEPTIONS
-            | EventMask::MONITOR_GC
-            | EventMask::MONITOR_JIT_COMPILATION)
-            .into())
+        let events = std::env::var("CLRPROF_DISPATCH_EVENTS").unwrap_or_default();
+        let wants = |name: &str| events.is_empty() || events == name;
+        let mut mask = EventMask::empty();
+        if wants("object_allocated") {
+            mask |= EventMask::MONITOR_OBJECT_ALLOCATED | EventMask::ENABLE_OBJECT_ALLOCATED;
+        }
+        if wants("exception_thrown") {
+            mask |= EventMask::MONITOR_EXCEPTIONS;
+        }
+        if wants("moved_references") {
+            mask |= EventMask::MONITOR_GC;
+        }
+        if wants("jit_compilation_started") {
+            mask |= EventMask::MONITOR_JIT_COMPILATION;
+        }
+        Ok(mask.into())
     }
 
     fn object_allocated(&self, _info: &ProfilerInfo, _object: ObjectId<'_>, _class: ClassId<'_>) {
