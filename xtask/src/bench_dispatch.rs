@@ -486,6 +486,13 @@ impl Setup {
                     }),
                 );
             }
+            let added = |who: &str| row[who]["added_per_unit"].as_f64().unwrap_or(f64::NAN);
+            let ratio = added("clrprof") / added("c");
+            println!(
+                "  {:<24} ratio of added instructions (clrprof / C): {ratio:.3}",
+                w.name()
+            );
+            json.insert(format!("{}_ratio", w.name()), json!(ratio));
             json.insert(w.name().to_string(), Value::Object(row));
         }
         json.insert("leg".into(), json!(self.leg.name));

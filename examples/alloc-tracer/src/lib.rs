@@ -61,9 +61,9 @@ impl ClassTable {
     fn add(&self, class: RawClassId, size: u64) -> bool {
         let id = class.0;
         // ClassIDs are addresses: multiply to spread them, keep the top bits.
-        let mut i = ((id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize;
-        for _ in 0..SLOTS {
-            let slot = &self.slots[i % SLOTS];
+        let home = ((id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize;
+        for probe in 0..SLOTS {
+            let slot = &self.slots[home.wrapping_add(probe) % SLOTS];
             let mut first = false;
             let mut owner = slot.class.load(Ordering::Acquire);
             if owner == 0 {
@@ -84,7 +84,6 @@ impl ClassTable {
                 slot.bytes.fetch_add(size, Ordering::Relaxed);
                 return first;
             }
-            i += 1;
         }
         let Ok(mut overflow) = self.overflow.lock() else {
             return false;
