@@ -21,10 +21,10 @@
 //! callbacks: start-up and JIT cancel out); writes
 //! `target/bench/dispatch-callgrind.json`.
 //!
-//! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 5,
+//! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 7,
 //! at least 5), `--only W[,W...]` (workloads), `--allocations N` (default
 //! 20 000 000), `--exceptions N` (default 100 000), `--gc-rounds N`
-//! (default 300), `--methods N` (default 2 000), `--callgrind`.
+//! (default 300), `--methods N` (default 4 000), `--callgrind`.
 //! Writes `target/bench/dispatch.json`.
 
 use crate::bench::{elapsed_ns, median};
@@ -133,12 +133,12 @@ impl Sizes {
 }
 
 pub fn main(args: &[String]) -> crate::Result {
-    let (mut leg_name, mut runs) = ("linux-x64-8.0".to_string(), 5usize);
+    let (mut leg_name, mut runs) = ("linux-x64-8.0".to_string(), 7usize);
     let mut sizes = Sizes {
         allocations: 20_000_000,
         exceptions: 100_000,
         gc_rounds: 300,
-        methods: 2_000,
+        methods: 4_000,
     };
     let mut only: Vec<Workload> = Workload::ALL.to_vec();
     let mut callgrind = false;
