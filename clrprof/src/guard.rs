@@ -85,10 +85,13 @@ pub fn guard<R>(entry: &'static str, on_panic: R, f: impl FnOnce() -> R) -> R {
 #[cold]
 #[inline(never)]
 fn contained(entry: &'static str, payload: Box<dyn std::any::Any + Send>) {
-    log::error!(
-        "panic in {entry}: {}; contained, the runtime gets the harmless result",
-        payload_text(&*payload)
-    );
+    // The logger is user code too: nothing it does may unwind from here.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        log::error!(
+            "panic in {entry}: {}; contained, the runtime gets the harmless result",
+            payload_text(&*payload)
+        )
+    }));
     drop_payload(payload);
 }
 
