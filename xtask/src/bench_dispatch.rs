@@ -185,7 +185,6 @@ pub fn main(args: &[String]) -> crate::Result {
 
 /// Everything built once: the leg, the apps, the profilers.
 struct Setup {
-    root: PathBuf,
     out_dir: PathBuf,
     runtimes: Runtimes,
     leg: Leg,
@@ -257,7 +256,6 @@ impl Setup {
             apps.push((w, app));
         }
         Ok(Setup {
-            root,
             out_dir,
             runtimes,
             leg,
@@ -509,7 +507,6 @@ impl Setup {
             serde_json::to_string_pretty(&Value::Object(json))? + "\n",
         )?;
         println!("wrote {}", path.display());
-        let _ = &self.root;
         Ok(())
     }
 
@@ -526,6 +523,7 @@ impl Setup {
             .spec(w, who, n, work)
             // What CoreCLR needs to start under valgrind.
             .env("DOTNET_GCHeapHardLimit", "0x10000000")
+            .env("COMPlus_GCHeapHardLimit", "0x10000000")
             .env("DOTNET_EnableWriteXorExecute", "0");
         let (app, records_path) = app_command(&self.leg, self.runtimes.wine(), &spec)?;
         let out_file = work.join("callgrind.out");
