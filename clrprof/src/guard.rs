@@ -6,55 +6,53 @@
 //! through [`guard`]: a panic is caught, logged through the SDK's log facade
 //! (never printed to the application's stderr), and replaced by a value that
 //! is harmless for that entry point.
+//!
+//! [`guard`] is on the path of every callback, so its fast path is only
+//! `catch_unwind` (free until something panics): no thread-local, no
+//! atomic. Where a panic's message goes is decided by the panic hook, which
+//! the SDK installs once the runtime has found a profiler class in this
+//! library ([`mark_loaded_in_host`]): from then on every panic in the process
+//! that reaches the hook is logged, not printed; before (unit tests, a
+//! library used outside a runtime) panics keep the previous hook. The entry
+//! point is named when the guard catches the panic.
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
-
-thread_local! {
-    /// The entry point currently guarded on this thread (innermost), if any.
-    static CURRENT_ENTRY: Cell<Option<&'static str>> = const { Cell::new(None) };
-}
 
 static HOOK: Once = Once::new();
 
 /// Set once the runtime has found a profiler class in this library: from then
 /// on the library lives inside someone else's process, and a panic anywhere in
-/// it (a thread the profiler started, an ELT hook, which runs without the
-/// per-call guard state) must not write to that process's stderr either.
+/// it (a callback, a thread the profiler started, an ELT hook) must not write
+/// to that process's stderr.
 static IN_HOST: AtomicBool = AtomicBool::new(false);
 
-/// Marks this library as loaded into a profiled process (see [`IN_HOST`]).
+/// Marks this library as loaded into a profiled process (see [`IN_HOST`])
+/// and installs the panic hook.
 pub(crate) fn mark_loaded_in_host() {
     IN_HOST.store(true, Ordering::Relaxed);
+    install_panic_hook();
 }
 
-/// Installs (once) a panic hook that sends panics raised inside a guarded
-/// entry point — or anywhere, once the library is loaded as a profiler — to
-/// the log instead of stderr, and leaves every other panic to the previous hook.
+/// Installs (once) a panic hook that sends panics to the log instead of
+/// stderr once the library is loaded as a profiler, and leaves every panic
+/// to the previous hook before that.
 pub fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |panic_info| {
-            let entry = CURRENT_ENTRY.try_with(|c| c.get()).ok().flatten();
-            let entry = entry.or_else(|| {
-                IN_HOST
-                    .load(Ordering::Relaxed)
-                    .then_some("profiler code outside a callback")
-            });
-            match entry {
-                Some(entry) => {
-                    let location = panic_info
-                        .location()
-                        .map(|l| format!(" at {}:{}", l.file(), l.line()))
-                        .unwrap_or_default();
-                    log::error!(
-                        "panic in {entry}{location}: {}",
-                        payload_text(panic_info.payload())
-                    );
-                }
-                None => previous(panic_info),
+            if IN_HOST.load(Ordering::Relaxed) {
+                let location = panic_info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                log::error!(
+                    "panic in profiler code{location}: {}",
+                    payload_text(panic_info.payload())
+                );
+            } else {
+                previous(panic_info)
             }
         }));
     });
@@ -74,20 +72,27 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
 /// `on_panic` instead. Never unwinds.
 #[inline]
 pub fn guard<R>(entry: &'static str, on_panic: R, f: impl FnOnce() -> R) -> R {
-    install_panic_hook();
-    let outer = CURRENT_ENTRY
-        .try_with(|c| c.replace(Some(entry)))
-        .ok()
-        .flatten();
-    let result = catch_unwind(AssertUnwindSafe(f));
-    let _ = CURRENT_ENTRY.try_with(|c| c.set(outer));
-    match result {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(payload) => {
-            drop_payload(payload);
+            contained(entry, payload);
             on_panic
         }
     }
+}
+
+/// Logs a panic a [`guard`] caught and drops its payload.
+#[cold]
+#[inline(never)]
+fn contained(entry: &'static str, payload: Box<dyn std::any::Any + Send>) {
+    // The logger is user code too: nothing it does may unwind from here.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        log::error!(
+            "panic in {entry}: {}; contained, the runtime gets the harmless result",
+            payload_text(&*payload)
+        )
+    }));
+    drop_payload(payload);
 }
 
 /// Drops a caught panic payload without letting a panicking `Drop` of the
@@ -126,13 +131,11 @@ mod tests {
     }
 
     #[test]
-    fn nested_guards_restore_the_outer_entry() {
+    fn nested_guards_contain_the_inner_panic_only() {
         let r = guard("outer", 0, || {
             let inner = guard("inner", 1, || -> i32 { panic!("inner boom") });
-            assert_eq!(CURRENT_ENTRY.with(|c| c.get()), Some("outer"));
             inner + 10
         });
         assert_eq!(r, 11);
-        assert_eq!(CURRENT_ENTRY.with(|c| c.get()), None);
     }
 }

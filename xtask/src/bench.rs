@@ -15,6 +15,7 @@ const BENCHES: &[Bench] = &[
     ("elt", crate::bench_elt::main),
     ("sampler", crate::bench_sampler::main),
     ("mux", crate::bench_mux::main),
+    ("dispatch", crate::bench_dispatch::main),
     ("memory", crate::bench_memory::main),
 ];
 

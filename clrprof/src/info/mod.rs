@@ -295,6 +295,7 @@ fn pack(m: EventMasks) -> u64 {
     u64::from(m.low.bits()) | (u64::from(m.high.bits()) << 32)
 }
 
+#[inline]
 fn unpack(v: u64) -> EventMasks {
     EventMasks {
         low: EventMask::from_bits_retain(v as u32),
@@ -544,7 +545,10 @@ impl RuntimeHandle {
         Ok(())
     }
 
-    /// The masks the profiler asked for (without its components').
+    /// The masks the profiler asked for (without its components'). Read on
+    /// every callback a component may also have asked for: inlined into
+    /// the callback object, which is compiled in the profiler's crate.
+    #[inline]
     pub(crate) fn user_masks(&self) -> EventMasks {
         unpack(self.inner.user_masks.load(Ordering::Relaxed))
     }
