@@ -555,6 +555,7 @@ impl Setup {
             records,
             bad_records: Vec::new(),
             duration: captured.duration,
+            max_rss_kib: captured.max_rss_kib,
         };
         outcome.check_exit()?;
         Ok((outcome, total))
