@@ -1,6 +1,7 @@
-// Dispatch benchmark, ObjectAllocated: one tight loop of small allocations
-// (one ObjectAllocated callback each under a profiler that asks for them),
-// timed by the app itself (Stopwatch; JIT and startup excluded).
+// The allocation workload of the dispatch, mux and memory benchmarks: one
+// tight loop of small allocations (one ObjectAllocated callback each under a
+// profiler that asks for them), timed by the app itself (Stopwatch; JIT and
+// startup excluded).
 // Prints "elapsed_ns <ns> allocations <n>".
 using System;
 using System.Diagnostics;

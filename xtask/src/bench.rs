@@ -5,7 +5,7 @@
 //! medians of alternating runs and writes `target/bench/<name>.json`.
 //! `all` runs every one of them in turn with its defaults.
 
-use clrprof_testing::run::Outcome;
+use clrprof_testing::run::{Outcome, Profiler};
 
 /// One benchmark: its name on the command line and its entry point.
 type Bench = (&'static str, fn(&[String]) -> crate::Result);
@@ -95,5 +95,101 @@ pub(crate) fn median(values: &mut [f64]) -> f64 {
         values[n / 2]
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// What every benchmark starts from: the workspace, the provisioned
+/// runtimes, the leg it measures on and `target/bench/`.
+pub(crate) struct Setup {
+    pub root: std::path::PathBuf,
+    pub cache: std::path::PathBuf,
+    pub runtimes: clrprof_testing::Runtimes,
+    pub leg: clrprof_testing::Leg,
+    pub out_dir: std::path::PathBuf,
+}
+
+impl Setup {
+    /// Finds `leg_name` among the provisioned legs. Timings under Wine are
+    /// not meaningful: `bench` names the benchmark in the error for a
+    /// Windows leg.
+    pub(crate) fn open(bench: &str, leg_name: &str) -> crate::Result<Setup> {
+        let root = crate::provision::workspace_root();
+        let cache = crate::provision::cache_dir(None);
+        let runtimes = clrprof_testing::discover();
+        let leg = runtimes
+            .leg(leg_name)
+            .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
+            .clone();
+        if leg.os != clrprof_testing::Os::Linux {
+            return Err(format!(
+                "bench {bench}: {leg_name} runs under Wine, where timings are not meaningful; use a Linux leg"
+            )
+            .into());
+        }
+        let out_dir = root.join("target/bench");
+        std::fs::create_dir_all(&out_dir)?;
+        Ok(Setup {
+            root,
+            cache,
+            runtimes,
+            leg,
+            out_dir,
+        })
+    }
+
+    /// A workspace package built in release as a profiler for the leg.
+    pub(crate) fn release_profiler(&self, package: &str) -> crate::Result<Profiler> {
+        let path = clrprof_testing::build::build_cdylib(package, self.leg.os, true, &self.root)?;
+        Ok(Profiler {
+            clsid: clrprof_testing::clsid::single_clsid(&path)?,
+            path,
+        })
+    }
+
+    /// A C profiler from `sources` (relative to the workspace), built with
+    /// `$CC -O2` into `target/bench/<lib>` and served under `clsid`.
+    pub(crate) fn c_profiler(
+        &self,
+        lib: &str,
+        sources: &[&str],
+        clsid: &str,
+    ) -> crate::Result<Profiler> {
+        if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
+            return Err("the C yardsticks are built for linux-x64 only".into());
+        }
+        let path = self.out_dir.join(lib);
+        let status =
+            std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+                .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o"])
+                .arg(&path)
+                .args(sources.iter().map(|s| self.root.join(s)))
+                .status()?;
+        if !status.success() {
+            return Err(format!("building {lib} from {sources:?} failed: {status}").into());
+        }
+        Ok(Profiler {
+            path,
+            clsid: clsid.to_string(),
+        })
+    }
+
+    /// A C# app of the workspace (`source` relative to it), compiled with
+    /// optimisation and prepared for the leg.
+    pub(crate) fn app(&self, source: &str) -> crate::Result<std::path::PathBuf> {
+        let compiler = self
+            .runtimes
+            .compiler()
+            .ok_or("no C# compiler (install mono-mcs)")?;
+        let options = clrprof_testing::csharp::CompileOptions {
+            optimize: true,
+            ..Default::default()
+        };
+        let compiled = clrprof_testing::csharp::compile(
+            &compiler,
+            &self.root.join(source),
+            &self.cache,
+            options,
+        )?;
+        Ok(compiled.for_leg(&self.leg)?)
     }
 }

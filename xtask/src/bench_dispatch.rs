@@ -27,11 +27,8 @@
 //! (default 300), `--methods N` (default 4 000), `--callgrind`.
 //! Writes `target/bench/dispatch.json`.
 
-use crate::bench::{elapsed_ns, median};
-use crate::provision;
-use clrprof_testing::csharp::{compile, CompileOptions};
+use crate::bench::{self, elapsed_ns, median};
 use clrprof_testing::run::{app_command, run_app, run_captured, Outcome, Profiler, RunSpec};
-use clrprof_testing::{discover, Leg, Os, Runtimes};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -185,80 +182,35 @@ pub fn main(args: &[String]) -> crate::Result {
 
 /// Everything built once: the leg, the apps, the profilers.
 struct Setup {
-    out_dir: PathBuf,
-    runtimes: Runtimes,
-    leg: Leg,
+    base: bench::Setup,
     apps: Vec<(Workload, PathBuf)>,
     c: Profiler,
     clrprof: Profiler,
     alloc_tracer: Option<Profiler>,
 }
 
-fn release_profiler(package: &str, os: Os, root: &Path) -> crate::Result<Profiler> {
-    let path = clrprof_testing::build::build_cdylib(package, os, true, root)?;
-    Ok(Profiler {
-        clsid: clrprof_testing::clsid::single_clsid(&path)?,
-        path,
-    })
-}
-
-fn build_baseline(root: &Path, out_dir: &Path) -> crate::Result<PathBuf> {
-    let lib = out_dir.join("libdispatch_baseline.so");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o"])
-        .arg(&lib)
-        .arg(root.join("benches/dispatch/baseline.c"))
-        .status()?;
-    if !status.success() {
-        return Err(format!("building the C baseline failed: {status}").into());
-    }
-    Ok(lib)
-}
-
 impl Setup {
     fn new(leg_name: &str, only: &[Workload]) -> crate::Result<Setup> {
-        let root = provision::workspace_root();
-        let cache = provision::cache_dir(None);
-        let runtimes = discover();
-        let leg = runtimes
-            .leg(leg_name)
-            .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
-            .clone();
-        if leg.os != Os::Linux {
-            return Err(
-                "bench dispatch: timings under Wine are not meaningful; use a Linux leg".into(),
-            );
-        }
-        let out_dir = root.join("target/bench");
-        std::fs::create_dir_all(&out_dir)?;
+        let base = bench::Setup::open("dispatch", leg_name)?;
         println!("==> build dispatch-profiler, alloc-tracer (release) and the C baseline");
-        let clrprof = release_profiler("dispatch-profiler", leg.os, &root)?;
+        let clrprof = base.release_profiler("dispatch-profiler")?;
         let alloc_tracer = if only.contains(&Workload::AllocTracer) {
-            Some(release_profiler("alloc-tracer", leg.os, &root)?)
+            Some(base.release_profiler("alloc-tracer")?)
         } else {
             None
         };
-        let c = Profiler {
-            path: build_baseline(&root, &out_dir)?,
-            clsid: BASELINE_CLSID.to_string(),
-        };
-        let compiler = runtimes
-            .compiler()
-            .ok_or("no C# compiler (install mono-mcs)")?;
-        let options = CompileOptions {
-            optimize: true,
-            ..CompileOptions::default()
-        };
+        let c = base.c_profiler(
+            "libdispatch_baseline.so",
+            &["benches/dispatch/baseline.c"],
+            BASELINE_CLSID,
+        )?;
         let mut apps = Vec::new();
         for &w in only {
-            let src = root.join("benches/dispatch").join(w.source());
-            let app = compile(&compiler, &src, &cache, options)?.for_leg(&leg)?;
+            let app = base.app(&format!("benches/dispatch/{}", w.source()))?;
             apps.push((w, app));
         }
         Ok(Setup {
-            out_dir,
-            runtimes,
-            leg,
+            base,
             apps,
             c,
             clrprof,
@@ -318,19 +270,20 @@ impl Setup {
         }
         println!(
             "==> {runs} alternating rounds on {}: {} allocations, {} exceptions, {} GC rounds, {} methods",
-            self.leg.name, sizes.allocations, sizes.exceptions, sizes.gc_rounds, sizes.methods
+            self.base.leg.name, sizes.allocations, sizes.exceptions, sizes.gc_rounds, sizes.methods
         );
         for round in 0..runs {
             for ((w, who), t) in times.iter_mut() {
                 let n = sizes.of(*w);
                 let work = self
+                    .base
                     .out_dir
                     .join("runs-dispatch")
                     .join(format!("{}-{}", w.name(), who.name()))
                     .join(round.to_string());
                 let outcome = run_app(
-                    &self.leg,
-                    self.runtimes.wine(),
+                    &self.base.leg,
+                    self.base.runtimes.wine(),
                     &self.spec(*w, *who, n, &work),
                 )?;
                 outcome.check_exit()?;
@@ -401,10 +354,10 @@ impl Setup {
             );
         }
         json.insert("median_ns".into(), Value::Object(medians));
-        json.insert("runtime".into(), json!(self.leg.version));
-        json.insert("leg".into(), json!(self.leg.name));
+        json.insert("runtime".into(), json!(self.base.leg.version));
+        json.insert("leg".into(), json!(self.base.leg.name));
         json.insert("runs".into(), json!(runs));
-        let path = self.out_dir.join("dispatch.json");
+        let path = self.base.out_dir.join("dispatch.json");
         std::fs::write(
             &path,
             serde_json::to_string_pretty(&Value::Object(json))? + "\n",
@@ -428,7 +381,10 @@ impl Setup {
             methods: 1_200,
         };
         let mut json = serde_json::Map::new();
-        println!("==> callgrind on {}: two sizes per workload", self.leg.name);
+        println!(
+            "==> callgrind on {}: two sizes per workload",
+            self.base.leg.name
+        );
         for &w in only {
             let mut row = serde_json::Map::new();
             let mut base = None;
@@ -437,7 +393,7 @@ impl Setup {
                 let mut callbacks = [0u64; 2];
                 for (k, sizes) in [&small, &large].into_iter().enumerate() {
                     let n = sizes.of(w);
-                    let work = self.out_dir.join("callgrind-dispatch").join(format!(
+                    let work = self.base.out_dir.join("callgrind-dispatch").join(format!(
                         "{}-{}-{n}",
                         w.name(),
                         who.name()
@@ -493,7 +449,7 @@ impl Setup {
             json.insert(format!("{}_ratio", w.name()), json!(ratio));
             json.insert(w.name().to_string(), Value::Object(row));
         }
-        json.insert("leg".into(), json!(self.leg.name));
+        json.insert("leg".into(), json!(self.base.leg.name));
         json.insert(
             "sizes".into(),
             json!({
@@ -501,7 +457,7 @@ impl Setup {
                 "large": [large.allocations, large.exceptions, large.gc_rounds, large.methods],
             }),
         );
-        let path = self.out_dir.join("dispatch-callgrind.json");
+        let path = self.base.out_dir.join("dispatch-callgrind.json");
         std::fs::write(
             &path,
             serde_json::to_string_pretty(&Value::Object(json))? + "\n",
@@ -525,7 +481,7 @@ impl Setup {
             .env("DOTNET_GCHeapHardLimit", "0x10000000")
             .env("COMPlus_GCHeapHardLimit", "0x10000000")
             .env("DOTNET_EnableWriteXorExecute", "0");
-        let (app, records_path) = app_command(&self.leg, self.runtimes.wine(), &spec)?;
+        let (app, records_path) = app_command(&self.base.leg, self.base.runtimes.wine(), &spec)?;
         let out_file = work.join("callgrind.out");
         let mut cmd = Command::new("valgrind");
         cmd.arg("--tool=callgrind")
@@ -547,7 +503,7 @@ impl Setup {
             .ok_or_else(|| format!("no callgrind total: {}", captured.stderr))?;
         let records = clrprof_testing::background::read_records(&records_path).0;
         let outcome = Outcome {
-            leg: self.leg.name.clone(),
+            leg: self.base.leg.name.clone(),
             exit: captured.exit,
             stdout: captured.stdout,
             stderr: captured.stderr,

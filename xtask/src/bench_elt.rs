@@ -19,11 +19,9 @@
 //! the enter-only mode; by default both are timed).
 //! Writes `target/bench/elt.json`.
 
-use crate::bench::{elapsed_ns, median};
-use crate::provision;
-use clrprof_testing::csharp::{compile, CompileOptions};
+use crate::bench::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
-use clrprof_testing::{discover, Os};
+use clrprof_testing::Os;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -106,66 +104,31 @@ impl Config {
     }
 }
 
-fn build_baseline(root: &Path, out_dir: &Path) -> crate::Result<PathBuf> {
-    if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
-        return Err("the C baseline has stubs for linux-x64 only".into());
-    }
-    let dir = root.join("benches/elt/baseline");
-    let lib = out_dir.join("libelt_baseline.so");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o"])
-        .arg(&lib)
-        .arg(dir.join("baseline.c"))
-        .arg(dir.join("baseline_x86_64_sysv.S"))
-        .status()?;
-    if !status.success() {
-        return Err(format!("building the C baseline failed: {status}").into());
-    }
-    Ok(lib)
-}
-
 fn elt(leg_name: &str, runs: usize, calls: u64, modes: &[bool]) -> crate::Result {
-    let root = provision::workspace_root();
-    let cache = provision::cache_dir(None);
-    let runtimes = discover();
-    let leg = runtimes
-        .leg(leg_name)
-        .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
-        .clone();
-    if leg.os != Os::Linux {
-        eprintln!("warning: timings under Wine are not meaningful");
-    }
-    let out_dir = root.join("target/bench");
-    std::fs::create_dir_all(&out_dir)?;
+    let setup = Setup::open("elt", leg_name)?;
+    let (root, leg, out_dir) = (&setup.root, &setup.leg, &setup.out_dir);
+    let runtimes = &setup.runtimes;
 
     println!("==> build call-tracer (release) and the C baseline");
-    let tracer_path = clrprof_testing::build::build_cdylib("call-tracer", leg.os, true, &root)?;
-    let tracer = Profiler {
-        clsid: clrprof_testing::clsid::single_clsid(&tracer_path)?,
-        path: tracer_path,
-    };
-    let baseline = Profiler {
-        path: build_baseline(&root, &out_dir)?,
-        clsid: BASELINE_CLSID.to_string(),
-    };
+    let tracer = setup.release_profiler("call-tracer")?;
+    let baseline = setup.c_profiler(
+        "libelt_baseline.so",
+        &[
+            "benches/elt/baseline/baseline.c",
+            "benches/elt/baseline/baseline_x86_64_sysv.S",
+        ],
+        BASELINE_CLSID,
+    )?;
 
     // The deterministic figure first: it takes seconds and does not depend
     // on how busy the machine is.
     let instructions = if leg.os == Os::Linux {
-        instruction_counts(&root, &tracer, &baseline)?
+        instruction_counts(root, &tracer, &baseline)?
     } else {
         InstructionCounts::Skipped("the driver runs linux-x64 hooks only".into())
     };
 
-    let compiler = runtimes
-        .compiler()
-        .ok_or("no C# compiler (install mono-mcs)")?;
-    let source = root.join("benches/elt/workload.cs");
-    let options = CompileOptions {
-        optimize: true,
-        ..CompileOptions::default()
-    };
-    let app = compile(&compiler, &source, &cache, options)?.for_leg(&leg)?;
+    let app = setup.app("benches/elt/workload.cs")?;
 
     let mut configs = vec![Config::None];
     for &leave in modes {
@@ -214,7 +177,7 @@ fn elt(leg_name: &str, runs: usize, calls: u64, modes: &[bool]) -> crate::Result
                         Who::Clrprof => tracer.clone(),
                     });
             }
-            let outcome = run_app(&leg, runtimes.wine(), &spec)?;
+            let outcome = run_app(leg, runtimes.wine(), &spec)?;
             match config {
                 Config::Profiled {
                     who: Who::Clrprof, ..

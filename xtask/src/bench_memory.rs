@@ -22,11 +22,8 @@
 //! Options: `--leg NAME` (default `linux-x64-8.0`; Linux legs only), `--runs N`
 //! (default 5). Writes `target/bench/memory.json`.
 
-use crate::bench::median;
-use crate::provision;
-use clrprof_testing::csharp::{compile, CompileOptions};
+use crate::bench::{median, Setup};
 use clrprof_testing::run::{run_app, Profiler, RunSpec};
-use clrprof_testing::{discover, Leg, Os, Runtimes};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,7 +67,7 @@ const STEADY: &[Workload] = &[
     Workload {
         name: "alloc_tracer_allocations",
         tracer: "alloc-tracer",
-        app: "benches/mux/alloc.cs",
+        app: "benches/dispatch/alloc.cs",
         args: &["5000000"],
         env: &[],
     },
@@ -176,25 +173,9 @@ pub fn main(args: &[String]) -> crate::Result {
     if runs < 3 {
         return Err("bench memory: --runs must be at least 3".into());
     }
-    let root = provision::workspace_root();
-    let runtimes = discover();
-    let leg = runtimes
-        .leg(&leg_name)
-        .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
-        .clone();
-    if leg.os != Os::Linux {
-        return Err(format!(
-            "bench memory: {leg_name} runs under Wine, whose process is not the runtime's alone; use a Linux leg"
-        )
-        .into());
-    }
-    let out_dir = root.join("target/bench");
-    std::fs::create_dir_all(&out_dir)?;
+    let setup = Setup::open("memory", &leg_name)?;
     let mut bench = Bench {
-        root: root.clone(),
-        out_dir: out_dir.clone(),
-        runtimes,
-        leg,
+        setup,
         tracers: HashMap::new(),
         apps: HashMap::new(),
         runs_kib: serde_json::Map::new(),
@@ -269,23 +250,20 @@ pub fn main(args: &[String]) -> crate::Result {
     let json = serde_json::json!({
         "steady": steady,
         "churn": churn,
-        "runtime": bench.leg.version,
-        "leg": bench.leg.name,
+        "runtime": bench.setup.leg.version,
+        "leg": bench.setup.leg.name,
         "runs": runs,
         "runs_kib": bench.runs_kib,
         "measure": "peak resident memory (VmHWM, KiB), median of the runs",
     });
-    let path = out_dir.join("memory.json");
+    let path = bench.setup.out_dir.join("memory.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
     println!("wrote {}", path.display());
     Ok(())
 }
 
 struct Bench {
-    root: PathBuf,
-    out_dir: PathBuf,
-    runtimes: Runtimes,
-    leg: Leg,
+    setup: Setup,
     tracers: HashMap<&'static str, Profiler>,
     apps: HashMap<&'static str, PathBuf>,
     /// Every run's peak, per workload label, for the JSON.
@@ -298,11 +276,7 @@ impl Bench {
             return Ok(p.clone());
         }
         println!("  build {package} (release)");
-        let path = clrprof_testing::build::build_cdylib(package, self.leg.os, true, &self.root)?;
-        let p = Profiler {
-            clsid: clrprof_testing::clsid::single_clsid(&path)?,
-            path,
-        };
+        let p = self.setup.release_profiler(package)?;
         self.tracers.insert(package, p.clone());
         Ok(p)
     }
@@ -311,17 +285,7 @@ impl Bench {
         if let Some(p) = self.apps.get(source) {
             return Ok(p.clone());
         }
-        let compiler = self
-            .runtimes
-            .compiler()
-            .ok_or("no C# compiler (install mono-mcs)")?;
-        let options = CompileOptions {
-            optimize: true,
-            allow_unsafe: true,
-        };
-        let cache = provision::cache_dir(None);
-        let app =
-            compile(&compiler, &self.root.join(source), &cache, options)?.for_leg(&self.leg)?;
+        let app = self.setup.app(source)?;
         self.apps.insert(source, app.clone());
         Ok(app)
     }
@@ -343,6 +307,7 @@ impl Bench {
             for (i, profiled) in [false, true].into_iter().enumerate() {
                 let which = if profiled { "profiled" } else { "plain" };
                 let work = self
+                    .setup
                     .out_dir
                     .join("runs/memory")
                     .join(label)
@@ -359,7 +324,7 @@ impl Bench {
                     }
                 }
                 spec.args = args.to_vec();
-                let outcome = run_app(&self.leg, self.runtimes.wine(), &spec)?;
+                let outcome = run_app(&self.setup.leg, self.setup.runtimes.wine(), &spec)?;
                 if profiled && tracer == "sampler" {
                     // The sampler's output is folded stacks, not JSON Lines:
                     // it loaded and sampled if that file has stacks in it.

@@ -1,7 +1,7 @@
 //! `cargo xtask bench mux`: what the profiler multiplexer adds to a child
 //! profiler, against the same child loaded directly.
 //!
-//! - **Callbacks**: `benches/mux/alloc.cs` allocates N small objects (one
+//! - **Callbacks**: `benches/dispatch/alloc.cs` allocates N small objects (one
 //!   `ObjectAllocated` callback each) under alloc-tracer, and under the
 //!   hand-written C child of the multiplexer tests (`mux_child.c`, mode
 //!   `alloc`: one relaxed atomic add per callback, the smallest possible
@@ -22,13 +22,9 @@
 //! at least 5), `--allocations N` (default 5 000 000), `--calls N` (default
 //! 20 000 000). Writes `target/bench/mux.json`.
 
-use crate::bench::{elapsed_ns, median};
-use crate::provision;
-use clrprof_testing::csharp::{compile, CompileOptions};
+use crate::bench::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
-use clrprof_testing::{discover, Os};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const C_CHILD_CLSID: &str = "{7C0FFEE1-6A2B-4C3D-8E4F-5A6B7C8D9E0F}";
@@ -78,19 +74,6 @@ enum Workload {
     Calls,
 }
 
-fn build_c_child(root: &Path, out_dir: &Path) -> crate::Result<PathBuf> {
-    let lib = out_dir.join("libmux_child.so");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-O2", "-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(root.join("tests/fixtures/mux-child/mux_child.c"))
-        .status()?;
-    if !status.success() {
-        return Err(format!("building the C child failed: {status}").into());
-    }
-    Ok(lib)
-}
-
 /// A second file of a library (the loader loads one file once).
 fn copy_of(p: &Profiler, out_dir: &Path) -> crate::Result<Profiler> {
     let name = p
@@ -106,59 +89,22 @@ fn copy_of(p: &Profiler, out_dir: &Path) -> crate::Result<Profiler> {
     })
 }
 
-fn release_profiler(package: &str, os: Os, root: &Path) -> crate::Result<Profiler> {
-    let path = clrprof_testing::build::build_cdylib(package, os, true, root)?;
-    Ok(Profiler {
-        clsid: clrprof_testing::clsid::single_clsid(&path)?,
-        path,
-    })
-}
-
 fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Result {
-    let root = provision::workspace_root();
-    let cache = provision::cache_dir(None);
-    let runtimes = discover();
-    let leg = runtimes
-        .leg(leg_name)
-        .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
-        .clone();
-    if leg.os != Os::Linux {
-        return Err("bench mux: timings under Wine are not meaningful; use a Linux leg".into());
-    }
-    let out_dir = root.join("target/bench");
-    std::fs::create_dir_all(&out_dir)?;
+    let setup = Setup::open("mux", leg_name)?;
+    let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
 
     println!("==> build clrprof-mux, alloc-tracer, call-tracer (release) and the C child");
-    let mux = release_profiler("clrprof-mux", leg.os, &root)?;
-    let alloc = release_profiler("alloc-tracer", leg.os, &root)?;
-    let calls_tracer = release_profiler("call-tracer", leg.os, &root)?;
-    let calls_copy = copy_of(&calls_tracer, &out_dir)?;
-    let c_child = Profiler {
-        path: build_c_child(&root, &out_dir)?,
-        clsid: C_CHILD_CLSID.to_string(),
-    };
-
-    let compiler = runtimes
-        .compiler()
-        .ok_or("no C# compiler (install mono-mcs)")?;
-    let options = CompileOptions {
-        optimize: true,
-        ..CompileOptions::default()
-    };
-    let alloc_app = compile(
-        &compiler,
-        &root.join("benches/mux/alloc.cs"),
-        &cache,
-        options,
-    )?
-    .for_leg(&leg)?;
-    let calls_app = compile(
-        &compiler,
-        &root.join("benches/elt/workload.cs"),
-        &cache,
-        options,
-    )?
-    .for_leg(&leg)?;
+    let mux = setup.release_profiler("clrprof-mux")?;
+    let alloc = setup.release_profiler("alloc-tracer")?;
+    let calls_tracer = setup.release_profiler("call-tracer")?;
+    let calls_copy = copy_of(&calls_tracer, out_dir)?;
+    let c_child = setup.c_profiler(
+        "libmux_child.so",
+        &["tests/fixtures/mux-child/mux_child.c"],
+        C_CHILD_CLSID,
+    )?;
+    let alloc_app = setup.app("benches/dispatch/alloc.cs")?;
+    let calls_app = setup.app("benches/elt/workload.cs")?;
 
     let child = |p: &Profiler, env: Vec<(&'static str, &'static str)>| Child {
         profiler: p.clone(),
@@ -279,7 +225,7 @@ fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Resu
                     }
                 }
             }
-            let outcome = run_app(&leg, runtimes.wine(), &spec)?;
+            let outcome = run_app(leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             check_work(config, &outcome, &outputs, n)?;
             let ns = elapsed_ns(&outcome)?;

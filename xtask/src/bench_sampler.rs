@@ -8,11 +8,8 @@
 //! at least 5), `--rounds N` (work per thread, default 2 000 000),
 //! `--threads N` (default 2). Writes `target/bench/sampler.json`.
 
-use crate::bench::{elapsed_ns, median};
-use crate::provision;
-use clrprof_testing::csharp::{compile, CompileOptions};
+use crate::bench::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, RunSpec};
-use clrprof_testing::{discover, Os};
 use std::time::Duration;
 
 pub fn main(args: &[String]) -> crate::Result {
@@ -34,33 +31,11 @@ pub fn main(args: &[String]) -> crate::Result {
     if runs < 5 {
         return Err("bench sampler: --runs must be at least 5".into());
     }
-    let root = provision::workspace_root();
-    let cache = provision::cache_dir(None);
-    let runtimes = discover();
-    let leg = runtimes
-        .leg(&leg_name)
-        .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
-        .clone();
-    if leg.os != Os::Linux {
-        eprintln!("warning: timings under Wine are not meaningful");
-    }
-    let out_dir = root.join("target/bench");
-    std::fs::create_dir_all(&out_dir)?;
+    let setup = Setup::open("sampler", &leg_name)?;
+    let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
     println!("==> build the sampler example (release)");
-    let path = clrprof_testing::build::build_cdylib("sampler", leg.os, true, &root)?;
-    let profiler = clrprof_testing::run::Profiler {
-        clsid: clrprof_testing::clsid::single_clsid(&path)?,
-        path,
-    };
-    let compiler = runtimes
-        .compiler()
-        .ok_or("no C# compiler (install mono-mcs)")?;
-    let options = CompileOptions {
-        optimize: true,
-        ..CompileOptions::default()
-    };
-    let app =
-        compile(&compiler, &root.join("tests/apps/hot.cs"), &cache, options)?.for_leg(&leg)?;
+    let profiler = setup.release_profiler("sampler")?;
+    let app = setup.app("tests/apps/hot.cs")?;
 
     // (name, sampling rate; 0 = no profiler)
     let configs: [(&str, u32); 3] = [
@@ -99,7 +74,7 @@ pub fn main(args: &[String]) -> crate::Result {
                     .profiler(profiler.clone())
                     .env("CLRPROF_SAMPLER_RATE", &rate.to_string());
             }
-            let outcome = run_app(&leg, runtimes.wine(), &spec)?;
+            let outcome = run_app(leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             let ns = elapsed_ns(&outcome)?;
             if let Some(c) = outcome

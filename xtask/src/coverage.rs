@@ -74,7 +74,7 @@ pub const NOT_WRAPPED: &[(&str, &str)] = &[
     ),
     (
         "ICorProfilerInfo3::SetEnterLeaveFunctionHooks3WithInfo",
-        "called by `clrprof::elt::install` (`EltOptions::with_info`) with the SDK's trampolines: a hook is only sound as the SDK's entry point (ELT scenarios)",
+        "called by `clrprof::elt::install` (`EltOptions::with_info`) with the SDK's handlers (through a trampoline that keeps `xmm2`-`xmm7` for the enter hook of .NET Core 3.x on Linux x64): a hook is only sound as the SDK's entry point (ELT scenarios)",
     ),
     (
         "ICorProfilerCallback::RootReferences",
