@@ -11,8 +11,8 @@
 //! `catch_unwind` (free until something panics): no thread-local, no
 //! atomic. Where a panic's message goes is decided by the panic hook, which
 //! the SDK installs once the runtime has found a profiler class in this
-//! library ([`mark_loaded_in_host`]): from then on every panic in the process
-//! that reaches the hook is logged, not printed; before (unit tests, a
+//! library (the class factory does it): from then on every panic in the
+//! process that reaches the hook is logged, not printed; before (unit tests, a
 //! library used outside a runtime) panics keep the previous hook. The entry
 //! point is named when the guard catches the panic.
 
