@@ -27,7 +27,7 @@
 //! (default 300), `--methods N` (default 4 000), `--callgrind`.
 //! Writes `target/bench/dispatch.json`.
 
-use crate::bench::{self, elapsed_ns, median};
+use crate::measure::{self, elapsed_ns, median};
 use clrprof_testing::run::{app_command, run_app, run_captured, Outcome, Profiler, RunSpec};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -182,7 +182,7 @@ pub fn main(args: &[String]) -> crate::Result {
 
 /// Everything built once: the leg, the apps, the profilers.
 struct Setup {
-    base: bench::Setup,
+    base: measure::Setup,
     apps: Vec<(Workload, PathBuf)>,
     c: Profiler,
     clrprof: Profiler,
@@ -191,7 +191,7 @@ struct Setup {
 
 impl Setup {
     fn new(leg_name: &str, only: &[Workload]) -> crate::Result<Setup> {
-        let base = bench::Setup::open("dispatch", leg_name)?;
+        let base = measure::Setup::open("dispatch", leg_name)?;
         println!("==> build dispatch-profiler, alloc-tracer (release) and the C baseline");
         let clrprof = base.release_profiler("dispatch-profiler")?;
         let alloc_tracer = if only.contains(&Workload::AllocTracer) {

@@ -19,7 +19,7 @@
 //! the enter-only mode; by default both are timed).
 //! Writes `target/bench/elt.json`.
 
-use crate::bench::{elapsed_ns, median, Setup};
+use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
 use clrprof_testing::Os;
 use std::path::{Path, PathBuf};

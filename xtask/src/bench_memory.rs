@@ -22,7 +22,7 @@
 //! Options: `--leg NAME` (default `linux-x64-8.0`; Linux legs only), `--runs N`
 //! (default 5). Writes `target/bench/memory.json`.
 
-use crate::bench::{median, Setup};
+use crate::measure::{median, Setup};
 use clrprof_testing::run::{run_app, Profiler, RunSpec};
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -22,7 +22,7 @@
 //! at least 5), `--allocations N` (default 5 000 000), `--calls N` (default
 //! 20 000 000). Writes `target/bench/mux.json`.
 
-use crate::bench::{elapsed_ns, median, Setup};
+use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

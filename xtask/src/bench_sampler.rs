@@ -8,7 +8,7 @@
 //! at least 5), `--rounds N` (work per thread, default 2 000 000),
 //! `--threads N` (default 2). Writes `target/bench/sampler.json`.
 
-use crate::bench::{elapsed_ns, median, Setup};
+use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, RunSpec};
 use std::time::Duration;
 

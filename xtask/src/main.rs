@@ -16,6 +16,7 @@ mod demo;
 mod gen_mux;
 mod gen_sys;
 mod lint;
+mod measure;
 mod msvc;
 mod provision;
 mod test;

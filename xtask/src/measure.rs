@@ -1,0 +1,128 @@
+//! What the benchmarks share: their setup (the leg, release profilers, C
+//! yardsticks, apps) and the figures taken from runs (an app's own
+//! `elapsed_ns` line, medians).
+
+use clrprof_testing::run::{Outcome, Profiler};
+
+/// The `elapsed_ns N` line a benchmark app prints about its own timed part.
+pub(crate) fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
+    let line = outcome
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("elapsed_ns "))
+        .ok_or_else(|| {
+            format!(
+                "no elapsed_ns line: {:?} {:?}",
+                outcome.stdout, outcome.stderr
+            )
+        })?;
+    let ns = line.split_whitespace().next().unwrap_or("");
+    Ok(ns.parse::<f64>()?)
+}
+
+/// Median (mean of the middle two for an even count); sorts `values`.
+pub(crate) fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// What every benchmark starts from: the workspace, the provisioned
+/// runtimes, the leg it measures on and `target/bench/`.
+pub(crate) struct Setup {
+    pub root: std::path::PathBuf,
+    pub cache: std::path::PathBuf,
+    pub runtimes: clrprof_testing::Runtimes,
+    pub leg: clrprof_testing::Leg,
+    pub out_dir: std::path::PathBuf,
+}
+
+impl Setup {
+    /// Finds `leg_name` among the provisioned legs. Timings under Wine are
+    /// not meaningful: `bench` names the benchmark in the error for a
+    /// Windows leg.
+    pub(crate) fn open(bench: &str, leg_name: &str) -> crate::Result<Setup> {
+        let root = crate::provision::workspace_root();
+        let cache = crate::provision::cache_dir(None);
+        let runtimes = clrprof_testing::discover();
+        let leg = runtimes
+            .leg(leg_name)
+            .ok_or_else(|| format!("leg {leg_name} is not provisioned (cargo xtask provision)"))?
+            .clone();
+        if leg.os != clrprof_testing::Os::Linux {
+            return Err(format!(
+                "bench {bench}: {leg_name} runs under Wine, where timings are not meaningful; use a Linux leg"
+            )
+            .into());
+        }
+        let out_dir = root.join("target/bench");
+        std::fs::create_dir_all(&out_dir)?;
+        Ok(Setup {
+            root,
+            cache,
+            runtimes,
+            leg,
+            out_dir,
+        })
+    }
+
+    /// A workspace package built in release as a profiler for the leg.
+    pub(crate) fn release_profiler(&self, package: &str) -> crate::Result<Profiler> {
+        let path = clrprof_testing::build::build_cdylib(package, self.leg.os, true, &self.root)?;
+        Ok(Profiler {
+            clsid: clrprof_testing::clsid::single_clsid(&path)?,
+            path,
+        })
+    }
+
+    /// A C profiler from `sources` (relative to the workspace), built with
+    /// `$CC -O2` into `target/bench/<lib>` and served under `clsid`.
+    pub(crate) fn c_profiler(
+        &self,
+        lib: &str,
+        sources: &[&str],
+        clsid: &str,
+    ) -> crate::Result<Profiler> {
+        if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
+            return Err("the C yardsticks are built for linux-x64 only".into());
+        }
+        let path = self.out_dir.join(lib);
+        let status =
+            std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+                .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o"])
+                .arg(&path)
+                .args(sources.iter().map(|s| self.root.join(s)))
+                .status()?;
+        if !status.success() {
+            return Err(format!("building {lib} from {sources:?} failed: {status}").into());
+        }
+        Ok(Profiler {
+            path,
+            clsid: clsid.to_string(),
+        })
+    }
+
+    /// A C# app of the workspace (`source` relative to it), compiled with
+    /// optimisation and prepared for the leg.
+    pub(crate) fn app(&self, source: &str) -> crate::Result<std::path::PathBuf> {
+        let compiler = self
+            .runtimes
+            .compiler()
+            .ok_or("no C# compiler (install mono-mcs)")?;
+        let options = clrprof_testing::csharp::CompileOptions {
+            optimize: true,
+            ..Default::default()
+        };
+        let compiled = clrprof_testing::csharp::compile(
+            &compiler,
+            &self.root.join(source),
+            &self.cache,
+            options,
+        )?;
+        Ok(compiled.for_leg(&self.leg)?)
+    }
+}
