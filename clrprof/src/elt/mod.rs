@@ -661,9 +661,7 @@ pub fn install<H: EltHooks>(
     )?;
     match options.variant {
         EltVariant::FastPath => set_fast_path::<H>(&state.info3, options.leave)?,
-        EltVariant::WithInfo(_) => {
-            set_with_info::<H>(&state.info3, options.leave, has_legacy_stub(info.version()))?
-        }
+        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3, options.leave, info.version())?,
     }
     Ok((masks, EltRuntime { state }))
 }
@@ -732,7 +730,7 @@ fn set_fast_path<H: EltHooks>(_info3: &sys::ICorProfilerInfo3, _leave: bool) -> 
 fn set_with_info<H: EltHooks>(
     info3: &sys::ICorProfilerInfo3,
     leave: bool,
-    keep_stub_registers: bool,
+    info_version: u8,
 ) -> Result<()> {
     // The runtime calls WithInfo hooks from its own stub, which keeps the
     // managed method's registers itself on every runtime but one: the .NET
@@ -744,11 +742,7 @@ fn set_with_info<H: EltHooks>(
     // the stub with the C ABI and nothing to keep. The stubs' leave and
     // tailcall paths restore the return registers on every runtime
     // (rax, rdx, xmm0, xmm1 on Unix x64; rax, xmm0 on Windows).
-    let enter: sys::FunctionEnter3WithInfo = if keep_stub_registers {
-        legacy_enter_hook::<H>()
-    } else {
-        info_enter::<H>
-    };
+    let enter = enter_with_info_hook::<H>(info_version);
     crate::error::check(
         // SAFETY: the hooks have the IDL's WithInfo signatures and calling
         // convention; the trampoline forwards to the handler installed above.
@@ -763,23 +757,15 @@ fn set_with_info<H: EltHooks>(
     )
 }
 
-/// Whether the runtime (by its highest `ICorProfilerInfoN`) has the Unix
-/// x64 WithInfo stub that keeps too little (see `legacy_stub`).
+/// The WithInfo enter hook for a runtime (by its highest
+/// `ICorProfilerInfoN`): where the Unix x64 stub keeps too little (see
+/// `legacy_stub`), clrprof-sys's trampoline that keeps `xmm2`-`xmm7` and
+/// calls `info_enter_legacy`; everywhere else the plain handler.
 #[cfg(all(target_arch = "x86_64", unix))]
-fn has_legacy_stub(info_version: u8) -> bool {
-    legacy_stub::applies(info_version)
-}
-
-#[cfg(not(all(target_arch = "x86_64", unix)))]
-fn has_legacy_stub(_info_version: u8) -> bool {
-    false
-}
-
-/// The enter hook for a runtime with the legacy stub: clrprof-sys's
-/// trampoline that keeps `xmm2`-`xmm7` (all the stub fails to restore),
-/// calling `info_enter_legacy`.
-#[cfg(all(target_arch = "x86_64", unix))]
-fn legacy_enter_hook<H: EltHooks>() -> sys::FunctionEnter3WithInfo {
+fn enter_with_info_hook<H: EltHooks>(info_version: u8) -> sys::FunctionEnter3WithInfo {
+    if !legacy_stub::applies(info_version) {
+        return info_enter::<H>;
+    }
     // SAFETY: `info_enter_legacy` only reads records the mapper created
     // (client IDs are their addresses; the records outlive their
     // functions' code), never unwinds (every user call is inside
@@ -789,7 +775,7 @@ fn legacy_enter_hook<H: EltHooks>() -> sys::FunctionEnter3WithInfo {
 }
 
 #[cfg(not(all(target_arch = "x86_64", unix)))]
-fn legacy_enter_hook<H: EltHooks>() -> sys::FunctionEnter3WithInfo {
+fn enter_with_info_hook<H: EltHooks>(_info_version: u8) -> sys::FunctionEnter3WithInfo {
     info_enter::<H>
 }
 
