@@ -35,11 +35,7 @@ pub fn spawn_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Backg
     cmd.stdin(Stdio::null())
         .stdout(open(&spec.work_dir.join("stdout.txt"))?)
         .stderr(open(&spec.work_dir.join("stderr.txt"))?);
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
+    crate::run::as_from_a_terminal(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| Error::new(format!("cannot start {:?}: {e}", cmd.get_program())))?;

@@ -398,11 +398,7 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
     cmd.stdin(Stdio::null())
         .stdout(open(&out_path)?)
         .stderr(open(&err_path)?);
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
+    as_from_a_terminal(&mut cmd);
     let start = Instant::now();
     let mut child = cmd
         .spawn()
@@ -475,7 +471,37 @@ fn exit_of(status: std::process::ExitStatus) -> Exit {
     Exit::Code(status.code().unwrap_or(-1))
 }
 
-/// Kills the child's whole process group (the child leads it: see `process_group(0)`).
+/// Starts the app the way a shell started from a terminal would: in its own
+/// process group (so a timeout can kill everything it started), and with the
+/// default disposition of the signals a user sends from a terminal. A test
+/// harness started in the background by a non-interactive shell ignores
+/// SIGINT and SIGQUIT, and POSIX keeps ignored signals ignored across `exec`:
+/// without the reset, an app (and the runtime's own Ctrl-C handling, which
+/// restores the disposition it found) would never see the Ctrl-C a test sends.
+pub(crate) fn as_from_a_terminal(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec, where
+        // only async-signal-safe functions may be called; `signal` is one
+        // (POSIX.1 lists it), and it touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGQUIT] {
+                    if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = cmd;
+}
+
+/// Kills the child's whole process group (the child leads it: see [`as_from_a_terminal`]).
 fn kill_tree(child: &mut std::process::Child) {
     #[cfg(unix)]
     {
@@ -583,6 +609,27 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(c.exit, Exit::Hung(Duration::from_millis(500)));
         assert_eq!(c.stdout, "started\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn ctrl_c_reaches_the_app_even_when_the_harness_ignores_it() {
+        let dir = std::env::temp_dir().join(format!("clrprof-run-test3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // What a harness started with `cmd &` from a non-interactive shell has.
+        // SAFETY: `signal` only swaps this process's disposition of SIGINT;
+        // the previous one is put back below, and nothing in this test
+        // binary sends SIGINT in between.
+        let before = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+        let mut cmd = Command::new("sh");
+        // A shell started with SIGINT ignored keeps ignoring it and echoes.
+        cmd.args(["-c", "kill -INT $$; echo survived"]);
+        let c = run_captured(cmd, DEFAULT_TIMEOUT, &dir);
+        // SAFETY: as above; restores what the test found.
+        unsafe { libc::signal(libc::SIGINT, before) };
+        let c = c.unwrap();
+        assert_eq!((c.exit, c.stdout.as_str()), (Exit::Signal(2), ""));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
