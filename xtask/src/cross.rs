@@ -212,6 +212,13 @@ fn run_leg(root: &Path, leg: &Leg) -> crate::Result<LegReport> {
     if let Some(target) = leg.target {
         cmd.args(["--target", target, "--lib", "--tests"]);
     }
+    // The Wine runner makes a prefix of its own on first use (~0.7 GB);
+    // where `cargo xtask provision` made one, the runner uses that instead.
+    let provisioned = crate::provision::cache_dir(None).join("wineprefix");
+    if std::env::var_os("CLRPROF_WINEPREFIX").is_none() && provisioned.join("system.reg").is_file()
+    {
+        cmd.env("CLRPROF_WINEPREFIX", &provisioned);
+    }
     println!("==> cross-test {}: {:?}", leg.name, cmd);
     let mut child = cmd
         .stdout(Stdio::piped())
