@@ -271,6 +271,7 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
             let wine = wine.ok_or_else(|| {
                 Error::new(format!("leg {} needs Wine, none configured", leg.name))
             })?;
+            crate::wine::keep_server(wine);
             let mut c = Command::new(&wine.loader);
             c.arg(&leg.host).arg(to_wine_path(&app)?);
             c.env("WINEPREFIX", &wine.prefix).env("WINEDEBUG", "-all");
@@ -321,20 +322,19 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
 pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome> {
     let (cmd, mut records_path) = app_command(leg, wine, spec)?;
     let mut captured = run_captured(cmd, spec.timeout, &spec.work_dir)?;
-    // Under Wine, `dotnet.exe` now and then fails to start at all: status 1
-    // and not a byte on stdout or stderr (seen once in ~700 Wine runs, with
-    // and without a profiler). Every test app prints, and a failing profiler
-    // shows on stderr or as a crash status, so a silent status 1 is Wine's;
+    // Wine itself now and then fails a run (see `wine::failed_to_run`);
     // run it again, at most twice, and say so.
     for _ in 0..2 {
-        let silent_failure = matches!(captured.exit, Exit::Code(1))
-            && captured.stdout.is_empty()
-            && captured.stderr.is_empty();
-        if !(leg.is_wine() && silent_failure) {
+        if !leg.is_wine() {
             break;
         }
+        let Some(why) =
+            crate::wine::failed_to_run(&captured.exit, &captured.stdout, &captured.stderr)
+        else {
+            break;
+        };
         eprintln!(
-            "    note: {} exited 1 without any output under Wine; running it again",
+            "    note: {} {why} under Wine; running it again",
             spec.app.display()
         );
         let (cmd, again) = app_command(leg, wine, spec)?;

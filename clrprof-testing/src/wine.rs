@@ -40,6 +40,62 @@ pub fn is_wine_command(cmd: &Path) -> bool {
     name.ends_with(".exe") || name == "wine" || name == "wine64" || name == "wine-stable"
 }
 
+/// Whether a run under Wine failed for Wine's own reasons rather than the
+/// program's: the reason, to print, or `None`.
+///
+/// Two failures are Wine's: `dotnet.exe` exiting 1 without a byte on stdout
+/// or stderr (it failed to start at all; seen once in ~700 Wine runs, with
+/// and without a profiler: every test app prints, and a failing profiler
+/// shows on stderr or as a crash status), and a Wine process losing its
+/// connection to the wineserver (`wine client error:0: recvmsg: Connection
+/// reset by peer`, seen once in a CI run: the server of the prefix went away
+/// under a running process, which no program inside can cause).
+pub fn failed_to_run(exit: &crate::run::Exit, stdout: &str, stderr: &str) -> Option<&'static str> {
+    use crate::run::Exit;
+    if matches!(exit, Exit::Code(1)) && stdout.is_empty() && stderr.is_empty() {
+        return Some("exited 1 without any output");
+    }
+    let failed = !matches!(exit, Exit::Code(0));
+    if failed && stderr.lines().any(|l| l.starts_with("wine client error:")) {
+        return Some("lost its connection to the wineserver");
+    }
+    None
+}
+
+/// Starts the prefix's wineserver, once per test process, with a
+/// persistence delay of five minutes instead of Wine's three seconds.
+///
+/// A wineserver exits a few seconds after its last client, and a Wine
+/// process that starts while it shuts down can lose its connection (see
+/// [`failed_to_run`]); tests start Wine processes one after another, often
+/// with such gaps. Kept running, the server also spares every run its start.
+/// A server that already runs for the prefix is left as it is.
+pub fn keep_server(wine: &crate::manifest::Wine) {
+    use std::sync::Mutex;
+    static STARTED: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+    let Ok(mut started) = STARTED.lock() else {
+        return;
+    };
+    if started.contains(&wine.prefix) {
+        return;
+    }
+    started.push(wine.prefix.clone());
+    let server = wine.loader.with_file_name("wineserver");
+    let server = if server.is_file() {
+        server
+    } else {
+        std::path::PathBuf::from("wineserver")
+    };
+    // The server daemonizes; the command returns once it is listening.
+    let _ = std::process::Command::new(server)
+        .arg("-p300")
+        .env("WINEPREFIX", &wine.prefix)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
 /// The Wine loader: `$WINE`, else `/usr/lib/wine/wine64`, else `wine64` or `wine` on `PATH`.
 pub fn find_wine_loader() -> Option<std::path::PathBuf> {
     if let Some(w) = std::env::var_os("WINE") {
@@ -64,6 +120,20 @@ mod tests {
         );
         assert_eq!(to_wine_path(Path::new("/")).unwrap(), r"Z:\");
         assert_eq!(to_wine_path(Path::new("/a b/c")).unwrap(), r"Z:\a b\c");
+    }
+
+    #[test]
+    fn wines_own_failures_are_told_from_the_programs() {
+        use crate::run::Exit;
+        assert!(failed_to_run(&Exit::Code(1), "", "").is_some());
+        let lost = "wine client error:0: recvmsg: Connection reset by peer\n";
+        assert!(failed_to_run(&Exit::Code(1), "", lost).is_some());
+        assert!(failed_to_run(&Exit::Code(1), "half\n", lost).is_some());
+        // The program's own failures are not Wine's.
+        assert!(failed_to_run(&Exit::Code(1), "", "Unhandled exception.\n").is_none());
+        assert!(failed_to_run(&Exit::Code(1), "printed\n", "").is_none());
+        assert!(failed_to_run(&Exit::Code(3), "", "").is_none());
+        assert!(failed_to_run(&Exit::Code(0), "", lost).is_none());
     }
 
     #[test]
