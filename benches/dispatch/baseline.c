@@ -74,7 +74,9 @@ typedef uintptr_t ID;
 /* The mask of mode `empty`. */
 static uint32_t dispatch_mask(void) {
     const char *events = getenv("CLRPROF_DISPATCH_EVENTS");
-    uint32_t mask = SDK_MASK;
+    const char *watch = getenv("CLRPROF_DISPATCH_WATCH");
+    /* "0": the clrprof profiler turns its unhandled-exception watch off. */
+    uint32_t mask = watch != NULL && strcmp(watch, "0") == 0 ? 0 : SDK_MASK;
     int all = events == NULL || *events == 0;
     if (all || strcmp(events, "object_allocated") == 0) mask |= ALLOCATIONS_MASK;
     if (all || strcmp(events, "exception_thrown") == 0) mask |= MONITOR_EXCEPTIONS;

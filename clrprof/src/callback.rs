@@ -134,6 +134,30 @@ pub trait Profiler: Send + Sync + 'static {
         RuntimePolicy::All
     }
 
+    /// Whether the SDK watches exceptions so that [`finish`](Profiler::finish)
+    /// runs before the runtime ends the process on an unhandled managed
+    /// exception. Default: `true`.
+    ///
+    /// On Linux the runtime prints an unhandled exception and calls `abort()`
+    /// after putting back the signal dispositions it found at startup, so no
+    /// exit handler of a library runs; on the Windows legs (Wine) the process
+    /// ends without exit handlers or the top-level exception filter either.
+    /// The last thing a profiler sees is the
+    /// exception's first pass leaving the thread's outermost managed frame.
+    /// To recognise that moment the SDK asks for `MONITOR_EXCEPTIONS` and
+    /// `ENABLE_STACK_SNAPSHOT` and takes a synchronous stack snapshot of the
+    /// throwing thread at every `ExceptionThrown` (the `clrprof::exit` module
+    /// docs). That walk costs about 0.6 µs per thrown exception on .NET 8
+    /// (`benches/README.md`, dispatch). A profiler that has no finishing
+    /// work, or accepts losing it when an exception goes unhandled, returns
+    /// `false` and pays nothing per exception beyond its own callbacks.
+    fn watch_unhandled_exceptions() -> bool
+    where
+        Self: Sized,
+    {
+        true
+    }
+
     /// `Shutdown`: the runtime is shutting down. Not called on many exit
     /// paths (a host that never shuts the runtime down, `exit()` from native
     /// code, an unhandled exception, signals): put final writes in

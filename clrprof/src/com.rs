@@ -170,8 +170,10 @@ impl<P: Profiler> CallbackObject<P> {
             let runtime = self.info.get_or_init(|| runtime);
             let registrar = Registrar::default();
             // The SDK's own component: recognises an unhandled exception on
-            // the way out (see `crate::exit`).
-            registrar.add(std::sync::Arc::new(crate::exit::unhandled::Watch));
+            // the way out, where no exit hook runs (see `crate::exit`).
+            if P::watch_unhandled_exceptions() {
+                registrar.add(std::sync::Arc::new(crate::exit::unhandled::Watch));
+            }
             let result = registrar.during(|| {
                 let info = ProfilerInfo::scoped(runtime, Scope::Initialize);
                 user(&self.profiler, &info)
@@ -1825,6 +1827,36 @@ mod tests {
         assert_eq!(
             EventMask::from_bits_retain(fake.state().event_mask),
             EventMask::MONITOR_EXCEPTIONS | EventMask::MONITOR_THREADS | watch
+        );
+    }
+
+    /// A profiler that turns the unhandled-exception watch off.
+    struct Unwatched;
+
+    impl Profiler for Unwatched {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok(EventMask::MONITOR_GC.into())
+        }
+        fn watch_unhandled_exceptions() -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_profiler_can_turn_the_unhandled_exception_watch_off() {
+        let fake = FakeRuntime::new();
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid IID and out pointer.
+        let hr = unsafe { create_instance(|| Unwatched, &ICorProfilerCallback2::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
+        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+        // Exactly the profiler's own mask: no exception callbacks, no walks.
+        assert_eq!(
+            EventMask::from_bits_retain(fake.state().event_mask),
+            EventMask::MONITOR_GC
         );
     }
 

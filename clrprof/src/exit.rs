@@ -17,7 +17,7 @@
 //! | SIGTERM (Linux) | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
 //! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | a SIGINT handler installed on top of the runtime's, which finishes and then calls it |
 //! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
-//! | unhandled managed exception (Windows) | the exception reaches the process's top-level filter | a top-level exception filter installed on top of the runtime's, which finishes and passes on |
+//! | unhandled managed exception (Windows) | under Wine the process ends with neither the top-level filter nor exit handlers running (seen with the watch turned off) | the watch of "Unhandled exceptions on Linux" below; also a top-level exception filter installed on top of the runtime's, which finishes and passes on, for an exception that reaches it |
 //! | unhandled managed exception (Linux) | the runtime prints it, restores the signal dispositions it saved when it started and calls `abort()`: no handler of ours can run | see [`crate::exit`]'s "Unhandled exceptions on Linux" below |
 //! | SIGKILL, power loss | nothing can run | `clrprof::output::JsonLines` flushes periodically, so at most one flush interval of records is lost |
 //!
@@ -43,9 +43,10 @@
 //! `ExceptionThrown`, then `ExceptionSearchFunctionEnter`/`Leave` for every
 //! managed frame up to the thread's first one, with no
 //! `ExceptionSearchCatcherFound`. [`unhandled_exception_seen`] is the hook for
-//! that moment: a profiler that monitors exceptions calls it when a search
-//! leaves the outermost managed frame without a catcher, and the SDK finishes
-//! there.
+//! that moment: the SDK's watch (below) calls it when a search leaves the
+//! outermost managed frame without a catcher, and the SDK finishes there. The
+//! watch costs a stack walk per thrown exception; a profiler turns it off with
+//! [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions).
 //!
 //! [`Profiler::finish`]: crate::callback::Profiler::finish
 //! [`Profiler::shutdown`]: crate::callback::Profiler::shutdown
@@ -256,8 +257,10 @@ pub fn unhandled_exception_seen() {
 
 /// Recognising an unhandled managed exception from the exception callbacks.
 ///
-/// An SDK component ([`unhandled::Watch`], registered for every profiler by
-/// the SDK's callback object) asks for `MONITOR_EXCEPTIONS` and
+/// An SDK component ([`unhandled::Watch`], registered on Unix by the SDK's
+/// callback object for every profiler whose
+/// [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions)
+/// says so, as it does by default) asks for `MONITOR_EXCEPTIONS` and
 /// `ENABLE_STACK_SNAPSHOT` (both may be set and cleared at any time, also
 /// after attach); a profiler that did not ask for them itself does not see
 /// the exception callbacks (see [`crate::component`]). Per thread: at

@@ -4,7 +4,9 @@
 //!
 //! Workloads (`benches/dispatch/*.cs`, each timing itself and printing
 //! `elapsed_ns` and its own counts): `object_allocated` (small
-//! allocations), `exception_thrown` (exceptions thrown and caught),
+//! allocations), `exception_thrown` (exceptions thrown and caught; and
+//! `exception_thrown_unwatched`, the same with the SDK's unhandled-exception
+//! watch turned off),
 //! `moved_references` (collections with fragmented survivors), and
 //! `jit_compilation_started` (distinct generic instantiations, each compiled
 //! once). Each runs with no profiler, under the C profiler
@@ -43,15 +45,20 @@ const BASELINE_CLSID: &str = "{3D15A7C0-5B1E-4C8A-9F20-6E4BD107A358}";
 enum Workload {
     ObjectAllocated,
     ExceptionThrown,
+    /// The exception workload with the SDK's unhandled-exception watch
+    /// turned off (`Profiler::watch_unhandled_exceptions`), and the C
+    /// profiler without the flags the watch asks for.
+    ExceptionThrownUnwatched,
     MovedReferences,
     JitCompilationStarted,
     AllocTracer,
 }
 
 impl Workload {
-    const ALL: [Workload; 5] = [
+    const ALL: [Workload; 6] = [
         Workload::ObjectAllocated,
         Workload::ExceptionThrown,
+        Workload::ExceptionThrownUnwatched,
         Workload::MovedReferences,
         Workload::JitCompilationStarted,
         Workload::AllocTracer,
@@ -61,6 +68,7 @@ impl Workload {
         match self {
             Workload::ObjectAllocated => "object_allocated",
             Workload::ExceptionThrown => "exception_thrown",
+            Workload::ExceptionThrownUnwatched => "exception_thrown_unwatched",
             Workload::MovedReferences => "moved_references",
             Workload::JitCompilationStarted => "jit_compilation_started",
             Workload::AllocTracer => "alloc_tracer",
@@ -74,19 +82,30 @@ impl Workload {
     fn mask(self) -> u64 {
         const SDK: u64 = 0x40 | 0x1000_0000;
         const ALLOCATIONS: u64 = 0x100 | 0x80_0000;
+        if self == Workload::ExceptionThrownUnwatched {
+            return 0x40;
+        }
         SDK | match self {
             Workload::ObjectAllocated => ALLOCATIONS,
-            Workload::ExceptionThrown => 0,
+            Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => 0,
             Workload::MovedReferences => 0x80,
             Workload::JitCompilationStarted => 0x20,
             Workload::AllocTracer => ALLOCATIONS | 0x80,
         }
     }
 
+    /// What the profilers are told to ask for (`CLRPROF_DISPATCH_EVENTS`).
+    fn events(self) -> &'static str {
+        match self {
+            Workload::ExceptionThrownUnwatched => Workload::ExceptionThrown.name(),
+            w => w.name(),
+        }
+    }
+
     fn source(self) -> &'static str {
         match self {
             Workload::ObjectAllocated | Workload::AllocTracer => "alloc.cs",
-            Workload::ExceptionThrown => "exceptions.cs",
+            Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => "exceptions.cs",
             Workload::MovedReferences => "gc.cs",
             Workload::JitCompilationStarted => "jit.cs",
         }
@@ -122,7 +141,7 @@ impl Sizes {
     fn of(&self, w: Workload) -> u64 {
         match w {
             Workload::ObjectAllocated | Workload::AllocTracer => self.allocations,
-            Workload::ExceptionThrown => self.exceptions,
+            Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => self.exceptions,
             Workload::MovedReferences => self.gc_rounds,
             Workload::JitCompilationStarted => self.methods,
         }
@@ -233,6 +252,9 @@ impl Setup {
             .env("DOTNET_TieredCompilation", "0")
             .env("COMPlus_TieredCompilation", "0");
         spec.args = vec![n.to_string()];
+        if w == Workload::ExceptionThrownUnwatched && who != Who::Nobody {
+            spec = spec.env("CLRPROF_DISPATCH_WATCH", "0");
+        }
         match (who, w) {
             (Who::Nobody, _) => spec,
             (Who::C, Workload::AllocTracer) => spec
@@ -240,14 +262,14 @@ impl Setup {
                 .env("CLRPROF_DISPATCH_MODE", "count"),
             (Who::C, _) => spec
                 .profiler(self.c.clone())
-                .env("CLRPROF_DISPATCH_EVENTS", w.name()),
+                .env("CLRPROF_DISPATCH_EVENTS", w.events()),
             (Who::Clrprof, Workload::AllocTracer) => match &self.alloc_tracer {
                 Some(p) => spec.profiler(p.clone()),
                 None => spec,
             },
             (Who::Clrprof, _) => spec
                 .profiler(self.clrprof.clone())
-                .env("CLRPROF_DISPATCH_EVENTS", w.name()),
+                .env("CLRPROF_DISPATCH_EVENTS", w.events()),
         }
     }
 
@@ -554,7 +576,7 @@ fn callback_count(w: Workload, who: Who, outcome: &Outcome) -> Option<u64> {
     let field = |k: &str| c[k].as_u64();
     match w {
         Workload::ObjectAllocated | Workload::AllocTracer => field("allocations"),
-        Workload::ExceptionThrown => field("exceptions"),
+        Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => field("exceptions"),
         Workload::MovedReferences => Some(field("moved")? + field("surviving")?),
         Workload::JitCompilationStarted => field("jit"),
     }
@@ -573,7 +595,7 @@ fn check_callbacks(w: Workload, who: Who, outcome: &Outcome, n: u64) -> crate::R
                 return Err(format!("{name}: the app did not allocate {n}").into());
             }
         }
-        Workload::ExceptionThrown => {
+        Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => {
             if app("caught")? != n + 100 {
                 return Err(format!("{name}: the app did not catch {n} + 100").into());
             }
@@ -613,7 +635,7 @@ fn check_callbacks(w: Workload, who: Who, outcome: &Outcome, n: u64) -> crate::R
             counts(outcome).and_then(|c| c["top_class_count"].as_u64()) == Some(n + 1000)
         }
         Workload::ObjectAllocated => got >= n,
-        Workload::ExceptionThrown => got >= n,
+        Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => got >= n,
         Workload::MovedReferences => got >= app("gcs")?,
         Workload::JitCompilationStarted => got >= n,
     };

@@ -7,7 +7,9 @@
 //! (`MovedReferences2`, `SurvivingReferences2`) and `JITCompilationStarted`
 //! (only one of them when `CLRPROF_DISPATCH_EVENTS` names it, as the C
 //! profiler does: `object_allocated`, `exception_thrown`,
-//! `moved_references`, `jit_compilation_started`); each adds one to its own counter (a relaxed atomic add, exactly as the C
+//! `moved_references`, `jit_compilation_started`; `CLRPROF_DISPATCH_WATCH=0`
+//! turns the SDK's unhandled-exception watch off, and the C profiler leaves
+//! out the flags the watch would have added); each adds one to its own counter (a relaxed atomic add, exactly as the C
 //! profiler does), so the benchmark can check that the callbacks arrived
 //! and an unloaded profiler cannot look fast. When the profiler finishes it
 //! writes `{"event":"dispatch_counts","allocations":A,"exceptions":E,
@@ -54,6 +56,12 @@ impl Profiler for DispatchProfiler {
             mask |= EventMask::MONITOR_JIT_COMPILATION;
         }
         Ok(mask.into())
+    }
+
+    /// `CLRPROF_DISPATCH_WATCH=0` turns the SDK's unhandled-exception watch
+    /// off, to measure the exception callbacks without its stack walk.
+    fn watch_unhandled_exceptions() -> bool {
+        std::env::var("CLRPROF_DISPATCH_WATCH").as_deref() != Ok("0")
     }
 
     fn object_allocated(&self, _info: &ProfilerInfo, _object: ObjectId<'_>, _class: ClassId<'_>) {
