@@ -328,8 +328,11 @@ pub fn run_app(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<Outcome
         if !leg.is_wine() {
             break;
         }
-        let Some(why) =
-            crate::wine::failed_to_run(&captured.exit, &captured.stdout, &captured.stderr)
+        let status = match captured.exit {
+            Exit::Code(c) => Some(c),
+            _ => None,
+        };
+        let Some(why) = crate::wine::failed_to_run(status, &captured.stdout, &captured.stderr)
         else {
             break;
         };

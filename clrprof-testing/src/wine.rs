@@ -50,13 +50,14 @@ pub fn is_wine_command(cmd: &Path) -> bool {
 /// connection to the wineserver (`wine client error:0: recvmsg: Connection
 /// reset by peer`, seen once in a CI run: the server of the prefix went away
 /// under a running process, which no program inside can cause).
-pub fn failed_to_run(exit: &crate::run::Exit, stdout: &str, stderr: &str) -> Option<&'static str> {
-    use crate::run::Exit;
-    if matches!(exit, Exit::Code(1)) && stdout.is_empty() && stderr.is_empty() {
+///
+/// `status` is the exit status, `None` for a process that did not exit by
+/// itself (a signal, a timeout).
+pub fn failed_to_run(status: Option<i32>, stdout: &str, stderr: &str) -> Option<&'static str> {
+    if status == Some(1) && stdout.is_empty() && stderr.is_empty() {
         return Some("exited 1 without any output");
     }
-    let failed = !matches!(exit, Exit::Code(0));
-    if failed && stderr.lines().any(|l| l.starts_with("wine client error:")) {
+    if status != Some(0) && stderr.lines().any(|l| l.starts_with("wine client error:")) {
         return Some("lost its connection to the wineserver");
     }
     None
@@ -124,16 +125,17 @@ mod tests {
 
     #[test]
     fn wines_own_failures_are_told_from_the_programs() {
-        use crate::run::Exit;
-        assert!(failed_to_run(&Exit::Code(1), "", "").is_some());
+        assert!(failed_to_run(Some(1), "", "").is_some());
         let lost = "wine client error:0: recvmsg: Connection reset by peer\n";
-        assert!(failed_to_run(&Exit::Code(1), "", lost).is_some());
-        assert!(failed_to_run(&Exit::Code(1), "half\n", lost).is_some());
+        assert!(failed_to_run(Some(1), "", lost).is_some());
+        assert!(failed_to_run(Some(1), "half\n", lost).is_some());
+        assert!(failed_to_run(None, "", lost).is_some());
         // The program's own failures are not Wine's.
-        assert!(failed_to_run(&Exit::Code(1), "", "Unhandled exception.\n").is_none());
-        assert!(failed_to_run(&Exit::Code(1), "printed\n", "").is_none());
-        assert!(failed_to_run(&Exit::Code(3), "", "").is_none());
-        assert!(failed_to_run(&Exit::Code(0), "", lost).is_none());
+        assert!(failed_to_run(Some(1), "", "Unhandled exception.\n").is_none());
+        assert!(failed_to_run(Some(1), "printed\n", "").is_none());
+        assert!(failed_to_run(Some(3), "", "").is_none());
+        assert!(failed_to_run(None, "", "").is_none());
+        assert!(failed_to_run(Some(0), "", lost).is_none());
     }
 
     #[test]
