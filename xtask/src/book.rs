@@ -9,7 +9,6 @@
 //! fails the check here. Without network (mdbook cannot be installed) the
 //! build is skipped with a warning, and is an error in strict mode.
 
-use crate::provision;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -35,9 +34,9 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("book: unknown argument `{other}`").into()),
         }
     }
-    let strict = provision::strict_from(args);
+    let strict = crate::workspace::strict_from(args);
     if serve {
-        let root = provision::workspace_root();
+        let root = crate::workspace::root();
         check_listings(&root.join("book").join("src"))?;
         let mdbook = ensure_mdbook(&root)?;
         let status = Command::new(mdbook)
@@ -57,7 +56,7 @@ pub fn main(args: &[String]) -> crate::Result {
 /// cannot be installed, this is a warning, or an error in strict mode.
 pub fn build(strict: bool) -> crate::Result {
     println!("\n==> book: check the listings, mdbook build");
-    let root = provision::workspace_root();
+    let root = crate::workspace::root();
     let src = root.join("book").join("src");
     let checked = check_listings(&src)?;
     println!("book: {checked} included listing(s) resolve");
@@ -313,7 +312,7 @@ mod tests {
 
     #[test]
     fn the_book_in_this_repository_checks() {
-        let src = provision::workspace_root().join("book").join("src");
+        let src = crate::workspace::root().join("book").join("src");
         let n = check_listings(&src).unwrap();
         assert!(n > 0, "the book includes no listing at all");
     }

@@ -120,7 +120,7 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("conformance: unknown argument `{other}`").into()),
         }
     }
-    let root = crate::provision::workspace_root();
+    let root = crate::workspace::root();
     let summary =
         summary.unwrap_or_else(|| crate::provision::cache_dir(None).join("harness-summary.json"));
     generate(&root, &summary, check)

@@ -131,7 +131,7 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("coverage: unknown argument `{other}`").into()),
         }
     }
-    let root = crate::provision::workspace_root();
+    let root = crate::workspace::root();
     let report = generate(&root)?;
     let path = root.join("book").join("src").join("coverage.md");
     if check {
@@ -1030,7 +1030,7 @@ mod tests {
     /// accounted for (the same check as `cargo xtask coverage --check`).
     #[test]
     fn coverage_table_is_current() {
-        let root = crate::provision::workspace_root();
+        let root = crate::workspace::root();
         let report = generate(&root).expect("generate");
         if let Err(e) = check_current(&root, &report) {
             panic!("{e}");

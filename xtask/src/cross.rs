@@ -95,7 +95,7 @@ pub fn main(args: &[String]) -> crate::Result {
             return Err(format!("cross-test: unknown argument `{arg}`").into());
         }
     }
-    let strict = crate::provision::strict_from(args);
+    let strict = crate::workspace::strict_from(args);
     crate::toolchain::ensure(strict)?;
     let reports = run(strict)?;
     println!(
@@ -132,7 +132,7 @@ pub fn main(args: &[String]) -> crate::Result {
 /// Runs every leg and reports each. Only an inability to start cargo at
 /// all is an `Err`; test failures and missing toolchains are outcomes.
 pub fn run(strict: bool) -> crate::Result<Vec<LegReport>> {
-    let root = workspace_root();
+    let root = crate::workspace::root();
     let mut reports = Vec::new();
     for leg in &LEGS {
         if let Err(reason) = check_toolchain(leg) {
@@ -149,11 +149,6 @@ pub fn run(strict: bool) -> crate::Result<Vec<LegReport>> {
         reports.push(run_leg(&root, leg)?);
     }
     Ok(reports)
-}
-
-fn workspace_root() -> PathBuf {
-    let xtask_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    xtask_dir.parent().unwrap_or(xtask_dir).to_path_buf()
 }
 
 fn check_toolchain(leg: &Leg) -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! sample C# app, run it under each example tracer on each leg, and show
 //! readably what each tracer saw.
 
-use crate::{provision, test};
+use crate::provision;
 use clrprof_testing::csharp::{compile, CompileOptions};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
 use clrprof_testing::{discover, Os};
@@ -12,14 +12,14 @@ pub fn main(args: &[String]) -> crate::Result {
     if let Some(a) = args.first() {
         return Err(format!("demo: unknown argument `{a}`").into());
     }
-    let root = provision::workspace_root();
+    let root = crate::workspace::root();
     let cache = provision::cache_dir(None);
     println!("==> provision");
     provision::provision(&cache, false)?;
 
     println!("\n==> build example profilers");
     let mut profilers: Vec<(String, Os, Result<Profiler, String>)> = Vec::new();
-    for package in test::example_packages(&root) {
+    for package in crate::workspace::example_packages(&root) {
         for os in [Os::Linux, Os::Windows] {
             let built = clrprof_testing::build::build_cdylib(&package, os, false, &root)
                 .and_then(|path| {

@@ -24,7 +24,7 @@ fn cargo_env(args: &[&str], env: &[(&str, &str)]) -> crate::Result {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(args)
         .envs(env.iter().copied())
-        .current_dir(crate::provision::workspace_root())
+        .current_dir(crate::workspace::root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {

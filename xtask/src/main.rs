@@ -21,6 +21,7 @@ mod msvc;
 mod provision;
 mod test;
 mod toolchain;
+mod workspace;
 
 /// Result type shared by every xtask command.
 pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;

@@ -46,7 +46,7 @@ impl Setup {
     /// not meaningful: `bench` names the benchmark in the error for a
     /// Windows leg.
     pub(crate) fn open(bench: &str, leg_name: &str) -> crate::Result<Setup> {
-        let root = crate::provision::workspace_root();
+        let root = crate::workspace::root();
         let cache = crate::provision::cache_dir(None);
         let runtimes = clrprof_testing::discover();
         let leg = runtimes

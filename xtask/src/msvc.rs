@@ -54,9 +54,9 @@ pub fn main(args: &[String]) -> crate::Result {
             return Err(format!("msvc: unknown argument `{arg}`").into());
         }
     }
-    let strict = crate::provision::strict_from(args);
+    let strict = crate::workspace::strict_from(args);
     crate::toolchain::ensure(strict)?;
-    let report = run(&crate::provision::workspace_root());
+    let report = run(&crate::workspace::root());
     for (name, result) in &report.checks {
         match result {
             Ok(()) => println!("ok      {name}"),
@@ -96,7 +96,7 @@ pub fn run(root: &Path) -> Report {
         format!("cargo build --target {TARGET} -p clrprof-sys -p clrprof"),
         build.map(|_| ()),
     ));
-    let examples = crate::test::example_packages(root);
+    let examples = crate::workspace::example_packages(root);
     checks.push((
         format!(
             "cargo check --target {TARGET} --lib (examples: {})",

@@ -62,12 +62,6 @@ const WHEEL_LEGS: [WheelLeg; 4] = [
     },
 ];
 
-/// The workspace root (xtask lives directly below it).
-pub fn workspace_root() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().unwrap_or(here).to_path_buf()
-}
-
 /// The cache directory: `--cache`, else `$CLRPROF_CACHE`, else
 /// `$CARGO_TARGET_DIR/clrprof-cache`, else `<workspace>/target/clrprof-cache`.
 pub fn cache_dir(explicit: Option<&Path>) -> PathBuf {
@@ -80,15 +74,9 @@ pub fn cache_dir(explicit: Option<&Path>) -> PathBuf {
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
         return manifest::absolute(Path::new(&dir)).join("clrprof-cache");
     }
-    workspace_root().join("target").join("clrprof-cache")
-}
-
-/// Whether strict mode is on: `--strict` among `args`, or `CI=true`.
-pub fn strict_from(args: &[String]) -> bool {
-    args.iter().any(|a| a == "--strict")
-        || std::env::var("CI")
-            .map(|v| v == "true" || v == "1")
-            .unwrap_or(false)
+    crate::workspace::root()
+        .join("target")
+        .join("clrprof-cache")
 }
 
 pub fn main(args: &[String]) -> crate::Result {
@@ -109,7 +97,7 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("provision: unknown argument `{other}`").into()),
         }
     }
-    let strict = strict_from(args);
+    let strict = crate::workspace::strict_from(args);
     let manifest = provision(&cache_dir(cache.as_deref()), strict)?;
     print_manifest(&manifest);
     Ok(())
@@ -458,7 +446,9 @@ fn provision_wine(cache: &Path) -> crate::Result<Wine> {
     let shim = prefix.join("drive_c/windows/system32/bcryptprimitives.dll");
     if !shim.is_file() {
         println!("provision: installing the bcryptprimitives.dll stand-in into the Wine prefix");
-        let runner = workspace_root().join("scripts").join("wine-runner.sh");
+        let runner = crate::workspace::root()
+            .join("scripts")
+            .join("wine-runner.sh");
         let status = Command::new("sh")
             .arg(&runner)
             .args(["cmd", "/c", "exit"])

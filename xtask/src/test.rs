@@ -47,9 +47,9 @@ pub fn main(args: &[String]) -> crate::Result {
             return Err(format!("test: unknown argument `{a}`").into());
         }
     }
-    let strict = provision::strict_from(args);
+    let strict = crate::workspace::strict_from(args);
     let started = Instant::now();
-    let root = provision::workspace_root();
+    let root = crate::workspace::root();
     let mut rows: Vec<Row> = Vec::new();
     let mut step_failures: Vec<String> = Vec::new();
 
@@ -134,23 +134,10 @@ fn step(what: &str) {
     println!("\n==> {what}");
 }
 
-/// Example profiler packages: every `examples/<name>/Cargo.toml`.
-pub fn example_packages(root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(root.join("examples"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join("Cargo.toml").is_file())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
-}
-
 /// Builds every example for Linux and for Windows (x86_64-pc-windows-gnu).
 pub fn build_examples(root: &Path) -> Vec<(String, crate::Result)> {
     let mut results = Vec::new();
-    for package in example_packages(root) {
+    for package in crate::workspace::example_packages(root) {
         for os in [clrprof_testing::Os::Linux, clrprof_testing::Os::Windows] {
             let label = format!("{package} ({})", os.rust_target());
             let r = clrprof_testing::build::build_cdylib(&package, os, false, root)

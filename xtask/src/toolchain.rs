@@ -20,7 +20,7 @@ pub fn main(args: &[String]) -> crate::Result {
             return Err(format!("toolchain: unknown argument `{arg}`").into());
         }
     }
-    ensure(crate::provision::strict_from(args))
+    ensure(crate::workspace::strict_from(args))
 }
 
 /// The installer script, `scripts/install-toolchains.sh` in the workspace.
