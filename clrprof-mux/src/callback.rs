@@ -1,7 +1,7 @@
 //! The multiplexer's callback object: the one profiler the runtime knows.
 //!
 //! Its `Initialize` loads the children and initializes each with its own
-//! Info proxy; every later callback is fanned out (`generated.rs`) to the
+//! Info proxy; every later callback is fanned out (`callback_impl.rs`) to the
 //! children whose masks ask for it, in configuration order. The methods
 //! here are the callbacks the runtime reads a result from, and the
 //! lifecycle:

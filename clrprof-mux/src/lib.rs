@@ -46,12 +46,14 @@
 #![allow(non_snake_case)]
 
 mod callback;
+#[rustfmt::skip]
+mod callback_impl;
 pub mod config;
 mod elt;
 mod env;
-#[rustfmt::skip]
-mod generated;
 mod il_map;
+#[rustfmt::skip]
+mod info_vtbl;
 mod proxy;
 mod rejit;
 mod routes;

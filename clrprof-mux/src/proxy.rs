@@ -2,7 +2,7 @@
 //!
 //! A child talks to the runtime through a proxy that answers
 //! `QueryInterface` for exactly the Info versions the runtime answers, and
-//! whose vtable (generated, see `generated.rs`) forwards every method to the
+//! whose vtable (generated, see `info_vtbl.rs`) forwards every method to the
 //! runtime's object — except the methods whose meaning is per profiler,
 //! which the multiplexer implements itself ([`intercept`]):
 //!
@@ -48,7 +48,7 @@ impl ProxyRef {
     /// Creates child `child`'s proxy with one reference, owned by the result.
     pub(crate) fn new(shared: Arc<Shared>, child: usize) -> ProxyRef {
         let proxy = Box::new(InfoProxy {
-            vtbl: &crate::generated::INFO_VTBL,
+            vtbl: &crate::info_vtbl::INFO_VTBL,
             refs: AtomicU32::new(1),
             shared,
             child,

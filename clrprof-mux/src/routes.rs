@@ -7,7 +7,7 @@
 //! per callback, e.g. `COR_PRF_MONITOR_GC` or `COR_PRF_HIGH_BASIC_GC` for
 //! `GarbageCollectionStarted`), so a child sees exactly the callbacks the
 //! runtime would send it if it were loaded alone with the same mask. The
-//! generated dispatch (`generated.rs`) names one route per callback; a
+//! generated dispatch (`callback_impl.rs`) names one route per callback; a
 //! callback without a route here does not compile.
 
 #![allow(non_upper_case_globals)]
