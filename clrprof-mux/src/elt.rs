@@ -40,87 +40,12 @@
 //! The records of fan-out mode are never freed: one per hooked function,
 //! valid as long as the function's code may run.
 
+use crate::elt_hooks::{Hooks, Mapper, Mode, Request};
 use crate::proxy::InfoProxy;
 use crate::shared::Shared;
 use clrprof::guard::guard;
 use clrprof::sys::*;
 use core::ffi::c_void;
-
-/// A hook registration of a child.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Request {
-    V1(usize, usize, usize),
-    V2(usize, usize, usize),
-    V3(usize, usize, usize),
-    V3WithInfo(usize, usize, usize),
-}
-
-/// A child's function-ID mapper.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) enum Mapper {
-    #[default]
-    None,
-    V1(FunctionIDMapper),
-    V2(FunctionIDMapper2, usize),
-}
-
-impl Mapper {
-    pub(crate) fn from_v1(f: Option<FunctionIDMapper>) -> Mapper {
-        f.map_or(Mapper::None, Mapper::V1)
-    }
-
-    pub(crate) fn from_v2(f: Option<FunctionIDMapper2>, data: *mut c_void) -> Mapper {
-        f.map_or(Mapper::None, |f| Mapper::V2(f, data as usize))
-    }
-
-    /// The child's client ID for `function` and whether it wants it hooked
-    /// (without a mapper: the `FunctionID` itself, hooked).
-    ///
-    /// # Safety
-    /// Called from the runtime's mapper callback for `function`.
-    unsafe fn map(self, function: FunctionID) -> (usize, bool) {
-        let mut hook: BOOL = 1;
-        let id = match self {
-            Mapper::None => function,
-            // SAFETY: the child's own mapper, called as the runtime calls it
-            // (corprof.idl FunctionIDMapper), with a valid out pointer.
-            Mapper::V1(f) => unsafe { f(function, &mut hook) },
-            // SAFETY: as above, with the client data the child registered.
-            Mapper::V2(f, data) => unsafe { f(function, data as *mut c_void, &mut hook) },
-        };
-        (id, hook != 0)
-    }
-}
-
-/// The hooks one child registered.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Hooks {
-    pub legacy: Option<Request>,
-    pub fast: [usize; 3],
-    pub with_info: [usize; 3],
-    pub mapper: Mapper,
-}
-
-impl Hooks {
-    fn any(&self) -> bool {
-        self.legacy.is_some() || self.fast != [0; 3] || self.with_info != [0; 3]
-    }
-
-    fn v3(&self) -> bool {
-        self.fast != [0; 3] || self.with_info != [0; 3]
-    }
-}
-
-/// How the runtime's hooks are served.
-#[derive(Debug)]
-pub(crate) enum Mode {
-    /// No child hooks.
-    None,
-    /// Child `k`'s hooks and mapper are the runtime's.
-    PassThrough(usize),
-    /// The multiplexer's hooks fan out to the hooking children.
-    FanOut,
-}
 
 /// Child `proxy.child` registers hooks.
 pub(crate) fn set_hooks(proxy: &InfoProxy, request: Request) -> HRESULT {

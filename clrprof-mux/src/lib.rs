@@ -50,12 +50,14 @@ mod callback;
 mod callback_impl;
 pub mod config;
 mod elt;
+mod elt_hooks;
 mod env;
 mod il_map;
 #[rustfmt::skip]
 mod info_vtbl;
 mod proxy;
 mod rejit;
+mod rejit_requests;
 mod routes;
 mod shared;
 #[cfg(test)]

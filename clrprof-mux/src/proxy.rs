@@ -267,7 +267,7 @@ pub(crate) mod intercept {
         with_proxy("ICorProfilerInfo::SetEnterLeaveFunctionHooks", this, |p| {
             crate::elt::set_hooks(
                 p,
-                crate::elt::Request::V1(
+                crate::elt_hooks::Request::V1(
                     pFuncEnter.map_or(0, |f| f as usize),
                     pFuncLeave.map_or(0, |f| f as usize),
                     pFuncTailcall.map_or(0, |f| f as usize),
@@ -289,7 +289,7 @@ pub(crate) mod intercept {
             |p| {
                 crate::elt::set_hooks(
                     p,
-                    crate::elt::Request::V2(
+                    crate::elt_hooks::Request::V2(
                         pFuncEnter.map_or(0, |f| f as usize),
                         pFuncLeave.map_or(0, |f| f as usize),
                         pFuncTailcall.map_or(0, |f| f as usize),
@@ -312,7 +312,7 @@ pub(crate) mod intercept {
             |p| {
                 crate::elt::set_hooks(
                     p,
-                    crate::elt::Request::V3(
+                    crate::elt_hooks::Request::V3(
                         pFuncEnter3.map_or(0, |f| f as usize),
                         pFuncLeave3.map_or(0, |f| f as usize),
                         pFuncTailcall3.map_or(0, |f| f as usize),
@@ -335,7 +335,7 @@ pub(crate) mod intercept {
             |p| {
                 crate::elt::set_hooks(
                     p,
-                    crate::elt::Request::V3WithInfo(
+                    crate::elt_hooks::Request::V3WithInfo(
                         pFuncEnter3WithInfo.map_or(0, |f| f as usize),
                         pFuncLeave3WithInfo.map_or(0, |f| f as usize),
                         pFuncTailcall3WithInfo.map_or(0, |f| f as usize),
@@ -351,7 +351,7 @@ pub(crate) mod intercept {
         pFunc: Option<FunctionIDMapper>,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo::SetFunctionIDMapper", this, |p| {
-            crate::elt::set_mapper(p, crate::elt::Mapper::from_v1(pFunc))
+            crate::elt::set_mapper(p, crate::elt_hooks::Mapper::from_v1(pFunc))
         })
     }
 
@@ -362,7 +362,7 @@ pub(crate) mod intercept {
         clientData: *mut c_void,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo3::SetFunctionIDMapper2", this, |p| {
-            crate::elt::set_mapper(p, crate::elt::Mapper::from_v2(pFunc, clientData))
+            crate::elt::set_mapper(p, crate::elt_hooks::Mapper::from_v2(pFunc, clientData))
         })
     }
 

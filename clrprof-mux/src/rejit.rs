@@ -26,15 +26,7 @@ use clrprof::guard::guard;
 use clrprof::sys::*;
 use core::ffi::c_void;
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use windows_core::implement;
-
-/// Which children asked to re-JIT each method (bit `k` for child `k`).
-#[derive(Default)]
-pub(crate) struct Requests {
-    by_method: Mutex<HashMap<(ModuleID, mdMethodDef), u64>>,
-}
 
 /// The `(module, method)` pairs of a request.
 ///

@@ -2,7 +2,8 @@
 //! children, their event masks and the union the runtime is given.
 
 use crate::config::ChildSpec;
-use crate::elt::Hooks;
+use crate::elt_hooks::{Hooks, Mode};
+use crate::rejit_requests::Requests;
 use crate::routes::Route;
 use clrprof::output::JsonLines;
 use clrprof::sys::*;
@@ -222,9 +223,9 @@ pub(crate) struct Shared {
     applied: Mutex<u64>,
     /// The multiplexer's own records (`CLRPROF_OUTPUT` of the process).
     pub out: JsonLines,
-    pub rejit: crate::rejit::Requests,
+    pub rejit: Requests,
     /// How the ELT hooks are served, once decided.
-    pub elt: OnceLock<crate::elt::Mode>,
+    pub elt: OnceLock<Mode>,
 }
 
 impl Shared {
