@@ -20,9 +20,9 @@
 
 use crate::config::{self, ChildSpec};
 use crate::env::Overrides;
-use crate::proxy::ProxyRef;
+use crate::info_vtbl::INFO_VTBL;
 use crate::routes::{self, Route};
-use crate::shared::{Loaded, RealInfo, Shared, PHASE_RUNNING};
+use crate::shared::{Loaded, ProxyRef, RealInfo, Shared, PHASE_RUNNING};
 use clrprof::factory::IClassFactory;
 use clrprof::guard::guard;
 use clrprof::output::JsonLines;
@@ -451,7 +451,9 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
             hr: None,
             error: "loaded twice".into(),
         })?;
-        let proxy = ProxyRef::new(shared.clone(), k);
+        // SAFETY: INFO_VTBL is the proxy's vtable, generated for an
+        // InfoProxy `this` (COM: a method gets the object it was read from).
+        let proxy = unsafe { ProxyRef::new(&INFO_VTBL, shared.clone(), k) };
         let info = proxy.as_raw();
         *child.proxy.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy);
         child.active.store(true, Ordering::SeqCst);

@@ -41,8 +41,7 @@
 //! valid as long as the function's code may run.
 
 use crate::elt_hooks::{Hooks, Mapper, Mode, Request};
-use crate::proxy::InfoProxy;
-use crate::shared::Shared;
+use crate::shared::{InfoProxy, Shared};
 use clrprof::guard::guard;
 use clrprof::sys::*;
 use core::ffi::c_void;

@@ -6,7 +6,8 @@
 
 #![allow(non_snake_case, clippy::too_many_arguments)]
 
-use crate::proxy::{intercept, InfoProxy};
+use crate::proxy::intercept;
+use crate::shared::InfoProxy;
 use clrprof::sys::*;
 use core::ffi::c_void;
 

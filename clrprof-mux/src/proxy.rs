@@ -1,6 +1,6 @@
-//! Each child's own `ICorProfilerInfo*` object.
+//! The per-child methods of each child's own `ICorProfilerInfo*` object.
 //!
-//! A child talks to the runtime through a proxy that answers
+//! A child talks to the runtime through a proxy ([`InfoProxy`]) that answers
 //! `QueryInterface` for exactly the Info versions the runtime answers, and
 //! whose vtable (generated, see `info_vtbl.rs`) forwards every method to the
 //! runtime's object — except the methods whose meaning is per profiler,
@@ -8,101 +8,19 @@
 //!
 //! | methods | what the multiplexer does |
 //! |---|---|
-//! | `SetEventMask`, `SetEventMask2` | records the child's masks; the runtime gets the union ([`Shared::set_child_masks`]) |
+//! | `SetEventMask`, `SetEventMask2` | records the child's masks; the runtime gets the union ([`Shared::set_child_masks`](crate::shared::Shared::set_child_masks)) |
 //! | `GetEventMask`, `GetEventMask2` | the child's own masks |
 //! | `SetEnterLeaveFunctionHooks*`, `SetFunctionIDMapper*` | recorded; served by [`crate::elt`] |
 //! | `GetILFunctionBody` | during a `GetReJITParameters` fan-out, the body an earlier child set ([`crate::rejit`]) |
 //! | `SetILFunctionBody` | forwarded, and noted (the child can no longer detach) |
 //! | `SetILInstrumentedCodeMap` | composed with an earlier child's map of the same compilation |
 //! | `RequestReJIT`, `RequestReJITWithInliners`, `RequestRevert` | merged ([`crate::rejit`]) |
-//! | `RequestProfilerDetach` | detach once every child asked ([`Shared::request_detach`]) |
+//! | `RequestProfilerDetach` | detach once every child asked ([`Shared::request_detach`](crate::shared::Shared::request_detach)) |
 
-use crate::shared::Shared;
+use crate::shared::InfoProxy;
 use clrprof::sys::*;
 use core::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
-
-/// The proxy object. `#[repr(C)]` with the vtable pointer first: a pointer
-/// to it is a COM interface pointer.
-#[repr(C)]
-pub(crate) struct InfoProxy {
-    vtbl: &'static ICorProfilerInfo15_Vtbl,
-    refs: AtomicU32,
-    pub(crate) shared: Arc<Shared>,
-    /// The child's position in `shared.children`.
-    pub(crate) child: usize,
-}
-
-/// One owned reference to a proxy (released when dropped).
-pub(crate) struct ProxyRef(*mut InfoProxy);
-
-// SAFETY: the proxy's reference count is atomic and its state is Sync
-// (Arc<Shared>, an index); COM allows releasing a free-threaded object's
-// reference from any thread.
-unsafe impl Send for ProxyRef {}
-// SAFETY: `&ProxyRef` only gives out the raw pointer.
-unsafe impl Sync for ProxyRef {}
-
-impl ProxyRef {
-    /// Creates child `child`'s proxy with one reference, owned by the result.
-    pub(crate) fn new(shared: Arc<Shared>, child: usize) -> ProxyRef {
-        let proxy = Box::new(InfoProxy {
-            vtbl: &crate::info_vtbl::INFO_VTBL,
-            refs: AtomicU32::new(1),
-            shared,
-            child,
-        });
-        ProxyRef(Box::into_raw(proxy))
-    }
-
-    /// The COM interface pointer (an `ICorProfilerInfo{n}` for every `n` the runtime has).
-    pub(crate) fn as_raw(&self) -> *mut c_void {
-        self.0.cast()
-    }
-}
-
-impl Drop for ProxyRef {
-    fn drop(&mut self) {
-        // SAFETY: this value owns one reference to a live proxy.
-        unsafe { intercept::Release(self.0.cast()) };
-    }
-}
-
-impl InfoProxy {
-    /// The proxy behind a COM `this` pointer.
-    ///
-    /// # Safety
-    /// `this` is a pointer a proxy method was called with: one that
-    /// [`ProxyRef::as_raw`] or this proxy's `QueryInterface` handed out, whose
-    /// caller holds a reference (COM's rule for calling a method).
-    #[inline]
-    pub(crate) unsafe fn get<'a>(this: *mut c_void) -> &'a InfoProxy {
-        // SAFETY: guaranteed by the caller.
-        unsafe { &*(this as *const InfoProxy) }
-    }
-
-    /// The runtime's object and vtable for a method of `ICorProfilerInfo{version}`,
-    /// or `None` when the runtime lacks that version.
-    ///
-    /// # Safety
-    /// As [`InfoProxy::get`]; `V` is the vtable type of `ICorProfilerInfo{version}`.
-    #[inline]
-    pub(crate) unsafe fn forward<'a, V>(
-        this: *mut c_void,
-        version: u32,
-    ) -> Option<(*mut c_void, &'a V)> {
-        // SAFETY: guaranteed by the caller.
-        let proxy = unsafe { Self::get(this) };
-        // SAFETY: `V` matches `version` (caller); the runtime's object lives
-        // as long as `shared`, which the proxy keeps.
-        unsafe { proxy.shared.runtime.vtbl::<V>(version) }
-    }
-
-    fn child(&self) -> &crate::shared::ChildState {
-        &self.shared.children[self.child]
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// The proxy's own implementations of the methods that are per child. Each
 /// runs under the panic guard (a panic becomes `E_UNEXPECTED`, never an
@@ -141,7 +59,7 @@ pub(crate) mod intercept {
         if !ok {
             return E_NOINTERFACE;
         }
-        proxy.refs.fetch_add(1, Ordering::Relaxed);
+        proxy.add_ref();
         // SAFETY: `out` is valid (above); the caller now owns one reference.
         unsafe { *out = this };
         S_OK
@@ -150,22 +68,14 @@ pub(crate) mod intercept {
     /// `IUnknown::AddRef`.
     pub(crate) unsafe extern "system" fn AddRef(this: *mut c_void) -> u32 {
         // SAFETY: a method of this proxy was called with `this`.
-        let proxy = unsafe { InfoProxy::get(this) };
-        proxy.refs.fetch_add(1, Ordering::Relaxed) + 1
+        unsafe { InfoProxy::get(this) }.add_ref()
     }
 
     /// `IUnknown::Release`: frees the proxy with its last reference.
     pub(crate) unsafe extern "system" fn Release(this: *mut c_void) -> u32 {
-        // SAFETY: a method of this proxy was called with `this`.
-        let proxy = unsafe { InfoProxy::get(this) };
-        let left = proxy.refs.fetch_sub(1, Ordering::Release) - 1;
-        if left == 0 {
-            std::sync::atomic::fence(Ordering::Acquire);
-            // SAFETY: the last reference is gone: nobody can call the proxy
-            // again, and it was made by `Box::into_raw` in `ProxyRef::new`.
-            drop(unsafe { Box::from_raw(this as *mut InfoProxy) });
-        }
-        left
+        // SAFETY: a method of this proxy was called with `this`, whose
+        // caller gives up the reference it owns (COM's Release rule).
+        unsafe { InfoProxy::release(this) }
     }
 
     /// The IIDs of `ICorProfilerInfo` … `ICorProfilerInfo15`, by version.

@@ -20,8 +20,7 @@
 //! other child still wants it re-JITted; otherwise the method is re-JITted
 //! again, so the remaining children's IL replaces the reverting child's.
 
-use crate::proxy::InfoProxy;
-use crate::shared::Shared;
+use crate::shared::{InfoProxy, Shared};
 use clrprof::guard::guard;
 use clrprof::sys::*;
 use core::ffi::c_void;

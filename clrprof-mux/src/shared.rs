@@ -1,5 +1,7 @@
 //! The state of one runtime's multiplexer: the runtime's Info object, the
-//! children, their event masks and the union the runtime is given.
+//! children, their event masks and the union the runtime is given, and each
+//! child's Info proxy object (its methods are the `info_vtbl` and `proxy`
+//! modules').
 
 use crate::config::ChildSpec;
 use crate::elt_hooks::{Hooks, Mode};
@@ -9,8 +11,8 @@ use clrprof::output::JsonLines;
 use clrprof::sys::*;
 use clrprof::RuntimeHandle;
 use core::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use windows_core::{IUnknown, Interface};
 
 /// The runtime's own `ICorProfilerInfo*` object, one pointer per version it
@@ -158,7 +160,7 @@ pub(crate) struct ChildState {
     /// a reference of its own, as the runtime's object outlives it too).
     /// Taken when the multiplexer is released, which breaks the cycle
     /// proxy → `Shared` → proxy.
-    pub proxy: Mutex<Option<crate::proxy::ProxyRef>>,
+    pub proxy: Mutex<Option<ProxyRef>>,
     /// The ELT hooks and function-ID mapper the child registered.
     pub hooks: Mutex<Hooks>,
     /// The child called `RequestProfilerDetach`.
@@ -391,5 +393,120 @@ impl Shared {
             child.detach_requested.store(false, Ordering::SeqCst);
         }
         hr
+    }
+}
+
+/// A child's Info proxy: the object behind the `ICorProfilerInfo*` pointer
+/// the child is given. `#[repr(C)]` with the vtable pointer first: a
+/// pointer to it is a COM interface pointer.
+#[repr(C)]
+pub(crate) struct InfoProxy {
+    vtbl: &'static ICorProfilerInfo15_Vtbl,
+    refs: AtomicU32,
+    pub(crate) shared: Arc<Shared>,
+    /// The child's position in `shared.children`.
+    pub(crate) child: usize,
+}
+
+/// One owned reference to a proxy (released when dropped).
+pub(crate) struct ProxyRef(*mut InfoProxy);
+
+// SAFETY: the proxy's reference count is atomic and its state is Sync
+// (Arc<Shared>, an index); COM allows releasing a free-threaded object's
+// reference from any thread.
+unsafe impl Send for ProxyRef {}
+// SAFETY: `&ProxyRef` only gives out the raw pointer.
+unsafe impl Sync for ProxyRef {}
+
+impl ProxyRef {
+    /// Creates child `child`'s proxy with one reference, owned by the result.
+    ///
+    /// # Safety
+    /// `vtbl`'s methods take an [`InfoProxy`] as `this` (the proxy's
+    /// generated vtable, `info_vtbl::INFO_VTBL`).
+    pub(crate) unsafe fn new(
+        vtbl: &'static ICorProfilerInfo15_Vtbl,
+        shared: Arc<Shared>,
+        child: usize,
+    ) -> ProxyRef {
+        let proxy = Box::new(InfoProxy {
+            vtbl,
+            refs: AtomicU32::new(1),
+            shared,
+            child,
+        });
+        ProxyRef(Box::into_raw(proxy))
+    }
+
+    /// The COM interface pointer (an `ICorProfilerInfo{n}` for every `n` the runtime has).
+    pub(crate) fn as_raw(&self) -> *mut c_void {
+        self.0.cast()
+    }
+}
+
+impl Drop for ProxyRef {
+    fn drop(&mut self) {
+        // SAFETY: this value owns one reference to a live proxy.
+        unsafe { InfoProxy::release(self.0.cast()) };
+    }
+}
+
+impl InfoProxy {
+    /// The proxy behind a COM `this` pointer.
+    ///
+    /// # Safety
+    /// `this` is a pointer a proxy method was called with: one that
+    /// [`ProxyRef::as_raw`] or this proxy's `QueryInterface` handed out, whose
+    /// caller holds a reference (COM's rule for calling a method).
+    #[inline]
+    pub(crate) unsafe fn get<'a>(this: *mut c_void) -> &'a InfoProxy {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &*(this as *const InfoProxy) }
+    }
+
+    /// The runtime's object and vtable for a method of `ICorProfilerInfo{version}`,
+    /// or `None` when the runtime lacks that version.
+    ///
+    /// # Safety
+    /// As [`InfoProxy::get`]; `V` is the vtable type of `ICorProfilerInfo{version}`.
+    #[inline]
+    pub(crate) unsafe fn forward<'a, V>(
+        this: *mut c_void,
+        version: u32,
+    ) -> Option<(*mut c_void, &'a V)> {
+        // SAFETY: guaranteed by the caller.
+        let proxy = unsafe { Self::get(this) };
+        // SAFETY: `V` matches `version` (caller); the runtime's object lives
+        // as long as `shared`, which the proxy keeps.
+        unsafe { proxy.shared.runtime.vtbl::<V>(version) }
+    }
+
+    /// The state of the proxy's child.
+    pub(crate) fn child(&self) -> &ChildState {
+        &self.shared.children[self.child]
+    }
+
+    /// One more reference (`IUnknown::AddRef`); the new count.
+    #[inline]
+    pub(crate) fn add_ref(&self) -> u32 {
+        self.refs.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// One reference less (`IUnknown::Release`): frees the proxy with its
+    /// last reference; the count left.
+    ///
+    /// # Safety
+    /// As [`InfoProxy::get`]; the caller gives up one reference it owns.
+    pub(crate) unsafe fn release(this: *mut c_void) -> u32 {
+        // SAFETY: guaranteed by the caller.
+        let proxy = unsafe { Self::get(this) };
+        let left = proxy.refs.fetch_sub(1, Ordering::Release) - 1;
+        if left == 0 {
+            std::sync::atomic::fence(Ordering::Acquire);
+            // SAFETY: the last reference is gone: nobody can call the proxy
+            // again, and it was made by `Box::into_raw` in `ProxyRef::new`.
+            drop(unsafe { Box::from_raw(this as *mut InfoProxy) });
+        }
+        left
     }
 }

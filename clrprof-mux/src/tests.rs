@@ -1,8 +1,8 @@
 //! The proxy and the mask union against clrprof's fake runtime (Info1–3).
 
 use crate::config::ChildSpec;
-use crate::proxy::ProxyRef;
-use crate::shared::{RealInfo, Shared, PHASE_RUNNING};
+use crate::info_vtbl::INFO_VTBL;
+use crate::shared::{ProxyRef, RealInfo, Shared, PHASE_RUNNING};
 use clrprof::output::JsonLines;
 use clrprof::sys::*;
 use clrprof::testing::fake::FakeRuntime;
@@ -36,7 +36,9 @@ fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
     let proxies = (0..n)
         .map(|k| {
             shared.children[k].active.store(true, Ordering::SeqCst);
-            ProxyRef::new(shared.clone(), k)
+            // SAFETY: INFO_VTBL is the proxy's vtable, generated for an
+            // InfoProxy `this`.
+            unsafe { ProxyRef::new(&INFO_VTBL, shared.clone(), k) }
         })
         .collect();
     (fake, shared, proxies)

@@ -181,7 +181,8 @@ fn generate(source: &str) -> crate::Result<Vec<(&'static str, String)>> {
          \n\
          #![allow(non_snake_case, clippy::too_many_arguments)]\n\
          \n\
-         use crate::proxy::{intercept, InfoProxy};\n\
+         use crate::proxy::intercept;\n\
+         use crate::shared::InfoProxy;\n\
          use clrprof::sys::*;\n\
          use core::ffi::c_void;\n\n",
     );
