@@ -59,6 +59,7 @@ mod proxy;
 mod rejit;
 mod rejit_requests;
 mod routes;
+mod runtime;
 mod shared;
 #[cfg(test)]
 mod tests;

@@ -1,83 +1,19 @@
-//! The state of one runtime's multiplexer: the runtime's Info object, the
-//! children, their event masks and the union the runtime is given, and each
-//! child's Info proxy object (its methods are the `info_vtbl` and `proxy`
-//! modules').
+//! The state of one runtime's multiplexer: the runtime's Info object
+//! ([`RealInfo`]), the children, their event masks and the union the
+//! runtime is given, and each child's Info proxy object (its methods are
+//! the `info_vtbl` and `proxy` modules').
 
 use crate::config::ChildSpec;
 use crate::elt_hooks::{Hooks, Mode};
 use crate::rejit_requests::Requests;
 use crate::routes::Route;
+use crate::runtime::RealInfo;
 use clrprof::output::JsonLines;
 use clrprof::sys::*;
-use clrprof::RuntimeHandle;
 use core::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use windows_core::{IUnknown, Interface};
-
-/// The runtime's own `ICorProfilerInfo*` object, one pointer per version it
-/// answers.
-pub(crate) struct RealInfo {
-    /// Owns the runtime's interfaces (and so keeps the pointers valid).
-    pub handle: RuntimeHandle,
-    /// `ptrs[n]`: the `ICorProfilerInfo{n}` pointer, null if the runtime lacks it.
-    ptrs: [*mut c_void; 16],
-}
-
-// SAFETY: the runtime's ICorProfilerInfo* objects are free-threaded
-// (corprof.idl: callable from any thread once Initialize began, each
-// method's own restrictions reported as HRESULTs), and the pointers are
-// owned by `handle`, which is Send + Sync.
-unsafe impl Send for RealInfo {}
-// SAFETY: as above; the pointers are only read after construction.
-unsafe impl Sync for RealInfo {}
-
-impl RealInfo {
-    /// Queries every Info version of the runtime's object.
-    ///
-    /// # Safety
-    /// `unknown` is the runtime's profiler-info object, the argument of
-    /// `ICorProfilerCallback::Initialize` / `InitializeForAttach`.
-    pub unsafe fn new(unknown: &IUnknown, attached: bool) -> clrprof::Result<RealInfo> {
-        // SAFETY: guaranteed by the caller.
-        let handle = unsafe { RuntimeHandle::from_unknown(unknown, attached) }?;
-        let mut ptrs = [core::ptr::null_mut(); 16];
-        ptrs[1] = handle.raw_info1().as_raw();
-        macro_rules! take {
-            ($($n:literal $f:ident),*) => {$(
-                if let Ok(i) = handle.$f("QueryInterface") {
-                    ptrs[$n] = i.as_raw();
-                }
-            )*};
-        }
-        take!(2 raw_info2, 3 raw_info3, 4 raw_info4, 5 raw_info5, 6 raw_info6, 7 raw_info7,
-              8 raw_info8, 9 raw_info9, 10 raw_info10, 11 raw_info11, 12 raw_info12,
-              13 raw_info13, 14 raw_info14, 15 raw_info15);
-        Ok(RealInfo { handle, ptrs })
-    }
-
-    /// The `ICorProfilerInfo{version}` pointer, if the runtime has it.
-    #[inline]
-    pub fn get(&self, version: u32) -> Option<*mut c_void> {
-        self.ptrs
-            .get(version as usize)
-            .copied()
-            .filter(|p| !p.is_null())
-    }
-
-    /// The interface pointer of `version` and its vtable as `V`.
-    ///
-    /// # Safety
-    /// `V` is the vtable type of `ICorProfilerInfo{version}`.
-    #[inline]
-    pub unsafe fn vtbl<V>(&self, version: u32) -> Option<(*mut c_void, &V)> {
-        let this = self.get(version)?;
-        // SAFETY: a COM interface pointer points to its vtable pointer; the
-        // vtable of ICorProfilerInfo{version} has the layout `V` (caller) and
-        // lives as long as the object, which `handle` keeps.
-        Some((this, unsafe { &**(this as *const *const V) }))
-    }
-}
+use windows_core::IUnknown;
 
 /// A loaded child: its callback object.
 pub(crate) struct Loaded {

@@ -2,7 +2,8 @@
 
 use crate::config::ChildSpec;
 use crate::info_vtbl::INFO_VTBL;
-use crate::shared::{ProxyRef, RealInfo, Shared, PHASE_RUNNING};
+use crate::runtime::RealInfo;
+use crate::shared::{ProxyRef, Shared, PHASE_RUNNING};
 use clrprof::output::JsonLines;
 use clrprof::sys::*;
 use clrprof::testing::fake::FakeRuntime;
