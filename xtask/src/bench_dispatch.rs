@@ -30,10 +30,9 @@
 //! Writes `target/bench/dispatch.json`.
 
 use crate::measure::{self, elapsed_ns, median};
-use clrprof_testing::run::{app_command, run_app, run_captured, Outcome, Profiler, RunSpec};
+use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// CLSID of `benches/dispatch/baseline.c`.
@@ -497,46 +496,7 @@ impl Setup {
         n: u64,
         work: &Path,
     ) -> crate::Result<(Outcome, u64)> {
-        let spec = self
-            .spec(w, who, n, work)
-            // What CoreCLR needs to start under valgrind.
-            .env("DOTNET_GCHeapHardLimit", "0x10000000")
-            .env("COMPlus_GCHeapHardLimit", "0x10000000")
-            .env("DOTNET_EnableWriteXorExecute", "0");
-        let (app, records_path) = app_command(&self.base.leg, self.base.runtimes.wine(), &spec)?;
-        let out_file = work.join("callgrind.out");
-        let mut cmd = Command::new("valgrind");
-        cmd.arg("--tool=callgrind")
-            .arg(format!("--callgrind-out-file={}", out_file.display()))
-            .arg(app.get_program())
-            .args(app.get_args());
-        for (k, v) in app.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        let captured = run_captured(cmd, Duration::from_secs(1800), work)?;
-        let total = captured
-            .stderr
-            .lines()
-            .find_map(|l| l.split("Collected : ").nth(1))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| format!("no callgrind total: {}", captured.stderr))?;
-        let records = clrprof_testing::background::read_records(&records_path).0;
-        let outcome = Outcome {
-            leg: self.base.leg.name.clone(),
-            exit: captured.exit,
-            stdout: captured.stdout,
-            stderr: captured.stderr,
-            profiled: who != Who::Nobody,
-            records,
-            bad_records: Vec::new(),
-            duration: captured.duration,
-            max_rss_kib: captured.max_rss_kib,
-        };
-        outcome.check_exit()?;
-        Ok((outcome, total))
+        self.base.under_callgrind(self.spec(w, who, n, work), work)
     }
 }
 

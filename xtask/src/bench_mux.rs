@@ -20,7 +20,10 @@
 //!
 //! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 5,
 //! at least 5), `--allocations N` (default 5 000 000), `--calls N` (default
-//! 20 000 000). Writes `target/bench/mux.json`.
+//! 20 000 000). Writes `target/bench/mux.json`. `--callgrind`: instead of
+//! timing, instructions per allocation of the callback configurations under
+//! callgrind (`target/bench/mux-callgrind.json`), which do not move with
+//! the machine's load.
 
 use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
@@ -32,8 +35,13 @@ const C_CHILD_CLSID: &str = "{7C0FFEE1-6A2B-4C3D-8E4F-5A6B7C8D9E0F}";
 pub fn main(args: &[String]) -> crate::Result {
     let (mut leg_name, mut runs) = ("linux-x64-8.0".to_string(), 5usize);
     let (mut allocations, mut calls) = (5_000_000u64, 20_000_000u64);
+    let mut callgrind = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--callgrind" {
+            callgrind = true;
+            continue;
+        }
         let value = it
             .next()
             .ok_or_else(|| format!("bench mux: `{a}` needs a value"))?;
@@ -48,7 +56,7 @@ pub fn main(args: &[String]) -> crate::Result {
     if runs < 5 {
         return Err("bench mux: --runs must be at least 5".into());
     }
-    run(&leg_name, runs, allocations, calls)
+    run(&leg_name, runs, allocations, calls, callgrind)
 }
 
 /// One profiler of a configuration: library, class, variables.
@@ -66,6 +74,51 @@ struct Config {
     /// directly; otherwise through the multiplexer.
     children: Vec<Child>,
     through_mux: bool,
+}
+
+impl Config {
+    /// The run of this configuration: the app with `n` units of work, the
+    /// profiler (directly, or `mux` with the children's variables), and
+    /// the children's output files.
+    fn spec(&self, app: &Path, n: u64, work: &Path, mux: &Profiler) -> (RunSpec, Vec<PathBuf>) {
+        let mut spec = RunSpec::new(app, work)
+            .timeout(Duration::from_secs(600))
+            .env("DOTNET_TieredCompilation", "0")
+            .env("COMPlus_TieredCompilation", "0");
+        spec.args = vec![n.to_string()];
+        let outputs: Vec<PathBuf> = (1..=self.children.len())
+            .map(|k| work.join(format!("child{k}.jsonl")))
+            .collect();
+        match (self.children.as_slice(), self.through_mux) {
+            ([], _) => {}
+            ([one], false) => {
+                spec = spec.profiler(one.profiler.clone());
+                for (k, v) in &one.env {
+                    spec = spec.env(k, v);
+                }
+            }
+            (children, _) => {
+                let list = children
+                    .iter()
+                    .map(|c| format!("{}={}", c.profiler.path.display(), c.profiler.clsid))
+                    .collect::<Vec<_>>()
+                    .join(";");
+                spec = spec
+                    .profiler(mux.clone())
+                    .env("CLRPROF_MUX_PROFILERS", &list);
+                for (k, (c, out)) in children.iter().zip(&outputs).enumerate() {
+                    spec = spec.env(
+                        &format!("CLRPROF_MUX_{}_CLRPROF_OUTPUT", k + 1),
+                        &out.display().to_string(),
+                    );
+                    for (name, v) in &c.env {
+                        spec = spec.env(&format!("CLRPROF_MUX_{}_{name}", k + 1), v);
+                    }
+                }
+            }
+        }
+        (spec, outputs)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,7 +142,13 @@ fn copy_of(p: &Profiler, out_dir: &Path) -> crate::Result<Profiler> {
     })
 }
 
-fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Result {
+fn run(
+    leg_name: &str,
+    runs: usize,
+    allocations: u64,
+    calls: u64,
+    callgrind: bool,
+) -> crate::Result {
     let setup = Setup::open("mux", leg_name)?;
     let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
 
@@ -177,6 +236,9 @@ fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Resu
         },
     ];
 
+    if callgrind {
+        return instructions(&setup, &configs, &alloc_app, &mux);
+    }
     println!("==> {runs} alternating rounds on {leg_name}: {allocations} allocations, {calls} hooked calls");
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     for round in 0..runs {
@@ -189,42 +251,7 @@ fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Resu
                 Workload::Alloc => (&alloc_app, allocations),
                 Workload::Calls => (&calls_app, calls),
             };
-            let mut spec = RunSpec::new(app, &work)
-                .timeout(Duration::from_secs(600))
-                .env("DOTNET_TieredCompilation", "0")
-                .env("COMPlus_TieredCompilation", "0");
-            spec.args = vec![n.to_string()];
-            let outputs: Vec<PathBuf> = (1..=config.children.len())
-                .map(|k| work.join(format!("child{k}.jsonl")))
-                .collect();
-            match (config.children.as_slice(), config.through_mux) {
-                ([], _) => {}
-                ([one], false) => {
-                    spec = spec.profiler(one.profiler.clone());
-                    for (k, v) in &one.env {
-                        spec = spec.env(k, v);
-                    }
-                }
-                (children, _) => {
-                    let list = children
-                        .iter()
-                        .map(|c| format!("{}={}", c.profiler.path.display(), c.profiler.clsid))
-                        .collect::<Vec<_>>()
-                        .join(";");
-                    spec = spec
-                        .profiler(mux.clone())
-                        .env("CLRPROF_MUX_PROFILERS", &list);
-                    for (k, (c, out)) in children.iter().zip(&outputs).enumerate() {
-                        spec = spec.env(
-                            &format!("CLRPROF_MUX_{}_CLRPROF_OUTPUT", k + 1),
-                            &out.display().to_string(),
-                        );
-                        for (name, v) in &c.env {
-                            spec = spec.env(&format!("CLRPROF_MUX_{}_{name}", k + 1), v);
-                        }
-                    }
-                }
-            }
+            let (spec, outputs) = config.spec(app, n, &work, &mux);
             let outcome = run_app(leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             check_work(config, &outcome, &outputs, n)?;
@@ -300,6 +327,68 @@ fn run(leg_name: &str, runs: usize, allocations: u64, calls: u64) -> crate::Resu
 }
 
 /// Checks that every profiler of a run counted its work.
+/// `--callgrind`: the allocation configurations at 200 000 and 1 200 000
+/// allocations under callgrind; instructions per allocation each adds to
+/// the run without a profiler (the difference of the two sizes, so start-up
+/// and JIT cancel out), and the multiplexer's ratio for each child.
+/// Writes `target/bench/mux-callgrind.json`.
+fn instructions(setup: &Setup, configs: &[Config], app: &Path, mux: &Profiler) -> crate::Result {
+    const SIZES: [u64; 2] = [200_000, 1_200_000];
+    println!(
+        "==> callgrind on {}: two sizes per configuration",
+        setup.leg.name
+    );
+    let mut per_allocation = serde_json::Map::new();
+    for config in configs.iter().filter(|c| c.workload == Workload::Alloc) {
+        let mut totals = [0u64; 2];
+        for (k, n) in SIZES.into_iter().enumerate() {
+            let work = setup
+                .out_dir
+                .join("callgrind-mux")
+                .join(config.name.replace([':', ' '], "_"))
+                .join(n.to_string());
+            let (spec, outputs) = config.spec(app, n, &work, mux);
+            let (outcome, total) = setup.under_callgrind(spec, &work)?;
+            check_work(config, &outcome, &outputs, n)?;
+            totals[k] = total;
+        }
+        let per = (totals[1] as f64 - totals[0] as f64) / (SIZES[1] - SIZES[0]) as f64;
+        println!(
+            "  {:<32} {per:>10.1} instructions per allocation",
+            config.name
+        );
+        per_allocation.insert(config.name.to_string(), serde_json::json!(per));
+    }
+    let at = |name: &str| {
+        per_allocation
+            .get(name)
+            .and_then(|v| v.as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    let none = at("alloc: no profiler");
+    let ratio = |child: &str| {
+        let (direct, via) = (at(child) - none, at(&format!("{child} via mux")) - none);
+        println!(
+            "  {child}: adds {direct:.1} instructions per allocation directly, {via:.1} through the multiplexer (+{:.1}): ratio {:.3}",
+            via - direct,
+            via / direct
+        );
+        via / direct
+    };
+    let json = serde_json::json!({
+        "callback_ratio_alloc_tracer": ratio("alloc: alloc-tracer"),
+        "callback_ratio_c_child": ratio("alloc: C child"),
+        "instructions_per_allocation": per_allocation,
+        "sizes": SIZES,
+        "leg": setup.leg.name,
+        "runtime": setup.leg.version,
+    });
+    let path = setup.out_dir.join("mux-callgrind.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn check_work(config: &Config, outcome: &Outcome, outputs: &[PathBuf], n: u64) -> crate::Result {
     let records = |k: usize| -> Vec<serde_json::Value> {
         if config.through_mux {

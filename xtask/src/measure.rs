@@ -2,7 +2,9 @@
 //! yardsticks, apps) and the figures taken from runs (an app's own
 //! `elapsed_ns` line, medians).
 
-use clrprof_testing::run::{Outcome, Profiler};
+use clrprof_testing::run::{app_command, run_captured, Outcome, Profiler, RunSpec};
+use std::path::Path;
+use std::time::Duration;
 
 /// The `elapsed_ns N` line a benchmark app prints about its own timed part.
 pub(crate) fn elapsed_ns(outcome: &Outcome) -> crate::Result<f64> {
@@ -104,6 +106,55 @@ impl Setup {
             path,
             clsid: clsid.to_string(),
         })
+    }
+
+    /// Runs `spec` under `valgrind --tool=callgrind` (with the variables
+    /// CoreCLR needs to start there), its profile written to
+    /// `work/callgrind.out`: the outcome and the process's total instruction
+    /// count. The records are those of `work/records.jsonl`.
+    pub(crate) fn under_callgrind(
+        &self,
+        spec: RunSpec,
+        work: &Path,
+    ) -> crate::Result<(Outcome, u64)> {
+        let spec = spec
+            .env("DOTNET_GCHeapHardLimit", "0x10000000")
+            .env("COMPlus_GCHeapHardLimit", "0x10000000")
+            .env("DOTNET_EnableWriteXorExecute", "0");
+        let (app, records_path) = app_command(&self.leg, self.runtimes.wine(), &spec)?;
+        let out_file = work.join("callgrind.out");
+        let mut cmd = std::process::Command::new("valgrind");
+        cmd.arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out_file.display()))
+            .arg(app.get_program())
+            .args(app.get_args());
+        for (k, v) in app.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let captured = run_captured(cmd, Duration::from_secs(1800), work)?;
+        let total = captured
+            .stderr
+            .lines()
+            .find_map(|l| l.split("Collected : ").nth(1))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| format!("no callgrind total: {}", captured.stderr))?;
+        let records = clrprof_testing::background::read_records(&records_path).0;
+        let outcome = Outcome {
+            leg: self.leg.name.clone(),
+            exit: captured.exit,
+            stdout: captured.stdout,
+            stderr: captured.stderr,
+            profiled: spec.profiler.is_some(),
+            records,
+            bad_records: Vec::new(),
+            duration: captured.duration,
+            max_rss_kib: captured.max_rss_kib,
+        };
+        outcome.check_exit()?;
+        Ok((outcome, total))
     }
 
     /// A C# app of the workspace (`source` relative to it), compiled with
