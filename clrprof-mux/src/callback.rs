@@ -23,7 +23,7 @@ use crate::env::Overrides;
 use crate::info_vtbl::INFO_VTBL;
 use crate::routes::{self, Route};
 use crate::runtime::RealInfo;
-use crate::shared::{Loaded, ProxyRef, Shared, PHASE_RUNNING};
+use crate::shared::{ChildState, Loaded, ProxyRef, Shared, PHASE_RUNNING};
 use clrprof::factory::IClassFactory;
 use clrprof::guard::guard;
 use clrprof::output::JsonLines;
@@ -37,6 +37,21 @@ use windows_core::{implement, IUnknown, Interface};
 #[implement(ICorProfilerCallback11)]
 pub struct Multiplexer {
     shared: OnceLock<Arc<Shared>>,
+}
+
+/// The loop of [`Multiplexer::fan_out`] over several children.
+#[inline(never)]
+fn fan_out_each(
+    children: &[ChildState],
+    route: Route,
+    version: u32,
+    mut call: impl FnMut(&Loaded) -> HRESULT,
+) {
+    for child in children {
+        if let Some(loaded) = child.receiver(route, version) {
+            let _ = call(loaded);
+        }
+    }
 }
 
 impl Multiplexer {
@@ -58,12 +73,18 @@ impl Multiplexer {
         version: u32,
         mut call: impl FnMut(&Loaded) -> HRESULT,
     ) -> HRESULT {
-        if let Some(shared) = self.shared.get() {
-            for child in shared.children.iter() {
-                if let Some(loaded) = child.receiver(route, version) {
-                    let _ = call(loaded);
-                }
+        let Some(shared) = self.shared.get() else {
+            return S_OK;
+        };
+        // One child is the common case: a path of its own that keeps nothing
+        // live across the child's call, so it saves no registers; the loop,
+        // which keeps its place in callee-saved registers, is out of line.
+        if let [only] = &*shared.children {
+            if let Some(loaded) = only.receiver(route, version) {
+                let _ = call(loaded);
             }
+        } else {
+            fan_out_each(&shared.children, route, version, call);
         }
         S_OK
     }
