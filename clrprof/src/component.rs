@@ -197,7 +197,12 @@ impl Components {
     }
 
     /// Delivers one event to every component, each under the panic guard.
-    #[inline]
+    ///
+    /// Out of line: the loop keeps its place in callee-saved registers, and
+    /// inlined it made every callback that may reach a component save and
+    /// restore them, components or not (14 of the 17 instructions of an
+    /// exception callback without components, measured with callgrind).
+    #[inline(never)]
     pub(crate) fn each(&self, entry: &'static str, f: impl Fn(&dyn Component)) {
         for c in self.list.iter() {
             guard(entry, (), || f(&**c));
