@@ -200,8 +200,9 @@ impl Components {
     ///
     /// Out of line: the loop keeps its place in callee-saved registers, and
     /// inlined it made every callback that may reach a component save and
-    /// restore them, components or not (14 of the 17 instructions of an
-    /// exception callback without components, measured with callgrind).
+    /// restore six of them, components or not (callgrind, the exception
+    /// callbacks of a profiler without components: 296 instructions per
+    /// exception inside the library inlined, 211 out of line).
     #[inline(never)]
     pub(crate) fn each(&self, entry: &'static str, f: impl Fn(&dyn Component)) {
         for c in self.list.iter() {

@@ -257,7 +257,7 @@ pub fn unhandled_exception_seen() {
 
 /// Recognising an unhandled managed exception from the exception callbacks.
 ///
-/// An SDK component ([`unhandled::Watch`], registered on Unix by the SDK's
+/// An SDK component ([`unhandled::Watch`], registered by the SDK's
 /// callback object for every profiler whose
 /// [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions)
 /// says so, as it does by default) asks for `MONITOR_EXCEPTIONS` and
