@@ -81,12 +81,15 @@ impl Workload {
     fn mask(self) -> u64 {
         const SDK: u64 = 0x40 | 0x1000_0000;
         const ALLOCATIONS: u64 = 0x100 | 0x80_0000;
-        if self == Workload::ExceptionThrownUnwatched {
-            return 0x40;
-        }
-        SDK | match self {
+        // With the watch off, neither profiler asks for its flags.
+        let sdk = if self == Workload::ExceptionThrownUnwatched {
+            0
+        } else {
+            SDK
+        };
+        sdk | match self {
             Workload::ObjectAllocated => ALLOCATIONS,
-            Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => 0,
+            Workload::ExceptionThrown | Workload::ExceptionThrownUnwatched => 0x40,
             Workload::MovedReferences => 0x80,
             Workload::JitCompilationStarted => 0x20,
             Workload::AllocTracer => ALLOCATIONS | 0x80,

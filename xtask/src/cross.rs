@@ -209,7 +209,7 @@ fn run_leg(root: &Path, leg: &Leg) -> crate::Result<LegReport> {
     }
     // The Wine runner makes a prefix of its own on first use (~0.7 GB);
     // where `cargo xtask provision` made one, the runner uses that instead.
-    let provisioned = crate::provision::cache_dir(None).join("wineprefix");
+    let provisioned = crate::provision::wine_prefix(&crate::provision::cache_dir(None));
     if std::env::var_os("CLRPROF_WINEPREFIX").is_none() && provisioned.join("system.reg").is_file()
     {
         cmd.env("CLRPROF_WINEPREFIX", &provisioned);

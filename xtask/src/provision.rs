@@ -412,11 +412,16 @@ fn make_executable(_path: &Path) -> crate::Result {
     Ok(())
 }
 
+/// The Wine prefix provisioning initialises under `cache`.
+pub fn wine_prefix(cache: &Path) -> PathBuf {
+    cache.join("wineprefix")
+}
+
 /// Finds Wine and initialises a prefix under the cache (once).
 fn provision_wine(cache: &Path) -> crate::Result<Wine> {
     let loader =
         clrprof_testing::wine::find_wine_loader().ok_or("Wine not found (install wine64)")?;
-    let prefix = cache.join("wineprefix");
+    let prefix = wine_prefix(cache);
     if !prefix.join("system.reg").is_file() {
         println!("provision: initialising Wine prefix {}", prefix.display());
         std::fs::create_dir_all(&prefix)?;
