@@ -184,8 +184,10 @@ pub trait Profiler: Send + Sync + 'static {
 
     // ----- application domains (MONITOR_APPDOMAIN_LOADS) -----
 
-    /// `AppDomainCreationStarted`.
-    fn app_domain_creation_started(&self, info: &ProfilerInfo, app_domain: AppDomainId<'_>) {}
+    /// `AppDomainCreationStarted`. The ID is raw: the runtime makes it valid
+    /// for information requests only from `AppDomainCreationFinished`
+    /// (corprof.idl remarks), where it arrives typed.
+    fn app_domain_creation_started(&self, info: &ProfilerInfo, app_domain: RawAppDomainId) {}
     /// `AppDomainCreationFinished`: the typed ID once created, the raw ID
     /// and the status if creation failed.
     fn app_domain_creation_finished(
@@ -208,8 +210,10 @@ pub trait Profiler: Send + Sync + 'static {
 
     // ----- assemblies (MONITOR_ASSEMBLY_LOADS) -----
 
-    /// `AssemblyLoadStarted`.
-    fn assembly_load_started(&self, info: &ProfilerInfo, assembly: AssemblyId<'_>) {}
+    /// `AssemblyLoadStarted`. The ID is raw: the runtime makes it valid for
+    /// information requests only from `AssemblyLoadFinished` (corprof.idl
+    /// remarks), where it arrives typed.
+    fn assembly_load_started(&self, info: &ProfilerInfo, assembly: RawAssemblyId) {}
     /// `AssemblyLoadFinished`: the typed ID once loaded, the raw ID and
     /// the status if the load failed.
     fn assembly_load_finished(&self, info: &ProfilerInfo, assembly: Loaded<AssemblyId<'_>>) {}
@@ -227,8 +231,13 @@ pub trait Profiler: Send + Sync + 'static {
 
     // ----- modules (MONITOR_MODULE_LOADS) -----
 
-    /// `ModuleLoadStarted`. The module's data is incomplete until `ModuleLoadFinished`.
-    fn module_load_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
+    /// `ModuleLoadStarted`. The ID is raw: the runtime calls this before it
+    /// has initialised the module (its class tables, metadata and assembly
+    /// are not set up yet), and makes the ID valid for information requests
+    /// only from `ModuleLoadFinished` (corprof.idl remarks), where it
+    /// arrives typed. Asking the runtime about it here (e.g.
+    /// `GetClassFromToken`) crashed .NET 8.
+    fn module_load_started(&self, info: &ProfilerInfo, module: RawModuleId) {}
     /// `ModuleLoadFinished`: the module can be inspected now (typed ID), or
     /// its load failed (raw ID and status).
     fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {}
@@ -237,19 +246,24 @@ pub trait Profiler: Send + Sync + 'static {
     /// `ModuleUnloadFinished`. The ID is raw: it stopped being valid for
     /// information requests when `ModuleUnloadStarted` returned.
     fn module_unload_finished(&self, info: &ProfilerInfo, module: RawModuleId, status: HRESULT) {}
-    /// `ModuleAttachedToAssembly`.
+    /// `ModuleAttachedToAssembly`: issued right after a successful
+    /// `ModuleLoadFinished` (the module is typed). The assembly is raw: the
+    /// runtime issues this before the assembly's `AssemblyLoadFinished`, and
+    /// an `AssemblyID` is valid for information requests only from then on.
     fn module_attached_to_assembly(
         &self,
         info: &ProfilerInfo,
         module: ModuleId<'_>,
-        assembly: AssemblyId<'_>,
+        assembly: RawAssemblyId,
     ) {
     }
 
     // ----- classes (MONITOR_CLASS_LOADS) -----
 
-    /// `ClassLoadStarted`.
-    fn class_load_started(&self, info: &ProfilerInfo, class: ClassId<'_>) {}
+    /// `ClassLoadStarted`. The ID is raw: the type is still being built, and
+    /// the runtime makes the ID valid for information requests only from
+    /// `ClassLoadFinished` (corprof.idl remarks), where it arrives typed.
+    fn class_load_started(&self, info: &ProfilerInfo, class: RawClassId) {}
     /// `ClassLoadFinished`: the typed ID once loaded, the raw ID and the
     /// status if the load failed.
     fn class_load_finished(&self, info: &ProfilerInfo, class: Loaded<ClassId<'_>>) {}
@@ -421,9 +435,17 @@ pub trait Profiler: Send + Sync + 'static {
     /// `MovedReferences2` (Callback4; the SDK ignores the older `MovedReferences`,
     /// which carries the same ranges with 32-bit lengths): objects moved by a
     /// compacting GC.
+    ///
+    /// The ranges are raw addresses: the GC is in the middle of relocating,
+    /// and the runtime says no `ObjectID` (old or new) names a readable
+    /// object during this callback. Every object reader refuses here with
+    /// [`Error::GcMayRun`](crate::Error::GcMayRun); keep what you need with
+    /// [`ObjectTable`](crate::gc::ObjectTable) and read objects after the GC.
     fn moved_references(&self, info: &ProfilerInfo, ranges: GcRanges<'_>) {}
     /// `SurvivingReferences2` (Callback4; the older `SurvivingReferences` is
-    /// ignored likewise): objects that survived a non-compacting GC.
+    /// ignored likewise): objects that survived a non-compacting GC. Raw
+    /// ranges, and no object may be read, as in
+    /// [`moved_references`](Profiler::moved_references).
     fn surviving_references(&self, info: &ProfilerInfo, ranges: GcRanges<'_>) {}
     /// `ObjectAllocated` (MONITOR_OBJECT_ALLOCATED with ENABLE_OBJECT_ALLOCATED).
     fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>) {}
@@ -457,12 +479,20 @@ pub trait Profiler: Send + Sync + 'static {
         critical: bool,
     ) {
     }
-    /// `HandleCreated`.
+    /// `HandleCreated`. The runtime may issue it in preemptive mode (a GC
+    /// can run on another thread meanwhile) when the handle starts empty,
+    /// e.g. the handles of a new `Thread`; then `initial_object` is `None`.
+    /// Otherwise the creating thread is in cooperative mode and the object
+    /// stays put for the callback. Either way this is not a GC-blocked scope
+    /// ([`ProfilerInfo::gc_blocked`] is `false`): reads that follow object
+    /// references from the heap ([`GcHandle::object`](crate::handles::GcHandle::object),
+    /// `object_references`, `static_field_value`) refuse with
+    /// [`Error::GcMayRun`](crate::Error::GcMayRun).
     fn handle_created(
         &self,
         info: &ProfilerInfo,
         handle: GcHandleId<'_>,
-        initial_object: ObjectId<'_>,
+        initial_object: Option<ObjectId<'_>>,
     ) {
     }
     /// `HandleDestroyed`.

@@ -84,9 +84,10 @@ impl<P: Profiler> CallbackObject<P> {
         self.dispatch_in(entry, Scope::Callback, f)
     }
 
-    /// Runs a callback that receives `ObjectID`s: the runtime issues those
-    /// from cooperative mode or from inside a GC, so no collection relocates
-    /// objects until it returns ([`Scope::NoGc`]).
+    /// Runs a callback in a [`Scope::NoGc`] scope: one the runtime issues
+    /// on a thread in cooperative mode (no GC can start until it returns)
+    /// or on the thread doing a GC before that GC relocates anything. Every
+    /// caller names the rule it relies on (`// SAFETY (no GC):` at the call).
     #[inline]
     fn dispatch_no_gc(
         &self,
@@ -94,6 +95,18 @@ impl<P: Profiler> CallbackObject<P> {
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
         self.dispatch_in(entry, Scope::NoGc, f)
+    }
+
+    /// Runs `MovedReferences2` / `SurvivingReferences2` in a
+    /// [`Scope::GcRelocating`] scope: the GC is relocating, no object may
+    /// be read and no collection is blocked.
+    #[inline]
+    fn dispatch_relocating(
+        &self,
+        entry: &'static str,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
+        self.dispatch_in(entry, Scope::GcRelocating, f)
     }
 
     #[inline]
@@ -366,7 +379,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AppDomainCreationStarted",
-            |p, info| p.app_domain_creation_started(info, id!(AppDomainId, appDomainId))
+            // Raw: valid for information requests only from
+            // AppDomainCreationFinished (corprof.idl remarks).
+            |p, info| p.app_domain_creation_started(info, RawAppDomainId(appDomainId))
         )
     }
     unsafe fn AppDomainCreationFinished(
@@ -405,7 +420,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::AssemblyLoadStarted",
-            |p, info| p.assembly_load_started(info, id!(AssemblyId, assemblyId))
+            // Raw: valid for information requests only from
+            // AssemblyLoadFinished (corprof.idl remarks).
+            |p, info| p.assembly_load_started(info, RawAssemblyId(assemblyId))
         )
     }
     unsafe fn AssemblyLoadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
@@ -436,7 +453,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ModuleLoadStarted", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
-            |p, info| p.module_load_started(info, id!(ModuleId, moduleId))
+            // Raw: the loader calls this before it initialises the module,
+            // which is valid for information requests only from
+            // ModuleLoadFinished (corprof.idl remarks).
+            |p, info| p.module_load_started(info, RawModuleId(moduleId))
         )
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
@@ -486,16 +506,22 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ModuleAttachedToAssembly", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
+            // The module's load finished just before (the runtime issues
+            // this only after a successful ModuleLoadFinished); the
+            // assembly's AssemblyLoadFinished comes after this callback, so
+            // its ID is not valid for information requests yet: raw.
             |p, info| p.module_attached_to_assembly(
                 info,
                 id!(ModuleId, moduleId),
-                id!(crate::ids::AssemblyId, AssemblyId)
+                RawAssemblyId(AssemblyId)
             )
         )
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
+        // Raw: the type is still being built; valid for information
+        // requests only from ClassLoadFinished (corprof.idl remarks).
         forward!(self, "ICorProfilerCallback::ClassLoadStarted", wants crate::event_mask::EventMask::MONITOR_CLASS_LOADS, |p, info| p
-            .class_load_started(info, id!(ClassId, classId)))
+            .class_load_started(info, RawClassId(classId)))
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         forward!(
@@ -841,6 +867,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ObjectAllocated(&self, objectId: ObjectID, classId: ClassID) -> HRESULT {
+        // SAFETY (no GC): the runtime issues ObjectAllocated on the allocating
+        // thread in cooperative mode (its contract: MODE_COOPERATIVE, the
+        // ObjectID is an argument), so no GC starts before it returns.
         forward_no_gc!(self, "ICorProfilerCallback::ObjectAllocated", |p, info| p
             .object_allocated(info, id!(ObjectId, objectId), id!(ClassId, classId)))
     }
@@ -851,6 +880,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjects: *const ULONG,
     ) -> HRESULT {
         // SAFETY: both arrays have `cClassCount` elements valid during the callback.
+        // SAFETY (no GC): issued by the thread doing a GC, from its heap walk
+        // before the GC plans or relocates (GC_NOTRIGGER, cooperative if it
+        // is a managed thread): no other collection can start meanwhile.
         forward_no_gc!(
             self,
             "ICorProfilerCallback::ObjectsAllocatedByClass",
@@ -870,6 +902,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjectRefs: ULONG,
         objectRefIds: *const ObjectID,
     ) -> HRESULT {
+        // SAFETY (no GC): issued by the thread doing a GC from its heap walk,
+        // after marking and before the GC plans or relocates anything
+        // (GC_NOTRIGGER; the runtime documents these ObjectIDs as valid for
+        // the callback): every object is at its address until it returns.
         self.dispatch_no_gc("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
@@ -886,6 +922,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
+        // SAFETY (no GC): issued on the throwing thread in cooperative mode
+        // (contract MODE_COOPERATIVE: the ObjectID is an argument), so no GC
+        // starts on another thread before it returns.
         forward_no_gc!(self, "ICorProfilerCallback::ExceptionThrown", |p, info| {
             if let Some(c) = self.components() {
                 c.each("ExceptionThrown (component)", |c| {
@@ -1020,6 +1059,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ExceptionCatcherEnter(&self, functionId: FunctionID, objectId: ObjectID) -> HRESULT {
+        // SAFETY (no GC): issued from the unwind in cooperative mode and
+        // GC_NOTRIGGER (the stack is not GC-friendly there), so no GC starts
+        // before it returns.
         forward_no_gc!(
             self,
             "ICorProfilerCallback::ExceptionCatcherEnter",
@@ -1168,6 +1210,9 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         finalizerFlags: DWORD,
         objectID: ObjectID,
     ) -> HRESULT {
+        // SAFETY (no GC): issued by the GC in cooperative mode (contract
+        // MODE_COOPERATIVE: the ObjectID is an argument) while it queues the
+        // object for finalization, before anything relocates it.
         forward_no_gc!(
             self,
             "ICorProfilerCallback2::FinalizeableObjectQueued",
@@ -1186,6 +1231,9 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         rootFlags: *const COR_PRF_GC_ROOT_FLAGS,
         rootIds: *const UINT_PTR,
     ) -> HRESULT {
+        // SAFETY (no GC): issued by the thread doing a GC from its heap walk,
+        // after marking and before the GC plans or relocates (GC_NOTRIGGER):
+        // the roots' objects are at their addresses until it returns.
         self.dispatch_no_gc("ICorProfilerCallback2::RootReferences2", |p, info| {
             // SAFETY: each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
@@ -1201,11 +1249,22 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         })
     }
     unsafe fn HandleCreated(&self, handleId: GCHandleID, initialObjectId: ObjectID) -> HRESULT {
-        forward_no_gc!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
+        // Not a no-GC scope: the runtime issues HandleCreated in preemptive
+        // mode when the handle starts empty (e.g. a new Thread's handles;
+        // its contract is MODE_ANY for a null initialObjectId), so a GC may
+        // run on another thread during the callback.
+        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
             .handle_created(
                 info,
                 id!(GcHandleId, handleId),
-                id!(ObjectId, initialObjectId)
+                (initialObjectId != 0).then(|| {
+                    // SAFETY: a non-null initial object comes only from a
+                    // thread in cooperative mode (the contract requires it,
+                    // and the creator holds the reference it stores), which
+                    // keeps the object in place until the callback returns;
+                    // the typed ID borrows only the callback.
+                    unsafe { ObjectId::from_sys(initialObjectId) }
+                })
             ))
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
@@ -1357,19 +1416,22 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         newObjectIDRangeStart: *const ObjectID,
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
-        // SAFETY: each array has `cMovedObjectIDRanges` entries during the callback.
-        forward_no_gc!(
-            self,
-            "ICorProfilerCallback4::MovedReferences2",
-            // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
-            |p, info| p.moved_references(info, unsafe {
+        // Not a no-GC scope: the GC is relocating, and the runtime says no
+        // ObjectID (old or new) names a readable object during the callback.
+        // The ranges are raw; the scope refuses every object reader.
+        self.dispatch_relocating("ICorProfilerCallback4::MovedReferences2", |p, info| {
+            // SAFETY: the runtime's arrays have `cMovedObjectIDRanges`
+            // entries and stay valid during the callback.
+            let ranges = unsafe {
                 GcRanges::moved(
                     slice(oldObjectIDRangeStart, cMovedObjectIDRanges),
                     slice(newObjectIDRangeStart, cMovedObjectIDRanges),
                     slice(cObjectIDRangeLength, cMovedObjectIDRanges),
                 )
-            })
-        )
+            };
+            p.moved_references(info, ranges);
+            S_OK
+        })
     }
     unsafe fn SurvivingReferences2(
         &self,
@@ -1377,18 +1439,21 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         objectIDRangeStart: *const ObjectID,
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
-        // SAFETY: each array has `cSurvivingObjectIDRanges` entries during the callback.
-        forward_no_gc!(
-            self,
-            "ICorProfilerCallback4::SurvivingReferences2",
-            // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
-            |p, info| p.surviving_references(info, unsafe {
+        // Not a no-GC scope: as MovedReferences2, the GC is in the middle of
+        // its work and no ObjectID names a readable object (a dead object's
+        // memory may already hold GC bookkeeping). Raw ranges only.
+        self.dispatch_relocating("ICorProfilerCallback4::SurvivingReferences2", |p, info| {
+            // SAFETY: the runtime's arrays have `cSurvivingObjectIDRanges`
+            // entries and stay valid during the callback.
+            let ranges = unsafe {
                 GcRanges::surviving(
                     slice(objectIDRangeStart, cSurvivingObjectIDRanges),
                     slice(cObjectIDRangeLength, cSurvivingObjectIDRanges),
                 )
-            })
-        )
+            };
+            p.surviving_references(info, ranges);
+            S_OK
+        })
     }
 }
 
@@ -1401,6 +1466,9 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
         rootIds: *const GCHandleID,
     ) -> HRESULT {
         // SAFETY: each array has `cRootRefs` IDs valid during the callback.
+        // SAFETY (no GC): issued by the thread doing a GC from its heap walk
+        // (dependent handles), after marking and before the GC plans or
+        // relocates (GC_NOTRIGGER): the objects stay put until it returns.
         forward_no_gc!(
             self,
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",

@@ -83,6 +83,7 @@ impl<'s> ProfilerInfo<'s> {
     /// from here on the handle follows it across collections.
     pub fn create_handle(&self, object: ObjectId<'_>, kind: HandleKind) -> Result<GcHandle> {
         const CALL: &str = "ICorProfilerInfo13::CreateHandle";
+        self.require_objects_readable(CALL)?;
         let i13 = self.raw_info13(CALL)?;
         let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
         check(

@@ -220,8 +220,11 @@ impl CatchUp {
             // unload and skips the module.
             self.reporting.store(raw, SeqCst);
             if !self.unloaded.contains(raw) {
-                // SAFETY: EnumModules lists loaded modules only (not those
-                // whose unload has begun), and this module's
+                // SAFETY: EnumModules lists only modules the runtime has
+                // made available to profilers (their load reached the
+                // point where ModuleLoadFinished is issued: never one
+                // between ModuleLoadStarted and that, whose ID is not valid
+                // yet) and not those whose unload has begun; this module's
                 // ModuleUnloadStarted, after which the ID is dead, has not
                 // begun (checked above) and cannot return before
                 // `reporting` is cleared below; the typed ID lives only

@@ -212,6 +212,7 @@ impl<'s> ProfilerInfo<'s> {
     /// code on the calling thread (`CORPROF_E_NOT_MANAGED_THREAD` /
     /// `CORPROF_E_UNSUPPORTED_CALL_SEQUENCE` otherwise).
     pub fn class_from_object<'a>(&self, object: ObjectId<'a>) -> Result<ClassId<'a>> {
+        self.require_objects_readable("ICorProfilerInfo::GetClassFromObject")?;
         let mut c = 0usize;
         check(
             // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
@@ -405,6 +406,7 @@ impl<'s> ProfilerInfo<'s> {
     /// size and does not report it. Non-arrays fail with
     /// [`Error::InvalidArgument`].
     pub fn array_object_info<'a>(&self, object: ObjectId<'a>) -> Result<ArrayObjectInfo<'a>> {
+        self.require_objects_readable("ICorProfilerInfo2::GetArrayObjectInfo")?;
         let i2 = self.raw_info2("ICorProfilerInfo2::GetArrayObjectInfo")?;
         let class = self.class_from_object(object)?;
         let rank = match self.is_array_class(class)? {
@@ -448,6 +450,7 @@ impl<'s> ProfilerInfo<'s> {
     /// 4 GiB fails with `COR_E_OVERFLOW` (`GetObjectSize2` of
     /// `ICorProfilerInfo4` reports it).
     pub fn object_size(&self, object: ObjectId<'_>) -> Result<u32> {
+        self.require_objects_readable("ICorProfilerInfo::GetObjectSize")?;
         let mut size = 0u32;
         check(
             // SAFETY: `object` is valid (typed ID); valid out pointer.

@@ -87,6 +87,7 @@ impl<'s> ProfilerInfo<'s> {
     /// `GetObjectGeneration` (Info2): the generation range holding `object`
     /// (`E_FAIL` when it is in none, e.g. a frozen object).
     pub fn object_generation(&self, object: ObjectId<'_>) -> Result<GenerationRange> {
+        self.require_objects_readable("ICorProfilerInfo2::GetObjectGeneration")?;
         let i2 = self.raw_info2("ICorProfilerInfo2::GetObjectGeneration")?;
         let mut range = sys::COR_PRF_GC_GENERATION_RANGE::default();
         check(

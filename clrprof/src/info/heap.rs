@@ -222,6 +222,7 @@ impl<'s> ProfilerInfo<'s> {
     /// objects), which the GC never moves or frees.
     pub fn is_frozen_object(&self, object: ObjectId<'_>) -> Result<bool> {
         const CALL: &str = "ICorProfilerInfo10::IsFrozenObject";
+        self.require_objects_readable(CALL)?;
         let i10 = self.raw_info10(CALL)?;
         let mut frozen: sys::BOOL = 0;
         check(
@@ -265,6 +266,7 @@ impl<'s> ProfilerInfo<'s> {
         mut visit: impl FnMut(ObjectId<'_>) -> bool,
     ) -> Result<()> {
         const CALL: &str = "ICorProfilerInfo15::EnumerateGCHeapObjects";
+        self.require_objects_readable(CALL)?;
         let i15 = self.raw_info15(CALL)?;
         let mut typed = |raw: usize| {
             // SAFETY: the runtime is suspended for the walk and hands out

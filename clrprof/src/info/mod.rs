@@ -238,6 +238,12 @@ pub(crate) enum Scope {
     /// only from cooperative mode or from inside the GC), or a runtime
     /// suspension made by the profiler.
     NoGc,
+    /// `MovedReferences(2)` / `SurvivingReferences(2)`: the GC thread is in
+    /// the middle of planning and relocating, so no `ObjectID` names a
+    /// readable object (corprof.idl, MovedReferences: the IDs are not valid
+    /// during the callback; an object's end may hold GC bookkeeping). No
+    /// GC is blocked here, and no object may be read.
+    GcRelocating,
     /// `Initialize` / `InitializeForAttach`: SDK components may register
     /// (through the registrar the SDK sets for the call, see
     /// [`crate::component`]).
@@ -280,6 +286,20 @@ impl<'s> ProfilerInfo<'s> {
             Ok(())
         } else {
             Err(Error::GcMayRun { call })
+        }
+    }
+
+    /// Fails with [`Error::GcMayRun`] inside `MovedReferences(2)` /
+    /// `SurvivingReferences(2)`, where the GC is relocating objects and no
+    /// object may be read or handed to the runtime as an `ObjectID`. Every
+    /// reader that takes an [`ObjectId`](crate::ObjectId) checks this first
+    /// (a frozen object, the only kind a safe caller can hold there, can
+    /// refer to objects of the GC heap that are being moved).
+    pub(crate) fn require_objects_readable(&self, call: &'static str) -> Result<()> {
+        if matches!(self.scope, Scope::GcRelocating) {
+            Err(Error::GcMayRun { call })
+        } else {
+            Ok(())
         }
     }
 }

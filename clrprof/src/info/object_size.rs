@@ -13,6 +13,7 @@ impl<'s> ProfilerInfo<'s> {
     /// requires for this call.
     pub fn object_size2(&self, object: ObjectId<'_>) -> Result<usize> {
         const CALL: &str = "ICorProfilerInfo4::GetObjectSize2";
+        self.require_objects_readable(CALL)?;
         let i4 = self.raw_info4(CALL)?;
         let mut size = 0usize;
         check(
