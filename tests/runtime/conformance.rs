@@ -1030,7 +1030,7 @@ pub fn scenarios() -> Vec<Scenario> {
         .exclude_leg("win-x64-3.1", WINE_MINOPTS)
         .exclude_leg("win-x64-8.0", WINE_MINOPTS),
         Scenario::new(
-            "conformance unittest/metadatagetdispenser: the runtime's MetaDataGetDispenser opens every module from ModuleLoadStarted",
+            "conformance unittest/metadatagetdispenser: the runtime's MetaDataGetDispenser opens every module from ModuleLoadFinished",
             dispenser,
         ),
         Scenario::new(
