@@ -1928,6 +1928,172 @@ mod tests {
         );
     }
 
+    /// Calls every reader of objects (and of references held in objects)
+    /// with `object` and says which of them refused with `GcMayRun`.
+    fn refusals(info: &ProfilerInfo<'_>, object: ObjectId<'_>) -> Vec<(&'static str, bool)> {
+        fn gc(r: crate::error::Result<impl Sized>) -> bool {
+            matches!(r, Err(crate::error::Error::GcMayRun { .. }))
+        }
+        vec![
+            ("class_from_object", gc(info.class_from_object(object))),
+            ("object_size", gc(info.object_size(object))),
+            ("object_size2", gc(info.object_size2(object))),
+            ("object_generation", gc(info.object_generation(object))),
+            ("array_object_info", gc(info.array_object_info(object))),
+            ("is_frozen_object", gc(info.is_frozen_object(object))),
+            ("string_text", gc(info.string_text(object))),
+            ("field_value", gc(info.field_value(object, "x"))),
+            ("array_elements", gc(info.array_elements(object))),
+            ("unboxed_value", gc(info.unboxed_value(object))),
+            ("object_references", gc(info.object_references(object))),
+            (
+                "create_handle",
+                gc(info.create_handle(object, crate::handles::HandleKind::Strong)),
+            ),
+        ]
+    }
+
+    /// What `ScopeProbe` saw in one callback.
+    #[derive(Debug, Default, Clone)]
+    struct ScopeSeen {
+        gc_blocked: bool,
+        initial_object: Option<usize>,
+        handle_object_refused: bool,
+        refused: Vec<(&'static str, bool)>,
+    }
+
+    /// Makes a GC handle where objects are stable (ObjectAllocated), then
+    /// tries every object reader in MovedReferences2, SurvivingReferences2
+    /// and HandleCreated.
+    #[derive(Default)]
+    struct ScopeProbe {
+        handle: std::sync::Mutex<Option<crate::handles::GcHandle>>,
+        seen: std::sync::Mutex<Vec<(&'static str, ScopeSeen)>>,
+    }
+
+    impl ScopeProbe {
+        fn note(&self, what: &'static str, info: &ProfilerInfo<'_>, object: Option<ObjectId<'_>>) {
+            let handle_object_refused = self
+                .handle
+                .lock()
+                .unwrap()
+                .as_ref()
+                .is_some_and(|h| matches!(h.object(info), Err(crate::error::Error::GcMayRun { .. })));
+            let seen = ScopeSeen {
+                gc_blocked: info.gc_blocked(),
+                initial_object: object.map(|o| o.as_sys()),
+                handle_object_refused,
+                refused: object.map(|o| refusals(info, o)).unwrap_or_default(),
+            };
+            self.seen.lock().unwrap().push((what, seen));
+        }
+    }
+
+    impl Profiler for Arc<ScopeProbe> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok((EventMask::MONITOR_GC | EventMask::MONITOR_OBJECT_ALLOCATED).into())
+        }
+        fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, _class: ClassId<'_>) {
+            let handle = info.create_handle(object, crate::handles::HandleKind::Strong);
+            *self.handle.lock().unwrap() = handle.ok();
+        }
+        fn moved_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
+            for range in ranges.iter() {
+                // SAFETY (test): stands for an object a safe caller could
+                // hold here (a frozen object of the non-GC heap); every
+                // reader must refuse before the fake reads anything.
+                let object = unsafe { range.new_start.assume_valid() };
+                self.note("MovedReferences2", info, Some(object));
+            }
+        }
+        fn surviving_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
+            for range in ranges.iter() {
+                // SAFETY (test): as in moved_references.
+                let object = unsafe { range.old_start.assume_valid() };
+                self.note("SurvivingReferences2", info, Some(object));
+            }
+        }
+        fn handle_created(
+            &self,
+            info: &ProfilerInfo,
+            _handle: GcHandleId<'_>,
+            initial_object: Option<ObjectId<'_>>,
+        ) {
+            self.note("HandleCreated", info, initial_object);
+        }
+    }
+
+    #[test]
+    fn gc_callbacks_that_do_not_block_collections_refuse_every_object_reader() {
+        const OBJECT: usize = 0x7000;
+        // .NET 8's interfaces: GC handles (Info13), EnumerateObjectReferences (Info10).
+        let fake = FakeRuntime::with_info_version(14);
+        fake.state().objects.insert(
+            OBJECT,
+            crate::testing::fake::FakeObject {
+                class: 0x100,
+                size: 24,
+                array: None,
+            },
+        );
+        let probe = Arc::new(ScopeProbe::default());
+        let p = probe.clone();
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid IID and out pointer.
+        let hr = unsafe { create_instance(move || p, &ICorProfilerCallback4::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: `ppv` holds an owned ICorProfilerCallback4 reference.
+        let cb = unsafe { ICorProfilerCallback4::from_raw(ppv) };
+        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+        // SAFETY: a fake object and class; no memory behind them is read.
+        assert_eq!(unsafe { cb.ObjectAllocated(OBJECT, 0x100) }.0, 0);
+        assert!(probe.handle.lock().unwrap().is_some(), "handle made in ObjectAllocated");
+
+        let calls = fake.state().calls.len();
+        let (old, new, len) = ([OBJECT], [OBJECT + 0x100], [24usize]);
+        // SAFETY: arrays of one entry each, alive for the calls.
+        unsafe {
+            assert_eq!(cb.MovedReferences2(1, old.as_ptr(), new.as_ptr(), len.as_ptr()).0, 0);
+            assert_eq!(cb.SurvivingReferences2(1, old.as_ptr(), len.as_ptr()).0, 0);
+        }
+        // An empty handle (created in preemptive mode).
+        // SAFETY: plain values.
+        assert_eq!(unsafe { cb.HandleCreated(0xB000, 0) }.0, 0);
+        // Every refusal so far came before any call into the runtime.
+        let after: Vec<_> = fake.state().calls[calls..]
+            .iter()
+            .map(|c| c.method)
+            .collect();
+        assert!(after.is_empty(), "{after:?}");
+        // A handle made with an object.
+        // SAFETY: plain values.
+        assert_eq!(unsafe { cb.HandleCreated(0xB008, OBJECT) }.0, 0);
+        let seen = probe.seen.lock().unwrap().clone();
+        let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["MovedReferences2", "SurvivingReferences2", "HandleCreated", "HandleCreated"]
+        );
+        for (what, s) in &seen {
+            assert!(!s.gc_blocked, "{what}: not a GC-blocked scope");
+            assert!(s.handle_object_refused, "{what}: GcHandle::object refused");
+        }
+        // No object of MovedReferences2 / SurvivingReferences2 is readable.
+        for (what, s) in &seen[..2] {
+            let allowed: Vec<_> = s.refused.iter().filter(|(_, r)| !r).collect();
+            assert!(allowed.is_empty(), "{what}: readers not refused: {allowed:?}");
+            assert_eq!(s.refused.len(), 12);
+        }
+        // HandleCreated: no object for an empty handle; a non-null one is
+        // typed (the creator is in cooperative mode) but heap references
+        // are not followed, since the scope blocks no collection.
+        assert_eq!(seen[2].1.initial_object, None);
+        assert_eq!(seen[3].1.initial_object, Some(OBJECT));
+        let handle_created: Vec<_> = seen[3].1.refused.iter().filter(|(_, r)| *r).collect();
+        assert_eq!(handle_created, [&("object_references", true)]);
+    }
+
     #[test]
     fn callbacks_before_initialize_are_ignored() {
         let (cb, jitted, _) = make(EventMask::MONITOR_JIT_COMPILATION);
