@@ -23,6 +23,7 @@ mod notification;
 mod panics;
 mod pprof;
 mod sampling;
+mod scopes;
 mod sxs;
 mod tracers;
 mod unload;
@@ -58,7 +59,8 @@ fn main() {
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
         .chain(mux::python_scenarios())
-        .chain(conformance::scenarios());
+        .chain(conformance::scenarios())
+        .chain(scopes::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
