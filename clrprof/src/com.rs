@@ -1973,12 +1973,9 @@ mod tests {
 
     impl ScopeProbe {
         fn note(&self, what: &'static str, info: &ProfilerInfo<'_>, object: Option<ObjectId<'_>>) {
-            let handle_object_refused = self
-                .handle
-                .lock()
-                .unwrap()
-                .as_ref()
-                .is_some_and(|h| matches!(h.object(info), Err(crate::error::Error::GcMayRun { .. })));
+            let handle_object_refused = self.handle.lock().unwrap().as_ref().is_some_and(|h| {
+                matches!(h.object(info), Err(crate::error::Error::GcMayRun { .. }))
+            });
             let seen = ScopeSeen {
                 gc_blocked: info.gc_blocked(),
                 initial_object: object.map(|o| o.as_sys()),
@@ -1999,7 +1996,7 @@ mod tests {
         }
         fn moved_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
             for range in ranges.iter() {
-                // SAFETY (test): stands for an object a safe caller could
+                // SAFETY: (test) stands for an object a safe caller could
                 // hold here (a frozen object of the non-GC heap); every
                 // reader must refuse before the fake reads anything.
                 let object = unsafe { range.new_start.assume_valid() };
@@ -2008,7 +2005,7 @@ mod tests {
         }
         fn surviving_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
             for range in ranges.iter() {
-                // SAFETY (test): as in moved_references.
+                // SAFETY: (test) as in moved_references.
                 let object = unsafe { range.old_start.assume_valid() };
                 self.note("SurvivingReferences2", info, Some(object));
             }
@@ -2048,13 +2045,20 @@ mod tests {
         assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
         // SAFETY: a fake object and class; no memory behind them is read.
         assert_eq!(unsafe { cb.ObjectAllocated(OBJECT, 0x100) }.0, 0);
-        assert!(probe.handle.lock().unwrap().is_some(), "handle made in ObjectAllocated");
+        assert!(
+            probe.handle.lock().unwrap().is_some(),
+            "handle made in ObjectAllocated"
+        );
 
         let calls = fake.state().calls.len();
         let (old, new, len) = ([OBJECT], [OBJECT + 0x100], [24usize]);
         // SAFETY: arrays of one entry each, alive for the calls.
         unsafe {
-            assert_eq!(cb.MovedReferences2(1, old.as_ptr(), new.as_ptr(), len.as_ptr()).0, 0);
+            assert_eq!(
+                cb.MovedReferences2(1, old.as_ptr(), new.as_ptr(), len.as_ptr())
+                    .0,
+                0
+            );
             assert_eq!(cb.SurvivingReferences2(1, old.as_ptr(), len.as_ptr()).0, 0);
         }
         // An empty handle (created in preemptive mode).
@@ -2073,7 +2077,12 @@ mod tests {
         let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
-            ["MovedReferences2", "SurvivingReferences2", "HandleCreated", "HandleCreated"]
+            [
+                "MovedReferences2",
+                "SurvivingReferences2",
+                "HandleCreated",
+                "HandleCreated"
+            ]
         );
         for (what, s) in &seen {
             assert!(!s.gc_blocked, "{what}: not a GC-blocked scope");
@@ -2082,7 +2091,10 @@ mod tests {
         // No object of MovedReferences2 / SurvivingReferences2 is readable.
         for (what, s) in &seen[..2] {
             let allowed: Vec<_> = s.refused.iter().filter(|(_, r)| !r).collect();
-            assert!(allowed.is_empty(), "{what}: readers not refused: {allowed:?}");
+            assert!(
+                allowed.is_empty(),
+                "{what}: readers not refused: {allowed:?}"
+            );
             assert_eq!(s.refused.len(), 12);
         }
         // HandleCreated: no object for an empty handle; a non-null one is

@@ -80,7 +80,9 @@ fn check_summary(traced: &Outcome, s: &Value) -> CaseResult {
     // came back typed at its *Finished, and answered there.
     let modules = num(s, "modules_finished");
     if modules < 3 || num(s, "modules_matched") != modules {
-        return fail(format!("{modules} modules finished, not all after a ModuleLoadStarted"));
+        return fail(format!(
+            "{modules} modules finished, not all after a ModuleLoadStarted"
+        ));
     }
     let classes = num(s, "classes_finished");
     if classes == 0 || num(s, "classes_matched") != classes {
@@ -90,8 +92,7 @@ fn check_summary(traced: &Outcome, s: &Value) -> CaseResult {
         return fail("assemblies or attachments missing".into());
     }
     // The calls that crashed from ModuleLoadStarted, made at ModuleLoadFinished.
-    if num(s, "classes_from_token") < modules || num(s, "layouts") != num(s, "classes_from_token")
-    {
+    if num(s, "classes_from_token") < modules || num(s, "layouts") != num(s, "classes_from_token") {
         return fail("classes by token and their layouts".into());
     }
     // The GC callbacks ran (the apps induce collections), and the kept
