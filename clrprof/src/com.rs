@@ -1967,6 +1967,8 @@ mod tests {
     /// and HandleCreated.
     #[derive(Default)]
     struct ScopeProbe {
+        /// ObjectAllocated's `class_from_token` refused before any call.
+        type_load_refused: AtomicUsize,
         handle: std::sync::Mutex<Option<crate::handles::GcHandle>>,
         seen: std::sync::Mutex<Vec<(&'static str, ScopeSeen)>>,
     }
@@ -1993,6 +1995,15 @@ mod tests {
         fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, _class: ClassId<'_>) {
             let handle = info.create_handle(object, crate::handles::HandleKind::Strong);
             *self.handle.lock().unwrap() = handle.ok();
+            // A type load here could start a GC that moves `object`.
+            // SAFETY: (test) refused before the fake is asked anything.
+            let module = unsafe { RawModuleId(0x10).assume_valid() };
+            if matches!(
+                info.class_from_token(module, MdTypeDef::from_rid(2)),
+                Err(crate::error::Error::Usage(_))
+            ) {
+                self.type_load_refused.fetch_add(1, Ordering::SeqCst);
+            }
         }
         fn moved_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
             for range in ranges.iter() {
@@ -2049,6 +2060,8 @@ mod tests {
             probe.handle.lock().unwrap().is_some(),
             "handle made in ObjectAllocated"
         );
+        assert_eq!(probe.type_load_refused.load(Ordering::SeqCst), 1);
+        assert_eq!(fake.call_count("GetClassFromToken"), 0);
 
         let calls = fake.state().calls.len();
         let (old, new, len) = ([OBJECT], [OBJECT + 0x100], [24usize]);

@@ -227,11 +227,15 @@ impl<'s> ProfilerInfo<'s> {
     /// `module`, loading it if needed. Generic types fail with
     /// `CORPROF_E_TYPE_IS_PARAMETERIZED`; use
     /// [`class_from_token_and_type_args`](Self::class_from_token_and_type_args).
+    /// Refused with [`Error::Usage`] where collections are blocked
+    /// ([`gc_blocked`](Self::gc_blocked)): a type load can start a GC that
+    /// moves the scope's objects.
     pub fn class_from_token<'a>(
         &self,
         module: ModuleId<'a>,
         type_def: MdTypeDef,
     ) -> Result<ClassId<'a>> {
+        self.require_no_type_load("ICorProfilerInfo::GetClassFromToken")?;
         let mut c = 0usize;
         check(
             // SAFETY: `module` is valid for 'a; the runtime checks the token.
@@ -247,13 +251,15 @@ impl<'s> ProfilerInfo<'s> {
 
     /// `GetClassFromTokenAndTypeArgs` (Info2): the instantiation of the type
     /// definition `type_def` of `module` with `type_args` (empty for a
-    /// non-generic type), loading it if needed.
+    /// non-generic type), loading it if needed. Refused where collections
+    /// are blocked, as [`class_from_token`](Self::class_from_token).
     pub fn class_from_token_and_type_args<'a>(
         &self,
         module: ModuleId<'a>,
         type_def: MdTypeDef,
         type_args: &[ClassId<'a>],
     ) -> Result<ClassId<'a>> {
+        self.require_no_type_load("ICorProfilerInfo2::GetClassFromTokenAndTypeArgs")?;
         let i2 = self.raw_info2("ICorProfilerInfo2::GetClassFromTokenAndTypeArgs")?;
         let n = u32::try_from(type_args.len())
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;

@@ -304,7 +304,10 @@ impl<'s> ProfilerInfo<'s> {
 
     /// `GetFunctionFromTokenAndTypeArgs` (Info2): the instantiation of the
     /// method `token` of `module` on `class`, with the method's own type
-    /// arguments `type_args` (empty for a non-generic method). May load types.
+    /// arguments `type_args` (empty for a non-generic method). May load
+    /// types, so it is refused with [`Error::Usage`] where collections are
+    /// blocked ([`gc_blocked`](Self::gc_blocked)): a type load can start a
+    /// GC that moves the scope's objects.
     pub fn function_from_token_and_type_args<'a>(
         &self,
         module: ModuleId<'a>,
@@ -312,6 +315,7 @@ impl<'s> ProfilerInfo<'s> {
         class: ClassId<'a>,
         type_args: &[ClassId<'a>],
     ) -> Result<FunctionId<'a>> {
+        self.require_no_type_load("ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs")?;
         let i2 = self.raw_info2("ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs")?;
         let n = u32::try_from(type_args.len())
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;

@@ -289,6 +289,25 @@ impl<'s> ProfilerInfo<'s> {
         }
     }
 
+    /// Refuses, in a scope that blocks collections, a call that may load
+    /// types: loading allocates and may switch the thread to preemptive
+    /// mode, so a garbage collection can start during the call (the runtime
+    /// allows such calls from `ObjectAllocated`, `ExceptionThrown` and
+    /// `FinalizeableObjectQueued`, which run in cooperative mode) and move
+    /// every object whose typed [`ObjectId`](crate::ObjectId) the scope
+    /// still holds.
+    pub(crate) fn require_no_type_load(&self, call: &'static str) -> Result<()> {
+        if self.gc_blocked() {
+            Err(Error::Usage(format!(
+                "{call} may load types, and a type load can start a garbage collection that \
+                 moves the objects this scope holds (a callback that receives ObjectIDs, an ELT \
+                 hook or a runtime suspension); call it from a callback that receives none"
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Fails with [`Error::GcMayRun`] inside `MovedReferences(2)` /
     /// `SurvivingReferences(2)`, where the GC is relocating objects and no
     /// object may be read or handed to the runtime as an `ObjectID`. Every
