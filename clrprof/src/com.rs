@@ -86,8 +86,9 @@ impl<P: Profiler> CallbackObject<P> {
 
     /// Runs a callback in a [`Scope::NoGc`] scope: one the runtime issues
     /// on a thread in cooperative mode (no GC can start until it returns)
-    /// or on the thread doing a GC before that GC relocates anything. Every
-    /// caller names the rule it relies on (`// SAFETY (no GC):` at the call).
+    /// or on the thread doing a GC while nothing moves (a heap walk before
+    /// the collection starts or after it finished). Every caller names the
+    /// rule it relies on (`// SAFETY (no GC):` at the call).
     #[inline]
     fn dispatch_no_gc(
         &self,
@@ -880,9 +881,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjects: *const ULONG,
     ) -> HRESULT {
         // SAFETY: both arrays have `cClassCount` elements valid during the callback.
-        // SAFETY (no GC): issued by the thread doing a GC, from its heap walk
-        // before the GC plans or relocates (GC_NOTRIGGER, cooperative if it
-        // is a managed thread): no other collection can start meanwhile.
+        // SAFETY (no GC): issued by the thread doing a GC at its start
+        // (DiagGCStart), from a walk of generation 0 before the collection
+        // marks or moves anything, with the runtime suspended (GC_NOTRIGGER).
         forward_no_gc!(
             self,
             "ICorProfilerCallback::ObjectsAllocatedByClass",
@@ -902,10 +903,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         cObjectRefs: ULONG,
         objectRefIds: *const ObjectID,
     ) -> HRESULT {
-        // SAFETY (no GC): issued by the thread doing a GC from its heap walk,
-        // after marking and before the GC plans or relocates anything
-        // (GC_NOTRIGGER; the runtime documents these ObjectIDs as valid for
-        // the callback): every object is at its address until it returns.
+        // SAFETY (no GC): issued by the thread doing a GC from the heap walk
+        // at its end (DiagGCEnd), after the collection has moved everything
+        // and before the runtime resumes (GC_NOTRIGGER): every object is at
+        // its final address until the callback returns.
         self.dispatch_no_gc("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
@@ -1210,9 +1211,10 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         finalizerFlags: DWORD,
         objectID: ObjectID,
     ) -> HRESULT {
-        // SAFETY (no GC): issued by the GC in cooperative mode (contract
-        // MODE_COOPERATIVE: the ObjectID is an argument) while it queues the
-        // object for finalization, before anything relocates it.
+        // SAFETY (no GC): issued in cooperative mode (contract
+        // MODE_COOPERATIVE: the ObjectID is an argument) by the thread doing
+        // a GC while it walks the finalization queue with the runtime
+        // suspended; nothing moves during the walk.
         forward_no_gc!(
             self,
             "ICorProfilerCallback2::FinalizeableObjectQueued",
@@ -1231,9 +1233,10 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         rootFlags: *const COR_PRF_GC_ROOT_FLAGS,
         rootIds: *const UINT_PTR,
     ) -> HRESULT {
-        // SAFETY (no GC): issued by the thread doing a GC from its heap walk,
-        // after marking and before the GC plans or relocates (GC_NOTRIGGER):
-        // the roots' objects are at their addresses until it returns.
+        // SAFETY (no GC): issued from the heap walk at the end of a GC
+        // (DiagGCEnd), after the collection has moved everything and before
+        // the runtime resumes (GC_NOTRIGGER): the roots' objects are at their
+        // final addresses until the callback returns.
         self.dispatch_no_gc("ICorProfilerCallback2::RootReferences2", |p, info| {
             // SAFETY: each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
@@ -1466,9 +1469,10 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
         rootIds: *const GCHandleID,
     ) -> HRESULT {
         // SAFETY: each array has `cRootRefs` IDs valid during the callback.
-        // SAFETY (no GC): issued by the thread doing a GC from its heap walk
-        // (dependent handles), after marking and before the GC plans or
-        // relocates (GC_NOTRIGGER): the objects stay put until it returns.
+        // SAFETY (no GC): issued from the heap walk at the end of a GC
+        // (DiagGCEnd; dependent handles), after the collection has moved
+        // everything and before the runtime resumes (GC_NOTRIGGER): the
+        // objects stay at their final addresses until the callback returns.
         forward_no_gc!(
             self,
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
