@@ -567,6 +567,73 @@ fn struct_args_scenario() -> Scenario {
     )
 }
 
+/// Dynamic methods whose FunctionIDs the runtime recycles, alternately
+/// taking an `int` and a `string` (app `lcg`), under WithInfo hooks that
+/// decode every hooked method's arguments: the app is unharmed, and any
+/// dynamic method the runtime hooks is decoded with its own signature (a
+/// shape of the method that had the ID before would read the int as a
+/// string reference: the SDK binds shapes to its record of the function,
+/// which it releases at `DynamicMethodUnloaded`).
+fn lcg_args_scenario() -> Scenario {
+    Scenario::new(
+        "elt withinfo: recycled dynamic-method FunctionIDs of other signatures decode their own arguments",
+        |case| {
+            let (plain, traced) = run_pair(
+                case,
+                "lcg",
+                &[],
+                &[("CLRPROF_ELT", "withinfo"), ("CLRPROF_ARGS", "")],
+            )?;
+            // What the app passed to each dynamic method: "call Dyn_N i4 V"
+            // or "call Dyn_N str S".
+            let mut passed: BTreeMap<String, Value> = BTreeMap::new();
+            for line in plain.stdout.lines() {
+                let Some(rest) = line.strip_prefix("call ") else {
+                    continue;
+                };
+                let mut w = rest.splitn(3, ' ');
+                let (Some(name), Some(kind), Some(value)) = (w.next(), w.next(), w.next()) else {
+                    return Err(format!("bad app line {line:?}").into());
+                };
+                let value = match kind {
+                    "i4" => Value::from(value.parse::<i64>().map_err(|e| e.to_string())?),
+                    _ => Value::from(value),
+                };
+                passed.insert(name.to_string(), serde_json::json!([value]));
+            }
+            if passed.len() != 300 {
+                return Err(format!("the app reported {} of 300 dynamic-method calls", passed.len()).into());
+            }
+            // Every decoded call of a dynamic method: named as one the app
+            // made, at most once, with the argument the app passed.
+            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+            let mut wrong = Vec::new();
+            for r in traced.events("args") {
+                let method = r["method"].as_str().unwrap_or("");
+                let name = method.rsplit("::").next().unwrap_or(method);
+                if !name.starts_with("Dyn_") {
+                    continue;
+                }
+                *seen.entry(name.to_string()).or_default() += 1;
+                match passed.get(name) {
+                    Some(want) if r.get("error").is_none() && &r["values"] == want => {}
+                    want => wrong.push(format!("{method}: decoded {r}, the app passed {want:?}")),
+                }
+            }
+            wrong.extend(seen.iter().filter(|(_, &n)| n > 1).map(|(m, n)| format!("{m} decoded {n} times, called once")));
+            if !wrong.is_empty() {
+                return Err(format!("{} wrong:\n{}", wrong.len(), wrong.join("\n")).into());
+            }
+            eprintln!(
+                "    {}: {} of 300 dynamic-method calls hooked and decoded",
+                case.leg().name,
+                seen.len()
+            );
+            Ok(())
+        },
+    )
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     let mut v = Vec::new();
     for variant in VARIANTS {
@@ -578,5 +645,6 @@ pub fn scenarios() -> Vec<Scenario> {
     }
     v.push(args_scenario());
     v.push(struct_args_scenario());
+    v.push(lcg_args_scenario());
     v
 }
