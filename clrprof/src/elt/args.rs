@@ -183,15 +183,14 @@ impl MethodShape {
     /// it in [`EltHooks::map_function`](super::EltHooks::map_function)
     /// (the record being made is bound already) or later.
     pub fn of(info: &ProfilerInfo, function: FunctionId<'_>) -> Result<MethodShape> {
-        let binding = super::current_binding(info.runtime_slot(), function.to_raw()).ok_or_else(
-            || {
+        let binding =
+            super::current_binding(info.runtime_slot(), function.to_raw()).ok_or_else(|| {
                 Error::Usage(format!(
                     "MethodShape::of: FunctionID {:#x} is not hooked by the ELT mapper (a shape \
                      decodes only hook calls of a function the SDK hooked)",
                     function.as_sys()
                 ))
-            },
-        )?;
+            })?;
         let (metadata, token) = info.token_and_metadata_from_function(function)?;
         let props = metadata.method_props(token)?;
         let mut shape = MethodShape::from_sig(
@@ -741,10 +740,16 @@ mod tests {
         let f = crate::ids::RawFunctionId(0x4242);
         assert_eq!(super::super::current_binding(slot, f), None);
         super::super::bindings().insert((slot.0, f.0), 5);
-        assert_eq!(super::super::current_binding(slot, f), Some(bound(0x4242, 5)));
+        assert_eq!(
+            super::super::current_binding(slot, f),
+            Some(bound(0x4242, 5))
+        );
         // Releasing another serial of the same ID leaves the live one.
         super::super::unbind(slot, bound(0x4242, 4));
-        assert_eq!(super::super::current_binding(slot, f), Some(bound(0x4242, 5)));
+        assert_eq!(
+            super::super::current_binding(slot, f),
+            Some(bound(0x4242, 5))
+        );
         super::super::unbind(slot, bound(0x4242, 5));
         assert_eq!(super::super::current_binding(slot, f), None);
     }

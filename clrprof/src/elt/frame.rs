@@ -325,7 +325,11 @@ impl<'a> EnterContext<'a> {
     }
 
     #[inline(always)]
-    pub(crate) fn new(shared: &'a super::EltShared, function: &'a Binding, elt_info: usize) -> Self {
+    pub(crate) fn new(
+        shared: &'a super::EltShared,
+        function: &'a Binding,
+        elt_info: usize,
+    ) -> Self {
         EnterContext {
             shared,
             function,
@@ -417,7 +421,11 @@ impl<'a> LeaveContext<'a> {
     }
 
     #[inline(always)]
-    pub(crate) fn new(shared: &'a super::EltShared, function: &'a Binding, elt_info: usize) -> Self {
+    pub(crate) fn new(
+        shared: &'a super::EltShared,
+        function: &'a Binding,
+        elt_info: usize,
+    ) -> Self {
         LeaveContext {
             shared,
             function,
@@ -482,7 +490,11 @@ impl<'a> TailcallContext<'a> {
     }
 
     #[inline(always)]
-    pub(crate) fn new(shared: &'a super::EltShared, function: &'a Binding, elt_info: usize) -> Self {
+    pub(crate) fn new(
+        shared: &'a super::EltShared,
+        function: &'a Binding,
+        elt_info: usize,
+    ) -> Self {
         TailcallContext {
             shared,
             function,
@@ -501,8 +513,11 @@ impl<'a> TailcallContext<'a> {
         check(
             // SAFETY: IDs from this hook call; valid out pointer.
             unsafe {
-                self.shared.info3
-                    .GetFunctionTailcall3Info(self.function.function.0, self.elt_info, &mut frame)
+                self.shared.info3.GetFunctionTailcall3Info(
+                    self.function.function.0,
+                    self.elt_info,
+                    &mut frame,
+                )
             },
             "ICorProfilerInfo3::GetFunctionTailcall3Info",
         )?;

@@ -129,8 +129,8 @@ use clrprof_sys as sys;
 use core::ffi::c_void;
 use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub mod args;
@@ -748,7 +748,9 @@ pub fn install<H: EltHooks>(
     )?;
     match options.variant {
         EltVariant::FastPath => set_fast_path::<H>(&state.shared.info3, options.leave)?,
-        EltVariant::WithInfo(_) => set_with_info::<H>(&state.shared.info3, options.leave, info.version())?,
+        EltVariant::WithInfo(_) => {
+            set_with_info::<H>(&state.shared.info3, options.leave, info.version())?
+        }
     }
     Ok((masks, EltRuntime { state }))
 }
