@@ -130,6 +130,7 @@ pub struct MethodShape {
 /// The System V classification of a struct return value, where the SDK
 /// needs it (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(all(target_arch = "x86_64", unix)), allow(dead_code))]
 enum RegisterClasses {
     /// Not computed: the runtime reports register returns correctly, or
     /// the return value is not a struct.
@@ -193,18 +194,15 @@ impl MethodShape {
             })?;
         let (metadata, token) = info.token_and_metadata_from_function(function)?;
         let props = metadata.method_props(token)?;
-        let mut shape = MethodShape::from_sig(
+        let shape = MethodShape::from_sig(
             binding,
             info.string_layout2()?,
             &MethodSig::parse(&props.signature)?,
         )?;
-        #[cfg(all(target_arch = "x86_64", unix))]
-        if let ArgKind::ValueType(t) = shape.ret {
-            if super::legacy_stub::applies(info.version()) {
-                shape.ret_registers = classify(info, function, &metadata, t);
-            }
-        }
-        Ok(shape)
+        Ok(MethodShape {
+            ret_registers: register_classes(info, function, &metadata, shape.ret),
+            ..shape
+        })
     }
 
     /// The function this shape describes.
@@ -304,6 +302,34 @@ impl ArgValue<'_> {
             _ => None,
         }
     }
+}
+
+/// What [`decode_return`] needs to read a struct returned in registers on
+/// this runtime: the classification on .NET Core 3.x for Unix x64 (see the
+/// module docs), nothing elsewhere.
+#[cfg(all(target_arch = "x86_64", unix))]
+fn register_classes(
+    info: &ProfilerInfo,
+    function: FunctionId<'_>,
+    metadata: &crate::metadata::MetaDataImport,
+    ret: ArgKind,
+) -> RegisterClasses {
+    match ret {
+        ArgKind::ValueType(t) if super::legacy_stub::applies(info.version()) => {
+            classify(info, function, metadata, t)
+        }
+        _ => RegisterClasses::NotNeeded,
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", unix)))]
+fn register_classes(
+    _info: &ProfilerInfo,
+    _function: FunctionId<'_>,
+    _metadata: &crate::metadata::MetaDataImport,
+    _ret: ArgKind,
+) -> RegisterClasses {
+    RegisterClasses::NotNeeded
 }
 
 /// The System V classification of the value type `token` (a TypeDef of the

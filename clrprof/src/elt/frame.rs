@@ -127,6 +127,7 @@ pub enum EightByte {
 
 impl ReturnRegisters {
     /// From the saved registers.
+    #[cfg_attr(not(all(target_arch = "x86_64", unix)), allow(dead_code))]
     pub(crate) fn new(rax: u64, rdx: u64, xmm0: u64, xmm1: u64) -> Self {
         let mut bytes = [0u8; 64];
         for (slot, word) in bytes
