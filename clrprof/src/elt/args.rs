@@ -50,8 +50,9 @@
 //! `GetClassLayout` and the fields' signatures, when the shape is made)
 //! and [`decode_return`] reads the registers the runtime's leave stub saved
 //! (`rax`, `rdx`, `xmm0`, `xmm1`); a struct it cannot classify (nested
-//! structs, types of other modules) is refused with [`Error::Malformed`],
-//! never decoded from the wrong place.
+//! structs, generic value-type instantiations, value types of other
+//! modules, enums of other assemblies included) is refused there with
+//! [`Error::Malformed`], never decoded from the wrong place.
 
 use super::frame::{Arguments, Binding, EightByte, ReturnValue};
 use crate::error::{Error, Result};
