@@ -5,7 +5,9 @@
 // floating-point arguments, each method called twice with different values;
 // and, beyond the runtime's test, structs returned in rax and rdx
 // ({long; long}) and in xmm0 and rax ({double; int}), the two register
-// pairs its shapes do not use.
+// pairs its shapes do not use; and a struct nesting a struct
+// ({{float; float}; float}, returned in xmm0 and xmm1), whose return value a
+// profiler on .NET Core 3.1 for Linux x64 must refuse rather than misread.
 //
 // The app prints its own ground truth, which a profiler's decoded values
 // must equal, and which must be the same with and without ELT hooks:
@@ -53,6 +55,9 @@ namespace EltArgs
     public struct DoubleInt { public double D; public int X; }
 
     [StructLayout(LayoutKind.Sequential)]
+    public struct Nested { public Fp32x2 A; public float B; }
+
+    [StructLayout(LayoutKind.Sequential)]
     public struct LargeStruct
     {
         public int X0; public double D0; public int X1; public double D1;
@@ -84,6 +89,7 @@ namespace EltArgs
         public static string Of(MixedStruct s) { byte* b = (byte*)&s; return "struct " + sizeof(MixedStruct) + F(b, &s.X) + F(b, &s.D); }
         public static string Of(LongPair s) { byte* b = (byte*)&s; return "struct " + sizeof(LongPair) + F(b, &s.A) + F(b, &s.B); }
         public static string Of(DoubleInt s) { byte* b = (byte*)&s; return "struct " + sizeof(DoubleInt) + F(b, &s.D) + F(b, &s.X); }
+        public static string Of(Nested s) { byte* b = (byte*)&s; return "struct " + sizeof(Nested) + F(b, &s.A.X) + F(b, &s.A.Y) + F(b, &s.B); }
         public static string Of(LargeStruct s)
         {
             byte* b = (byte*)&s;
@@ -229,6 +235,15 @@ namespace EltArgs
             return d;
         }
 
+        // System V: returned in xmm0 (A) and xmm1 (B).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static Nested NestedFunc(Nested n)
+        {
+            Arg("NestedFunc", 0, Show.Of(n));
+            n.B = n.A.X - n.B; n.A.Y = n.A.Y * 2;
+            return n;
+        }
+
         public static int Main(string[] args)
         {
             for (int r = 0; r < 2; r++)
@@ -271,6 +286,8 @@ namespace EltArgs
                 Ret("LongPairFunc", Show.Of(LongPairFunc(lp)));
                 DoubleInt di; di.D = -3.75 + r; di.X = 9 * (r + 1);
                 Ret("DoubleIntFunc", Show.Of(DoubleIntFunc(di)));
+                Nested n; n.A.X = 0.5f + r; n.A.Y = -1.25f; n.B = 8.0f * (r + 1);
+                Ret("NestedFunc", Show.Of(NestedFunc(n)));
             }
             return 0;
         }

@@ -506,9 +506,9 @@ fn struct_args_scenario() -> Scenario {
                     _ => return Err(format!("unexpected app line {line:?}").into()),
                 }
             }
-            if args.len() != 16 || args.values().any(|calls| calls.len() != 2) {
+            if args.len() != 17 || args.values().any(|calls| calls.len() != 2) {
                 return Err(format!(
-                    "the app made {} of 16 methods' 2 calls: {args:?}",
+                    "the app made {} of 17 methods' 2 calls: {args:?}",
                     args.len()
                 )
                 .into());
@@ -554,6 +554,15 @@ fn struct_args_scenario() -> Scenario {
                     continue;
                 }
                 for (p, record) in printed.iter().zip(decoded) {
+                    // Refused, as it must be, where the runtime reports it
+                    // from rax's slot and the SDK cannot classify it.
+                    if refused_on_leg(&case.leg().name, method) {
+                        let error = record["error"].as_str().unwrap_or("");
+                        if !error.contains("classification") || record.get("value").is_some() {
+                            wrong.push(format!("{method} return value: not refused: {record}"));
+                        }
+                        continue;
+                    }
                     if let Err(e) = check_printed_value(p, &record["value"]) {
                         wrong.push(format!("{method} return value: {e} ({record})"));
                     }
@@ -565,6 +574,13 @@ fn struct_args_scenario() -> Scenario {
             Ok(())
         },
     )
+}
+
+/// Whether the SDK must refuse `method`'s return value on `leg`: a struct
+/// nesting a struct, returned in registers, which .NET Core 3.1 on Linux x64
+/// reports from `rax`'s slot and the SDK does not classify.
+fn refused_on_leg(leg: &str, method: &str) -> bool {
+    leg == "linux-x64-3.1" && method == "EltArgs.Program::NestedFunc"
 }
 
 /// Dynamic methods whose FunctionIDs the runtime recycles, alternately
