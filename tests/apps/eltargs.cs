@@ -2,14 +2,19 @@
 // own slow-path ELT test (dotnet/runtime src/tests/profiler/elt): integers,
 // floats, strings, homogeneous float/double aggregates of 2-4 fields,
 // structs mixing int and double, a large struct, and structs next to
-// floating-point arguments, each method called twice with different values.
+// floating-point arguments, each method called twice with different values;
+// and, beyond the runtime's test, structs returned in rax and rdx
+// ({long; long}) and in xmm0 and rax ({double; int}), the two register
+// pairs its shapes do not use; and a struct nesting a struct
+// ({{float; float}; float}, returned in xmm0 and xmm1), whose return value a
+// profiler on .NET Core 3.1 for Linux x64 must refuse rather than misread.
 //
 // The app prints its own ground truth, which a profiler's decoded values
 // must equal, and which must be the same with and without ELT hooks:
 //   arg <Ns.Type::Method> <index> <value>    printed by the callee, as received
 //   ret <Ns.Type::Method> <value>            printed by the caller, as received
 // where <value> is "i4 N", "r4 X", "r8 X", "str S", or for a struct
-// "struct <size> <offset>:<i4|r4|r8>:<value> ..." with one item per field
+// "struct <size> <offset>:<i4|i8|r4|r8>:<value> ..." with one item per field
 // (offsets measured in the value itself, so they are the runtime's layout).
 // Floating-point values use round-trip ("R") formatting.
 using System;
@@ -44,6 +49,15 @@ namespace EltArgs
     public struct MixedStruct { public int X; public double D; }
 
     [StructLayout(LayoutKind.Sequential)]
+    public struct LongPair { public long A, B; }
+
+    [StructLayout(LayoutKind.Sequential)]
+    public struct DoubleInt { public double D; public int X; }
+
+    [StructLayout(LayoutKind.Sequential)]
+    public struct Nested { public Fp32x2 A; public float B; }
+
+    [StructLayout(LayoutKind.Sequential)]
     public struct LargeStruct
     {
         public int X0; public double D0; public int X1; public double D1;
@@ -61,6 +75,7 @@ namespace EltArgs
         public static string Str(string v) { return "str " + v; }
 
         static string F(byte* start, int* field) { return " " + ((byte*)field - start) + ":i4:" + (*field).ToString(CultureInfo.InvariantCulture); }
+        static string F(byte* start, long* field) { return " " + ((byte*)field - start) + ":i8:" + (*field).ToString(CultureInfo.InvariantCulture); }
         static string F(byte* start, float* field) { return " " + ((byte*)field - start) + ":r4:" + R(*field); }
         static string F(byte* start, double* field) { return " " + ((byte*)field - start) + ":r8:" + R(*field); }
 
@@ -72,6 +87,9 @@ namespace EltArgs
         public static string Of(Fp64x3 s) { byte* b = (byte*)&s; return "struct " + sizeof(Fp64x3) + F(b, &s.X) + F(b, &s.Y) + F(b, &s.Z); }
         public static string Of(Fp64x4 s) { byte* b = (byte*)&s; return "struct " + sizeof(Fp64x4) + F(b, &s.X) + F(b, &s.Y) + F(b, &s.Z) + F(b, &s.W); }
         public static string Of(MixedStruct s) { byte* b = (byte*)&s; return "struct " + sizeof(MixedStruct) + F(b, &s.X) + F(b, &s.D); }
+        public static string Of(LongPair s) { byte* b = (byte*)&s; return "struct " + sizeof(LongPair) + F(b, &s.A) + F(b, &s.B); }
+        public static string Of(DoubleInt s) { byte* b = (byte*)&s; return "struct " + sizeof(DoubleInt) + F(b, &s.D) + F(b, &s.X); }
+        public static string Of(Nested s) { byte* b = (byte*)&s; return "struct " + sizeof(Nested) + F(b, &s.A.X) + F(b, &s.A.Y) + F(b, &s.B); }
         public static string Of(LargeStruct s)
         {
             byte* b = (byte*)&s;
@@ -199,6 +217,33 @@ namespace EltArgs
             return 13.0 + r * 0.125;
         }
 
+        // System V: returned in rax and rdx.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static LongPair LongPairFunc(LongPair p)
+        {
+            Arg("LongPairFunc", 0, Show.Of(p));
+            p.A = p.A * 3 - 1; p.B = -p.B;
+            return p;
+        }
+
+        // System V: returned in xmm0 and rax.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static DoubleInt DoubleIntFunc(DoubleInt d)
+        {
+            Arg("DoubleIntFunc", 0, Show.Of(d));
+            d.D = d.D * 0.25 + 1; d.X = d.X + 40;
+            return d;
+        }
+
+        // System V: returned in xmm0 (A) and xmm1 (B).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static Nested NestedFunc(Nested n)
+        {
+            Arg("NestedFunc", 0, Show.Of(n));
+            n.B = n.A.X - n.B; n.A.Y = n.A.Y * 2;
+            return n;
+        }
+
         public static int Main(string[] args)
         {
             for (int r = 0; r < 2; r++)
@@ -236,6 +281,13 @@ namespace EltArgs
 
                 Ret("DoubleAndIntegerStruct", Show.R8(DoubleAndIntegerStruct(0.75 + r, i)));
                 Ret("DoubleRet", Show.R8(DoubleRet(r)));
+
+                LongPair lp; lp.A = 0x1122334455L + r; lp.B = -7 - r;
+                Ret("LongPairFunc", Show.Of(LongPairFunc(lp)));
+                DoubleInt di; di.D = -3.75 + r; di.X = 9 * (r + 1);
+                Ret("DoubleIntFunc", Show.Of(DoubleIntFunc(di)));
+                Nested n; n.A.X = 0.5f + r; n.A.Y = -1.25f; n.B = 8.0f * (r + 1);
+                Ret("NestedFunc", Show.Of(NestedFunc(n)));
             }
             return 0;
         }

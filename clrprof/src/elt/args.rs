@@ -28,21 +28,35 @@
 //! and [`decode_return`] refuse ([`Error::Mismatch`]) ranges of any other
 //! function.
 //!
-//! Value types come back as their bytes in every case the runtime reports
-//! correctly: float and double aggregates, structs mixing integers and
-//! doubles, structs passed by reference or on the stack, and return values
-//! in registers or through a return buffer (tested against the shapes of
-//! the runtime's own slow-path ELT test on .NET 8 and on .NET Core 3.1 for
-//! Windows). One runtime reports some of them wrongly: .NET Core 3.x on
-//! Linux x64 points `GetFunctionLeave3Info`'s range at the saved `rax` for
-//! every return value not passed through a return buffer, so a struct
-//! returned in `xmm0`/`xmm1`, or in `rax` and a second register, reads as
-//! `rax` and the 8 bytes after it (arguments, and structs returned in `rax`
-//! alone, are right; .NET 5 fixed it).
+//! The `FunctionID` alone does not say which function a range belongs to:
+//! the runtime recycles the IDs of freed dynamic methods (and the memory
+//! of collectible code's method descriptors), so one ID names several
+//! functions over time. A shape is therefore bound to the SDK's ELT record
+//! of its function ([`Binding`]: the ID and the record's serial number),
+//! which the SDK releases when the function goes (module and class
+//! unloads, `DynamicMethodUnloaded`); the next function with the same ID
+//! gets a new record, and a kept shape of the old one is refused.
+//!
+//! Value types come back as their bytes in every case: float and double
+//! aggregates, structs mixing integers and doubles, structs passed by
+//! reference or on the stack, and return values in registers or through a
+//! return buffer (tested against the shapes of the runtime's own slow-path
+//! ELT test on every leg). One runtime reports some of them wrongly: .NET
+//! Core 3.x on Linux x64 points `GetFunctionLeave3Info`'s range at the
+//! saved `rax` for every return value not passed through a return buffer,
+//! so a struct returned in `xmm0`/`xmm1`, or in `rax` and a second
+//! register, would read as `rax` and the 8 bytes after it. There the SDK
+//! classifies the struct's eightbytes as the System V ABI does (from
+//! `GetClassLayout` and the fields' signatures, when the shape is made)
+//! and [`decode_return`] reads the registers the runtime's leave stub saved
+//! (`rax`, `rdx`, `xmm0`, `xmm1`); a struct it cannot classify (nested
+//! structs, generic value-type instantiations, value types of other
+//! modules, enums of other assemblies included) is refused there with
+//! [`Error::Malformed`], never decoded from the wrong place.
 
-use super::frame::{Arguments, ReturnValue};
+use super::frame::{Arguments, Binding, EightByte, ReturnValue};
 use crate::error::{Error, Result};
-use crate::ids::{FunctionId, MdToken, RawFunctionId};
+use crate::ids::{FunctionId, MdToken};
 use crate::info::{ProfilerInfo, StringLayout2};
 use crate::signature::{MethodSig, TypeSig};
 use clrprof_sys as sys;
@@ -105,22 +119,42 @@ pub const MAX_PARAMS: usize = 31;
 /// function allocates nothing more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MethodShape {
-    function: RawFunctionId,
+    binding: Binding,
     layout: StringLayout2,
     has_this: bool,
     count: usize,
     params: [ArgKind; MAX_PARAMS],
     ret: ArgKind,
+    ret_registers: RegisterClasses,
+}
+
+/// The System V classification of a struct return value, where the SDK
+/// needs it (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(all(target_arch = "x86_64", unix)), allow(dead_code))]
+enum RegisterClasses {
+    /// Not computed: the runtime reports register returns correctly, or
+    /// the return value is not a struct.
+    NotNeeded,
+    /// The struct could not be classified: its register return is refused.
+    Unknown,
+    /// One or two eightbytes.
+    Known([EightByte; 2], u8),
+}
+
+impl RegisterClasses {
+    fn classes(&self) -> Option<&[EightByte]> {
+        match self {
+            RegisterClasses::Known(c, n) => c.get(..*n as usize),
+            _ => None,
+        }
+    }
 }
 
 impl MethodShape {
     /// The shape of a parsed signature; `Err` for more than [`MAX_PARAMS`]
     /// parameters.
-    fn from_sig(
-        function: RawFunctionId,
-        layout: StringLayout2,
-        sig: &MethodSig,
-    ) -> Result<MethodShape> {
+    fn from_sig(binding: Binding, layout: StringLayout2, sig: &MethodSig) -> Result<MethodShape> {
         if sig.params.len() > MAX_PARAMS {
             return Err(Error::Usage(format!(
                 "a method with {} parameters (more than {MAX_PARAMS})",
@@ -132,30 +166,54 @@ impl MethodShape {
             *slot = ArgKind::of(p);
         }
         Ok(MethodShape {
-            function,
+            binding,
             layout,
             has_this: sig.has_this(),
             count: sig.params.len(),
             params,
             ret: ArgKind::of(&sig.ret),
+            ret_registers: RegisterClasses::NotNeeded,
         })
     }
 
     /// Reads and parses the signature of `function` (`GetTokenAndMetaDataFromFunction`,
-    /// `GetMethodProps`) and the runtime's string layout (`GetStringLayout2`).
+    /// `GetMethodProps`) and the runtime's string layout (`GetStringLayout2`),
+    /// bound to the SDK's ELT record of `function`.
+    ///
+    /// Fails with [`Error::Usage`] for a function the ELT mapper has not
+    /// hooked: shapes only decode the hook calls of hooked functions. Call
+    /// it in [`EltHooks::map_function`](super::EltHooks::map_function)
+    /// (the record being made is bound already) or later.
     pub fn of(info: &ProfilerInfo, function: FunctionId<'_>) -> Result<MethodShape> {
+        let binding =
+            super::current_binding(info.runtime_slot(), function.to_raw()).ok_or_else(|| {
+                Error::Usage(format!(
+                    "MethodShape::of: FunctionID {:#x} is not hooked by the ELT mapper (a shape \
+                     decodes only hook calls of a function the SDK hooked)",
+                    function.as_sys()
+                ))
+            })?;
         let (metadata, token) = info.token_and_metadata_from_function(function)?;
         let props = metadata.method_props(token)?;
-        MethodShape::from_sig(
-            function.to_raw(),
+        let shape = MethodShape::from_sig(
+            binding,
             info.string_layout2()?,
             &MethodSig::parse(&props.signature)?,
-        )
+        )?;
+        Ok(MethodShape {
+            ret_registers: register_classes(info, function, &metadata, shape.ret),
+            ..shape
+        })
     }
 
     /// The function this shape describes.
-    pub fn function(&self) -> RawFunctionId {
-        self.function
+    pub fn function(&self) -> crate::ids::RawFunctionId {
+        self.binding.function
+    }
+
+    /// The record binding this shape decodes (see [`Binding`]).
+    pub fn binding(&self) -> Binding {
+        self.binding
     }
 
     /// Whether the first range is `this`.
@@ -245,6 +303,131 @@ impl ArgValue<'_> {
             _ => None,
         }
     }
+}
+
+/// What [`decode_return`] needs to read a struct returned in registers on
+/// this runtime: the classification on .NET Core 3.x for Unix x64 (see the
+/// module docs), nothing elsewhere.
+#[cfg(all(target_arch = "x86_64", unix))]
+fn register_classes(
+    info: &ProfilerInfo,
+    function: FunctionId<'_>,
+    metadata: &crate::metadata::MetaDataImport,
+    ret: ArgKind,
+) -> RegisterClasses {
+    match ret {
+        ArgKind::ValueType(t) if super::legacy_stub::applies(info.version()) => {
+            classify(info, function, metadata, t)
+        }
+        _ => RegisterClasses::NotNeeded,
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", unix)))]
+fn register_classes(
+    _info: &ProfilerInfo,
+    _function: FunctionId<'_>,
+    _metadata: &crate::metadata::MetaDataImport,
+    _ret: ArgKind,
+) -> RegisterClasses {
+    RegisterClasses::NotNeeded
+}
+
+/// The System V classification of the value type `token` (a TypeDef of the
+/// module of `function`), eightbyte by eightbyte: an eightbyte holding only
+/// `float`/`double` fields travels in an SSE register, any other in a
+/// general-purpose one (the runtime's `MethodTable::ClassifyEightBytes`
+/// rule for structs of primitives). [`RegisterClasses::Unknown`] for
+/// anything else: nested structs, fields straddling an eightbyte, types of
+/// other modules, more than 16 bytes.
+#[cfg(all(target_arch = "x86_64", unix))]
+fn classify(
+    info: &ProfilerInfo,
+    function: FunctionId<'_>,
+    metadata: &crate::metadata::MetaDataImport,
+    token: MdToken,
+) -> RegisterClasses {
+    classify_fields(info, function, metadata, token).unwrap_or(RegisterClasses::Unknown)
+}
+
+#[cfg(all(target_arch = "x86_64", unix))]
+fn classify_fields(
+    info: &ProfilerInfo,
+    function: FunctionId<'_>,
+    metadata: &crate::metadata::MetaDataImport,
+    token: MdToken,
+) -> Option<RegisterClasses> {
+    use crate::ids::MdTypeDef;
+    use sys as s;
+    if token.0 >> 24 != 0x02 {
+        return None;
+    }
+    let module = info.function_info(function).ok()?.module;
+    let class = info.class_from_token(module, MdTypeDef(token.0)).ok()?;
+    let layout = info.class_layout(class).ok()?;
+    if layout.size == 0 || layout.size > 16 {
+        return None;
+    }
+    let mut classes: [Option<EightByte>; 2] = [None, None];
+    for field in &layout.fields {
+        let (_, _, _, signature) = metadata.field_props(field.field).ok()?;
+        let (size, class) = match crate::metadata::field_type(&signature).ok()? {
+            TypeSig::Primitive(e) => match e as i32 {
+                x if x == s::ELEMENT_TYPE_R4 as i32 => (4, EightByte::Sse),
+                x if x == s::ELEMENT_TYPE_R8 as i32 => (8, EightByte::Sse),
+                x if x == s::ELEMENT_TYPE_BOOLEAN as i32
+                    || x == s::ELEMENT_TYPE_I1 as i32
+                    || x == s::ELEMENT_TYPE_U1 as i32 =>
+                {
+                    (1, EightByte::Integer)
+                }
+                x if x == s::ELEMENT_TYPE_CHAR as i32
+                    || x == s::ELEMENT_TYPE_I2 as i32
+                    || x == s::ELEMENT_TYPE_U2 as i32 =>
+                {
+                    (2, EightByte::Integer)
+                }
+                x if x == s::ELEMENT_TYPE_I4 as i32 || x == s::ELEMENT_TYPE_U4 as i32 => {
+                    (4, EightByte::Integer)
+                }
+                x if x == s::ELEMENT_TYPE_I8 as i32
+                    || x == s::ELEMENT_TYPE_U8 as i32
+                    || x == s::ELEMENT_TYPE_I as i32
+                    || x == s::ELEMENT_TYPE_U as i32
+                    || x == s::ELEMENT_TYPE_STRING as i32
+                    || x == s::ELEMENT_TYPE_OBJECT as i32 =>
+                {
+                    (8, EightByte::Integer)
+                }
+                _ => return None,
+            },
+            TypeSig::Class(_)
+            | TypeSig::SzArray(_)
+            | TypeSig::Array { .. }
+            | TypeSig::Ptr(_)
+            | TypeSig::FnPtr(_)
+            | TypeSig::GenericInst {
+                value_type: false, ..
+            } => (8, EightByte::Integer),
+            _ => return None,
+        };
+        let offset = field.offset as usize;
+        let index = offset / 8;
+        if offset % 8 + size > 8 || offset + size > layout.size as usize {
+            return None;
+        }
+        let slot = classes.get_mut(index)?;
+        *slot = match (*slot, class) {
+            (Some(EightByte::Integer), _) | (_, EightByte::Integer) => Some(EightByte::Integer),
+            _ => Some(EightByte::Sse),
+        };
+    }
+    let count = (layout.size as usize).div_ceil(8);
+    let mut known = [EightByte::Integer; 2];
+    for (out, class) in known.iter_mut().zip(&classes[..count]) {
+        *out = (*class)?;
+    }
+    Some(RegisterClasses::Known(known, count as u8))
 }
 
 fn read<const N: usize>(bytes: &[u8]) -> Result<[u8; N]> {
@@ -337,7 +520,7 @@ pub fn decode_arguments<'a>(
     args: &Arguments<'a>,
     mut each: impl FnMut(usize, ArgValue<'a>),
 ) -> Result<()> {
-    check_function(shape, args.function(), "decode_arguments")?;
+    check_function(shape, args.binding(), "decode_arguments")?;
     if args.ranges().len() != shape.range_count() {
         return Err(Error::Malformed(format!(
             "{} argument ranges for a signature with {} (this: {})",
@@ -362,25 +545,51 @@ pub fn decode_arguments<'a>(
 }
 
 /// Decodes a leave hook's return value. Fails with [`Error::Mismatch`] when
-/// `shape` was made for another function.
-pub fn decode_return<'a>(shape: &MethodShape, value: &ReturnValue<'a>) -> Result<ArgValue<'a>> {
-    check_function(shape, value.function(), "decode_return")?;
+/// `shape` was made for another function, and with [`Error::Malformed`]
+/// for a struct returned in registers that the runtime reports from the
+/// wrong place and the SDK could not classify (.NET Core 3.x on Linux x64:
+/// see the module docs).
+pub fn decode_return<'v>(shape: &MethodShape, value: &'v ReturnValue<'_>) -> Result<ArgValue<'v>> {
+    check_function(shape, value.binding(), "decode_return")?;
     if shape.ret() == ArgKind::Void {
         return Ok(ArgValue::Void);
     }
-    // SAFETY: the range comes from the hook call 'a of `shape.function`
+    if let (ArgKind::ValueType(token), Some(registers)) = (shape.ret(), value.registers()) {
+        let len = value.range().len() as usize;
+        let bytes = shape
+            .ret_registers
+            .classes()
+            .and_then(|classes| registers.value(classes, len))
+            .ok_or_else(|| {
+                Error::Malformed(format!(
+                    "a struct of {len} bytes returned in registers, which this runtime (.NET Core \
+                     3.x, Linux x64) reports from rax's slot; its System V classification is not \
+                     known ({:?}), so its value cannot be read",
+                    shape.ret_registers
+                ))
+            })?;
+        return Ok(ArgValue::ValueType { token, bytes });
+    }
+    // SAFETY: the range comes from the hook call of `shape`'s function
     // (checked above), and `shape.ret()` is that function's return type.
     unsafe { decode(shape.ret(), value.range().bytes(), shape.layout) }
 }
 
-fn check_function(shape: &MethodShape, used_with: RawFunctionId, call: &'static str) -> Result<()> {
-    if shape.function == used_with {
+fn check_function(shape: &MethodShape, used_with: Binding, call: &'static str) -> Result<()> {
+    if shape.binding == used_with {
         Ok(())
+    } else if shape.binding.function == used_with.function {
+        // The ID was recycled: the shape's function is gone.
+        Err(Error::Mismatch {
+            call,
+            made_for: shape.binding.serial as usize,
+            used_with: used_with.serial as usize,
+        })
     } else {
         Err(Error::Mismatch {
             call,
-            made_for: shape.function.0,
-            used_with: used_with.0,
+            made_for: shape.binding.function.0,
+            used_with: used_with.function.0,
         })
     }
 }
@@ -389,6 +598,13 @@ fn check_function(shape: &MethodShape, used_with: RawFunctionId, call: &'static 
 mod tests {
     use super::*;
     use crate::elt::frame::Arguments;
+
+    fn bound(function: usize, serial: u64) -> Binding {
+        Binding {
+            function: crate::ids::RawFunctionId(function),
+            serial,
+        }
+    }
 
     fn layout() -> StringLayout2 {
         StringLayout2 {
@@ -465,7 +681,7 @@ mod tests {
             sys::ELEMENT_TYPE_I4 as u8,
             sys::ELEMENT_TYPE_STRING as u8,
         ];
-        let f = RawFunctionId(0x77);
+        let f = bound(0x77, 1);
         let shape = MethodShape::from_sig(f, layout(), &MethodSig::parse(&blob).unwrap()).unwrap();
         assert!(shape.has_this());
         assert_eq!(shape.range_count(), 3);
@@ -494,16 +710,13 @@ mod tests {
             sys::ELEMENT_TYPE_VOID as u8,
             sys::ELEMENT_TYPE_STRING as u8,
         ];
-        let shape = MethodShape::from_sig(
-            RawFunctionId(0x10),
-            layout(),
-            &MethodSig::parse(&blob).unwrap(),
-        )
-        .unwrap();
+        let shape =
+            MethodShape::from_sig(bound(0x10, 1), layout(), &MethodSig::parse(&blob).unwrap())
+                .unwrap();
         // A range of another function whose first 8 bytes are not a string
         // reference: refused before anything is dereferenced.
         static INTEGER: [u8; 8] = 0x1234_5678u64.to_ne_bytes();
-        let other = Arguments::for_tests(RawFunctionId(0x20), &[&INTEGER]);
+        let other = Arguments::for_tests(bound(0x20, 2), &[&INTEGER]);
         let err = decode_arguments(&shape, &other, |_, _| panic!("decoded")).unwrap_err();
         assert_eq!(
             err,
@@ -513,5 +726,110 @@ mod tests {
                 used_with: 0x20
             }
         );
+    }
+
+    #[test]
+    fn a_shape_is_refused_for_a_recycled_function_id() {
+        // A dynamic method taking a string; the runtime frees it and gives
+        // its FunctionID (0x10) to one taking an int: a new record, a new
+        // serial. The kept shape must not read the int as a reference.
+        let blob = [
+            0x00,
+            1,
+            sys::ELEMENT_TYPE_VOID as u8,
+            sys::ELEMENT_TYPE_STRING as u8,
+        ];
+        let shape =
+            MethodShape::from_sig(bound(0x10, 7), layout(), &MethodSig::parse(&blob).unwrap())
+                .unwrap();
+        static INTEGER: [u8; 8] = 0x1234_5678u64.to_ne_bytes();
+        let recycled = Arguments::for_tests(bound(0x10, 8), &[&INTEGER]);
+        let err = decode_arguments(&shape, &recycled, |_, _| panic!("decoded")).unwrap_err();
+        assert_eq!(
+            err,
+            Error::Mismatch {
+                call: "decode_arguments",
+                made_for: 7,
+                used_with: 8
+            }
+        );
+        let returned = ReturnValue::for_tests(bound(0x10, 8), &INTEGER, None);
+        assert!(matches!(
+            decode_return(&shape, &returned),
+            Err(Error::Mismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn bindings_follow_the_records() {
+        use crate::runtimes::RuntimeSlot;
+        let slot = RuntimeSlot(0xE17);
+        let f = crate::ids::RawFunctionId(0x4242);
+        assert_eq!(super::super::current_binding(slot, f), None);
+        super::super::bindings().insert((slot.0, f.0), 5);
+        assert_eq!(
+            super::super::current_binding(slot, f),
+            Some(bound(0x4242, 5))
+        );
+        // Releasing another serial of the same ID leaves the live one.
+        super::super::unbind(slot, bound(0x4242, 4));
+        assert_eq!(
+            super::super::current_binding(slot, f),
+            Some(bound(0x4242, 5))
+        );
+        super::super::unbind(slot, bound(0x4242, 5));
+        assert_eq!(super::super::current_binding(slot, f), None);
+    }
+
+    /// A `{float, float, float}` struct, as .NET Core 3.1 on Linux x64
+    /// returns it (x, y in xmm0, z in xmm1) and reports it (the range at
+    /// the saved rax).
+    fn fp32x3_returned() -> (MethodShape, ReturnValue<'static>, [u8; 12]) {
+        let mut want = [0u8; 12];
+        for (i, v) in [1.5f32, -2.25, 7.0].iter().enumerate() {
+            want[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        let xmm0 = u64::from_ne_bytes(want[..8].try_into().unwrap());
+        let xmm1 = u32::from_ne_bytes(want[8..].try_into().unwrap()) as u64;
+        // HASTHIS=0, no params, returns VALUETYPE 0x02000002 (compressed
+        // TypeDefOrRef: (2 << 2) | 0 = 8).
+        let blob = [0x00, 0, sys::ELEMENT_TYPE_VALUETYPE as u8, 0x08];
+        let shape =
+            MethodShape::from_sig(bound(0x30, 1), layout(), &MethodSig::parse(&blob).unwrap())
+                .unwrap();
+        // What the runtime's range holds: rax, then the hidden-arg slot.
+        static RAX_SLOT: [u8; 12] = [0xAA; 12];
+        let registers = crate::elt::frame::ReturnRegisters::new(0xAAAA_AAAA, 0, xmm0, xmm1);
+        (
+            shape,
+            ReturnValue::for_tests(bound(0x30, 1), &RAX_SLOT, Some(registers)),
+            want,
+        )
+    }
+
+    #[test]
+    fn register_struct_returns_are_read_from_their_registers_or_refused() {
+        let (mut shape, returned, want) = fp32x3_returned();
+        // Not classified: refused, never the bytes of rax.
+        shape.ret_registers = RegisterClasses::Unknown;
+        assert!(matches!(
+            decode_return(&shape, &returned),
+            Err(Error::Malformed(_))
+        ));
+        // Two SSE eightbytes: xmm0 then xmm1.
+        shape.ret_registers = RegisterClasses::Known([EightByte::Sse, EightByte::Sse], 2);
+        match decode_return(&shape, &returned).unwrap() {
+            ArgValue::ValueType { bytes, .. } => assert_eq!(bytes, &want),
+            other => panic!("{other:?}"),
+        }
+        // {int; double}: rax then xmm0.
+        let registers = crate::elt::frame::ReturnRegisters::new(3, 0, 2.5f64.to_bits(), 0);
+        let mixed: Vec<EightByte> = vec![EightByte::Integer, EightByte::Sse];
+        let bytes = registers.value(&mixed, 16).unwrap();
+        assert_eq!(&bytes[..8], &3u64.to_ne_bytes());
+        assert_eq!(&bytes[8..], &2.5f64.to_ne_bytes());
+        // A length that does not fit the classification is refused.
+        assert!(registers.value(&mixed, 8).is_none());
+        assert!(registers.value(&mixed[..1], 12).is_none());
     }
 }

@@ -98,19 +98,136 @@ impl<'a> ArgumentRange<'a> {
 /// (so [`decode_return`](super::args::decode_return) can check its shape).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReturnValue<'a> {
-    function: RawFunctionId,
+    function: Binding,
     range: ArgumentRange<'a>,
+    /// On runtimes whose `GetFunctionLeave3Info` reports every value
+    /// returned in registers at the saved `rax` (see `legacy_stub`): the
+    /// return registers the stub saved, when the range is that slot.
+    registers: Option<ReturnRegisters>,
+}
+
+/// The four System V x86-64 return registers as the runtime's leave stub
+/// saved them (the low 8 bytes of `xmm0` and `xmm1`), laid out in every
+/// order a struct of one or two eightbytes can take, so that a value
+/// returned in any pair is one contiguous slice: `rax rdx`, `xmm0 xmm1`,
+/// `rax xmm0`, `xmm0 rax`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReturnRegisters {
+    bytes: [u8; 64],
+}
+
+/// Where a struct's eightbyte travels under the System V x86-64 ABI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EightByte {
+    /// In a general-purpose register (`rax`, then `rdx`).
+    Integer,
+    /// In an SSE register (`xmm0`, then `xmm1`).
+    Sse,
+}
+
+impl ReturnRegisters {
+    /// From the saved registers.
+    #[cfg_attr(not(all(target_arch = "x86_64", unix)), allow(dead_code))]
+    pub(crate) fn new(rax: u64, rdx: u64, xmm0: u64, xmm1: u64) -> Self {
+        let mut bytes = [0u8; 64];
+        for (slot, word) in bytes
+            .chunks_exact_mut(8)
+            .zip([rax, rdx, xmm0, xmm1, rax, xmm0, xmm0, rax])
+        {
+            slot.copy_from_slice(&word.to_ne_bytes());
+        }
+        ReturnRegisters { bytes }
+    }
+
+    /// The bytes of a value of `len` bytes whose eightbytes are classified
+    /// `classes` (one or two), as the registers hold it; `None` when the
+    /// length does not fit the classification.
+    pub(crate) fn value(&self, classes: &[EightByte], len: usize) -> Option<&[u8]> {
+        use EightByte::{Integer, Sse};
+        let start = match classes {
+            [Integer] | [Integer, Integer] => 0,
+            [Sse] | [Sse, Sse] => 16,
+            [Integer, Sse] => 32,
+            [Sse, Integer] => 48,
+            _ => return None,
+        };
+        if len == 0 || len > 8 * classes.len() || len <= 8 * (classes.len() - 1) {
+            return None;
+        }
+        self.bytes.get(start..start + len)
+    }
 }
 
 impl<'a> ReturnValue<'a> {
     /// The function that returns it.
     pub fn function(&self) -> RawFunctionId {
+        self.function.function
+    }
+
+    /// The record binding of the hook call (see [`Binding`]).
+    pub(crate) fn binding(&self) -> Binding {
         self.function
     }
 
-    /// The value's range.
+    /// The value's range, as `GetFunctionLeave3Info` reported it.
+    ///
+    /// On .NET Core 3.x for Linux x64 the runtime reports the saved `rax`
+    /// for every value returned in registers, so for a struct returned in
+    /// `xmm0`/`xmm1` or in two registers these bytes are not the value;
+    /// [`decode_return`](super::args::decode_return) reads the right
+    /// registers there, or refuses.
     pub fn range(&self) -> ArgumentRange<'a> {
         self.range
+    }
+
+    /// The saved return registers, on the runtime that needs them.
+    pub(crate) fn registers(&self) -> Option<&ReturnRegisters> {
+        self.registers.as_ref()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        function: Binding,
+        range: &'static [u8],
+        registers: Option<ReturnRegisters>,
+    ) -> ReturnValue<'static> {
+        ReturnValue {
+            function,
+            // SAFETY: `range` is readable for its length forever ('static).
+            range: unsafe { ArgumentRange::new(range.as_ptr() as usize, range.len() as u32) },
+            registers,
+        }
+    }
+}
+
+/// Which hooked function a hook call belongs to: its `FunctionID` and the
+/// serial number of the SDK's record for it.
+///
+/// The runtime recycles `FunctionID`s: a freed dynamic method's
+/// `MethodDesc` is reused for the next one (same token, class and module),
+/// and collectible code's method descriptors live in memory that is reused
+/// after the unload. A record, and its serial, serve exactly one function:
+/// the SDK frees it when the function goes (module unload,
+/// `ClassUnloadStarted`, `DynamicMethodUnloaded`) and a recycled ID gets a
+/// new record with a new serial. So what is bound to a serial (a
+/// [`MethodShape`](super::args::MethodShape)) can never be applied to
+/// another function that reused the ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)] // the function ID first (see `shadow_stack`)
+pub struct Binding {
+    pub(crate) function: RawFunctionId,
+    pub(crate) serial: u64,
+}
+
+impl Binding {
+    /// The function's ID.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+
+    /// The serial number of the record (never 0 for a record the SDK made).
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 }
 
@@ -118,7 +235,7 @@ impl<'a> ReturnValue<'a> {
 /// for instance methods), as `GetFunctionEnter3Info` reports them.
 #[derive(Clone, Copy, Debug)]
 pub struct Arguments<'a> {
-    function: RawFunctionId,
+    function: Binding,
     count: usize,
     total_size: u32,
     ranges: [ArgumentRange<'a>; MAX_ARGUMENT_RANGES],
@@ -127,6 +244,11 @@ pub struct Arguments<'a> {
 impl<'a> Arguments<'a> {
     /// The function whose arguments these are.
     pub fn function(&self) -> RawFunctionId {
+        self.function.function
+    }
+
+    /// The record binding of the hook call (see [`Binding`]).
+    pub(crate) fn binding(&self) -> Binding {
         self.function
     }
 
@@ -149,7 +271,7 @@ impl<'a> Arguments<'a> {
 #[cfg(test)]
 impl Arguments<'static> {
     /// Arguments over static byte ranges, for unit tests.
-    pub(crate) fn for_tests(function: RawFunctionId, ranges: &[&'static [u8]]) -> Self {
+    pub(crate) fn for_tests(function: Binding, ranges: &[&'static [u8]]) -> Self {
         let mut out = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];
         for (o, r) in out.iter_mut().zip(ranges) {
             // SAFETY: `r` is readable for its length forever ('static).
@@ -166,8 +288,8 @@ impl Arguments<'static> {
 
 /// The WithInfo enter hook's view of the call.
 pub struct EnterContext<'a> {
-    info3: &'a sys::ICorProfilerInfo3,
-    function: RawFunctionId,
+    shared: &'a super::EltShared,
+    function: &'a Binding,
     elt_info: usize,
     /// On runtimes whose enter stub shares its xmm0/xmm1 save area with
     /// the struct-copy buffer: what keeps it (see `legacy_stub`).
@@ -177,15 +299,15 @@ pub struct EnterContext<'a> {
 
 /// The WithInfo leave hook's view of the call.
 pub struct LeaveContext<'a> {
-    info3: &'a sys::ICorProfilerInfo3,
-    function: RawFunctionId,
+    shared: &'a super::EltShared,
+    function: &'a Binding,
     elt_info: usize,
 }
 
 /// The WithInfo tailcall hook's view of the call.
 pub struct TailcallContext<'a> {
-    info3: &'a sys::ICorProfilerInfo3,
-    function: RawFunctionId,
+    shared: &'a super::EltShared,
+    function: &'a Binding,
     elt_info: usize,
 }
 
@@ -200,16 +322,17 @@ struct ArgumentInfoBuffer {
 impl<'a> EnterContext<'a> {
     /// The hooked function.
     pub fn function(&self) -> RawFunctionId {
-        self.function
+        self.function.function
     }
 
+    #[inline(always)]
     pub(crate) fn new(
-        info3: &'a sys::ICorProfilerInfo3,
-        function: RawFunctionId,
+        shared: &'a super::EltShared,
+        function: &'a Binding,
         elt_info: usize,
     ) -> Self {
         EnterContext {
-            info3,
+            shared,
             function,
             elt_info,
             #[cfg(all(target_arch = "x86_64", unix))]
@@ -258,8 +381,8 @@ impl<'a> EnterContext<'a> {
         // to this hook call; `buffer` is a writable COR_PRF_FUNCTION_ARGUMENT_INFO
         // with `size` bytes (a header plus MAX_ARGUMENT_RANGES ranges).
         let hr = unsafe {
-            self.info3.GetFunctionEnter3Info(
-                self.function.0,
+            self.shared.info3.GetFunctionEnter3Info(
+                self.function.function.0,
                 self.elt_info,
                 &mut frame,
                 &mut size,
@@ -283,7 +406,7 @@ impl<'a> EnterContext<'a> {
                 _call: PhantomData,
             },
             Arguments {
-                function: self.function,
+                function: *self.function,
                 count,
                 total_size: buffer.total_argument_size,
                 ranges,
@@ -295,16 +418,17 @@ impl<'a> EnterContext<'a> {
 impl<'a> LeaveContext<'a> {
     /// The hooked function.
     pub fn function(&self) -> RawFunctionId {
-        self.function
+        self.function.function
     }
 
+    #[inline(always)]
     pub(crate) fn new(
-        info3: &'a sys::ICorProfilerInfo3,
-        function: RawFunctionId,
+        shared: &'a super::EltShared,
+        function: &'a Binding,
         elt_info: usize,
     ) -> Self {
         LeaveContext {
-            info3,
+            shared,
             function,
             elt_info,
         }
@@ -323,8 +447,8 @@ impl<'a> LeaveContext<'a> {
         check(
             // SAFETY: IDs from this hook call; valid out pointers.
             unsafe {
-                self.info3.GetFunctionLeave3Info(
-                    self.function.0,
+                self.shared.info3.GetFunctionLeave3Info(
+                    self.function.function.0,
                     self.elt_info,
                     &mut frame,
                     &mut range,
@@ -332,13 +456,25 @@ impl<'a> LeaveContext<'a> {
             },
             "ICorProfilerInfo3::GetFunctionLeave3Info",
         )?;
+        #[cfg(all(target_arch = "x86_64", unix))]
+        let registers = if self.shared.legacy_stub {
+            // SAFETY: this runtime's leave stub is the one `legacy_stub`
+            // describes, and `elt_info` is the handle it passed to this hook
+            // call, whose frame is live until the hook returns.
+            unsafe { super::legacy_stub::return_registers(self.elt_info, range.startAddress) }
+        } else {
+            None
+        };
+        #[cfg(not(all(target_arch = "x86_64", unix)))]
+        let registers = None;
         Ok((
             FrameInfo {
                 raw: frame,
                 _call: PhantomData,
             },
             ReturnValue {
-                function: self.function,
+                function: *self.function,
+                registers,
                 // SAFETY: GetFunctionLeave3Info reported this range for the
                 // hook call 'a; the return value stays readable until the
                 // hook returns (corprof.idl).
@@ -351,16 +487,17 @@ impl<'a> LeaveContext<'a> {
 impl<'a> TailcallContext<'a> {
     /// The hooked function.
     pub fn function(&self) -> RawFunctionId {
-        self.function
+        self.function.function
     }
 
+    #[inline(always)]
     pub(crate) fn new(
-        info3: &'a sys::ICorProfilerInfo3,
-        function: RawFunctionId,
+        shared: &'a super::EltShared,
+        function: &'a Binding,
         elt_info: usize,
     ) -> Self {
         TailcallContext {
-            info3,
+            shared,
             function,
             elt_info,
         }
@@ -377,8 +514,11 @@ impl<'a> TailcallContext<'a> {
         check(
             // SAFETY: IDs from this hook call; valid out pointer.
             unsafe {
-                self.info3
-                    .GetFunctionTailcall3Info(self.function.0, self.elt_info, &mut frame)
+                self.shared.info3.GetFunctionTailcall3Info(
+                    self.function.function.0,
+                    self.elt_info,
+                    &mut frame,
+                )
             },
             "ICorProfilerInfo3::GetFunctionTailcall3Info",
         )?;

@@ -36,8 +36,74 @@
 //! on these runtimes the enter hook is clrprof-sys's `xmm2`-`xmm7`-keeping
 //! WithInfo trampoline (see `set_with_info`).
 
+//!
+//! # The leave stub and return values
+//!
+//! The same runtimes' `GetFunctionLeave3Info` (`ProfileArgIterator::GetReturnBufferAddr`
+//! in `vm/amd64/profiler.cpp`) reports, for every value not returned
+//! through a return buffer, the address of the stub's saved `rax`
+//! (`PROFILE_PLATFORM_SPECIFIC_DATA::rax`, offset `0x28`; for `float` and
+//! `double` it first copies the saved `xmm0` there). A struct returned in
+//! `xmm0`/`xmm1`, or in two registers, is then reported as the bytes of
+//! `rax` and of the field after it. The leave stub (`ProfileLeaveNaked`)
+//! saved the real return registers in its frame before calling the hook,
+//! and they stay there until it returns: the low 8 bytes of `xmm0` and
+//! `xmm1` in `flt0`/`flt1` (offsets `0x38`, `0x40`), `rax` at `0x28`, and
+//! `rdx` pushed just above the frame (`0x158`: the frame is
+//! `0xB8 + 0x20 + 0x80` bytes). [`return_registers`] copies them, and
+//! [`decode_return`](super::args::decode_return) assembles the struct from
+//! the registers its System V classification names (or refuses when the
+//! classification is unknown). .NET 5 fixed the runtime's answer.
+
 use clrprof_sys as sys;
 use core::cell::Cell;
+
+/// Offset of the saved `rax` in the stub's `PROFILE_PLATFORM_SPECIFIC_DATA`.
+const RAX_OFFSET: usize = 0x28;
+/// Offset of the saved low 8 bytes of `xmm0` (`flt0`); `xmm1` follows.
+const FLT0_OFFSET: usize = 0x38;
+/// Offset of `rdx`, pushed by the leave stub just above its frame.
+const RDX_OFFSET: usize = 0x158;
+
+/// The return registers the leave stub saved, when `range_start` (the
+/// start of the range `GetFunctionLeave3Info` reported) is the saved `rax`,
+/// i.e. the value was returned in registers; `None` otherwise (a return
+/// buffer, no value, or no usable handle).
+///
+/// # Safety
+///
+/// Must be called from a WithInfo leave hook call with the `eltInfo` the
+/// runtime passed to it, on a runtime for which [`applies`] is true.
+pub(super) unsafe fn return_registers(
+    elt_info: sys::COR_PRF_ELT_INFO,
+    range_start: usize,
+) -> Option<super::frame::ReturnRegisters> {
+    if elt_info == 0 {
+        return None;
+    }
+    // SAFETY: on these runtimes `eltInfo` points to the runtime's
+    // `COR_PRF_ELT_INFO_INTERNAL` on `ProfileLeave`'s stack, whose first
+    // field is the platform-specific handle (the stub's data), valid for
+    // the whole hook call.
+    let handle = unsafe { core::ptr::read(elt_info as *const usize) };
+    if handle == 0 || handle % 16 != 0 || range_start != handle + RAX_OFFSET {
+        return None;
+    }
+    let word = |offset: usize| {
+        // SAFETY: the leave stub's frame spans `handle` to `handle + 0x160`
+        // (its data, the fp spill and struct buffer, then the pushed rdx
+        // and rbx); it is this thread's stack, live until the stub returns
+        // after this hook call, and the runtime wrote only the rax slot of
+        // it for this call (for R4/R8 returns, not read from here).
+        unsafe { core::ptr::read_unaligned((handle + offset) as *const u64) }
+    };
+    Some(super::frame::ReturnRegisters::new(
+        word(RAX_OFFSET),
+        word(RDX_OFFSET),
+        word(FLT0_OFFSET),
+        word(FLT0_OFFSET + 8),
+    ))
+}
 
 /// Highest `ICorProfilerInfoN` of the runtimes whose Unix x86-64 enter
 /// stub shares its xmm0/xmm1 save area with the struct-copy buffer.
@@ -56,7 +122,7 @@ pub(super) struct SavedArea {
 /// Whether a runtime whose highest `ICorProfilerInfoN` is `info_version`
 /// has the stub whose save area the enter handler must keep.
 #[inline(always)]
-pub(super) fn applies(info_version: u8) -> bool {
+pub(crate) fn applies(info_version: u8) -> bool {
     info_version <= LAST_INFO_VERSION_WITH_SHARED_SAVE_AREA
 }
 

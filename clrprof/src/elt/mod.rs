@@ -100,11 +100,20 @@
 //! function's module unloads (a collectible `AssemblyLoadContext`), the SDK
 //! calls [`EltHooks::function_unloading`] with the record, then frees it;
 //! `install` registers an SDK component for that (it adds
-//! `MONITOR_MODULE_LOADS` to the mask). If the runtime ever hands a
-//! `FunctionID` it mapped before to a *different* function (same ID,
-//! different module, class or token), the old record is released the same
-//! way and the new function gets a fresh one: a record never serves two
-//! functions.
+//! `MONITOR_MODULE_LOADS` and `MONITOR_CLASS_LOADS` to the mask, and
+//! `MONITOR_DYNAMIC_FUNCTION_UNLOADS` where the runtime has it). The same
+//! happens when the function's class unloads (`ClassUnloadStarted`: a
+//! generic instantiation over a collectible type lives in another module)
+//! and at `DynamicMethodUnloaded`: the runtime reuses a freed dynamic
+//! method's descriptor, and so its `FunctionID`, for the next one, with the
+//! same token (nil), class and module, which no identity check can tell
+//! apart. If the runtime ever hands a `FunctionID` it mapped before to a
+//! *different* function (same ID, different module, class or token), the
+//! old record is released the same way and the new function gets a fresh
+//! one: a record never serves two functions. Each record has a serial
+//! number ([`Binding`]), to which [`args::MethodShape`] is bound. (The
+//! runtimes tested, 3.1 and 8.0, never call `FunctionIDMapper2` for a
+//! dynamic method, so they hook none: measured with 300 recycled ones.)
 //!
 //! # Hook rules
 //!
@@ -128,8 +137,9 @@ use crate::runtimes::RuntimeSlot;
 use clrprof_sys as sys;
 use core::ffi::c_void;
 use std::any::TypeId;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub mod args;
@@ -139,8 +149,8 @@ mod legacy_stub;
 pub mod shadow_stack;
 
 pub use frame::{
-    ArgumentRange, Arguments, EnterContext, FrameInfo, LeaveContext, ReturnValue, TailcallContext,
-    MAX_ARGUMENT_RANGES,
+    ArgumentRange, Arguments, Binding, EightByte, EnterContext, FrameInfo, LeaveContext,
+    ReturnValue, TailcallContext, MAX_ARGUMENT_RANGES,
 };
 
 /// Whether clrprof-sys has fast-path trampolines for this target (the same
@@ -223,7 +233,7 @@ pub trait EltHooks: Send + Sync + 'static {
 #[derive(Debug)]
 #[repr(C)] // the function ID first, whatever `F` is (see `shadow_stack`)
 pub struct Hooked<F> {
-    function: RawFunctionId,
+    binding: Binding,
     runtime: RuntimeSlot,
     data: F,
 }
@@ -232,7 +242,10 @@ pub struct Hooked<F> {
 impl Hooked<()> {
     pub(crate) fn for_tests(function: RawFunctionId) -> Self {
         Hooked {
-            function,
+            binding: Binding {
+                function,
+                serial: 0,
+            },
             runtime: RuntimeSlot(0),
             data: (),
         }
@@ -242,7 +255,13 @@ impl Hooked<()> {
 impl<F> Hooked<F> {
     /// The function's ID (raw: it stays valid until its class unloads).
     pub fn function(&self) -> RawFunctionId {
-        self.function
+        self.binding.function
+    }
+
+    /// The function's ID and the serial number of this record: what a
+    /// [`MethodShape`](args::MethodShape) made for the function is bound to.
+    pub fn binding(&self) -> Binding {
+        self.binding
     }
 
     /// The runtime the function belongs to.
@@ -404,11 +423,19 @@ pub fn masks_for(options: &EltOptions, wanted: EventMasks, attached: bool) -> Re
 struct RuntimeElt<H: EltHooks> {
     hooks: Arc<H>,
     runtime: RuntimeHandle,
-    info3: sys::ICorProfilerInfo3,
+    shared: EltShared,
     slot: RuntimeSlot,
     /// FunctionID → its record, so a function mapped twice (tiered
     /// recompilation) keeps one record.
     mapped: Mutex<HashMap<usize, Record<H>>>,
+}
+
+/// What the WithInfo contexts read of their runtime's ELT state.
+pub(crate) struct EltShared {
+    pub(crate) info3: sys::ICorProfilerInfo3,
+    /// The runtime's Unix x64 stubs are the ones `legacy_stub` describes.
+    #[cfg(all(target_arch = "x86_64", unix))]
+    pub(crate) legacy_stub: bool,
 }
 
 // SAFETY: the only non-Sync member is the ICorProfilerInfo3 interface,
@@ -540,6 +567,27 @@ impl<H: EltHooks> EltRuntime<H> {
 struct EltComponent<H: EltHooks> {
     state: &'static RuntimeElt<H>,
     exceptions: bool,
+    /// The runtime reports `DynamicMethodUnloaded` (Callback9, from
+    /// `ICorProfilerInfo10` runtimes on).
+    dynamic_unloads: bool,
+}
+
+impl<H: EltHooks> EltComponent<H> {
+    /// Releases the records `gone` selects.
+    fn release_where(&self, info: &ProfilerInfo, gone: impl Fn(usize, &Record<H>) -> bool) {
+        let gone: Vec<Record<H>> = {
+            let mut map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+            let ids: Vec<usize> = map
+                .iter()
+                .filter(|(id, r)| gone(**id, r))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for record in gone {
+            release(info, record);
+        }
+    }
 }
 
 impl<H: EltHooks> crate::component::Component for EltComponent<H> {
@@ -548,26 +596,37 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
     }
 
     fn masks(&self) -> EventMasks {
-        let mut low = EventMask::MONITOR_MODULE_LOADS;
+        let mut low = EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_CLASS_LOADS;
         if self.exceptions {
             low |= EventMask::MONITOR_EXCEPTIONS;
         }
-        low.into()
+        EventMasks {
+            low,
+            high: if self.dynamic_unloads {
+                crate::event_mask::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
+            } else {
+                crate::event_mask::HighEventMask::empty()
+            },
+        }
     }
 
     fn module_unload_started(&self, info: &ProfilerInfo, module: crate::ids::ModuleId<'_>) {
-        let gone: Vec<Record<H>> = {
-            let mut map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
-            let ids: Vec<usize> = map
-                .iter()
-                .filter(|(_, r)| r.identity.map(|i| i.module) == Some(module.as_sys()))
-                .map(|(id, _)| *id)
-                .collect();
-            ids.iter().filter_map(|id| map.remove(id)).collect()
-        };
-        for record in gone {
-            release(info, record);
-        }
+        let module = module.as_sys();
+        self.release_where(info, |_, r| r.identity.map(|i| i.module) == Some(module));
+    }
+
+    // A class's methods (generic instantiations over collectible types
+    // among them, whose module is not the one unloading) go with it.
+    fn class_unload_started(&self, info: &ProfilerInfo, class: crate::ids::ClassId<'_>) {
+        let class = class.as_sys();
+        self.release_where(info, |_, r| r.identity.map(|i| i.class) == Some(class));
+    }
+
+    // The runtime reuses a freed dynamic method's descriptor (and so its
+    // FunctionID) for the next one, with the same token, class and module:
+    // the identity check cannot tell them apart, the unload can.
+    fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {
+        self.release_where(info, |id, _| id == function.0);
     }
 
     fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
@@ -592,6 +651,7 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
 /// Hands a record to [`EltHooks::function_unloading`], then frees it.
 fn release<H: EltHooks>(info: &ProfilerInfo<'_>, record: Record<H>) {
     let hooked = &record.entry.hooked;
+    unbind(hooked.runtime, hooked.binding);
     crate::guard::guard("EltHooks::function_unloading", (), || {
         record.entry.hooks().function_unloading(info, hooked)
     });
@@ -601,6 +661,36 @@ fn release<H: EltHooks>(info: &ProfilerInfo<'_>, record: Record<H>) {
 /// The hooks type installed in this process (the handler slots are
 /// process-wide: one per library).
 static INSTALLED: Mutex<Option<TypeId>> = Mutex::new(None);
+
+/// The next record serial number (0 is never used: see [`Binding`]).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// The serial number of every live record, by runtime and `FunctionID`:
+/// what [`args::MethodShape::of`] binds a shape to. A record's entry is
+/// made before [`EltHooks::map_function`] runs for it (so a shape made
+/// there is bound to the record being made) and removed when the record
+/// is released, before its ID can name another function.
+static BINDINGS: Mutex<BTreeMap<(u32, usize), u64>> = Mutex::new(BTreeMap::new());
+
+fn bindings() -> std::sync::MutexGuard<'static, BTreeMap<(u32, usize), u64>> {
+    BINDINGS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The binding of the live record of `function` in the runtime `slot`, if
+/// the ELT mapper hooked it (or is mapping it now).
+pub(crate) fn current_binding(slot: RuntimeSlot, function: RawFunctionId) -> Option<Binding> {
+    bindings()
+        .get(&(slot.0, function.0))
+        .map(|&serial| Binding { function, serial })
+}
+
+fn unbind(slot: RuntimeSlot, binding: Binding) {
+    let mut map = bindings();
+    let key = (slot.0, binding.function.0);
+    if map.get(&key) == Some(&binding.serial) {
+        map.remove(&key);
+    }
+}
 
 /// Registers ELT hooks for the runtime of `info`. Call it from
 /// [`Profiler::initialize`](crate::callback::Profiler::initialize) and return the
@@ -639,13 +729,18 @@ pub fn install<H: EltHooks>(
     let state: &'static RuntimeElt<H> = Box::leak(Box::new(RuntimeElt {
         hooks,
         runtime: info.handle(),
-        info3,
+        shared: EltShared {
+            info3,
+            #[cfg(all(target_arch = "x86_64", unix))]
+            legacy_stub: options.is_with_info() && legacy_stub::applies(info.version()),
+        },
         slot: info.runtime_slot(),
         mapped: Mutex::new(HashMap::new()),
     }));
     info.register(Arc::new(EltComponent {
         state,
         exceptions: options.exceptions,
+        dynamic_unloads: info.raw_info10("ICorProfilerInfo10").is_ok(),
     }))?;
     let client_data = state as *const RuntimeElt<H> as *mut c_void;
     crate::error::check(
@@ -654,14 +749,17 @@ pub fn install<H: EltHooks>(
         // leaked and so outlives every call.
         unsafe {
             state
+                .shared
                 .info3
                 .SetFunctionIDMapper2(Some(map_function::<H>), client_data)
         },
         "ICorProfilerInfo3::SetFunctionIDMapper2",
     )?;
     match options.variant {
-        EltVariant::FastPath => set_fast_path::<H>(&state.info3, options.leave)?,
-        EltVariant::WithInfo(_) => set_with_info::<H>(&state.info3, options.leave, info.version())?,
+        EltVariant::FastPath => set_fast_path::<H>(&state.shared.info3, options.leave)?,
+        EltVariant::WithInfo(_) => {
+            set_with_info::<H>(&state.shared.info3, options.leave, info.version())?
+        }
     }
     Ok((masks, EltRuntime { state }))
 }
@@ -819,13 +917,21 @@ unsafe extern "system" fn map_function<H: EltHooks>(
                 mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
             }
         }
+        // The record's serial is bound before the user's mapper runs, so a
+        // shape made there is bound to the record being made.
+        let binding = Binding {
+            function: RawFunctionId(function),
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+        };
+        bindings().insert((state.slot.0, function), binding.serial);
         let Some(data) = state.hooks.map_function(&info, id) else {
+            unbind(state.slot, binding);
             return function;
         };
         let record = Record {
             entry: Box::new(Entry {
                 hooked: Hooked {
-                    function: RawFunctionId(function),
+                    binding,
                     runtime: state.slot,
                     data,
                 },
@@ -925,7 +1031,7 @@ unsafe extern "system" fn info_enter<H: EltHooks>(
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<ENTER_INFO>(|| {
-        let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        let context = EnterContext::new(&e.runtime.shared, &e.hooked.binding, elt_info);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
 }
@@ -946,7 +1052,7 @@ unsafe extern "C" fn info_enter_legacy<H: EltHooks>(
     let e = unsafe { entry::<H>(client) };
     let guard = legacy_stub::SaveAreaGuard::new(elt_info);
     contain::<ENTER_INFO>(|| {
-        let context = EnterContext::new(&e.runtime.info3, e.hooked.function, elt_info)
+        let context = EnterContext::new(&e.runtime.shared, &e.hooked.binding, elt_info)
             .keeping_stub_save_area(&guard);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
@@ -963,7 +1069,7 @@ unsafe extern "system" fn info_leave<H: EltHooks>(
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<LEAVE_INFO>(|| {
-        let context = LeaveContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        let context = LeaveContext::new(&e.runtime.shared, &e.hooked.binding, elt_info);
         e.hooks().leave_with_info(&e.hooked, &context)
     });
 }
@@ -976,7 +1082,7 @@ unsafe extern "system" fn info_tailcall<H: EltHooks>(
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<TAILCALL_INFO>(|| {
-        let context = TailcallContext::new(&e.runtime.info3, e.hooked.function, elt_info);
+        let context = TailcallContext::new(&e.runtime.shared, &e.hooked.binding, elt_info);
         e.hooks().tailcall_with_info(&e.hooked, &context)
     });
 }
@@ -984,6 +1090,100 @@ unsafe extern "system" fn info_tailcall<H: EltHooks>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hooks that number the functions they map and remember which records
+    /// were released.
+    struct Numbering {
+        mapped: AtomicU64,
+        released: Mutex<Vec<u64>>,
+    }
+
+    impl EltHooks for Numbering {
+        type Function = u64;
+        fn map_function(&self, _info: &ProfilerInfo, _f: FunctionId<'_>) -> Option<u64> {
+            Some(self.mapped.fetch_add(1, Ordering::Relaxed))
+        }
+        fn function_unloading(&self, _info: &ProfilerInfo, function: &Hooked<u64>) {
+            self.released.lock().unwrap().push(*function.data());
+        }
+    }
+
+    #[test]
+    fn a_recycled_dynamic_method_id_gets_a_new_record_and_binding() {
+        use crate::testing::fake::{fake_ids, FakeFunction, FakeRuntime};
+        type Mapper2 =
+            unsafe extern "system" fn(sys::FunctionID, *mut c_void, *mut sys::BOOL) -> usize;
+        let fake = FakeRuntime::with_info_version(11);
+        // A dynamic method: token 0; the next one gets the same descriptor,
+        // class and module, so the mapper's identity check sees no change.
+        let lcg = FakeFunction {
+            class: 0x300,
+            module: 0x2000,
+            token: 0,
+            ..Default::default()
+        };
+        fake.state().functions.insert(0x20, lcg);
+        let hooks = Arc::new(Numbering {
+            mapped: AtomicU64::new(0),
+            released: Mutex::new(Vec::new()),
+        });
+        let components = fake.initialize_components(false, |info| {
+            install(
+                info,
+                hooks.clone(),
+                EltOptions::with_info(),
+                EventMasks::default(),
+            )
+            .unwrap();
+        });
+        assert!(components
+            .masks()
+            .high
+            .contains(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
+        assert!(components
+            .masks()
+            .low
+            .contains(EventMask::MONITOR_CLASS_LOADS));
+        let elt = fake.state().elt;
+        // SAFETY: the fake recorded the address of the FunctionIDMapper2
+        // `install` registered.
+        let mapper: Mapper2 = unsafe { core::mem::transmute::<usize, Mapper2>(elt.mapper) };
+        let map = || {
+            let mut hooked: sys::BOOL = 0;
+            // SAFETY: called as the runtime does, with the registered client
+            // data, for a function the fake knows.
+            let client =
+                unsafe { mapper(0x20, elt.mapper_client_data as *mut c_void, &mut hooked) };
+            assert_eq!(hooked, 1);
+            client
+        };
+        // SAFETY: the fake's objects describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        let slot = info.runtime_slot();
+        let first = map();
+        let bound = current_binding(slot, RawFunctionId(0x20)).unwrap();
+        // Mapped again (a second compilation of the same method): one record.
+        assert_eq!(map(), first);
+        assert_eq!(current_binding(slot, RawFunctionId(0x20)), Some(bound));
+        // The runtime frees the method and hands its ID to another one.
+        fake_ids!(fake; f = function_id(0x20));
+        components.each("test", |c| c.dynamic_method_unloaded(&info, f.to_raw()));
+        assert_eq!(*hooks.released.lock().unwrap(), vec![0]);
+        assert_eq!(current_binding(slot, RawFunctionId(0x20)), None);
+        let second = map();
+        let rebound = current_binding(slot, RawFunctionId(0x20)).unwrap();
+        assert_eq!(hooks.mapped.load(Ordering::Relaxed), 2, "a new record");
+        assert_ne!(
+            rebound.serial, bound.serial,
+            "a shape of the old one is refused"
+        );
+        // Its class unloads: the record goes with it.
+        let _ = second;
+        fake_ids!(fake; class = class_id(0x300));
+        components.each("test", |c| c.class_unload_started(&info, class));
+        assert_eq!(*hooks.released.lock().unwrap(), vec![0, 1]);
+        assert_eq!(current_binding(slot, RawFunctionId(0x20)), None);
+    }
 
     #[test]
     fn fast_path_adds_enterleave_and_refuses_info_flags() {

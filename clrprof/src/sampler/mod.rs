@@ -669,6 +669,8 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     let mut stack: Vec<u32> = Vec::with_capacity(config.max_depth);
     // Each distinct FunctionID is named once; later frames cost one lookup.
     let mut local: HashMap<RawFunctionId, u32, stacks::WordHash> = HashMap::default();
+    // The unload count `local` was last cleared at.
+    let mut local_unloads = 0u64;
     let period = config.period();
     lock(&shared.profile).set_start(std::time::SystemTime::now());
     let mut next = Instant::now();
@@ -714,6 +716,13 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         // The runtime runs again: resolve names and count.
         for gone in lock(&shared.forgotten).drain(..) {
             local.remove(&gone);
+        }
+        // A module or class unload frees its methods' descriptors, whose
+        // memory (and so FunctionIDs) the runtime may give to other
+        // methods: names resolved before it are not kept past it.
+        if unloads_before != local_unloads {
+            local.clear();
+            local_unloads = unloads_before;
         }
         shared.resolving.store(true, SeqCst);
         let may_call_runtime = shared.unloads.load(SeqCst) == unloads_before;
