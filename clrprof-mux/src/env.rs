@@ -88,13 +88,13 @@ mod crt {
         let assignment = wide(&format!("{name}={}", value.unwrap_or("")));
         for module in ["msvcrt.dll", "ucrtbase.dll"] {
             let module = wide(module);
-            // SAFETY: GetModuleHandleW takes a NUL-terminated name and takes
+            // SAFETY: [os-api, nul-terminated] GetModuleHandleW takes a NUL-terminated name and takes
             // no reference; a null result means "not loaded".
             let handle = unsafe { GetModuleHandleW(module.as_ptr()) };
             if handle.is_null() {
                 continue;
             }
-            // SAFETY: a loaded module's handle and a NUL-terminated name.
+            // SAFETY: [os-api, nul-terminated] a loaded module's handle and a NUL-terminated name.
             let f = unsafe { GetProcAddress(handle, b"_wputenv\0".as_ptr()) };
             if f.is_null() {
                 continue;
@@ -105,7 +105,7 @@ mod crt {
             let putenv = unsafe {
                 core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const u16) -> i32>(f)
             };
-            // SAFETY: a NUL-terminated wide string valid for the call.
+            // SAFETY: [os-api, nul-terminated] a NUL-terminated wide string valid for the call.
             unsafe { putenv(assignment.as_ptr()) };
         }
     }

@@ -40,7 +40,7 @@ pub(crate) unsafe fn methods(
     if count == 0 || modules.is_null() || methods.is_null() {
         return Vec::new();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     let (m, t) = unsafe {
         (
             core::slice::from_raw_parts(modules, count as usize),
@@ -64,7 +64,7 @@ fn runtime_rejit(
     }
     let modules: Vec<ModuleID> = list.iter().map(|m| m.0).collect();
     let tokens: Vec<mdMethodDef> = list.iter().map(|m| m.1).collect();
-    // SAFETY: Info4 / Info10 vtable types for their versions; the arrays
+    // SAFETY: [interface-version, caller-contract] Info4 / Info10 vtable types for their versions; the arrays
     // hold `list.len()` elements for the call.
     unsafe {
         match flags {
@@ -155,7 +155,7 @@ pub(crate) fn revert(
     } else {
         let modules: Vec<ModuleID> = to_revert.iter().map(|m| m.0).collect();
         let tokens: Vec<mdMethodDef> = to_revert.iter().map(|m| m.1).collect();
-        // SAFETY: Info4 vtable type for version 4; arrays of `len` elements.
+        // SAFETY: [interface-version, caller-contract] Info4 vtable type for version 4; arrays of `len` elements.
         unsafe {
             match shared.runtime.vtbl::<ICorProfilerInfo4_Vtbl>(4) {
                 Some((this, v)) => (v.RequestRevert)(
@@ -219,7 +219,7 @@ pub(crate) fn pending_body(
                 return None;
             }
             let body = p.body.as_ref()?;
-            // SAFETY: the caller's out pointers (IDL [out], may be null).
+            // SAFETY: [caller-contract] the caller's out pointers (IDL [out], may be null).
             unsafe {
                 if !header.is_null() {
                     *header = body.as_ptr();
@@ -344,7 +344,7 @@ pub(crate) fn get_parameters(
     let mut first_failure = None;
     for child in &targets {
         let before = PENDING.try_with(|p| p.borrow().clone()).ok().flatten();
-        // SAFETY: the child implements Callback4 (receiver checked the
+        // SAFETY: [interface-version, mux-forward] the child implements Callback4 (receiver checked the
         // version); the arguments are the runtime's, the control our own
         // live object, valid for the call.
         let hr = unsafe {

@@ -313,7 +313,7 @@ impl RuntimeHandle {
         let wide = to_wide(name);
         let mut raw: sys::EVENTPIPE_PROVIDER = 0;
         check(
-            // SAFETY: `wide` is NUL-terminated and outlives the call (the runtime
+            // SAFETY: [nul-terminated, plain-call] `wide` is NUL-terminated and outlives the call (the runtime
             // copies the name); valid out pointer.
             unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
             CALL,
@@ -343,7 +343,7 @@ impl RuntimeHandle {
         })?;
         let wide = to_wide(name);
         let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        // SAFETY: `wide` is NUL-terminated and outlives the call; the
+        // SAFETY: [nul-terminated, library-pinned, plain-call] `wide` is NUL-terminated and outlives the call; the
         // callback is a `extern "system"` function of the
         // EventPipeProviderCallback signature that stays in the library for
         // as long as the library is loaded; valid out pointer.
@@ -392,7 +392,7 @@ impl RuntimeHandle {
             u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
         let mut id: sys::EVENTPIPE_SESSION = 0;
         check(
-            // SAFETY: `raw` holds `n` configurations whose strings live in
+            // SAFETY: [nul-terminated, plain-call] `raw` holds `n` configurations whose strings live in
             // `wide` until after the call (the runtime converts and copies
             // them); valid out pointer.
             unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
@@ -424,7 +424,7 @@ fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;
     runtime.call_live(CALL, || {
         fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: `raw` is a live provider of this runtime (the callers'
+            // SAFETY: [eventpipe-handles, buffer-protocol, caller-contract] `raw` is a live provider of this runtime (the callers'
             // promise); `buf` has `cap` WCHARs (buffer protocol).
             let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
             // The runtime calls a buffer of exactly the name's size (NUL
@@ -487,7 +487,7 @@ impl Provider {
         let mut raw: sys::EVENTPIPE_EVENT = 0;
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.raw` is a provider of this runtime, alive as
+                // SAFETY: [eventpipe-handles, info-alive, nul-terminated] `self.raw` is a provider of this runtime, alive as
                 // long as the runtime, which still runs (`call_live`); every
                 // string is NUL-terminated and, like `params`
                 // (`params.len()` entries), outlives the call (the runtime
@@ -563,7 +563,7 @@ impl<P: Payload> Event<P> {
         let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.raw` is an event of this runtime (alive as
+                // SAFETY: [eventpipe-handles, info-alive] `self.raw` is an event of this runtime (alive as
                 // long as it), which still runs (`call_live`); `data` points
                 // to `bytes`, both alive for the call (the runtime copies the
                 // payload); the activity IDs are null or valid GUIDs.
@@ -599,7 +599,7 @@ impl Session {
         let wide = WideConfig::new(config);
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.id` is a running session of this runtime
+                // SAFETY: [eventpipe-handles, info-alive, nul-terminated] `self.id` is a running session of this runtime
                 // (only `stop` / drop end it), which still runs
                 // (`call_live`); the configuration's strings live in `wide`
                 // until after the call.
@@ -631,7 +631,7 @@ impl Session {
         runtime
             .while_live(|| {
                 let i12 = runtime.raw_info12(CALL)?;
-                // SAFETY: `id` is a session of this runtime not stopped yet
+                // SAFETY: [eventpipe-handles, info-alive] `id` is a session of this runtime not stopped yet
                 // (`stopped` guards), and the runtime takes calls.
                 check(unsafe { i12.EventPipeStopSession(id) }, CALL)
             })
@@ -712,12 +712,12 @@ mod callbacks {
             slots[N].clone()
         };
         let Some(callback) = callback else { return };
-        // SAFETY: the runtime passes null or filter data valid for the
+        // SAFETY: [callback-args] the runtime passes null or filter data valid for the
         // callback (EventPipeProviderCallback mirrors the ETW enable
         // callback: a descriptor of `Size` bytes at `Ptr`).
         let filter = unsafe { filter_data.as_ref() }.and_then(|f| {
             (f.Ptr != 0 && f.Size != 0).then(|| {
-                // SAFETY: as above: `Size` readable bytes at `Ptr` during
+                // SAFETY: [callback-args] as above: `Size` readable bytes at `Ptr` during
                 // the callback.
                 let bytes = unsafe {
                     core::slice::from_raw_parts(f.Ptr as usize as *const u8, f.Size as usize)
@@ -903,7 +903,7 @@ fn parse_field(r: &mut Reader<'_>, v2: bool, depth: usize) -> Result<FieldDesc> 
 /// # Safety
 /// `p` is null or points to a GUID valid for `'a`.
 pub(crate) unsafe fn activity<'a>(p: *const GUID) -> Option<&'a GUID> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     unsafe { p.as_ref() }.filter(|g| **g != GUID::zeroed())
 }
 
@@ -997,7 +997,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn handle(fake: &FakeRuntime) -> RuntimeHandle {
-        // SAFETY: the fake describes no memory the SDK reads.
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
         unsafe { fake.runtime_handle(false) }
     }
 
@@ -1249,7 +1249,7 @@ mod tests {
 
     fn event<'a>(metadata: &'a [u8], data: &'a [u8]) -> EventPipeEvent<'a> {
         EventPipeEvent {
-            // SAFETY: never passed to a runtime.
+            // SAFETY: [test-fake] never passed to a runtime.
             provider: unsafe { ProviderRef::from_sys(0x10) },
             event_id: 7,
             event_version: 2,

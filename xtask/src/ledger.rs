@@ -973,7 +973,7 @@ pub fn build_report(inputs: Inputs) -> Report {
                     untagged_here += 1;
                     if !is_pending {
                         problems.push(format!(
-                            "{rel}:{comment_line}: the SAFETY comment of the {what} at line {} names no rule: write `// SAFETY: [rule, ..] ..` (rules in {RULES}; `cargo xtask ledger propose` suggests some)",
+                            "{rel}:{comment_line}: the SAFETY comment of the {what} at line {} names no rule: write `// SAFETY: [rule, ..] ..` (rules: {RULES})",
                             site.line
                         ));
                     }

@@ -100,7 +100,7 @@ impl RuntimeHandle {
         let i4 = self.raw_info4(CALL)?;
         let (mut f, mut r) = (0usize, 0usize);
         check(
-            // SAFETY: the runtime only looks `ip` up in its code maps, never
+            // SAFETY: [plain-call] the runtime only looks `ip` up in its code maps, never
             // dereferences it (GetFunctionFromIPInternal); valid out pointers.
             unsafe { i4.GetFunctionFromIP2(ip as sys::LPCBYTE, &mut f, &mut r) },
             CALL,
@@ -118,7 +118,7 @@ impl RuntimeHandle {
         let i8 = self.raw_info8(CALL)?;
         let (mut f, mut r) = (0usize, 0usize);
         check(
-            // SAFETY: as for GetFunctionFromIP2: a look-up in the runtime's
+            // SAFETY: [plain-call] as for GetFunctionFromIP2: a look-up in the runtime's
             // code maps; valid out pointers.
             unsafe { i8.GetFunctionFromIP3(ip as sys::LPCBYTE, &mut f, &mut r) },
             CALL,
@@ -137,7 +137,7 @@ impl RuntimeHandle {
         let i4 = self.raw_info4(CALL)?;
         let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
         check(
-            // SAFETY: `e` receives an owned reference.
+            // SAFETY: [com-ownership] `e` receives an owned reference.
             unsafe { i4.EnumJITedFunctions2(&mut e) },
             CALL,
         )?;
@@ -163,7 +163,7 @@ impl<'s> ProfilerInfo<'s> {
         let i4 = self.raw_info4(CALL)?;
         let mut raw: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
         fill::<sys::COR_PRF_CODE_INFO, 2>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `function` is valid (typed ID); the ReJIT ID is only
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid (typed ID); the ReJIT ID is only
             // looked up; `buf` has `cap` slots.
             unsafe { i4.GetCodeInfo3(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
@@ -185,7 +185,7 @@ impl<'s> ProfilerInfo<'s> {
         let i4 = self.raw_info4(CALL)?;
         let mut raw: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
             unsafe { i4.GetILToNativeMapping2(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
         Ok(map_entries(raw))
@@ -206,7 +206,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut starts: Vec<usize> = Vec::new();
         fill::<usize, 8>(CALL, &mut starts, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
             unsafe { i9.GetNativeCodeStartAddresses(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
         Ok(starts
@@ -225,7 +225,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut raw: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
         fill::<sys::COR_PRF_CODE_INFO, 2>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `code` is the start of a native code version of a
+            // SAFETY: [module-lifetime, buffer-protocol] `code` is the start of a native code version of a
             // function that is still valid (NativeCode's lifetime); the
             // runtime looks it up in its code maps; `buf` has `cap` slots.
             unsafe { i9.GetCodeInfo4(code.start, cap, needed, buf) }
@@ -241,7 +241,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut raw: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `code` is a live native code version's start (as for
+            // SAFETY: [module-lifetime, buffer-protocol] `code` is a live native code version's start (as for
             // GetCodeInfo4); `buf` has `cap` slots.
             unsafe { i9.GetILToNativeMapping3(code.start, cap, needed, buf) }
         })?;
@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn every_native_version_with_its_own_chunks_and_map() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let versions = info.native_code_versions(f, RawReJitId(0)).unwrap();
@@ -356,7 +356,7 @@ mod tests {
                 il_map: Vec::new(),
             })
             .collect();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(
@@ -369,7 +369,7 @@ mod tests {
     #[test]
     fn rejit_aware_first_version_answers() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(info.code_info3(f, RawReJitId(0)).unwrap()[0].start, 0x7000);
@@ -389,7 +389,7 @@ mod tests {
     #[test]
     fn ip_lookups_resolve_every_version_and_dynamic_methods_only_with_ip3() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.function_from_ip2(0x7008).unwrap(),
@@ -425,7 +425,7 @@ mod tests {
                 reJitId: 5,
             },
         ];
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let all: Vec<_> = info
             .enum_jited_functions2()
@@ -439,7 +439,7 @@ mod tests {
     #[test]
     fn older_runtimes_answer_unsupported_with_the_interface_named() {
         let fake = world(8);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(
@@ -452,7 +452,7 @@ mod tests {
         );
         assert!(info.function_from_ip3(0xE004).is_ok());
         let fake = world(3);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert!(matches!(

@@ -36,7 +36,7 @@ impl RuntimeHandle {
         let i11 = self.raw_info11(CALL)?;
         let wide = check_name(name)?;
         let answer = fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: `wide` is NUL-terminated and outlives the call; `buf`
+            // SAFETY: [nul-terminated, buffer-protocol, plain-call] `wide` is NUL-terminated and outlives the call; `buf`
             // has `cap` writable WCHARs; `needed` is a valid out pointer.
             unsafe { i11.GetEnvironmentVariable(wide.as_ptr(), cap, needed, buf) }
         });
@@ -62,7 +62,7 @@ impl RuntimeHandle {
         let value = value.map(to_wide);
         let value_ptr = value.as_ref().map_or(core::ptr::null(), |v| v.as_ptr());
         check(
-            // SAFETY: both strings are NUL-terminated and outlive the call;
+            // SAFETY: [nul-terminated] both strings are NUL-terminated and outlive the call;
             // a null value asks the runtime to remove the variable.
             unsafe { i11.SetEnvironmentVariable(name.as_ptr(), value_ptr) },
             CALL,
@@ -82,7 +82,7 @@ mod tests {
         fake.state()
             .environment
             .insert("LONG".into(), "v".repeat(600));
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(false) };
         assert_eq!(handle.environment_variable("MISSING").unwrap(), None);
         assert_eq!(
@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn bad_names_and_values_are_refused_before_the_runtime() {
         let fake = FakeRuntime::with_info_version(11);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(false) };
         for name in ["", "A=B", "ä=B", "A\0B"] {
             assert!(matches!(
@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(fake.call_count("GetEnvironmentVariable"), 0);
         assert_eq!(fake.call_count("SetEnvironmentVariable"), 0);
         let old = FakeRuntime::with_info_version(10);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let handle = unsafe { old.runtime_handle(false) };
         assert_eq!(
             handle.environment_variable("A").unwrap_err(),

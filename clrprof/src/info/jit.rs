@@ -19,7 +19,7 @@ impl RuntimeHandle {
         let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
         let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
         check(
-            // SAFETY: `e` receives an owned reference.
+            // SAFETY: [com-ownership] `e` receives an owned reference.
             unsafe { i3.EnumJITedFunctions(&mut e) },
             "ICorProfilerInfo3::EnumJITedFunctions",
         )?;
@@ -47,7 +47,7 @@ mod tests {
                 reJitId: 0,
             })
             .collect();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let e = info.enum_jited_functions().unwrap();
         assert_eq!(e.total().unwrap(), 70);
@@ -61,7 +61,7 @@ mod tests {
     fn failure_is_reported() {
         let fake = FakeRuntime::new();
         fake.fail("EnumJITedFunctions", sys::E_OUTOFMEMORY);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.enum_jited_functions().err().unwrap().name(),

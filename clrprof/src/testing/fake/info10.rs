@@ -56,7 +56,7 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
     ) -> HRESULT {
         let mut args = vec![dwRejitFlags as usize, cFunctions as usize];
         for i in 0..cFunctions as usize {
-            // SAFETY: the caller passes `cFunctions` entries in each array.
+            // SAFETY: [caller-contract] the caller passes `cFunctions` entries in each array.
             unsafe {
                 args.push(*moduleIds.add(i));
                 args.push(*methodIds.add(i) as usize);
