@@ -96,7 +96,7 @@ impl Multiplexer {
         let Some(unknown) = (unsafe { IUnknown::from_raw_borrowed(&unknown) }) else {
             return E_POINTER;
         };
-        // SAFETY: this IUnknown is the runtime's profiler-info object.
+        // SAFETY: [callback-args, com-ownership] this IUnknown is the runtime's profiler-info object.
         let runtime = match unsafe { RealInfo::new(unknown, attach.is_some()) } {
             Ok(r) => r,
             Err(e) => {
@@ -171,7 +171,7 @@ impl Multiplexer {
             let data = if data.is_null() || size == 0 {
                 &[][..]
             } else {
-                // SAFETY: corprof.idl: `pvClientData` holds `cbClientData` bytes for the call.
+                // SAFETY: [callback-args] corprof.idl: `pvClientData` holds `cbClientData` bytes for the call.
                 unsafe { core::slice::from_raw_parts(data as *const u8, size as usize) }
             };
             self.initialize(info, Some(data))
@@ -566,7 +566,7 @@ type DllGetClassObjectFn =
 fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
     let fail =
         |stage: &'static str, hr: Option<HRESULT>, error: String| Dropped { stage, hr, error };
-    // SAFETY: loading a profiler library runs its initialisers, exactly what
+    // SAFETY: [library-pinned, os-api] loading a profiler library runs its initialisers, exactly what
     // the runtime does with the library a profiler variable names; the
     // configuration names it for that purpose.
     let library = unsafe { libloading::Library::new(&spec.path) }
@@ -585,7 +585,7 @@ fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
             "DllGetClassObject refused the CLSID".into(),
         ));
     }
-    // SAFETY: DllGetClassObject returned an owned IClassFactory reference.
+    // SAFETY: [com-ownership] DllGetClassObject returned an owned IClassFactory reference.
     let factory = unsafe { IClassFactory::from_raw(factory) };
     let mut object: *mut c_void = core::ptr::null_mut();
     // SAFETY: [com-ownership, plain-call] valid IID and out pointer; no aggregation.
@@ -604,7 +604,7 @@ fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
             "IClassFactory::CreateInstance(ICorProfilerCallback2) failed".into(),
         ));
     }
-    // SAFETY: CreateInstance returned an owned ICorProfilerCallback2 reference.
+    // SAFETY: [com-ownership] CreateInstance returned an owned ICorProfilerCallback2 reference.
     let unknown = unsafe { IUnknown::from_raw(object) };
     let newer: [(u32, GUID); 9] = [
         (11, ICorProfilerCallback11::IID),

@@ -338,13 +338,13 @@ mod fan_out {
         hook: *mut BOOL,
     ) -> UINT_PTR {
         let (id, wanted) = guard("clrprof-mux FunctionIDMapper2", (function, false), || {
-            // SAFETY: the client data registered with this mapper is a leaked `Table`.
+            // SAFETY: [callback-args, local-memory] the client data registered with this mapper is a leaked `Table`.
             let table = unsafe { &*(client_data as *const Table) };
             let entries: Vec<(ChildHooks, usize)> = table
                 .children
                 .iter()
                 .filter_map(|c| {
-                    // SAFETY: called from the runtime's mapper callback for `function`.
+                    // SAFETY: [callback-args, mux-forward] called from the runtime's mapper callback for `function`.
                     let (id, wants) = unsafe { c.mapper.map(function) };
                     wants.then_some((*c, id))
                 })
@@ -482,21 +482,21 @@ mod fan_out {
         #[cfg(all(target_arch = "x86_64", windows))]
         #[inline(always)]
         pub(super) unsafe fn enter3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (Win64: the ID in rcx).
+            // SAFETY: [caller-contract] forwarded contract (Win64: the ID in rcx).
             unsafe { first_argument(hook, id) }
         }
 
         #[cfg(target_arch = "x86_64")]
         #[inline(always)]
         pub(super) unsafe fn leave3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (the ID in rdi / rcx).
+            // SAFETY: [caller-contract] forwarded contract (the ID in rdi / rcx).
             unsafe { first_argument(hook, id) }
         }
 
         #[cfg(target_arch = "x86_64")]
         #[inline(always)]
         pub(super) unsafe fn tailcall3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (the ID in rdi / rcx).
+            // SAFETY: [caller-contract] forwarded contract (the ID in rdi / rcx).
             unsafe { first_argument(hook, id) }
         }
 
@@ -520,21 +520,21 @@ mod fan_out {
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn enter3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn leave3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn tailcall3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 

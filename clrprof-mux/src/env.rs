@@ -99,7 +99,7 @@ mod crt {
             if f.is_null() {
                 continue;
             }
-            // SAFETY: `_wputenv` of the C runtime is `int __cdecl
+            // SAFETY: [ffi-abi, os-api] `_wputenv` of the C runtime is `int __cdecl
             // _wputenv(const wchar_t *)` (cdecl is the one x64 convention);
             // it copies the string.
             let putenv = unsafe {

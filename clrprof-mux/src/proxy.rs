@@ -60,7 +60,7 @@ pub(crate) mod intercept {
             return E_NOINTERFACE;
         }
         proxy.add_ref();
-        // SAFETY: `out` is valid (above); the caller now owns one reference.
+        // SAFETY: [com-ownership, caller-contract] `out` is valid (above); the caller now owns one reference.
         unsafe { *out = this };
         S_OK
     }
@@ -287,9 +287,11 @@ pub(crate) mod intercept {
         ppMethodHeader: *mut LPCBYTE,
         pcbMethodSize: *mut ULONG,
     ) -> HRESULT {
-        if let Some(hr) =
+        // SAFETY: [caller-contract] the caller's `[out]` pointers, null or
+        // writable (GetILFunctionBody's contract, this fn's precondition).
+        if let Some(hr) = unsafe {
             crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
-        {
+        } {
             return hr;
         }
         // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
@@ -339,14 +341,14 @@ pub(crate) mod intercept {
             let entries = if rgILMapEntries.is_null() || cILMapEntries == 0 {
                 &[][..]
             } else {
-                // SAFETY: IDL [in, size_is(cILMapEntries)] array of the caller.
+                // SAFETY: [caller-contract] IDL [in, size_is(cILMapEntries)] array of the caller.
                 unsafe { core::slice::from_raw_parts(rgILMapEntries, cILMapEntries as usize) }
             };
             let map = crate::il_map::combine(functionId, fStartJit != 0, entries);
             let map = map.as_deref().unwrap_or(entries);
             // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
             match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-                // SAFETY: `map` is a valid array of `map.len()` entries for the call.
+                // SAFETY: [mux-forward, local-memory] `map` is a valid array of `map.len()` entries for the call.
                 Some((real, v)) => unsafe {
                     (v.SetILInstrumentedCodeMap)(
                         real,
@@ -369,7 +371,7 @@ pub(crate) mod intercept {
         methodIds: *const mdMethodDef,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo4::RequestReJIT", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             crate::rejit::request(p, &methods, None)
         })
@@ -384,7 +386,7 @@ pub(crate) mod intercept {
         methodIds: *const mdMethodDef,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo10::RequestReJITWithInliners", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             crate::rejit::request(p, &methods, Some(dwRejitFlags))
         })
@@ -400,12 +402,12 @@ pub(crate) mod intercept {
         status: *mut HRESULT,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo4::RequestRevert", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             let statuses = if status.is_null() {
                 None
             } else {
-                // SAFETY: IDL [out, size_is(cFunctions)] array of the caller.
+                // SAFETY: [caller-contract] IDL [out, size_is(cFunctions)] array of the caller.
                 Some(unsafe { core::slice::from_raw_parts_mut(status, methods.len()) })
             };
             crate::rejit::revert(p, &methods, statuses)

@@ -315,7 +315,7 @@ impl Shared {
         }
         // SAFETY: [interface-version] Info3 vtable type for version 3.
         let hr = match unsafe { self.runtime.vtbl::<ICorProfilerInfo3_Vtbl>(3) } {
-            // SAFETY: corprof.idl ICorProfilerInfo3::RequestProfilerDetach takes a DWORD.
+            // SAFETY: [interface-version, plain-call] corprof.idl ICorProfilerInfo3::RequestProfilerDetach takes a DWORD.
             Some((this, v)) => unsafe { (v.RequestProfilerDetach)(this, expected_ms) },
             None => E_NOINTERFACE,
         };

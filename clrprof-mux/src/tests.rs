@@ -240,9 +240,9 @@ fn detach_waits_for_every_child_and_refuses_what_the_runtime_would() {
 #[test]
 fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
     let (_fake, shared, proxies) = setup(2);
-    // SAFETY: no function is ever called through these addresses.
+    // SAFETY: [local-memory] no function is ever called through these addresses.
     let enter: FunctionEnter3 = unsafe { core::mem::transmute::<usize, FunctionEnter3>(0x1000) };
-    // SAFETY: [interface-version, mux-forward] as above.
+    // SAFETY: [local-memory] as above.
     let enter2: FunctionEnter2 = unsafe { core::mem::transmute::<usize, FunctionEnter2>(0x2000) };
     let v3 = |p: &ProxyRef| -> HRESULT {
         // SAFETY: [interface-version, mux-forward] Info3's vtable on a live proxy; the hooks are only recorded.

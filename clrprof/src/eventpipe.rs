@@ -424,8 +424,10 @@ fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;
     runtime.call_live(CALL, || {
         fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: [eventpipe-handles, buffer-protocol, caller-contract] `raw` is a live provider of this runtime (the callers'
-            // promise); `buf` has `cap` WCHARs (buffer protocol).
+            // SAFETY: [eventpipe-handles, info-alive, buffer-protocol] `raw` is a provider
+            // this runtime made (both callers pass a `Provider`'s or a lent
+            // `ProviderRef`'s), alive as long as the runtime, which still runs
+            // (`call_live`); `buf` has `cap` WCHARs (buffer protocol).
             let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
             // The runtime calls a buffer of exactly the name's size (NUL
             // included) short as well; ask for one more unit then.

@@ -231,7 +231,7 @@ pub use asm_symbols::{
 #[cfg(clrprof_elt)]
 pub fn enter3_trampoline() -> FunctionEnter3 {
     let code = clrprof_elt_enter3_trampoline as unsafe extern "C" fn();
-    // SAFETY: both types are plain code pointers of the same size; the
+    // SAFETY: [ffi-abi, library-pinned] both types are plain code pointers of the same size; the
     // runtime calls this address with the JIT's FunctionEnter3 convention,
     // which is what the trampoline implements.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionEnter3>(code) }
@@ -243,7 +243,7 @@ pub fn enter3_trampoline() -> FunctionEnter3 {
 #[cfg(clrprof_elt)]
 pub fn leave3_trampoline() -> FunctionLeave3 {
     let code = clrprof_elt_leave3_trampoline as unsafe extern "C" fn();
-    // SAFETY: as in `enter3_trampoline`; the runtime calls it with the JIT's
+    // SAFETY: [ffi-abi, library-pinned] as in `enter3_trampoline`; the runtime calls it with the JIT's
     // FunctionLeave3 convention.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionLeave3>(code) }
 }
@@ -254,7 +254,7 @@ pub fn leave3_trampoline() -> FunctionLeave3 {
 #[cfg(clrprof_elt)]
 pub fn tailcall3_trampoline() -> FunctionTailcall3 {
     let code = clrprof_elt_tailcall3_trampoline as unsafe extern "C" fn();
-    // SAFETY: as in `enter3_trampoline`; the runtime calls it with the JIT's
+    // SAFETY: [ffi-abi, library-pinned] as in `enter3_trampoline`; the runtime calls it with the JIT's
     // FunctionTailcall3 convention.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionTailcall3>(code) }
 }
@@ -561,7 +561,7 @@ mod tests {
             set_leave3_with_info_handler(Some(record_leave));
             set_tailcall3_with_info_handler(Some(record_tailcall));
         }
-        // SAFETY: calling through the IDL types with the C ABI, as the
+        // SAFETY: [elt-handler, ffi-abi] calling through the IDL types with the C ABI, as the
         // runtime's stub does.
         unsafe {
             enter3_with_info_hook()(id(0x1111), 0xA1);

@@ -241,7 +241,7 @@ pub unsafe fn object_enum<'a>(raw: sys::ICorProfilerObjectEnum) -> ObjectEnum<'a
 
 /// Wraps an `ICorProfilerFunctionEnum` (raw IDs: nothing to promise).
 pub fn function_enum(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum {
-    // SAFETY: the elements are raw IDs and plain numbers, valid for 'static.
+    // SAFETY: [id-scope] the elements are raw IDs and plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |f| JitedFunction {
             function: RawFunctionId(f.functionId),
@@ -252,19 +252,19 @@ pub fn function_enum(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum {
 
 /// Wraps an `ICorProfilerModuleEnum` (raw IDs).
 pub fn module_enum(raw: sys::ICorProfilerModuleEnum) -> ModuleEnum {
-    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs are plain numbers, valid for 'static.
     unsafe { ProfilerEnum::new(raw, RawModuleId) }
 }
 
 /// Wraps an `ICorProfilerThreadEnum` (raw IDs).
 pub fn thread_enum(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum {
-    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs are plain numbers, valid for 'static.
     unsafe { ProfilerEnum::new(raw, RawThreadId) }
 }
 
 /// Wraps an `ICorProfilerMethodEnum` (raw IDs).
 pub fn method_enum(raw: sys::ICorProfilerMethodEnum) -> MethodEnum {
-    // SAFETY: raw IDs and tokens are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs and tokens are plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |m| ModuleMethod {
             module: RawModuleId(m.moduleId),

@@ -208,7 +208,7 @@ unsafe extern "system" fn snapshot_frame(
         function: if function == 0 {
             None
         } else {
-            // SAFETY: a function with a frame on a live stack is loaded; its
+            // SAFETY: [stack-snapshot, id-scope] a function with a frame on a live stack is loaded; its
             // ID is valid at least for this callback, the lifetime the frame has.
             Some(unsafe { FunctionId::from_sys(function) })
         },

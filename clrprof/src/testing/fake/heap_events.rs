@@ -342,7 +342,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         st.eventpipe.written.push(FakeEpWrite {
             event,
             data: bytes,
-            // SAFETY: null or valid GUIDs.
+            // SAFETY: [caller-contract] null or valid GUIDs.
             activity: unsafe { pActivityId.as_ref() }.copied(),
             // SAFETY: [caller-contract] as above.
             related: unsafe { pRelatedActivityId.as_ref() }.copied(),
@@ -464,7 +464,7 @@ impl ICorProfilerInfo15_Impl for FakeInfo_Impl {
             return E_INVALIDARG;
         };
         for o in objects {
-            // SAFETY: called as the runtime does.
+            // SAFETY: [test-fake, callback-args] called as the runtime does.
             if unsafe { cb(o, callbackState) } == 0 {
                 break;
             }
