@@ -308,17 +308,19 @@ impl<P: Payload> core::fmt::Debug for Event<P> {
 impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
-        const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
-        let i12 = self.raw_info12(CALL)?;
-        let wide = to_wide(name);
-        let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        check(
-            // SAFETY: [nul-terminated, plain-call] `wide` is NUL-terminated and outlives the call (the runtime
-            // copies the name); valid out pointer.
-            unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
-            CALL,
-        )?;
-        self.provider(raw, name, CALL)
+        self.call_live("ICorProfilerInfo12::EventPipeCreateProvider", || {
+            const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
+            let i12 = self.raw_info12(CALL)?;
+            let wide = to_wide(name);
+            let mut raw: sys::EVENTPIPE_PROVIDER = 0;
+            check(
+                // SAFETY: [info-alive, nul-terminated, plain-call] `wide` is NUL-terminated and outlives the call (the runtime
+                // copies the name); valid out pointer.
+                unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
+                CALL,
+            )?;
+            self.provider(raw, name, CALL)
+        })
     }
 
     /// `EventPipeCreateProvider2` (Info14, .NET 8): a provider named `name`
@@ -332,6 +334,7 @@ impl RuntimeHandle {
         name: &str,
         callback: impl Fn(&ProviderEnablement<'_>) + Send + Sync + 'static,
     ) -> Result<Provider> {
+        self.call_live("ICorProfilerInfo14::EventPipeCreateProvider2", || {
         const CALL: &str = "ICorProfilerInfo14::EventPipeCreateProvider2";
         let i14 = self.raw_info14(CALL)?;
         let slot = callbacks::claim(Arc::new(callback)).ok_or_else(|| Error::Refused {
@@ -343,7 +346,7 @@ impl RuntimeHandle {
         })?;
         let wide = to_wide(name);
         let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        // SAFETY: [nul-terminated, library-pinned, plain-call] `wide` is NUL-terminated and outlives the call; the
+        // SAFETY: [info-alive, nul-terminated, library-pinned, plain-call] `wide` is NUL-terminated and outlives the call; the
         // callback is a `extern "system"` function of the
         // EventPipeProviderCallback signature that stays in the library for
         // as long as the library is loaded; valid out pointer.
@@ -358,6 +361,7 @@ impl RuntimeHandle {
         // lifetime (its own): this runtime must never detach the library.
         self.pin_library();
         self.provider(raw, name, CALL)
+        })
     }
 
     fn provider(&self, raw: usize, name: &str, call: &'static str) -> Result<Provider> {
@@ -383,28 +387,32 @@ impl RuntimeHandle {
         providers: &[ProviderConfig<'_>],
         rundown: bool,
     ) -> Result<Session> {
-        const CALL: &str = "ICorProfilerInfo12::EventPipeStartSession";
-        let i12 = self.raw_info12(CALL)?;
-        let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
-        let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
-            wide.iter().map(WideConfig::raw).collect();
-        let n =
-            u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
-        let mut id: sys::EVENTPIPE_SESSION = 0;
-        check(
-            // SAFETY: [nul-terminated, plain-call] `raw` holds `n` configurations whose strings live in
-            // `wide` until after the call (the runtime converts and copies
-            // them); valid out pointer.
-            unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
-            CALL,
-        )?;
-        // The session delivers to this library's callbacks: no detach
-        // until it is stopped.
-        self.pin_library();
-        Ok(Session {
-            runtime: self.clone(),
-            id,
-            stopped: false,
+        self.call_live("ICorProfilerInfo12::EventPipeStartSession", || {
+            const CALL: &str = "ICorProfilerInfo12::EventPipeStartSession";
+            let i12 = self.raw_info12(CALL)?;
+            let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
+            let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
+                wide.iter().map(WideConfig::raw).collect();
+            let n = u32::try_from(raw.len())
+                .map_err(|_| Error::InvalidArgument("too many providers"))?;
+            let mut id: sys::EVENTPIPE_SESSION = 0;
+            check(
+                // SAFETY: [info-alive, nul-terminated, plain-call] `raw` holds `n` configurations whose strings live in
+                // `wide` until after the call (the runtime converts and copies
+                // them); valid out pointer.
+                unsafe {
+                    i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id)
+                },
+                CALL,
+            )?;
+            // The session delivers to this library's callbacks: no detach
+            // until it is stopped.
+            self.pin_library();
+            Ok(Session {
+                runtime: self.clone(),
+                id,
+                stopped: false,
+            })
         })
     }
 }

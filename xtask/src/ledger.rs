@@ -169,13 +169,19 @@ fn check_rules(rules: &[Rule], tests: &TestIndex) -> Vec<String> {
     let mut seen = BTreeSet::new();
     for r in rules {
         if !is_rule_name(&r.name) {
-            problems.push(format!("{RULES}: `{}` is not a rule name (a-z, 0-9, -)", r.name));
+            problems.push(format!(
+                "{RULES}: `{}` is not a rule name (a-z, 0-9, -)",
+                r.name
+            ));
         }
         if !seen.insert(r.name.clone()) {
             problems.push(format!("{RULES}: rule `{}` is defined twice", r.name));
         }
         if r.enforced.is_empty() {
-            problems.push(format!("{RULES}: rule `{}` says nothing enforces it", r.name));
+            problems.push(format!(
+                "{RULES}: rule `{}` says nothing enforces it",
+                r.name
+            ));
         }
         for e in &r.enforced {
             let kind = e.split_once(':').map(|(k, _)| k.trim()).unwrap_or("");
@@ -258,10 +264,7 @@ impl TestIndex {
         let Ok(file) = syn::parse_file(text) else {
             return;
         };
-        let mut v = TestFinder {
-            rel,
-            index: self,
-        };
+        let mut v = TestFinder { rel, index: self };
         v.visit_file(&file);
     }
 
@@ -295,9 +298,7 @@ impl TestIndex {
                     .ok_or_else(|| format!("test `{t}` is not `runtime:FILE::FN`"))?;
                 match self.scenarios.get(&(file.to_string(), f.to_string())) {
                     Some(title) => Ok(format!("scenario \"{title}\" ({file}, `{f}`)")),
-                    None => Err(format!(
-                        "test `{t}`: no `Scenario::new(.., {f})` in {file}"
-                    )),
+                    None => Err(format!("test `{t}`: no `Scenario::new(.., {f})` in {file}")),
                 }
             }
             _ => Err(format!("test `{t}` is not `ui:`, `unit:` or `runtime:`")),
@@ -328,7 +329,9 @@ impl<'ast> Visit<'ast> for TestFinder<'_> {
     /// `vec![Scenario::new(..), ..]`: the arguments of a macro, when they parse as expressions.
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         use syn::punctuated::Punctuated;
-        if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+        if let Ok(args) =
+            m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
+        {
             for e in &args {
                 self.visit_expr(e);
             }
@@ -346,7 +349,12 @@ impl<'ast> Visit<'ast> for TestFinder<'_> {
 
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
         if let syn::Expr::Path(p) = &*c.func {
-            let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
             if segs.len() >= 2
                 && segs[segs.len() - 2] == "Scenario"
                 && segs[segs.len() - 1] == "new"
@@ -517,7 +525,12 @@ fn vis_str(v: &syn::Visibility) -> String {
     match v {
         syn::Visibility::Public(_) => "pub".into(),
         syn::Visibility::Restricted(r) => {
-            format!("pub({})", quote::ToTokens::to_token_stream(&r.path).to_string().replace(' ', ""))
+            format!(
+                "pub({})",
+                quote::ToTokens::to_token_stream(&r.path)
+                    .to_string()
+                    .replace(' ', "")
+            )
         }
         syn::Visibility::Inherited => "private".into(),
     }
@@ -598,7 +611,13 @@ impl Scanner<'_> {
                 TokenTree::Ident(id) if id == "unsafe" => match tokens.get(i + 1) {
                     Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
                         let line = line_of(id.span());
-                        self.site(line, false, String::new(), tokens_make_id(&g.stream()), stmt);
+                        self.site(
+                            line,
+                            false,
+                            String::new(),
+                            tokens_make_id(&g.stream()),
+                            stmt,
+                        );
                     }
                     Some(TokenTree::Ident(n)) if n == "impl" => {
                         let line = line_of(id.span());
@@ -702,7 +721,11 @@ impl<'ast> Visit<'ast> for Scanner<'_> {
 
     fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
         let (ty, _) = self.impl_stack.last().cloned().unwrap_or_default();
-        let vis = self.trait_vis.last().cloned().unwrap_or_else(|| "private".into());
+        let vis = self
+            .trait_vis
+            .last()
+            .cloned()
+            .unwrap_or_else(|| "private".into());
         self.push_fn(
             format!("{ty}::{}", f.sig.ident),
             vis,
@@ -870,8 +893,7 @@ fn source_files(root: &Path) -> crate::Result<Vec<(String, String)>> {
     let mut files = Vec::new();
     for dir in SCANNED {
         for p in rust_files(&root.join(dir)) {
-            let text =
-                std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
             files.push((rel_path(root, &p), text));
         }
     }
@@ -1002,7 +1024,8 @@ pub fn build_report(inputs: Inputs) -> Report {
             let label = if site.is_impl {
                 format!("unsafe impl {}", site.what)
             } else {
-                func.map(|f| f.name.clone()).unwrap_or_else(|| "(item)".into())
+                func.map(|f| f.name.clone())
+                    .unwrap_or_else(|| "(item)".into())
             };
             for r in &site_rules {
                 let e = uses.entry(r.clone()).or_default();
@@ -1038,9 +1061,7 @@ pub fn build_report(inputs: Inputs) -> Report {
         if is_pending {
             n_pending += untagged_here;
             if untagged_here == 0 {
-                notes.push(format!(
-                    "{rel} is fully tagged: remove it from {PENDING}"
-                ));
+                notes.push(format!("{rel} is fully tagged: remove it from {PENDING}"));
             } else {
                 pending_files.push((rel.clone(), untagged_here));
             }
@@ -1053,11 +1074,22 @@ pub fn build_report(inputs: Inputs) -> Report {
     }
     for r in &rules {
         if !uses.contains_key(&r.name) {
-            notes.push(format!("rule `{}` is relied on by no SAFETY comment yet", r.name));
+            notes.push(format!(
+                "rule `{}` is relied on by no SAFETY comment yet",
+                r.name
+            ));
         }
     }
 
-    let markdown = render(&rules, &tests, &uses, &listed, &impls, &pending_files, (n_files, n_blocks, n_impls, tagged, n_pending));
+    let markdown = render(
+        &rules,
+        &tests,
+        &uses,
+        &listed,
+        &impls,
+        &pending_files,
+        (n_files, n_blocks, n_impls, tagged, n_pending),
+    );
     Report {
         markdown,
         problems,
@@ -1110,7 +1142,10 @@ fn render(
     );
 
     let _ = writeln!(md, "## Rules\n");
-    let _ = writeln!(md, "| rule | what the SDK relies on | enforced by | sites |");
+    let _ = writeln!(
+        md,
+        "| rule | what the SDK relies on | enforced by | sites |"
+    );
     let _ = writeln!(md, "|---|---|---|---|");
     for r in rules {
         let kinds: BTreeSet<&str> = r
@@ -1143,7 +1178,10 @@ fn render(
             let shown = tests.resolve(t).unwrap_or_else(|e| format!("MISSING: {e}"));
             let _ = writeln!(md, "- {shown}");
         }
-        let n = uses.get(&r.name).map(|u| (u.0, u.1.len())).unwrap_or((0, 0));
+        let n = uses
+            .get(&r.name)
+            .map(|u| (u.0, u.1.len()))
+            .unwrap_or((0, 0));
         let _ = writeln!(
             md,
             "\n**Relied on by** {} `unsafe` sites in {} functions and impls.\n",
@@ -1238,7 +1276,11 @@ pub fn suggest(rules: &[Rule], comment: &str) -> Vec<String> {
         })
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().take(3).map(|(_, _, n)| n.to_string()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, _, n)| n.to_string())
+        .collect()
 }
 
 /// The full text of the comment group starting at 1-based `line`.
@@ -1287,7 +1329,10 @@ fn propose(root: &Path, args: &[String]) -> crate::Result {
                     let mut s = suggest(&rules, &c);
                     // "as above": the rules of the previous comment of this file.
                     let lower = c.trim_start_matches("SAFETY:").trim().to_lowercase();
-                    if ["as above", "see above", "as for ", "as in "].iter().any(|p| lower.starts_with(p)) {
+                    if ["as above", "see above", "as for ", "as in "]
+                        .iter()
+                        .any(|p| lower.starts_with(p))
+                    {
                         if let Some(prev) = last.clone() {
                             s = prev;
                         }
@@ -1297,7 +1342,11 @@ fn propose(root: &Path, args: &[String]) -> crate::Result {
                     }
                     println!(
                         "{rel}:{l}: [{}] {}",
-                        if s.is_empty() { "?".to_string() } else { s.join(", ") },
+                        if s.is_empty() {
+                            "?".to_string()
+                        } else {
+                            s.join(", ")
+                        },
                         c.trim()
                     );
                     edits.insert(*l, s);
@@ -1315,7 +1364,11 @@ fn propose(root: &Path, args: &[String]) -> crate::Result {
             for (i, line) in text.split_inclusive('\n').enumerate() {
                 match edits.get(&(i + 1)) {
                     Some(s) if !s.is_empty() => {
-                        out.push_str(&line.replacen("SAFETY:", &format!("SAFETY: [{}]", s.join(", ")), 1));
+                        out.push_str(&line.replacen(
+                            "SAFETY:",
+                            &format!("SAFETY: [{}]", s.join(", ")),
+                            1,
+                        ));
                     }
                     _ => out.push_str(line),
                 }
@@ -1324,7 +1377,14 @@ fn propose(root: &Path, args: &[String]) -> crate::Result {
             std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
-    println!("ledger propose: {total} untagged site(s){}", if apply { "; proposals written: review the diff" } else { "" });
+    println!(
+        "ledger propose: {total} untagged site(s){}",
+        if apply {
+            "; proposals written: review the diff"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
 
@@ -1410,7 +1470,9 @@ unsafe impl Sync for W {}
 ";
         let r = report(src, &[]);
         assert_eq!(r.problems.len(), 3, "{:?}", r.problems);
-        assert!(r.problems[0].starts_with("clrprof/src/a.rs:2: the SAFETY comment of the unsafe block at line 3 names no rule"));
+        assert!(r.problems[0].starts_with(
+            "clrprof/src/a.rs:2: the SAFETY comment of the unsafe block at line 3 names no rule"
+        ));
         assert!(r.problems[1].starts_with("clrprof/src/a.rs:4: unsafe block without"));
         assert!(r.problems[2].starts_with("clrprof/src/a.rs:6: unsafe impl Sync for W without"));
         // Pending: reported, not failed.
@@ -1473,9 +1535,13 @@ fn g() {
     #[test]
     fn missing_test_is_detected() {
         let mut rules = parse_rules(RULES_TOML).unwrap();
-        rules[0].tests.push("unit:clrprof/src/ids.rs::no_such_test".into());
+        rules[0]
+            .tests
+            .push("unit:clrprof/src/ids.rs::no_such_test".into());
         rules[1].tests.push("ui:no_such_case".into());
-        rules[1].tests.push("runtime:tests/runtime/unload.rs::nothing".into());
+        rules[1]
+            .tests
+            .push("runtime:tests/runtime/unload.rs::nothing".into());
         let r = build_report(Inputs {
             rules,
             tests: index(),
@@ -1485,7 +1551,9 @@ fn g() {
         assert_eq!(r.problems.len(), 3, "{:?}", r.problems);
         assert!(r.problems[0].contains("no #[test] fn `no_such_test` in clrprof/src/ids.rs"));
         assert!(r.problems[1].contains("no clrprof/tests/ui/no_such_case.rs"));
-        assert!(r.problems[2].contains("no `Scenario::new(.., nothing)` in tests/runtime/unload.rs"));
+        assert!(
+            r.problems[2].contains("no `Scenario::new(.., nothing)` in tests/runtime/unload.rs")
+        );
     }
 
     #[test]

@@ -96,16 +96,18 @@ impl RuntimeHandle {
     /// it may not trigger a garbage collection). The IDs are raw: nothing
     /// about an instruction pointer proves how long its code stays loaded.
     pub fn function_from_ip2(&self, ip: usize) -> Result<(RawFunctionId, RawReJitId)> {
-        const CALL: &str = "ICorProfilerInfo4::GetFunctionFromIP2";
-        let i4 = self.raw_info4(CALL)?;
-        let (mut f, mut r) = (0usize, 0usize);
-        check(
-            // SAFETY: [plain-call] the runtime only looks `ip` up in its code maps, never
-            // dereferences it (GetFunctionFromIPInternal); valid out pointers.
-            unsafe { i4.GetFunctionFromIP2(ip as sys::LPCBYTE, &mut f, &mut r) },
-            CALL,
-        )?;
-        Ok((RawFunctionId(f), RawReJitId(r)))
+        self.call_live("ICorProfilerInfo4::GetFunctionFromIP2", || {
+            const CALL: &str = "ICorProfilerInfo4::GetFunctionFromIP2";
+            let i4 = self.raw_info4(CALL)?;
+            let (mut f, mut r) = (0usize, 0usize);
+            check(
+                // SAFETY: [info-alive, plain-call] the runtime only looks `ip` up in its code maps, never
+                // dereferences it (GetFunctionFromIPInternal); valid out pointers.
+                unsafe { i4.GetFunctionFromIP2(ip as sys::LPCBYTE, &mut f, &mut r) },
+                CALL,
+            )?;
+            Ok((RawFunctionId(f), RawReJitId(r)))
+        })
     }
 
     /// `GetFunctionFromIP3` (Info8): like
@@ -114,16 +116,18 @@ impl RuntimeHandle {
     /// stubs), whose names come from
     /// [`dynamic_function_info`](ProfilerInfo::dynamic_function_info).
     pub fn function_from_ip3(&self, ip: usize) -> Result<(RawFunctionId, RawReJitId)> {
-        const CALL: &str = "ICorProfilerInfo8::GetFunctionFromIP3";
-        let i8 = self.raw_info8(CALL)?;
-        let (mut f, mut r) = (0usize, 0usize);
-        check(
-            // SAFETY: [plain-call] as for GetFunctionFromIP2: a look-up in the runtime's
-            // code maps; valid out pointers.
-            unsafe { i8.GetFunctionFromIP3(ip as sys::LPCBYTE, &mut f, &mut r) },
-            CALL,
-        )?;
-        Ok((RawFunctionId(f), RawReJitId(r)))
+        self.call_live("ICorProfilerInfo8::GetFunctionFromIP3", || {
+            const CALL: &str = "ICorProfilerInfo8::GetFunctionFromIP3";
+            let i8 = self.raw_info8(CALL)?;
+            let (mut f, mut r) = (0usize, 0usize);
+            check(
+                // SAFETY: [info-alive, plain-call] as for GetFunctionFromIP2: a look-up in the runtime's
+                // code maps; valid out pointers.
+                unsafe { i8.GetFunctionFromIP3(ip as sys::LPCBYTE, &mut f, &mut r) },
+                CALL,
+            )?;
+            Ok((RawFunctionId(f), RawReJitId(r)))
+        })
     }
 
     /// `EnumJITedFunctions2` (Info4): the functions jitted so far with the
@@ -133,19 +137,21 @@ impl RuntimeHandle {
     /// instrumented tier). The IDs are raw, as for
     /// [`enum_jited_functions`](Self::enum_jited_functions).
     pub fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
-        const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
-        let i4 = self.raw_info4(CALL)?;
-        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        check(
-            // SAFETY: [com-ownership] `e` receives an owned reference.
-            unsafe { i4.EnumJITedFunctions2(&mut e) },
-            CALL,
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            CALL,
-        ))?;
-        Ok(function_enum(e))
+        self.call_live("ICorProfilerInfo4::EnumJITedFunctions2", || {
+            const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
+            let i4 = self.raw_info4(CALL)?;
+            let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i4.EnumJITedFunctions2(&mut e) },
+                CALL,
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                CALL,
+            ))?;
+            Ok(function_enum(e))
+        })
     }
 }
 

@@ -32,42 +32,46 @@ impl RuntimeHandle {
     /// `GetEnvironmentVariable` (Info11): the value of `name`, or `None`
     /// when it is not set. Callable from any thread at any time.
     pub fn environment_variable(&self, name: &str) -> Result<Option<String>> {
-        const CALL: &str = "ICorProfilerInfo11::GetEnvironmentVariable";
-        let i11 = self.raw_info11(CALL)?;
-        let wide = check_name(name)?;
-        let answer = fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: [nul-terminated, buffer-protocol, plain-call] `wide` is NUL-terminated and outlives the call; `buf`
-            // has `cap` writable WCHARs; `needed` is a valid out pointer.
-            unsafe { i11.GetEnvironmentVariable(wide.as_ptr(), cap, needed, buf) }
-        });
-        match answer {
-            Ok(value) => Ok(Some(value)),
-            Err(Error::Runtime { hr, .. }) if hr.0 == ENVVAR_NOT_FOUND => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.call_live("ICorProfilerInfo11::GetEnvironmentVariable", || {
+            const CALL: &str = "ICorProfilerInfo11::GetEnvironmentVariable";
+            let i11 = self.raw_info11(CALL)?;
+            let wide = check_name(name)?;
+            let answer = fill_string(CALL, |cap, needed, buf| {
+                // SAFETY: [info-alive, nul-terminated, buffer-protocol, plain-call] `wide` is NUL-terminated and outlives the call; `buf`
+                // has `cap` writable WCHARs; `needed` is a valid out pointer.
+                unsafe { i11.GetEnvironmentVariable(wide.as_ptr(), cap, needed, buf) }
+            });
+            match answer {
+                Ok(value) => Ok(Some(value)),
+                Err(Error::Runtime { hr, .. }) if hr.0 == ENVVAR_NOT_FOUND => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// `SetEnvironmentVariable` (Info11): sets `name` to `value`, or removes
     /// it when `value` is `None`. Callable from any thread at any time; set
     /// in `Initialize`, a variable is in place before any managed code runs.
     pub fn set_environment_variable(&self, name: &str, value: Option<&str>) -> Result<()> {
-        const CALL: &str = "ICorProfilerInfo11::SetEnvironmentVariable";
-        let i11 = self.raw_info11(CALL)?;
-        let name = check_name(name)?;
-        if value.is_some_and(|v| v.contains('\0')) {
-            return Err(Error::InvalidArgument(
-                "an environment variable value cannot contain NUL",
-            ));
-        }
-        let value = value.map(to_wide);
-        let value_ptr = value.as_ref().map_or(core::ptr::null(), |v| v.as_ptr());
-        check(
-            // SAFETY: [nul-terminated] both strings are NUL-terminated and outlive the call;
-            // a null value asks the runtime to remove the variable.
-            unsafe { i11.SetEnvironmentVariable(name.as_ptr(), value_ptr) },
-            CALL,
-        )
-        .map(|_| ())
+        self.call_live("ICorProfilerInfo11::SetEnvironmentVariable", || {
+            const CALL: &str = "ICorProfilerInfo11::SetEnvironmentVariable";
+            let i11 = self.raw_info11(CALL)?;
+            let name = check_name(name)?;
+            if value.is_some_and(|v| v.contains('\0')) {
+                return Err(Error::InvalidArgument(
+                    "an environment variable value cannot contain NUL",
+                ));
+            }
+            let value = value.map(to_wide);
+            let value_ptr = value.as_ref().map_or(core::ptr::null(), |v| v.as_ptr());
+            check(
+                // SAFETY: [info-alive, nul-terminated] both strings are NUL-terminated and outlive the call;
+                // a null value asks the runtime to remove the variable.
+                unsafe { i11.SetEnvironmentVariable(name.as_ptr(), value_ptr) },
+                CALL,
+            )
+            .map(|_| ())
+        })
     }
 }
 

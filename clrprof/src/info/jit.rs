@@ -16,18 +16,20 @@ impl RuntimeHandle {
     /// while the caller iterates (see [`crate::attach::CatchUp`], which
     /// delivers them safely).
     pub fn enum_jited_functions(&self) -> Result<FunctionEnum> {
-        let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
-        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        check(
-            // SAFETY: [com-ownership] `e` receives an owned reference.
-            unsafe { i3.EnumJITedFunctions(&mut e) },
-            "ICorProfilerInfo3::EnumJITedFunctions",
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            "ICorProfilerInfo3::EnumJITedFunctions",
-        ))?;
-        Ok(function_enum(e))
+        self.call_live("ICorProfilerInfo3::EnumJITedFunctions", || {
+            let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
+            let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i3.EnumJITedFunctions(&mut e) },
+                "ICorProfilerInfo3::EnumJITedFunctions",
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                "ICorProfilerInfo3::EnumJITedFunctions",
+            ))?;
+            Ok(function_enum(e))
+        })
     }
 }
 

@@ -195,18 +195,20 @@ impl RuntimeHandle {
     /// assembly) while the caller iterates. [`crate::attach::CatchUp`]
     /// delivers them as typed IDs where that cannot happen.
     pub fn enum_modules(&self) -> Result<ModuleEnum> {
-        let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
-        let mut e: Option<sys::ICorProfilerModuleEnum> = None;
-        check(
-            // SAFETY: [com-ownership] `e` receives an owned reference.
-            unsafe { i3.EnumModules(&mut e) },
-            "ICorProfilerInfo3::EnumModules",
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            "ICorProfilerInfo3::EnumModules",
-        ))?;
-        Ok(module_enum(e))
+        self.call_live("ICorProfilerInfo3::EnumModules", || {
+            let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
+            let mut e: Option<sys::ICorProfilerModuleEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i3.EnumModules(&mut e) },
+                "ICorProfilerInfo3::EnumModules",
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                "ICorProfilerInfo3::EnumModules",
+            ))?;
+            Ok(module_enum(e))
+        })
     }
 }
 

@@ -13,11 +13,13 @@ impl RuntimeHandle {
     /// sampling and ReJIT threads do ([`crate::stackwalk::spawn_sampling_thread`],
     /// [`crate::il::rejit::ReJitThread`]). Harmless on any other thread.
     pub fn initialize_current_thread(&self) -> Result<()> {
-        const CALL: &str = "ICorProfilerInfo4::InitializeCurrentThread";
-        let i4 = self.raw_info4(CALL)?;
-        // SAFETY: [plain-call] no arguments; the runtime initialises the calling thread's
-        // own data.
-        check(unsafe { i4.InitializeCurrentThread() }, CALL).map(|_| ())
+        self.call_live("ICorProfilerInfo4::InitializeCurrentThread", || {
+            const CALL: &str = "ICorProfilerInfo4::InitializeCurrentThread";
+            let i4 = self.raw_info4(CALL)?;
+            // SAFETY: [info-alive, plain-call] no arguments; the runtime initialises the calling thread's
+            // own data.
+            check(unsafe { i4.InitializeCurrentThread() }, CALL).map(|_| ())
+        })
     }
 }
 

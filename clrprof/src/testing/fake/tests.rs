@@ -401,3 +401,57 @@ fn metadata_truncation_is_reported_as_truncation() {
     assert_eq!(needed, 7);
     assert_eq!(buf, [b'A' as u16, b'b' as u16, b'c' as u16, 0]);
 }
+
+/// Second review, route 1: a `RuntimeHandle` outlives the callbacks; once the
+/// runtime retired the profiler (detach, failed Initialize, shutdown) the
+/// runtime deleted its info object, so every method refuses without calling.
+#[test]
+fn runtime_handle_methods_refuse_after_the_runtime_retired() {
+    let fake = FakeRuntime::with_info_version(15);
+    // SAFETY: [test-fake] the fake describes no memory the SDK reads.
+    let rt = unsafe { fake.runtime_handle(false) };
+    rt.retire();
+    let refused = |what: &str, e: Option<Error>| match e {
+        Some(Error::Refused { .. }) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    refused("create_provider", rt.event_pipe_create_provider("P").err());
+    refused(
+        "create_provider_with_callback",
+        rt.event_pipe_create_provider_with_callback("P", |_| {})
+            .err(),
+    );
+    refused(
+        "start_session",
+        rt.event_pipe_start_session(&[], false).err(),
+    );
+    refused("function_from_ip2", rt.function_from_ip2(0x1000).err());
+    refused("function_from_ip3", rt.function_from_ip3(0x1000).err());
+    refused("enum_jited_functions2", rt.enum_jited_functions2().err());
+    refused("enum_jited_functions", rt.enum_jited_functions().err());
+    refused("enum_modules", rt.enum_modules().err());
+    refused("environment_variable", rt.environment_variable("A").err());
+    refused(
+        "set_environment_variable",
+        rt.set_environment_variable("A", Some("b")).err(),
+    );
+    refused(
+        "initialize_current_thread",
+        rt.initialize_current_thread().err(),
+    );
+    for m in [
+        "EventPipeCreateProvider",
+        "EventPipeCreateProvider2",
+        "EventPipeStartSession",
+        "GetFunctionFromIP2",
+        "GetFunctionFromIP3",
+        "EnumJITedFunctions2",
+        "EnumJITedFunctions",
+        "EnumModules",
+        "GetEnvironmentVariable",
+        "SetEnvironmentVariable",
+        "InitializeCurrentThread",
+    ] {
+        assert_eq!(fake.call_count(m), 0, "{m} reached the runtime");
+    }
+}
