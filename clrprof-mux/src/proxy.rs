@@ -289,9 +289,10 @@ pub(crate) mod intercept {
     ) -> HRESULT {
         // SAFETY: [caller-contract] the caller's `[out]` pointers, null or
         // writable (GetILFunctionBody's contract, this fn's precondition).
-        if let Some(hr) =
-            unsafe { crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize) }
-        {
+        let pending = unsafe {
+            crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
+        };
+        if let Some(hr) = pending {
             return hr;
         }
         // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
