@@ -1038,7 +1038,9 @@ pub fn build_report(inputs: Inputs) -> Report {
             }
             let Some(fi) = site.func else { continue };
             let f = &scan.fns[fi];
-            if f.is_unsafe || f.is_test {
+            // A `tests.rs` module file is declared `#[cfg(test)] mod tests;`
+            // in its parent, which this file's scan cannot see.
+            if f.is_unsafe || f.is_test || rel.ends_with("/tests.rs") {
                 continue;
             }
             let entry = per_fn.entry(fi).or_insert_with(|| Listed {
