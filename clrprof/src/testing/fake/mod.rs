@@ -584,7 +584,7 @@ macro_rules! fake_id_ctors {
                 /// Pass it only to a `ProfilerInfo` of this fake: a real
                 /// runtime would dereference the made-up value.
                 pub unsafe fn $fn_name(&self, raw: usize) -> $ty<'_> {
-                    // SAFETY: [test-fake] the fake treats IDs as map keys; the caller
+                    // SAFETY: [test-fake, caller-contract] the fake treats IDs as map keys; the caller
                     // keeps the ID away from real runtimes.
                     unsafe { $ty::from_sys(raw) }
                 }
