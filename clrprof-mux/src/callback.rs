@@ -91,12 +91,12 @@ impl Multiplexer {
 
     fn initialize(&self, unknown: *mut c_void, attach: Option<&[u8]>) -> HRESULT {
         clrprof::logging::init_from_env();
-        // SAFETY: the runtime passes its profiler-info object as a borrowed
+        // SAFETY: [callback-args, com-ownership] the runtime passes its profiler-info object as a borrowed
         // IUnknown valid for the call (corprof.idl Initialize / InitializeForAttach).
         let Some(unknown) = (unsafe { IUnknown::from_raw_borrowed(&unknown) }) else {
             return E_POINTER;
         };
-        // SAFETY: this IUnknown is the runtime's profiler-info object.
+        // SAFETY: [callback-args, com-ownership] this IUnknown is the runtime's profiler-info object.
         let runtime = match unsafe { RealInfo::new(unknown, attach.is_some()) } {
             Ok(r) => r,
             Err(e) => {
@@ -171,7 +171,7 @@ impl Multiplexer {
             let data = if data.is_null() || size == 0 {
                 &[][..]
             } else {
-                // SAFETY: corprof.idl: `pvClientData` holds `cbClientData` bytes for the call.
+                // SAFETY: [callback-args] corprof.idl: `pvClientData` holds `cbClientData` bytes for the call.
                 unsafe { core::slice::from_raw_parts(data as *const u8, size as usize) }
             };
             self.initialize(info, Some(data))
@@ -182,7 +182,7 @@ impl Multiplexer {
     /// multiplexer's records are flushed.
     pub(crate) unsafe fn on_Shutdown(&self) -> HRESULT {
         let _ = self.fan_out(routes::Shutdown, 1, |c| {
-            // SAFETY: every child implements ICorProfilerCallback; no arguments.
+            // SAFETY: [interface-version, mux-forward] every child implements ICorProfilerCallback; no arguments.
             unsafe { (c.vtbl::<ICorProfilerCallback_Vtbl>().Shutdown)(c.this()) }
         });
         if let Some(shared) = self.shared.get() {
@@ -196,7 +196,7 @@ impl Multiplexer {
     /// runtime releases the multiplexer right after.
     pub(crate) unsafe fn on_ProfilerDetachSucceeded(&self) -> HRESULT {
         let _ = self.fan_out(routes::ProfilerDetachSucceeded, 3, |c| {
-            // SAFETY: version-3 children only (fan_out); no arguments.
+            // SAFETY: [interface-version, mux-forward] version-3 children only (fan_out); no arguments.
             unsafe {
                 (c.vtbl::<ICorProfilerCallback3_Vtbl>()
                     .ProfilerDetachSucceeded)(c.this())
@@ -220,7 +220,7 @@ impl Multiplexer {
     ) -> HRESULT {
         let _compilation = crate::il_map::Compilation::begin(functionId);
         self.fan_out(routes::JITCompilationStarted, 1, |c| {
-            // SAFETY: every child implements ICorProfilerCallback; the
+            // SAFETY: [interface-version, mux-forward, callback-args] every child implements ICorProfilerCallback; the
             // runtime's arguments, valid for the callback.
             unsafe {
                 (c.vtbl::<ICorProfilerCallback_Vtbl>().JITCompilationStarted)(
@@ -242,7 +242,7 @@ impl Multiplexer {
         let mut all = true;
         let _ = self.fan_out(routes::JITInlining, 1, |c| {
             let mut inline: BOOL = 1;
-            // SAFETY: every child implements ICorProfilerCallback; a valid
+            // SAFETY: [interface-version, mux-forward, plain-call] every child implements ICorProfilerCallback; a valid
             // out pointer of ours.
             let hr = unsafe {
                 (c.vtbl::<ICorProfilerCallback_Vtbl>().JITInlining)(
@@ -256,7 +256,7 @@ impl Multiplexer {
             hr
         });
         if !pfShouldInline.is_null() {
-            // SAFETY: the runtime's out pointer (corprof.idl JITInlining).
+            // SAFETY: [callback-args] the runtime's out pointer (corprof.idl JITInlining).
             unsafe { *pfShouldInline = all as BOOL };
         }
         S_OK
@@ -272,7 +272,7 @@ impl Multiplexer {
         let mut all = true;
         let _ = self.fan_out(routes::JITCachedFunctionSearchStarted, 1, |c| {
             let mut use_cached: BOOL = 1;
-            // SAFETY: as in on_JITInlining.
+            // SAFETY: [callback-args] as in on_JITInlining.
             let hr = unsafe {
                 (c.vtbl::<ICorProfilerCallback_Vtbl>()
                     .JITCachedFunctionSearchStarted)(
@@ -283,7 +283,7 @@ impl Multiplexer {
             hr
         });
         if !pbUseCachedFunction.is_null() {
-            // SAFETY: the runtime's out pointer.
+            // SAFETY: [callback-args] the runtime's out pointer.
             unsafe { *pbUseCachedFunction = all as BOOL };
         }
         S_OK
@@ -303,7 +303,7 @@ impl Multiplexer {
             }
         }
         self.fan_out(routes::GarbageCollectionStarted, 2, |c| {
-            // SAFETY: version-2 children only; the runtime's arguments.
+            // SAFETY: [interface-version, mux-forward, callback-args] version-2 children only; the runtime's arguments.
             unsafe {
                 (c.vtbl::<ICorProfilerCallback2_Vtbl>()
                     .GarbageCollectionStarted)(
@@ -332,7 +332,7 @@ impl Multiplexer {
             if child.object_references_stopped.load(Ordering::Relaxed) {
                 continue;
             }
-            // SAFETY: every child implements ICorProfilerCallback; the
+            // SAFETY: [interface-version, mux-forward, callback-args] every child implements ICorProfilerCallback; the
             // runtime's arguments, valid for the callback.
             let hr = unsafe {
                 (c.vtbl::<ICorProfilerCallback_Vtbl>().ObjectReferences)(
@@ -384,7 +384,7 @@ impl Multiplexer {
         pAsmRefProvider: *mut c_void,
     ) -> HRESULT {
         self.fan_out(routes::GetAssemblyReferences, 6, |c| {
-            // SAFETY: version-6 children only; the runtime's arguments.
+            // SAFETY: [interface-version, mux-forward, callback-args] version-6 children only; the runtime's arguments.
             unsafe {
                 (c.vtbl::<ICorProfilerCallback6_Vtbl>().GetAssemblyReferences)(
                     c.this(),
@@ -401,7 +401,7 @@ impl Multiplexer {
         pbNotificationOnly: *mut BOOL,
     ) -> HRESULT {
         if !pbNotificationOnly.is_null() {
-            // SAFETY: the runtime's out pointer.
+            // SAFETY: [callback-args] the runtime's out pointer.
             unsafe { *pbNotificationOnly = 0 };
         }
         S_OK
@@ -473,7 +473,7 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
             hr: None,
             error: "loaded twice".into(),
         })?;
-        // SAFETY: INFO_VTBL is the proxy's vtable, generated for an
+        // SAFETY: [interface-version, mux-forward] INFO_VTBL is the proxy's vtable, generated for an
         // InfoProxy `this` (COM: a method gets the object it was read from).
         let proxy = unsafe { ProxyRef::new(&INFO_VTBL, shared.clone(), k) };
         let info = proxy.as_raw();
@@ -481,7 +481,7 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
         child.active.store(true, Ordering::SeqCst);
         let hr = if attached {
             let data = &child.spec.client_data;
-            // SAFETY: the child implements Callback3 (checked above); its
+            // SAFETY: [interface-version, mux-forward] the child implements Callback3 (checked above); its
             // proxy is live (owned by `child.proxy`), the client data lives
             // in the spec for the call.
             unsafe {
@@ -495,7 +495,7 @@ fn initialize_child(shared: &Arc<Shared>, k: usize, attached: bool) {
                 )
             }
         } else {
-            // SAFETY: every child implements ICorProfilerCallback; its proxy
+            // SAFETY: [interface-version, mux-forward] every child implements ICorProfilerCallback; its proxy
             // is live for the call and beyond.
             unsafe { (loaded.vtbl::<ICorProfilerCallback_Vtbl>().Initialize)(loaded.this(), info) }
         };
@@ -566,17 +566,17 @@ type DllGetClassObjectFn =
 fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
     let fail =
         |stage: &'static str, hr: Option<HRESULT>, error: String| Dropped { stage, hr, error };
-    // SAFETY: loading a profiler library runs its initialisers, exactly what
+    // SAFETY: [library-pinned, os-api] loading a profiler library runs its initialisers, exactly what
     // the runtime does with the library a profiler variable names; the
     // configuration names it for that purpose.
     let library = unsafe { libloading::Library::new(&spec.path) }
         .map_err(|e| fail("load", None, format!("cannot load {}: {e}", spec.path)))?;
-    // SAFETY: `DllGetClassObject` of a COM server has this signature (COM's
+    // SAFETY: [ffi-abi] `DllGetClassObject` of a COM server has this signature (COM's
     // contract, which the runtime relies on too).
     let get = unsafe { library.get::<DllGetClassObjectFn>(b"DllGetClassObject\0") }
         .map_err(|e| fail("load", None, format!("no DllGetClassObject: {e}")))?;
     let mut factory: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid GUID pointers and out pointer for the call.
+    // SAFETY: [plain-call] valid GUID pointers and out pointer for the call.
     let hr = unsafe { get(&spec.clsid, &IClassFactory::IID, &mut factory) };
     if hr.is_err() || factory.is_null() {
         return Err(fail(
@@ -585,10 +585,10 @@ fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
             "DllGetClassObject refused the CLSID".into(),
         ));
     }
-    // SAFETY: DllGetClassObject returned an owned IClassFactory reference.
+    // SAFETY: [com-ownership] DllGetClassObject returned an owned IClassFactory reference.
     let factory = unsafe { IClassFactory::from_raw(factory) };
     let mut object: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid IID and out pointer; no aggregation.
+    // SAFETY: [com-ownership, plain-call] valid IID and out pointer; no aggregation.
     let hr = unsafe {
         factory.CreateInstance(
             core::ptr::null_mut(),
@@ -604,7 +604,7 @@ fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
             "IClassFactory::CreateInstance(ICorProfilerCallback2) failed".into(),
         ));
     }
-    // SAFETY: CreateInstance returned an owned ICorProfilerCallback2 reference.
+    // SAFETY: [com-ownership] CreateInstance returned an owned ICorProfilerCallback2 reference.
     let unknown = unsafe { IUnknown::from_raw(object) };
     let newer: [(u32, GUID); 9] = [
         (11, ICorProfilerCallback11::IID),
@@ -619,9 +619,9 @@ fn load(spec: &ChildSpec) -> Result<Loaded, Dropped> {
     ];
     for (version, iid) in newer {
         let mut p: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer (COM QueryInterface).
+        // SAFETY: [com-ownership, plain-call] valid IID and out pointer (COM QueryInterface).
         if unsafe { unknown.query(&iid, &mut p) }.is_ok() && !p.is_null() {
-            // SAFETY: QueryInterface returned an owned reference of that interface.
+            // SAFETY: [com-ownership] QueryInterface returned an owned reference of that interface.
             let owner = unsafe { IUnknown::from_raw(p) };
             return Ok(Loaded::new(p, version, owner, library));
         }

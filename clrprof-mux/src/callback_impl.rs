@@ -13,16 +13,16 @@ use core::ffi::c_void;
 
 impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     unsafe fn Initialize(&self, pICorProfilerInfoUnk: *mut c_void) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_Initialize(self, pICorProfilerInfoUnk) }
     }
     unsafe fn Shutdown(&self) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_Shutdown(self) }
     }
     unsafe fn AppDomainCreationStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         self.fan_out(routes::AppDomainCreationStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -38,7 +38,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         hrStatus: HRESULT,
     ) -> HRESULT {
         self.fan_out(routes::AppDomainCreationFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -50,7 +50,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn AppDomainShutdownStarted(&self, appDomainId: AppDomainID) -> HRESULT {
         self.fan_out(routes::AppDomainShutdownStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -66,7 +66,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         hrStatus: HRESULT,
     ) -> HRESULT {
         self.fan_out(routes::AppDomainShutdownFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -78,7 +78,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn AssemblyLoadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
         self.fan_out(routes::AssemblyLoadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -90,7 +90,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn AssemblyLoadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::AssemblyLoadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -102,7 +102,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn AssemblyUnloadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
         self.fan_out(routes::AssemblyUnloadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -114,7 +114,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn AssemblyUnloadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::AssemblyUnloadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -126,7 +126,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
         self.fan_out(routes::ModuleLoadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -139,7 +139,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::ModuleLoadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -153,7 +153,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ModuleUnloadStarted(&self, moduleId: ModuleID) -> HRESULT {
         self.fan_out(routes::ModuleUnloadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -165,7 +165,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::ModuleUnloadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -181,7 +181,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         AssemblyId: AssemblyID,
     ) -> HRESULT {
         self.fan_out(routes::ModuleAttachedToAssembly, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -193,7 +193,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ClassLoadStarted(&self, classId: ClassID) -> HRESULT {
         self.fan_out(routes::ClassLoadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -203,7 +203,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ClassLoadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::ClassLoadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -217,7 +217,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ClassUnloadStarted(&self, classId: ClassID) -> HRESULT {
         self.fan_out(routes::ClassUnloadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -230,7 +230,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ClassUnloadFinished(&self, classId: ClassID, hrStatus: HRESULT) -> HRESULT {
         self.fan_out(routes::ClassUnloadFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -242,7 +242,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn FunctionUnloadStarted(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::FunctionUnloadStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -257,7 +257,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         functionId: FunctionID,
         fIsSafeToBlock: BOOL,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_JITCompilationStarted(self, functionId, fIsSafeToBlock) }
     }
     unsafe fn JITCompilationFinished(
@@ -267,7 +267,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         fIsSafeToBlock: BOOL,
     ) -> HRESULT {
         self.fan_out(routes::JITCompilationFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -284,7 +284,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         functionId: FunctionID,
         pbUseCachedFunction: *mut BOOL,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe {
             Multiplexer::on_JITCachedFunctionSearchStarted(self, functionId, pbUseCachedFunction)
         }
@@ -295,7 +295,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         result: COR_PRF_JIT_CACHE,
     ) -> HRESULT {
         self.fan_out(routes::JITCachedFunctionSearchFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -309,7 +309,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn JITFunctionPitched(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::JITFunctionPitched, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -326,12 +326,12 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         calleeId: FunctionID,
         pfShouldInline: *mut BOOL,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_JITInlining(self, callerId, calleeId, pfShouldInline) }
     }
     unsafe fn ThreadCreated(&self, threadId: ThreadID) -> HRESULT {
         self.fan_out(routes::ThreadCreated, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -341,7 +341,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ThreadDestroyed(&self, threadId: ThreadID) -> HRESULT {
         self.fan_out(routes::ThreadDestroyed, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -355,7 +355,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         osThreadId: DWORD,
     ) -> HRESULT {
         self.fan_out(routes::ThreadAssignedToOSThread, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -369,7 +369,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingClientInvocationStarted(&self) -> HRESULT {
         self.fan_out(routes::RemotingClientInvocationStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -381,7 +381,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingClientSendingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         self.fan_out(routes::RemotingClientSendingMessage, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -393,7 +393,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingClientReceivingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         self.fan_out(routes::RemotingClientReceivingReply, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -405,7 +405,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingClientInvocationFinished(&self) -> HRESULT {
         self.fan_out(routes::RemotingClientInvocationFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -417,7 +417,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingServerReceivingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         self.fan_out(routes::RemotingServerReceivingMessage, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -429,7 +429,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingServerInvocationStarted(&self) -> HRESULT {
         self.fan_out(routes::RemotingServerInvocationStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -441,7 +441,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingServerInvocationReturned(&self) -> HRESULT {
         self.fan_out(routes::RemotingServerInvocationReturned, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -453,7 +453,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RemotingServerSendingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
         self.fan_out(routes::RemotingServerSendingReply, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -469,7 +469,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         reason: COR_PRF_TRANSITION_REASON,
     ) -> HRESULT {
         self.fan_out(routes::UnmanagedToManagedTransition, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -485,7 +485,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         reason: COR_PRF_TRANSITION_REASON,
     ) -> HRESULT {
         self.fan_out(routes::ManagedToUnmanagedTransition, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -497,7 +497,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeSuspendStarted(&self, suspendReason: COR_PRF_SUSPEND_REASON) -> HRESULT {
         self.fan_out(routes::RuntimeSuspendStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -509,7 +509,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeSuspendFinished(&self) -> HRESULT {
         self.fan_out(routes::RuntimeSuspendFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -521,7 +521,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeSuspendAborted(&self) -> HRESULT {
         self.fan_out(routes::RuntimeSuspendAborted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -533,7 +533,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeResumeStarted(&self) -> HRESULT {
         self.fan_out(routes::RuntimeResumeStarted, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -545,7 +545,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeResumeFinished(&self) -> HRESULT {
         self.fan_out(routes::RuntimeResumeFinished, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -557,7 +557,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeThreadSuspended(&self, threadId: ThreadID) -> HRESULT {
         self.fan_out(routes::RuntimeThreadSuspended, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -569,7 +569,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn RuntimeThreadResumed(&self, threadId: ThreadID) -> HRESULT {
         self.fan_out(routes::RuntimeThreadResumed, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -587,7 +587,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         cObjectIDRangeLength: *const ULONG,
     ) -> HRESULT {
         self.fan_out(routes::MovedReferences, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -603,7 +603,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ObjectAllocated(&self, objectId: ObjectID, classId: ClassID) -> HRESULT {
         self.fan_out(routes::ObjectAllocated, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -622,7 +622,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         cObjects: *const ULONG,
     ) -> HRESULT {
         self.fan_out(routes::ObjectsAllocatedByClass, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -641,14 +641,14 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         cObjectRefs: ULONG,
         objectRefIds: *const ObjectID,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe {
             Multiplexer::on_ObjectReferences(self, objectId, classId, cObjectRefs, objectRefIds)
         }
     }
     unsafe fn RootReferences(&self, cRootRefs: ULONG, rootRefIds: *const ObjectID) -> HRESULT {
         self.fan_out(routes::RootReferences, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -662,7 +662,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionThrown(&self, thrownObjectId: ObjectID) -> HRESULT {
         self.fan_out(routes::ExceptionThrown, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -675,7 +675,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionSearchFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::ExceptionSearchFunctionEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -687,7 +687,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionSearchFunctionLeave(&self) -> HRESULT {
         self.fan_out(routes::ExceptionSearchFunctionLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -699,7 +699,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionSearchFilterEnter(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::ExceptionSearchFilterEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -711,7 +711,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionSearchFilterLeave(&self) -> HRESULT {
         self.fan_out(routes::ExceptionSearchFilterLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -723,7 +723,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionSearchCatcherFound(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::ExceptionSearchCatcherFound, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -735,7 +735,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionOSHandlerEnter(&self, __unused: UINT_PTR) -> HRESULT {
         self.fan_out(routes::ExceptionOSHandlerEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -747,7 +747,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionOSHandlerLeave(&self, __unused: UINT_PTR) -> HRESULT {
         self.fan_out(routes::ExceptionOSHandlerLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -759,7 +759,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::ExceptionUnwindFunctionEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -771,7 +771,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
         self.fan_out(routes::ExceptionUnwindFunctionLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -783,7 +783,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::ExceptionUnwindFinallyEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -795,7 +795,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         self.fan_out(routes::ExceptionUnwindFinallyLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -807,7 +807,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionCatcherEnter(&self, functionId: FunctionID, objectId: ObjectID) -> HRESULT {
         self.fan_out(routes::ExceptionCatcherEnter, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -819,7 +819,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         self.fan_out(routes::ExceptionCatcherLeave, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -837,7 +837,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         cSlots: ULONG,
     ) -> HRESULT {
         self.fan_out(routes::COMClassicVTableCreated, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -860,7 +860,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         pVTable: *mut c_void,
     ) -> HRESULT {
         self.fan_out(routes::COMClassicVTableDestroyed, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -877,7 +877,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionCLRCatcherFound(&self) -> HRESULT {
         self.fan_out(routes::ExceptionCLRCatcherFound, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -889,7 +889,7 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
     }
     unsafe fn ExceptionCLRCatcherExecute(&self) -> HRESULT {
         self.fan_out(routes::ExceptionCLRCatcherExecute, 1, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback (version 1); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -909,7 +909,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
         name: *const WCHAR,
     ) -> HRESULT {
         self.fan_out(routes::ThreadNameChanged, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -928,7 +928,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
         generationCollected: *const BOOL,
         reason: COR_PRF_GC_REASON,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe {
             Multiplexer::on_GarbageCollectionStarted(
                 self,
@@ -945,7 +945,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
         cObjectIDRangeLength: *const ULONG,
     ) -> HRESULT {
         self.fan_out(routes::SurvivingReferences, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -962,7 +962,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
     }
     unsafe fn GarbageCollectionFinished(&self) -> HRESULT {
         self.fan_out(routes::GarbageCollectionFinished, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -978,7 +978,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
         objectID: ObjectID,
     ) -> HRESULT {
         self.fan_out(routes::FinalizeableObjectQueued, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -999,7 +999,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
         rootIds: *const UINT_PTR,
     ) -> HRESULT {
         self.fan_out(routes::RootReferences2, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1016,7 +1016,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
     }
     unsafe fn HandleCreated(&self, handleId: GCHandleID, initialObjectId: ObjectID) -> HRESULT {
         self.fan_out(routes::HandleCreated, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1030,7 +1030,7 @@ impl ICorProfilerCallback2_Impl for Multiplexer_Impl {
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
         self.fan_out(routes::HandleDestroyed, 2, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback2 (version 2); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1047,7 +1047,7 @@ impl ICorProfilerCallback3_Impl for Multiplexer_Impl {
         pvClientData: *mut c_void,
         cbClientData: UINT,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe {
             Multiplexer::on_InitializeForAttach(
                 self,
@@ -1059,7 +1059,7 @@ impl ICorProfilerCallback3_Impl for Multiplexer_Impl {
     }
     unsafe fn ProfilerAttachComplete(&self) -> HRESULT {
         self.fan_out(routes::ProfilerAttachComplete, 3, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback3 (version 3); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1070,7 +1070,7 @@ impl ICorProfilerCallback3_Impl for Multiplexer_Impl {
         })
     }
     unsafe fn ProfilerDetachSucceeded(&self) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_ProfilerDetachSucceeded(self) }
     }
 }
@@ -1083,7 +1083,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         fIsSafeToBlock: BOOL,
     ) -> HRESULT {
         self.fan_out(routes::ReJITCompilationStarted, 4, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback4 (version 4); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1101,7 +1101,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         methodId: mdMethodDef,
         pFunctionControl: *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_GetReJITParameters(self, moduleId, methodId, pFunctionControl) }
     }
     unsafe fn ReJITCompilationFinished(
@@ -1112,7 +1112,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         fIsSafeToBlock: BOOL,
     ) -> HRESULT {
         self.fan_out(routes::ReJITCompilationFinished, 4, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback4 (version 4); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1136,7 +1136,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         hrStatus: HRESULT,
     ) -> HRESULT {
         self.fan_out(routes::ReJITError, 4, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback4 (version 4); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1158,7 +1158,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
         self.fan_out(routes::MovedReferences2, 4, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback4 (version 4); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1179,7 +1179,7 @@ impl ICorProfilerCallback4_Impl for Multiplexer_Impl {
         cObjectIDRangeLength: *const SIZE_T,
     ) -> HRESULT {
         self.fan_out(routes::SurvivingReferences2, 4, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback4 (version 4); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1205,7 +1205,7 @@ impl ICorProfilerCallback5_Impl for Multiplexer_Impl {
         rootIds: *const GCHandleID,
     ) -> HRESULT {
         self.fan_out(routes::ConditionalWeakTableElementReferences, 5, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback5 (version 5); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1229,7 +1229,7 @@ impl ICorProfilerCallback6_Impl for Multiplexer_Impl {
         wszAssemblyPath: *const WCHAR,
         pAsmRefProvider: *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_GetAssemblyReferences(self, wszAssemblyPath, pAsmRefProvider) }
     }
 }
@@ -1237,7 +1237,7 @@ impl ICorProfilerCallback6_Impl for Multiplexer_Impl {
 impl ICorProfilerCallback7_Impl for Multiplexer_Impl {
     unsafe fn ModuleInMemorySymbolsUpdated(&self, moduleId: ModuleID) -> HRESULT {
         self.fan_out(routes::ModuleInMemorySymbolsUpdated, 7, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback7 (version 7); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1258,7 +1258,7 @@ impl ICorProfilerCallback8_Impl for Multiplexer_Impl {
         cbILHeader: ULONG,
     ) -> HRESULT {
         self.fan_out(routes::DynamicMethodJITCompilationStarted, 8, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback8 (version 8); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1281,7 +1281,7 @@ impl ICorProfilerCallback8_Impl for Multiplexer_Impl {
         fIsSafeToBlock: BOOL,
     ) -> HRESULT {
         self.fan_out(routes::DynamicMethodJITCompilationFinished, 8, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback8 (version 8); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1301,7 +1301,7 @@ impl ICorProfilerCallback8_Impl for Multiplexer_Impl {
 impl ICorProfilerCallback9_Impl for Multiplexer_Impl {
     unsafe fn DynamicMethodUnloaded(&self, functionId: FunctionID) -> HRESULT {
         self.fan_out(routes::DynamicMethodUnloaded, 9, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback9 (version 9); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1330,7 +1330,7 @@ impl ICorProfilerCallback10_Impl for Multiplexer_Impl {
         stackFrames: *const UINT_PTR,
     ) -> HRESULT {
         self.fan_out(routes::EventPipeEventDelivered, 10, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback10 (version 10); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1356,7 +1356,7 @@ impl ICorProfilerCallback10_Impl for Multiplexer_Impl {
     }
     unsafe fn EventPipeProviderCreated(&self, provider: EVENTPIPE_PROVIDER) -> HRESULT {
         self.fan_out(routes::EventPipeProviderCreated, 10, |child| {
-            // SAFETY: `fan_out` passes only children whose callback object
+            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
             // implements ICorProfilerCallback10 (version 10); the arguments are the
             // runtime's, valid for this callback, passed on unchanged.
             unsafe {
@@ -1370,7 +1370,7 @@ impl ICorProfilerCallback10_Impl for Multiplexer_Impl {
 
 impl ICorProfilerCallback11_Impl for Multiplexer_Impl {
     unsafe fn LoadAsNotificationOnly(&self, pbNotificationOnly: *mut BOOL) -> HRESULT {
-        // SAFETY: the runtime's arguments, passed on under the same contract.
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
         unsafe { Multiplexer::on_LoadAsNotificationOnly(self, pbNotificationOnly) }
     }
 }

@@ -92,7 +92,7 @@ pub(crate) fn set_mapper(proxy: &InfoProxy, mapper: Mapper) -> HRESULT {
 }
 
 fn apply_mapper(shared: &Shared, mapper: Mapper) -> HRESULT {
-    // SAFETY: Info1 and Info3 vtable types for their versions; the mapper
+    // SAFETY: [interface-version, library-pinned, mux-forward] Info1 and Info3 vtable types for their versions; the mapper
     // is the child's (it stays loaded while the runtime may call it: the
     // multiplexer unloads a child only when the runtime is done with it).
     unsafe {
@@ -112,7 +112,7 @@ fn apply_mapper(shared: &Shared, mapper: Mapper) -> HRESULT {
 
 fn opt<F>(address: usize) -> Option<F> {
     debug_assert_eq!(core::mem::size_of::<F>(), core::mem::size_of::<usize>());
-    // SAFETY: `address` is zero or the address of a function of type `F`
+    // SAFETY: [ffi-abi, mux-forward] `address` is zero or the address of a function of type `F`
     // (it was converted from an `Option<F>` by the proxy), and `Option<F>`
     // of a function pointer has the null niche.
     (address != 0).then(|| unsafe { core::mem::transmute_copy::<usize, F>(&address) })
@@ -160,7 +160,7 @@ fn record(shared: &Shared, mode: &str, children: &[usize], hrs: &[(&str, HRESULT
 /// Gives one child's hooks and mapper to the runtime unchanged.
 fn pass_through(shared: &Shared, h: &Hooks) -> Vec<(&'static str, HRESULT)> {
     let mut hrs = Vec::new();
-    // SAFETY: Info1/2/3 vtable types for their versions; the hook
+    // SAFETY: [interface-version, ffi-abi, mux-forward] Info1/2/3 vtable types for their versions; the hook
     // addresses are the child's functions of the matching types (recorded
     // from the typed arguments of its calls).
     unsafe {
@@ -262,7 +262,7 @@ mod fan_out {
         };
         let any_with_info = slow_path || table.children.iter().any(|c| c.with_info != [0; 3]);
         let mut hrs = Vec::new();
-        // SAFETY: Info3 vtable type for version 3. The multiplexer's hooks
+        // SAFETY: [interface-version, library-pinned] Info3 vtable type for version 3. The multiplexer's hooks
         // and mapper are functions of this library, which stays loaded
         // while the runtime may call them (it unloads a profiler only after
         // detach, and ELT hooks rule detach out).
@@ -338,13 +338,13 @@ mod fan_out {
         hook: *mut BOOL,
     ) -> UINT_PTR {
         let (id, wanted) = guard("clrprof-mux FunctionIDMapper2", (function, false), || {
-            // SAFETY: the client data registered with this mapper is a leaked `Table`.
+            // SAFETY: [callback-args, local-memory] the client data registered with this mapper is a leaked `Table`.
             let table = unsafe { &*(client_data as *const Table) };
             let entries: Vec<(ChildHooks, usize)> = table
                 .children
                 .iter()
                 .filter_map(|c| {
-                    // SAFETY: called from the runtime's mapper callback for `function`.
+                    // SAFETY: [callback-args, mux-forward] called from the runtime's mapper callback for `function`.
                     let (id, wants) = unsafe { c.mapper.map(function) };
                     wants.then_some((*c, id))
                 })
@@ -358,7 +358,7 @@ mod fan_out {
             (record as *const Function as usize, true)
         });
         if !hook.is_null() {
-            // SAFETY: the runtime's out pointer (corprof.idl FunctionIDMapper2).
+            // SAFETY: [callback-args] the runtime's out pointer (corprof.idl FunctionIDMapper2).
             unsafe { *hook = wanted as BOOL };
         }
         id
@@ -370,7 +370,7 @@ mod fan_out {
     /// `client` is a client ID this module's mapper returned with "hook".
     #[inline]
     unsafe fn function<'a>(client: usize) -> &'a Function {
-        // SAFETY: guaranteed by the caller; records are never freed.
+        // SAFETY: [caller-contract] guaranteed by the caller; records are never freed.
         unsafe { &*(client as *const Function) }
     }
 
@@ -378,7 +378,7 @@ mod fan_out {
 
     #[inline]
     unsafe fn with_info_hook(address: usize) -> WithInfoHook {
-        // SAFETY: the address of a child's FunctionEnter3WithInfo-shaped
+        // SAFETY: [ffi-abi, mux-forward] the address of a child's FunctionEnter3WithInfo-shaped
         // hook, whose `FunctionIDOrClientID` argument is a one-word union
         // passed like a `usize` in every ABI the runtime supports.
         unsafe { core::mem::transmute::<usize, WithInfoHook>(address) }
@@ -403,10 +403,10 @@ mod fan_out {
                 )
             ))]
             unsafe extern "C" fn $name(client: usize) {
-                // SAFETY: the runtime passes the client ID our mapper returned.
+                // SAFETY: [callback-args] the runtime passes the client ID our mapper returned.
                 for (c, id) in unsafe { function(client) }.entries.iter() {
                     if c.fast[$slot] != 0 {
-                        // SAFETY: the child's fast-path hook of this kind,
+                        // SAFETY: [ffi-abi, mux-forward] the child's fast-path hook of this kind,
                         // called with the JIT's convention for it.
                         unsafe { call::$call(c.fast[$slot], *id) };
                     }
@@ -423,14 +423,14 @@ mod fan_out {
             /// WithInfo hook of the multiplexer: WithInfo children get the
             /// runtime's ELT handle, fast-path children their fast hook.
             unsafe extern "C" fn $name(client: usize, elt_info: usize) {
-                // SAFETY: the runtime passes the client ID our mapper returned.
+                // SAFETY: [callback-args] the runtime passes the client ID our mapper returned.
                 for (c, id) in unsafe { function(client) }.entries.iter() {
                     if c.with_info[$slot] != 0 {
-                        // SAFETY: the child's WithInfo hook of this kind, with
+                        // SAFETY: [ffi-abi, elt-frame, mux-forward] the child's WithInfo hook of this kind, with
                         // the runtime's handle, valid during this call.
                         unsafe { with_info_hook(c.with_info[$slot])(*id, elt_info) };
                     } else if c.fast[$slot] != 0 {
-                        // SAFETY: the child's fast-path hook of this kind,
+                        // SAFETY: [ffi-abi, mux-forward] the child's fast-path hook of this kind,
                         // called with the JIT's convention for it.
                         unsafe { call::$call(c.fast[$slot], *id) };
                     }
@@ -452,7 +452,7 @@ mod fan_out {
         #[cfg(all(target_arch = "x86_64", not(windows)))]
         #[inline(always)]
         pub(super) unsafe fn enter3(hook: usize, id: usize) {
-            // SAFETY: `hook` is a FunctionEnter3 hook, called as the JIT
+            // SAFETY: [ffi-abi, elt-frame] `hook` is a FunctionEnter3 hook, called as the JIT
             // calls it (ID in r14, 16-byte aligned stack at the call, which
             // an asm block without `nostack` is given); it returns with every
             // callee-saved register intact, and may clobber the rest.
@@ -471,32 +471,32 @@ mod fan_out {
         #[cfg(target_arch = "x86_64")]
         #[inline(always)]
         unsafe fn first_argument(hook: usize, id: usize) {
-            // SAFETY: a fast-path hook takes its one argument where the C
+            // SAFETY: [ffi-abi, elt-frame] a fast-path hook takes its one argument where the C
             // ABI's first argument goes on these conventions, and keeps more
             // registers than a C function must.
             let f = unsafe { core::mem::transmute::<usize, unsafe extern "C" fn(usize)>(hook) };
-            // SAFETY: see above.
+            // SAFETY: [ffi-abi, elt-frame] see above.
             unsafe { f(id) }
         }
 
         #[cfg(all(target_arch = "x86_64", windows))]
         #[inline(always)]
         pub(super) unsafe fn enter3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (Win64: the ID in rcx).
+            // SAFETY: [caller-contract] forwarded contract (Win64: the ID in rcx).
             unsafe { first_argument(hook, id) }
         }
 
         #[cfg(target_arch = "x86_64")]
         #[inline(always)]
         pub(super) unsafe fn leave3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (the ID in rdi / rcx).
+            // SAFETY: [caller-contract] forwarded contract (the ID in rdi / rcx).
             unsafe { first_argument(hook, id) }
         }
 
         #[cfg(target_arch = "x86_64")]
         #[inline(always)]
         pub(super) unsafe fn tailcall3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract (the ID in rdi / rcx).
+            // SAFETY: [caller-contract] forwarded contract (the ID in rdi / rcx).
             unsafe { first_argument(hook, id) }
         }
 
@@ -504,7 +504,7 @@ mod fan_out {
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         unsafe fn x10(hook: usize, id: usize) {
-            // SAFETY: a fast-path hook called as the JIT calls it (ID in x10,
+            // SAFETY: [ffi-abi, elt-frame] a fast-path hook called as the JIT calls it (ID in x10,
             // the link register set by `blr`), returning with every
             // callee-saved register intact.
             unsafe {
@@ -520,21 +520,21 @@ mod fan_out {
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn enter3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn leave3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 
         #[cfg(target_arch = "aarch64")]
         #[inline(always)]
         pub(super) unsafe fn tailcall3(hook: usize, id: usize) {
-            // SAFETY: forwarded contract.
+            // SAFETY: [caller-contract] forwarded contract.
             unsafe { x10(hook, id) }
         }
 

@@ -45,10 +45,10 @@ impl Mapper {
         let mut hook: BOOL = 1;
         let id = match self {
             Mapper::None => function,
-            // SAFETY: the child's own mapper, called as the runtime calls it
+            // SAFETY: [ffi-abi, mux-forward] the child's own mapper, called as the runtime calls it
             // (corprof.idl FunctionIDMapper), with a valid out pointer.
             Mapper::V1(f) => unsafe { f(function, &mut hook) },
-            // SAFETY: as above, with the client data the child registered.
+            // SAFETY: [ffi-abi, mux-forward] as above, with the client data the child registered.
             Mapper::V2(f, data) => unsafe { f(function, data as *mut c_void, &mut hook) },
         };
         (id, hook != 0)

@@ -88,24 +88,24 @@ mod crt {
         let assignment = wide(&format!("{name}={}", value.unwrap_or("")));
         for module in ["msvcrt.dll", "ucrtbase.dll"] {
             let module = wide(module);
-            // SAFETY: GetModuleHandleW takes a NUL-terminated name and takes
+            // SAFETY: [os-api, nul-terminated] GetModuleHandleW takes a NUL-terminated name and takes
             // no reference; a null result means "not loaded".
             let handle = unsafe { GetModuleHandleW(module.as_ptr()) };
             if handle.is_null() {
                 continue;
             }
-            // SAFETY: a loaded module's handle and a NUL-terminated name.
+            // SAFETY: [os-api, nul-terminated] a loaded module's handle and a NUL-terminated name.
             let f = unsafe { GetProcAddress(handle, b"_wputenv\0".as_ptr()) };
             if f.is_null() {
                 continue;
             }
-            // SAFETY: `_wputenv` of the C runtime is `int __cdecl
+            // SAFETY: [ffi-abi, os-api] `_wputenv` of the C runtime is `int __cdecl
             // _wputenv(const wchar_t *)` (cdecl is the one x64 convention);
             // it copies the string.
             let putenv = unsafe {
                 core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const u16) -> i32>(f)
             };
-            // SAFETY: a NUL-terminated wide string valid for the call.
+            // SAFETY: [os-api, nul-terminated] a NUL-terminated wide string valid for the call.
             unsafe { putenv(assignment.as_ptr()) };
         }
     }

@@ -21,10 +21,10 @@ pub(crate) mod info {
         objectId: ObjectID,
         pClassId: *mut ClassID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetClassFromObject)(real, objectId, pClassId) },
@@ -39,10 +39,10 @@ pub(crate) mod info {
         typeDef: mdTypeDef,
         pClassId: *mut ClassID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -59,10 +59,10 @@ pub(crate) mod info {
         pStart: *mut LPCBYTE,
         pcSize: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetCodeInfo)(real, functionId, pStart, pcSize) },
@@ -76,10 +76,10 @@ pub(crate) mod info {
         ip: LPCBYTE,
         pFunctionId: *mut FunctionID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetFunctionFromIP)(real, ip, pFunctionId) },
@@ -94,10 +94,10 @@ pub(crate) mod info {
         token: mdToken,
         pFunctionId: *mut FunctionID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -113,10 +113,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         phThread: *mut HANDLE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetHandleFromThread)(real, threadId, phThread) },
@@ -130,10 +130,10 @@ pub(crate) mod info {
         objectId: ObjectID,
         pcSize: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetObjectSize)(real, objectId, pcSize) },
@@ -149,10 +149,10 @@ pub(crate) mod info {
         pBaseClassId: *mut ClassID,
         pcRank: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -168,10 +168,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         pdwWin32ThreadId: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetThreadInfo)(real, threadId, pdwWin32ThreadId) },
@@ -184,10 +184,10 @@ pub(crate) mod info {
         this: *mut c_void,
         pThreadId: *mut ThreadID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetCurrentThreadID)(real, pThreadId) },
@@ -202,10 +202,10 @@ pub(crate) mod info {
         pModuleId: *mut ModuleID,
         pTypeDefToken: *mut mdTypeDef,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -223,10 +223,10 @@ pub(crate) mod info {
         pModuleId: *mut ModuleID,
         pToken: *mut mdToken,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -244,10 +244,10 @@ pub(crate) mod info {
         ppImport: *mut Option<IUnknown>,
         pToken: *mut mdToken,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -267,10 +267,10 @@ pub(crate) mod info {
         szName: *mut WCHAR,
         pAssemblyId: *mut AssemblyID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -296,10 +296,10 @@ pub(crate) mod info {
         riid: REFIID,
         ppOut: *mut Option<IUnknown>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -315,10 +315,10 @@ pub(crate) mod info {
         moduleId: ModuleID,
         ppMalloc: *mut Option<IMethodMalloc>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -337,10 +337,10 @@ pub(crate) mod info {
         szName: *mut WCHAR,
         pProcessId: *mut ProcessID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -360,10 +360,10 @@ pub(crate) mod info {
         pAppDomainId: *mut AppDomainID,
         pModuleId: *mut ModuleID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -386,10 +386,10 @@ pub(crate) mod info {
         this: *mut c_void,
         functionId: FunctionID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.SetFunctionReJIT)(real, functionId) },
@@ -399,10 +399,10 @@ pub(crate) mod info {
 
     /// Forwards `ICorProfilerInfo::ForceGC` to the runtime's object.
     pub(crate) unsafe extern "system" fn ForceGC(this: *mut c_void) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.ForceGC)(real) },
@@ -415,10 +415,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppicd: *mut Option<IUnknown>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetInprocInspectionInterface)(real, ppicd) },
@@ -431,10 +431,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppicd: *mut Option<IUnknown>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetInprocInspectionIThisThread)(real, ppicd) },
@@ -448,10 +448,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         pContextId: *mut ContextID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetThreadContext)(real, threadId, pContextId) },
@@ -465,10 +465,10 @@ pub(crate) mod info {
         fThisThreadOnly: BOOL,
         pdwProfilerContext: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -483,10 +483,10 @@ pub(crate) mod info {
         this: *mut c_void,
         dwProfilerContext: DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EndInprocDebugging)(real, dwProfilerContext) },
@@ -502,10 +502,10 @@ pub(crate) mod info {
         pcMap: *mut ULONG32,
         map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -525,10 +525,10 @@ pub(crate) mod info {
         context: *const BYTE,
         contextSize: ULONG32,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -558,10 +558,10 @@ pub(crate) mod info {
         pcTypeArgs: *mut ULONG32,
         typeArgs: *mut ClassID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -581,10 +581,10 @@ pub(crate) mod info {
         pStringLengthOffset: *mut ULONG,
         pBufferOffset: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -608,10 +608,10 @@ pub(crate) mod info {
         pcFieldOffset: *mut ULONG,
         pulClassSize: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -639,10 +639,10 @@ pub(crate) mod info {
         pcNumTypeArgs: *mut ULONG32,
         typeArgs: *mut ClassID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -669,10 +669,10 @@ pub(crate) mod info {
         pcCodeInfos: *mut ULONG32,
         codeInfos: *mut COR_PRF_CODE_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -691,10 +691,10 @@ pub(crate) mod info {
         typeArgs: *const ClassID,
         pClassID: *mut ClassID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -716,10 +716,10 @@ pub(crate) mod info {
         typeArgs: *const ClassID,
         pFunctionID: *mut FunctionID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -743,10 +743,10 @@ pub(crate) mod info {
         moduleID: ModuleID,
         ppEnum: *mut Option<ICorProfilerObjectEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumModuleFrozenObjects)(real, moduleID, ppEnum) },
@@ -763,10 +763,10 @@ pub(crate) mod info {
         pDimensionLowerBounds: *mut i32,
         ppData: *mut *mut BYTE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -789,10 +789,10 @@ pub(crate) mod info {
         classId: ClassID,
         pBufferOffset: *mut ULONG32,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetBoxClassLayout)(real, classId, pBufferOffset) },
@@ -806,10 +806,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         pAppDomainId: *mut AppDomainID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -826,10 +826,10 @@ pub(crate) mod info {
         fieldToken: mdFieldDef,
         ppAddress: *mut *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -847,10 +847,10 @@ pub(crate) mod info {
         appDomainId: AppDomainID,
         ppAddress: *mut *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -868,10 +868,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         ppAddress: *mut *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -889,10 +889,10 @@ pub(crate) mod info {
         contextId: ContextID,
         ppAddress: *mut *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -909,10 +909,10 @@ pub(crate) mod info {
         fieldToken: mdFieldDef,
         pFieldInfo: *mut COR_PRF_STATIC_TYPE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -929,10 +929,10 @@ pub(crate) mod info {
         pcObjectRanges: *mut ULONG,
         ranges: *mut COR_PRF_GC_GENERATION_RANGE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -948,10 +948,10 @@ pub(crate) mod info {
         objectId: ObjectID,
         range: *mut COR_PRF_GC_GENERATION_RANGE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetObjectGeneration)(real, objectId, range) },
@@ -964,10 +964,10 @@ pub(crate) mod info {
         this: *mut c_void,
         pinfo: *mut COR_PRF_EX_CLAUSE_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo2_Vtbl>(this, 2) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo2 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo2 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetNotifiedExceptionClauseInfo)(real, pinfo) },
@@ -980,10 +980,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppEnum: *mut Option<ICorProfilerFunctionEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumJITedFunctions)(real, ppEnum) },
@@ -997,10 +997,10 @@ pub(crate) mod info {
         pStringLengthOffset: *mut ULONG,
         pBufferOffset: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1019,10 +1019,10 @@ pub(crate) mod info {
         pcbArgumentInfo: *mut ULONG,
         pArgumentInfo: *mut COR_PRF_FUNCTION_ARGUMENT_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1047,10 +1047,10 @@ pub(crate) mod info {
         pFrameInfo: *mut COR_PRF_FRAME_INFO,
         pRetvalRange: *mut COR_PRF_FUNCTION_ARGUMENT_RANGE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1067,10 +1067,10 @@ pub(crate) mod info {
         eltInfo: COR_PRF_ELT_INFO,
         pFrameInfo: *mut COR_PRF_FRAME_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1085,10 +1085,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppEnum: *mut Option<ICorProfilerModuleEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumModules)(real, ppEnum) },
@@ -1109,10 +1109,10 @@ pub(crate) mod info {
         pcchVersionString: *mut ULONG,
         szVersionString: *mut WCHAR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1142,10 +1142,10 @@ pub(crate) mod info {
         threadId: ThreadID,
         ppAddress: *mut *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1170,10 +1170,10 @@ pub(crate) mod info {
         pcAppDomainIds: *mut ULONG32,
         appDomainIds: *mut AppDomainID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1200,10 +1200,10 @@ pub(crate) mod info {
         pAssemblyId: *mut AssemblyID,
         pdwModuleFlags: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo3_Vtbl>(this, 3) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo3 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo3 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1227,10 +1227,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppEnum: *mut Option<ICorProfilerThreadEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumThreads)(real, ppEnum) },
@@ -1240,10 +1240,10 @@ pub(crate) mod info {
 
     /// Forwards `ICorProfilerInfo4::InitializeCurrentThread` to the runtime's object.
     pub(crate) unsafe extern "system" fn InitializeCurrentThread(this: *mut c_void) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.InitializeCurrentThread)(real) },
@@ -1260,10 +1260,10 @@ pub(crate) mod info {
         pcCodeInfos: *mut ULONG32,
         codeInfos: *mut COR_PRF_CODE_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1287,10 +1287,10 @@ pub(crate) mod info {
         pFunctionId: *mut FunctionID,
         pReJitId: *mut ReJITID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1308,10 +1308,10 @@ pub(crate) mod info {
         pcReJitIds: *mut ULONG,
         reJitIds: *mut ReJITID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1330,10 +1330,10 @@ pub(crate) mod info {
         pcMap: *mut ULONG32,
         map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1348,10 +1348,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppEnum: *mut Option<ICorProfilerFunctionEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumJITedFunctions2)(real, ppEnum) },
@@ -1365,10 +1365,10 @@ pub(crate) mod info {
         objectId: ObjectID,
         pcSize: *mut SIZE_T,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo4_Vtbl>(this, 4) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo4 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo4 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetObjectSize2)(real, objectId, pcSize) },
@@ -1385,10 +1385,10 @@ pub(crate) mod info {
         incompleteData: *mut BOOL,
         ppEnum: *mut Option<ICorProfilerMethodEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo6_Vtbl>(this, 6) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo6 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo6 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1410,10 +1410,10 @@ pub(crate) mod info {
         this: *mut c_void,
         moduleId: ModuleID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo7_Vtbl>(this, 7) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo7 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo7 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.ApplyMetaData)(real, moduleId) },
@@ -1427,10 +1427,10 @@ pub(crate) mod info {
         moduleId: ModuleID,
         pCountSymbolBytes: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo7_Vtbl>(this, 7) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo7 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo7 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1449,10 +1449,10 @@ pub(crate) mod info {
         countSymbolBytes: DWORD,
         pCountSymbolBytesRead: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo7_Vtbl>(this, 7) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo7 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo7 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1475,10 +1475,10 @@ pub(crate) mod info {
         functionId: FunctionID,
         isDynamic: *mut BOOL,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo8_Vtbl>(this, 8) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo8 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo8 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.IsFunctionDynamic)(real, functionId, isDynamic) },
@@ -1493,10 +1493,10 @@ pub(crate) mod info {
         functionId: *mut FunctionID,
         pReJitId: *mut ReJITID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo8_Vtbl>(this, 8) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo8 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo8 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1517,10 +1517,10 @@ pub(crate) mod info {
         pcchName: *mut ULONG,
         wszName: *mut WCHAR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo8_Vtbl>(this, 8) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo8 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo8 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1541,10 +1541,10 @@ pub(crate) mod info {
         pcCodeStartAddresses: *mut ULONG32,
         codeStartAddresses: *mut UINT_PTR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo9_Vtbl>(this, 9) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo9 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo9 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1569,10 +1569,10 @@ pub(crate) mod info {
         pcMap: *mut ULONG32,
         map: *mut COR_DEBUG_IL_TO_NATIVE_MAP,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo9_Vtbl>(this, 9) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo9 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo9 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1590,10 +1590,10 @@ pub(crate) mod info {
         pcCodeInfos: *mut ULONG32,
         codeInfos: *mut COR_PRF_CODE_INFO,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo9_Vtbl>(this, 9) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo9 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo9 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1616,10 +1616,10 @@ pub(crate) mod info {
         callback: Option<ObjectReferenceCallback>,
         clientData: *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo10_Vtbl>(this, 10) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo10 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo10 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1635,10 +1635,10 @@ pub(crate) mod info {
         objectId: ObjectID,
         pbFrozen: *mut BOOL,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo10_Vtbl>(this, 10) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo10 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo10 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.IsFrozenObject)(real, objectId, pbFrozen) },
@@ -1651,10 +1651,10 @@ pub(crate) mod info {
         this: *mut c_void,
         pThreshold: *mut DWORD,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo10_Vtbl>(this, 10) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo10 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo10 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetLOHObjectSizeThreshold)(real, pThreshold) },
@@ -1664,10 +1664,10 @@ pub(crate) mod info {
 
     /// Forwards `ICorProfilerInfo10::SuspendRuntime` to the runtime's object.
     pub(crate) unsafe extern "system" fn SuspendRuntime(this: *mut c_void) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo10_Vtbl>(this, 10) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo10 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo10 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.SuspendRuntime)(real) },
@@ -1677,10 +1677,10 @@ pub(crate) mod info {
 
     /// Forwards `ICorProfilerInfo10::ResumeRuntime` to the runtime's object.
     pub(crate) unsafe extern "system" fn ResumeRuntime(this: *mut c_void) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo10_Vtbl>(this, 10) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo10 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo10 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.ResumeRuntime)(real) },
@@ -1696,10 +1696,10 @@ pub(crate) mod info {
         pcchValue: *mut ULONG,
         szValue: *mut WCHAR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo11_Vtbl>(this, 11) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo11 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo11 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1715,10 +1715,10 @@ pub(crate) mod info {
         szName: *const WCHAR,
         szValue: *const WCHAR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo11_Vtbl>(this, 11) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo11 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo11 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.SetEnvironmentVariable)(real, szName, szValue) },
@@ -1734,10 +1734,10 @@ pub(crate) mod info {
         requestRundown: BOOL,
         pSession: *mut EVENTPIPE_SESSION,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1759,10 +1759,10 @@ pub(crate) mod info {
         session: EVENTPIPE_SESSION,
         providerConfig: COR_PRF_EVENTPIPE_PROVIDER_CONFIG,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1777,10 +1777,10 @@ pub(crate) mod info {
         this: *mut c_void,
         session: EVENTPIPE_SESSION,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EventPipeStopSession)(real, session) },
@@ -1794,10 +1794,10 @@ pub(crate) mod info {
         providerName: *const WCHAR,
         pProvider: *mut EVENTPIPE_PROVIDER,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1815,10 +1815,10 @@ pub(crate) mod info {
         pcchName: *mut ULONG,
         providerName: *mut WCHAR,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1843,10 +1843,10 @@ pub(crate) mod info {
         pParamDescs: *const COR_PRF_EVENTPIPE_PARAM_DESC,
         pEvent: *mut EVENTPIPE_EVENT,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1878,10 +1878,10 @@ pub(crate) mod info {
         pActivityId: LPCGUID,
         pRelatedActivityId: LPCGUID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo12_Vtbl>(this, 12) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo12 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo12 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1905,10 +1905,10 @@ pub(crate) mod info {
         r#type: COR_PRF_HANDLE_TYPE,
         pHandle: *mut ObjectHandleID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo13_Vtbl>(this, 13) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo13 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo13 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.CreateHandle)(real, object, r#type, pHandle) },
@@ -1921,10 +1921,10 @@ pub(crate) mod info {
         this: *mut c_void,
         handle: ObjectHandleID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo13_Vtbl>(this, 13) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo13 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo13 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.DestroyHandle)(real, handle) },
@@ -1938,10 +1938,10 @@ pub(crate) mod info {
         handle: ObjectHandleID,
         pObject: *mut ObjectID,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo13_Vtbl>(this, 13) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo13 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo13 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.GetObjectIDFromHandle)(real, handle, pObject) },
@@ -1954,10 +1954,10 @@ pub(crate) mod info {
         this: *mut c_void,
         ppEnum: *mut Option<ICorProfilerObjectEnum>,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo14_Vtbl>(this, 14) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo14 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo14 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe { (vtbl.EnumerateNonGCObjects)(real, ppEnum) },
@@ -1972,10 +1972,10 @@ pub(crate) mod info {
         pcObjectRanges: *mut ULONG,
         ranges: *mut COR_PRF_NONGC_HEAP_RANGE,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo14_Vtbl>(this, 14) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo14 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo14 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -1992,10 +1992,10 @@ pub(crate) mod info {
         pCallback: Option<EventPipeProviderCallback>,
         pProvider: *mut EVENTPIPE_PROVIDER,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo14_Vtbl>(this, 14) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo14 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo14 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {
@@ -2011,10 +2011,10 @@ pub(crate) mod info {
         callback: Option<ObjectCallback>,
         callbackState: *mut c_void,
     ) -> HRESULT {
-        // SAFETY: the runtime or a child calls a vtable method with the
+        // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the
         // object it was read from, an InfoProxy (COM's calling rule).
         match unsafe { InfoProxy::forward::<ICorProfilerInfo15_Vtbl>(this, 15) } {
-            // SAFETY: the runtime's object implements ICorProfilerInfo15 (its
+            // SAFETY: [interface-version, mux-forward] the runtime's object implements ICorProfilerInfo15 (its
             // version is checked above), and the arguments are the caller's,
             // passed on unchanged under the same IDL contract.
             Some((real, vtbl)) => unsafe {

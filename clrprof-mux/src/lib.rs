@@ -86,7 +86,7 @@ pub static clrprof_profiler_clsid_366DABA3098B4669961C4FBE18ECC9B9: [u8; 52] =
 unsafe extern "system" fn create(riid: *const GUID, ppv: *mut *mut c_void) -> HRESULT {
     guard("clrprof-mux CreateInstance", E_FAIL, || {
         let unknown: IUnknown = callback::Multiplexer::new().into();
-        // SAFETY: forwarded from IClassFactory::CreateInstance, whose
+        // SAFETY: [caller-contract, com-ownership] forwarded from IClassFactory::CreateInstance, whose
         // caller guarantees valid `riid` and `ppv` pointers.
         unsafe { unknown.query(riid, ppv) }
     })

@@ -42,13 +42,13 @@ pub(crate) mod intercept {
         if out.is_null() || iid.is_null() {
             return E_POINTER;
         }
-        // SAFETY: COM contract of QueryInterface: `out` is a valid out
+        // SAFETY: [com-ownership, caller-contract] COM contract of QueryInterface: `out` is a valid out
         // pointer and `iid` a valid GUID (both checked non-null).
         let iid = unsafe {
             *out = core::ptr::null_mut();
             *iid
         };
-        // SAFETY: a method of this proxy was called with `this`.
+        // SAFETY: [mux-forward] a method of this proxy was called with `this`.
         let proxy = unsafe { InfoProxy::get(this) };
         let wanted = INFO_IIDS
             .iter()
@@ -60,20 +60,20 @@ pub(crate) mod intercept {
             return E_NOINTERFACE;
         }
         proxy.add_ref();
-        // SAFETY: `out` is valid (above); the caller now owns one reference.
+        // SAFETY: [com-ownership, caller-contract] `out` is valid (above); the caller now owns one reference.
         unsafe { *out = this };
         S_OK
     }
 
     /// `IUnknown::AddRef`.
     pub(crate) unsafe extern "system" fn AddRef(this: *mut c_void) -> u32 {
-        // SAFETY: a method of this proxy was called with `this`.
+        // SAFETY: [mux-forward] a method of this proxy was called with `this`.
         unsafe { InfoProxy::get(this) }.add_ref()
     }
 
     /// `IUnknown::Release`: frees the proxy with its last reference.
     pub(crate) unsafe extern "system" fn Release(this: *mut c_void) -> u32 {
-        // SAFETY: a method of this proxy was called with `this`, whose
+        // SAFETY: [mux-forward] a method of this proxy was called with `this`, whose
         // caller gives up the reference it owns (COM's Release rule).
         unsafe { InfoProxy::release(this) }
     }
@@ -104,7 +104,7 @@ pub(crate) mod intercept {
         this: *mut c_void,
         f: impl FnOnce(&InfoProxy) -> HRESULT,
     ) -> HRESULT {
-        // SAFETY: every intercepted method is called with its proxy (COM).
+        // SAFETY: [mux-forward] every intercepted method is called with its proxy (COM).
         let proxy = unsafe { InfoProxy::get(this) };
         guard(entry, PANICKED, || f(proxy))
     }
@@ -118,7 +118,7 @@ pub(crate) mod intercept {
             if pdwEvents.is_null() {
                 return E_INVALIDARG;
             }
-            // SAFETY: non-null out pointer of the caller (IDL [out]).
+            // SAFETY: [caller-contract] non-null out pointer of the caller (IDL [out]).
             unsafe { *pdwEvents = p.child().masks().0 };
             S_OK
         })
@@ -135,7 +135,7 @@ pub(crate) mod intercept {
                 return E_INVALIDARG;
             }
             let (low, high) = p.child().masks();
-            // SAFETY: non-null out pointers of the caller (IDL [out]).
+            // SAFETY: [caller-contract] non-null out pointers of the caller (IDL [out]).
             unsafe {
                 *pdwEventsLow = low;
                 *pdwEventsHigh = high;
@@ -287,14 +287,17 @@ pub(crate) mod intercept {
         ppMethodHeader: *mut LPCBYTE,
         pcbMethodSize: *mut ULONG,
     ) -> HRESULT {
-        if let Some(hr) =
+        // SAFETY: [caller-contract] the caller's `[out]` pointers, null or
+        // writable (GetILFunctionBody's contract, this fn's precondition).
+        let pending = unsafe {
             crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
-        {
+        };
+        if let Some(hr) = pending {
             return hr;
         }
-        // SAFETY: a method of this proxy was called with `this`; Info1's vtable.
+        // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the caller's arguments, passed on under the same IDL contract.
+            // SAFETY: [mux-forward, caller-contract] the caller's arguments, passed on under the same IDL contract.
             Some((real, v)) => unsafe {
                 (v.GetILFunctionBody)(real, moduleId, methodId, ppMethodHeader, pcbMethodSize)
             },
@@ -310,12 +313,12 @@ pub(crate) mod intercept {
         methodid: mdMethodDef,
         pbNewILMethodHeader: LPCBYTE,
     ) -> HRESULT {
-        // SAFETY: a method of this proxy was called with `this`.
+        // SAFETY: [mux-forward] a method of this proxy was called with `this`.
         let proxy = unsafe { InfoProxy::get(this) };
         proxy.child().set_il.store(true, Ordering::Relaxed);
-        // SAFETY: as above; Info1's vtable.
+        // SAFETY: [interface-version, mux-forward] as above; Info1's vtable.
         match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: the caller's arguments (a body from the runtime's
+            // SAFETY: [mux-forward, caller-contract] the caller's arguments (a body from the runtime's
             // allocator), passed on under the same IDL contract.
             Some((real, v)) => unsafe {
                 (v.SetILFunctionBody)(real, moduleId, methodid, pbNewILMethodHeader)
@@ -339,14 +342,14 @@ pub(crate) mod intercept {
             let entries = if rgILMapEntries.is_null() || cILMapEntries == 0 {
                 &[][..]
             } else {
-                // SAFETY: IDL [in, size_is(cILMapEntries)] array of the caller.
+                // SAFETY: [caller-contract] IDL [in, size_is(cILMapEntries)] array of the caller.
                 unsafe { core::slice::from_raw_parts(rgILMapEntries, cILMapEntries as usize) }
             };
             let map = crate::il_map::combine(functionId, fStartJit != 0, entries);
             let map = map.as_deref().unwrap_or(entries);
-            // SAFETY: a method of this proxy was called with `this`; Info1's vtable.
+            // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
             match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-                // SAFETY: `map` is a valid array of `map.len()` entries for the call.
+                // SAFETY: [mux-forward, local-memory] `map` is a valid array of `map.len()` entries for the call.
                 Some((real, v)) => unsafe {
                     (v.SetILInstrumentedCodeMap)(
                         real,
@@ -369,7 +372,7 @@ pub(crate) mod intercept {
         methodIds: *const mdMethodDef,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo4::RequestReJIT", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             crate::rejit::request(p, &methods, None)
         })
@@ -384,7 +387,7 @@ pub(crate) mod intercept {
         methodIds: *const mdMethodDef,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo10::RequestReJITWithInliners", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             crate::rejit::request(p, &methods, Some(dwRejitFlags))
         })
@@ -400,12 +403,12 @@ pub(crate) mod intercept {
         status: *mut HRESULT,
     ) -> HRESULT {
         with_proxy("ICorProfilerInfo4::RequestRevert", this, |p| {
-            // SAFETY: IDL [in, size_is(cFunctions)] arrays of the caller.
+            // SAFETY: [caller-contract] IDL [in, size_is(cFunctions)] arrays of the caller.
             let methods = unsafe { crate::rejit::methods(cFunctions, moduleIds, methodIds) };
             let statuses = if status.is_null() {
                 None
             } else {
-                // SAFETY: IDL [out, size_is(cFunctions)] array of the caller.
+                // SAFETY: [caller-contract] IDL [out, size_is(cFunctions)] array of the caller.
                 Some(unsafe { core::slice::from_raw_parts_mut(status, methods.len()) })
             };
             crate::rejit::revert(p, &methods, statuses)

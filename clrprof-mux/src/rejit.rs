@@ -40,7 +40,7 @@ pub(crate) unsafe fn methods(
     if count == 0 || modules.is_null() || methods.is_null() {
         return Vec::new();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     let (m, t) = unsafe {
         (
             core::slice::from_raw_parts(modules, count as usize),
@@ -64,7 +64,7 @@ fn runtime_rejit(
     }
     let modules: Vec<ModuleID> = list.iter().map(|m| m.0).collect();
     let tokens: Vec<mdMethodDef> = list.iter().map(|m| m.1).collect();
-    // SAFETY: Info4 / Info10 vtable types for their versions; the arrays
+    // SAFETY: [interface-version, local-memory] Info4 / Info10 vtable types for their versions; the arrays
     // hold `list.len()` elements for the call.
     unsafe {
         match flags {
@@ -155,7 +155,7 @@ pub(crate) fn revert(
     } else {
         let modules: Vec<ModuleID> = to_revert.iter().map(|m| m.0).collect();
         let tokens: Vec<mdMethodDef> = to_revert.iter().map(|m| m.1).collect();
-        // SAFETY: Info4 vtable type for version 4; arrays of `len` elements.
+        // SAFETY: [interface-version, local-memory] Info4 vtable type for version 4; arrays of `len` elements.
         unsafe {
             match shared.runtime.vtbl::<ICorProfilerInfo4_Vtbl>(4) {
                 Some((this, v)) => (v.RequestRevert)(
@@ -205,7 +205,12 @@ thread_local! {
 
 /// `GetILFunctionBody` during a `GetReJITParameters` fan-out: the body an
 /// earlier child set for this method, if any.
-pub(crate) fn pending_body(
+///
+/// # Safety
+///
+/// `header` and `size` are null or valid for writes (the `[out]` pointers
+/// of the caller's `GetILFunctionBody`).
+pub(crate) unsafe fn pending_body(
     module: ModuleID,
     method: mdMethodDef,
     header: *mut LPCBYTE,
@@ -219,7 +224,7 @@ pub(crate) fn pending_body(
                 return None;
             }
             let body = p.body.as_ref()?;
-            // SAFETY: the caller's out pointers (IDL [out], may be null).
+            // SAFETY: [caller-contract] null or writable, this fn's precondition.
             unsafe {
                 if !header.is_null() {
                     *header = body.as_ptr();
@@ -278,7 +283,7 @@ impl ICorProfilerFunctionControl_Impl for ControlProxy_Impl {
                 if pb.is_null() || cb == 0 {
                     return E_INVALIDARG;
                 }
-                // SAFETY: IDL [in, size_is(cbNewILMethodHeader)] buffer of the caller.
+                // SAFETY: [caller-contract] IDL [in, size_is(cbNewILMethodHeader)] buffer of the caller.
                 let body = unsafe { core::slice::from_raw_parts(pb, cb as usize) }.to_vec();
                 with_pending(|p| {
                     p.body = Some(body);
@@ -296,7 +301,7 @@ impl ICorProfilerFunctionControl_Impl for ControlProxy_Impl {
                 let new = if n == 0 || entries.is_null() {
                     Vec::new()
                 } else {
-                    // SAFETY: IDL [in, size_is(cILMapEntries)] array of the caller.
+                    // SAFETY: [caller-contract] IDL [in, size_is(cILMapEntries)] array of the caller.
                     unsafe { core::slice::from_raw_parts(entries, n as usize) }.to_vec()
                 };
                 with_pending(|p| {
@@ -344,7 +349,7 @@ pub(crate) fn get_parameters(
     let mut first_failure = None;
     for child in &targets {
         let before = PENDING.try_with(|p| p.borrow().clone()).ok().flatten();
-        // SAFETY: the child implements Callback4 (receiver checked the
+        // SAFETY: [interface-version, mux-forward] the child implements Callback4 (receiver checked the
         // version); the arguments are the runtime's, the control our own
         // live object, valid for the call.
         let hr = unsafe {
@@ -364,11 +369,11 @@ pub(crate) fn get_parameters(
         .ok()
         .flatten()
         .unwrap_or_default();
-    // SAFETY: `control` is the runtime's ICorProfilerFunctionControl for this
+    // SAFETY: [callback-args, ffi-abi] `control` is the runtime's ICorProfilerFunctionControl for this
     // callback (corprof.idl GetReJITParameters), valid until it returns.
     let v = unsafe { &**(control as *const *const ICorProfilerFunctionControl_Vtbl) };
     let mut hr = S_OK;
-    // SAFETY: the runtime's control with buffers valid for each call.
+    // SAFETY: [callback-args, mux-forward] the runtime's control with buffers valid for each call.
     unsafe {
         if pending.flags != 0 {
             hr = (v.SetCodegenFlags)(control, pending.flags);

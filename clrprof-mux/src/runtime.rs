@@ -14,12 +14,12 @@ pub(crate) struct RealInfo {
     ptrs: [*mut c_void; 16],
 }
 
-// SAFETY: the runtime's ICorProfilerInfo* objects are free-threaded
+// SAFETY: [free-threaded] the runtime's ICorProfilerInfo* objects are free-threaded
 // (corprof.idl: callable from any thread once Initialize began, each
 // method's own restrictions reported as HRESULTs), and the pointers are
 // owned by `handle`, which is Send + Sync.
 unsafe impl Send for RealInfo {}
-// SAFETY: as above; the pointers are only read after construction.
+// SAFETY: [free-threaded] as above; the pointers are only read after construction.
 unsafe impl Sync for RealInfo {}
 
 impl RealInfo {
@@ -29,7 +29,7 @@ impl RealInfo {
     /// `unknown` is the runtime's profiler-info object, the argument of
     /// `ICorProfilerCallback::Initialize` / `InitializeForAttach`.
     pub unsafe fn new(unknown: &IUnknown, attached: bool) -> clrprof::Result<RealInfo> {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         let handle = unsafe { RuntimeHandle::from_unknown(unknown, attached) }?;
         let mut ptrs = [core::ptr::null_mut(); 16];
         ptrs[1] = handle.raw_info1().as_raw();
@@ -62,7 +62,7 @@ impl RealInfo {
     #[inline]
     pub unsafe fn vtbl<V>(&self, version: u32) -> Option<(*mut c_void, &V)> {
         let this = self.get(version)?;
-        // SAFETY: a COM interface pointer points to its vtable pointer; the
+        // SAFETY: [ffi-abi, interface-version] a COM interface pointer points to its vtable pointer; the
         // vtable of ICorProfilerInfo{version} has the layout `V` (caller) and
         // lives as long as the object, which `handle` keeps.
         Some((this, unsafe { &**(this as *const *const V) }))

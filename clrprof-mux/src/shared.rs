@@ -28,12 +28,12 @@ pub(crate) struct Loaded {
     library: Mutex<Option<libloading::Library>>,
 }
 
-// SAFETY: a profiler's callback object is called by the runtime from any
+// SAFETY: [free-threaded] a profiler's callback object is called by the runtime from any
 // thread (corprof.idl: callbacks arrive on whatever thread raises them),
 // so calling it from any thread is its contract; the owning references are
 // behind mutexes.
 unsafe impl Send for Loaded {}
-// SAFETY: as above.
+// SAFETY: [free-threaded] as above.
 unsafe impl Sync for Loaded {}
 
 impl Loaded {
@@ -65,7 +65,7 @@ impl Loaded {
     /// ones'), and the child has not been released.
     #[inline]
     pub unsafe fn vtbl<V>(&self) -> &V {
-        // SAFETY: guaranteed by the caller; the object lives until release.
+        // SAFETY: [caller-contract] guaranteed by the caller; the object lives until release.
         unsafe { &**(self.this as *const *const V) }
     }
 
@@ -263,7 +263,7 @@ impl Shared {
 
     fn apply(&self, union: u64) -> HRESULT {
         let (low, high) = (union as u32, (union >> 32) as u32);
-        // SAFETY: Info5 / Info1 vtable types for their versions.
+        // SAFETY: [interface-version] Info5 / Info1 vtable types for their versions.
         unsafe {
             if let Some((this, v)) = self.runtime.vtbl::<ICorProfilerInfo5_Vtbl>(5) {
                 // SAFETY: corprof.idl ICorProfilerInfo5::SetEventMask2 takes two DWORDs.
@@ -313,9 +313,9 @@ impl Shared {
             self.out.flush();
             return S_OK;
         }
-        // SAFETY: Info3 vtable type for version 3.
+        // SAFETY: [interface-version] Info3 vtable type for version 3.
         let hr = match unsafe { self.runtime.vtbl::<ICorProfilerInfo3_Vtbl>(3) } {
-            // SAFETY: corprof.idl ICorProfilerInfo3::RequestProfilerDetach takes a DWORD.
+            // SAFETY: [interface-version, plain-call] corprof.idl ICorProfilerInfo3::RequestProfilerDetach takes a DWORD.
             Some((this, v)) => unsafe { (v.RequestProfilerDetach)(this, expected_ms) },
             None => E_NOINTERFACE,
         };
@@ -347,11 +347,11 @@ pub(crate) struct InfoProxy {
 /// One owned reference to a proxy (released when dropped).
 pub(crate) struct ProxyRef(*mut InfoProxy);
 
-// SAFETY: the proxy's reference count is atomic and its state is Sync
+// SAFETY: [free-threaded] the proxy's reference count is atomic and its state is Sync
 // (Arc<Shared>, an index); COM allows releasing a free-threaded object's
 // reference from any thread.
 unsafe impl Send for ProxyRef {}
-// SAFETY: `&ProxyRef` only gives out the raw pointer.
+// SAFETY: [free-threaded] `&ProxyRef` only gives out the raw pointer.
 unsafe impl Sync for ProxyRef {}
 
 impl ProxyRef {
@@ -382,7 +382,7 @@ impl ProxyRef {
 
 impl Drop for ProxyRef {
     fn drop(&mut self) {
-        // SAFETY: this value owns one reference to a live proxy.
+        // SAFETY: [com-ownership] this value owns one reference to a live proxy.
         unsafe { InfoProxy::release(self.0.cast()) };
     }
 }
@@ -396,7 +396,7 @@ impl InfoProxy {
     /// caller holds a reference (COM's rule for calling a method).
     #[inline]
     pub(crate) unsafe fn get<'a>(this: *mut c_void) -> &'a InfoProxy {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         unsafe { &*(this as *const InfoProxy) }
     }
 
@@ -410,9 +410,9 @@ impl InfoProxy {
         this: *mut c_void,
         version: u32,
     ) -> Option<(*mut c_void, &'a V)> {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         let proxy = unsafe { Self::get(this) };
-        // SAFETY: `V` matches `version` (caller); the runtime's object lives
+        // SAFETY: [interface-version, caller-contract] `V` matches `version` (caller); the runtime's object lives
         // as long as `shared`, which the proxy keeps.
         unsafe { proxy.shared.runtime.vtbl::<V>(version) }
     }
@@ -434,12 +434,12 @@ impl InfoProxy {
     /// # Safety
     /// As [`InfoProxy::get`]; the caller gives up one reference it owns.
     pub(crate) unsafe fn release(this: *mut c_void) -> u32 {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         let proxy = unsafe { Self::get(this) };
         let left = proxy.refs.fetch_sub(1, Ordering::Release) - 1;
         if left == 0 {
             std::sync::atomic::fence(Ordering::Acquire);
-            // SAFETY: the last reference is gone: nobody can call the proxy
+            // SAFETY: [com-ownership, local-memory] the last reference is gone: nobody can call the proxy
             // again, and it was made by `Box::into_raw` in `ProxyRef::new`.
             drop(unsafe { Box::from_raw(this as *mut InfoProxy) });
         }

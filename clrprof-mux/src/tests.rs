@@ -25,7 +25,7 @@ fn spec(index: usize) -> ChildSpec {
 /// A multiplexer state over the fake with `n` active children and their proxies.
 fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's IUnknown is its profiler-info object.
+    // SAFETY: [test-fake] the fake's IUnknown is its profiler-info object.
     let runtime = unsafe { RealInfo::new(&fake.unknown(), false) }.unwrap();
     let out = JsonLines::from_env("CLRPROF_MUX_TEST_NO_OUTPUT");
     let shared = Arc::new(Shared::new(
@@ -37,7 +37,7 @@ fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
     let proxies = (0..n)
         .map(|k| {
             shared.children[k].active.store(true, Ordering::SeqCst);
-            // SAFETY: INFO_VTBL is the proxy's vtable, generated for an
+            // SAFETY: [interface-version, mux-forward] INFO_VTBL is the proxy's vtable, generated for an
             // InfoProxy `this`.
             unsafe { ProxyRef::new(&INFO_VTBL, shared.clone(), k) }
         })
@@ -50,18 +50,18 @@ fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
 /// # Safety
 /// `V` is the vtable type of an Info version the proxy implements.
 unsafe fn vtbl<V>(p: &ProxyRef) -> &V {
-    // SAFETY: the proxy is a COM object: its first word is its vtable.
+    // SAFETY: [ffi-abi, interface-version] the proxy is a COM object: its first word is its vtable.
     unsafe { &**(p.as_raw() as *const *const V) }
 }
 
 fn set_mask(p: &ProxyRef, mask: u32) -> HRESULT {
-    // SAFETY: Info1's vtable, on a live proxy.
+    // SAFETY: [interface-version, mux-forward] Info1's vtable, on a live proxy.
     unsafe { (vtbl::<ICorProfilerInfo_Vtbl>(p).SetEventMask)(p.as_raw(), mask) }
 }
 
 fn get_mask(p: &ProxyRef) -> u32 {
     let mut m = 0;
-    // SAFETY: Info1's vtable, a valid out pointer.
+    // SAFETY: [interface-version, plain-call] Info1's vtable, a valid out pointer.
     let hr = unsafe { (vtbl::<ICorProfilerInfo_Vtbl>(p).GetEventMask)(p.as_raw(), &mut m) };
     assert_eq!(hr, S_OK);
     m
@@ -73,11 +73,11 @@ fn query_interface_answers_the_runtimes_versions_only() {
     let p = &proxies[0];
     let qi = |iid: &GUID| -> HRESULT {
         let mut out: *mut c_void = core::ptr::null_mut();
-        // SAFETY: IUnknown's vtable, valid pointers.
+        // SAFETY: [interface-version, com-ownership] IUnknown's vtable, valid pointers.
         let hr = unsafe { (vtbl::<IUnknown_Vtbl>(p).QueryInterface)(p.as_raw(), iid, &mut out) };
         if hr == S_OK {
             assert_eq!(out, p.as_raw());
-            // SAFETY: releases the reference QueryInterface added.
+            // SAFETY: [com-ownership] releases the reference QueryInterface added.
             unsafe { (vtbl::<IUnknown_Vtbl>(p).Release)(p.as_raw()) };
         } else {
             assert!(out.is_null());
@@ -102,7 +102,7 @@ fn query_interface_answers_the_runtimes_versions_only() {
     }
     // An Info4 method reached through the vtable anyway is refused.
     let mut size = 0usize;
-    // SAFETY: the proxy's vtable has every Info version's slots.
+    // SAFETY: [interface-version, mux-forward] the proxy's vtable has every Info version's slots.
     let hr =
         unsafe { (vtbl::<ICorProfilerInfo4_Vtbl>(p).GetObjectSize2)(p.as_raw(), 1, &mut size) };
     assert_eq!(hr, E_NOTIMPL);
@@ -112,7 +112,7 @@ fn query_interface_answers_the_runtimes_versions_only() {
 fn forwarded_methods_reach_the_runtime() {
     let (fake, _shared, proxies) = setup(1);
     let (mut class, mut module, mut token) = (0, 0, 0);
-    // SAFETY: Info1's vtable; valid out pointers.
+    // SAFETY: [interface-version, plain-call] Info1's vtable; valid out pointers.
     let hr = unsafe {
         (vtbl::<ICorProfilerInfo_Vtbl>(&proxies[0]).GetFunctionInfo)(
             proxies[0].as_raw(),
@@ -220,7 +220,7 @@ fn callbacks_reach_only_the_children_that_asked() {
 fn detach_waits_for_every_child_and_refuses_what_the_runtime_would() {
     let (fake, _shared, proxies) = setup(2);
     let detach = |p: &ProxyRef| -> HRESULT {
-        // SAFETY: Info3's vtable on a live proxy.
+        // SAFETY: [interface-version, mux-forward] Info3's vtable on a live proxy.
         unsafe { (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500) }
     };
     assert_eq!(set_mask(&proxies[1], COR_PRF_DISABLE_INLINING), S_OK);
@@ -240,12 +240,12 @@ fn detach_waits_for_every_child_and_refuses_what_the_runtime_would() {
 #[test]
 fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
     let (_fake, shared, proxies) = setup(2);
-    // SAFETY: no function is ever called through these addresses.
+    // SAFETY: [local-memory] no function is ever called through these addresses.
     let enter: FunctionEnter3 = unsafe { core::mem::transmute::<usize, FunctionEnter3>(0x1000) };
-    // SAFETY: as above.
+    // SAFETY: [local-memory] as above.
     let enter2: FunctionEnter2 = unsafe { core::mem::transmute::<usize, FunctionEnter2>(0x2000) };
     let v3 = |p: &ProxyRef| -> HRESULT {
-        // SAFETY: Info3's vtable on a live proxy; the hooks are only recorded.
+        // SAFETY: [interface-version, mux-forward] Info3's vtable on a live proxy; the hooks are only recorded.
         unsafe {
             (vtbl::<ICorProfilerInfo3_Vtbl>(p).SetEnterLeaveFunctionHooks3)(
                 p.as_raw(),
@@ -256,7 +256,7 @@ fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
         }
     };
     let v2 = |p: &ProxyRef| -> HRESULT {
-        // SAFETY: Info2's vtable on a live proxy; the hooks are only recorded.
+        // SAFETY: [interface-version, mux-forward] Info2's vtable on a live proxy; the hooks are only recorded.
         unsafe {
             (vtbl::<ICorProfilerInfo2_Vtbl>(p).SetEnterLeaveFunctionHooks2)(
                 p.as_raw(),

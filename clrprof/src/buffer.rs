@@ -148,7 +148,7 @@ mod tests {
             self.calls += 1;
             *needed = s.len() as u32;
             let n = s.len().min(cap as usize);
-            // SAFETY: `buf` points to `cap` writable elements (the protocol's
+            // SAFETY: [buffer-protocol, local-memory] `buf` points to `cap` writable elements (the protocol's
             // contract, upheld by `fill`), and `n <= cap`.
             unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), buf, n) };
             if self.short_hr && s.len() > cap as usize {

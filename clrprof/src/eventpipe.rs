@@ -308,17 +308,19 @@ impl<P: Payload> core::fmt::Debug for Event<P> {
 impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
-        const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
-        let i12 = self.raw_info12(CALL)?;
-        let wide = to_wide(name);
-        let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        check(
-            // SAFETY: `wide` is NUL-terminated and outlives the call (the runtime
-            // copies the name); valid out pointer.
-            unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
-            CALL,
-        )?;
-        self.provider(raw, name, CALL)
+        self.call_live("ICorProfilerInfo12::EventPipeCreateProvider", || {
+            const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
+            let i12 = self.raw_info12(CALL)?;
+            let wide = to_wide(name);
+            let mut raw: sys::EVENTPIPE_PROVIDER = 0;
+            check(
+                // SAFETY: [info-alive, nul-terminated, plain-call] `wide` is NUL-terminated and outlives the call (the runtime
+                // copies the name); valid out pointer.
+                unsafe { i12.EventPipeCreateProvider(wide.as_ptr(), &mut raw) },
+                CALL,
+            )?;
+            self.provider(raw, name, CALL)
+        })
     }
 
     /// `EventPipeCreateProvider2` (Info14, .NET 8): a provider named `name`
@@ -332,6 +334,7 @@ impl RuntimeHandle {
         name: &str,
         callback: impl Fn(&ProviderEnablement<'_>) + Send + Sync + 'static,
     ) -> Result<Provider> {
+        self.call_live("ICorProfilerInfo14::EventPipeCreateProvider2", || {
         const CALL: &str = "ICorProfilerInfo14::EventPipeCreateProvider2";
         let i14 = self.raw_info14(CALL)?;
         let slot = callbacks::claim(Arc::new(callback)).ok_or_else(|| Error::Refused {
@@ -343,7 +346,7 @@ impl RuntimeHandle {
         })?;
         let wide = to_wide(name);
         let mut raw: sys::EVENTPIPE_PROVIDER = 0;
-        // SAFETY: `wide` is NUL-terminated and outlives the call; the
+        // SAFETY: [info-alive, nul-terminated, library-pinned, plain-call] `wide` is NUL-terminated and outlives the call; the
         // callback is a `extern "system"` function of the
         // EventPipeProviderCallback signature that stays in the library for
         // as long as the library is loaded; valid out pointer.
@@ -358,6 +361,7 @@ impl RuntimeHandle {
         // lifetime (its own): this runtime must never detach the library.
         self.pin_library();
         self.provider(raw, name, CALL)
+        })
     }
 
     fn provider(&self, raw: usize, name: &str, call: &'static str) -> Result<Provider> {
@@ -383,28 +387,32 @@ impl RuntimeHandle {
         providers: &[ProviderConfig<'_>],
         rundown: bool,
     ) -> Result<Session> {
-        const CALL: &str = "ICorProfilerInfo12::EventPipeStartSession";
-        let i12 = self.raw_info12(CALL)?;
-        let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
-        let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
-            wide.iter().map(WideConfig::raw).collect();
-        let n =
-            u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("too many providers"))?;
-        let mut id: sys::EVENTPIPE_SESSION = 0;
-        check(
-            // SAFETY: `raw` holds `n` configurations whose strings live in
-            // `wide` until after the call (the runtime converts and copies
-            // them); valid out pointer.
-            unsafe { i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id) },
-            CALL,
-        )?;
-        // The session delivers to this library's callbacks: no detach
-        // until it is stopped.
-        self.pin_library();
-        Ok(Session {
-            runtime: self.clone(),
-            id,
-            stopped: false,
+        self.call_live("ICorProfilerInfo12::EventPipeStartSession", || {
+            const CALL: &str = "ICorProfilerInfo12::EventPipeStartSession";
+            let i12 = self.raw_info12(CALL)?;
+            let wide: Vec<WideConfig> = providers.iter().map(WideConfig::new).collect();
+            let raw: Vec<sys::COR_PRF_EVENTPIPE_PROVIDER_CONFIG> =
+                wide.iter().map(WideConfig::raw).collect();
+            let n = u32::try_from(raw.len())
+                .map_err(|_| Error::InvalidArgument("too many providers"))?;
+            let mut id: sys::EVENTPIPE_SESSION = 0;
+            check(
+                // SAFETY: [info-alive, nul-terminated, plain-call] `raw` holds `n` configurations whose strings live in
+                // `wide` until after the call (the runtime converts and copies
+                // them); valid out pointer.
+                unsafe {
+                    i12.EventPipeStartSession(n, raw.as_ptr(), rundown as sys::BOOL, &mut id)
+                },
+                CALL,
+            )?;
+            // The session delivers to this library's callbacks: no detach
+            // until it is stopped.
+            self.pin_library();
+            Ok(Session {
+                runtime: self.clone(),
+                id,
+                stopped: false,
+            })
         })
     }
 }
@@ -424,8 +432,10 @@ fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;
     runtime.call_live(CALL, || {
         fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: `raw` is a live provider of this runtime (the callers'
-            // promise); `buf` has `cap` WCHARs (buffer protocol).
+            // SAFETY: [eventpipe-handles, info-alive, buffer-protocol] `raw` is a provider
+            // this runtime made (both callers pass a `Provider`'s or a lent
+            // `ProviderRef`'s), alive as long as the runtime, which still runs
+            // (`call_live`); `buf` has `cap` WCHARs (buffer protocol).
             let hr = unsafe { i12.EventPipeGetProviderInfo(raw, cap, needed, buf) };
             // The runtime calls a buffer of exactly the name's size (NUL
             // included) short as well; ask for one more unit then.
@@ -487,7 +497,7 @@ impl Provider {
         let mut raw: sys::EVENTPIPE_EVENT = 0;
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.raw` is a provider of this runtime, alive as
+                // SAFETY: [eventpipe-handles, info-alive, nul-terminated] `self.raw` is a provider of this runtime, alive as
                 // long as the runtime, which still runs (`call_live`); every
                 // string is NUL-terminated and, like `params`
                 // (`params.len()` entries), outlives the call (the runtime
@@ -563,7 +573,7 @@ impl<P: Payload> Event<P> {
         let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.raw` is an event of this runtime (alive as
+                // SAFETY: [eventpipe-handles, info-alive] `self.raw` is an event of this runtime (alive as
                 // long as it), which still runs (`call_live`); `data` points
                 // to `bytes`, both alive for the call (the runtime copies the
                 // payload); the activity IDs are null or valid GUIDs.
@@ -599,7 +609,7 @@ impl Session {
         let wide = WideConfig::new(config);
         self.runtime.call_live(CALL, || {
             check(
-                // SAFETY: `self.id` is a running session of this runtime
+                // SAFETY: [eventpipe-handles, info-alive, nul-terminated] `self.id` is a running session of this runtime
                 // (only `stop` / drop end it), which still runs
                 // (`call_live`); the configuration's strings live in `wide`
                 // until after the call.
@@ -631,7 +641,7 @@ impl Session {
         runtime
             .while_live(|| {
                 let i12 = runtime.raw_info12(CALL)?;
-                // SAFETY: `id` is a session of this runtime not stopped yet
+                // SAFETY: [eventpipe-handles, info-alive] `id` is a session of this runtime not stopped yet
                 // (`stopped` guards), and the runtime takes calls.
                 check(unsafe { i12.EventPipeStopSession(id) }, CALL)
             })
@@ -712,12 +722,12 @@ mod callbacks {
             slots[N].clone()
         };
         let Some(callback) = callback else { return };
-        // SAFETY: the runtime passes null or filter data valid for the
+        // SAFETY: [callback-args] the runtime passes null or filter data valid for the
         // callback (EventPipeProviderCallback mirrors the ETW enable
         // callback: a descriptor of `Size` bytes at `Ptr`).
         let filter = unsafe { filter_data.as_ref() }.and_then(|f| {
             (f.Ptr != 0 && f.Size != 0).then(|| {
-                // SAFETY: as above: `Size` readable bytes at `Ptr` during
+                // SAFETY: [callback-args] as above: `Size` readable bytes at `Ptr` during
                 // the callback.
                 let bytes = unsafe {
                     core::slice::from_raw_parts(f.Ptr as usize as *const u8, f.Size as usize)
@@ -903,7 +913,7 @@ fn parse_field(r: &mut Reader<'_>, v2: bool, depth: usize) -> Result<FieldDesc> 
 /// # Safety
 /// `p` is null or points to a GUID valid for `'a`.
 pub(crate) unsafe fn activity<'a>(p: *const GUID) -> Option<&'a GUID> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     unsafe { p.as_ref() }.filter(|g| **g != GUID::zeroed())
 }
 
@@ -997,7 +1007,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn handle(fake: &FakeRuntime) -> RuntimeHandle {
-        // SAFETY: the fake describes no memory the SDK reads.
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
         unsafe { fake.runtime_handle(false) }
     }
 
@@ -1249,7 +1259,7 @@ mod tests {
 
     fn event<'a>(metadata: &'a [u8], data: &'a [u8]) -> EventPipeEvent<'a> {
         EventPipeEvent {
-            // SAFETY: never passed to a runtime.
+            // SAFETY: [test-fake] never passed to a runtime.
             provider: unsafe { ProviderRef::from_sys(0x10) },
             event_id: 7,
             event_version: 2,

@@ -40,13 +40,13 @@ pub fn coreclr_paths() -> Vec<String> {
         fn GetModuleFileNameW(module: *mut core::ffi::c_void, buf: *mut u16, len: u32) -> u32;
     }
     let name: Vec<u16> = CORECLR.encode_utf16().chain(Some(0)).collect();
-    // SAFETY: NUL-terminated module name; no reference is taken.
+    // SAFETY: [os-api, nul-terminated] NUL-terminated module name; no reference is taken.
     let module = unsafe { GetModuleHandleW(name.as_ptr()) };
     if module.is_null() {
         return Vec::new();
     }
     let mut buf = vec![0u16; 1024];
-    // SAFETY: `buf` has `buf.len()` writable units.
+    // SAFETY: [os-api, buffer-protocol] `buf` has `buf.len()` writable units.
     let n = unsafe { GetModuleFileNameW(module, buf.as_mut_ptr(), buf.len() as u32) } as usize;
     if n == 0 || n >= buf.len() {
         return Vec::new();

@@ -27,11 +27,11 @@ impl<'a> WideStr<'a> {
             return WideStr(&[]);
         }
         let mut len = 0usize;
-        // SAFETY: the caller guarantees a terminating NUL within the allocation.
+        // SAFETY: [caller-contract] the caller guarantees a terminating NUL within the allocation.
         while unsafe { *ptr.add(len) } != 0 {
             len += 1;
         }
-        // SAFETY: `len` units before the NUL are initialised and live for `'a`.
+        // SAFETY: [local-memory] `len` units before the NUL are initialised and live for `'a`.
         WideStr(unsafe { core::slice::from_raw_parts(ptr, len) })
     }
 

@@ -262,10 +262,10 @@ fn emit_info(out: &mut String, infos: &[Interface]) {
                 out,
                 "    /// Forwards `{iface}::{name}` to the runtime's object.\n    \
                  pub(crate) unsafe extern \"system\" fn {name}(this: *mut c_void{sep}{decl}) -> {ret} {{\n        \
-                 // SAFETY: the runtime or a child calls a vtable method with the\n        \
+                 // SAFETY: [mux-forward] the runtime or a child calls a vtable method with the\n        \
                  // object it was read from, an InfoProxy (COM's calling rule).\n        \
                  match unsafe {{ InfoProxy::forward::<{vtbl}>(this, {version}) }} {{\n            \
-                 // SAFETY: the runtime's object implements {iface} (its\n            \
+                 // SAFETY: [interface-version, mux-forward] the runtime's object implements {iface} (its\n            \
                  // version is checked above), and the arguments are the caller's,\n            \
                  // passed on unchanged under the same IDL contract.\n            \
                  Some((real, vtbl)) => unsafe {{ (vtbl.{name})(real{sep}{args}) }},\n            \
@@ -318,7 +318,7 @@ fn emit_callbacks(out: &mut String, callbacks: &[Interface]) {
                 let _ = writeln!(
                     out,
                     "    unsafe fn {name}(&self{sep}{decl}) -> {ret} {{\n        \
-                     // SAFETY: the runtime's arguments, passed on under the same contract.\n        \
+                     // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.\n        \
                      unsafe {{ Multiplexer::on_{name}(self{sep}{args}) }}\n    }}",
                     name = m.name,
                     ret = m.ret,
@@ -328,7 +328,7 @@ fn emit_callbacks(out: &mut String, callbacks: &[Interface]) {
                     out,
                     "    unsafe fn {name}(&self{sep}{decl}) -> {ret} {{\n        \
                      self.fan_out(routes::{name}, {version}, |child| {{\n            \
-                     // SAFETY: `fan_out` passes only children whose callback object\n            \
+                     // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object\n            \
                      // implements {iface} (version {version}); the arguments are the\n            \
                      // runtime's, valid for this callback, passed on unchanged.\n            \
                      unsafe {{ (child.vtbl::<{vtbl}>().{name})(child.this(){sep}{args}) }}\n        \

@@ -15,6 +15,7 @@ mod cross;
 mod demo;
 mod gen_mux;
 mod gen_sys;
+mod ledger;
 mod lint;
 mod measure;
 mod msvc;
@@ -39,6 +40,8 @@ commands:
   gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
   book        check the listings and build the mdBook tutorial into target/book
   coverage    generate book/src/coverage.md (--check: fail if stale or a corprof.idl method is unaccounted for)
+  ledger      generate book/src/soundness-ledger.md: every unsafe block's runtime rule, its enforcement and tests
+              (--check: fail if untagged, a rule's test is missing, or stale; `ledger propose` suggests tags)
   conformance generate book/src/conformance.md: the runtime's profiler tests against the scenarios (--check: fail on a failed one)
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
               `bench sampler`: the sampler's cost against the app alone;
@@ -67,6 +70,7 @@ fn main() {
         "book" => book::main(rest),
         "coverage" => coverage::main(rest),
         "conformance" => conformance::main(rest),
+        "ledger" => ledger::main(rest),
         "bench" => bench::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

@@ -5,7 +5,8 @@
 //! `cargo test --workspace` (native tests, and the real-runtime harness of
 //! `tests/`, which runs every scenario on every leg) → the conformance table
 //! (`xtask/src/conformance.rs`, from those results) → the book → lint → the
-//! coverage table of the profiling API (`xtask/src/coverage.rs`) → the cross-target
+//! coverage table of the profiling API (`xtask/src/coverage.rs`) → the soundness
+//! ledger (`xtask/src/ledger.rs`: untagged `unsafe`, missing tests, stale page) → the cross-target
 //! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
 //! check (`xtask/src/msvc.rs`) → a per-leg summary table. Strict mode (`--strict` or
 //! `CI=true`) turns anything that cannot run into a failure. Exits non-zero
@@ -103,6 +104,21 @@ pub fn main(args: &[String]) -> crate::Result {
         .and_then(|report| crate::coverage::check_current(&root, &report))
     {
         step_failures.push(e.to_string());
+    }
+
+    step(
+        "soundness ledger: every unsafe block names its rule, every rule's tests exist; book/src/soundness-ledger.md current",
+    );
+    match crate::ledger::generate(&root) {
+        Ok(report) => {
+            for (file, n) in &report.pending_files {
+                println!("ledger: pending: {file} ({n} untagged)");
+            }
+            if let Err(e) = crate::ledger::check_current(&root, &report) {
+                step_failures.push(e.to_string());
+            }
+        }
+        Err(e) => step_failures.push(format!("ledger: {e}")),
     }
 
     step("cross-target clrprof-sys tests");

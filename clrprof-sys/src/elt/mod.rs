@@ -231,7 +231,7 @@ pub use asm_symbols::{
 #[cfg(clrprof_elt)]
 pub fn enter3_trampoline() -> FunctionEnter3 {
     let code = clrprof_elt_enter3_trampoline as unsafe extern "C" fn();
-    // SAFETY: both types are plain code pointers of the same size; the
+    // SAFETY: [ffi-abi, library-pinned] both types are plain code pointers of the same size; the
     // runtime calls this address with the JIT's FunctionEnter3 convention,
     // which is what the trampoline implements.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionEnter3>(code) }
@@ -243,7 +243,7 @@ pub fn enter3_trampoline() -> FunctionEnter3 {
 #[cfg(clrprof_elt)]
 pub fn leave3_trampoline() -> FunctionLeave3 {
     let code = clrprof_elt_leave3_trampoline as unsafe extern "C" fn();
-    // SAFETY: as in `enter3_trampoline`; the runtime calls it with the JIT's
+    // SAFETY: [ffi-abi, library-pinned] as in `enter3_trampoline`; the runtime calls it with the JIT's
     // FunctionLeave3 convention.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionLeave3>(code) }
 }
@@ -254,7 +254,7 @@ pub fn leave3_trampoline() -> FunctionLeave3 {
 #[cfg(clrprof_elt)]
 pub fn tailcall3_trampoline() -> FunctionTailcall3 {
     let code = clrprof_elt_tailcall3_trampoline as unsafe extern "C" fn();
-    // SAFETY: as in `enter3_trampoline`; the runtime calls it with the JIT's
+    // SAFETY: [ffi-abi, library-pinned] as in `enter3_trampoline`; the runtime calls it with the JIT's
     // FunctionTailcall3 convention.
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionTailcall3>(code) }
 }
@@ -284,7 +284,7 @@ impl Slot {
     #[cfg(clrprof_elt)]
     fn get(self) -> &'static AtomicUsize {
         use asm_symbols::*;
-        // SAFETY: the assembly defines each slot as an 8-byte aligned,
+        // SAFETY: [ffi-abi, local-memory] the assembly defines each slot as an 8-byte aligned,
         // zero-initialised, pointer-sized word in writable data, which is a
         // valid AtomicUsize; nothing but these atomics and the trampolines'
         // aligned loads ever accesses it.
@@ -341,7 +341,7 @@ impl Slot {
 fn load_handler(slot: Slot) -> Option<EltHandler> {
     match slot.load() {
         0 => None,
-        // SAFETY: a non-zero value in a fast-path slot was stored from an
+        // SAFETY: [elt-handler] a non-zero value in a fast-path slot was stored from an
         // `EltHandler` by one of the fast-path setters, so it is that
         // function's address.
         address => Some(unsafe { core::mem::transmute::<usize, EltHandler>(address) }),
@@ -351,7 +351,7 @@ fn load_handler(slot: Slot) -> Option<EltHandler> {
 fn load_with_info_handler(slot: Slot) -> Option<EltWithInfoHandler> {
     match slot.load() {
         0 => None,
-        // SAFETY: a non-zero value in a WithInfo slot was stored from an
+        // SAFETY: [elt-handler] a non-zero value in a WithInfo slot was stored from an
         // `EltWithInfoHandler` by one of the WithInfo setters, so it is that
         // function's address.
         address => Some(unsafe { core::mem::transmute::<usize, EltWithInfoHandler>(address) }),
@@ -459,10 +459,10 @@ pub fn tailcall3_with_info_handler() -> Option<EltWithInfoHandler> {
 #[cfg(not(clrprof_elt))]
 fn dispatch_with_info(slot: Slot, id: FunctionIDOrClientID, elt_info: COR_PRF_ELT_INFO) {
     if let Some(handler) = load_with_info_handler(slot) {
-        // SAFETY: both union fields are pointer-sized integers, so reading
+        // SAFETY: [callback-args, ffi-abi] both union fields are pointer-sized integers, so reading
         // either is valid for any value the runtime passes.
         let id = unsafe { id.clientID };
-        // SAFETY: the handler was installed through an unsafe setter whose
+        // SAFETY: [elt-handler] the handler was installed through an unsafe setter whose
         // caller promised it may be called from any thread at any time.
         unsafe { handler(id, elt_info) }
     }
@@ -555,13 +555,13 @@ mod tests {
 
     #[test]
     fn with_info_entry_points_forward_id_and_info_to_their_own_handler() {
-        // SAFETY: the recording handlers only store to atomics.
+        // SAFETY: [elt-handler] the recording handlers only store to atomics.
         unsafe {
             set_enter3_with_info_handler(Some(record_enter));
             set_leave3_with_info_handler(Some(record_leave));
             set_tailcall3_with_info_handler(Some(record_tailcall));
         }
-        // SAFETY: calling through the IDL types with the C ABI, as the
+        // SAFETY: [elt-handler, ffi-abi] calling through the IDL types with the C ABI, as the
         // runtime's stub does.
         unsafe {
             enter3_with_info_hook()(id(0x1111), 0xA1);
@@ -571,14 +571,14 @@ mod tests {
         let seen: Vec<usize> = SEEN.iter().map(|v| v.load(Ordering::SeqCst)).collect();
         assert_eq!(seen, [0x1111, 0xA1, 0x2222, 0xA2, 0x3333, 0xA3]);
 
-        // SAFETY: removing handlers is always allowed.
+        // SAFETY: [elt-handler] removing handlers is always allowed.
         unsafe {
             set_enter3_with_info_handler(None);
             set_leave3_with_info_handler(None);
             set_tailcall3_with_info_handler(None);
         }
         assert!(enter3_with_info_handler().is_none());
-        // SAFETY: as above; an empty slot makes every entry point return.
+        // SAFETY: [elt-handler] as above; an empty slot makes every entry point return.
         unsafe {
             enter3_with_info_hook()(id(0x4444), 0xB1);
             leave3_with_info_hook()(id(0x4444), 0xB2);

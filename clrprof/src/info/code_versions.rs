@@ -96,16 +96,18 @@ impl RuntimeHandle {
     /// it may not trigger a garbage collection). The IDs are raw: nothing
     /// about an instruction pointer proves how long its code stays loaded.
     pub fn function_from_ip2(&self, ip: usize) -> Result<(RawFunctionId, RawReJitId)> {
-        const CALL: &str = "ICorProfilerInfo4::GetFunctionFromIP2";
-        let i4 = self.raw_info4(CALL)?;
-        let (mut f, mut r) = (0usize, 0usize);
-        check(
-            // SAFETY: the runtime only looks `ip` up in its code maps, never
-            // dereferences it (GetFunctionFromIPInternal); valid out pointers.
-            unsafe { i4.GetFunctionFromIP2(ip as sys::LPCBYTE, &mut f, &mut r) },
-            CALL,
-        )?;
-        Ok((RawFunctionId(f), RawReJitId(r)))
+        self.call_live("ICorProfilerInfo4::GetFunctionFromIP2", || {
+            const CALL: &str = "ICorProfilerInfo4::GetFunctionFromIP2";
+            let i4 = self.raw_info4(CALL)?;
+            let (mut f, mut r) = (0usize, 0usize);
+            check(
+                // SAFETY: [info-alive, plain-call] the runtime only looks `ip` up in its code maps, never
+                // dereferences it (GetFunctionFromIPInternal); valid out pointers.
+                unsafe { i4.GetFunctionFromIP2(ip as sys::LPCBYTE, &mut f, &mut r) },
+                CALL,
+            )?;
+            Ok((RawFunctionId(f), RawReJitId(r)))
+        })
     }
 
     /// `GetFunctionFromIP3` (Info8): like
@@ -114,16 +116,18 @@ impl RuntimeHandle {
     /// stubs), whose names come from
     /// [`dynamic_function_info`](ProfilerInfo::dynamic_function_info).
     pub fn function_from_ip3(&self, ip: usize) -> Result<(RawFunctionId, RawReJitId)> {
-        const CALL: &str = "ICorProfilerInfo8::GetFunctionFromIP3";
-        let i8 = self.raw_info8(CALL)?;
-        let (mut f, mut r) = (0usize, 0usize);
-        check(
-            // SAFETY: as for GetFunctionFromIP2: a look-up in the runtime's
-            // code maps; valid out pointers.
-            unsafe { i8.GetFunctionFromIP3(ip as sys::LPCBYTE, &mut f, &mut r) },
-            CALL,
-        )?;
-        Ok((RawFunctionId(f), RawReJitId(r)))
+        self.call_live("ICorProfilerInfo8::GetFunctionFromIP3", || {
+            const CALL: &str = "ICorProfilerInfo8::GetFunctionFromIP3";
+            let i8 = self.raw_info8(CALL)?;
+            let (mut f, mut r) = (0usize, 0usize);
+            check(
+                // SAFETY: [info-alive, plain-call] as for GetFunctionFromIP2: a look-up in the runtime's
+                // code maps; valid out pointers.
+                unsafe { i8.GetFunctionFromIP3(ip as sys::LPCBYTE, &mut f, &mut r) },
+                CALL,
+            )?;
+            Ok((RawFunctionId(f), RawReJitId(r)))
+        })
     }
 
     /// `EnumJITedFunctions2` (Info4): the functions jitted so far with the
@@ -133,19 +137,21 @@ impl RuntimeHandle {
     /// instrumented tier). The IDs are raw, as for
     /// [`enum_jited_functions`](Self::enum_jited_functions).
     pub fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
-        const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
-        let i4 = self.raw_info4(CALL)?;
-        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        check(
-            // SAFETY: `e` receives an owned reference.
-            unsafe { i4.EnumJITedFunctions2(&mut e) },
-            CALL,
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            CALL,
-        ))?;
-        Ok(function_enum(e))
+        self.call_live("ICorProfilerInfo4::EnumJITedFunctions2", || {
+            const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
+            let i4 = self.raw_info4(CALL)?;
+            let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i4.EnumJITedFunctions2(&mut e) },
+                CALL,
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                CALL,
+            ))?;
+            Ok(function_enum(e))
+        })
     }
 }
 
@@ -163,7 +169,7 @@ impl<'s> ProfilerInfo<'s> {
         let i4 = self.raw_info4(CALL)?;
         let mut raw: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
         fill::<sys::COR_PRF_CODE_INFO, 2>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `function` is valid (typed ID); the ReJIT ID is only
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid (typed ID); the ReJIT ID is only
             // looked up; `buf` has `cap` slots.
             unsafe { i4.GetCodeInfo3(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
@@ -185,7 +191,7 @@ impl<'s> ProfilerInfo<'s> {
         let i4 = self.raw_info4(CALL)?;
         let mut raw: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
             unsafe { i4.GetILToNativeMapping2(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
         Ok(map_entries(raw))
@@ -206,7 +212,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut starts: Vec<usize> = Vec::new();
         fill::<usize, 8>(CALL, &mut starts, |cap, needed, buf| {
-            // SAFETY: `function` is valid; `buf` has `cap` slots.
+            // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
             unsafe { i9.GetNativeCodeStartAddresses(function.as_sys(), rejit.0, cap, needed, buf) }
         })?;
         Ok(starts
@@ -225,7 +231,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut raw: Vec<sys::COR_PRF_CODE_INFO> = Vec::new();
         fill::<sys::COR_PRF_CODE_INFO, 2>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `code` is the start of a native code version of a
+            // SAFETY: [module-lifetime, buffer-protocol] `code` is the start of a native code version of a
             // function that is still valid (NativeCode's lifetime); the
             // runtime looks it up in its code maps; `buf` has `cap` slots.
             unsafe { i9.GetCodeInfo4(code.start, cap, needed, buf) }
@@ -241,7 +247,7 @@ impl<'s> ProfilerInfo<'s> {
         let i9 = self.raw_info9(CALL)?;
         let mut raw: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(CALL, &mut raw, |cap, needed, buf| {
-            // SAFETY: `code` is a live native code version's start (as for
+            // SAFETY: [module-lifetime, buffer-protocol] `code` is a live native code version's start (as for
             // GetCodeInfo4); `buf` has `cap` slots.
             unsafe { i9.GetILToNativeMapping3(code.start, cap, needed, buf) }
         })?;
@@ -304,7 +310,7 @@ mod tests {
     #[test]
     fn every_native_version_with_its_own_chunks_and_map() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let versions = info.native_code_versions(f, RawReJitId(0)).unwrap();
@@ -356,7 +362,7 @@ mod tests {
                 il_map: Vec::new(),
             })
             .collect();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(
@@ -369,7 +375,7 @@ mod tests {
     #[test]
     fn rejit_aware_first_version_answers() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(info.code_info3(f, RawReJitId(0)).unwrap()[0].start, 0x7000);
@@ -389,7 +395,7 @@ mod tests {
     #[test]
     fn ip_lookups_resolve_every_version_and_dynamic_methods_only_with_ip3() {
         let fake = world(9);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.function_from_ip2(0x7008).unwrap(),
@@ -425,7 +431,7 @@ mod tests {
                 reJitId: 5,
             },
         ];
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let all: Vec<_> = info
             .enum_jited_functions2()
@@ -439,7 +445,7 @@ mod tests {
     #[test]
     fn older_runtimes_answer_unsupported_with_the_interface_named() {
         let fake = world(8);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert_eq!(
@@ -452,7 +458,7 @@ mod tests {
         );
         assert!(info.function_from_ip3(0xE004).is_ok());
         let fake = world(3);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         assert!(matches!(

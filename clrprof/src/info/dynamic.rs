@@ -46,7 +46,7 @@ impl<'s> ProfilerInfo<'s> {
         let i8 = self.raw_info8(CALL)?;
         let mut dynamic: sys::BOOL = 0;
         check(
-            // SAFETY: `function` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `function` is valid (typed ID); valid out pointer.
             unsafe { i8.IsFunctionDynamic(function.as_sys(), &mut dynamic) },
             CALL,
         )?;
@@ -66,7 +66,7 @@ impl<'s> ProfilerInfo<'s> {
         let i8 = self.raw_info8(CALL)?;
         let (mut module, mut sig, mut sig_len) = (0usize, core::ptr::null::<u8>(), 0u32);
         let name = fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: `function` is valid (typed ID); out pointers are
+            // SAFETY: [id-scope, buffer-protocol, plain-call] `function` is valid (typed ID); out pointers are
             // locals; `buf` has `cap` writable WCHARs.
             unsafe {
                 i8.GetDynamicFunctionInfo(
@@ -83,13 +83,13 @@ impl<'s> ProfilerInfo<'s> {
         let signature: &'a [u8] = if sig.is_null() || sig_len == 0 {
             &[]
         } else {
-            // SAFETY: the runtime points into the method's own signature
+            // SAFETY: [module-lifetime] the runtime points into the method's own signature
             // (MethodDesc::GetSig), `sig_len` bytes, which live as long as
             // the method does; the function is valid for 'a.
             unsafe { core::slice::from_raw_parts(sig, sig_len as usize) }
         };
         Ok(DynamicFunctionInfo {
-            // SAFETY: a method's module is loaded before it and unloads no
+            // SAFETY: [id-derived] a method's module is loaded before it and unloads no
             // earlier (BOTR "Lifetime & Stability").
             module: unsafe { ModuleId::from_sys(module) },
             signature,
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn dynamic_methods_are_recognised_and_described() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; plain = function_id(0x10), lcg = function_id(0x20));
         assert!(!info.is_function_dynamic(plain).unwrap());
@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn runtimes_before_info8_say_so() {
         let fake = FakeRuntime::with_info_version(7);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(0x10));
         assert_eq!(

@@ -54,20 +54,20 @@ macro_rules! raw_enum {
             const SKIP: &'static str = concat!(stringify!($iface), "::Skip");
             const RESET: &'static str = concat!(stringify!($iface), "::Reset");
             unsafe fn next(&self, celt: u32, out: *mut $raw, fetched: &mut u32) -> sys::HRESULT {
-                // SAFETY: the caller guarantees `out` has room for `celt`
+                // SAFETY: [caller-contract, plain-call] the caller guarantees `out` has room for `celt`
                 // elements; `fetched` is a valid out pointer.
                 unsafe { self.Next(celt, out, fetched) }
             }
             fn get_count(&self, count: &mut u32) -> sys::HRESULT {
-                // SAFETY: valid out pointer; the enumerator is alive (we hold a reference).
+                // SAFETY: [com-ownership, plain-call] valid out pointer; the enumerator is alive (we hold a reference).
                 unsafe { self.GetCount(count) }
             }
             fn skip(&self, celt: u32) -> sys::HRESULT {
-                // SAFETY: plain value argument.
+                // SAFETY: [plain-call] plain value argument.
                 unsafe { self.Skip(celt) }
             }
             fn reset(&self) -> sys::HRESULT {
-                // SAFETY: no arguments.
+                // SAFETY: [plain-call] no arguments.
                 unsafe { self.Reset() }
             }
         }
@@ -150,7 +150,7 @@ impl<'a, E: RawProfilerEnum, T> ProfilerEnum<'a, E, T> {
         self.batch.resize(BATCH, E::Raw::default());
         self.pos = 0;
         let mut fetched = 0u32;
-        // SAFETY: `batch` has room for BATCH elements.
+        // SAFETY: [local-memory] `batch` has room for BATCH elements.
         let hr = unsafe {
             self.raw
                 .next(BATCH as u32, self.batch.as_mut_ptr(), &mut fetched)
@@ -235,13 +235,13 @@ pub type MethodEnum = ProfilerEnum<'static, sys::ICorProfilerMethodEnum, ModuleM
 /// # Safety
 /// The objects must be valid for `'a` (ObjectIDs: until the next GC).
 pub unsafe fn object_enum<'a>(raw: sys::ICorProfilerObjectEnum) -> ObjectEnum<'a> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     unsafe { ProfilerEnum::new(raw, |o| ObjectId::from_sys(o)) }
 }
 
 /// Wraps an `ICorProfilerFunctionEnum` (raw IDs: nothing to promise).
 pub fn function_enum(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum {
-    // SAFETY: the elements are raw IDs and plain numbers, valid for 'static.
+    // SAFETY: [id-scope] the elements are raw IDs and plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |f| JitedFunction {
             function: RawFunctionId(f.functionId),
@@ -252,19 +252,19 @@ pub fn function_enum(raw: sys::ICorProfilerFunctionEnum) -> FunctionEnum {
 
 /// Wraps an `ICorProfilerModuleEnum` (raw IDs).
 pub fn module_enum(raw: sys::ICorProfilerModuleEnum) -> ModuleEnum {
-    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs are plain numbers, valid for 'static.
     unsafe { ProfilerEnum::new(raw, RawModuleId) }
 }
 
 /// Wraps an `ICorProfilerThreadEnum` (raw IDs).
 pub fn thread_enum(raw: sys::ICorProfilerThreadEnum) -> ThreadEnum {
-    // SAFETY: raw IDs are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs are plain numbers, valid for 'static.
     unsafe { ProfilerEnum::new(raw, RawThreadId) }
 }
 
 /// Wraps an `ICorProfilerMethodEnum` (raw IDs).
 pub fn method_enum(raw: sys::ICorProfilerMethodEnum) -> MethodEnum {
-    // SAFETY: raw IDs and tokens are plain numbers, valid for 'static.
+    // SAFETY: [id-scope] raw IDs and tokens are plain numbers, valid for 'static.
     unsafe {
         ProfilerEnum::new(raw, |m| ModuleMethod {
             module: RawModuleId(m.moduleId),
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn empty_enumerator_yields_nothing() {
         let fake = frozen(0);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000));
         let mut e = info.enum_module_frozen_objects(m).unwrap();
@@ -305,7 +305,7 @@ mod tests {
     fn batch_boundaries_lose_nothing() {
         for n in [31, 32, 33, 64, 65] {
             let fake = frozen(n);
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             fake_ids!(fake; m = module_id(0x2000));
             let got: Vec<usize> = info
@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn skip_within_and_beyond_the_fetched_batch() {
         let fake = frozen(70);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000));
         let mut e = info.enum_module_frozen_objects(m).unwrap();

@@ -32,42 +32,46 @@ impl RuntimeHandle {
     /// `GetEnvironmentVariable` (Info11): the value of `name`, or `None`
     /// when it is not set. Callable from any thread at any time.
     pub fn environment_variable(&self, name: &str) -> Result<Option<String>> {
-        const CALL: &str = "ICorProfilerInfo11::GetEnvironmentVariable";
-        let i11 = self.raw_info11(CALL)?;
-        let wide = check_name(name)?;
-        let answer = fill_string(CALL, |cap, needed, buf| {
-            // SAFETY: `wide` is NUL-terminated and outlives the call; `buf`
-            // has `cap` writable WCHARs; `needed` is a valid out pointer.
-            unsafe { i11.GetEnvironmentVariable(wide.as_ptr(), cap, needed, buf) }
-        });
-        match answer {
-            Ok(value) => Ok(Some(value)),
-            Err(Error::Runtime { hr, .. }) if hr.0 == ENVVAR_NOT_FOUND => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.call_live("ICorProfilerInfo11::GetEnvironmentVariable", || {
+            const CALL: &str = "ICorProfilerInfo11::GetEnvironmentVariable";
+            let i11 = self.raw_info11(CALL)?;
+            let wide = check_name(name)?;
+            let answer = fill_string(CALL, |cap, needed, buf| {
+                // SAFETY: [info-alive, nul-terminated, buffer-protocol, plain-call] `wide` is NUL-terminated and outlives the call; `buf`
+                // has `cap` writable WCHARs; `needed` is a valid out pointer.
+                unsafe { i11.GetEnvironmentVariable(wide.as_ptr(), cap, needed, buf) }
+            });
+            match answer {
+                Ok(value) => Ok(Some(value)),
+                Err(Error::Runtime { hr, .. }) if hr.0 == ENVVAR_NOT_FOUND => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// `SetEnvironmentVariable` (Info11): sets `name` to `value`, or removes
     /// it when `value` is `None`. Callable from any thread at any time; set
     /// in `Initialize`, a variable is in place before any managed code runs.
     pub fn set_environment_variable(&self, name: &str, value: Option<&str>) -> Result<()> {
-        const CALL: &str = "ICorProfilerInfo11::SetEnvironmentVariable";
-        let i11 = self.raw_info11(CALL)?;
-        let name = check_name(name)?;
-        if value.is_some_and(|v| v.contains('\0')) {
-            return Err(Error::InvalidArgument(
-                "an environment variable value cannot contain NUL",
-            ));
-        }
-        let value = value.map(to_wide);
-        let value_ptr = value.as_ref().map_or(core::ptr::null(), |v| v.as_ptr());
-        check(
-            // SAFETY: both strings are NUL-terminated and outlive the call;
-            // a null value asks the runtime to remove the variable.
-            unsafe { i11.SetEnvironmentVariable(name.as_ptr(), value_ptr) },
-            CALL,
-        )
-        .map(|_| ())
+        self.call_live("ICorProfilerInfo11::SetEnvironmentVariable", || {
+            const CALL: &str = "ICorProfilerInfo11::SetEnvironmentVariable";
+            let i11 = self.raw_info11(CALL)?;
+            let name = check_name(name)?;
+            if value.is_some_and(|v| v.contains('\0')) {
+                return Err(Error::InvalidArgument(
+                    "an environment variable value cannot contain NUL",
+                ));
+            }
+            let value = value.map(to_wide);
+            let value_ptr = value.as_ref().map_or(core::ptr::null(), |v| v.as_ptr());
+            check(
+                // SAFETY: [info-alive, nul-terminated] both strings are NUL-terminated and outlive the call;
+                // a null value asks the runtime to remove the variable.
+                unsafe { i11.SetEnvironmentVariable(name.as_ptr(), value_ptr) },
+                CALL,
+            )
+            .map(|_| ())
+        })
     }
 }
 
@@ -82,7 +86,7 @@ mod tests {
         fake.state()
             .environment
             .insert("LONG".into(), "v".repeat(600));
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(false) };
         assert_eq!(handle.environment_variable("MISSING").unwrap(), None);
         assert_eq!(
@@ -104,7 +108,7 @@ mod tests {
     #[test]
     fn bad_names_and_values_are_refused_before_the_runtime() {
         let fake = FakeRuntime::with_info_version(11);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(false) };
         for name in ["", "A=B", "ä=B", "A\0B"] {
             assert!(matches!(
@@ -119,7 +123,7 @@ mod tests {
         assert_eq!(fake.call_count("GetEnvironmentVariable"), 0);
         assert_eq!(fake.call_count("SetEnvironmentVariable"), 0);
         let old = FakeRuntime::with_info_version(10);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let handle = unsafe { old.runtime_handle(false) };
         assert_eq!(
             handle.environment_variable("A").unwrap_err(),

@@ -43,7 +43,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetNotifiedExceptionClauseInfo")?;
         let mut info = sys::COR_PRF_EX_CLAUSE_INFO::default();
         let hr = check_success(
-            // SAFETY: valid out pointer to a zeroed struct.
+            // SAFETY: [plain-call] valid out pointer to a zeroed struct.
             unsafe { i2.GetNotifiedExceptionClauseInfo(&mut info) },
             "ICorProfilerInfo2::GetNotifiedExceptionClauseInfo",
         )?;
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn clause_is_decoded_or_none() {
         let fake = FakeRuntime::new();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(info.notified_exception_clause_info().unwrap(), None);
         fake.state().exception_clause = Some(sys::COR_PRF_EX_CLAUSE_INFO {
@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn refused_for_attached_profilers() {
         let fake = FakeRuntime::new();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_attached() };
         assert!(info.is_attached());
         assert!(info

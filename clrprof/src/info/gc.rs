@@ -77,7 +77,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetGenerationBounds",
             &mut ranges,
             |cap, needed, buf| {
-                // SAFETY: `buf` has `cap` slots.
+                // SAFETY: [buffer-protocol] `buf` has `cap` slots.
                 unsafe { i2.GetGenerationBounds(cap, needed, buf) }
             },
         )?;
@@ -91,7 +91,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetObjectGeneration")?;
         let mut range = sys::COR_PRF_GC_GENERATION_RANGE::default();
         check(
-            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            // SAFETY: [object-no-gc, plain-call] `object` is valid (typed ID); valid out pointer.
             unsafe { i2.GetObjectGeneration(object.as_sys(), &mut range) },
             "ICorProfilerInfo2::GetObjectGeneration",
         )?;
@@ -105,7 +105,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::EnumModuleFrozenObjects")?;
         let mut e: Option<sys::ICorProfilerObjectEnum> = None;
         check(
-            // SAFETY: `module` is valid; `e` receives an owned reference.
+            // SAFETY: [id-scope, com-ownership] `module` is valid; `e` receives an owned reference.
             unsafe { i2.EnumModuleFrozenObjects(module.as_sys(), &mut e) },
             "ICorProfilerInfo2::EnumModuleFrozenObjects",
         )?;
@@ -113,7 +113,7 @@ impl<'s> ProfilerInfo<'s> {
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             "ICorProfilerInfo2::EnumModuleFrozenObjects",
         ))?;
-        // SAFETY: frozen objects never move and live as long as their module ('a).
+        // SAFETY: [module-lifetime, object-no-gc] frozen objects never move and live as long as their module ('a).
         Ok(unsafe { object_enum(e) })
     }
 }
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn generation_bounds_decode_and_follow_growth() {
         let fake = FakeRuntime::new();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         // No GC yet.
         assert_eq!(info.generation_bounds().unwrap_err().name(), Some("E_FAIL"));
@@ -180,7 +180,7 @@ mod tests {
     fn object_generation_finds_the_range() {
         let fake = FakeRuntime::new();
         fake.state().generation_bounds = vec![range(1, 0x1000, 0x100)];
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; inside = object_id(0x1010), outside = object_id(0x5000));
         assert_eq!(
@@ -203,7 +203,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000), none = module_id(0x2100));
         let mut e = info.enum_module_frozen_objects(m).unwrap();

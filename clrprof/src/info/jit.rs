@@ -16,18 +16,20 @@ impl RuntimeHandle {
     /// while the caller iterates (see [`crate::attach::CatchUp`], which
     /// delivers them safely).
     pub fn enum_jited_functions(&self) -> Result<FunctionEnum> {
-        let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
-        let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
-        check(
-            // SAFETY: `e` receives an owned reference.
-            unsafe { i3.EnumJITedFunctions(&mut e) },
-            "ICorProfilerInfo3::EnumJITedFunctions",
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            "ICorProfilerInfo3::EnumJITedFunctions",
-        ))?;
-        Ok(function_enum(e))
+        self.call_live("ICorProfilerInfo3::EnumJITedFunctions", || {
+            let i3 = self.raw_info3("ICorProfilerInfo3::EnumJITedFunctions")?;
+            let mut e: Option<sys::ICorProfilerFunctionEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i3.EnumJITedFunctions(&mut e) },
+                "ICorProfilerInfo3::EnumJITedFunctions",
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                "ICorProfilerInfo3::EnumJITedFunctions",
+            ))?;
+            Ok(function_enum(e))
+        })
     }
 }
 
@@ -47,7 +49,7 @@ mod tests {
                 reJitId: 0,
             })
             .collect();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let e = info.enum_jited_functions().unwrap();
         assert_eq!(e.total().unwrap(), 70);
@@ -61,7 +63,7 @@ mod tests {
     fn failure_is_reported() {
         let fake = FakeRuntime::new();
         fake.fail("EnumJITedFunctions", sys::E_OUTOFMEMORY);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.enum_jited_functions().err().unwrap().name(),

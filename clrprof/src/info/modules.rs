@@ -69,7 +69,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn app_domain_info(&self, app_domain: AppDomainId<'_>) -> Result<AppDomainInfo> {
         let mut pid = 0usize;
         let name = fill_string("ICorProfilerInfo::GetAppDomainInfo", |cap, needed, buf| {
-            // SAFETY: `app_domain` is valid (typed ID); `buf` has `cap` WCHARs.
+            // SAFETY: [id-scope, buffer-protocol] `app_domain` is valid (typed ID); `buf` has `cap` WCHARs.
             unsafe {
                 self.raw_info1()
                     .GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid)
@@ -87,7 +87,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn assembly_info<'a>(&self, assembly: AssemblyId<'a>) -> Result<AssemblyInfo<'a>> {
         let (mut ad, mut module) = (0usize, 0usize);
         let name = fill_string("ICorProfilerInfo::GetAssemblyInfo", |cap, needed, buf| {
-            // SAFETY: `assembly` is valid (typed ID); `buf` has `cap` WCHARs.
+            // SAFETY: [id-scope, buffer-protocol] `assembly` is valid (typed ID); `buf` has `cap` WCHARs.
             unsafe {
                 self.raw_info1().GetAssemblyInfo(
                     assembly.as_sys(),
@@ -99,7 +99,7 @@ impl<'s> ProfilerInfo<'s> {
                 )
             }
         })?;
-        // SAFETY: an assembly's app domain and manifest module live as long as it does.
+        // SAFETY: [id-derived] an assembly's app domain and manifest module live as long as it does.
         Ok(unsafe {
             AssemblyInfo {
                 name,
@@ -116,7 +116,7 @@ impl<'s> ProfilerInfo<'s> {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetModuleInfo2")?;
         let (mut base, mut assembly, mut flags) = (core::ptr::null::<u8>(), 0usize, 0u32);
         let name = fill_string("ICorProfilerInfo3::GetModuleInfo2", |cap, needed, buf| {
-            // SAFETY: `module` is valid; `buf` has `cap` WCHARs; other out pointers are locals.
+            // SAFETY: [id-scope, buffer-protocol, plain-call] `module` is valid; `buf` has `cap` WCHARs; other out pointers are locals.
             unsafe {
                 i3.GetModuleInfo2(
                     module.as_sys(),
@@ -132,7 +132,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(ModuleInfo2 {
             base_load_address: base as usize,
             name,
-            // SAFETY: the assembly of a loaded module lives as long as the module.
+            // SAFETY: [id-derived] the assembly of a loaded module lives as long as the module.
             assembly: unsafe { AssemblyId::from_sys(assembly) },
             flags: ModuleFlags::from_bits_retain(flags),
         })
@@ -147,7 +147,7 @@ impl<'s> ProfilerInfo<'s> {
     /// inside `ModuleLoadStarted`; this works there.
     pub fn module_file_name(&self, module: ModuleId<'_>) -> Result<String> {
         fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
-            // SAFETY: `module` is valid (typed ID); `buf` has `cap` WCHARs;
+            // SAFETY: [id-scope, buffer-protocol, plain-call] `module` is valid (typed ID); `buf` has `cap` WCHARs;
             // the load address and assembly are not asked for (null out
             // pointers, which the runtime skips).
             unsafe {
@@ -175,13 +175,13 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo3::GetAppDomainsContainingModule",
             &mut ids,
             |cap, needed, buf| {
-                // SAFETY: `module` is valid; `buf` has `cap` slots.
+                // SAFETY: [id-scope, buffer-protocol] `module` is valid; `buf` has `cap` slots.
                 unsafe { i3.GetAppDomainsContainingModule(module.as_sys(), cap, needed, buf) }
             },
         )?;
         Ok(ids
             .into_iter()
-            // SAFETY: an app domain containing a loaded module outlives it.
+            // SAFETY: [id-derived] an app domain containing a loaded module outlives it.
             .map(|a| unsafe { AppDomainId::from_sys(a) })
             .collect())
     }
@@ -195,18 +195,20 @@ impl RuntimeHandle {
     /// assembly) while the caller iterates. [`crate::attach::CatchUp`]
     /// delivers them as typed IDs where that cannot happen.
     pub fn enum_modules(&self) -> Result<ModuleEnum> {
-        let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
-        let mut e: Option<sys::ICorProfilerModuleEnum> = None;
-        check(
-            // SAFETY: `e` receives an owned reference.
-            unsafe { i3.EnumModules(&mut e) },
-            "ICorProfilerInfo3::EnumModules",
-        )?;
-        let e = e.ok_or(Error::runtime(
-            sys::HRESULT(KnownHresult::E_POINTER as i32),
-            "ICorProfilerInfo3::EnumModules",
-        ))?;
-        Ok(module_enum(e))
+        self.call_live("ICorProfilerInfo3::EnumModules", || {
+            let i3 = self.raw_info3("ICorProfilerInfo3::EnumModules")?;
+            let mut e: Option<sys::ICorProfilerModuleEnum> = None;
+            check(
+                // SAFETY: [info-alive, com-ownership] `e` receives an owned reference.
+                unsafe { i3.EnumModules(&mut e) },
+                "ICorProfilerInfo3::EnumModules",
+            )?;
+            let e = e.ok_or(Error::runtime(
+                sys::HRESULT(KnownHresult::E_POINTER as i32),
+                "ICorProfilerInfo3::EnumModules",
+            ))?;
+            Ok(module_enum(e))
+        })
     }
 }
 
@@ -286,7 +288,7 @@ mod tests {
     #[test]
     fn app_domain_info_reads_name_and_process() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; ad = app_domain_id(AD));
         assert_eq!(
@@ -307,7 +309,7 @@ mod tests {
         grow_on(&fake, "GetAppDomainInfo", 2, |st| {
             st.app_domains.get_mut(&AD).unwrap().name.push_str("-grown")
         });
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; ad = app_domain_id(AD));
         assert_eq!(
@@ -320,7 +322,7 @@ mod tests {
     #[test]
     fn assembly_info_and_growth() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; a = assembly_id(A));
         let ai = info.assembly_info(a).unwrap();
@@ -347,7 +349,7 @@ mod tests {
     #[test]
     fn module_file_name_asks_for_the_name_alone() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         assert_eq!(info.module_file_name(m).unwrap(), "/app/app.dll");
@@ -360,7 +362,7 @@ mod tests {
     #[test]
     fn module_info2_reads_flags_and_long_names() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M), m2 = module_id(M2));
         let mi = info.module_info2(m).unwrap();
@@ -385,7 +387,7 @@ mod tests {
     #[test]
     fn app_domains_containing_module_and_growth() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let ads = info.app_domains_containing_module(m).unwrap();
@@ -404,7 +406,7 @@ mod tests {
     #[test]
     fn enum_modules_lists_every_module_and_releases_the_enumerator() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let mut e = info.enum_modules().unwrap();
         assert_eq!(e.total().unwrap(), 2);

@@ -45,7 +45,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut incomplete: sys::BOOL = 0;
         let mut e: Option<sys::ICorProfilerMethodEnum> = None;
         check(
-            // SAFETY: both modules are valid (typed IDs); the token is only
+            // SAFETY: [id-scope, com-ownership, plain-call] both modules are valid (typed IDs); the token is only
             // looked up; out pointers are locals (`e` receives an owned
             // reference).
             unsafe {
@@ -93,7 +93,7 @@ mod tests {
                 },
             );
         }
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; jit = module_id(0x2000), r2r = module_id(0x3000));
         let found = info

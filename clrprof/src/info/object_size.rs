@@ -17,7 +17,7 @@ impl<'s> ProfilerInfo<'s> {
         let i4 = self.raw_info4(CALL)?;
         let mut size = 0usize;
         check(
-            // SAFETY: `object` is valid for this scope (typed ID: no GC can
+            // SAFETY: [object-no-gc, plain-call] `object` is valid for this scope (typed ID: no GC can
             // run); valid out pointer.
             unsafe { i4.GetObjectSize2(object.as_sys(), &mut size) },
             CALL,
@@ -42,7 +42,7 @@ mod tests {
                 array: None,
             },
         );
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         fake_ids!(fake; o = object_id(0x40), gone = object_id(0x80));
         assert_eq!(info.object_size2(o).unwrap(), 48);
@@ -51,7 +51,7 @@ mod tests {
             Some("E_INVALIDARG")
         );
         let old = FakeRuntime::new();
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { old.profiler_info_no_gc() };
         fake_ids!(old; o = object_id(0x40));
         assert!(matches!(

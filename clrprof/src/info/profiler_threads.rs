@@ -13,11 +13,13 @@ impl RuntimeHandle {
     /// sampling and ReJIT threads do ([`crate::stackwalk::spawn_sampling_thread`],
     /// [`crate::il::rejit::ReJitThread`]). Harmless on any other thread.
     pub fn initialize_current_thread(&self) -> Result<()> {
-        const CALL: &str = "ICorProfilerInfo4::InitializeCurrentThread";
-        let i4 = self.raw_info4(CALL)?;
-        // SAFETY: no arguments; the runtime initialises the calling thread's
-        // own data.
-        check(unsafe { i4.InitializeCurrentThread() }, CALL).map(|_| ())
+        self.call_live("ICorProfilerInfo4::InitializeCurrentThread", || {
+            const CALL: &str = "ICorProfilerInfo4::InitializeCurrentThread";
+            let i4 = self.raw_info4(CALL)?;
+            // SAFETY: [info-alive, plain-call] no arguments; the runtime initialises the calling thread's
+            // own data.
+            check(unsafe { i4.InitializeCurrentThread() }, CALL).map(|_| ())
+        })
     }
 }
 
@@ -28,12 +30,12 @@ mod tests {
     #[test]
     fn called_once_per_request() {
         let fake = FakeRuntime::with_info_version(4);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(false) };
         handle.initialize_current_thread().unwrap();
         assert_eq!(fake.call_count("InitializeCurrentThread"), 1);
         let old = FakeRuntime::new();
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let handle = unsafe { old.runtime_handle(false) };
         assert!(handle.initialize_current_thread().is_err());
     }

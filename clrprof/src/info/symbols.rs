@@ -45,7 +45,7 @@ impl<'s> ProfilerInfo<'s> {
         const CALL: &str = "ICorProfilerInfo7::ApplyMetaData";
         let i7 = self.raw_info7(CALL)?;
         check(
-            // SAFETY: `module` is valid (typed ID).
+            // SAFETY: [id-scope] `module` is valid (typed ID).
             unsafe { i7.ApplyMetaData(module.as_sys()) },
             CALL,
         )
@@ -60,7 +60,7 @@ impl<'s> ProfilerInfo<'s> {
         let i7 = self.raw_info7(CALL)?;
         let mut len = 0u32;
         check_symbols(
-            // SAFETY: `module` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `module` is valid (typed ID); valid out pointer.
             unsafe { i7.GetInMemorySymbolsLength(module.as_sys(), &mut len) },
             CALL,
         )?;
@@ -82,7 +82,7 @@ impl<'s> ProfilerInfo<'s> {
         let cap = u32::try_from(buf.len()).unwrap_or(u32::MAX);
         let mut read = 0u32;
         check_symbols(
-            // SAFETY: `module` is valid; `buf` has at least `cap` writable
+            // SAFETY: [id-scope, buffer-protocol] `module` is valid; `buf` has at least `cap` writable
             // bytes; the runtime copies at most `cap` of them.
             unsafe {
                 i7.ReadInMemorySymbols(module.as_sys(), offset, buf.as_mut_ptr(), cap, &mut read)
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn symbols_are_read_whole_and_in_pieces() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000), file = module_id(0x2100));
         let all = info.in_memory_symbols(m).unwrap();
@@ -167,7 +167,7 @@ mod tests {
     #[test]
     fn dynamic_modules_get_the_documented_error() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; emit = module_id(0x2200));
         let e = info.in_memory_symbols(emit).unwrap_err();
@@ -180,14 +180,14 @@ mod tests {
     #[test]
     fn apply_metadata_passes_the_module() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(0x2000), gone = module_id(0x9999));
         info.apply_metadata(m).unwrap();
         assert_eq!(fake.calls_of("ApplyMetaData")[0].args, vec![0x2000]);
         assert!(info.apply_metadata(gone).is_err());
         let old = FakeRuntime::with_info_version(6);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { old.profiler_info() };
         fake_ids!(old; m = module_id(0x2000));
         assert!(matches!(

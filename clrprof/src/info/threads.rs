@@ -12,7 +12,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn thread_info(&self, thread: ThreadId<'_>) -> Result<u32> {
         let mut os_id = 0u32;
         check(
-            // SAFETY: `thread` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) },
             "ICorProfilerInfo::GetThreadInfo",
         )?;
@@ -24,7 +24,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn handle_from_thread(&self, thread: ThreadId<'_>) -> Result<sys::HANDLE> {
         let mut handle: sys::HANDLE = core::ptr::null_mut();
         check(
-            // SAFETY: `thread` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
             unsafe {
                 self.raw_info1()
                     .GetHandleFromThread(thread.as_sys(), &mut handle)
@@ -47,11 +47,11 @@ impl<'s> ProfilerInfo<'s> {
         let mut ad = 0usize;
         let t = thread.map_or(0, |t| t.as_sys());
         check(
-            // SAFETY: `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `t` is a valid thread (typed ID) or 0 ("current thread"); valid out pointer.
             unsafe { i2.GetThreadAppDomain(t, &mut ad) },
             "ICorProfilerInfo2::GetThreadAppDomain",
         )?;
-        // SAFETY: a thread's app domain outlives the thread.
+        // SAFETY: [id-derived] a thread's app domain outlives the thread.
         Ok(unsafe { AppDomainId::from_sys(ad) })
     }
 
@@ -60,11 +60,11 @@ impl<'s> ProfilerInfo<'s> {
     pub fn thread_context<'a>(&self, thread: ThreadId<'a>) -> Result<ContextId<'a>> {
         let mut ctx = 0usize;
         check(
-            // SAFETY: `thread` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) },
             "ICorProfilerInfo::GetThreadContext",
         )?;
-        // SAFETY: the context (app domain) outlives the thread.
+        // SAFETY: [id-derived] the context (app domain) outlives the thread.
         Ok(unsafe { ContextId::from_sys(ctx) })
     }
 }
@@ -80,7 +80,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn inproc_inspection_interface(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
         check(
-            // SAFETY: `unk` receives an owned reference (or stays None).
+            // SAFETY: [com-ownership] `unk` receives an owned reference (or stays None).
             unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionInterface",
         )?;
@@ -94,7 +94,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn inproc_inspection_ithis_thread(&self) -> Result<windows_core::IUnknown> {
         let mut unk: Option<windows_core::IUnknown> = None;
         check(
-            // SAFETY: `unk` receives an owned reference (or stays None).
+            // SAFETY: [com-ownership] `unk` receives an owned reference (or stays None).
             unsafe { self.raw_info1().GetInprocInspectionIThisThread(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionIThisThread",
         )?;
@@ -109,7 +109,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn begin_inproc_debugging(&self, this_thread_only: bool) -> Result<u32> {
         let mut ctx = 0u32;
         check(
-            // SAFETY: plain value argument and a valid out pointer.
+            // SAFETY: [plain-call] plain value argument and a valid out pointer.
             unsafe {
                 self.raw_info1()
                     .BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx)
@@ -122,7 +122,7 @@ impl<'s> ProfilerInfo<'s> {
     /// `EndInprocDebugging`: obsolete, `E_NOTIMPL` on CoreCLR.
     pub fn end_inproc_debugging(&self, profiler_context: u32) -> Result<()> {
         check(
-            // SAFETY: plain value argument.
+            // SAFETY: [plain-call] plain value argument.
             unsafe { self.raw_info1().EndInprocDebugging(profiler_context) },
             "ICorProfilerInfo::EndInprocDebugging",
         )
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn thread_facts() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; t = thread_id(T), bogus = thread_id(0x1));
         assert_eq!(info.thread_info(t).unwrap(), 4242);
@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn current_thread_app_domain_needs_a_managed_thread() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let e = info.thread_app_domain(None).unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_NOT_MANAGED_THREAD"));
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn inproc_debugging_is_gone() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(
             info.inproc_inspection_interface().unwrap_err().name(),

@@ -193,14 +193,14 @@ unsafe extern "system" fn snapshot_frame(
     if client_data.is_null() {
         return S_FALSE;
     }
-    // SAFETY: `client_data` is the `&mut WalkState` that `do_stack_snapshot`
+    // SAFETY: [stack-snapshot, callback-args] `client_data` is the `&mut WalkState` that `do_stack_snapshot`
     // passed to DoStackSnapshot; the runtime hands it back unchanged, on the
     // walking thread, while that call is still running (corprof.idl).
     let state = unsafe { &mut *(client_data as *mut WalkState<'_>) };
     let context = if context.is_null() || context_size == 0 {
         None
     } else {
-        // SAFETY: the runtime passes a CONTEXT of `context_size` bytes, valid
+        // SAFETY: [stack-snapshot, callback-args] the runtime passes a CONTEXT of `context_size` bytes, valid
         // for the duration of this callback (corprof.idl, StackSnapshotCallback).
         Some(unsafe { core::slice::from_raw_parts(context as *const u8, context_size as usize) })
     };
@@ -208,7 +208,7 @@ unsafe extern "system" fn snapshot_frame(
         function: if function == 0 {
             None
         } else {
-            // SAFETY: a function with a frame on a live stack is loaded; its
+            // SAFETY: [stack-snapshot, id-scope] a function with a frame on a live stack is loaded; its
             // ID is valid at least for this callback, the lifetime the frame has.
             Some(unsafe { FunctionId::from_sys(function) })
         },
@@ -257,7 +257,7 @@ pub(crate) unsafe fn do_stack_snapshot(
         Some(c) => (c.as_ptr(), c.len() as u32),
         None => (core::ptr::null(), 0),
     };
-    // SAFETY: the callback matches StackSnapshotCallback; `state` outlives the
+    // SAFETY: [stack-snapshot, ffi-abi, caller-contract] the callback matches StackSnapshotCallback; `state` outlives the
     // call and is only used on this thread through the client data; the
     // caller guarantees the thread and the context.
     let hr = unsafe {
@@ -299,7 +299,7 @@ impl<'s> ProfilerInfo<'s> {
         options: WalkOptions,
         mut visit: impl FnMut(Frame<'_>) -> Walk,
     ) -> Result<WalkEnd> {
-        // SAFETY: thread 0 means the calling thread, valid while it runs; no context.
+        // SAFETY: [stack-snapshot] thread 0 means the calling thread, valid while it runs; no context.
         unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) }
     }
 
@@ -320,7 +320,7 @@ impl<'s> ProfilerInfo<'s> {
         options: WalkOptions,
         mut visit: impl FnMut(Frame<'_>) -> Walk,
     ) -> Result<WalkEnd> {
-        // SAFETY: `thread` is valid for this call (typed ID borrowing the caller's scope).
+        // SAFETY: [id-scope, stack-snapshot] `thread` is valid for this call (typed ID borrowing the caller's scope).
         let result = unsafe { do_stack_snapshot(self, thread.as_sys(), options, None, &mut visit) };
         match result {
             Err(Error::Runtime { hr, .. }) if !cfg!(windows) => {

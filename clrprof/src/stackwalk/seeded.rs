@@ -88,7 +88,7 @@ mod os {
 
     /// The calling thread's last Win32 error.
     pub fn last_error() -> u32 {
-        // SAFETY: no arguments; reads the calling thread's error slot.
+        // SAFETY: [os-api] no arguments; reads the calling thread's error slot.
         unsafe { GetLastError() }
     }
 }
@@ -111,7 +111,7 @@ pub fn walk_suspended_thread(
     let Some(_entry) = gate.enter(walker, thread.to_raw()) else {
         return Ok(None);
     };
-    // SAFETY: plain values; a null handle is checked below.
+    // SAFETY: [os-api] plain values; a null handle is checked below.
     let handle = unsafe {
         os::OpenThread(
             os::THREAD_SUSPEND_RESUME | os::THREAD_GET_CONTEXT | os::THREAD_QUERY_INFORMATION,
@@ -128,12 +128,12 @@ pub fn walk_suspended_thread(
     struct Handle(*mut core::ffi::c_void);
     impl Drop for Handle {
         fn drop(&mut self) {
-            // SAFETY: a handle from OpenThread, closed once.
+            // SAFETY: [os-api] a handle from OpenThread, closed once.
             unsafe { os::CloseHandle(self.0) };
         }
     }
     let handle = Handle(handle);
-    // SAFETY: a valid thread handle with THREAD_SUSPEND_RESUME.
+    // SAFETY: [os-api] a valid thread handle with THREAD_SUSPEND_RESUME.
     if unsafe { os::SuspendThread(handle.0) } == u32::MAX {
         return Err(Error::Os {
             call: "SuspendThread",
@@ -143,14 +143,14 @@ pub fn walk_suspended_thread(
     struct Resume(*mut core::ffi::c_void);
     impl Drop for Resume {
         fn drop(&mut self) {
-            // SAFETY: pairs the successful SuspendThread above.
+            // SAFETY: [os-api] pairs the successful SuspendThread above.
             unsafe { os::ResumeThread(self.0) };
         }
     }
     let _resume = Resume(handle.0);
     scratch.context[os::CONTEXT_FLAGS_OFFSET..os::CONTEXT_FLAGS_OFFSET + 4]
         .copy_from_slice(&os::CONTEXT_CONTROL_INTEGER.to_le_bytes());
-    // SAFETY: `scratch.context` is a 16-byte aligned CONTEXT-sized buffer
+    // SAFETY: [os-api, ffi-abi] `scratch.context` is a 16-byte aligned CONTEXT-sized buffer
     // with ContextFlags set; the thread is suspended.
     if unsafe { os::GetThreadContext(handle.0, scratch.context.as_mut_ptr()) } == 0 {
         return Err(Error::Os {
@@ -175,7 +175,7 @@ pub fn walk_suspended_thread(
         }
     }
     let seed = managed.then_some(&scratch.context[..]);
-    // SAFETY: the thread is valid (typed ID, and the gate holds off its
+    // SAFETY: [thread-alive, stack-snapshot] the thread is valid (typed ID, and the gate holds off its
     // ThreadDestroyed); the seed is the thread's own CONTEXT and points into
     // managed code (checked with GetFunctionFromIP), as the runtime requires.
     let result = unsafe {
@@ -190,7 +190,7 @@ pub fn walk_suspended_thread(
     match result {
         Err(e) if e.hresult().0 == KnownHresult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX as i32 => {
             // The IP left managed code between the check and the walk: walk unseeded.
-            // SAFETY: the gate entry taken above still keeps the thread's
+            // SAFETY: [thread-alive, stack-snapshot] the gate entry taken above still keeps the thread's
             // ThreadDestroyed from returning, so its ThreadID stays valid
             // for the walk; no context is passed.
             unsafe {

@@ -49,7 +49,7 @@ impl SamplingThread {
     fn initialize(info: RuntimeHandle, walker: usize) -> Result<Self> {
         match info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
             Ok(i4) => {
-                // SAFETY: no arguments; the runtime documents this call as the
+                // SAFETY: [suspension, plain-call] no arguments; the runtime documents this call as the
                 // first one a profiler thread makes, before it suspends anything.
                 let hr = unsafe { i4.InitializeCurrentThread() };
                 check(hr, "ICorProfilerInfo4::InitializeCurrentThread")?;
@@ -98,7 +98,7 @@ impl SamplingThread {
     pub fn suspend_runtime(&mut self) -> Result<RuntimeSuspension<'_>> {
         const CALL: &str = "ICorProfilerInfo10::SuspendRuntime";
         let i10 = self.info.raw_info10(CALL)?;
-        // SAFETY: no arguments; called from a profiler thread that has made
+        // SAFETY: [suspension, plain-call] no arguments; called from a profiler thread that has made
         // its first Info call and holds no lock (rules 1, 2, 4).
         check(unsafe { i10.SuspendRuntime() }, CALL)?;
         Ok(RuntimeSuspension {
@@ -140,7 +140,7 @@ impl RuntimeSuspension<'_> {
         const CALL: &str = "ICorProfilerInfo4::EnumThreads";
         let i4 = self.thread.info.raw_info4(CALL)?;
         let mut raw: Option<clrprof_sys::ICorProfilerThreadEnum> = None;
-        // SAFETY: valid out pointer; the runtime is suspended by this profiler,
+        // SAFETY: [suspension, plain-call] valid out pointer; the runtime is suspended by this profiler,
         // the case EnumThreads handles without taking the thread-store lock again.
         check(unsafe { i4.EnumThreads(&mut raw) }, CALL)?;
         let Some(e) = raw else {
@@ -162,7 +162,7 @@ impl RuntimeSuspension<'_> {
             }
             let mut fetched = 0u32;
             let want = spare.len().min(u32::MAX as usize) as u32;
-            // SAFETY: `spare` has room for `want` ThreadIDs.
+            // SAFETY: [buffer-protocol] `spare` has room for `want` ThreadIDs.
             let hr = unsafe { e.next(want, spare.as_mut_ptr(), &mut fetched) };
             check(
                 hr,
@@ -198,7 +198,7 @@ impl RuntimeSuspension<'_> {
         let Some(_entry) = gate.enter(self.thread.walker, thread) else {
             return Ok(None);
         };
-        // SAFETY: the ID was listed by EnumThreads during this suspension (the
+        // SAFETY: [thread-alive, suspension] the ID was listed by EnumThreads during this suspension (the
         // thread store cannot delete a Thread while it is held), and the gate
         // entry keeps its ThreadDestroyed from returning until the walk ends.
         unsafe { do_stack_snapshot(&self.thread.info, thread.0, options, None, &mut visit) }
@@ -253,7 +253,7 @@ impl Drop for RuntimeSuspension<'_> {
     fn drop(&mut self) {
         const CALL: &str = "ICorProfilerInfo10::ResumeRuntime";
         if let Ok(i10) = self.thread.info.raw_info10(CALL) {
-            // SAFETY: no arguments; pairs the SuspendRuntime that made this guard.
+            // SAFETY: [suspension, plain-call] no arguments; pairs the SuspendRuntime that made this guard.
             let hr = unsafe { i10.ResumeRuntime() };
             if hr.0 < 0 {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);

@@ -54,7 +54,7 @@ pub fn attach_profiler_framework(
     let client_len = u32::try_from(client_data.len())
         .map_err(|_| AttachError::InvalidArgument("client data larger than 4 GiB".into()))?;
     let mscoree = wide("mscoree.dll");
-    // SAFETY: NUL-terminated wide string; the returned module stays loaded
+    // SAFETY: [os-api, nul-terminated] NUL-terminated wide string; the returned module stays loaded
     // for the life of the process (never freed here).
     let module = unsafe { LoadLibraryW(mscoree.as_ptr()) };
     if module.is_null() {
@@ -62,44 +62,44 @@ pub fn attach_profiler_framework(
             "mscoree.dll is not installed: no .NET Framework on this machine".into(),
         ));
     }
-    // SAFETY: `module` is a loaded module; the name is NUL-terminated.
+    // SAFETY: [os-api, nul-terminated] `module` is a loaded module; the name is NUL-terminated.
     let create = unsafe { GetProcAddress(module, c"CLRCreateInstance".as_ptr().cast()) };
     if create.is_null() {
         return Err(AttachError::Protocol(
             "mscoree.dll has no CLRCreateInstance (a .NET Framework older than 4)".into(),
         ));
     }
-    // SAFETY: `CLRCreateInstance` has this signature (metahost.idl).
+    // SAFETY: [ffi-abi] `CLRCreateInstance` has this signature (metahost.idl).
     let create: sys::CLRCreateInstanceFnPtr = unsafe { core::mem::transmute(create) };
 
     let mut raw: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid CLSID/IID pointers and out pointer; on success `raw` holds
+    // SAFETY: [com-ownership, plain-call] valid CLSID/IID pointers and out pointer; on success `raw` holds
     // one reference to an ICLRMetaHost, which `from_raw` takes over.
     failed(unsafe { create(&sys::CLSID_CLRMetaHost, &sys::ICLRMetaHost::IID, &mut raw) })?;
-    // SAFETY: CLRCreateInstance succeeded, so `raw` holds one owned
+    // SAFETY: [com-ownership] CLRCreateInstance succeeded, so `raw` holds one owned
     // ICLRMetaHost reference, which `from_raw` takes over.
     let meta_host = unsafe { sys::ICLRMetaHost::from_raw(raw) };
 
     let version = wide(runtime_version);
     let mut raw: *mut c_void = core::ptr::null_mut();
-    // SAFETY: NUL-terminated version, valid IID and out pointer; ownership as above.
+    // SAFETY: [com-ownership, nul-terminated, plain-call] NUL-terminated version, valid IID and out pointer; ownership as above.
     failed(unsafe {
         meta_host.GetRuntime(version.as_ptr(), &sys::ICLRRuntimeInfo::IID, &mut raw)
     })?;
-    // SAFETY: `raw` holds one reference to an ICLRRuntimeInfo.
+    // SAFETY: [com-ownership] `raw` holds one reference to an ICLRRuntimeInfo.
     let runtime = unsafe { sys::ICLRRuntimeInfo::from_raw(raw) };
 
     let mut raw: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid CLSID/IID pointers and out pointer; ownership as above.
+    // SAFETY: [com-ownership, plain-call] valid CLSID/IID pointers and out pointer; ownership as above.
     failed(unsafe {
         runtime.GetInterface(&sys::CLSID_CLRProfiling, &sys::ICLRProfiling::IID, &mut raw)
     })?;
-    // SAFETY: `raw` holds one reference to an ICLRProfiling.
+    // SAFETY: [com-ownership] `raw` holds one reference to an ICLRProfiling.
     let profiling = unsafe { sys::ICLRProfiling::from_raw(raw) };
 
     let path = wide(profiler_path);
     let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
-    // SAFETY: the CLSID, the NUL-terminated path and `client_len` bytes of
+    // SAFETY: [nul-terminated, plain-call] the CLSID, the NUL-terminated path and `client_len` bytes of
     // client data are valid for the call; the runtime copies the client data
     // and does not write through the pointer.
     failed(unsafe {

@@ -288,7 +288,7 @@ mod server {
 
         pub fn accept(&self, wait: Duration) -> Result<Connection, AttachError> {
             let wide: Vec<u16> = self.full_name.encode_utf16().chain(Some(0)).collect();
-            // SAFETY: NUL-terminated name; null security attributes; the
+            // SAFETY: [os-api, nul-terminated] NUL-terminated name; null security attributes; the
             // returned handle is owned here (or INVALID_HANDLE_VALUE).
             let h = unsafe {
                 CreateNamedPipeW(
@@ -309,7 +309,7 @@ mod server {
                     std::io::Error::last_os_error()
                 )));
             }
-            // SAFETY: `h` is a valid pipe handle we own; the File closes it.
+            // SAFETY: [os-api] `h` is a valid pipe handle we own; the File closes it.
             let file = unsafe { std::fs::File::from_raw_handle(h) };
             // ConnectNamedPipe blocks until a client opens the instance; it
             // runs on a helper thread so the deadline holds. On timeout the
@@ -319,7 +319,7 @@ mod server {
             std::thread::Builder::new()
                 .name("clrprof-port-connect".into())
                 .spawn(move || {
-                    // SAFETY: the handle stays open until this thread reports
+                    // SAFETY: [os-api] the handle stays open until this thread reports
                     // back (the File owning it waits for the answer or for
                     // the self-connection below).
                     let ok = unsafe { ConnectNamedPipe(raw as *mut c_void, core::ptr::null_mut()) };

@@ -18,7 +18,7 @@ pub(super) fn process_exists(pid: u32) -> bool {
     if p <= 0 {
         return false;
     }
-    // SAFETY: kill(2) with signal 0 only checks for existence and permission;
+    // SAFETY: [os-api] kill(2) with signal 0 only checks for existence and permission;
     // it takes plain integers and touches no memory.
     let r = unsafe { libc::kill(p, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)

@@ -21,12 +21,12 @@ extern "system" {
 /// Whether process `pid` exists (`OpenProcess` succeeds, or fails only for
 /// lack of access).
 fn process_exists(pid: u32) -> bool {
-    // SAFETY: OpenProcess takes plain values and returns an owned handle or null.
+    // SAFETY: [os-api] OpenProcess takes plain values and returns an owned handle or null.
     let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
     if h.is_null() {
         return std::io::Error::last_os_error().raw_os_error() == Some(ERROR_ACCESS_DENIED);
     }
-    // SAFETY: `h` is a handle we own, closed once.
+    // SAFETY: [os-api] `h` is a handle we own, closed once.
     unsafe { CloseHandle(h) };
     true
 }

@@ -107,11 +107,11 @@ unsafe fn wide(p: *const u16) -> Option<String> {
         return None;
     }
     let mut n = 0;
-    // SAFETY: guaranteed by the caller: readable up to and with the NUL.
+    // SAFETY: [caller-contract] guaranteed by the caller: readable up to and with the NUL.
     while unsafe { *p.add(n) } != 0 {
         n += 1;
     }
-    // SAFETY: `n` units were just read.
+    // SAFETY: [local-memory] `n` units were just read.
     Some(String::from_utf16_lossy(unsafe {
         core::slice::from_raw_parts(p, n)
     }))
@@ -135,7 +135,7 @@ fn enable_calls(ep: &FakeEventPipe, configs: &[FakeEpConfig], enabled: u32) -> V
 
 fn run_enable_calls(calls: Vec<EnableCall>) {
     for (cb, enabled, level, keywords) in calls {
-        // SAFETY: a callback the SDK registered, called as the runtime does
+        // SAFETY: [test-fake, callback-args] a callback the SDK registered, called as the runtime does
         // (no source ID, no filter data, no context).
         unsafe {
             cb(
@@ -168,10 +168,10 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
             );
             let mut configs = Vec::new();
             for i in 0..cProviderConfigs as usize {
-                // SAFETY: the caller passes `cProviderConfigs` configurations
+                // SAFETY: [caller-contract] the caller passes `cProviderConfigs` configurations
                 // whose strings are NUL-terminated.
                 let c = unsafe { *pProviderConfigs.add(i) };
-                // SAFETY: as above.
+                // SAFETY: [caller-contract] as above.
                 let (name, filter) = unsafe { (wide(c.providerName), wide(c.filterData)) };
                 let Some(name) = name else {
                     return E_INVALIDARG;
@@ -193,7 +193,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         providerConfig: COR_PRF_EVENTPIPE_PROVIDER_CONFIG,
     ) -> HRESULT {
         let mut st = enter!(self, "EventPipeAddProviderToSession", session);
-        // SAFETY: the caller's strings are NUL-terminated.
+        // SAFETY: [caller-contract] the caller's strings are NUL-terminated.
         let (name, filter) = unsafe {
             (
                 wide(providerConfig.providerName),
@@ -234,7 +234,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         pProvider: *mut EVENTPIPE_PROVIDER,
     ) -> HRESULT {
         let mut st = enter!(self, "EventPipeCreateProvider");
-        // SAFETY: the caller's name is NUL-terminated.
+        // SAFETY: [caller-contract] the caller's name is NUL-terminated.
         let Some(name) = (unsafe { wide(providerName) }) else {
             return E_INVALIDARG;
         };
@@ -261,7 +261,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
             return super::SHORT;
         }
         if !providerName.is_null() {
-            // SAFETY: `providerName` has room for `cchName > w.len()` units.
+            // SAFETY: [caller-contract, local-memory] `providerName` has room for `cchName > w.len()` units.
             unsafe { core::ptr::copy_nonoverlapping(w.as_ptr(), providerName, w.len()) };
         }
         S_OK
@@ -286,10 +286,10 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         }
         let mut params = Vec::new();
         for i in 0..cParamDescs as usize {
-            // SAFETY: the caller passes `cParamDescs` descriptors with
+            // SAFETY: [caller-contract] the caller passes `cParamDescs` descriptors with
             // NUL-terminated names.
             let p = unsafe { *pParamDescs.add(i) };
-            // SAFETY: as above.
+            // SAFETY: [caller-contract] as above.
             params.push((
                 p.r#type,
                 p.elementType,
@@ -301,7 +301,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
             h,
             FakeEpEvent {
                 provider,
-                // SAFETY: the caller's name is NUL-terminated.
+                // SAFETY: [caller-contract] the caller's name is NUL-terminated.
                 name: unsafe { wide(eventName) }.unwrap_or_default(),
                 id: eventID,
                 keywords,
@@ -329,7 +329,7 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         }
         let mut bytes = Vec::new();
         for i in 0..cData as usize {
-            // SAFETY: the caller passes `cData` descriptors, each of `size`
+            // SAFETY: [caller-contract] the caller passes `cData` descriptors, each of `size`
             // readable bytes at `ptr`.
             unsafe {
                 let d = *data.add(i);
@@ -342,9 +342,9 @@ impl ICorProfilerInfo12_Impl for FakeInfo_Impl {
         st.eventpipe.written.push(FakeEpWrite {
             event,
             data: bytes,
-            // SAFETY: null or valid GUIDs.
+            // SAFETY: [caller-contract] null or valid GUIDs.
             activity: unsafe { pActivityId.as_ref() }.copied(),
-            // SAFETY: as above.
+            // SAFETY: [caller-contract] as above.
             related: unsafe { pRelatedActivityId.as_ref() }.copied(),
         });
         S_OK
@@ -421,7 +421,7 @@ impl ICorProfilerInfo14_Impl for FakeInfo_Impl {
                 rangeLengthReserved: r,
             })
             .collect();
-        // SAFETY: the caller's buffer has `cObjectRanges` slots.
+        // SAFETY: [caller-contract] the caller's buffer has `cObjectRanges` slots.
         unsafe {
             give(
                 &data,
@@ -439,7 +439,7 @@ impl ICorProfilerInfo14_Impl for FakeInfo_Impl {
         pProvider: *mut EVENTPIPE_PROVIDER,
     ) -> HRESULT {
         let mut st = enter!(self, "EventPipeCreateProvider2");
-        // SAFETY: the caller's name is NUL-terminated.
+        // SAFETY: [caller-contract] the caller's name is NUL-terminated.
         let Some(name) = (unsafe { wide(providerName) }) else {
             return E_INVALIDARG;
         };
@@ -464,7 +464,7 @@ impl ICorProfilerInfo15_Impl for FakeInfo_Impl {
             return E_INVALIDARG;
         };
         for o in objects {
-            // SAFETY: called as the runtime does.
+            // SAFETY: [test-fake, callback-args] called as the runtime does.
             if unsafe { cb(o, callbackState) } == 0 {
                 break;
             }

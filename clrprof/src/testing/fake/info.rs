@@ -359,7 +359,7 @@ impl FakeInfo {
         let map = if cILMapEntries == 0 || rgILMapEntries.is_null() {
             Vec::new()
         } else {
-            // SAFETY: the caller passes `cILMapEntries` entries (the method's contract).
+            // SAFETY: [caller-contract] the caller passes `cILMapEntries` entries (the method's contract).
             unsafe { core::slice::from_raw_parts(rgILMapEntries, cILMapEntries as usize) }.to_vec()
         };
         st.il_maps_set.push((functionId, fStartJit != 0, map));
@@ -643,7 +643,7 @@ impl FakeInfo {
         if (cDimensions as usize) < dims.len() {
             return super::SHORT;
         }
-        // SAFETY: the caller gives `cDimensions >= dims.len()` slots in both arrays.
+        // SAFETY: [caller-contract] the caller gives `cDimensions >= dims.len()` slots in both arrays.
         unsafe {
             core::ptr::copy_nonoverlapping(dims.as_ptr(), pDimensionSizes, dims.len());
             core::ptr::copy_nonoverlapping(
@@ -1011,7 +1011,7 @@ unsafe fn metadata_for(
         return S_OK;
     }
     let md: IMetaDataImport = FakeMetaDataImport { tables }.into();
-    // SAFETY: `riid` is the caller's GUID; `pp_out` is a valid out pointer
+    // SAFETY: [caller-contract, ffi-abi] `riid` is the caller's GUID; `pp_out` is a valid out pointer
     // with the layout of `*mut c_void` (Option of an interface is a nullable pointer).
     let hr = unsafe { md.query(riid, pp_out as *mut *mut c_void) };
     if hr.0 < 0 {
@@ -1028,7 +1028,7 @@ unsafe fn read_ids(count: u32, ids: *const ClassID) -> Vec<usize> {
     if count == 0 || ids.is_null() {
         return Vec::new();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     unsafe { core::slice::from_raw_parts(ids, count as usize) }.to_vec()
 }
 

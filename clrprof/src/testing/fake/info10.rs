@@ -26,7 +26,7 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
             return E_INVALIDARG;
         };
         for mut r in refs {
-            // SAFETY: called as the runtime does: the object, the address
+            // SAFETY: [test-fake, callback-args] called as the runtime does: the object, the address
             // of one reference (a local here), the client data.
             if unsafe { cb(objectId, &mut r, clientData) } == 0 {
                 break;
@@ -56,7 +56,7 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
     ) -> HRESULT {
         let mut args = vec![dwRejitFlags as usize, cFunctions as usize];
         for i in 0..cFunctions as usize {
-            // SAFETY: the caller passes `cFunctions` entries in each array.
+            // SAFETY: [caller-contract] the caller passes `cFunctions` entries in each array.
             unsafe {
                 args.push(*moduleIds.add(i));
                 args.push(*methodIds.add(i) as usize);

@@ -89,11 +89,11 @@ unsafe fn read_wide(p: *const WCHAR) -> Option<String> {
         return None;
     }
     let mut len = 0usize;
-    // SAFETY: the string is NUL-terminated (guaranteed by the caller).
+    // SAFETY: [caller-contract] the string is NUL-terminated (guaranteed by the caller).
     while unsafe { *p.add(len) } != 0 {
         len += 1;
     }
-    // SAFETY: `len` units were just read.
+    // SAFETY: [local-memory] `len` units were just read.
     String::from_utf16(unsafe { core::slice::from_raw_parts(p, len) }).ok()
 }
 
@@ -132,7 +132,7 @@ impl ICorProfilerInfo4_Impl for FakeInfo_Impl {
         let _st = enter!(self, "RequestRevert", cFunctions);
         if !status.is_null() {
             for i in 0..cFunctions as usize {
-                // SAFETY: the caller gives `cFunctions` status slots.
+                // SAFETY: [caller-contract] the caller gives `cFunctions` status slots.
                 unsafe { status.add(i).write(S_OK) };
             }
         }
@@ -351,7 +351,7 @@ impl ICorProfilerInfo7_Impl for FakeInfo_Impl {
             return E_INVALIDARG;
         }
         let n = (symbols.len() - offset).min(countSymbolBytes as usize);
-        // SAFETY: the caller gives `countSymbolBytes >= n` writable bytes.
+        // SAFETY: [caller-contract] the caller gives `countSymbolBytes >= n` writable bytes.
         unsafe { core::ptr::copy_nonoverlapping(symbols[offset..].as_ptr(), pSymbolBytes, n) };
         put(pCountSymbolBytesRead, n as u32);
         S_OK
@@ -500,7 +500,7 @@ impl ICorProfilerInfo11_Impl for FakeInfo_Impl {
         szValue: *mut WCHAR,
     ) -> HRESULT {
         let st = enter!(self, "GetEnvironmentVariable", cchValue);
-        // SAFETY: the caller passes a NUL-terminated name (or null).
+        // SAFETY: [caller-contract] the caller passes a NUL-terminated name (or null).
         let Some(name) = (unsafe { read_wide(szName) }) else {
             return E_INVALIDARG;
         };
@@ -515,7 +515,7 @@ impl ICorProfilerInfo11_Impl for FakeInfo_Impl {
             put(pcchValue, wide.len() as u32 + 1);
             return if szValue.is_null() { S_OK } else { SHORT };
         }
-        // SAFETY: `szValue` has `cchValue > wide.len()` writable units.
+        // SAFETY: [caller-contract, local-memory] `szValue` has `cchValue > wide.len()` writable units.
         unsafe {
             core::ptr::copy_nonoverlapping(wide.as_ptr(), szValue, wide.len());
             szValue.add(wide.len()).write(0);
@@ -529,7 +529,7 @@ impl ICorProfilerInfo11_Impl for FakeInfo_Impl {
         szValue: *const WCHAR,
     ) -> HRESULT {
         let mut st = enter!(self, "SetEnvironmentVariable", szValue.is_null());
-        // SAFETY: the caller passes NUL-terminated strings (or null).
+        // SAFETY: [caller-contract] the caller passes NUL-terminated strings (or null).
         let (name, value) = unsafe { (read_wide(szName), read_wide(szValue)) };
         let Some(name) = name else {
             return E_INVALIDARG;

@@ -564,7 +564,7 @@ impl FakeRuntime {
     fn handle_with(&self, attached: bool) -> &RuntimeHandle {
         self.state().attached = attached;
         self.handles[attached as usize].get_or_init(|| {
-            // SAFETY: the fake implements ICorProfilerInfo15 and its bases; it
+            // SAFETY: [test-fake, interface-version] the fake implements ICorProfilerInfo15 and its bases; it
             // never dereferences the IDs passed to it.
             match unsafe { RuntimeHandle::from_unknown(&self.unknown(), attached) } {
                 Ok(info) => info,
@@ -584,7 +584,7 @@ macro_rules! fake_id_ctors {
                 /// Pass it only to a `ProfilerInfo` of this fake: a real
                 /// runtime would dereference the made-up value.
                 pub unsafe fn $fn_name(&self, raw: usize) -> $ty<'_> {
-                    // SAFETY: the fake treats IDs as map keys; the caller
+                    // SAFETY: [test-fake, caller-contract] the fake treats IDs as map keys; the caller
                     // keeps the ID away from real runtimes.
                     unsafe { $ty::from_sys(raw) }
                 }
@@ -635,7 +635,7 @@ pub(crate) enum Buffer {
 /// `p` is null or valid for a write of `T` (the COM out-parameter contract).
 pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     if !p.is_null() {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         unsafe { p.write(v) };
     }
 }
@@ -655,21 +655,21 @@ pub(crate) unsafe fn give<T: Copy>(
     let fits = total.min(cap as usize);
     match mode {
         Buffer::ShortIsError if total > cap as usize => {
-            // SAFETY: as for this function.
+            // SAFETY: [caller-contract] as for this function.
             unsafe { put(needed, total as u32) };
             return SHORT;
         }
         Buffer::ReportWritten => {
-            // SAFETY: as for this function.
+            // SAFETY: [caller-contract] as for this function.
             unsafe { put(needed, if cap == 0 { total as u32 } else { fits as u32 }) };
         }
         _ => {
-            // SAFETY: as for this function.
+            // SAFETY: [caller-contract] as for this function.
             unsafe { put(needed, total as u32) };
         }
     }
     if cap > 0 && !buf.is_null() {
-        // SAFETY: `buf` has room for `cap >= fits` elements.
+        // SAFETY: [local-memory] `buf` has room for `cap >= fits` elements.
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), buf, fits) };
     }
     S_OK
@@ -690,13 +690,13 @@ pub(crate) unsafe fn give_str(
     let wide: Vec<u16> = s.encode_utf16().chain(Some(0)).collect();
     match mode {
         Buffer::Truncate | Buffer::MetadataTruncate => {
-            // SAFETY: as for this function.
+            // SAFETY: [caller-contract] as for this function.
             unsafe { put(needed, wide.len() as u32) };
             if cap == 0 || buf.is_null() {
                 return S_OK;
             }
             let n = wide.len().min(cap as usize);
-            // SAFETY: `buf` has room for `cap >= n` elements; the last one
+            // SAFETY: [local-memory] `buf` has room for `cap >= n` elements; the last one
             // written is set to NUL below.
             unsafe {
                 core::ptr::copy_nonoverlapping(wide.as_ptr(), buf, n);
@@ -708,7 +708,7 @@ pub(crate) unsafe fn give_str(
                 S_OK
             }
         }
-        // SAFETY: as for this function.
+        // SAFETY: [caller-contract] as for this function.
         _ => unsafe { give(&wide, cap, needed, buf, mode) },
     }
 }
@@ -722,7 +722,7 @@ mod tests;
 macro_rules! fake_ids {
     ($fake:expr; $($name:ident = $ctor:ident($raw:expr)),* $(,)?) => {
         $(
-            // SAFETY: these IDs are only passed to the fake's ProfilerInfo.
+            // SAFETY: [test-fake] these IDs are only passed to the fake's ProfilerInfo.
             let $name = unsafe { $fake.$ctor($raw) };
         )*
     };

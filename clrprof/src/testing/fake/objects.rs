@@ -62,7 +62,7 @@ impl ICorProfilerObjectEnum_Impl for FakeObjectEnum_Impl {
         }
         let pos = self.pos.load(Ordering::SeqCst);
         let n = (celt as usize).min(self.items.len() - pos);
-        // SAFETY: the caller gives room for `celt >= n` elements.
+        // SAFETY: [caller-contract] the caller gives room for `celt >= n` elements.
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
@@ -135,7 +135,7 @@ impl ICorProfilerFunctionEnum_Impl for FakeFunctionEnum_Impl {
         }
         let pos = self.pos.load(Ordering::SeqCst);
         let n = (celt as usize).min(self.items.len() - pos);
-        // SAFETY: the caller gives room for `celt >= n` elements.
+        // SAFETY: [caller-contract] the caller gives room for `celt >= n` elements.
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
@@ -200,7 +200,7 @@ impl ICorProfilerModuleEnum_Impl for FakeModuleEnum_Impl {
         }
         let pos = self.pos.load(Ordering::SeqCst);
         let n = (celt as usize).min(self.items.len() - pos);
-        // SAFETY: the caller gives room for `celt >= n` elements.
+        // SAFETY: [caller-contract] the caller gives room for `celt >= n` elements.
         unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
         self.pos.store(pos + n, Ordering::SeqCst);
         put(pceltFetched, n as u32);
@@ -278,7 +278,7 @@ pub(crate) mod info4 {
             }
             let pos = self.pos.load(Ordering::SeqCst);
             let n = (celt as usize).min(self.items.len() - pos);
-            // SAFETY: the caller gives room for `celt >= n` elements.
+            // SAFETY: [caller-contract] the caller gives room for `celt >= n` elements.
             unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
             self.pos.store(pos + n, Ordering::SeqCst);
             put(pceltFetched, n as u32);
@@ -351,7 +351,7 @@ pub(crate) mod info4 {
             }
             let pos = self.pos.load(Ordering::SeqCst);
             let n = (celt as usize).min(self.items.len() - pos);
-            // SAFETY: the caller gives room for `celt >= n` elements.
+            // SAFETY: [caller-contract] the caller gives room for `celt >= n` elements.
             unsafe { core::ptr::copy_nonoverlapping(self.items[pos..].as_ptr(), out, n) };
             self.pos.store(pos + n, Ordering::SeqCst);
             put(pceltFetched, n as u32);

@@ -75,7 +75,7 @@ fn named_world() -> FakeRuntime {
 #[test]
 fn fake_offers_info3_and_newer_methods_are_unsupported() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     assert_eq!(info.version(), 3);
     assert!(info.raw_info3("x").is_ok());
@@ -104,7 +104,7 @@ fn fake_offers_info3_and_newer_methods_are_unsupported() {
 #[test]
 fn event_mask_round_trips_through_info1() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     info.set_event_mask(EventMask::MONITOR_MODULE_LOADS.into())
         .unwrap();
@@ -121,10 +121,10 @@ fn event_mask_round_trips_through_info1() {
 #[test]
 fn unimplemented_methods_answer_e_notimpl() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     let i2 = info.raw_info2("test").unwrap();
-    // SAFETY: the fake ignores every argument of DoStackSnapshot.
+    // SAFETY: [test-fake] the fake ignores every argument of DoStackSnapshot.
     let hr = unsafe { i2.DoStackSnapshot(0, None, 0, core::ptr::null_mut(), core::ptr::null(), 0) };
     assert_eq!(hr, E_NOTIMPL);
     // A fake made with `new` answers QueryInterface up to Info3 only: newer
@@ -141,7 +141,7 @@ fn unimplemented_methods_answer_e_notimpl() {
 #[test]
 fn runtime_information_reads_a_growing_version_string() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     let ri = info.runtime_information().unwrap();
     assert_eq!(
@@ -185,7 +185,7 @@ fn module_info_reads_a_growing_path() {
             }
         }
     });
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; m = module_id(M));
     assert_eq!(info.module_info(m).unwrap().name, format!("{long}.bak"));
@@ -195,7 +195,7 @@ fn module_info_reads_a_growing_path() {
 #[test]
 fn class_and_function_info2_report_type_args() {
     let fake = named_world();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; list = class_id(C_LIST), f = function_id(F_GENERIC));
     let ci = info.class_info(list).unwrap();
@@ -215,7 +215,7 @@ fn class_and_function_info2_report_type_args() {
 #[test]
 fn names_keep_nesting_and_generic_arity() {
     let fake = named_world();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; f = function_id(F_INNER), g = function_id(F_GENERIC), inner = class_id(C_INNER), list = class_id(C_LIST));
     assert_eq!(info.function_name(f).unwrap(), "Ns.Outer+Inner::Method");
@@ -234,7 +234,7 @@ fn long_metadata_names_are_read_whole() {
         md.type_defs.get_mut(&0x0200_0002).unwrap().name = long.clone();
         st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
     }
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; f = function_id(F_INNER));
     assert_eq!(
@@ -249,7 +249,7 @@ fn a_name_cache_answers_only_runtimes_it_is_registered_with() {
     fake_ids!(fake; f = function_id(F_INNER));
     let cache = NameCache::new();
     {
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert!(matches!(
             cache.function_name(&info, f),
@@ -261,7 +261,7 @@ fn a_name_cache_answers_only_runtimes_it_is_registered_with() {
         .masks()
         .low
         .contains(crate::event_mask::EventMask::MONITOR_MODULE_LOADS));
-    // SAFETY: as above.
+    // SAFETY: [test-fake] as above.
     let info = unsafe { fake.profiler_info() };
     assert_eq!(
         &*cache.function_name(&info, f).unwrap(),
@@ -276,7 +276,7 @@ fn a_name_cache_answers_only_runtimes_it_is_registered_with() {
 #[test]
 fn name_cache_asks_the_runtime_once() {
     let fake = named_world();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     let cache = NameCache::for_fake_runtime();
     fake_ids!(fake; f = function_id(F_INNER));
@@ -299,7 +299,7 @@ fn name_cache_asks_the_runtime_once() {
 #[test]
 fn unknown_function_name_reports_the_failing_call() {
     let fake = named_world();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; nope = function_id(0x42));
     let e = info.function_name(nope).unwrap_err();
@@ -330,7 +330,7 @@ fn type_refs_and_member_refs_are_answered() {
         );
         st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
     }
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     fake_ids!(fake; m = module_id(M));
     let md = info.module_metadata(m, MetaDataOpen::Read).unwrap();
@@ -347,7 +347,7 @@ fn type_refs_and_member_refs_are_answered() {
 #[test]
 fn enumerators_are_released_when_dropped() {
     let fake = named_world();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     {
         let mut e = info.enum_modules().unwrap();
@@ -364,7 +364,7 @@ fn enumerators_are_released_when_dropped() {
 #[test]
 fn current_thread_and_detach_and_force_gc() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     assert_eq!(
         info.current_thread_id().unwrap_err().name(),
@@ -386,7 +386,7 @@ fn metadata_truncation_is_reported_as_truncation() {
     .into();
     let mut buf = [0u16; 4];
     let (mut needed, mut flags, mut extends) = (0u32, 0u32, 0u32);
-    // SAFETY: `buf` has 4 WCHARs; the other out pointers are locals.
+    // SAFETY: [test-fake, buffer-protocol] `buf` has 4 WCHARs; the other out pointers are locals.
     let hr = unsafe {
         md.GetTypeDefProps(
             0x0200_0001,
@@ -400,4 +400,58 @@ fn metadata_truncation_is_reported_as_truncation() {
     assert_eq!(hr, CLDB_S_TRUNCATION);
     assert_eq!(needed, 7);
     assert_eq!(buf, [b'A' as u16, b'b' as u16, b'c' as u16, 0]);
+}
+
+/// Second review, route 1: a `RuntimeHandle` outlives the callbacks; once the
+/// runtime retired the profiler (detach, failed Initialize, shutdown) the
+/// runtime deleted its info object, so every method refuses without calling.
+#[test]
+fn runtime_handle_methods_refuse_after_the_runtime_retired() {
+    let fake = FakeRuntime::with_info_version(15);
+    // SAFETY: [test-fake] the fake describes no memory the SDK reads.
+    let rt = unsafe { fake.runtime_handle(false) };
+    rt.retire();
+    let refused = |what: &str, e: Option<Error>| match e {
+        Some(Error::Refused { .. }) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    refused("create_provider", rt.event_pipe_create_provider("P").err());
+    refused(
+        "create_provider_with_callback",
+        rt.event_pipe_create_provider_with_callback("P", |_| {})
+            .err(),
+    );
+    refused(
+        "start_session",
+        rt.event_pipe_start_session(&[], false).err(),
+    );
+    refused("function_from_ip2", rt.function_from_ip2(0x1000).err());
+    refused("function_from_ip3", rt.function_from_ip3(0x1000).err());
+    refused("enum_jited_functions2", rt.enum_jited_functions2().err());
+    refused("enum_jited_functions", rt.enum_jited_functions().err());
+    refused("enum_modules", rt.enum_modules().err());
+    refused("environment_variable", rt.environment_variable("A").err());
+    refused(
+        "set_environment_variable",
+        rt.set_environment_variable("A", Some("b")).err(),
+    );
+    refused(
+        "initialize_current_thread",
+        rt.initialize_current_thread().err(),
+    );
+    for m in [
+        "EventPipeCreateProvider",
+        "EventPipeCreateProvider2",
+        "EventPipeStartSession",
+        "GetFunctionFromIP2",
+        "GetFunctionFromIP3",
+        "EnumJITedFunctions2",
+        "EnumJITedFunctions",
+        "EnumModules",
+        "GetEnvironmentVariable",
+        "SetEnvironmentVariable",
+        "InitializeCurrentThread",
+    ] {
+        assert_eq!(fake.call_count(m), 0, "{m} reached the runtime");
+    }
 }

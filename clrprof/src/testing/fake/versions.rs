@@ -62,7 +62,7 @@ pub(crate) fn limit(inner: IUnknown, max_version: u8) -> IUnknown {
         max_version,
     });
     let raw = Box::into_raw(proxy) as *mut c_void;
-    // SAFETY: `raw` points to a `Proxy`, whose first field is a pointer to an
+    // SAFETY: [test-fake, com-ownership, ffi-abi] `raw` points to a `Proxy`, whose first field is a pointer to an
     // `IUnknown` vtable, with one reference owned by the returned value (COM
     // object layout); the functions of the vtable implement that contract.
     unsafe { IUnknown::from_raw(raw) }
@@ -76,15 +76,15 @@ unsafe extern "system" fn query_interface(
     if iid.is_null() || out.is_null() {
         return HRESULT(0x8000_4003_u32 as i32); // E_POINTER
     }
-    // SAFETY: COM's QueryInterface contract: `this` is the proxy handed out by
+    // SAFETY: [com-ownership, caller-contract] COM's QueryInterface contract: `this` is the proxy handed out by
     // `limit` (alive: the caller holds a reference), `iid` and `out` valid.
     let (proxy, iid) = unsafe { (&*(this as *const Proxy), *iid) };
-    // SAFETY: `out` is a valid out pointer (checked non-null above).
+    // SAFETY: [caller-contract] `out` is a valid out pointer (checked non-null above).
     unsafe { *out = core::ptr::null_mut() };
     if iid == IUnknown::IID {
-        // SAFETY: as above; the proxy is its own IUnknown.
+        // SAFETY: [com-ownership, caller-contract] as above; the proxy is its own IUnknown.
         unsafe { add_ref(this) };
-        // SAFETY: as above.
+        // SAFETY: [com-ownership, caller-contract] as above.
         unsafe { *out = this };
         return HRESULT(0);
     }
@@ -95,26 +95,26 @@ unsafe extern "system" fn query_interface(
     if !allowed {
         return E_NOINTERFACE;
     }
-    // SAFETY: forwards the caller's arguments to the inner object's
+    // SAFETY: [com-ownership, caller-contract] forwards the caller's arguments to the inner object's
     // QueryInterface, whose interface pointers the caller then owns.
     unsafe { proxy.inner.query(&iid, out) }
 }
 
 unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
-    // SAFETY: `this` is a live proxy (COM AddRef contract).
+    // SAFETY: [com-ownership, caller-contract] `this` is a live proxy (COM AddRef contract).
     let proxy = unsafe { &*(this as *const Proxy) };
     proxy.refs.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 unsafe extern "system" fn release(this: *mut c_void) -> u32 {
-    // SAFETY: `this` is a live proxy (COM Release contract).
+    // SAFETY: [com-ownership, caller-contract] `this` is a live proxy (COM Release contract).
     let left = unsafe { &*(this as *const Proxy) }
         .refs
         .fetch_sub(1, Ordering::AcqRel)
         - 1;
     if left == 0 {
         if let Some(p) = NonNull::new(this as *mut Proxy) {
-            // SAFETY: the last reference is gone; the proxy was made by
+            // SAFETY: [com-ownership, local-memory] the last reference is gone; the proxy was made by
             // `Box::into_raw` in `limit` and is freed exactly once here.
             drop(unsafe { Box::from_raw(p.as_ptr()) });
         }
