@@ -9,7 +9,11 @@
 //!    ([`MetaDataCallSites`]);
 //! 4. [`MethodBody::write`], copy into memory from
 //!    [`ProfilerInfo::il_function_body_allocator`] and
-//!    [`ProfilerInfo::set_il_function_body`];
+//!    [`ProfilerInfo::set_il_function_body`] (`unsafe`: the JIT runs
+//!    whatever IL it is given, and [`verify`] checks structure and stack
+//!    depth, not types; the caller states why the body is type-safe.
+//!    Safe code will go through the method-wrapping layer of DESIGN.md
+//!    decision 15, which builds and verifies bodies of known shapes);
 //! 5. [`ProfilerInfo::set_il_instrumented_code_map`] with
 //!    [`WrittenBody::map`] so IL offsets in stack traces and debuggers keep
 //!    meaning the original IL.
