@@ -16,6 +16,7 @@
 // by class name), then churns boxes so that every allocation is inspected.
 using System;
 using System.Collections;
+using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
 
@@ -56,10 +57,12 @@ namespace Boxes
             Console.WriteLine("field " + cls + " " + field + " " + value);
         }
 
+        [MethodImpl(MethodImplOptions.NoInlining)]
         static string Quote(string s) { return "\"" + s + "\""; }
 
         // The ReJIT target of the lying-header probe (called before Quote
         // is first compiled, which is the probe's cue, and in the churn loop).
+        [MethodImpl(MethodImplOptions.NoInlining)]
         static long Twice(long x) { return 2 * x; }
 
         public static int Main()

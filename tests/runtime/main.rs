@@ -22,6 +22,7 @@ mod mux;
 mod notification;
 mod panics;
 mod pprof;
+mod readers;
 mod sampling;
 mod sxs;
 mod tracers;
@@ -58,7 +59,8 @@ fn main() {
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
         .chain(mux::python_scenarios())
-        .chain(conformance::scenarios());
+        .chain(conformance::scenarios())
+        .chain(readers::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
