@@ -49,9 +49,9 @@ use clrprof_sys as sys;
 /// Call sites resolved through a module's metadata: MethodDef and MemberRef
 /// signatures, MethodSpecs through their generic method, StandAloneSigs
 /// (`calli`) through `GetSigFromToken`.
-pub struct MetaDataCallSites<'a>(pub &'a MetaDataImport);
+pub struct MetaDataCallSites<'a, 'm>(pub &'a MetaDataImport<'m>);
 
-impl MetaDataCallSites<'_> {
+impl MetaDataCallSites<'_, '_> {
     fn signature(&self, token: MdToken, depth: u32) -> Result<Vec<u8>> {
         let md = self.0;
         match token.table() {
@@ -95,7 +95,7 @@ impl MetaDataCallSites<'_> {
     }
 }
 
-impl CallSites for MetaDataCallSites<'_> {
+impl CallSites for MetaDataCallSites<'_, '_> {
     fn call_site(&self, token: MdToken) -> Result<CallSite> {
         CallSite::from_signature(&self.signature(token, 0)?)
     }
