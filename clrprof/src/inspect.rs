@@ -42,12 +42,12 @@
 //! `ObjectID`s, from an ELT hook, or under a runtime suspension.
 
 use crate::error::{check, Error, KnownHresult, Result};
-use core::ffi::c_void;
 use crate::ids::*;
 use crate::info::classes::{CorElementType, StaticFieldKinds};
 use crate::info::{MetaDataOpen, ProfilerInfo};
 use crate::signature::TypeSig;
 use clrprof_sys as sys;
+use core::ffi::c_void;
 
 /// A value read from a field or an array element.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -409,6 +409,8 @@ impl<'s> ProfilerInfo<'s> {
     /// reference of the object (`EnumerateObjectReferences`, Info10); any
     /// other field that claims to hold a reference is an
     /// [`Error::InconsistentAnswer`], never an [`ObjectId`] made of its bits.
+    /// On a runtime without Info10 (before .NET Core 3.0) a non-null
+    /// reference field is therefore [`Error::Unsupported`].
     pub fn field_value<'a>(&self, object: ObjectId<'a>, name: &str) -> Result<Value<'a>> {
         if object.is_null() {
             return Err(Error::InvalidArgument("field_value: null object"));
@@ -428,11 +430,11 @@ impl<'s> ProfilerInfo<'s> {
                     continue;
                 }
                 let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
-                let offset = base
-                    .checked_add(field.offset as usize)
-                    .ok_or(Error::InconsistentAnswer {
-                        call: "ICorProfilerInfo2::GetClassLayout",
-                    })?;
+                let offset =
+                    base.checked_add(field.offset as usize)
+                        .ok_or(Error::InconsistentAnswer {
+                            call: "ICorProfilerInfo2::GetClassLayout",
+                        })?;
                 return self.read_field(object, size, offset, slot);
             }
             class = info.parent;

@@ -201,7 +201,9 @@ impl<'m> MetaDataImport<'m> {
             Vec::new()
         } else {
             // SAFETY: the metadata returns a pointer to `sig_len` bytes of its
-            // signature heap, valid while the metadata object lives (we hold it).
+            // signature heap, in the module's image: valid while the metadata
+            // object lives (we hold it) and the module is loaded ('m); copied
+            // at once.
             unsafe { core::slice::from_raw_parts(sig, sig_len as usize) }.to_vec()
         };
         Ok(MethodProps {

@@ -2,8 +2,8 @@
 //! `ICorProfilerFunctionControl` (ReJIT parameters) and
 //! `ICorProfilerAssemblyReferenceProvider` (extra assembly references).
 
-use crate::error::{check, Result};
 use crate::error::Error;
+use crate::error::{check, Result};
 use crate::info::{il_method_size, IlMapEntry};
 use clrprof_sys as sys;
 use core::ffi::c_void;
@@ -119,8 +119,8 @@ impl FunctionControl {
     /// offset map (the runtime copies it).
     pub fn set_il_instrumented_code_map(&self, map: &[IlMapEntry]) -> Result<()> {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
-        let len = u32::try_from(raw.len())
-            .map_err(|_| Error::InvalidArgument("IL map too long"))?;
+        let len =
+            u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
         // SAFETY: `raw` is `len` readable entries for the call.
         check(
             unsafe { self.raw.SetILInstrumentedCodeMap(len, raw.as_ptr()) },
@@ -155,8 +155,7 @@ impl AssemblyReferenceProvider {
     pub fn add_assembly_reference(&self, reference: &AssemblyReference<'_>) -> Result<()> {
         let name = crate::buffer::to_wide(reference.name);
         let mut culture = crate::buffer::to_wide(reference.culture);
-        let too_long =
-            |_| Error::InvalidArgument("assembly reference field too long");
+        let too_long = |_| Error::InvalidArgument("assembly reference field too long");
         let mut metadata = sys::ASSEMBLYMETADATA {
             usMajorVersion: reference.version[0],
             usMinorVersion: reference.version[1],
@@ -241,7 +240,9 @@ mod tests {
         let e = unsafe { control.set_il_function_body(&[(63 << 2) | 2]) }.unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         // A fat header whose code size runs past the buffer.
-        let fat = [0x13, 0x30, 0x08, 0x00, 0x40, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x2A];
+        let fat = [
+            0x13, 0x30, 0x08, 0x00, 0x40, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x2A,
+        ];
         // SAFETY: as above.
         assert!(unsafe { control.set_il_function_body(&fat) }.is_err());
         assert!(bodies.lock().unwrap().is_empty());

@@ -84,7 +84,8 @@ impl MetaDataCallSites<'_, '_> {
                     return Ok(Vec::new());
                 }
                 // SAFETY: the metadata returns `len` bytes of its blob heap,
-                // alive while we hold the import interface; copied at once.
+                // in the module's image: alive while we hold the import
+                // interface and the module is loaded ('m); copied at once.
                 Ok(unsafe { core::slice::from_raw_parts(blob, len as usize) }.to_vec())
             }
             _ => Err(Error::Malformed(format!(

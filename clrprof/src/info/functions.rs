@@ -823,8 +823,8 @@ mod tests {
             .unwrap();
         assert_eq!(body.module().0, 0x2800);
         // SAFETY: refused before the runtime sees it (and `nop; ret`).
-        let e = unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }
-            .unwrap_err();
+        let e =
+            unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert_eq!(
             e,
             Error::Mismatch {
@@ -846,8 +846,8 @@ mod tests {
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
         let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
         // SAFETY: refused before the runtime sees it.
-        let e = unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }
-            .unwrap_err();
+        let e =
+            unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         assert_eq!(fake.call_count("SetILFunctionBody"), 0);
     }

@@ -70,8 +70,7 @@ pub struct FakeMetaData {
 impl FakeMetaData {
     /// Adds a field `name` with signature blob `signature`.
     pub fn with_field(mut self, token: u32, name: &str, signature: &[u8]) -> Self {
-        self.fields
-            .insert(token, (name.into(), signature.to_vec()));
+        self.fields.insert(token, (name.into(), signature.to_vec()));
         self
     }
 
