@@ -445,6 +445,83 @@ impl<'s> ProfilerInfo<'s> {
         )))
     }
 
+    /// The value of the instance field `name` of element `index` (in
+    /// storage order, as [`array_elements`](Self::array_elements) counts)
+    /// of an array of structs. `GetClassLayout` counts a value type's
+    /// offsets from the start of the value, so the field is read at the
+    /// element's start (`GetArrayObjectInfo`'s data plus `index` times the
+    /// struct's size, `GetClassLayout`'s unboxed size) plus its offset; the
+    /// whole array must fit in the object (`GetObjectSize`). References are
+    /// checked against the GC's walk of the array, as in
+    /// [`field_value`](Self::field_value). Arrays of anything but structs
+    /// are an [`Error::InvalidArgument`] (use `array_elements`).
+    pub fn array_element_field<'a>(
+        &self,
+        array: ObjectId<'a>,
+        index: usize,
+        name: &str,
+    ) -> Result<Value<'a>> {
+        const CALL: &str = "ICorProfilerInfo2::GetArrayObjectInfo";
+        if array.is_null() {
+            return Err(Error::InvalidArgument("array_element_field: null object"));
+        }
+        let class = self.class_from_object(array)?;
+        let element = match self.is_array_class(class)? {
+            Some(a)
+                if a.element_type == CorElementType::ValueType && !a.element_class.is_null() =>
+            {
+                a.element_class
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "array_element_field: the object is not an array of structs",
+                ))
+            }
+        };
+        let info = self.array_object_info(array)?;
+        let count = info
+            .dimensions
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+            .ok_or(Error::InconsistentAnswer { call: CALL })?;
+        if index >= count {
+            return Err(Error::InvalidArgument(
+                "array_element_field: index past the array's end",
+            ));
+        }
+        let layout = self.class_layout(element)?;
+        let stride = layout.size as usize;
+        let size = self.object_size(array)? as usize;
+        let data_offset = (info.data as usize).wrapping_sub(array.as_sys());
+        if count
+            .checked_mul(stride)
+            .and_then(|b| b.checked_add(data_offset))
+            .is_none_or(|end| end > size)
+        {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        let metadata =
+            self.module_metadata(self.class_info(element)?.module, MetaDataOpen::Read)?;
+        for field in &layout.fields {
+            let (field_name, _, _, sig) = metadata.field_props(field.field)?;
+            if field_name != name {
+                continue;
+            }
+            let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
+            if (field.offset as usize).saturating_add(slot.size().unwrap_or(0)) > stride {
+                return Err(Error::InconsistentAnswer {
+                    call: "ICorProfilerInfo2::GetClassLayout",
+                });
+            }
+            // In bounds: index < count and the array's data fits (above).
+            let offset = data_offset + index * stride + field.offset as usize;
+            return self.read_field(array, size, offset, slot);
+        }
+        Err(Error::Usage(format!(
+            "array_element_field: the element type has no instance field named {name:?}"
+        )))
+    }
+
     /// Where `GetClassLayout`'s offsets of `class` start inside an instance
     /// of it: 0 for a reference type, the boxed value's offset
     /// (`GetBoxClassLayout`) for a value type. The runtime answers
@@ -929,6 +1006,58 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .is_null());
+        }
+
+        #[test]
+        fn array_element_field_reads_struct_elements_from_the_elements_start() {
+            const PAIRS: usize = 0x3600;
+            let fake = world_with_fields();
+            fake.state().classes.insert(
+                PAIRS,
+                FakeClass {
+                    array: Some((sys::ELEMENT_TYPE_VALUETYPE, PAIR, 1)),
+                    ..Default::default()
+                },
+            );
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
+            // Header (method table, length, padding), then two Pairs of 16 bytes.
+            let mut heap = vec![0u8; 16];
+            for n in [5i64, 6] {
+                heap.extend(n.to_le_bytes());
+                heap.extend(0u64.to_le_bytes());
+            }
+            let addr = heap.as_ptr() as usize;
+            fake.state().objects.insert(
+                addr,
+                FakeObject {
+                    class: PAIRS,
+                    size: heap.len() as u32,
+                    array: Some((vec![2], vec![0], addr + 16)),
+                },
+            );
+            fake_ids!(fake; o = object_id(addr));
+            assert_eq!(
+                info.array_element_field(o, 1, "Number").unwrap(),
+                Value::I64(6)
+            );
+            assert!(info
+                .array_element_field(o, 0, "Text")
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .is_null());
+            assert!(matches!(
+                info.array_element_field(o, 2, "Number"),
+                Err(Error::InvalidArgument(_))
+            ));
+            // More elements than the object holds: refused before any read.
+            fake.state().objects.get_mut(&addr).unwrap().array =
+                Some((vec![3], vec![0], addr + 16));
+            assert!(matches!(
+                info.array_element_field(o, 2, "Number"),
+                Err(Error::InconsistentAnswer { .. })
+            ));
         }
 
         #[test]

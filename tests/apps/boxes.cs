@@ -7,7 +7,9 @@
 //   first: auto layout for structs that hold references),
 // - a boxed Boxes.After { long at 0; string at 8 } (explicit layout: a
 //   reference after a long),
-// - a boxed int and a boxed enum, and a Boxes.Holder class for contrast.
+// - a boxed int and a boxed enum, and a Boxes.Holder class for contrast,
+// - arrays of structs (Boxes.Pair[], and Boxes.Odd[] whose element is
+//   padded), read element by element.
 // They are kept in Boxes.Marker.Kept; allocating a Boxes.Marker is the
 // profiler's cue to read them. Program.Twice is the target of a ReJIT whose
 // new body lies about its size (the lying-header probe), which must be
@@ -36,6 +38,12 @@ namespace Boxes
         [FieldOffset(8)] public string Text;
     }
 
+    public struct Odd
+    {
+        public long L;
+        public byte B;
+    }
+
     public enum Color { Red = 1, Green = 2, Blue = 3 }
 
     public class Holder
@@ -55,6 +63,14 @@ namespace Boxes
         static void Field(string cls, string field, string value)
         {
             Console.WriteLine("field " + cls + " " + field + " " + value);
+        }
+
+        static Odd MakeOdd(long l, byte b)
+        {
+            var o = new Odd();
+            o.L = l;
+            o.B = b;
+            return o;
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -85,6 +101,8 @@ namespace Boxes
                 42,
                 Color.Blue,
                 holder,
+                new Pair[] { new Pair(5, "five"), new Pair(6, "six") },
+                new Odd[] { MakeOdd(-1, 1), MakeOdd(-2, 2), MakeOdd(-3, 3) },
             };
             Marker.Kept = kept;
             GC.KeepAlive(new Marker());
@@ -101,6 +119,15 @@ namespace Boxes
             Field("Boxes.Holder", "Text", Quote("holder-text"));
             Field("Boxes.Holder", "Number", "-5");
             Field("Boxes.Holder", "Other", "Boxes.Pair");
+            Field("Boxes.Pair[0]", "Number", "5");
+            Field("Boxes.Pair[0]", "Text", Quote("five"));
+            Field("Boxes.Pair[1]", "Number", "6");
+            Field("Boxes.Pair[1]", "Text", Quote("six"));
+            for (int i = 0; i < 3; i++)
+            {
+                Field("Boxes.Odd[" + i + "]", "L", (-(i + 1)).ToString());
+                Field("Boxes.Odd[" + i + "]", "B", (i + 1).ToString());
+            }
 
             // Churn: every box below is an allocation the profiler inspects.
             for (int i = 0; i < 2000; i++)
