@@ -4,12 +4,25 @@
 //! The profiling API describes object layouts but leaves reading them to the
 //! profiler: `GetStringLayout2` says where a string's length and characters
 //! are, `GetArrayObjectInfo` where an array's elements start,
-//! `GetClassLayout` at which offset each instance field lives (counted from
-//! the object's start, the method-table pointer included), `GetBoxClassLayout`
-//! where a boxed value starts and the
+//! `GetClassLayout` at which offset each instance field lives (for a
+//! reference type counted from the object's start, the method-table pointer
+//! included; for a value type from the start of the unboxed value),
+//! `GetBoxClassLayout` where a boxed value starts and the
 //! `Get*StaticAddress` methods where a static field's storage is. The field's
 //! type comes from its metadata signature. These readers put the pieces
 //! together and check each step, so no read leaves the object.
+//!
+//! # Object references
+//!
+//! A value becomes an [`ObjectId`] only when the runtime says the slot
+//! holds a reference: an instance field whose metadata type is a reference
+//! type *and* whose slot the GC walks as a reference of the object
+//! (`EnumerateObjectReferences`); an array element whose element type, from
+//! the runtime's own type handle (`IsArrayClass`), is a reference type; a
+//! static whose metadata type is a reference type (the runtime lays out
+//! static storage from that same signature: reference statics live in its
+//! GC statics, the rest in plain memory). Anything else claiming to be a
+//! reference is an error, never an `ObjectId` made of its bits.
 //!
 //! # Validity
 //!
@@ -28,12 +41,13 @@
 //! [`ProfilerInfo::gc_blocked`]): read statics from a callback that receives
 //! `ObjectID`s, from an ELT hook, or under a runtime suspension.
 
-use crate::error::{Error, Result};
+use crate::error::{check, Error, KnownHresult, Result};
 use crate::ids::*;
 use crate::info::classes::{CorElementType, StaticFieldKinds};
 use crate::info::{MetaDataOpen, ProfilerInfo};
 use crate::signature::TypeSig;
 use clrprof_sys as sys;
+use core::ffi::c_void;
 
 /// A value read from a field or an array element.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -178,9 +192,9 @@ impl Slot {
             C::R8 => Slot::R8,
             C::I | C::Ptr | C::FnPtr => Slot::I,
             C::U => Slot::U,
-            C::String | C::Class | C::Object | C::SzArray | C::Array | C::GenericInst => {
-                Slot::Reference
-            }
+            // The runtime's own element type handle (`IsArrayClass`) names
+            // these reference kinds; anything else is not read as an object.
+            C::String | C::Class | C::Object | C::SzArray | C::Array => Slot::Reference,
             _ => Slot::Other,
         }
     }
@@ -233,6 +247,33 @@ impl Slot {
     }
 }
 
+/// What [`slot_visited`] looks for.
+struct SlotSearch {
+    address: usize,
+    found: bool,
+}
+
+/// The `ObjectReferenceCallback` of [`ProfilerInfo::is_reference_slot`]:
+/// stops the walk at the slot it looks for. Reads nothing.
+unsafe extern "system" fn slot_visited(
+    _root: sys::ObjectID,
+    reference: *mut sys::ObjectID,
+    client_data: *mut c_void,
+) -> sys::BOOL {
+    if client_data.is_null() {
+        return 0;
+    }
+    // SAFETY: `client_data` is the `&mut SlotSearch` that `is_reference_slot`
+    // passed to EnumerateObjectReferences; the runtime hands it back
+    // unchanged, on the calling thread, while that call runs (corprof.idl).
+    let search = unsafe { &mut *(client_data as *mut SlotSearch) };
+    if reference as usize == search.address {
+        search.found = true;
+        return 0;
+    }
+    1
+}
+
 impl<'s> ProfilerInfo<'s> {
     /// The text of a `System.String` object (`GetStringLayout2`). Checks the
     /// object's class first (`GetClassFromObject`): reading another object
@@ -272,9 +313,9 @@ impl<'s> ProfilerInfo<'s> {
 
     /// The elements of an array object, in storage order (row-major for
     /// multi-dimensional arrays), from `IsArrayClass` and
-    /// `GetArrayObjectInfo`. Elements of struct type come back as
-    /// [`Value::Unread`] only when their size is unknown: such arrays are
-    /// refused with [`Error::InvalidArgument`].
+    /// `GetArrayObjectInfo`. Arrays of structs (and of anything whose
+    /// element type is not a primitive or a reference type) are refused with
+    /// [`Error::InvalidArgument`]: their elements are not decoded.
     pub fn array_elements<'a>(&self, object: ObjectId<'a>) -> Result<Vec<Value<'a>>> {
         let class = self.class_from_object(object)?;
         let array = self.is_array_class(class)?.ok_or(Error::InvalidArgument(
@@ -355,12 +396,30 @@ impl<'s> ProfilerInfo<'s> {
     /// object's class and then its base classes (`GetClassIDInfo2`,
     /// `GetClassLayout`, the fields' metadata names and signatures).
     /// A missing field is an [`Error::Usage`] naming it.
+    ///
+    /// `GetClassLayout` counts a reference type's field offsets from the
+    /// object's start (the method-table pointer included) but a value type's
+    /// from the start of the unboxed value (proftoeeinterfaceimpl.cpp adds
+    /// `Object::GetOffsetOfFirstField()` only when the class is not a value
+    /// type), so for a boxed value type the offsets are taken from where
+    /// `GetBoxClassLayout` says the value starts.
+    ///
+    /// A field is read as an object reference only when both its metadata
+    /// type is a reference type and the GC walks that very slot as a
+    /// reference of the object (`EnumerateObjectReferences`, Info10); any
+    /// other field that claims to hold a reference is an
+    /// [`Error::InconsistentAnswer`], never an [`ObjectId`] made of its bits.
+    /// On a runtime without Info10 (before .NET Core 3.0) a non-null
+    /// reference field is therefore [`Error::Unsupported`].
     pub fn field_value<'a>(&self, object: ObjectId<'a>, name: &str) -> Result<Value<'a>> {
         if object.is_null() {
             return Err(Error::InvalidArgument("field_value: null object"));
         }
         let mut class = self.class_from_object(object)?;
         let size = self.object_size(object)? as usize;
+        // Only the object's own class can be a value type (value types are
+        // sealed; their bases System.ValueType / System.Enum have no fields).
+        let mut base = self.value_start(class)?;
         while !class.is_null() {
             let info = self.class_info(class)?;
             let layout = self.class_layout(class)?;
@@ -371,22 +430,171 @@ impl<'s> ProfilerInfo<'s> {
                     continue;
                 }
                 let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
-                let offset = field.offset as usize;
-                if offset.saturating_add(slot.size().unwrap_or(0)) > size {
-                    return Err(Error::InconsistentAnswer {
-                        call: "ICorProfilerInfo2::GetClassLayout",
-                    });
-                }
-                // SAFETY: the field lies inside the live object (offset from
-                // GetClassLayout, checked against GetObjectSize) and has the
-                // type of its signature; the object stays put for 'a.
-                return Ok(unsafe { slot.read(object.as_sys() + offset) });
+                let offset =
+                    base.checked_add(field.offset as usize)
+                        .ok_or(Error::InconsistentAnswer {
+                            call: "ICorProfilerInfo2::GetClassLayout",
+                        })?;
+                return self.read_field(object, size, offset, slot);
             }
             class = info.parent;
+            base = 0;
         }
         Err(Error::Usage(format!(
             "field_value: the object's class has no instance field named {name:?}"
         )))
+    }
+
+    /// The value of the instance field `name` of element `index` (in
+    /// storage order, as [`array_elements`](Self::array_elements) counts)
+    /// of an array of structs. `GetClassLayout` counts a value type's
+    /// offsets from the start of the value, so the field is read at the
+    /// element's start (`GetArrayObjectInfo`'s data plus `index` times the
+    /// struct's size, `GetClassLayout`'s unboxed size) plus its offset; the
+    /// whole array must fit in the object (`GetObjectSize`). References are
+    /// checked against the GC's walk of the array, as in
+    /// [`field_value`](Self::field_value). Arrays of anything but structs
+    /// are an [`Error::InvalidArgument`] (use `array_elements`).
+    pub fn array_element_field<'a>(
+        &self,
+        array: ObjectId<'a>,
+        index: usize,
+        name: &str,
+    ) -> Result<Value<'a>> {
+        const CALL: &str = "ICorProfilerInfo2::GetArrayObjectInfo";
+        if array.is_null() {
+            return Err(Error::InvalidArgument("array_element_field: null object"));
+        }
+        let class = self.class_from_object(array)?;
+        let element = match self.is_array_class(class)? {
+            Some(a)
+                if a.element_type == CorElementType::ValueType && !a.element_class.is_null() =>
+            {
+                a.element_class
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "array_element_field: the object is not an array of structs",
+                ))
+            }
+        };
+        let info = self.array_object_info(array)?;
+        let count = info
+            .dimensions
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+            .ok_or(Error::InconsistentAnswer { call: CALL })?;
+        if index >= count {
+            return Err(Error::InvalidArgument(
+                "array_element_field: index past the array's end",
+            ));
+        }
+        let layout = self.class_layout(element)?;
+        let stride = layout.size as usize;
+        let size = self.object_size(array)? as usize;
+        let data_offset = (info.data as usize).wrapping_sub(array.as_sys());
+        if count
+            .checked_mul(stride)
+            .and_then(|b| b.checked_add(data_offset))
+            .is_none_or(|end| end > size)
+        {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        let metadata =
+            self.module_metadata(self.class_info(element)?.module, MetaDataOpen::Read)?;
+        for field in &layout.fields {
+            let (field_name, _, _, sig) = metadata.field_props(field.field)?;
+            if field_name != name {
+                continue;
+            }
+            let slot = Slot::of_sig(&TypeSig::parse_field(&sig)?);
+            if (field.offset as usize).saturating_add(slot.size().unwrap_or(0)) > stride {
+                return Err(Error::InconsistentAnswer {
+                    call: "ICorProfilerInfo2::GetClassLayout",
+                });
+            }
+            // In bounds: index < count and the array's data fits (above).
+            let offset = data_offset + index * stride + field.offset as usize;
+            return self.read_field(array, size, offset, slot);
+        }
+        Err(Error::Usage(format!(
+            "array_element_field: the element type has no instance field named {name:?}"
+        )))
+    }
+
+    /// Where `GetClassLayout`'s offsets of `class` start inside an instance
+    /// of it: 0 for a reference type, the boxed value's offset
+    /// (`GetBoxClassLayout`) for a value type. The runtime answers
+    /// `GetBoxClassLayout` with `E_INVALIDARG` exactly when the class is not
+    /// a value type (`!TypeHandle::IsValueType()`).
+    fn value_start(&self, class: ClassId<'_>) -> Result<usize> {
+        match self.box_class_layout(class) {
+            Ok(offset) => Ok(offset as usize),
+            Err(Error::Runtime { hr, .. }) if hr.0 == KnownHresult::E_INVALIDARG as i32 => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the `slot` at `offset` bytes into `object` (of `size` bytes).
+    fn read_field<'a>(
+        &self,
+        object: ObjectId<'a>,
+        size: usize,
+        offset: usize,
+        slot: Slot,
+    ) -> Result<Value<'a>> {
+        if offset.saturating_add(slot.size().unwrap_or(0)) > size {
+            return Err(Error::InconsistentAnswer {
+                call: "ICorProfilerInfo2::GetClassLayout",
+            });
+        }
+        let address = object.as_sys() + offset;
+        if slot == Slot::Reference {
+            // SAFETY: the slot lies inside the live object (checked against
+            // GetObjectSize above) and the object stays put for 'a; a
+            // pointer-sized read of plain bits, not yet taken as an ObjectID.
+            let bits = unsafe { (address as *const usize).read_unaligned() };
+            if bits == 0 {
+                // SAFETY: null is the runtime's "no object" value; every
+                // reader refuses a null ObjectId before calling the runtime.
+                return Ok(Value::Object(unsafe { ObjectId::from_sys(0) }));
+            }
+            if !self.is_reference_slot(object, address)? {
+                return Err(Error::InconsistentAnswer {
+                    call: "ICorProfilerInfo10::EnumerateObjectReferences",
+                });
+            }
+        }
+        // SAFETY: the field lies inside the live object (checked against
+        // GetObjectSize above) and has the type of its signature; a reference
+        // slot is one the GC itself walks as a reference of this object
+        // (checked above), so its bits are the ObjectID of a live object,
+        // which stays in place as long as the object holding it ('a).
+        Ok(unsafe { slot.read(address) })
+    }
+
+    /// `true` if the GC walks `address` as one of `object`'s non-null
+    /// reference slots (`EnumerateObjectReferences`, Info10: the runtime's
+    /// `ObjectReferenceCallback` receives the address of each slot).
+    fn is_reference_slot(&self, object: ObjectId<'_>, address: usize) -> Result<bool> {
+        const CALL: &str = "ICorProfilerInfo10::EnumerateObjectReferences";
+        let i10 = self.raw_info10(CALL)?;
+        let mut state = SlotSearch {
+            address,
+            found: false,
+        };
+        // SAFETY: `object` is a live object for this call (typed ID, not
+        // null); the callback matches ObjectReferenceCallback and `state`
+        // outlives the call, used only on this thread through the client data.
+        let hr = unsafe {
+            i10.EnumerateObjectReferences(
+                object.as_sys(),
+                Some(slot_visited),
+                &mut state as *mut SlotSearch as *mut c_void,
+            )
+        };
+        check(hr, CALL)?;
+        Ok(state.found)
     }
 
     /// The value of the static field `name` of `class` (not its base
@@ -509,7 +717,10 @@ mod tests {
 
         /// A runtime whose objects live in `heap` (object IDs are addresses).
         fn world() -> FakeRuntime {
-            let fake = FakeRuntime::new();
+            world_of(FakeRuntime::new())
+        }
+
+        fn world_of(fake: FakeRuntime) -> FakeRuntime {
             {
                 let mut st = fake.state();
                 let md = FakeMetaData::default()
@@ -667,6 +878,186 @@ mod tests {
                 Err(Error::GcMayRun { .. })
             ));
             assert!(fake.state().calls.len() > before);
+        }
+
+        const PAIR: usize = 0x3400;
+        const HOLDER: usize = 0x3500;
+        /// Field signatures: `long`, `string`.
+        const SIG_LONG: [u8; 2] = [0x06, sys::ELEMENT_TYPE_I8 as u8];
+        const SIG_STRING: [u8; 2] = [0x06, sys::ELEMENT_TYPE_STRING as u8];
+
+        /// `world()` plus a value type `Ns.Pair { long Number; string Text; }`
+        /// (offsets counted from the unboxed value, as GetClassLayout does
+        /// for value types) and a class `Ns.Holder { string Text; long
+        /// Number; }` (offsets counted from the object's start).
+        fn world_with_fields() -> FakeRuntime {
+            // Info10: EnumerateObjectReferences.
+            let fake = world_of(FakeRuntime::with_info_version(10));
+            {
+                let mut st = fake.state();
+                let md = FakeMetaData::default()
+                    .with_type(0x0200_0001, "System.String")
+                    .with_type(0x0200_0004, "Ns.Pair")
+                    .with_type(0x0200_0005, "Ns.Holder")
+                    .with_field(0x0400_0001, "Number", &SIG_LONG)
+                    .with_field(0x0400_0002, "Text", &SIG_STRING);
+                st.modules.get_mut(&M).unwrap().metadata = Arc::new(md);
+                st.classes.insert(
+                    PAIR,
+                    FakeClass {
+                        module: M,
+                        type_def: 0x0200_0004,
+                        fields: vec![(0x0400_0001, 0), (0x0400_0002, 8)],
+                        size: 16,
+                        box_offset: Some(8),
+                        ..Default::default()
+                    },
+                );
+                st.classes.insert(
+                    HOLDER,
+                    FakeClass {
+                        module: M,
+                        type_def: 0x0200_0005,
+                        fields: vec![(0x0400_0002, 8), (0x0400_0001, 16)],
+                        size: 24,
+                        ..Default::default()
+                    },
+                );
+            }
+            fake
+        }
+
+        #[test]
+        fn field_value_counts_a_boxed_value_types_offsets_from_the_value() {
+            let fake = world_with_fields();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
+            let text = string_object("hi", None);
+            let text_addr = text.as_ptr() as usize;
+            object(&fake, text_addr, STRING, text.len() as u32);
+            // A boxed Pair: method table, then the value (Number, Text).
+            let mut boxed = 0x5151_5151_5151_5151u64.to_le_bytes().to_vec();
+            boxed.extend(42i64.to_le_bytes());
+            boxed.extend((text_addr as u64).to_le_bytes());
+            let addr = boxed.as_ptr() as usize;
+            object(&fake, addr, PAIR, boxed.len() as u32);
+            fake.state()
+                .heap
+                .reference_slots
+                .insert(addr, vec![addr + 16]);
+            fake_ids!(fake; o = object_id(addr));
+            // Read 8 bytes early, Number would be the method table and Text
+            // the long 42 as an ObjectID.
+            assert_eq!(info.field_value(o, "Number").unwrap(), Value::I64(42));
+            let t = info.field_value(o, "Text").unwrap().as_object().unwrap();
+            assert_eq!(t.as_sys(), text_addr);
+            assert_eq!(info.string_text(t).unwrap(), "hi");
+        }
+
+        #[test]
+        fn field_value_reads_a_class_from_the_objects_start() {
+            let fake = world_with_fields();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
+            let text = string_object("yo", None);
+            let text_addr = text.as_ptr() as usize;
+            object(&fake, text_addr, STRING, text.len() as u32);
+            let mut holder = 0x5151_5151_5151_5151u64.to_le_bytes().to_vec();
+            holder.extend((text_addr as u64).to_le_bytes());
+            holder.extend(7i64.to_le_bytes());
+            let addr = holder.as_ptr() as usize;
+            object(&fake, addr, HOLDER, holder.len() as u32);
+            fake.state()
+                .heap
+                .reference_slots
+                .insert(addr, vec![addr + 8]);
+            fake_ids!(fake; o = object_id(addr));
+            assert_eq!(info.field_value(o, "Number").unwrap(), Value::I64(7));
+            let t = info.field_value(o, "Text").unwrap().as_object().unwrap();
+            assert_eq!(info.string_text(t).unwrap(), "yo");
+        }
+
+        #[test]
+        fn a_reference_the_gc_does_not_walk_is_refused() {
+            let fake = world_with_fields();
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
+            let mut holder = 0x5151_5151_5151_5151u64.to_le_bytes().to_vec();
+            holder.extend(0xdead_beefu64.to_le_bytes());
+            holder.extend(7i64.to_le_bytes());
+            let addr = holder.as_ptr() as usize;
+            object(&fake, addr, HOLDER, holder.len() as u32);
+            // The GC walks another slot (the metadata says "string", the
+            // object's reference map disagrees): no ObjectID is made.
+            fake.state()
+                .heap
+                .reference_slots
+                .insert(addr, vec![addr + 16]);
+            fake_ids!(fake; o = object_id(addr));
+            assert!(matches!(
+                info.field_value(o, "Text"),
+                Err(Error::InconsistentAnswer { .. })
+            ));
+            // A null reference needs no walk: it is no object.
+            holder[8..16].copy_from_slice(&0u64.to_le_bytes());
+            assert!(info
+                .field_value(o, "Text")
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .is_null());
+        }
+
+        #[test]
+        fn array_element_field_reads_struct_elements_from_the_elements_start() {
+            const PAIRS: usize = 0x3600;
+            let fake = world_with_fields();
+            fake.state().classes.insert(
+                PAIRS,
+                FakeClass {
+                    array: Some((sys::ELEMENT_TYPE_VALUETYPE, PAIR, 1)),
+                    ..Default::default()
+                },
+            );
+            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info() };
+            // Header (method table, length, padding), then two Pairs of 16 bytes.
+            let mut heap = vec![0u8; 16];
+            for n in [5i64, 6] {
+                heap.extend(n.to_le_bytes());
+                heap.extend(0u64.to_le_bytes());
+            }
+            let addr = heap.as_ptr() as usize;
+            fake.state().objects.insert(
+                addr,
+                FakeObject {
+                    class: PAIRS,
+                    size: heap.len() as u32,
+                    array: Some((vec![2], vec![0], addr + 16)),
+                },
+            );
+            fake_ids!(fake; o = object_id(addr));
+            assert_eq!(
+                info.array_element_field(o, 1, "Number").unwrap(),
+                Value::I64(6)
+            );
+            assert!(info
+                .array_element_field(o, 0, "Text")
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .is_null());
+            assert!(matches!(
+                info.array_element_field(o, 2, "Number"),
+                Err(Error::InvalidArgument(_))
+            ));
+            // More elements than the object holds: refused before any read.
+            fake.state().objects.get_mut(&addr).unwrap().array =
+                Some((vec![3], vec![0], addr + 16));
+            assert!(matches!(
+                info.array_element_field(o, 2, "Number"),
+                Err(Error::InconsistentAnswer { .. })
+            ));
         }
 
         #[test]

@@ -10,15 +10,27 @@ use crate::error::{check, check_success, Error, KnownHresult, Result};
 use crate::ids::*;
 use crate::signature::{MethodSig, SigFormatter, TokenNames, TypeSig};
 use clrprof_sys as sys;
+use core::marker::PhantomData;
 use windows_core::{IUnknown, Interface};
 
 /// A module's metadata, read side (`IMetaDataImport`, plus `IMetaDataImport2`
 /// and `IMetaDataAssemblyImport` when the runtime offers them).
+///
+/// It borrows the module it reads (`'m`, the lifetime of the
+/// [`ModuleId`] it was opened from): the runtime's metadata object reads the
+/// module's image, which a collectible module takes with it when it is
+/// unloaded, and the signature blobs and names it hands out point into it.
+/// So a `MetaDataImport` cannot be kept past the module's scope (in the
+/// profiler's struct, a static, another callback); a profiler that needs a
+/// module's metadata again opens it again
+/// ([`ProfilerInfo::module_metadata`](crate::ProfilerInfo::module_metadata))
+/// from a scope that holds the module.
 #[derive(Clone)]
-pub struct MetaDataImport {
+pub struct MetaDataImport<'m> {
     import: sys::IMetaDataImport,
     import2: Option<sys::IMetaDataImport2>,
     assembly: Option<sys::IMetaDataAssemblyImport>,
+    _module: PhantomData<ModuleId<'m>>,
 }
 
 /// An assembly's identity (`GetAssemblyProps`).
@@ -45,12 +57,14 @@ pub struct MemberRefProps {
 
 // SAFETY: the runtime's metadata import objects are free-threaded for reading
 // (the profiling API hands them out to be used from any callback thread);
-// COM reference counting is thread-safe.
-unsafe impl Send for MetaDataImport {}
+// COM reference counting is thread-safe. Moving one to another thread does
+// not extend its use past 'm: the lifetime goes with it, so only a thread
+// scoped inside the module's scope can hold it.
+unsafe impl Send for MetaDataImport<'_> {}
 // SAFETY: &MetaDataImport only calls the import methods, which the runtime's
 // metadata implementation (RegMeta) serializes internally, so calls from
-// several threads at once are allowed.
-unsafe impl Sync for MetaDataImport {}
+// several threads at once are allowed (within 'm, as for Send).
+unsafe impl Sync for MetaDataImport<'_> {}
 
 /// `GetTypeDefProps`: a type definition's name, flags and base type.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,9 +95,14 @@ pub struct MethodProps {
     pub impl_flags: u32,
 }
 
-impl MetaDataImport {
+impl<'m> MetaDataImport<'m> {
     /// Wraps a metadata object returned by the runtime.
-    pub fn from_unknown(unknown: &IUnknown) -> Result<Self> {
+    ///
+    /// # Safety
+    /// `unknown` is a metadata object (`GetModuleMetaData`,
+    /// `GetTokenAndMetaDataFromFunction`, or a dispenser's `OpenScope`)
+    /// whose module, or image, stays loaded for `'m`.
+    pub unsafe fn from_unknown(unknown: &IUnknown) -> Result<Self> {
         let import: sys::IMetaDataImport = unknown
             .cast()
             .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataImport)"))?;
@@ -93,6 +112,7 @@ impl MetaDataImport {
             import,
             import2,
             assembly,
+            _module: PhantomData,
         })
     }
 
@@ -181,7 +201,9 @@ impl MetaDataImport {
             Vec::new()
         } else {
             // SAFETY: the metadata returns a pointer to `sig_len` bytes of its
-            // signature heap, valid while the metadata object lives (we hold it).
+            // signature heap, in the module's image: valid while the metadata
+            // object lives (we hold it) and the module is loaded ('m); copied
+            // at once.
             unsafe { core::slice::from_raw_parts(sig, sig_len as usize) }.to_vec()
         };
         Ok(MethodProps {
@@ -398,7 +420,7 @@ impl MetaDataImport {
     }
 }
 
-impl TokenNames for MetaDataImport {
+impl TokenNames for MetaDataImport<'_> {
     fn type_name(&self, token: MdToken) -> Result<String> {
         self.type_name_of(token)
     }

@@ -18,25 +18,29 @@ use clrprof_sys as sys;
 use windows_core::{IUnknown, Interface};
 
 /// A module's metadata, write side (`IMetaDataEmit`), with its read side.
+///
+/// Like [`MetaDataImport`] it borrows the module it writes (`'m`): it
+/// cannot be kept past the module's scope; open it again from a scope that
+/// holds the module.
 #[derive(Clone)]
-pub struct MetaDataEmit {
+pub struct MetaDataEmit<'m> {
     emit: sys::IMetaDataEmit,
-    import: MetaDataImport,
+    import: MetaDataImport<'m>,
 }
 
 // SAFETY: the runtime's metadata objects serialize writers internally (the
 // RegMeta implementation takes its own lock around every emit and import
 // call), and COM reference counting is thread-safe.
-unsafe impl Send for MetaDataEmit {}
+unsafe impl Send for MetaDataEmit<'_> {}
 // SAFETY: &MetaDataEmit only calls emit and import methods, which RegMeta
 // serializes with its own lock, so concurrent calls are allowed.
-unsafe impl Sync for MetaDataEmit {}
+unsafe impl Sync for MetaDataEmit<'_> {}
 
 impl<'s> ProfilerInfo<'s> {
     /// `GetModuleMetaData(ofRead | ofWrite, IID_IMetaDataEmit)`: the module's
     /// metadata for defining new tokens. Fails for modules whose metadata is
     /// read-only (e.g. some dynamic modules).
-    pub fn module_metadata_emit(&self, module: ModuleId<'_>) -> Result<MetaDataEmit> {
+    pub fn module_metadata_emit<'a>(&self, module: ModuleId<'a>) -> Result<MetaDataEmit<'a>> {
         let mut unk: Option<IUnknown> = None;
         check(
             // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
@@ -55,7 +59,8 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetModuleMetaData",
         ))?;
-        MetaDataEmit::from_unknown(&unk)
+        // SAFETY: the metadata of `module`, which is loaded for 'a (typed ID).
+        unsafe { MetaDataEmit::from_unknown(&unk) }
     }
 }
 
@@ -79,21 +84,26 @@ fn not_found(e: &Error) -> bool {
     e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32
 }
 
-impl MetaDataEmit {
+impl<'m> MetaDataEmit<'m> {
     /// Wraps a metadata object that implements `IMetaDataEmit` and
     /// `IMetaDataImport`.
-    pub fn from_unknown(unknown: &IUnknown) -> Result<Self> {
+    ///
+    /// # Safety
+    /// As [`MetaDataImport::from_unknown`]: `unknown` is the metadata of a
+    /// module that stays loaded for `'m`.
+    pub unsafe fn from_unknown(unknown: &IUnknown) -> Result<Self> {
         let emit = unknown
             .cast()
             .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataEmit)"))?;
         Ok(MetaDataEmit {
             emit,
-            import: MetaDataImport::from_unknown(unknown)?,
+            // SAFETY: the same object and module (this function's contract).
+            import: unsafe { MetaDataImport::from_unknown(unknown)? },
         })
     }
 
     /// The read side of the same metadata.
-    pub fn import(&self) -> &MetaDataImport {
+    pub fn import(&self) -> &MetaDataImport<'m> {
         &self.import
     }
 

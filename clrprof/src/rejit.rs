@@ -2,8 +2,9 @@
 //! `ICorProfilerFunctionControl` (ReJIT parameters) and
 //! `ICorProfilerAssemblyReferenceProvider` (extra assembly references).
 
+use crate::error::Error;
 use crate::error::{check, Result};
-use crate::info::IlMapEntry;
+use crate::info::{il_method_size, IlMapEntry};
 use clrprof_sys as sys;
 use core::ffi::c_void;
 use windows_core::{IUnknown, Interface};
@@ -71,12 +72,42 @@ impl FunctionControl {
         .map(|_| ())
     }
 
-    /// `ICorProfilerFunctionControl::SetILFunctionBody`: the new method header and IL. The runtime copies
-    /// the bytes, so no special allocator is needed here.
-    pub fn set_il_function_body(&self, body: &[u8]) -> Result<()> {
+    /// `ICorProfilerFunctionControl::SetILFunctionBody`: the new method
+    /// header and IL of the method being re-JITted. The runtime copies
+    /// `body.len()` bytes, so no special allocator is needed, but the JIT
+    /// then reads the copy by its header without any bound: a header that
+    /// announces more code or sections than `body` holds would make it read
+    /// past the copy. So the header is checked against the buffer first
+    /// ([`il_method_size`], the same check as
+    /// [`ProfilerInfo::set_il_function_body`](crate::ProfilerInfo::set_il_function_body)),
+    /// and a body that fails it is refused with [`Error::Malformed`]
+    /// before the runtime sees it.
+    ///
+    /// # Safety
+    /// The body is compiled and run as the method's code, and the JIT trusts
+    /// it: IL can read and write any address (`ldc.i8 <address>; conv.i;
+    /// ldind.i4`), call any native address (`calli`) or break the type
+    /// system, and neither the runtime nor [`il::verify`](crate::il::verify)
+    /// (which checks structure and stack depth, not types) stops it. The
+    /// caller promises that `body` is IL the method may run: type-safe for
+    /// the method's signature and locals, every token resolving in the
+    /// method's module to a member of the kind its opcode expects, touching
+    /// only memory and native code that managed code of the method may
+    /// touch (an unmanaged call's target is a live function of the
+    /// signature given, for as long as the code can run).
+    ///
+    /// Safe code changes methods through the method-wrapping layer (DESIGN.md
+    /// decision 15: bodies of known shapes built and verified by the SDK);
+    /// until it exists, installing IL is `unsafe`.
+    pub unsafe fn set_il_function_body(&self, body: &[u8]) -> Result<()> {
+        il_method_size(body)?;
         let len = u32::try_from(body.len())
-            .map_err(|_| crate::error::Error::InvalidArgument("IL body larger than 4 GiB"))?;
-        // SAFETY: `body` is `len` readable bytes for the call.
+            .map_err(|_| Error::InvalidArgument("IL body larger than 4 GiB"))?;
+        // SAFETY: `body` is `len` readable bytes for the call, which the
+        // runtime copies (ProfilerFunctionControl::SetILFunctionBody); its
+        // header was checked above to describe no more than those bytes, so
+        // the JIT reads the copy within bounds; what the IL does when run is
+        // the caller's promise (this function's `# Safety`).
         check(
             unsafe { self.raw.SetILFunctionBody(len, body.as_ptr()) },
             "ICorProfilerFunctionControl::SetILFunctionBody",
@@ -88,8 +119,8 @@ impl FunctionControl {
     /// offset map (the runtime copies it).
     pub fn set_il_instrumented_code_map(&self, map: &[IlMapEntry]) -> Result<()> {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
-        let len = u32::try_from(raw.len())
-            .map_err(|_| crate::error::Error::InvalidArgument("IL map too long"))?;
+        let len =
+            u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
         // SAFETY: `raw` is `len` readable entries for the call.
         check(
             unsafe { self.raw.SetILInstrumentedCodeMap(len, raw.as_ptr()) },
@@ -124,8 +155,7 @@ impl AssemblyReferenceProvider {
     pub fn add_assembly_reference(&self, reference: &AssemblyReference<'_>) -> Result<()> {
         let name = crate::buffer::to_wide(reference.name);
         let mut culture = crate::buffer::to_wide(reference.culture);
-        let too_long =
-            |_| crate::error::Error::InvalidArgument("assembly reference field too long");
+        let too_long = |_| Error::InvalidArgument("assembly reference field too long");
         let mut metadata = sys::ASSEMBLYMETADATA {
             usMajorVersion: reference.version[0],
             usMinorVersion: reference.version[1],
@@ -157,5 +187,68 @@ impl AssemblyReferenceProvider {
             "ICorProfilerAssemblyReferenceProvider::AddAssemblyReference",
         )
         .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use windows_core::implement;
+
+    /// An `ICorProfilerFunctionControl` that records the bodies it is given.
+    #[implement(sys::ICorProfilerFunctionControl)]
+    struct Recorder {
+        bodies: Arc<Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl sys::ICorProfilerFunctionControl_Impl for Recorder_Impl {
+        unsafe fn SetCodegenFlags(&self, _flags: sys::DWORD) -> sys::HRESULT {
+            sys::HRESULT(0)
+        }
+        unsafe fn SetILFunctionBody(&self, cb: sys::ULONG, body: sys::LPCBYTE) -> sys::HRESULT {
+            // SAFETY: the SDK passes `cb` readable bytes.
+            let bytes = unsafe { core::slice::from_raw_parts(body, cb as usize) }.to_vec();
+            if let Ok(mut b) = self.bodies.lock() {
+                b.push(bytes);
+            }
+            sys::HRESULT(0)
+        }
+        unsafe fn SetILInstrumentedCodeMap(
+            &self,
+            _n: sys::ULONG,
+            _map: *const sys::COR_IL_MAP,
+        ) -> sys::HRESULT {
+            sys::HRESULT(0)
+        }
+    }
+
+    fn control() -> (FunctionControl, Arc<Mutex<Vec<Vec<u8>>>>) {
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let raw: sys::ICorProfilerFunctionControl = Recorder {
+            bodies: bodies.clone(),
+        }
+        .into();
+        (FunctionControl { raw }, bodies)
+    }
+
+    #[test]
+    fn a_body_whose_header_overruns_it_never_reaches_the_runtime() {
+        let (control, bodies) = control();
+        // A one-byte tiny header announcing 63 bytes of code.
+        // SAFETY: refused before the runtime (here the recorder) sees it.
+        let e = unsafe { control.set_il_function_body(&[(63 << 2) | 2]) }.unwrap_err();
+        assert!(matches!(e, Error::Malformed(_)), "{e}");
+        // A fat header whose code size runs past the buffer.
+        let fat = [
+            0x13, 0x30, 0x08, 0x00, 0x40, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x2A,
+        ];
+        // SAFETY: as above.
+        assert!(unsafe { control.set_il_function_body(&fat) }.is_err());
+        assert!(bodies.lock().unwrap().is_empty());
+        // `ldc.i4.2; ret`: passed on as is.
+        // SAFETY: a type-safe body for a method returning int32.
+        unsafe { control.set_il_function_body(&[0x0A, 0x18, 0x2A]) }.unwrap();
+        assert_eq!(*bodies.lock().unwrap(), vec![vec![0x0A, 0x18, 0x2A]]);
     }
 }

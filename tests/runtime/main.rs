@@ -22,6 +22,7 @@ mod mux;
 mod notification;
 mod panics;
 mod pprof;
+mod readers;
 mod sampling;
 mod scopes;
 mod sxs;
@@ -60,7 +61,8 @@ fn main() {
         .chain(mux::scenarios())
         .chain(mux::python_scenarios())
         .chain(conformance::scenarios())
-        .chain(scopes::scenarios());
+        .chain(scopes::scenarios())
+        .chain(readers::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

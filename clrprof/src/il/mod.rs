@@ -9,7 +9,11 @@
 //!    ([`MetaDataCallSites`]);
 //! 4. [`MethodBody::write`], copy into memory from
 //!    [`ProfilerInfo::il_function_body_allocator`] and
-//!    [`ProfilerInfo::set_il_function_body`];
+//!    [`ProfilerInfo::set_il_function_body`] (`unsafe`: the JIT runs
+//!    whatever IL it is given, and [`verify`] checks structure and stack
+//!    depth, not types; the caller states why the body is type-safe.
+//!    Safe code will go through the method-wrapping layer of DESIGN.md
+//!    decision 15, which builds and verifies bodies of known shapes);
 //! 5. [`ProfilerInfo::set_il_instrumented_code_map`] with
 //!    [`WrittenBody::map`] so IL offsets in stack traces and debuggers keep
 //!    meaning the original IL.
@@ -45,9 +49,9 @@ use clrprof_sys as sys;
 /// Call sites resolved through a module's metadata: MethodDef and MemberRef
 /// signatures, MethodSpecs through their generic method, StandAloneSigs
 /// (`calli`) through `GetSigFromToken`.
-pub struct MetaDataCallSites<'a>(pub &'a MetaDataImport);
+pub struct MetaDataCallSites<'a, 'm>(pub &'a MetaDataImport<'m>);
 
-impl MetaDataCallSites<'_> {
+impl MetaDataCallSites<'_, '_> {
     fn signature(&self, token: MdToken, depth: u32) -> Result<Vec<u8>> {
         let md = self.0;
         match token.table() {
@@ -80,7 +84,8 @@ impl MetaDataCallSites<'_> {
                     return Ok(Vec::new());
                 }
                 // SAFETY: the metadata returns `len` bytes of its blob heap,
-                // alive while we hold the import interface; copied at once.
+                // in the module's image: alive while we hold the import
+                // interface and the module is loaded ('m); copied at once.
                 Ok(unsafe { core::slice::from_raw_parts(blob, len as usize) }.to_vec())
             }
             _ => Err(Error::Malformed(format!(
@@ -91,7 +96,7 @@ impl MetaDataCallSites<'_> {
     }
 }
 
-impl CallSites for MetaDataCallSites<'_> {
+impl CallSites for MetaDataCallSites<'_, '_> {
     fn call_site(&self, token: MdToken) -> Result<CallSite> {
         CallSite::from_signature(&self.signature(token, 0)?)
     }

@@ -126,8 +126,12 @@ pub struct ClassDefinition<'a> {
 pub struct FieldOffset {
     /// The field's definition token.
     pub field: MdFieldDef,
-    /// Offset of the field from the start of the object (for reference types,
-    /// this includes the method-table pointer) or of the unboxed value.
+    /// Offset of the field. For a reference type it counts from the
+    /// object's start (the method-table pointer included); for a value type
+    /// from the start of the unboxed value, so inside a boxed instance the
+    /// field is at [`box_class_layout`](ProfilerInfo::box_class_layout) +
+    /// `offset` (the runtime adds the header only when the class is not a
+    /// value type, proftoeeinterfaceimpl.cpp `GetClassLayout`).
     pub offset: u32,
 }
 

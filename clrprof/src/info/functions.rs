@@ -190,7 +190,10 @@ impl core::fmt::Debug for IlBuffer<'_> {
 ///
 /// The runtime reads a body given to `SetILFunctionBody` by its header
 /// without any bound, so a header that claims more than the buffer holds
-/// would make it read past the allocation; this check runs before the call.
+/// would make it read past the allocation. Every path of the SDK that hands
+/// IL to the runtime ([`ProfilerInfo::set_il_function_body`],
+/// [`FunctionControl::set_il_function_body`](crate::rejit::FunctionControl::set_il_function_body))
+/// runs this check before the call.
 pub fn il_method_size(body: &[u8]) -> Result<usize> {
     let bad = |what: &str| Error::Malformed(format!("IL method body: {what}"));
     let first = *body.first().ok_or_else(|| bad("empty"))?;
@@ -482,7 +485,24 @@ impl<'s> ProfilerInfo<'s> {
     /// frees it), so a body of another module could be freed while this
     /// method still uses it. A buffer of another module is refused with
     /// [`Error::Mismatch`].
-    pub fn set_il_function_body<'a>(
+    ///
+    /// # Safety
+    /// The body is compiled and run as the method's code, and the JIT trusts
+    /// it: IL can read and write any address (`ldc.i8 <address>; conv.i;
+    /// ldind.i4`), call any native address (`calli`) or break the type
+    /// system, and neither the runtime nor [`il::verify`](crate::il::verify)
+    /// (which checks structure and stack depth, not types) stops it. The
+    /// caller promises that `body` is IL `method` may run: type-safe for its
+    /// signature and locals, every token resolving in `module` to a member
+    /// of the kind its opcode expects, touching only memory and native code
+    /// that managed code of the method may touch (an unmanaged call's target
+    /// is a live function of the signature given, for as long as the code
+    /// can run).
+    ///
+    /// Safe code changes methods through the method-wrapping layer (DESIGN.md
+    /// decision 15: bodies of known shapes built and verified by the SDK);
+    /// until it exists, installing IL is `unsafe`.
+    pub unsafe fn set_il_function_body<'a>(
         &self,
         module: ModuleId<'a>,
         method: MdMethodDef,
@@ -498,8 +518,10 @@ impl<'s> ProfilerInfo<'s> {
         il_method_size(&body)?;
         check(
             // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
-            // valid while the module is loaded, and its header was checked to
-            // describe no more than its length.
+            // valid while the module is loaded (the runtime keeps the pointer),
+            // and its header was checked to describe no more than its length,
+            // so the JIT reads it within bounds; what the IL does when run is
+            // the caller's promise (this function's `# Safety`).
             unsafe {
                 self.raw_info1()
                     .SetILFunctionBody(module.as_sys(), method.0, body.as_ptr())
@@ -773,8 +795,8 @@ mod tests {
             "the fake fills with 0xCD; alloc must zero"
         );
         let body = malloc.alloc_copy(&[0x0A, 0x00, 0x2A]).unwrap();
-        info.set_il_function_body(m, MdMethodDef(0x0600_0001), body)
-            .unwrap();
+        // SAFETY: the fake never runs the body (`nop; ret` anyway).
+        unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap();
         let st = fake.state();
         // Tiny header 0x0A: two bytes of code after it, so three bytes in all.
         assert_eq!(
@@ -804,9 +826,9 @@ mod tests {
             .alloc_copy(&[0x0A, 0x00, 0x2A])
             .unwrap();
         assert_eq!(body.module().0, 0x2800);
-        let e = info
-            .set_il_function_body(m, MdMethodDef(0x0600_0001), body)
-            .unwrap_err();
+        // SAFETY: refused before the runtime sees it (and `nop; ret`).
+        let e =
+            unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert_eq!(
             e,
             Error::Mismatch {
@@ -827,9 +849,9 @@ mod tests {
         let malloc = info.il_function_body_allocator(m).unwrap();
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
         let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
-        let e = info
-            .set_il_function_body(m, MdMethodDef(0x0600_0001), body)
-            .unwrap_err();
+        // SAFETY: refused before the runtime sees it.
+        let e =
+            unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         assert_eq!(fake.call_count("SetILFunctionBody"), 0);
     }

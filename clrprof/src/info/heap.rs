@@ -172,6 +172,12 @@ impl<'s> ProfilerInfo<'s> {
     ) -> Result<()> {
         const CALL: &str = "ICorProfilerInfo10::EnumerateObjectReferences";
         self.require_gc_blocked(CALL)?;
+        if object.is_null() {
+            // The runtime reads the object's method table without a check.
+            return Err(Error::InvalidArgument(
+                "object_references: null object (a null field value is no object)",
+            ));
+        }
         let i10 = self.raw_info10(CALL)?;
         let mut typed = |raw: usize| {
             if raw == 0 {

@@ -884,12 +884,14 @@ impl<'s> ProfilerInfo<'s> {
         })
     }
 
-    /// `GetModuleMetaData`: the module's metadata import interface.
-    pub fn module_metadata(
+    /// `GetModuleMetaData`: the module's metadata import interface. It
+    /// borrows the module (`'a`): the metadata reads the module's image,
+    /// which a collectible module takes with it when it unloads.
+    pub fn module_metadata<'a>(
         &self,
-        module: ModuleId<'_>,
+        module: ModuleId<'a>,
         open: MetaDataOpen,
-    ) -> Result<MetaDataImport> {
+    ) -> Result<MetaDataImport<'a>> {
         let flags = match open {
             MetaDataOpen::Read => sys::ofRead,
             MetaDataOpen::ReadWrite => sys::ofRead | sys::ofWrite,
@@ -911,14 +913,15 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetModuleMetaData",
         ))?;
-        MetaDataImport::from_unknown(&unk)
+        // SAFETY: the metadata of `module`, which is loaded for 'a (typed ID).
+        unsafe { MetaDataImport::from_unknown(&unk) }
     }
 
     /// `GetTokenAndMetaDataFromFunction`: the function's metadata and token.
-    pub fn token_and_metadata_from_function(
+    pub fn token_and_metadata_from_function<'a>(
         &self,
-        function: FunctionId<'_>,
-    ) -> Result<(MetaDataImport, MdMethodDef)> {
+        function: FunctionId<'a>,
+    ) -> Result<(MetaDataImport<'a>, MdMethodDef)> {
         let mut unk: Option<IUnknown> = None;
         let mut token = 0u32;
         check(
@@ -937,7 +940,10 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetTokenAndMetaDataFromFunction",
         ))?;
-        Ok((MetaDataImport::from_unknown(&unk)?, MdMethodDef(token)))
+        // SAFETY: the metadata of the function's module, which stays loaded
+        // while the function is valid ('a, typed ID).
+        let metadata = unsafe { MetaDataImport::from_unknown(&unk)? };
+        Ok((metadata, MdMethodDef(token)))
     }
 
     /// `GetCurrentThreadID`: the managed thread running the caller, valid

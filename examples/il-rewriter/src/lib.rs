@@ -356,7 +356,19 @@ impl IlRewriter {
         let (written, map) = self.rewrite(info, fi.module, fi.token, name)?;
         let allocator = info.il_function_body_allocator(fi.module)?;
         let buffer = allocator.alloc_copy(&written.bytes)?;
-        info.set_il_function_body(fi.module, fi.token, buffer)?;
+        // SAFETY: the body is `rewrite`'s: the method's own IL, unchanged,
+        // with one call inserted at entry that leaves the stack as it found
+        // it. That call is either `call <App>Probe::Hit(string)` with a
+        // string literal of this module (a managed method found by name and
+        // signature: type-safe), or `ldc.i4 n; ldc.i8 &probe; conv.i; calli
+        // unmanaged stdcall void(int32)`: `probe` is an `extern "system"
+        // fn(i32)` of this library, which matches that signature exactly,
+        // never panics, touches only its own atomics, and stays loaded as
+        // long as the code can run (SetILFunctionBody makes the change
+        // irreversible, so the runtime never detaches the profiler and never
+        // unloads the library). Max stack was recomputed for the insertion
+        // and `verify` checked the result's structure.
+        unsafe { info.set_il_function_body(fi.module, fi.token, buffer)? };
         info.set_il_instrumented_code_map(function, true, &map)?;
         // ANCHOR_END: set_body
         if let Ok(mut m) = self.methods.lock() {
@@ -498,7 +510,14 @@ impl Profiler for IlRewriter {
         let result = self
             .rewrite(info, module, method, &name)
             .and_then(|(written, map)| {
-                control.set_il_function_body(&written.bytes)?;
+                // SAFETY: the body is `rewrite`'s, as at JIT time (see
+                // `instrument_at_jit`): the original IL with a type-safe
+                // probe call at entry whose native target (`probe`, an
+                // `extern "system" fn(i32)`) matches the `calli` signature.
+                // A profiler that uses ReJIT may detach only after reverting
+                // every method (RequestRevert); this one never detaches, so
+                // the library (and `probe`) outlives the code.
+                unsafe { control.set_il_function_body(&written.bytes)? };
                 control.set_il_instrumented_code_map(&map)
             });
         match &result {

@@ -19,6 +19,10 @@ pub struct FakeHeap {
     pub loh_threshold: Option<u32>,
     /// `EnumerateObjectReferences`: the references of an object, in order.
     pub references: BTreeMap<usize, Vec<usize>>,
+    /// `EnumerateObjectReferences` for objects whose memory a test owns:
+    /// the addresses of their reference slots, passed to the callback as
+    /// the runtime does (takes precedence over `references`).
+    pub reference_slots: BTreeMap<usize, Vec<usize>>,
     /// `IsFrozenObject`: the frozen objects (every other known object is not).
     pub frozen: BTreeSet<usize>,
     /// `GetNonGCHeapBounds`: `(start, length, reserved)`.

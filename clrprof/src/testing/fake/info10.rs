@@ -15,16 +15,27 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
         callback: Option<ObjectReferenceCallback>,
         clientData: *mut c_void,
     ) -> HRESULT {
-        let refs = {
+        let (refs, slots) = {
             let st = enter!(self, "EnumerateObjectReferences", objectId);
-            match st.heap.references.get(&objectId) {
-                Some(r) => r.clone(),
+            let slots = st.heap.reference_slots.get(&objectId).cloned();
+            match st.heap.references.get(&objectId).or(slots.as_ref()) {
+                Some(r) => (r.clone(), slots),
                 None => return E_INVALIDARG,
             }
         };
         let Some(cb) = callback else {
             return E_INVALIDARG;
         };
+        if let Some(slots) = slots {
+            for slot in slots {
+                // SAFETY: as the runtime does: the address of one reference
+                // slot of the object (memory the test owns), the client data.
+                if unsafe { cb(objectId, slot as *mut ObjectID, clientData) } == 0 {
+                    break;
+                }
+            }
+            return S_OK;
+        }
         for mut r in refs {
             // SAFETY: [test-fake, callback-args] called as the runtime does: the object, the address
             // of one reference (a local here), the client data.

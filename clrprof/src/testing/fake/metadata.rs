@@ -63,9 +63,17 @@ pub struct FakeMetaData {
     pub type_refs: BTreeMap<u32, (u32, String)>,
     /// MemberRefs by token.
     pub member_refs: BTreeMap<u32, FakeMemberRef>,
+    /// FieldDefs by token: `(name, signature blob)`.
+    pub fields: BTreeMap<u32, (String, Vec<u8>)>,
 }
 
 impl FakeMetaData {
+    /// Adds a field `name` with signature blob `signature`.
+    pub fn with_field(mut self, token: u32, name: &str, signature: &[u8]) -> Self {
+        self.fields.insert(token, (name.into(), signature.to_vec()));
+        self
+    }
+
     /// Adds a top-level type `name` (`Ns.Name`).
     pub fn with_type(mut self, token: u32, name: &str) -> Self {
         self.type_defs.insert(
@@ -768,7 +776,17 @@ impl IMetaDataImport_Impl for FakeMetaDataImport_Impl {
         ppValue: *mut UVCP_CONSTANT,
         pcchValue: *mut ULONG,
     ) -> HRESULT {
-        E_NOTIMPL
+        let _ = (pClass, pdwAttr, pdwCPlusTypeFlag, ppValue, pcchValue);
+        let Some((name, sig)) = self.tables.fields.get(&mb) else {
+            return CLDB_E_RECORD_NOTFOUND;
+        };
+        // SAFETY: out pointers are null or valid (COM contract); the blob
+        // lives in the fake's tables as long as this metadata object.
+        unsafe {
+            put(ppvSigBlob, sig.as_ptr());
+            put(pcbSigBlob, sig.len() as ULONG);
+            give_str(name, cchField, pchField, szField, Buffer::MetadataTruncate)
+        }
     }
     unsafe fn GetPropertyProps(
         &self,
