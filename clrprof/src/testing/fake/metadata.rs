@@ -780,7 +780,7 @@ impl IMetaDataImport_Impl for FakeMetaDataImport_Impl {
         let Some((name, sig)) = self.tables.fields.get(&mb) else {
             return CLDB_E_RECORD_NOTFOUND;
         };
-        // SAFETY: out pointers are null or valid (COM contract); the blob
+        // SAFETY: [test-fake] out pointers are null or valid (COM contract); the blob
         // lives in the fake's tables as long as this metadata object.
         unsafe {
             put(ppvSigBlob, sig.as_ptr());
