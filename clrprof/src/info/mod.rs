@@ -41,7 +41,7 @@
 
 use crate::buffer::{fill, fill_string};
 use crate::error::{check, Error, Result, HRESULT};
-use crate::event_mask::{EventMask, EventMasks, HighEventMask};
+use crate::event_mask::{EventMask, EventMasks, HighEventMask, MaskRules};
 use crate::ids::*;
 use crate::metadata::MetaDataImport;
 pub use crate::runtimes::{RuntimeInfo, RuntimeType};
@@ -567,20 +567,40 @@ impl RuntimeHandle {
     }
 
     fn set_runtime_mask(&self, masks: EventMasks) -> Result<()> {
-        if !masks.high.is_empty() {
-            let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
-            check(
-                // SAFETY: plain value arguments.
-                unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) },
-                "ICorProfilerInfo5::SetEventMask2",
-            )?;
-            return Ok(());
+        let call = if masks.high.is_empty() {
+            "ICorProfilerInfo::SetEventMask"
+        } else {
+            "ICorProfilerInfo5::SetEventMask2"
+        };
+        // The flags whose rules changed in .NET 10 (event_mask::MaskRules).
+        let version_dependent = !(masks.low & EventMask::MUTABLE_SINCE_NET10).is_empty();
+        let rules = || {
+            self.runtime_information()
+                .map(|i| MaskRules::for_runtime(&i))
+                .unwrap_or(MaskRules::BEFORE_NET10)
+        };
+        if version_dependent && self.inner.attached {
+            if let Some(refused) = rules().refuse_after_attach(masks.low, call) {
+                return Err(refused);
+            }
         }
-        check(
+        let hr = if !masks.high.is_empty() {
+            let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
+            // SAFETY: plain value arguments.
+            unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }
+        } else {
             // SAFETY: plain value argument.
-            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) },
-            "ICorProfilerInfo::SetEventMask",
-        )?;
+            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) }
+        };
+        if hr.is_err() {
+            // A refused call changed nothing: the runtime's mask is still the old one.
+            if let Ok(old) = self.event_mask() {
+                if let Some(e) = rules().explain_immutable(hr, old.low, masks.low, call) {
+                    return Err(e);
+                }
+            }
+        }
+        check(hr, call)?;
         Ok(())
     }
 

@@ -339,6 +339,12 @@ pub struct FakeState {
     /// `true` if the `ProfilerInfo` was built as attached; the fake then
     /// refuses what the runtime refuses an attaching profiler.
     pub attached: bool,
+    /// `true` once `Initialize` has returned: the fake then refuses a
+    /// change of an immutable flag with `E_FAIL`, by the rules of the
+    /// version in [`runtime`](Self::runtime) (before .NET 10
+    /// `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` are immutable and
+    /// refused after attach; dotnet/runtime PR 113924).
+    pub initialized: bool,
     /// `GetEventMask` / `SetEventMask`.
     pub event_mask: u32,
     /// The high mask of `GetEventMask2` / `SetEventMask2` (Info5).
@@ -715,6 +721,8 @@ pub(crate) unsafe fn give_str(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod runtime_rules;
 
 /// Makes typed IDs from the fake's raw values, for tests:
 /// `fake_ids!(fake; f = function_id(0x10), m = module_id(0x20));`
