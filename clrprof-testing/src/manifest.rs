@@ -85,6 +85,16 @@ pub struct Leg {
 }
 
 impl Leg {
+    /// The major version of [`Leg::version`] (`3` for .NET Core 3.1; 0 when
+    /// it does not parse).
+    pub fn major(&self) -> u32 {
+        self.version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `major.minor` of [`Leg::version`].
     pub fn major_minor(&self) -> String {
         self.version
