@@ -127,3 +127,24 @@ fn core_clr_31_reports_4_and_gets_the_old_rules() {
         Err(Error::RuntimeVersion { .. })
     ));
 }
+
+#[test]
+fn walk_from_an_elt_hook_names_the_net10_linux_x64_defect() {
+    use crate::stackwalk::{Walk, WalkOptions};
+    for (major, named) in [(9u16, false), (10, true), (11, false)] {
+        let fake = fake_of(major);
+        fake.fail("DoStackSnapshot", HRESULT(0x8000_4005_u32 as i32));
+        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info_no_gc() };
+        let err = info
+            .walk_current_thread(WalkOptions::default(), |_| Walk::Continue)
+            .unwrap_err();
+        let is_named = matches!(&err, Error::RuntimeVersion { .. });
+        let expected = named && cfg!(all(target_os = "linux", target_arch = "x86_64"));
+        assert_eq!(is_named, expected, ".NET {major}: {err:?}");
+        if is_named {
+            let text = err.to_string();
+            assert!(text.contains("130220") && text.contains(".NET 10"), "{text}");
+        }
+    }
+}
