@@ -25,6 +25,7 @@ pub mod csharp;
 pub mod fixtures;
 pub mod harness;
 pub mod manifest;
+pub mod profiler_env;
 pub mod run;
 pub mod sxs;
 pub mod wine;

@@ -886,14 +886,16 @@ fn multiple(case: &Case<'_>) -> CaseResult {
         trigger.target_path(&go)?,
         trigger.target_path(&stop)?,
     ];
-    // The runtime's list syntax: `path={CLSID}` entries separated by `;`.
-    let list: Vec<String> = (0..COPIES)
-        .map(|_| format!("{lib}={}", profiler.clsid))
+    // The runtime's list syntax: `path={CLSID}` entries, each ended by `;`
+    // (before dotnet/runtime PR 130584 a last entry without `;` is dropped).
+    let entries: Vec<(String, String)> = (0..COPIES)
+        .map(|_| (lib.to_string(), profiler.clsid.to_string()))
         .collect();
+    let list = clrprof_testing::profiler_env::notification_profilers(&entries);
     spec = spec
         .env("CORECLR_ENABLE_PROFILING", "1")
         .env("CORECLR_ENABLE_NOTIFICATION_PROFILERS", "1")
-        .env("CORECLR_NOTIFICATION_PROFILERS", &list.join(";"))
+        .env("CORECLR_NOTIFICATION_PROFILERS", &list)
         .env("CLRPROF_OUTPUT", &trigger.target_path(&records)?);
     let runtimes = clrprof_testing::discover();
     let app = spawn_app(case.leg(), runtimes.wine(), &spec)?;
