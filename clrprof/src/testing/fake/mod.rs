@@ -722,6 +722,8 @@ pub(crate) unsafe fn give_str(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod runtime_async;
+#[cfg(test)]
 mod runtime_rules;
 
 /// Makes typed IDs from the fake's raw values, for tests:
