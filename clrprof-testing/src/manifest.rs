@@ -409,7 +409,7 @@ pub fn discover() -> Runtimes {
         }
     } else {
         manifest_error = Some(format!(
-            "no runtime manifest at {} (run `cargo xtask provision`)",
+            "no runtime manifest at {} (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)",
             manifest_path.display()
         ));
     }
@@ -448,13 +448,13 @@ pub fn discover() -> Runtimes {
         (Some(p), Some(_)) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
             reason: format!(
-                "{} not found (run `cargo xtask provision`)",
+                "{} not found (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)",
                 p.python.display()
             ),
         }),
         (None, _) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
-            reason: "pythonnet is not provisioned (run `cargo xtask provision`)".to_string(),
+            reason: "pythonnet is not provisioned (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string(),
         }),
         (Some(_), None) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
@@ -467,7 +467,7 @@ pub fn discover() -> Runtimes {
         let reported = found.missing.iter().any(|m| m.name == name);
         if !present && !reported {
             let reason = manifest_error.clone().unwrap_or_else(|| {
-                "not in the runtime manifest (run `cargo xtask provision`)".to_string()
+                "not in the runtime manifest (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string()
             });
             found.missing.push(MissingLeg {
                 name: name.to_string(),
