@@ -206,6 +206,19 @@ fn dynamic_optimization(case: &Case<'_>) -> CaseResult {
         )
         .into());
     }
+    // The refusal names the versions (Error::RuntimeVersion, PR 113924).
+    let explained: Vec<bool> = traced
+        .events("switch")
+        .filter_map(|r| r["explained"].as_bool())
+        .collect();
+    let want_explained = vec![!switchable, false];
+    if explained != want_explained {
+        return Err(format!(
+            "switch refusals explained {explained:?}, expected {want_explained:?}: {:?}",
+            traced.records
+        )
+        .into());
+    }
     let optimized_copies = if switchable {
         vec![1, 3]
     } else {
