@@ -1039,7 +1039,14 @@ mod tests {
         let (f, req) = check_environment(&e, LINUX);
         assert!(errors(&f).is_empty(), "{f:?}");
         assert_eq!(req.clsid.as_deref(), Some(CLSID));
-        assert!(has(&f, Level::Note, "DOTNET_PROFILER is read by .NET 11 and later"), "{f:?}");
+        assert!(
+            has(
+                &f,
+                Level::Note,
+                "DOTNET_PROFILER is read by .NET 11 and later"
+            ),
+            "{f:?}"
+        );
         assert!(has(&f, Level::Note, "read only CORECLR_PROFILER"), "{f:?}");
         assert!(!f.iter().any(|x| x.level == Level::Warning), "{f:?}");
         // Both names with different values.

@@ -236,7 +236,11 @@ fn children_follow_the_mask_rules_of_the_runtime_version() {
     let detach = |p: &ProxyRef| unsafe {
         (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500)
     };
-    assert_eq!(detach(&proxies[1]), S_OK, "DISABLE_OPTIMIZATIONS does not pin a .NET 10 profiler");
+    assert_eq!(
+        detach(&proxies[1]),
+        S_OK,
+        "DISABLE_OPTIMIZATIONS does not pin a .NET 10 profiler"
+    );
 }
 
 #[test]

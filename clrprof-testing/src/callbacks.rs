@@ -727,16 +727,16 @@ mod tests {
             let (account, v) = check_exceptions_with(&records, ExceptionRules::for_major(major));
             assert!(v.is_empty(), ".NET {major}: {v:?}");
             assert_eq!(account.duplicated_frames, 2, ".NET {major}");
-            assert_eq!((account.thrown, account.caught, account.finallys), (1, 1, 1));
+            assert_eq!(
+                (account.thrown, account.caught, account.finallys),
+                (1, 1, 1)
+            );
         }
         // .NET 8 and .NET 11 (after PR 123564) report each frame once: the
         // repeated catcher is a violation there.
         for major in [3, 8, 11] {
             let (_, v) = check_exceptions_with(&records, ExceptionRules::for_major(major));
-            assert!(
-                v.iter().any(|x| x.contains("twice")),
-                ".NET {major}: {v:?}"
-            );
+            assert!(v.iter().any(|x| x.contains("twice")), ".NET {major}: {v:?}");
         }
         // The tolerance is for a repeat of the frame just left only.
         let mut wrong = with_funclet_duplicates();

@@ -512,7 +512,11 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 /// The installed `dotnet` host: `$DOTNET_ROOT/dotnet`, else `dotnet` on `PATH`
 /// (`dotnet.exe` on Windows).
 pub fn installed_dotnet() -> Option<PathBuf> {
-    let exe = if cfg!(windows) { "dotnet.exe" } else { "dotnet" };
+    let exe = if cfg!(windows) {
+        "dotnet.exe"
+    } else {
+        "dotnet"
+    };
     if let Some(root) = std::env::var_os("DOTNET_ROOT") {
         let host = PathBuf::from(root).join(exe);
         if host.is_file() {
@@ -532,7 +536,11 @@ pub fn installed_dotnet() -> Option<PathBuf> {
 /// left out unless `CLRPROF_DOTNET_PREVIEWS=1`.
 pub fn installed_dotnet_legs() -> Vec<Leg> {
     let previews = std::env::var("CLRPROF_DOTNET_PREVIEWS").is_ok_and(|v| v == "1");
-    let os = if cfg!(windows) { Os::Windows } else { Os::Linux };
+    let os = if cfg!(windows) {
+        Os::Windows
+    } else {
+        Os::Linux
+    };
     let prefix = host_leg_prefix();
     let Some(host) = installed_dotnet() else {
         return Vec::new();

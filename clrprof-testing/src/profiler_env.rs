@@ -43,7 +43,10 @@ mod tests {
     #[test]
     fn every_entry_ends_with_a_semicolon() {
         let c = "{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}";
-        assert_eq!(notification_profilers(&[("/a.so", c)]), format!("/a.so={c};"));
+        assert_eq!(
+            notification_profilers(&[("/a.so", c)]),
+            format!("/a.so={c};")
+        );
         assert_eq!(
             notification_profilers(&[("/a.so", c), ("/b.so", c)]),
             format!("/a.so={c};/b.so={c};")

@@ -464,8 +464,7 @@ pub fn wine_prefix(cache: &Path) -> PathBuf {
 
 /// Finds Wine and initialises a prefix under the cache (once).
 fn provision_wine(cache: &Path) -> Result<Wine> {
-    let loader =
-        crate::wine::find_wine_loader().ok_or("Wine not found (install wine64)")?;
+    let loader = crate::wine::find_wine_loader().ok_or("Wine not found (install wine64)")?;
     let prefix = wine_prefix(cache);
     if !prefix.join("system.reg").is_file() {
         println!("provision: initialising Wine prefix {}", prefix.display());

@@ -478,7 +478,9 @@ mod tests {
                     .contains(AttachEventMask::DISABLE_OPTIMIZATIONS),
                 net10
             );
-            assert!(rules.immutable().contains(EventMask::ENABLE_OBJECT_ALLOCATED));
+            assert!(rules
+                .immutable()
+                .contains(EventMask::ENABLE_OBJECT_ALLOCATED));
             assert_eq!(
                 rules
                     .refuse_after_attach(EventMask::DISABLE_INLINING, "t")

@@ -179,7 +179,8 @@ fn exception_sequence(case: &Case<'_>) -> Result<(), Verdict> {
         "exception-tracer",
         &[("CLRPROF_EXCEPTION_SEQUENCE", "1")],
     )?;
-    let (account, violations) = check_exceptions_with(&o.records, ExceptionRules::for_major(case.leg().major()));
+    let (account, violations) =
+        check_exceptions_with(&o.records, ExceptionRules::for_major(case.leg().major()));
     if !violations.is_empty() {
         return Err(format!(
             "the tracer's callback sequence breaks the state machine: {violations:#?}"

@@ -452,7 +452,9 @@ fn render(
                     "**FAILED**".to_string()
                 }
                 Cell::Skipped(_) => "skipped".to_string(),
-                Cell::NotRun | Cell::NoScenario if !ran && (!existing.is_empty() || t.ci.is_some()) => {
+                Cell::NotRun | Cell::NoScenario
+                    if !ran && (!existing.is_empty() || t.ci.is_some()) =>
+                {
                     "CI".to_string()
                 }
                 Cell::NotRun => "not run".to_string(),

@@ -28,5 +28,7 @@ pub fn main(args: &[String]) -> crate::Result {
 /// Strict: a failure is an error.
 pub fn ensure(strict: bool) -> crate::Result {
     let cache = crate::provision::cache_dir(None);
-    Ok(clrprof_testing::provision::ensure_toolchains(&cache, strict)?)
+    Ok(clrprof_testing::provision::ensure_toolchains(
+        &cache, strict,
+    )?)
 }

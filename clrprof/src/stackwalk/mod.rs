@@ -318,11 +318,12 @@ impl<'s> ProfilerInfo<'s> {
                     hr,
                     call,
                     called: true,
-                    why: "a walk of the current thread answers E_FAIL on .NET 10 on Linux x64 when \
+                    why:
+                        "a walk of the current thread answers E_FAIL on .NET 10 on Linux x64 when \
                           it is made from inside an ELT hook (dotnet/runtime issue 130220; .NET 8 \
                           and 9 walk there); walk from another callback, or keep an ELT shadow \
                           stack (clrprof::elt::shadow_stack)"
-                        .into(),
+                            .into(),
                 })
             }
             other => other,
@@ -362,7 +363,7 @@ impl<'s> ProfilerInfo<'s> {
 /// thread from an ELT hook answers `E_FAIL`.
 fn elt_walk_fails_here(info: &ProfilerInfo<'_>) -> bool {
     cfg!(all(target_os = "linux", target_arch = "x86_64"))
-        && info.runtime_information().is_ok_and(|r| {
-            r.runtime_type == crate::RuntimeType::CoreClr && r.major == 10
-        })
+        && info
+            .runtime_information()
+            .is_ok_and(|r| r.runtime_type == crate::RuntimeType::CoreClr && r.major == 10)
 }

@@ -720,11 +720,11 @@ pub(crate) unsafe fn give_str(
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod runtime_async;
 #[cfg(test)]
 mod runtime_rules;
+#[cfg(test)]
+mod tests;
 
 /// Makes typed IDs from the fake's raw values, for tests:
 /// `fake_ids!(fake; f = function_id(0x10), m = module_id(0x20));`

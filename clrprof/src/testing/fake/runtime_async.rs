@@ -22,7 +22,7 @@
 //!   bound of the suspension time; enter counts of async methods count
 //!   resumes (1 + number of resumptions per call).
 
-use crate::elt::shadow_stack::{current_depth, enter, leave, snapshot, current_os_thread};
+use crate::elt::shadow_stack::{current_depth, current_os_thread, enter, leave, snapshot};
 use crate::elt::Hooked;
 use crate::ids::RawFunctionId;
 

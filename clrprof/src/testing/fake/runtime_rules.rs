@@ -28,7 +28,9 @@ fn disable_inlining_after_initialize_is_refused_with_the_versions_before_net10()
             .unwrap();
         fake.state().initialized = true;
         let err = info
-            .set_event_mask((EventMask::MONITOR_JIT_COMPILATION | EventMask::DISABLE_INLINING).into())
+            .set_event_mask(
+                (EventMask::MONITOR_JIT_COMPILATION | EventMask::DISABLE_INLINING).into(),
+            )
             .unwrap_err();
         match &err {
             Error::RuntimeVersion { hr, called, .. } => {
@@ -38,7 +40,10 @@ fn disable_inlining_after_initialize_is_refused_with_the_versions_before_net10()
             other => panic!("{major}: {other:?}"),
         }
         let text = err.to_string();
-        assert!(text.contains(".NET 10") && text.contains("DISABLE_INLINING"), "{text}");
+        assert!(
+            text.contains(".NET 10") && text.contains("DISABLE_INLINING"),
+            "{text}"
+        );
         // The mask did not change.
         assert_eq!(
             fake.state().event_mask,
@@ -92,14 +97,21 @@ fn attach_mask_with_disable_flags_by_version() {
     let err = info.set_event_mask(EventMasks::from(wanted)).unwrap_err();
     match &err {
         Error::RuntimeVersion { hr, called, .. } => {
-            assert_eq!(hr.0 as u32, 0x8013_136F, "CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER");
+            assert_eq!(
+                hr.0 as u32, 0x8013_136F,
+                "CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER"
+            );
             assert!(!*called);
         }
         other => panic!("{other:?}"),
     }
     assert!(err.to_string().contains("PR 113924"), "{err}");
     assert!(
-        !fake.state().calls.iter().any(|c| c.method.starts_with("SetEventMask")),
+        !fake
+            .state()
+            .calls
+            .iter()
+            .any(|c| c.method.starts_with("SetEventMask")),
         "the runtime was not called"
     );
     // Without the .NET 10 flags the same runtime accepts the mask.
@@ -144,7 +156,10 @@ fn walk_from_an_elt_hook_names_the_net10_linux_x64_defect() {
         assert_eq!(is_named, expected, ".NET {major}: {err:?}");
         if is_named {
             let text = err.to_string();
-            assert!(text.contains("130220") && text.contains(".NET 10"), "{text}");
+            assert!(
+                text.contains("130220") && text.contains(".NET 10"),
+                "{text}"
+            );
         }
     }
 }
