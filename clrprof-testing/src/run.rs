@@ -406,6 +406,8 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
     let mut child = cmd
         .spawn()
         .map_err(|e| Error::new(format!("cannot start {:?}: {e}", cmd.get_program())))?;
+    // Written on Linux only (the peak RSS is read from /proc).
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut max_rss_kib = None;
     let exit = loop {
         match child.try_wait() {
