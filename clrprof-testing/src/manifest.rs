@@ -365,12 +365,17 @@ impl Runtimes {
         self.manifest.as_ref().and_then(|m| m.wine.as_ref())
     }
 
-    /// The C# compiler recorded in the manifest, else `mcs` found on `PATH`.
+    /// The C# compiler recorded in the manifest, else `mcs` found on `PATH`,
+    /// else the Roslyn `csc` of an installed .NET SDK (against its lowest
+    /// shared framework: what a machine with only an SDK, e.g. a CI runner
+    /// or a profiler author's, has).
     pub fn compiler(&self) -> Option<Compiler> {
         if let Some(c) = self.manifest.as_ref().and_then(|m| m.compiler.clone()) {
             return Some(c);
         }
-        find_on_path("mcs").map(|path| Compiler::Mcs { path })
+        find_on_path("mcs")
+            .map(|path| Compiler::Mcs { path })
+            .or_else(|| installed_sdk_compiler(false))
     }
 
     /// The cache directory (from the manifest, else [`default_cache_dir`]).
@@ -525,6 +530,39 @@ pub fn installed_dotnet() -> Option<PathBuf> {
     }
     let host = find_on_path(exe)?;
     Some(std::fs::canonicalize(&host).unwrap_or(host))
+}
+
+/// The Roslyn `csc` of the newest SDK of the installed `dotnet`, compiling
+/// against the installation's lowest shared framework (so the result runs
+/// on every runtime installed beside it); with `require_31`, only when that
+/// framework is 3.x (the result must run on the 3.1 legs too).
+pub fn installed_sdk_compiler(require_31: bool) -> Option<Compiler> {
+    let dotnet = installed_dotnet()?;
+    let out = Command::new(&dotnet).arg("--list-sdks").output().ok()?;
+    // Lines look like `8.0.100 [/usr/share/dotnet/sdk]`.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last()?;
+    let (version, rest) = line.split_once(' ')?;
+    let base = rest.trim().trim_start_matches('[').trim_end_matches(']');
+    let csc = Path::new(base)
+        .join(version)
+        .join("Roslyn")
+        .join("bincore")
+        .join("csc.dll");
+    let lowest = framework_versions(&dotnet).into_iter().next()?;
+    if !csc.is_file() || (require_31 && !lowest.starts_with("3.")) {
+        return None;
+    }
+    let references = dotnet
+        .parent()?
+        .join("shared")
+        .join("Microsoft.NETCore.App")
+        .join(lowest);
+    Some(Compiler::Csc {
+        dotnet,
+        csc,
+        references,
+    })
 }
 
 /// Legs provided by an installed `dotnet` (`dotnet --list-runtimes`),

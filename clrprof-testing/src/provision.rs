@@ -13,8 +13,7 @@
 //! start. The result is `<cache>/runtimes.json`.
 
 use crate::manifest::{
-    self, framework_versions, installed_dotnet, tfm_for_version, Compiler, Leg, Manifest, Os,
-    Pythonnet, Wine,
+    self, framework_versions, tfm_for_version, Compiler, Leg, Manifest, Os, Pythonnet, Wine,
 };
 use crate::Result;
 use std::path::{Path, PathBuf};
@@ -547,30 +546,6 @@ fn find_compiler() -> Option<Compiler> {
 }
 
 fn sdk_compiler() -> Option<Compiler> {
-    let dotnet = installed_dotnet()?;
-    let out = Command::new(&dotnet).arg("--list-sdks").output().ok()?;
-    // Lines look like `8.0.100 [/usr/share/dotnet/sdk]`.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().last()?;
-    let (version, rest) = line.split_once(' ')?;
-    let base = rest.trim().trim_start_matches('[').trim_end_matches(']');
-    let csc = Path::new(base)
-        .join(version)
-        .join("Roslyn")
-        .join("bincore")
-        .join("csc.dll");
-    let lowest = framework_versions(&dotnet).into_iter().next()?;
-    if !csc.is_file() || !lowest.starts_with("3.") {
-        return None;
-    }
-    let references = dotnet
-        .parent()?
-        .join("shared")
-        .join("Microsoft.NETCore.App")
-        .join(lowest);
-    Some(Compiler::Csc {
-        dotnet,
-        csc,
-        references,
-    })
+    // Apps compiled here must also run on the 3.1 legs.
+    manifest::installed_sdk_compiler(true)
 }
