@@ -534,7 +534,12 @@ impl RuntimeHandle {
     /// seen on .NET Core 3.1.23 and .NET 8.0.4); asking a profiler loaded by
     /// attach for a flag outside `COR_PRF_ALLOWABLE_AFTER_ATTACH` is refused
     /// with `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`. Both come back as
-    /// [`Error::Runtime`] with that code and its explanation.
+    /// [`Error::Runtime`] with that code and its explanation, except where
+    /// the rule depends on the runtime version ([`MaskRules`]: before .NET
+    /// 10, `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` are immutable and
+    /// refused after attach): those come back as [`Error::RuntimeVersion`]
+    /// naming the versions, an attached profiler's before the runtime is
+    /// called.
     pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
         let components = unpack(self.inner.component_masks.load(Ordering::SeqCst));
         self.set_runtime_mask(EventMasks {
