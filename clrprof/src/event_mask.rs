@@ -19,7 +19,7 @@
 //! seen on .NET Core 3.1.23 and .NET 8.0.4 in the conformance
 //! dynamicoptimization scenario), which
 //! [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
-//! returns as [`Error::Runtime`](crate::Error::Runtime).
+//! returns as [`Error::Runtime`].
 //!
 //! # Rules that depend on the runtime version
 //!
@@ -36,7 +36,7 @@
 //! refuses them on an attached pre-.NET 10 runtime before calling it, and
 //! explains the runtime's `E_FAIL` when a pre-.NET 10 runtime refuses a
 //! change of them after `Initialize`, both as
-//! [`Error::RuntimeVersion`](crate::Error::RuntimeVersion) naming the versions.
+//! [`Error::RuntimeVersion`] naming the versions.
 
 use bitflags::bitflags;
 use clrprof_sys as sys;
@@ -149,7 +149,7 @@ bitflags! {
     /// (.NET 10 and later). [`DISABLE_INLINING`](Self::DISABLE_INLINING) and
     /// [`DISABLE_OPTIMIZATIONS`](Self::DISABLE_OPTIMIZATIONS) are accepted
     /// only from .NET 10 on; on an older runtime the SDK refuses them with
-    /// [`Error::RuntimeVersion`](crate::Error::RuntimeVersion) (see [`MaskRules`]).
+    /// [`Error::RuntimeVersion`] (see [`MaskRules`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     pub struct AttachEventMask: u32 {
         /// See [`EventMask::MONITOR_THREADS`].
