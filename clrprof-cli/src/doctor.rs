@@ -5,7 +5,10 @@
 //! `CORECLR_PROFILER` names the class (a braced CLSID) and
 //! `CORECLR_PROFILER_PATH` the library; the architecture-specific
 //! `CORECLR_PROFILER_PATH_64` / `_32` / `_ARM64` win over the plain name when
-//! set. It then loads the library, calls its `DllGetClassObject` export with
+//! set. .NET 11 and later read each of them under a `DOTNET_` prefix too
+//! (dotnet/runtime PR 121646; `DOTNET_ENABLE_PROFILING`, `DOTNET_PROFILER`,
+//! `DOTNET_PROFILER_PATH`, ...), which the doctor accepts and notes for
+//! older runtimes. It then loads the library, calls its `DllGetClassObject` export with
 //! the CLSID and calls `Initialize` on the object it gets. When any step fails
 //! the application simply runs without the profiler, and on Linux the runtime
 //! says nothing about it. The doctor checks each step it can check without
@@ -104,6 +107,12 @@ const KNOWN: [&str; 7] = [
     "CORECLR_PROFILER_PATH_ARM64",
 ];
 
+/// The variables of notification profilers (loaded beside the main one).
+const NOTIFICATION: [&str; 2] = [
+    "CORECLR_ENABLE_NOTIFICATION_PROFILERS",
+    "CORECLR_NOTIFICATION_PROFILERS",
+];
+
 /// What the environment says: the CLSID and the library path the runtime
 /// would use (with the variable it came from).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,9 +146,56 @@ pub fn check_environment(
     let mut out = Vec::new();
     let mut request = Request::default();
 
+    // .NET 11 and later also read every profiler variable under a DOTNET_
+    // prefix (dotnet/runtime PR 121646); older runtimes read only CORECLR_.
+    let mut effective = env.clone();
+    for known in KNOWN.iter().chain(NOTIFICATION.iter()) {
+        let dotnet = format!("DOTNET_{}", known.trim_start_matches("CORECLR_"));
+        let Some(value) = env.get(&dotnet) else {
+            continue;
+        };
+        match env.get(*known) {
+            None => {
+                out.push(finding(
+                    Level::Note,
+                    format!(
+                        "{dotnet} is read by .NET 11 and later (dotnet/runtime PR 121646); \
+                         .NET 10 and older read only {known}: set {known} too for them"
+                    ),
+                ));
+                effective.insert(known.to_string(), value.clone());
+            }
+            Some(v) if v != value => out.push(finding(
+                Level::Warning,
+                format!(
+                    "{dotnet}={value} and {known}={v} differ: a .NET 11 runtime reads both names; \
+                     set one value"
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    let env = &effective;
+
+    // Notification profilers: a list whose last entry has no trailing `;`
+    // loses that entry on runtimes before dotnet/runtime PR 130584.
+    for var in NOTIFICATION[1..].iter() {
+        if let Some(list) = env.get(*var).filter(|l| !l.trim().is_empty()) {
+            if !list.trim_end().ends_with(';') {
+                out.push(finding(
+                    Level::Warning,
+                    format!(
+                        "{var} does not end with `;`: runtimes before dotnet/runtime PR 130584 \
+                         (July 2026) drop the last entry of such a list; end it with `;`"
+                    ),
+                ));
+            }
+        }
+    }
+
     // Near misses: other prefixes, wrong case, typos.
     for name in env.keys() {
-        if KNOWN.contains(&name.as_str()) {
+        if KNOWN.contains(&name.as_str()) || NOTIFICATION.contains(&name.as_str()) {
             continue;
         }
         let upper = name.to_ascii_uppercase();
@@ -155,7 +211,14 @@ pub fn check_environment(
                 continue;
             }
         }
-        for prefix in ["DOTNET_", "COMPLUS_"] {
+        if let Some(rest) = upper.strip_prefix("DOTNET_") {
+            let bare = format!("CORECLR_{rest}");
+            if KNOWN.contains(&bare.as_str()) || NOTIFICATION.contains(&bare.as_str()) {
+                // Read by .NET 11+, noted above.
+                continue;
+            }
+        }
+        for prefix in ["COMPLUS_"] {
             if let Some(rest) = upper.strip_prefix(prefix) {
                 let bare = format!("CORECLR_{}", rest.trim_start_matches("CORECLR_"));
                 if KNOWN.contains(&bare.as_str()) {
@@ -966,6 +1029,57 @@ mod tests {
     }
 
     #[test]
+    fn dotnet_prefixed_variables_are_accepted_and_noted() {
+        // .NET 11 (dotnet/runtime PR 121646) reads DOTNET_ beside CORECLR_.
+        let e = env(&[
+            ("DOTNET_ENABLE_PROFILING", "1"),
+            ("DOTNET_PROFILER", CLSID),
+            ("DOTNET_PROFILER_PATH", "/opt/p/libp.so"),
+        ]);
+        let (f, req) = check_environment(&e, LINUX);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert_eq!(req.clsid.as_deref(), Some(CLSID));
+        assert!(
+            has(
+                &f,
+                Level::Note,
+                "DOTNET_PROFILER is read by .NET 11 and later"
+            ),
+            "{f:?}"
+        );
+        assert!(has(&f, Level::Note, "read only CORECLR_PROFILER"), "{f:?}");
+        assert!(!f.iter().any(|x| x.level == Level::Warning), "{f:?}");
+        // Both names with different values.
+        let e = env(&[
+            (ENABLE, "1"),
+            ("DOTNET_ENABLE_PROFILING", "0"),
+            (PROFILER, CLSID),
+            (PATH, "/opt/p/libp.so"),
+        ]);
+        let (f, _) = check_environment(&e, LINUX);
+        assert!(has(&f, Level::Warning, "differ"), "{f:?}");
+    }
+
+    #[test]
+    fn a_notification_list_must_end_with_a_semicolon() {
+        let base = [(ENABLE, "1"), (PROFILER, CLSID), (PATH, "/opt/p/libp.so")];
+        let mut e = env(&base);
+        e.insert(
+            "CORECLR_NOTIFICATION_PROFILERS".into(),
+            format!("/a.so={CLSID};/b.so={CLSID}"),
+        );
+        let (f, _) = check_environment(&e, LINUX);
+        assert!(has(&f, Level::Warning, "PR 130584"), "{f:?}");
+        e.insert(
+            "CORECLR_NOTIFICATION_PROFILERS".into(),
+            format!("/a.so={CLSID};/b.so={CLSID};"),
+        );
+        let (f, _) = check_environment(&e, LINUX);
+        assert!(!has(&f, Level::Warning, "PR 130584"), "{f:?}");
+        assert!(!has(&f, Level::Warning, "misspelling"), "{f:?}");
+    }
+
+    #[test]
     fn missing_variables_are_errors() {
         let (f, req) = check_environment(&env(&[]), LINUX);
         assert_eq!(errors(&f).len(), 3, "{f:?}");
@@ -1003,7 +1117,11 @@ mod tests {
             "{f:?}"
         );
         assert!(
-            has(&f, Level::Warning, "DOTNET_ENABLE_PROFILING is set"),
+            has(
+                &f,
+                Level::Note,
+                "DOTNET_ENABLE_PROFILING is read by .NET 11 and later"
+            ),
             "{f:?}"
         );
         assert!(

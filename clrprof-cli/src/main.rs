@@ -9,6 +9,10 @@
 //! * `clrprof flamegraph PROFILE -o OUT.svg` renders a profile (folded, speedscope or pprof) as a flame graph;
 //! * `clrprof convert IN -o OUT [--to folded|speedscope|pprof]` converts between those formats;
 //! * `clrprof runtimes` lists the runtime legs found and where;
+//! * `clrprof provision [--cache DIR] [--strict] [--toolchains]` installs the test
+//!   runtimes (.NET Core 3.1 and .NET 8, Linux and Windows under Wine) and a
+//!   C# compiler into the current crate's `target/clrprof-cache`: the same
+//!   provisioning as this repository's `cargo xtask provision`;
 //! * `clrprof doctor [--profiler LIB] [-- CMD ...]` explains why a profiler does not load;
 //! * `clrprof new NAME` scaffolds a profiler crate with a real-runtime test.
 
@@ -132,6 +136,23 @@ enum Command {
     },
     /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIME_MANIFEST, installed dotnet).
     Runtimes,
+    /// Install the test runtimes (.NET Core 3.1 and .NET 8 for Linux, and for
+    /// Windows under Wine), a Wine prefix and a C# compiler into this crate's
+    /// target/clrprof-cache (or $CLRPROF_CACHE), where `cargo test` finds
+    /// them. Idempotent. Runtimes of an installed `dotnet` are legs too.
+    Provision {
+        /// The cache directory (default: $CLRPROF_CACHE, else the crate's target/clrprof-cache).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Fail when anything cannot be provisioned (default with CI=true).
+        #[arg(long)]
+        strict: bool,
+        /// Also install the missing toolchains first (Debian packages
+        /// wine64, mingw-w64, mono-mcs, python3-pip, ... through sudo, and
+        /// rustup targets).
+        #[arg(long)]
+        toolchains: bool,
+    },
     /// Explain why a profiler does not load: checks the loading variables,
     /// the library (format, architecture, exports, CLSID, dependencies) and,
     /// with a command, runs it with the host's trace and the SDK's log on.
@@ -195,6 +216,11 @@ fn main() -> ExitCode {
         )),
         Command::Clsid { library } => clsid(&library),
         Command::Runtimes => runtimes(),
+        Command::Provision {
+            cache,
+            strict,
+            toolchains,
+        } => provision(cache.as_deref(), strict, toolchains),
         Command::Flamegraph {
             folded,
             output,
@@ -220,6 +246,33 @@ fn clsid(library: &std::path::Path) -> Result<ExitCode, clrprof_testing::Error> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `clrprof provision`: `clrprof_testing::provision`, the code behind
+/// `cargo xtask provision`, into the crate's target directory.
+fn provision(
+    cache: Option<&std::path::Path>,
+    strict: bool,
+    toolchains: bool,
+) -> Result<ExitCode, clrprof_testing::Error> {
+    let strict = strict || std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let target = match cache {
+        Some(_) => PathBuf::from("target"),
+        None => match clrprof_testing::build::workspace_root() {
+            Ok(root) => root.join("target"),
+            Err(e) if std::env::var_os("CLRPROF_CACHE").is_none() => {
+                return Err(clrprof_testing::Error::new(format!(
+                    "run `clrprof provision` inside your profiler crate, or pass --cache DIR ({e})"
+                )))
+            }
+            Err(_) => PathBuf::from("target"),
+        },
+    };
+    let dir = clrprof_testing::provision::cache_dir(cache, &target);
+    let options = clrprof_testing::provision::Options { strict, toolchains };
+    let manifest = clrprof_testing::provision::provision(&dir, &options)?;
+    clrprof_testing::provision::print_manifest(&manifest);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
     let found = clrprof_testing::discover();
     if found.sources.is_empty() {
@@ -230,7 +283,8 @@ fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
     for leg in &found.legs {
         let os = match leg.os {
             clrprof_testing::Os::Linux => "linux",
-            clrprof_testing::Os::Windows => "windows (Wine)",
+            clrprof_testing::Os::Windows if leg.is_wine() => "windows (Wine)",
+            clrprof_testing::Os::Windows => "windows",
         };
         println!(
             "{:<15} {:<8} {:<15} {}",

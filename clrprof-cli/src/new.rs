@@ -180,8 +180,10 @@ impl Profiler for {ty} {{
     );
     let test_rs = format!(
         r#"//! Runs the profiler inside real runtimes: every leg `clrprof-testing` finds
-//! (`clrprof runtimes` lists them). A leg that cannot run is reported as
-//! skipped, and is a failure with `--strict` or `CI=true`.
+//! (`clrprof runtimes` lists them): the runtimes `clrprof provision` put in
+//! target/clrprof-cache, and those of an installed `dotnet`, any version
+//! (a machine with .NET 10 tests against .NET 10). With none found the test
+//! is reported as skipped, and is a failure with `--strict` or `CI=true`.
 //! Run: `cargo test --test runtime [-- --leg NAME] [FILTER]`.
 
 use clrprof_testing::harness::{{Harness, Scenario}};
@@ -189,6 +191,7 @@ use clrprof_testing::harness::{{Harness, Scenario}};
 fn main() {{
     Harness::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps"))
         .workspace(env!("CARGO_MANIFEST_DIR"))
+        .found_legs_only()
         .scenario(Scenario::new("{name} sees the app's methods compiled", |case| {{
             let app = case.app("hello")?;
             let profiler = case.profiler("{name}")?;
@@ -370,9 +373,9 @@ mod tests {
         {
             assert!(
                 !strict,
-                "leg {leg} is not available (run `cargo xtask provision`)"
+                "leg {leg} is not available (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)"
             );
-            eprintln!("skipped: leg {leg} is not available (run `cargo xtask provision`)");
+            eprintln!("skipped: leg {leg} is not available (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)");
             return;
         }
         let dir = target

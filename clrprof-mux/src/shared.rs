@@ -10,6 +10,7 @@ use crate::routes::Route;
 use crate::runtime::RealInfo;
 use clrprof::output::JsonLines;
 use clrprof::sys::*;
+use clrprof::MaskRules;
 use core::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -164,6 +165,8 @@ pub(crate) struct Shared {
     pub rejit: Requests,
     /// How the ELT hooks are served, once decided.
     pub elt: OnceLock<Mode>,
+    /// The event-mask rules of this runtime's version, read once.
+    rules: OnceLock<MaskRules>,
 }
 
 impl Shared {
@@ -182,7 +185,52 @@ impl Shared {
             out,
             rejit: Default::default(),
             elt: OnceLock::new(),
+            rules: OnceLock::new(),
         }
+    }
+
+    /// The event-mask rules of the runtime (`clrprof::MaskRules`): which
+    /// flags are immutable depends on its version (.NET 10 made
+    /// `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` mutable, dotnet/runtime
+    /// PR 113924), and the children are refused as that runtime would
+    /// refuse them. A runtime without `GetRuntimeInformation` (Info3) gets
+    /// the old rules.
+    pub(crate) fn rules(&self) -> MaskRules {
+        *self.rules.get_or_init(|| {
+            // SAFETY: Info3 vtable type for version 3.
+            let Some((this, v)) = (unsafe { self.runtime.vtbl::<ICorProfilerInfo3_Vtbl>(3) })
+            else {
+                return MaskRules::BEFORE_NET10;
+            };
+            let (mut id, mut ty, mut major, mut minor, mut build, mut qfe, mut len) =
+                (0u16, 0u32, 0u16, 0u16, 0u16, 0u16, 0u32);
+            // SAFETY: corprof.idl ICorProfilerInfo3::GetRuntimeInformation:
+            // every out pointer is a valid local; a zero-length, null version
+            // buffer asks for no string.
+            let hr = unsafe {
+                (v.GetRuntimeInformation)(
+                    this,
+                    &mut id,
+                    &mut ty,
+                    &mut major,
+                    &mut minor,
+                    &mut build,
+                    &mut qfe,
+                    0,
+                    &mut len,
+                    core::ptr::null_mut(),
+                )
+            };
+            if hr.is_err() {
+                return MaskRules::BEFORE_NET10;
+            }
+            let ty = match ty {
+                COR_PRF_CORE_CLR => clrprof::RuntimeType::CoreClr,
+                COR_PRF_DESKTOP_CLR => clrprof::RuntimeType::Desktop,
+                o => clrprof::RuntimeType::Unknown(o),
+            };
+            MaskRules::for_version(ty, major)
+        })
     }
 
     /// Whether the multiplexer's `Initialize` has returned.
@@ -202,10 +250,11 @@ impl Shared {
         let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
         let (old_low, old_high) = child.masks();
         // Immutable flags are fixed once Initialize returned (corprof.idl:
-        // COR_PRF_MONITOR_IMMUTABLE); the union may not change, but the
-        // child is refused as the runtime would refuse it.
+        // COR_PRF_MONITOR_IMMUTABLE, of this runtime's version); the union
+        // may not change, but the child is refused as the runtime would
+        // refuse it.
         if self.running()
-            && ((old_low ^ low) & COR_PRF_MONITOR_IMMUTABLE != 0
+            && ((old_low ^ low) & self.rules().immutable().bits() != 0
                 || (old_high ^ high) & COR_PRF_HIGH_MONITOR_IMMUTABLE != 0)
         {
             return CORPROF_E_IMMUTABLE_FLAGS_SET;
@@ -294,8 +343,11 @@ impl Shared {
         let Some(child) = self.children.get(k) else {
             return E_INVALIDARG;
         };
-        let (low, _) = child.masks();
-        if low & COR_PRF_MONITOR_IMMUTABLE != 0 {
+        let (low, high) = child.masks();
+        // The runtime refuses a profiler that set a flag immutable on its
+        // version (EnsureProfilerDetachable).
+        if low & self.rules().immutable().bits() != 0 || high & COR_PRF_HIGH_MONITOR_IMMUTABLE != 0
+        {
             return CORPROF_E_IMMUTABLE_FLAGS_SET;
         }
         if low & COR_PRF_ENABLE_REJIT != 0 || child.set_il.load(Ordering::Relaxed) {

@@ -199,6 +199,51 @@ fn each_child_keeps_its_mask_and_the_runtime_gets_the_union() {
 }
 
 #[test]
+fn children_follow_the_mask_rules_of_the_runtime_version() {
+    // .NET 10 (dotnet/runtime PR 113924): DISABLE_INLINING and
+    // DISABLE_OPTIMIZATIONS may change after Initialize, and a profiler
+    // that set them may detach; .NET 8 (the other tests' fake) refuses both.
+    let (fake, shared, proxies) = setup(2);
+    fake.state().runtime.major = 10;
+    assert!(shared.rules().is_net10_or_later());
+    assert_eq!(
+        set_mask(
+            &proxies[0],
+            COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_DISABLE_INLINING
+        ),
+        S_OK
+    );
+    shared.phase.store(PHASE_RUNNING, Ordering::SeqCst);
+    fake.state().initialized = true;
+    assert_eq!(
+        set_mask(
+            &proxies[1],
+            COR_PRF_MONITOR_GC | COR_PRF_DISABLE_OPTIMIZATIONS
+        ),
+        S_OK
+    );
+    assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+    assert_eq!(
+        fake.state().event_mask,
+        COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_MONITOR_GC | COR_PRF_DISABLE_OPTIMIZATIONS
+    );
+    // Still immutable on .NET 10.
+    assert_eq!(
+        set_mask(&proxies[0], COR_PRF_ENABLE_OBJECT_ALLOCATED),
+        CORPROF_E_IMMUTABLE_FLAGS_SET
+    );
+    // SAFETY: Info3's vtable on a live proxy.
+    let detach = |p: &ProxyRef| unsafe {
+        (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500)
+    };
+    assert_eq!(
+        detach(&proxies[1]),
+        S_OK,
+        "DISABLE_OPTIMIZATIONS does not pin a .NET 10 profiler"
+    );
+}
+
+#[test]
 fn callbacks_reach_only_the_children_that_asked() {
     let (_fake, shared, proxies) = setup(2);
     assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);

@@ -12,15 +12,12 @@ pub fn cargo() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
-/// Whether the rig itself runs on Linux x86_64, where profilers for Linux legs
-/// are built for the host target (no `--target`, so they share the normal build).
-fn host_is_linux_x64() -> bool {
-    cfg!(all(target_os = "linux", target_arch = "x86_64"))
-}
-
 /// Builds package `package` (a `cdylib`) for the runtime OS `os` and returns
-/// the path of the library: `lib<name>.so` for Linux, `<name>.dll` for Windows
-/// (target `x86_64-pc-windows-gnu`). `workspace` is the directory cargo runs in.
+/// the path of the library: `lib<name>.so` for Linux (`.dylib` on macOS),
+/// `<name>.dll` for Windows (target `x86_64-pc-windows-gnu` under Wine; the
+/// host's own target on a Windows host). A runtime native to the host gets
+/// the host build (no `--target`, so it shares the normal build).
+/// `workspace` is the directory cargo runs in.
 pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> Result<PathBuf> {
     let mut cmd = Command::new(cargo());
     cmd.current_dir(workspace).args([
@@ -33,7 +30,7 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
     if release {
         cmd.arg("--release");
     }
-    if !(os == Os::Linux && host_is_linux_x64()) {
+    if !os.is_native() {
         cmd.args(["--target", os.rust_target()]);
     }
     let out = cmd
@@ -48,6 +45,7 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
         )));
     }
     let wanted_ext = match os {
+        Os::Linux if cfg!(target_os = "macos") => ".dylib",
         Os::Linux => ".so",
         Os::Windows => ".dll",
     };

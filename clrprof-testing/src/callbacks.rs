@@ -297,6 +297,40 @@ pub struct ExceptionAccount {
     /// Exceptions whose catch block or finally was left by a newer exception
     /// (a rethrow, or an exception escaping a handler).
     pub abandoned: usize,
+    /// Search or unwind frames reported twice in a row (the .NET 9 and 10
+    /// funclet duplicates, see [`ExceptionRules`]); always 0 under the
+    /// strict rules.
+    pub duplicated_frames: usize,
+}
+
+/// What the exception checker tolerates, by runtime version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExceptionRules {
+    /// The exception handling ported from NativeAOT (the default from .NET 9
+    /// on) reported, for a frame running a funclet (a finally, filter or
+    /// catch), `ExceptionSearchFunctionEnter`/`Leave` or
+    /// `ExceptionUnwindFunctionEnter`/`Leave` of the parent method once for
+    /// the funclet and again for the method itself (dotnet/runtime issue
+    /// 123351), until PR 123564 (merged January 2026, in .NET 11). So .NET 9
+    /// and .NET 10 may report a frame twice in a row: the second report of
+    /// the frame just left, for the same exception and pass, is counted in
+    /// [`ExceptionAccount::duplicated_frames`] instead of failing the check.
+    pub duplicated_funclet_frames: bool,
+}
+
+impl ExceptionRules {
+    /// The rules of .NET 8 and older and of .NET 11 and later: no duplicates.
+    pub const STRICT: ExceptionRules = ExceptionRules {
+        duplicated_funclet_frames: false,
+    };
+
+    /// The rules of a .NET runtime of this major version (`3` for .NET Core
+    /// 3.1): duplicates tolerated on .NET 9 and 10.
+    pub fn for_major(major: u32) -> ExceptionRules {
+        ExceptionRules {
+            duplicated_funclet_frames: matches!(major, 9 | 10),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,6 +354,10 @@ struct InFlight {
     in_finally: bool,
     /// Set when a newer exception unwound the frame running this one's handler.
     abandoned: bool,
+    /// The frame this exception's last callback left (`SearchFunctionLeave`
+    /// / `UnwindFunctionLeave`), while no other callback came since: a
+    /// duplicate enter of it is tolerated under [`ExceptionRules`].
+    just_left: Option<String>,
 }
 
 impl InFlight {
@@ -361,7 +399,19 @@ impl InFlight {
 /// Frames are compared by function name, so the program under test must not
 /// recurse through a frame that handles an exception. At the end no
 /// exception may be left in flight.
+///
+/// These are the strict rules ([`ExceptionRules::STRICT`]);
+/// [`check_exceptions_with`] takes the rules of the runtime version.
 pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
+    check_exceptions_with(records, ExceptionRules::STRICT)
+}
+
+/// [`check_exceptions`] under `rules` (e.g. [`ExceptionRules::for_major`]
+/// of the leg's runtime).
+pub fn check_exceptions_with(
+    records: &[Value],
+    rules: ExceptionRules,
+) -> (ExceptionAccount, Vec<String>) {
     let mut account = ExceptionAccount::default();
     let mut violations = Vec::new();
     let mut threads: HashMap<u64, Vec<InFlight>> = HashMap::new();
@@ -395,6 +445,7 @@ pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
                 unwind_frame: None,
                 in_finally: false,
                 abandoned: false,
+                just_left: None,
             });
             continue;
         }
@@ -407,6 +458,25 @@ pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
             continue;
         };
         let f = name(r).to_string();
+        let just_left = top.just_left.take();
+        // The .NET 9/10 funclet duplicate: the frame just left entered again
+        // in the same pass. It repeats a report; the state stays as the
+        // first report left it, except that the frame is open again.
+        if rules.duplicated_funclet_frames
+            && just_left.as_deref() == Some(f.as_str())
+            && matches!(
+                e,
+                "ExceptionSearchFunctionEnter" | "ExceptionUnwindFunctionEnter"
+            )
+        {
+            account.duplicated_frames += 1;
+            if e == "ExceptionSearchFunctionEnter" {
+                top.search_frame = Some(f);
+            } else {
+                top.unwind_frame = Some(f);
+            }
+            continue;
+        }
         match e {
             "ExceptionSearchFunctionEnter" => {
                 if top.pass != Pass::Search || top.search_frame.is_some() || top.catcher.is_some() {
@@ -437,9 +507,12 @@ pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
                 top.in_filter = false;
             }
             "ExceptionSearchCatcherFound" => {
+                // Under the duplicates, the repeated report of the catching
+                // frame finds its catcher again.
+                let again = rules.duplicated_funclet_frames && top.catcher.as_deref() == Some(&f);
                 if top.pass != Pass::Search
                     || top.in_filter
-                    || top.catcher.is_some()
+                    || (top.catcher.is_some() && !again)
                     || top.search_frame.as_deref() != Some(f.as_str())
                 {
                     fail(format!(
@@ -453,7 +526,7 @@ pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
                 if top.pass != Pass::Search || top.search_frame.is_none() || top.in_filter {
                     fail("no search frame open (or a filter still runs)".to_string());
                 }
-                top.search_frame = None;
+                top.just_left = top.search_frame.take();
             }
             "ExceptionCLRCatcherFound" => {
                 if top.pass != Pass::Search || top.search_frame.is_some() {
@@ -509,6 +582,7 @@ pub fn check_exceptions(records: &[Value]) -> (ExceptionAccount, Vec<String>) {
                 if top.in_finally {
                     fail(format!("{frame} left while its finally runs"));
                 }
+                top.just_left = Some(frame.clone());
                 // Unwinding the frame an older exception handles in abandons it.
                 for older in stack[..depth - 1].iter_mut().rev() {
                     if !older.abandoned && older.handler_frame() == Some(frame.as_str()) {
@@ -603,6 +677,7 @@ mod tests {
         assert_eq!(
             account,
             ExceptionAccount {
+                duplicated_frames: 0,
                 thrown: 1,
                 caught: 1,
                 filters: 1,
@@ -611,6 +686,64 @@ mod tests {
                 abandoned: 0
             }
         );
+    }
+
+    /// `simple()` as .NET 9 and 10 report it (dotnet/runtime issue 123351):
+    /// the frames with funclets (`Main`'s filter and catch, `Mid`'s
+    /// finally) reported twice in a row.
+    fn with_funclet_duplicates() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("ExceptionThrown", ""),
+            ("ExceptionSearchFunctionEnter", "Throw"),
+            ("ExceptionSearchFunctionLeave", ""),
+            ("ExceptionSearchFunctionEnter", "Mid"),
+            ("ExceptionSearchFunctionLeave", ""),
+            ("ExceptionSearchFunctionEnter", "Main"),
+            ("ExceptionSearchFilterEnter", "Main"),
+            ("ExceptionSearchFilterLeave", ""),
+            ("ExceptionSearchCatcherFound", "Main"),
+            ("ExceptionSearchFunctionLeave", ""),
+            ("ExceptionSearchFunctionEnter", "Main"),
+            ("ExceptionSearchCatcherFound", "Main"),
+            ("ExceptionSearchFunctionLeave", ""),
+            ("ExceptionUnwindFunctionEnter", "Throw"),
+            ("ExceptionUnwindFunctionLeave", ""),
+            ("ExceptionUnwindFunctionEnter", "Mid"),
+            ("ExceptionUnwindFinallyEnter", "Mid"),
+            ("ExceptionUnwindFinallyLeave", ""),
+            ("ExceptionUnwindFunctionLeave", ""),
+            ("ExceptionUnwindFunctionEnter", "Mid"),
+            ("ExceptionUnwindFunctionLeave", ""),
+            ("ExceptionUnwindFunctionEnter", "Main"),
+            ("ExceptionCatcherEnter", "Main"),
+            ("ExceptionCatcherLeave", ""),
+        ]
+    }
+
+    #[test]
+    fn net9_and_10_funclet_duplicates_are_tolerated_and_counted() {
+        let records = seq(&with_funclet_duplicates());
+        for major in [9, 10] {
+            let (account, v) = check_exceptions_with(&records, ExceptionRules::for_major(major));
+            assert!(v.is_empty(), ".NET {major}: {v:?}");
+            assert_eq!(account.duplicated_frames, 2, ".NET {major}");
+            assert_eq!(
+                (account.thrown, account.caught, account.finallys),
+                (1, 1, 1)
+            );
+        }
+        // .NET 8 and .NET 11 (after PR 123564) report each frame once: the
+        // repeated catcher is a violation there.
+        for major in [3, 8, 11] {
+            let (_, v) = check_exceptions_with(&records, ExceptionRules::for_major(major));
+            assert!(v.iter().any(|x| x.contains("twice")), ".NET {major}: {v:?}");
+        }
+        // The tolerance is for a repeat of the frame just left only.
+        let mut wrong = with_funclet_duplicates();
+        wrong.insert(10, ("ExceptionSearchFunctionEnter", "Other"));
+        wrong.insert(11, ("ExceptionSearchFunctionLeave", ""));
+        let (_, v) = check_exceptions_with(&seq(&wrong), ExceptionRules::for_major(9));
+        assert!(!v.is_empty());
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub enum BrokenBuild {
 pub fn c_compiler(os: Os) -> String {
     let (var, default) = match os {
         Os::Linux => ("CLRPROF_CC_LINUX", "gcc"),
+        Os::Windows if cfg!(windows) => ("CLRPROF_CC_WINDOWS", "gcc"),
         Os::Windows => ("CLRPROF_CC_WINDOWS", "x86_64-w64-mingw32-gcc"),
     };
     std::env::var(var).unwrap_or_else(|_| default.to_string())
@@ -71,10 +72,7 @@ pub fn broken_profiler(os: Os, build: BrokenBuild, cache: &Path) -> Result<Profi
         BrokenBuild::Standard => "broken_profiler",
         BrokenBuild::NoExport => "broken_profiler_no_export",
     };
-    let file = match os {
-        Os::Linux => format!("lib{stem}.so"),
-        Os::Windows => format!("{stem}.dll"),
-    };
+    let file = os.library_file(stem);
     let lib: PathBuf = dir.join(file);
     if !lib.is_file() {
         std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
@@ -86,6 +84,10 @@ pub fn broken_profiler(os: Os, build: BrokenBuild, cache: &Path) -> Result<Profi
         cmd.args(["-shared", "-O0", "-o"]).arg(&tmp).arg(&source);
         if os == Os::Linux {
             cmd.arg("-fPIC");
+        }
+        if cfg!(target_os = "macos") {
+            // macOS links shared libraries with -dynamiclib.
+            cmd.arg("-dynamiclib");
         }
         if build == BrokenBuild::NoExport {
             cmd.arg("-DCLRPROF_FIXTURE_NO_EXPORT");

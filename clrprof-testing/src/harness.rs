@@ -173,7 +173,7 @@ impl Case<'_> {
     ) -> std::result::Result<PathBuf, Verdict> {
         let Some(compiler) = self.ctx.runtimes.compiler() else {
             return Err(self.ctx.unavailable(
-                "no C# compiler (install mono-mcs or run `cargo xtask provision`)".to_string(),
+                "no C# compiler (install mono-mcs or run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string(),
             ));
         };
         let source = self.ctx.apps_dir.join(format!("{name}.cs"));
@@ -280,6 +280,7 @@ pub struct Harness {
     apps_dir: PathBuf,
     scenarios: Vec<Scenario>,
     workspace: Option<PathBuf>,
+    found_legs_only: bool,
 }
 
 impl Harness {
@@ -289,7 +290,19 @@ impl Harness {
             apps_dir: apps_dir.into(),
             scenarios: Vec::new(),
             workspace: None,
+            found_legs_only: false,
         }
+    }
+
+    /// Runs on the legs found (provisioned by `clrprof provision`, or the
+    /// runtimes of an installed `dotnet`, any version: see
+    /// [`manifest::installed_dotnet_legs`]) instead of the standard legs:
+    /// a profiler author with .NET 10 installed tests against .NET 10
+    /// without provisioning anything. With no leg found, the one case says
+    /// so (skipped, or failed in strict mode) and names `clrprof provision`.
+    pub fn found_legs_only(mut self) -> Harness {
+        self.found_legs_only = true;
+        self
     }
 
     /// The directory cargo builds profilers in (default: the current workspace).
@@ -344,17 +357,24 @@ impl Harness {
 
         let runtimes = manifest::discover();
         let cache = runtimes.cache_dir();
-        let mut leg_names: Vec<String> = manifest::STANDARD_LEGS
-            .iter()
-            .chain(manifest::OPT_IN_LEGS.iter())
-            .map(|s| s.to_string())
-            .collect();
+        let mut leg_names: Vec<String> = if self.found_legs_only {
+            Vec::new()
+        } else {
+            manifest::STANDARD_LEGS
+                .iter()
+                .chain(manifest::OPT_IN_LEGS.iter())
+                .map(|s| s.to_string())
+                .collect()
+        };
         for leg in &runtimes.legs {
             if !leg_names.contains(&leg.name) {
                 leg_names.push(leg.name.clone());
             }
         }
         leg_names.retain(|l| only_legs.is_empty() || only_legs.contains(l));
+        if self.found_legs_only && leg_names.is_empty() {
+            leg_names.push(NO_RUNTIME_LEG.to_string());
+        }
 
         let ctx = Context {
             runtimes,
@@ -472,7 +492,18 @@ fn indent(s: &str) -> String {
     s.trim_end().replace('\n', "\n        ")
 }
 
+/// The leg name a [`Harness::found_legs_only`] run reports when it found none.
+const NO_RUNTIME_LEG: &str = "no-runtime";
+
 fn run_case(scenario: &Scenario, leg_name: &str, ctx: &Context) -> CaseResult {
+    if leg_name == NO_RUNTIME_LEG {
+        return Err(ctx.unavailable(
+            "no runtime found: run `clrprof provision` in this crate (provisions .NET Core 3.1 and \
+             .NET 8 into target/clrprof-cache), or install .NET (any version: `dotnet` on PATH or \
+             in $DOTNET_ROOT is a leg)"
+                .to_string(),
+        ));
+    }
     if let Some((_, reason)) = scenario.excluded.iter().find(|(l, _)| l == leg_name) {
         return Err(Verdict::Skipped(format!("excluded on this leg: {reason}")));
     }

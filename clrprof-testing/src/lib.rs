@@ -25,6 +25,8 @@ pub mod csharp;
 pub mod fixtures;
 pub mod harness;
 pub mod manifest;
+pub mod profiler_env;
+pub mod provision;
 pub mod run;
 pub mod sxs;
 pub mod wine;
@@ -60,6 +62,18 @@ impl std::error::Error for Error {}
 impl From<String> for Error {
     fn from(s: String) -> Error {
         Error(s)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(s: &str) -> Error {
+        Error(s.to_string())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error(e.to_string())
     }
 }
 

@@ -53,20 +53,86 @@ pub struct Pythonnet {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Os {
-    /// A native Linux runtime: loads `.so` profilers, runs directly.
+    /// A native runtime of a Unix host: Linux (`.so` profilers), or macOS
+    /// (`.dylib`) for an installed runtime; runs directly.
     Linux,
-    /// A Windows runtime: loads `.dll` profilers, runs under Wine on Linux.
+    /// A Windows runtime: loads `.dll` profilers, runs under Wine on Linux
+    /// and directly on a Windows host (an installed runtime there).
     Windows,
 }
 
 impl Os {
-    /// The Rust target triple a profiler for this OS is built for.
+    /// The Rust target triple a profiler for this OS is built for: the
+    /// host's own for a runtime native to the host (Linux or macOS on a
+    /// Unix host, Windows on a Windows host, any architecture), else
+    /// `x86_64-unknown-linux-gnu` / `x86_64-pc-windows-gnu` (the Wine legs).
     pub fn rust_target(self) -> &'static str {
         match self {
+            Os::Linux if cfg!(unix) => host_triple(),
+            Os::Windows if cfg!(windows) => host_triple(),
             Os::Linux => "x86_64-unknown-linux-gnu",
             Os::Windows => "x86_64-pc-windows-gnu",
         }
     }
+
+    /// Whether a runtime of this OS runs natively on the host (no Wine, no
+    /// `--target`: profilers are built for the host).
+    pub fn is_native(self) -> bool {
+        match self {
+            Os::Linux => cfg!(unix),
+            Os::Windows => cfg!(windows),
+        }
+    }
+
+    /// The file name of a `cdylib` with crate or library stem `stem`.
+    pub fn library_file(self, stem: &str) -> String {
+        match self {
+            Os::Linux if cfg!(target_os = "macos") => format!("lib{stem}.dylib"),
+            Os::Linux => format!("lib{stem}.so"),
+            Os::Windows => format!("{stem}.dll"),
+        }
+    }
+}
+
+/// The Rust target triple of the host this crate was built for.
+fn host_triple() -> &'static str {
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        "x86_64-unknown-linux-gnu"
+    } else if cfg!(all(target_os = "linux", target_arch = "aarch64")) {
+        "aarch64-unknown-linux-gnu"
+    } else if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+        "aarch64-apple-darwin"
+    } else if cfg!(all(target_os = "macos", target_arch = "x86_64")) {
+        "x86_64-apple-darwin"
+    } else if cfg!(all(windows, target_arch = "x86_64", target_env = "msvc")) {
+        "x86_64-pc-windows-msvc"
+    } else if cfg!(all(windows, target_arch = "aarch64")) {
+        "aarch64-pc-windows-msvc"
+    } else if cfg!(windows) {
+        "x86_64-pc-windows-gnu"
+    } else {
+        "unknown"
+    }
+}
+
+/// The leg-name prefix of runtimes native to this host: `linux-x64`,
+/// `linux-arm64`, `osx-arm64`, `win-x64`, ... (the runtime identifiers'
+/// spelling).
+pub fn host_leg_prefix() -> String {
+    let os = if cfg!(target_os = "macos") {
+        "osx"
+    } else if cfg!(windows) {
+        "win"
+    } else {
+        "linux"
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        "x86" => "x86",
+        other => other,
+    };
+    format!("{os}-{arch}")
 }
 
 /// One runtime leg: a CoreCLR host and its shared framework.
@@ -85,6 +151,16 @@ pub struct Leg {
 }
 
 impl Leg {
+    /// The major version of [`Leg::version`] (`3` for .NET Core 3.1; 0 when
+    /// it does not parse).
+    pub fn major(&self) -> u32 {
+        self.version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `major.minor` of [`Leg::version`].
     pub fn major_minor(&self) -> String {
         self.version
@@ -109,9 +185,9 @@ impl Leg {
         )
     }
 
-    /// Whether this leg runs under Wine.
+    /// Whether this leg runs under Wine (a Windows runtime on a non-Windows host).
     pub fn is_wine(&self) -> bool {
-        self.os == Os::Windows
+        self.os == Os::Windows && !cfg!(windows)
     }
 }
 
@@ -289,12 +365,17 @@ impl Runtimes {
         self.manifest.as_ref().and_then(|m| m.wine.as_ref())
     }
 
-    /// The C# compiler recorded in the manifest, else `mcs` found on `PATH`.
+    /// The C# compiler recorded in the manifest, else `mcs` found on `PATH`,
+    /// else the Roslyn `csc` of an installed .NET SDK (against its lowest
+    /// shared framework: what a machine with only an SDK, e.g. a CI runner
+    /// or a profiler author's, has).
     pub fn compiler(&self) -> Option<Compiler> {
         if let Some(c) = self.manifest.as_ref().and_then(|m| m.compiler.clone()) {
             return Some(c);
         }
-        find_on_path("mcs").map(|path| Compiler::Mcs { path })
+        find_on_path("mcs")
+            .map(|path| Compiler::Mcs { path })
+            .or_else(|| installed_sdk_compiler(false))
     }
 
     /// The cache directory (from the manifest, else [`default_cache_dir`]).
@@ -333,7 +414,7 @@ pub fn discover() -> Runtimes {
         }
     } else {
         manifest_error = Some(format!(
-            "no runtime manifest at {} (run `cargo xtask provision`)",
+            "no runtime manifest at {} (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)",
             manifest_path.display()
         ));
     }
@@ -372,13 +453,13 @@ pub fn discover() -> Runtimes {
         (Some(p), Some(_)) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
             reason: format!(
-                "{} not found (run `cargo xtask provision`)",
+                "{} not found (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)",
                 p.python.display()
             ),
         }),
         (None, _) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
-            reason: "pythonnet is not provisioned (run `cargo xtask provision`)".to_string(),
+            reason: "pythonnet is not provisioned (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string(),
         }),
         (Some(_), None) => found.missing.push(MissingLeg {
             name: PYTHONNET_LEG.to_string(),
@@ -391,7 +472,7 @@ pub fn discover() -> Runtimes {
         let reported = found.missing.iter().any(|m| m.name == name);
         if !present && !reported {
             let reason = manifest_error.clone().unwrap_or_else(|| {
-                "not in the runtime manifest (run `cargo xtask provision`)".to_string()
+                "not in the runtime manifest (run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string()
             });
             found.missing.push(MissingLeg {
                 name: name.to_string(),
@@ -407,7 +488,7 @@ pub fn check_leg(leg: &Leg, wine: Option<&Wine>) -> std::result::Result<(), Stri
     if !leg.host.is_file() {
         return Err(format!("host {} not found", leg.host.display()));
     }
-    if leg.os == Os::Windows {
+    if leg.is_wine() {
         match wine {
             None => return Err("Windows leg but no Wine configured in the manifest".into()),
             Some(w) if !w.loader.is_file() => {
@@ -433,24 +514,72 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// The installed `dotnet` host: `$DOTNET_ROOT/dotnet`, else `dotnet` on `PATH`.
+/// The installed `dotnet` host: `$DOTNET_ROOT/dotnet`, else `dotnet` on `PATH`
+/// (`dotnet.exe` on Windows).
 pub fn installed_dotnet() -> Option<PathBuf> {
+    let exe = if cfg!(windows) {
+        "dotnet.exe"
+    } else {
+        "dotnet"
+    };
     if let Some(root) = std::env::var_os("DOTNET_ROOT") {
-        let host = PathBuf::from(root).join("dotnet");
+        let host = PathBuf::from(root).join(exe);
         if host.is_file() {
             return Some(host);
         }
     }
-    let host = find_on_path("dotnet")?;
+    let host = find_on_path(exe)?;
     Some(std::fs::canonicalize(&host).unwrap_or(host))
 }
 
-/// Linux legs provided by an installed `dotnet` (`dotnet --list-runtimes`),
-/// newest patch per `major.minor`.
-pub fn installed_dotnet_legs() -> Vec<Leg> {
-    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
-        return Vec::new();
+/// The Roslyn `csc` of the newest SDK of the installed `dotnet`, compiling
+/// against the installation's lowest shared framework (so the result runs
+/// on every runtime installed beside it); with `require_31`, only when that
+/// framework is 3.x (the result must run on the 3.1 legs too).
+pub fn installed_sdk_compiler(require_31: bool) -> Option<Compiler> {
+    let dotnet = installed_dotnet()?;
+    let out = Command::new(&dotnet).arg("--list-sdks").output().ok()?;
+    // Lines look like `8.0.100 [/usr/share/dotnet/sdk]`.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last()?;
+    let (version, rest) = line.split_once(' ')?;
+    let base = rest.trim().trim_start_matches('[').trim_end_matches(']');
+    let csc = Path::new(base)
+        .join(version)
+        .join("Roslyn")
+        .join("bincore")
+        .join("csc.dll");
+    let lowest = framework_versions(&dotnet).into_iter().next()?;
+    if !csc.is_file() || (require_31 && !lowest.starts_with("3.")) {
+        return None;
     }
+    let references = dotnet
+        .parent()?
+        .join("shared")
+        .join("Microsoft.NETCore.App")
+        .join(lowest);
+    Some(Compiler::Csc {
+        dotnet,
+        csc,
+        references,
+    })
+}
+
+/// Legs provided by an installed `dotnet` (`dotnet --list-runtimes`),
+/// newest patch per `major.minor`, named after the host
+/// ([`host_leg_prefix`]: `linux-x64-10.0`, `linux-arm64-9.0`,
+/// `osx-arm64-11.0`, `win-x64-8.0`, ...), on every host: this is how a
+/// machine with .NET 8, 9, 10 or 11 installed (a CI runner, a profiler
+/// author's machine) tests against it. Previews and release candidates are
+/// left out unless `CLRPROF_DOTNET_PREVIEWS=1`.
+pub fn installed_dotnet_legs() -> Vec<Leg> {
+    let previews = std::env::var("CLRPROF_DOTNET_PREVIEWS").is_ok_and(|v| v == "1");
+    let os = if cfg!(windows) {
+        Os::Windows
+    } else {
+        Os::Linux
+    };
+    let prefix = host_leg_prefix();
     let Some(host) = installed_dotnet() else {
         return Vec::new();
     };
@@ -467,15 +596,15 @@ pub fn installed_dotnet_legs() -> Vec<Leg> {
         let Some(version) = words.next() else {
             continue;
         };
-        if version.contains('-') {
+        if version.contains('-') && !previews {
             continue; // previews
         }
         let leg = Leg {
             name: format!(
-                "linux-x64-{}",
+                "{prefix}-{}",
                 version.split('.').take(2).collect::<Vec<_>>().join(".")
             ),
-            os: Os::Linux,
+            os,
             host: host.clone(),
             version: version.to_string(),
             tfm: tfm_for_version(version),
@@ -515,6 +644,31 @@ pub fn framework_versions(host: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn installed_legs_are_named_after_the_host() {
+        let prefix = host_leg_prefix();
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert_eq!(prefix, "linux-x64");
+            assert_eq!(Os::Linux.rust_target(), "x86_64-unknown-linux-gnu");
+            assert!(Os::Linux.is_native() && !Os::Windows.is_native());
+            assert_eq!(Os::Linux.library_file("p"), "libp.so");
+            assert_eq!(Os::Windows.rust_target(), "x86_64-pc-windows-gnu");
+        }
+        if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+            assert_eq!(prefix, "osx-arm64");
+            assert_eq!(Os::Linux.library_file("p"), "libp.dylib");
+        }
+        let wine_leg = Leg {
+            name: "win-x64-8.0".into(),
+            os: Os::Windows,
+            host: PathBuf::from("dotnet.exe"),
+            version: "8.0.4".into(),
+            tfm: "net8.0".into(),
+        };
+        assert_eq!(wine_leg.is_wine(), !cfg!(windows));
+        assert_eq!(wine_leg.major(), 8);
+    }
 
     #[test]
     fn tfm_follows_the_net5_rename() {

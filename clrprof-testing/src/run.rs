@@ -262,12 +262,12 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
     let app = crate::manifest::absolute(&spec.app);
 
     let mut cmd = match leg.os {
-        Os::Linux => {
+        _ if !leg.is_wine() => {
             let mut c = Command::new(&leg.host);
             c.arg(&app);
             c
         }
-        Os::Windows => {
+        Os::Linux | Os::Windows => {
             let wine = wine.ok_or_else(|| {
                 Error::new(format!("leg {} needs Wine, none configured", leg.name))
             })?;
@@ -298,11 +298,11 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
     if let Some(p) = &spec.profiler {
         let lib = crate::manifest::absolute(&p.path);
         let (lib_text, out_text) = match leg.os {
-            Os::Linux => (
+            _ if !leg.is_wine() => (
                 lib.display().to_string(),
                 records_path.display().to_string(),
             ),
-            Os::Windows => (
+            Os::Linux | Os::Windows => (
                 to_wine_path(&lib)?,
                 to_wine_path(&crate::manifest::absolute(&records_path))?,
             ),
@@ -406,6 +406,8 @@ pub fn run_captured(mut cmd: Command, timeout: Duration, dir: &Path) -> Result<C
     let mut child = cmd
         .spawn()
         .map_err(|e| Error::new(format!("cannot start {:?}: {e}", cmd.get_program())))?;
+    // Written on Linux only (the peak RSS is read from /proc).
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut max_rss_kib = None;
     let exit = loop {
         match child.try_wait() {

@@ -44,6 +44,9 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
     std::env::set_var("CLRPROF_RUNTIME_MANIFEST", &path);
     std::env::remove_var("CI");
     std::env::remove_var("CLRPROF_LEGS");
+    // No installed dotnet's runtimes (a CI runner has one): only the manifest's leg.
+    std::env::remove_var("DOTNET_ROOT");
+    std::env::set_var("PATH", &dir);
 
     let (total, per_leg) = harness().run(&[]);
     // linux-x64-3.1: passes ok; fails and panics failed; excluded and elsewhere skipped.
@@ -64,6 +67,22 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
     // Filters and --leg narrow the cases.
     let (total, _) = harness().run(&["--leg".into(), "linux-x64-3.1".into(), "pass".into()]);
     assert_eq!(total, counts(1, 0, 0));
+
+    // A profiler author's harness (`clrprof new`) runs on the legs found only:
+    // the missing standard legs are not cases at all.
+    let (total, per_leg) = harness().found_legs_only().run(&[]);
+    assert_eq!(per_leg.keys().collect::<Vec<_>>(), ["linux-x64-3.1"]);
+    assert_eq!(total, counts(1, 2, 2));
+    // With no leg found, each scenario's one case says to provision (a
+    // failure in strict mode).
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::env::set_var("CLRPROF_RUNTIME_MANIFEST", empty.join("runtimes.json"));
+    let (total, per_leg) = harness().found_legs_only().run(&[]);
+    assert_eq!(per_leg.keys().collect::<Vec<_>>(), ["no-runtime"]);
+    assert_eq!(total, counts(0, 0, 5));
+    let (total, _) = harness().found_legs_only().run(&["--strict".into()]);
+    assert_eq!(total, counts(0, 5, 0));
 }
 
 fn counts(passed: usize, failed: usize, skipped: usize) -> Counts {

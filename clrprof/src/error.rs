@@ -93,6 +93,21 @@ pub enum Error {
         /// Why, and what to do instead.
         why: String,
     },
+    /// The running runtime's version refuses the request, or answered `hr`
+    /// because of a rule or defect of that version only: `why` names the
+    /// versions and what to do. Either the SDK refused before calling
+    /// (`called` false; `hr` is what the runtime would answer) or the
+    /// runtime answered `hr`.
+    RuntimeVersion {
+        /// The runtime's code (or the one it would answer).
+        hr: HRESULT,
+        /// The call.
+        call: &'static str,
+        /// Whether the runtime was called.
+        called: bool,
+        /// The versions and the rule.
+        why: String,
+    },
     /// `DoStackSnapshot` of another thread without a runtime suspension (an
     /// asynchronous walk) failed with `hr`: CoreCLR implements asynchronous
     /// walks on Windows only.
@@ -133,6 +148,7 @@ impl Error {
         match self {
             Error::Runtime { hr, .. }
             | Error::Refused { hr, .. }
+            | Error::RuntimeVersion { hr, .. }
             | Error::AsyncWalkUnsupported { hr } => *hr,
             Error::Unsupported { .. } => HRESULT(KnownHresult::E_NOTIMPL as i32),
             Error::InvalidArgument(_) => HRESULT(KnownHresult::E_INVALIDARG as i32),
@@ -221,6 +237,19 @@ impl fmt::Display for Error {
             ),
             Error::Refused { hr, call, why } => {
                 write!(f, "{call} not called: {why} (the runtime would answer {:#010x}", hr.0 as u32)?;
+                if let Ok(k) = KnownHresult::try_from(hr.0) {
+                    write!(f, " {}", k.name())?;
+                }
+                f.write_str(")")
+            }
+            Error::RuntimeVersion {
+                hr,
+                call,
+                called,
+                why,
+            } => {
+                let verb = if *called { "answered" } else { "would answer" };
+                write!(f, "{call}: {why} (the runtime {verb} {:#010x}", hr.0 as u32)?;
                 if let Ok(k) = KnownHresult::try_from(hr.0) {
                     write!(f, " {}", k.name())?;
                 }

@@ -19,10 +19,29 @@
 //! seen on .NET Core 3.1.23 and .NET 8.0.4 in the conformance
 //! dynamicoptimization scenario), which
 //! [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
-//! returns as [`Error::Runtime`](crate::Error::Runtime).
+//! returns as [`Error::Runtime`].
+//!
+//! # Rules that depend on the runtime version
+//!
+//! .NET 10 (dotnet/runtime PR 113924) moved `COR_PRF_DISABLE_INLINING` and
+//! `COR_PRF_DISABLE_OPTIMIZATIONS` out of `COR_PRF_MONITOR_IMMUTABLE` and
+//! into `COR_PRF_ALLOWABLE_AFTER_ATTACH`: from .NET 10 on they may be
+//! switched after `Initialize` (each applies to code the JIT compiles from
+//! then on; `DISABLE_OPTIMIZATIONS` is read per module as it loads) and
+//! requested by a profiler loaded by attach. Older runtimes refuse both.
+//! So the typed [`AttachEventMask`] has these two flags (what the newest
+//! runtime accepts compiles), and [`MaskRules`] — the rules of the runtime
+//! actually running — decides at run time:
+//! [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask)
+//! refuses them on an attached pre-.NET 10 runtime before calling it, and
+//! explains the runtime's `E_FAIL` when a pre-.NET 10 runtime refuses a
+//! change of them after `Initialize`, both as
+//! [`Error::RuntimeVersion`] naming the versions.
 
 use bitflags::bitflags;
 use clrprof_sys as sys;
+
+use crate::error::{Error, KnownHresult, HRESULT};
 
 bitflags! {
     /// `COR_PRF_MONITOR`: the low event mask (`SetEventMask`, `SetEventMask2`'s first word).
@@ -70,9 +89,13 @@ bitflags! {
         const ENABLE_INPROC_DEBUGGING = sys::COR_PRF_ENABLE_INPROC_DEBUGGING;
         /// Keeps IL-to-native maps (`GetILToNativeMapping`). Immutable.
         const ENABLE_JIT_MAPS = sys::COR_PRF_ENABLE_JIT_MAPS;
-        /// Disables inlining everywhere. Immutable.
+        /// Disables inlining everywhere. Immutable before .NET 10; from
+        /// .NET 10 on it may change after `Initialize` and after attach
+        /// (see [`MaskRules`]).
         const DISABLE_INLINING = sys::COR_PRF_DISABLE_INLINING;
-        /// Disables JIT optimisations. Immutable.
+        /// Disables JIT optimisations. Immutable before .NET 10; from .NET 10
+        /// on it may change after `Initialize` and after attach, and applies
+        /// per module as the module loads (see [`MaskRules`]).
         const DISABLE_OPTIMIZATIONS = sys::COR_PRF_DISABLE_OPTIMIZATIONS;
         /// Makes `ObjectAllocated` possible at all. Immutable.
         const ENABLE_OBJECT_ALLOCATED = sys::COR_PRF_ENABLE_OBJECT_ALLOCATED;
@@ -122,7 +145,11 @@ bitflags! {
 
 bitflags! {
     /// The low event mask a profiler loaded by attach may request: exactly the
-    /// flags of `COR_PRF_ALLOWABLE_AFTER_ATTACH`.
+    /// flags of `COR_PRF_ALLOWABLE_AFTER_ATTACH` of the newest runtime
+    /// (.NET 10 and later). [`DISABLE_INLINING`](Self::DISABLE_INLINING) and
+    /// [`DISABLE_OPTIMIZATIONS`](Self::DISABLE_OPTIMIZATIONS) are accepted
+    /// only from .NET 10 on; on an older runtime the SDK refuses them with
+    /// [`Error::RuntimeVersion`] (see [`MaskRules`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     pub struct AttachEventMask: u32 {
         /// See [`EventMask::MONITOR_THREADS`].
@@ -150,6 +177,12 @@ bitflags! {
         const MONITOR_JIT_COMPILATION = sys::COR_PRF_MONITOR_JIT_COMPILATION;
         /// See [`EventMask::ENABLE_REJIT`].
         const ENABLE_REJIT = sys::COR_PRF_ENABLE_REJIT;
+        /// See [`EventMask::DISABLE_INLINING`]. .NET 10 and later only
+        /// (dotnet/runtime PR 113924); refused on older runtimes.
+        const DISABLE_INLINING = sys::COR_PRF_DISABLE_INLINING;
+        /// See [`EventMask::DISABLE_OPTIMIZATIONS`]. .NET 10 and later only
+        /// (dotnet/runtime PR 113924); refused on older runtimes.
+        const DISABLE_OPTIMIZATIONS = sys::COR_PRF_DISABLE_OPTIMIZATIONS;
     }
 }
 
@@ -174,9 +207,145 @@ bitflags! {
 }
 
 impl EventMask {
-    /// The flags that can only be changed during `Initialize`
-    /// (`COR_PRF_MONITOR_IMMUTABLE`).
-    pub const IMMUTABLE: EventMask = EventMask::from_bits_retain(sys::COR_PRF_MONITOR_IMMUTABLE);
+    /// `DISABLE_INLINING | DISABLE_OPTIMIZATIONS`: immutable and refused
+    /// after attach before .NET 10, mutable and allowed after attach from
+    /// .NET 10 on (dotnet/runtime PR 113924).
+    pub const MUTABLE_SINCE_NET10: EventMask = EventMask::from_bits_retain(
+        sys::COR_PRF_DISABLE_INLINING | sys::COR_PRF_DISABLE_OPTIMIZATIONS,
+    );
+
+    /// The flags that can only be changed during `Initialize` on every
+    /// runtime (`COR_PRF_MONITOR_IMMUTABLE` of .NET 10 and later). Before
+    /// .NET 10 [`MUTABLE_SINCE_NET10`](Self::MUTABLE_SINCE_NET10) are
+    /// immutable too: [`MaskRules::immutable`] gives the set of the
+    /// running runtime.
+    pub const IMMUTABLE: EventMask = EventMask::from_bits_retain(
+        sys::COR_PRF_MONITOR_IMMUTABLE & !Self::MUTABLE_SINCE_NET10.bits(),
+    );
+
+    /// `COR_PRF_MONITOR_IMMUTABLE` of the runtimes before .NET 10.
+    pub const IMMUTABLE_BEFORE_NET10: EventMask =
+        EventMask::from_bits_retain(Self::IMMUTABLE.bits() | Self::MUTABLE_SINCE_NET10.bits());
+}
+
+impl AttachEventMask {
+    /// The attach flags that need .NET 10 or later.
+    pub const SINCE_NET10: AttachEventMask =
+        AttachEventMask::from_bits_retain(EventMask::MUTABLE_SINCE_NET10.bits());
+}
+
+/// The event-mask rules of one runtime version: which flags are immutable
+/// after `Initialize` and which a profiler loaded by attach may ask for.
+///
+/// The runtime checks a new mask in `SetEventMask` / `SetEventMask2`
+/// against its own `COR_PRF_MONITOR_IMMUTABLE` and
+/// `COR_PRF_ALLOWABLE_AFTER_ATTACH`, and those changed in .NET 10 (see the
+/// [module docs](self)). [`MaskRules::for_runtime`] picks the rules from
+/// `GetRuntimeInformation`; the SDK applies them in
+/// [`RuntimeHandle::set_event_mask`](crate::RuntimeHandle::set_event_mask),
+/// and the multiplexer applies them to its children.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MaskRules {
+    net10: bool,
+}
+
+impl MaskRules {
+    /// The rules of .NET Framework, .NET Core 3.1 and .NET 5 to 9.
+    pub const BEFORE_NET10: MaskRules = MaskRules { net10: false };
+    /// The rules of .NET 10 and later.
+    pub const NET10: MaskRules = MaskRules { net10: true };
+
+    /// The rules of the runtime that answered `GetRuntimeInformation` with
+    /// `info`. CoreCLR before .NET 5 reports 4.x, .NET Framework is
+    /// `Desktop`: both get the old rules.
+    pub fn for_runtime(info: &crate::RuntimeInfo) -> MaskRules {
+        Self::for_version(info.runtime_type, info.major)
+    }
+
+    /// The rules of a runtime of type `runtime_type` reporting major
+    /// version `major` (as `GetRuntimeInformation` reports it).
+    pub fn for_version(runtime_type: crate::RuntimeType, major: u16) -> MaskRules {
+        MaskRules {
+            net10: runtime_type == crate::RuntimeType::CoreClr && major >= 10,
+        }
+    }
+
+    /// Whether these are the rules of .NET 10 and later.
+    pub fn is_net10_or_later(self) -> bool {
+        self.net10
+    }
+
+    /// The low flags that can only change during `Initialize`.
+    pub fn immutable(self) -> EventMask {
+        if self.net10 {
+            EventMask::IMMUTABLE
+        } else {
+            EventMask::IMMUTABLE_BEFORE_NET10
+        }
+    }
+
+    /// The high flags that can only change during `Initialize` (the same
+    /// on every runtime so far).
+    pub fn high_immutable(self) -> HighEventMask {
+        HighEventMask::IMMUTABLE
+    }
+
+    /// The low flags a profiler loaded by attach may ask for.
+    pub fn allowable_after_attach(self) -> AttachEventMask {
+        if self.net10 {
+            AttachEventMask::all()
+        } else {
+            AttachEventMask::all() - AttachEventMask::SINCE_NET10
+        }
+    }
+
+    /// The refusal the SDK reports, before calling the runtime, for a
+    /// profiler loaded by attach asking for `low`: `None` when these rules
+    /// allow it (flags outside every runtime's allowable set are left to
+    /// the runtime, which answers `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`).
+    pub fn refuse_after_attach(self, low: EventMask, call: &'static str) -> Option<Error> {
+        let refused = low & EventMask::MUTABLE_SINCE_NET10;
+        if self.net10 || refused.is_empty() {
+            return None;
+        }
+        Some(Error::RuntimeVersion {
+            hr: HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER as i32),
+            call,
+            called: false,
+            why: format!(
+                "{refused:?} may be requested by a profiler loaded by attach only from .NET 10 on \
+                 (dotnet/runtime PR 113924); this runtime (.NET Framework, .NET Core 3.1 or .NET 5-9) \
+                 allows it in Initialize of a profiler loaded at startup only"
+            ),
+        })
+    }
+
+    /// Explains a runtime's refusal (`hr`) of a change from `old` to `new`
+    /// after `Initialize`: when the change touches a flag that is immutable
+    /// under these rules only because the runtime is older than .NET 10,
+    /// the error says so; otherwise `None` (the runtime's own error stands).
+    pub fn explain_immutable(
+        self,
+        hr: HRESULT,
+        old: EventMask,
+        new: EventMask,
+        call: &'static str,
+    ) -> Option<Error> {
+        let changed = (old ^ new) & EventMask::MUTABLE_SINCE_NET10;
+        if self.net10 || changed.is_empty() || hr.is_ok() {
+            return None;
+        }
+        Some(Error::RuntimeVersion {
+            hr,
+            call,
+            called: true,
+            why: format!(
+                "{changed:?} can be switched after Initialize only from .NET 10 on \
+                 (dotnet/runtime PR 113924); on this runtime (.NET Framework, .NET Core 3.1 or .NET 5-9) \
+                 it is immutable: set it in Initialize, or leave it as it is"
+            ),
+        })
+    }
 }
 
 impl HighEventMask {
@@ -251,9 +420,20 @@ mod tests {
 
     #[test]
     fn attach_masks_are_exactly_the_allowable_sets() {
+        // The bindings' COR_PRF_ALLOWABLE_AFTER_ATTACH is that of the idl
+        // they were generated from (.NET 10 or later).
         assert_eq!(
             AttachEventMask::all().bits(),
             sys::COR_PRF_ALLOWABLE_AFTER_ATTACH
+        );
+        assert_eq!(
+            MaskRules::NET10.allowable_after_attach(),
+            AttachEventMask::all()
+        );
+        assert_eq!(
+            MaskRules::BEFORE_NET10.allowable_after_attach().bits(),
+            sys::COR_PRF_ALLOWABLE_AFTER_ATTACH
+                & !(sys::COR_PRF_DISABLE_INLINING | sys::COR_PRF_DISABLE_OPTIMIZATIONS)
         );
         assert_eq!(
             AttachHighEventMask::all().bits(),
@@ -268,5 +448,88 @@ mod tests {
         assert!(EventMask::all().contains(EventMask::IMMUTABLE));
         assert!(!EventMask::IMMUTABLE.contains(EventMask::MONITOR_JIT_COMPILATION));
         assert!(EventMask::IMMUTABLE.contains(EventMask::ENABLE_OBJECT_ALLOCATED));
+    }
+
+    #[test]
+    fn disable_flags_are_immutable_before_net10_only() {
+        use crate::RuntimeType::{CoreClr, Desktop};
+        assert_eq!(EventMask::IMMUTABLE.bits(), sys::COR_PRF_MONITOR_IMMUTABLE);
+        for (ty, major, net10) in [
+            (CoreClr, 4, false), // .NET Core 3.1 reports 4.0.30319
+            (CoreClr, 8, false),
+            (CoreClr, 9, false),
+            (CoreClr, 10, true),
+            (CoreClr, 11, true),
+            (Desktop, 4, false),
+        ] {
+            let rules = MaskRules::for_version(ty, major);
+            assert_eq!(rules.is_net10_or_later(), net10, "{ty:?} {major}");
+            assert_eq!(
+                rules.immutable().contains(EventMask::DISABLE_INLINING),
+                !net10
+            );
+            assert_eq!(
+                rules.immutable().contains(EventMask::DISABLE_OPTIMIZATIONS),
+                !net10
+            );
+            assert_eq!(
+                rules
+                    .allowable_after_attach()
+                    .contains(AttachEventMask::DISABLE_OPTIMIZATIONS),
+                net10
+            );
+            assert!(rules
+                .immutable()
+                .contains(EventMask::ENABLE_OBJECT_ALLOCATED));
+            assert_eq!(
+                rules
+                    .refuse_after_attach(EventMask::DISABLE_INLINING, "t")
+                    .is_some(),
+                !net10
+            );
+            assert!(rules
+                .refuse_after_attach(EventMask::MONITOR_JIT_COMPILATION, "t")
+                .is_none());
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_versions() {
+        let e = MaskRules::BEFORE_NET10
+            .refuse_after_attach(
+                EventMask::DISABLE_OPTIMIZATIONS | EventMask::MONITOR_GC,
+                "ICorProfilerInfo::SetEventMask",
+            )
+            .unwrap();
+        let text = e.to_string();
+        assert!(text.contains(".NET 10"), "{text}");
+        assert!(text.contains("DISABLE_OPTIMIZATIONS"), "{text}");
+        assert!(!text.contains("MONITOR_GC"), "{text}");
+        let e = MaskRules::BEFORE_NET10
+            .explain_immutable(
+                HRESULT(0x8000_4005_u32 as i32),
+                EventMask::DISABLE_INLINING,
+                EventMask::empty(),
+                "ICorProfilerInfo::SetEventMask",
+            )
+            .unwrap();
+        assert!(e.to_string().contains("PR 113924"), "{e}");
+        assert!(MaskRules::NET10
+            .explain_immutable(
+                HRESULT(0x8000_4005_u32 as i32),
+                EventMask::DISABLE_INLINING,
+                EventMask::empty(),
+                "c"
+            )
+            .is_none());
+        // A change of another immutable flag keeps the runtime's own error.
+        assert!(MaskRules::BEFORE_NET10
+            .explain_immutable(
+                HRESULT(0x8000_4005_u32 as i32),
+                EventMask::ENABLE_OBJECT_ALLOCATED,
+                EventMask::empty(),
+                "c"
+            )
+            .is_none());
     }
 }

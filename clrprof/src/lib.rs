@@ -87,6 +87,7 @@ pub use component::Component;
 pub use error::{Error, Result, HRESULT};
 pub use event_mask::{
     AttachEventMask, AttachEventMasks, AttachHighEventMask, EventMask, EventMasks, HighEventMask,
+    MaskRules,
 };
 pub use ids::*;
 pub use info::{ProfilerInfo, RuntimeHandle, RuntimeInfo, RuntimeType};

@@ -206,6 +206,19 @@ fn dynamic_optimization(case: &Case<'_>) -> CaseResult {
         )
         .into());
     }
+    // The refusal names the versions (Error::RuntimeVersion, PR 113924).
+    let explained: Vec<bool> = traced
+        .events("switch")
+        .filter_map(|r| r["explained"].as_bool())
+        .collect();
+    let want_explained = vec![!switchable, false];
+    if explained != want_explained {
+        return Err(format!(
+            "switch refusals explained {explained:?}, expected {want_explained:?}: {:?}",
+            traced.records
+        )
+        .into());
+    }
     let optimized_copies = if switchable {
         vec![1, 3]
     } else {
@@ -886,14 +899,16 @@ fn multiple(case: &Case<'_>) -> CaseResult {
         trigger.target_path(&go)?,
         trigger.target_path(&stop)?,
     ];
-    // The runtime's list syntax: `path={CLSID}` entries separated by `;`.
-    let list: Vec<String> = (0..COPIES)
-        .map(|_| format!("{lib}={}", profiler.clsid))
+    // The runtime's list syntax: `path={CLSID}` entries, each ended by `;`
+    // (before dotnet/runtime PR 130584 a last entry without `;` is dropped).
+    let entries: Vec<(String, String)> = (0..COPIES)
+        .map(|_| (lib.to_string(), profiler.clsid.to_string()))
         .collect();
+    let list = clrprof_testing::profiler_env::notification_profilers(&entries);
     spec = spec
         .env("CORECLR_ENABLE_PROFILING", "1")
         .env("CORECLR_ENABLE_NOTIFICATION_PROFILERS", "1")
-        .env("CORECLR_NOTIFICATION_PROFILERS", &list.join(";"))
+        .env("CORECLR_NOTIFICATION_PROFILERS", &list)
         .env("CLRPROF_OUTPUT", &trigger.target_path(&records)?);
     let runtimes = clrprof_testing::discover();
     let app = spawn_app(case.leg(), runtimes.wine(), &spec)?;

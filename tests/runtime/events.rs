@@ -5,7 +5,8 @@
 //! must follow the two-pass state machine and add up to its own counts.
 
 use clrprof_testing::callbacks::{
-    check_exceptions, check_started_finished, check_suspensions, check_validity_windows,
+    check_exceptions_with, check_started_finished, check_suspensions, check_validity_windows,
+    ExceptionRules,
 };
 use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, Scenario, Verdict};
@@ -396,7 +397,10 @@ fn exceptions(case: &Case<'_>) -> Result<(), Verdict> {
             plain.stdout, traced.stdout
         )
     })?;
-    let (account, v) = check_exceptions(&traced.records);
+    let (account, v) = check_exceptions_with(
+        &traced.records,
+        ExceptionRules::for_major(case.leg().major()),
+    );
     violations("exception state machine", v)?;
     let thrown = app_number(&plain.stdout, "thrown = ")?;
     let caught = app_number(&plain.stdout, "caught = ")?;
@@ -431,7 +435,10 @@ fn one_exception(case: &Case<'_>) -> Result<(), Verdict> {
     require(traced.stdout == plain.stdout, || {
         "app output changed under the recorder".into()
     })?;
-    let (account, v) = check_exceptions(&traced.records);
+    let (account, v) = check_exceptions_with(
+        &traced.records,
+        ExceptionRules::for_major(case.leg().major()),
+    );
     violations("exception state machine", v)?;
     require(account.thrown == 1 && account.caught == 1, || {
         format!("expected one exception thrown and caught, got {account:?}")

@@ -119,11 +119,10 @@ fn run_with(
     let c_out = spec.work_dir.join("c.jsonl");
     let _ = std::fs::remove_file(&notify_out);
     let _ = std::fs::remove_file(&c_out);
-    let list = format!(
-        "{}={};",
+    let list = clrprof_testing::profiler_env::notification_profilers(&[(
         process_path(case, &notification.path)?,
-        notification.clsid
-    );
+        notification.clsid.to_string(),
+    )]);
     let spec = spec
         .profiler(main)
         .env("CORECLR_ENABLE_NOTIFICATION_PROFILERS", "1")

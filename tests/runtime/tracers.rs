@@ -2,7 +2,7 @@
 //! counts against what the test apps say they did, and the apps' output
 //! unchanged by each tracer.
 
-use clrprof_testing::callbacks::check_exceptions;
+use clrprof_testing::callbacks::{check_exceptions_with, ExceptionRules};
 use clrprof_testing::harness::{Case, Scenario, Verdict};
 use clrprof_testing::run::Outcome;
 use std::collections::BTreeMap;
@@ -179,7 +179,8 @@ fn exception_sequence(case: &Case<'_>) -> Result<(), Verdict> {
         "exception-tracer",
         &[("CLRPROF_EXCEPTION_SEQUENCE", "1")],
     )?;
-    let (account, violations) = check_exceptions(&o.records);
+    let (account, violations) =
+        check_exceptions_with(&o.records, ExceptionRules::for_major(case.leg().major()));
     if !violations.is_empty() {
         return Err(format!(
             "the tracer's callback sequence breaks the state machine: {violations:#?}"

@@ -32,6 +32,13 @@ pub const LEGS: [&str; 4] = [
     "win-x64-8.0",
 ];
 
+/// The legs of the CI workflow (`.github/workflows/runtimes.yml`, ubuntu x64
+/// with .NET 9, 10 and 11 installed) shown beside them: a cell is filled
+/// from results of that leg when the summary has them (the workflow's
+/// `harness-summary.json` artifacts, `--summary FILE`), and says **CI**
+/// until then.
+pub const CI_LEGS: [&str; 3] = ["linux-x64-9.0", "linux-x64-10.0", "linux-x64-11.0"];
+
 /// Areas that hold the runner and the test profilers, not tests.
 const NOT_TEST_AREAS: [&str; 2] = ["common", "native"];
 
@@ -82,6 +89,11 @@ pub struct Test {
     pub reason: Option<String>,
     #[serde(default)]
     pub facts: Vec<String>,
+    /// What of the test belongs to a CI leg (.NET 9, 10, 11) and what is
+    /// proven here meanwhile (fake-runtime unit tests); its CI cells say
+    /// **CI** even without a scenario.
+    #[serde(default)]
+    pub ci: Option<String>,
 }
 
 /// One case of the harness's results.
@@ -355,6 +367,14 @@ fn render(
          scenario asserts what that runtime does; those facts, with the \
          runtime versions, follow the table.\n\n",
     );
+    page.push_str(
+        "The last columns are the legs of the CI workflow \
+         (`.github/workflows/runtimes.yml`: .NET 9, 10 and 11 installed on \
+         ubuntu x64), which cannot run here: **CI** means the cell is filled \
+         from the workflow's results (its `harness-summary.json` artifacts, \
+         `cargo xtask conformance --summary FILE`) once it has run; what each \
+         .NET 9-11 test needs is listed under the table.\n\n",
+    );
     let _ = write!(
         page,
         "| runtime test | what it checks | clrprof scenarios |"
@@ -362,8 +382,11 @@ fn render(
     for leg in LEGS {
         let _ = write!(page, " {leg} |");
     }
+    for leg in CI_LEGS {
+        let _ = write!(page, " {leg} (CI) |");
+    }
     page.push_str("\n|---|---|---|");
-    for _ in LEGS {
+    for _ in LEGS.iter().chain(CI_LEGS.iter()) {
         page.push_str("---|");
     }
     page.push('\n');
@@ -416,7 +439,40 @@ fn render(
             };
             let _ = write!(page, " {text} |");
         }
+        for leg in CI_LEGS {
+            let ran = results.is_some_and(|r| r.keys().any(|(_, l)| l == leg));
+            let text = match cell(&existing, leg, results) {
+                Cell::Passed => "passed".to_string(),
+                Cell::Failed(why) => {
+                    if check {
+                        for w in &why {
+                            problems.push(format!("{} on {leg}: {w}", t.file));
+                        }
+                    }
+                    "**FAILED**".to_string()
+                }
+                Cell::Skipped(_) => "skipped".to_string(),
+                Cell::NotRun | Cell::NoScenario
+                    if !ran && (!existing.is_empty() || t.ci.is_some()) =>
+                {
+                    "CI".to_string()
+                }
+                Cell::NotRun => "not run".to_string(),
+                Cell::NoScenario => "—".to_string(),
+            };
+            let _ = write!(page, " {text} |");
+        }
         page.push('\n');
+    }
+
+    page.push_str("\n## The .NET 9, 10 and 11 tests: CI, and what is proven here\n\n");
+    for t in data.test.iter().filter(|t| t.ci.is_some()) {
+        let _ = writeln!(
+            page,
+            "- `{}`: {}",
+            t.file,
+            t.ci.as_deref().unwrap_or("").trim()
+        );
     }
 
     page.push_str("\n## Why a test, or a leg of it, cannot run here\n\n");

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | native | host | directly (doctests too) |
 //! | aarch64 | aarch64-unknown-linux-gnu | qemu-aarch64 (`.cargo/config.toml` runner) |
-//! | win-x64 | x86_64-pc-windows-gnu | Wine (`scripts/wine-runner.sh`) |
+//! | win-x64 | x86_64-pc-windows-gnu | Wine (`clrprof-testing/scripts/wine-runner.sh`) |
 //!
 //! Cross legs run `--lib --tests` (no doctests: rustdoc would run them on
 //! the host). A leg whose toolchain is missing prints

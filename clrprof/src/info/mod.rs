@@ -41,7 +41,7 @@
 
 use crate::buffer::{fill, fill_string};
 use crate::error::{check, Error, Result, HRESULT};
-use crate::event_mask::{EventMask, EventMasks, HighEventMask};
+use crate::event_mask::{EventMask, EventMasks, HighEventMask, MaskRules};
 use crate::ids::*;
 use crate::metadata::MetaDataImport;
 pub use crate::runtimes::{RuntimeInfo, RuntimeType};
@@ -573,7 +573,12 @@ impl RuntimeHandle {
     /// seen on .NET Core 3.1.23 and .NET 8.0.4); asking a profiler loaded by
     /// attach for a flag outside `COR_PRF_ALLOWABLE_AFTER_ATTACH` is refused
     /// with `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`. Both come back as
-    /// [`Error::Runtime`] with that code and its explanation.
+    /// [`Error::Runtime`] with that code and its explanation, except where
+    /// the rule depends on the runtime version ([`MaskRules`]: before .NET
+    /// 10, `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` are immutable and
+    /// refused after attach): those come back as [`Error::RuntimeVersion`]
+    /// naming the versions, an attached profiler's before the runtime is
+    /// called.
     pub fn set_event_mask(&self, masks: EventMasks) -> Result<()> {
         let components = unpack(self.inner.component_masks.load(Ordering::SeqCst));
         self.set_runtime_mask(EventMasks {
@@ -606,20 +611,40 @@ impl RuntimeHandle {
     }
 
     fn set_runtime_mask(&self, masks: EventMasks) -> Result<()> {
-        if !masks.high.is_empty() {
-            let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
-            check(
-                // SAFETY: plain value arguments.
-                unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) },
-                "ICorProfilerInfo5::SetEventMask2",
-            )?;
-            return Ok(());
+        let call = if masks.high.is_empty() {
+            "ICorProfilerInfo::SetEventMask"
+        } else {
+            "ICorProfilerInfo5::SetEventMask2"
+        };
+        // The flags whose rules changed in .NET 10 (event_mask::MaskRules).
+        let version_dependent = !(masks.low & EventMask::MUTABLE_SINCE_NET10).is_empty();
+        let rules = || {
+            self.runtime_information()
+                .map(|i| MaskRules::for_runtime(&i))
+                .unwrap_or(MaskRules::BEFORE_NET10)
+        };
+        if version_dependent && self.inner.attached {
+            if let Some(refused) = rules().refuse_after_attach(masks.low, call) {
+                return Err(refused);
+            }
         }
-        check(
+        let hr = if !masks.high.is_empty() {
+            let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
+            // SAFETY: plain value arguments.
+            unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }
+        } else {
             // SAFETY: plain value argument.
-            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) },
-            "ICorProfilerInfo::SetEventMask",
-        )?;
+            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) }
+        };
+        if hr.is_err() {
+            // A refused call changed nothing: the runtime's mask is still the old one.
+            if let Ok(old) = self.event_mask() {
+                if let Some(e) = rules().explain_immutable(hr, old.low, masks.low, call) {
+                    return Err(e);
+                }
+            }
+        }
+        check(hr, call)?;
         Ok(())
     }
 

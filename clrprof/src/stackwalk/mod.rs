@@ -294,13 +294,40 @@ impl<'s> ProfilerInfo<'s> {
     /// `ObjectAllocated`, an ELT hook). The profiler must have asked for
     /// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::event_mask::EventMask::ENABLE_STACK_SNAPSHOT)
     /// (otherwise the runtime answers `CORPROF_E_INCONSISTENT_WITH_FLAGS`).
+    ///
+    /// From inside an ELT hook the walk depends on the runtime: .NET 8 and 9
+    /// on Linux x64 walk; .NET 10 on Linux x64 answers `E_FAIL`
+    /// (dotnet/runtime issue 130220, the hooks' frames have no
+    /// managed-to-native transition), which this returns as
+    /// [`Error::RuntimeVersion`] naming the versions; Windows x64 answers
+    /// `CORPROF_E_STACKSNAPSHOT_UNSAFE` there on .NET 9 and 10 (the same
+    /// issue's fix discussion, PR 132301). Keep a shadow stack
+    /// ([`crate::elt::shadow_stack`]) for stacks at ELT time.
     pub fn walk_current_thread(
         &self,
         options: WalkOptions,
         mut visit: impl FnMut(Frame<'_>) -> Walk,
     ) -> Result<WalkEnd> {
         // SAFETY: [stack-snapshot] thread 0 means the calling thread, valid while it runs; no context.
-        unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) }
+        let result = unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) };
+        match result {
+            Err(Error::Runtime { hr, call })
+                if hr.0 as u32 == 0x8000_4005 && elt_walk_fails_here(self) =>
+            {
+                Err(Error::RuntimeVersion {
+                    hr,
+                    call,
+                    called: true,
+                    why:
+                        "a walk of the current thread answers E_FAIL on .NET 10 on Linux x64 when \
+                          it is made from inside an ELT hook (dotnet/runtime issue 130220; .NET 8 \
+                          and 9 walk there); walk from another callback, or keep an ELT shadow \
+                          stack (clrprof::elt::shadow_stack)"
+                            .into(),
+                })
+            }
+            other => other,
+        }
     }
 
     /// `DoStackSnapshot` of another thread without suspending the runtime (an
@@ -329,4 +356,14 @@ impl<'s> ProfilerInfo<'s> {
             other => other,
         }
     }
+}
+
+/// Whether this is the platform and runtime of dotnet/runtime issue 130220:
+/// .NET 10 (CoreCLR) on Linux x64, where `DoStackSnapshot` of the current
+/// thread from an ELT hook answers `E_FAIL`.
+fn elt_walk_fails_here(info: &ProfilerInfo<'_>) -> bool {
+    cfg!(all(target_os = "linux", target_arch = "x86_64"))
+        && info
+            .runtime_information()
+            .is_ok_and(|r| r.runtime_type == crate::RuntimeType::CoreClr && r.major == 10)
 }

@@ -181,6 +181,10 @@ impl FakeInfo {
 
     unsafe fn do_SetEventMask(&self, dwEvents: DWORD) -> HRESULT {
         let mut st = enter!(self, "SetEventMask", dwEvents);
+        let high = st.event_mask_high;
+        if let Some(hr) = mask_refusal(&st, dwEvents, high) {
+            return hr;
+        }
         st.event_mask = dwEvents;
         S_OK
     }
@@ -1286,6 +1290,9 @@ impl ICorProfilerInfo2_Impl for FakeInfo_Impl {
         context: *const BYTE,
         contextSize: ULONG32,
     ) -> HRESULT {
+        // Recorded, and a forced failure answered (e.g. .NET 10's `E_FAIL`
+        // from an ELT hook, dotnet/runtime issue 130220); no stacks.
+        let _st = enter!(self, "DoStackSnapshot", thread);
         E_NOTIMPL
     }
     unsafe fn SetEnterLeaveFunctionHooks2(
@@ -1632,4 +1639,38 @@ impl ICorProfilerInfo3_Impl for FakeInfo_Impl {
             pdwModuleFlags,
         )
     }
+}
+
+/// The runtime's checks of a new event mask, in its order
+/// (`EEToProfInterfaceImpl::SetEventMask`): after `Initialize` a change of
+/// an immutable flag is `E_FAIL`; a profiler loaded by attach asking for a
+/// flag outside the allowable set gets
+/// `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`. The sets are those of
+/// the fake's runtime version: .NET 10 (dotnet/runtime PR 113924) took
+/// `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` out of the immutable set
+/// and into the allowable-after-attach set.
+pub(super) fn mask_refusal(st: &FakeState, low: u32, high: u32) -> Option<HRESULT> {
+    let moved = COR_PRF_DISABLE_INLINING | COR_PRF_DISABLE_OPTIMIZATIONS;
+    let net10 = st.runtime.runtime_type == COR_PRF_CORE_CLR && st.runtime.major >= 10;
+    let (immutable, allowable) = if net10 {
+        (
+            COR_PRF_MONITOR_IMMUTABLE & !moved,
+            COR_PRF_ALLOWABLE_AFTER_ATTACH | moved,
+        )
+    } else {
+        (
+            COR_PRF_MONITOR_IMMUTABLE | moved,
+            COR_PRF_ALLOWABLE_AFTER_ATTACH & !moved,
+        )
+    };
+    if st.initialized
+        && ((low ^ st.event_mask) & immutable != 0
+            || (high ^ st.event_mask_high) & COR_PRF_HIGH_MONITOR_IMMUTABLE != 0)
+    {
+        return Some(E_FAIL);
+    }
+    if st.attached && (low & !allowable != 0 || high & !COR_PRF_HIGH_ALLOWABLE_AFTER_ATTACH != 0) {
+        return Some(CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER);
+    }
+    None
 }

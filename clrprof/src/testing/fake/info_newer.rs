@@ -252,6 +252,9 @@ impl ICorProfilerInfo5_Impl for FakeInfo_Impl {
     }
     unsafe fn SetEventMask2(&self, dwEventsLow: DWORD, dwEventsHigh: DWORD) -> HRESULT {
         let mut st = enter!(self, "SetEventMask2", dwEventsLow, dwEventsHigh);
+        if let Some(hr) = super::info::mask_refusal(&st, dwEventsLow, dwEventsHigh) {
+            return hr;
+        }
         st.event_mask = dwEventsLow;
         st.event_mask_high = dwEventsHigh;
         S_OK

@@ -339,6 +339,12 @@ pub struct FakeState {
     /// `true` if the `ProfilerInfo` was built as attached; the fake then
     /// refuses what the runtime refuses an attaching profiler.
     pub attached: bool,
+    /// `true` once `Initialize` has returned: the fake then refuses a
+    /// change of an immutable flag with `E_FAIL`, by the rules of the
+    /// version in [`runtime`](Self::runtime) (before .NET 10
+    /// `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` are immutable and
+    /// refused after attach; dotnet/runtime PR 113924).
+    pub initialized: bool,
     /// `GetEventMask` / `SetEventMask`.
     pub event_mask: u32,
     /// The high mask of `GetEventMask2` / `SetEventMask2` (Info5).
@@ -713,6 +719,10 @@ pub(crate) unsafe fn give_str(
     }
 }
 
+#[cfg(test)]
+mod runtime_async;
+#[cfg(test)]
+mod runtime_rules;
 #[cfg(test)]
 mod tests;
 

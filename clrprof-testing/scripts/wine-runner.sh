@@ -13,7 +13,7 @@
 # from advapi32's RtlGenRandom, which Wine has) into the prefix's system32.
 set -eu
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 WINEPREFIX=${CLRPROF_WINEPREFIX:-$target_dir/wine-prefix}
 WINEDEBUG=${WINEDEBUG:--all}
