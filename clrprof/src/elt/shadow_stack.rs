@@ -70,8 +70,16 @@ pub struct StackStats {
     pub unwound: u64,
     /// Pops on an empty stack.
     pub underflows: u64,
-    /// Leave/tailcall hooks whose function was not the top frame.
+    /// Leave/tailcall hooks whose function was neither the top frame nor
+    /// found below it.
     pub mismatches: u64,
+    /// Frames popped because a leave hook named a frame below them: frames
+    /// that ended without a leave hook of their own. On .NET 11 these are
+    /// runtime-async methods that suspended (the runtime calls Enter on
+    /// every resume but no Leave on suspension, dotnet/runtime issue
+    /// 122488); on earlier runtimes, frames an exception ended while the
+    /// profiler did not receive the unwind callbacks.
+    pub suspended: u64,
 }
 
 /// One thread's stack. Written only by its owner thread.
@@ -87,6 +95,7 @@ struct ThreadStack {
     unwound: AtomicU64,
     underflows: AtomicU64,
     mismatches: AtomicU64,
+    suspended: AtomicU64,
     frames: Box<[AtomicUsize]>,
     /// Pending unwinds: the function being unwound — owner only.
     unwinds: [AtomicUsize; UNWIND_NESTING],
@@ -107,6 +116,7 @@ impl ThreadStack {
             unwound: AtomicU64::new(0),
             underflows: AtomicU64::new(0),
             mismatches: AtomicU64::new(0),
+            suspended: AtomicU64::new(0),
             frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
             unwind_matches: AtomicU64::new(0),
@@ -123,6 +133,7 @@ impl ThreadStack {
             &self.unwound,
             &self.underflows,
             &self.mismatches,
+            &self.suspended,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -169,7 +180,7 @@ impl ThreadStack {
 
     #[inline(always)]
     fn pop(&self, expected: Option<usize>, counter: &AtomicU64) {
-        let d = self.depth.load(Ordering::Relaxed);
+        let mut d = self.depth.load(Ordering::Relaxed);
         if d == 0 {
             self.underflows.store(
                 self.underflows.load(Ordering::Relaxed) + 1,
@@ -179,16 +190,47 @@ impl ThreadStack {
         }
         if let (Some(expected), Some(top)) = (expected, self.top()) {
             if top != expected {
-                self.mismatches.store(
-                    self.mismatches.load(Ordering::Relaxed) + 1,
-                    Ordering::Relaxed,
-                );
+                d = self.pop_to(expected, d);
             }
         }
         let s = self.begin();
         self.depth.store(d - 1, Ordering::Relaxed);
         counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.end(s);
+    }
+
+    /// A leave hook whose function is not the top frame (out of line: never
+    /// taken by balanced code). If the function is found below the top, the
+    /// frames above it ended without their leave hook and are popped as
+    /// suspended, so the caller's leave pops its own frame; otherwise the
+    /// leave is counted as a mismatch and the top frame is popped as before.
+    #[cold]
+    #[inline(never)]
+    fn pop_to(&self, expected: usize, depth: usize) -> usize {
+        let stored = depth.min(self.frames.len());
+        let below = (0..stored.saturating_sub(1))
+            .rev()
+            .find(|&i| self.frames[i].load(Ordering::Relaxed) == expected);
+        match below {
+            Some(i) if depth <= self.frames.len() => {
+                let above = (depth - 1 - i) as u64;
+                let s = self.begin();
+                self.depth.store(i + 1, Ordering::Relaxed);
+                self.suspended.store(
+                    self.suspended.load(Ordering::Relaxed) + above,
+                    Ordering::Relaxed,
+                );
+                self.end(s);
+                i + 1
+            }
+            _ => {
+                self.mismatches.store(
+                    self.mismatches.load(Ordering::Relaxed) + 1,
+                    Ordering::Relaxed,
+                );
+                depth
+            }
+        }
     }
 
     fn stats(&self) -> StackStats {
@@ -200,6 +242,7 @@ impl ThreadStack {
             unwound: self.unwound.load(Ordering::Relaxed),
             underflows: self.underflows.load(Ordering::Relaxed),
             mismatches: self.mismatches.load(Ordering::Relaxed),
+            suspended: self.suspended.load(Ordering::Relaxed),
         }
     }
 
@@ -270,6 +313,7 @@ static RETIRED: Mutex<StackStats> = Mutex::new(StackStats {
     unwound: 0,
     underflows: 0,
     mismatches: 0,
+    suspended: 0,
 });
 
 fn add(total: &mut StackStats, st: StackStats) {
@@ -280,6 +324,7 @@ fn add(total: &mut StackStats, st: StackStats) {
     total.unwound += st.unwound;
     total.underflows += st.underflows;
     total.mismatches += st.mismatches;
+    total.suspended += st.suspended;
 }
 
 /// Gives the thread's stack back to the pool when the thread exits, after

@@ -461,6 +461,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("unwound", t.unwound)
                 .num("underflows", t.underflows)
                 .num("mismatches", t.mismatches)
+                .num("suspended", t.suspended)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
             shadow_stack::for_each_thread(|thread, s, _| {
