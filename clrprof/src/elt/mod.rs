@@ -79,7 +79,8 @@
 //!   `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`. The SDK relies on it:
 //!   the per-runtime state lives until the process ends.
 //! * The JIT inlines small methods and an inlined call has no hooks. For
-//!   exact call counts add `EventMask::DISABLE_INLINING` (immutable too).
+//!   exact call counts add `EventMask::DISABLE_INLINING` (immutable before
+//!   .NET 10, which allows switching it while running: dotnet/runtime PR 113924).
 //!
 //! # Choosing functions and routing ([`EltHooks::map_function`])
 //!
