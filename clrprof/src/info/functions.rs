@@ -267,7 +267,7 @@ impl RuntimeHandle {
             // SAFETY: the runtime only looks `ip` up in its code maps, never
             // dereferences it; `f` is a valid out pointer.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetFunctionFromIP(ip as sys::LPCBYTE, &mut f)
             },
             "ICorProfilerInfo::GetFunctionFromIP",
@@ -293,7 +293,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetFunctionFromToken(module.as_sys(), token.0, &mut f)
             },
             "ICorProfilerInfo::GetFunctionFromToken",
@@ -343,7 +343,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid (typed ID); out pointers are locals.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetCodeInfo(function.as_sys(), &mut start, &mut size)
             },
             "ICorProfilerInfo::GetCodeInfo",
@@ -385,13 +385,14 @@ impl<'s> ProfilerInfo<'s> {
         function: FunctionId<'_>,
     ) -> Result<Vec<IlToNativeMapEntry>> {
         let mut map: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
+        let i1 = self.raw_info1()?;
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(
             "ICorProfilerInfo::GetILToNativeMapping",
             &mut map,
             |cap, needed, buf| {
                 // SAFETY: `function` is valid; `buf` has `cap` slots.
                 unsafe {
-                    self.raw_info1()
+                    i1
                         .GetILToNativeMapping(function.as_sys(), cap, needed, buf)
                 }
             },
@@ -423,7 +424,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid for 'a; out pointers are locals.
             unsafe {
-                self.raw_info1().GetILFunctionBody(
+                self.raw_info1()?.GetILFunctionBody(
                     module.as_sys(),
                     method.0,
                     &mut header,
@@ -448,7 +449,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid; `malloc` receives an owned reference.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetILFunctionBodyAllocator(module.as_sys(), &mut malloc)
             },
             "ICorProfilerInfo::GetILFunctionBodyAllocator",
@@ -497,7 +498,7 @@ impl<'s> ProfilerInfo<'s> {
             // valid while the module is loaded, and its header was checked to
             // describe no more than its length.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .SetILFunctionBody(module.as_sys(), method.0, body.as_ptr())
             },
             "ICorProfilerInfo::SetILFunctionBody",
@@ -520,7 +521,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
             unsafe {
-                self.raw_info1().SetILInstrumentedCodeMap(
+                self.raw_info1()?.SetILInstrumentedCodeMap(
                     function.as_sys(),
                     start_jit as sys::BOOL,
                     n,
@@ -536,7 +537,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
         check(
             // SAFETY: `function` is valid (typed ID).
-            unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) },
+            unsafe { self.raw_info1()?.SetFunctionReJIT(function.as_sys()) },
             "ICorProfilerInfo::SetFunctionReJIT",
         )
     }
