@@ -61,6 +61,8 @@ pub mod exceptions;
 pub mod functions;
 pub mod gc;
 mod gate;
+#[cfg(test)]
+mod lifecycle_tests;
 pub mod heap;
 pub mod jit;
 pub mod modules;
