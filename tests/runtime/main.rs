@@ -18,6 +18,7 @@ mod info;
 mod info_newer;
 mod inliners;
 mod jit_tracer;
+mod lifecycle;
 mod mux;
 mod notification;
 mod panics;
@@ -58,7 +59,8 @@ fn main() {
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
         .chain(mux::python_scenarios())
-        .chain(conformance::scenarios());
+        .chain(conformance::scenarios())
+        .chain(lifecycle::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
