@@ -374,8 +374,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 c.each("Shutdown (component)", |c| c.shutdown(info));
             }
         });
-        // No Info calls after Shutdown: values dropped later (GC handles,
-        // EventPipe sessions) leave their runtime alone.
+        // No Info calls after Shutdown (the profiling API forbids them):
+        // kept handles answer `Error::Detached`, values dropped later (GC
+        // handles, EventPipe sessions) leave their runtime alone.
         if let Some(runtime) = self.info.get() {
             runtime.retire();
         }
@@ -1281,8 +1282,12 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
                 }
             }
         );
-        // The runtime refuses calls from a detaching profiler; values
-        // dropped with the profiler make none.
+        // When this returns the runtime deletes its Info object
+        // (`EEToProfInterfaceImpl`'s destructor): every handle the profiler
+        // kept (a thread started just now included) answers
+        // `Error::Detached` from here on, after the calls already running
+        // through one have returned; values dropped with the profiler make
+        // no call.
         if let Some(runtime) = self.info.get() {
             runtime.retire();
         }

@@ -215,7 +215,10 @@ impl<'s> ProfilerInfo<'s> {
         let mut c = 0usize;
         check(
             // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
-            unsafe { self.raw_info1()?.GetClassFromObject(object.as_sys(), &mut c) },
+            unsafe {
+                self.raw_info1()?
+                    .GetClassFromObject(object.as_sys(), &mut c)
+            },
             "ICorProfilerInfo::GetClassFromObject",
         )?;
         // SAFETY: the class of a live object is loaded at least as long as the object lives.

@@ -391,10 +391,7 @@ impl<'s> ProfilerInfo<'s> {
             &mut map,
             |cap, needed, buf| {
                 // SAFETY: `function` is valid; `buf` has `cap` slots.
-                unsafe {
-                    i1
-                        .GetILToNativeMapping(function.as_sys(), cap, needed, buf)
-                }
+                unsafe { i1.GetILToNativeMapping(function.as_sys(), cap, needed, buf) }
             },
         )?;
         Ok(map

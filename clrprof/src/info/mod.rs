@@ -59,12 +59,12 @@ pub mod enums;
 pub mod environment;
 pub mod exceptions;
 pub mod functions;
-pub mod gc;
 mod gate;
-#[cfg(test)]
-mod lifecycle_tests;
+pub mod gc;
 pub mod heap;
 pub mod jit;
+#[cfg(test)]
+mod lifecycle_tests;
 pub mod modules;
 pub mod ngen;
 pub mod object_size;
@@ -532,8 +532,7 @@ impl RuntimeHandle {
         call: &'static str,
         f: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        self.while_live(f)
-            .unwrap_or(Err(Error::Detached { call }))
+        self.while_live(f).unwrap_or(Err(Error::Detached { call }))
     }
 
     /// Marks the runtime as no longer taking calls from this profiler, and
@@ -933,16 +932,7 @@ impl<'s> ProfilerInfo<'s> {
         let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
             // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
-            unsafe {
-                i1.GetModuleInfo(
-                    module.as_sys(),
-                    &mut base,
-                    cap,
-                    needed,
-                    buf,
-                    &mut assembly,
-                )
-            }
+            unsafe { i1.GetModuleInfo(module.as_sys(), &mut base, cap, needed, buf, &mut assembly) }
         })?;
         // SAFETY: the assembly of a loaded module is valid while the module is.
         Ok(ModuleInfo {

@@ -71,10 +71,7 @@ impl<'s> ProfilerInfo<'s> {
         let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetAppDomainInfo", |cap, needed, buf| {
             // SAFETY: `app_domain` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe {
-                i1
-                    .GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid)
-            }
+            unsafe { i1.GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid) }
         })?;
         Ok(AppDomainInfo {
             name,
@@ -90,16 +87,7 @@ impl<'s> ProfilerInfo<'s> {
         let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetAssemblyInfo", |cap, needed, buf| {
             // SAFETY: `assembly` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe {
-                i1.GetAssemblyInfo(
-                    assembly.as_sys(),
-                    cap,
-                    needed,
-                    buf,
-                    &mut ad,
-                    &mut module,
-                )
-            }
+            unsafe { i1.GetAssemblyInfo(assembly.as_sys(), cap, needed, buf, &mut ad, &mut module) }
         })?;
         // SAFETY: an assembly's app domain and manifest module live as long as it does.
         Ok(unsafe {

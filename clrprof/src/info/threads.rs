@@ -61,7 +61,10 @@ impl<'s> ProfilerInfo<'s> {
         let mut ctx = 0usize;
         check(
             // SAFETY: `thread` is valid (typed ID); valid out pointer.
-            unsafe { self.raw_info1()?.GetThreadContext(thread.as_sys(), &mut ctx) },
+            unsafe {
+                self.raw_info1()?
+                    .GetThreadContext(thread.as_sys(), &mut ctx)
+            },
             "ICorProfilerInfo::GetThreadContext",
         )?;
         // SAFETY: the context (app domain) outlives the thread.

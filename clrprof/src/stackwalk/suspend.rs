@@ -97,9 +97,12 @@ impl SamplingThread {
     /// might hold, until the guard is dropped (see the [module](super) rules).
     pub fn suspend_runtime(&mut self) -> Result<RuntimeSuspension<'_>> {
         const CALL: &str = "ICorProfilerInfo10::SuspendRuntime";
-        // SAFETY: no arguments; called from a profiler thread that has made
-        // its first Info call and holds no lock (rules 1, 2, 4).
-        check(unsafe { self.info.raw_info10(CALL)?.SuspendRuntime() }, CALL)?;
+        {
+            let i10 = self.info.raw_info10(CALL)?;
+            // SAFETY: no arguments; called from a profiler thread that has made
+            // its first Info call and holds no lock (rules 1, 2, 4).
+            check(unsafe { i10.SuspendRuntime() }, CALL)?;
+        }
         Ok(RuntimeSuspension {
             thread: self,
             serial: SUSPENSIONS.fetch_add(1, Ordering::Relaxed),

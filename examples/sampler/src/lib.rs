@@ -124,9 +124,7 @@ fn wants_shadow_stacks(info: &ProfilerInfo) -> bool {
     match std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() {
         Ok("shadow-stack") => true,
         Ok("suspend-runtime") => false,
-        _ => {
-            !info.has_info(10) || !info.has_info(4)
-        }
+        _ => !info.has_info(10) || !info.has_info(4),
     }
 }
 
