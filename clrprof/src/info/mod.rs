@@ -125,14 +125,16 @@ macro_rules! info_versions {
             ///
             /// The handle returned is the one the SDK lends inside the
             /// runtime's callbacks: its calls are not counted by the gate
-            /// (see [`gate`]). Every clone of it is counted.
+            /// (see [`RuntimeHandle`]). Every clone of it is counted.
             ///
             /// # Safety
             /// `unknown` must be the runtime's profiler-info object (the
             /// argument of `ICorProfilerCallback::Initialize`), and the
             /// returned handle itself (not its clones) must only be used
             /// inside callbacks that runtime issues, before
-            /// [`retire`](Self::retire) returns.
+            /// the SDK retires the runtime (at the end of `Shutdown`,
+            /// `ProfilerDetachSucceeded`, a failed `Initialize`, or in the
+            /// runtime's last `Release`).
             pub unsafe fn from_unknown(unknown: &IUnknown, attached: bool) -> Result<Self> {
                 let info1: sys::ICorProfilerInfo = unknown
                     .cast()
@@ -180,7 +182,7 @@ macro_rules! info_versions {
                         self.live(iface, call)
                     }
 
-                    #[doc = concat!("The raw `", stringify!($iface), "` for calls the SDK does not wrap, through the gate (see [`raw_info1`](Self::raw_info1)).")]
+                    #[doc = concat!("The raw `", stringify!($iface), "` for calls the SDK does not wrap, through the gate (see [`com_info1`](Self::com_info1)).")]
                     ///
                     /// # Safety
                     /// Keep no copy of the interface (a clone, a raw pointer)
