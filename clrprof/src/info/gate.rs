@@ -146,6 +146,26 @@ impl Gate {
         }
     }
 
+    /// [`enter`](Self::enter) for a state that spans several calls and is
+    /// not tied to a borrow of the gate: the stripe to give back to
+    /// [`leave`](Self::leave), or `None` once retired.
+    pub(crate) fn enter_held(&self) -> Option<usize> {
+        let i = my_stripe();
+        let stripe = &self.stripes[i].0;
+        stripe.fetch_add(1, Ordering::SeqCst);
+        if self.live.load(Ordering::SeqCst) {
+            Some(i)
+        } else {
+            stripe.fetch_sub(1, Ordering::Release);
+            None
+        }
+    }
+
+    /// Ends an [`enter_held`](Self::enter_held).
+    pub(crate) fn leave(&self, stripe: usize) {
+        self.stripes[stripe].0.fetch_sub(1, Ordering::Release);
+    }
+
     /// Stops every later call and waits for the counted calls in flight.
     /// Returns `true` the first time.
     pub(crate) fn retire(&self) -> bool {

@@ -322,3 +322,51 @@ fn clones_are_counted_and_in_callback_calls_are_not_after_retire() {
         "the code a runtime gives a detaching profiler"
     );
 }
+
+#[test]
+fn a_runtime_suspension_is_resumed_before_the_runtime_is_retired() {
+    let _serial = crate::thread::TEST_REGISTRY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let fake = FakeRuntime::with_info_version(10);
+    // The fake answers these two with E_NOTIMPL unless told otherwise.
+    fake.fail("SuspendRuntime", HRESULT(0));
+    fake.fail("ResumeRuntime", HRESULT(0));
+    // SAFETY: the fake's objects describe memory this test owns.
+    let handle = unsafe { fake.runtime_handle(false) };
+    let (suspended_tx, suspended_rx) = std::sync::mpsc::channel::<()>();
+    let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+    let sampler = crate::stackwalk::spawn_sampling_thread(&handle, "unit-test-suspender", 0, {
+        move |thread| {
+            let suspension = thread.suspend_runtime().expect("suspended");
+            suspended_tx.send(()).unwrap();
+            resume_rx.recv().unwrap();
+            drop(suspension);
+        }
+    })
+    .unwrap();
+    suspended_rx.recv().unwrap();
+    let retired = Arc::new(AtomicBool::new(false));
+    let retirer = {
+        let (handle, retired) = (handle.clone(), retired.clone());
+        std::thread::spawn(move || {
+            handle.retire();
+            retired.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        !retired.load(Ordering::SeqCst),
+        "retire waits for the suspension"
+    );
+    resume_tx.send(()).unwrap();
+    sampler.join().unwrap().unwrap();
+    retirer.join().unwrap();
+    assert_eq!(fake.call_count("SuspendRuntime"), 1);
+    assert_eq!(
+        fake.call_count("ResumeRuntime"),
+        1,
+        "the suspension was resumed, not refused"
+    );
+    assert!(matches!(handle.event_mask(), Err(Error::Detached { .. })));
+}

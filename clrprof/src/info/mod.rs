@@ -263,6 +263,33 @@ impl Clone for RuntimeHandle {
     }
 }
 
+/// See [`RuntimeHandle::hold_live`].
+pub(crate) struct LiveHold {
+    inner: Arc<Interfaces>,
+    stripe: usize,
+}
+
+impl LiveHold {
+    /// `ICorProfilerInfo10`, for the call that ends the held state
+    /// (`ResumeRuntime`): not refused once the runtime started retiring,
+    /// since the retiring callback has not returned (it waits for this
+    /// hold), so the runtime's object still exists and the call is made
+    /// before the runtime is told the profiler is done.
+    pub(crate) fn info10(&self, call: &'static str) -> Result<&sys::ICorProfilerInfo10> {
+        (*self.inner.info10).as_ref().ok_or(Error::Unsupported {
+            needs: 10,
+            has: self.inner.version,
+            call,
+        })
+    }
+}
+
+impl Drop for LiveHold {
+    fn drop(&mut self) {
+        self.inner.gate.leave(self.stripe);
+    }
+}
+
 /// One `ICorProfilerInfoN` interface, for the call it covers: the runtime
 /// cannot retire the profiler (and delete the object) while it lives.
 /// Dereferences to the interface.
@@ -546,6 +573,22 @@ impl RuntimeHandle {
     /// those callbacks, never inside a call through the gate.
     pub(crate) fn retire(&self) {
         self.inner.gate.retire();
+    }
+
+    /// Keeps the runtime from being retired until the returned value is
+    /// dropped, for a state that spans several calls and must end with one
+    /// (a runtime suspension, which only `ResumeRuntime` ends):
+    /// [`Error::Detached`] once the runtime retired the profiler. The
+    /// retiring callback waits for it, so hold it only across work that
+    /// never waits for a runtime callback to return.
+    pub(crate) fn hold_live(&self, call: &'static str) -> Result<LiveHold> {
+        match self.inner.gate.enter_held() {
+            Some(stripe) => Ok(LiveHold {
+                inner: self.inner.clone(),
+                stripe,
+            }),
+            None => Err(Error::Detached { call }),
+        }
     }
 
     /// Records that the runtime now holds an address in this library it
