@@ -32,17 +32,21 @@ impl RealInfo {
         // SAFETY: [caller-contract] guaranteed by the caller.
         let handle = unsafe { RuntimeHandle::from_unknown(unknown, attached) }?;
         let mut ptrs = [core::ptr::null_mut(); 16];
-        ptrs[1] = handle.raw_info1().as_raw();
+        // SAFETY: the raw pointers are kept beyond the guards; the runtime
+        // keeps the object alive until it releases the multiplexer (which
+        // forwards nothing after that), as it did before the gate existed.
+        ptrs[1] = unsafe { handle.com_info1() }?.as_raw();
         macro_rules! take {
             ($($n:literal $f:ident),*) => {$(
-                if let Ok(i) = handle.$f("QueryInterface") {
+                // SAFETY: as above.
+                if let Ok(i) = unsafe { handle.$f("QueryInterface") } {
                     ptrs[$n] = i.as_raw();
                 }
             )*};
         }
-        take!(2 raw_info2, 3 raw_info3, 4 raw_info4, 5 raw_info5, 6 raw_info6, 7 raw_info7,
-              8 raw_info8, 9 raw_info9, 10 raw_info10, 11 raw_info11, 12 raw_info12,
-              13 raw_info13, 14 raw_info14, 15 raw_info15);
+        take!(2 com_info2, 3 com_info3, 4 com_info4, 5 com_info5, 6 com_info6, 7 com_info7,
+              8 com_info8, 9 com_info9, 10 com_info10, 11 com_info11, 12 com_info12,
+              13 com_info13, 14 com_info14, 15 com_info15);
         Ok(RealInfo { handle, ptrs })
     }
 

@@ -157,14 +157,22 @@ impl<P: Profiler> CallbackObject<P> {
         attached: bool,
         user: impl FnOnce(&P, &ProfilerInfo<'_>) -> crate::error::Result<crate::event_mask::EventMasks>,
     ) -> HRESULT {
-        guard(entry, HRESULT(KnownHresult::E_FAIL as i32), || {
+        // Before any profiler code runs: after a failed or declined
+        // Initialize the runtime unloads the library, whatever threads the
+        // profiler started still run its code (see `exit::pin_library`).
+        crate::exit::pin_library();
+        let hr = guard(entry, HRESULT(KnownHresult::E_FAIL as i32), || {
             // SAFETY: the runtime passes its profiler-info object as a
             // borrowed IUnknown pointer valid for the call (corprof.idl,
             // ICorProfilerCallback::Initialize / InitializeForAttach).
             let Some(unknown) = (unsafe { IUnknown::from_raw_borrowed(&unknown) }) else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
-            // SAFETY: this IUnknown is the runtime's profiler-info object.
+            // SAFETY: this IUnknown is the runtime's profiler-info object;
+            // the handle itself is only lent inside this runtime's
+            // callbacks (`dispatch_in`, this method), and retired before the
+            // runtime deletes the object (here on failure, in `Shutdown`,
+            // `ProfilerDetachSucceeded` and `Drop`).
             let runtime = match unsafe { RuntimeHandle::from_unknown(unknown, attached) } {
                 Ok(i) => i.with_slot(self.slot),
                 Err(e) => {
@@ -175,9 +183,11 @@ impl<P: Profiler> CallbackObject<P> {
             // Side-by-side policy: a runtime the profiler does not select
             // declines quietly. Runtimes without Info3 (1.x/2.0) cannot say
             // which they are and are treated as selected.
-            if let Ok(runtime) = runtime.runtime_information() {
-                if !crate::runtimes::registry().initialize(self.slot, runtime, P::runtime_policy())
-                {
+            if let Ok(info) = runtime.runtime_information() {
+                if !crate::runtimes::registry().initialize(self.slot, info, P::runtime_policy()) {
+                    // Declined: the runtime releases this object and deletes
+                    // its Info object next; nothing may call it any more.
+                    runtime.retire();
                     return HRESULT(KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32);
                 }
             }
@@ -210,7 +220,19 @@ impl<P: Profiler> CallbackObject<P> {
                     e.hresult()
                 }
             }
-        })
+        });
+        if hr.0 < 0 {
+            // A failed Initialize (an error, a panic, a refused mask): the
+            // runtime releases this object, unloads the library and deletes
+            // its Info object (`EEToProfInterfaceImpl`'s destructor), so
+            // every handle the profiler kept (in a thread it started, a
+            // static) answers `Error::Detached` from now on, after the calls
+            // already running have returned.
+            if let Some(runtime) = self.info.get() {
+                runtime.retire();
+            }
+        }
+        hr
     }
 }
 
@@ -366,8 +388,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 c.each("Shutdown (component)", |c| c.shutdown(info));
             }
         });
-        // No Info calls after Shutdown: values dropped later (GC handles,
-        // EventPipe sessions) leave their runtime alone.
+        // No Info calls after Shutdown (the profiling API forbids them):
+        // kept handles answer `Error::Detached`, values dropped later (GC
+        // handles, EventPipe sessions) leave their runtime alone.
         if let Some(runtime) = self.info.get() {
             runtime.retire();
         }
@@ -1321,8 +1344,12 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
                 }
             }
         );
-        // The runtime refuses calls from a detaching profiler; values
-        // dropped with the profiler make none.
+        // When this returns the runtime deletes its Info object
+        // (`EEToProfInterfaceImpl`'s destructor): every handle the profiler
+        // kept (a thread started just now included) answers
+        // `Error::Detached` from here on, after the calls already running
+        // through one have returned; values dropped with the profiler make
+        // no call.
         if let Some(runtime) = self.info.get() {
             runtime.retire();
         }

@@ -7,8 +7,11 @@
 //!   said it needs, then polling) until no thread is inside a callback,
 //!   calls `ProfilerDetachSucceeded`, releases the callback object (the SDK
 //!   drops the user's profiler value then) and unloads the library;
-//! - the runtime does not know the profiler's own threads: they must have
-//!   finished before the library goes away;
+//! - the runtime does not know the profiler's own threads: it unloads the
+//!   library whatever they run (the SDK pins the library before any
+//!   profiler code runs, so their code stays mapped, see [`crate::thread`];
+//!   their calls through a kept handle answer
+//!   [`Error::Detached`](crate::error::Error::Detached));
 //! - a profiler that used instrumentation the runtime cannot undo cannot
 //!   detach: with ELT hooks set, IL replaced by `SetILFunctionBody` or ReJIT
 //!   enabled the request fails with
@@ -38,9 +41,12 @@ use crate::info::RuntimeHandle;
 /// them first. Runtime refusals come back as [`Error::Runtime`](crate::error::Error::Runtime) with the
 /// code explained, e.g. `CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT`,
 /// `CORPROF_E_IMMUTABLE_FLAGS_SET` (see the module docs for what each means
-/// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success the profiler must not call
-/// the runtime any more; callbacks may still arrive until the runtime has
-/// drained them, then `profiler_detach_succeeded` is the last one.
+/// here) or `CORPROF_E_CALLBACK3_REQUIRED`. After success callbacks may
+/// still arrive until the runtime has drained them, then
+/// `profiler_detach_succeeded` is the last one; when it returns the runtime
+/// deletes its Info object, and every call through a kept
+/// [`RuntimeHandle`] answers [`Error::Detached`](crate::error::Error::Detached)
+/// from then on (calls already running finish first).
 pub fn request_detach(info: &RuntimeHandle, expected_completion_ms: u32) -> Result<()> {
     info.request_profiler_detach(expected_completion_ms)
 }

@@ -134,6 +134,20 @@ pub enum Error {
         /// The call.
         call: &'static str,
     },
+    /// The runtime no longer takes calls from this profiler, so the SDK did
+    /// not make the call: the runtime shut down (`Shutdown`, after which the
+    /// profiling API forbids Info calls), detached the profiler
+    /// (`ProfilerDetachSucceeded`), or released it after `Initialize`
+    /// failed or declined. On detach and after a failed `Initialize` the
+    /// runtime deletes its `ICorProfilerInfo` object whatever references
+    /// the profiler holds (`EEToProfInterfaceImpl`'s destructor in
+    /// eetoprofinterfaceimpl.cpp), so every call through a kept
+    /// [`RuntimeHandle`](crate::RuntimeHandle) answers this from then on.
+    /// Its `HRESULT` is `CORPROF_E_PROFILER_DETACHING`.
+    Detached {
+        /// The call that was not made.
+        call: &'static str,
+    },
 }
 
 impl Error {
@@ -152,6 +166,7 @@ impl Error {
             | Error::AsyncWalkUnsupported { hr } => *hr,
             Error::Unsupported { .. } => HRESULT(KnownHresult::E_NOTIMPL as i32),
             Error::InvalidArgument(_) => HRESULT(KnownHresult::E_INVALIDARG as i32),
+            Error::Detached { .. } => HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
             _ => HRESULT(KnownHresult::E_FAIL as i32),
         }
     }
@@ -272,6 +287,12 @@ impl fmt::Display for Error {
             Error::NotInInitialize { call } => write!(
                 f,
                 "{call} is only allowed during Initialize / InitializeForAttach"
+            ),
+            Error::Detached { call } => write!(
+                f,
+                "{call} not called: the runtime no longer takes calls from this profiler \
+                 (it shut down, detached the profiler, or released it after Initialize \
+                 failed or declined) (CORPROF_E_PROFILER_DETACHING)"
             ),
         }
     }

@@ -53,7 +53,7 @@
 //!   [`MAX_PROVIDER_CALLBACKS`] fixed entry points.
 //!
 //! After the runtime shut down (or detached the profiler), writes and
-//! session stops make no call ([`Error::Refused`] for writes; a dropped
+//! session stops make no call ([`Error::Detached`] for writes; a dropped
 //! session is left to the runtime). A detach is refused
 //! ([`Error::Refused`]) once a provider was created with a callback (the
 //! runtime keeps calling it, and a detached library is unloaded) and while
@@ -117,7 +117,7 @@ impl Level {
 
 /// A provider the profiler created (`EVENTPIPE_PROVIDER`), valid as long as
 /// its runtime: the profiling API never deletes one. Its methods make no
-/// call once the runtime shut down ([`Error::Refused`]).
+/// call once the runtime shut down ([`Error::Detached`]).
 #[derive(Clone)]
 pub struct Provider {
     runtime: RuntimeHandle,
@@ -1219,15 +1219,15 @@ mod tests {
         assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
         assert!(matches!(
             provider.define_event::<()>(&EventSpec::new("Late", 2), &[]),
-            Err(Error::Refused { .. })
+            Err(Error::Detached { .. })
         ));
         assert!(matches!(
             provider.name_from_runtime(),
-            Err(Error::Refused { .. })
+            Err(Error::Detached { .. })
         ));
         assert!(matches!(
             session.add_provider(&ProviderConfig::new("Q", 1, Level::Verbose)),
-            Err(Error::Refused { .. })
+            Err(Error::Detached { .. })
         ));
         drop(session);
         assert_eq!(fake.call_count("EventPipeWriteEvent"), 1);

@@ -401,13 +401,29 @@ pub(crate) mod unhandled {
 }
 
 static INSTALL: Once = Once::new();
+static PIN: Once = Once::new();
+
+/// Keeps this library loaded until the process ends (once per process).
+///
+/// The runtime unloads the profiler library (`FreeLibrary`, a `dlclose` on
+/// Unix) in `EEToProfInterfaceImpl`'s destructor (eetoprofinterfaceimpl.cpp)
+/// after a detach *and* after `CreateInstance` or `Initialize` failed or
+/// declined, whatever threads of the profiler still run its code: a thread
+/// the profiler started (with a [`RuntimeHandle`](crate::RuntimeHandle) or
+/// not) would then execute unmapped memory. The SDK therefore pins the
+/// library before any profiler code runs (`CreateInstance`, `Initialize`,
+/// `InitializeForAttach`), and such threads keep running; their calls into
+/// the runtime answer [`Error::Detached`](crate::error::Error::Detached).
+pub(crate) fn pin_library() {
+    PIN.call_once(platform::pin_library);
+}
 
 /// Installs the process hooks once: keeps the library loaded for the rest of
 /// the process (the hooks point into it), registers the exit handler, and the
 /// signal handlers (Unix) or top-level exception filter (Windows).
 pub(crate) fn install() {
     INSTALL.call_once(|| {
-        platform::pin_library();
+        pin_library();
         platform::install_exit_handler();
         platform::install_signal_handlers();
     });

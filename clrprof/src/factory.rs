@@ -114,6 +114,9 @@ impl IClassFactory_Impl for ClassFactory_Impl {
                 if !outer.is_null() {
                     return HRESULT(KnownHresult::CLASS_E_NOAGGREGATION as i32);
                 }
+                // Before the profiler's constructor runs: a thread it starts
+                // must not outlive the library (see `exit::pin_library`).
+                crate::exit::pin_library();
                 // SAFETY: valid riid and out pointer (checked above).
                 unsafe { (self.create)(riid, object) }
             },

@@ -165,7 +165,7 @@ impl GcHandle {
     /// any thread: the object's address at the moment of the call, which a
     /// GC may change right after (fit for logs and comparisons, e.g. that a
     /// pinned object did not move). `None` once a weak handle's object was
-    /// collected. After the runtime shut down, [`Error::Refused`].
+    /// collected. After the runtime shut down, [`Error::Detached`].
     pub fn object_raw(&self) -> Result<Option<RawObjectId>> {
         let object = self.target("ICorProfilerInfo13::GetObjectIDFromHandle")?;
         Ok((object != 0).then_some(RawObjectId(object)))
@@ -182,7 +182,7 @@ impl GcHandle {
     /// `DestroyHandle` (Info13) now, with the runtime's answer (dropping
     /// the handle does the same and logs a failure). After the runtime shut
     /// down or detached the profiler this makes no call and answers
-    /// [`Error::Refused`] with `CORPROF_E_PROFILER_DETACHING`.
+    /// [`Error::Detached`] (`CORPROF_E_PROFILER_DETACHING`).
     pub fn destroy(mut self) -> Result<()> {
         self.destroy_inner()
     }
@@ -213,7 +213,7 @@ impl Drop for GcHandle {
     fn drop(&mut self) {
         match self.destroy_inner() {
             Ok(()) => {}
-            Err(Error::Refused { .. }) => log::debug!(
+            Err(Error::Detached { .. }) => log::debug!(
                 "GC handle {:#x} dropped after the runtime shut down or detached the profiler; left to the runtime",
                 self.raw
             ),
@@ -311,7 +311,7 @@ mod tests {
         // Shutdown (or a detach) retires the runtime: drops make no call.
         info.retire();
         assert!(!info.is_live());
-        assert!(matches!(kept.object_raw(), Err(Error::Refused { .. })));
+        assert!(matches!(kept.object_raw(), Err(Error::Detached { .. })));
         let e = kept.destroy().unwrap_err();
         assert_eq!(e.name(), Some("CORPROF_E_PROFILER_DETACHING"));
         assert_eq!(fake.call_count("DestroyHandle"), 1);

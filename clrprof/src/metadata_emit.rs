@@ -46,7 +46,7 @@ impl<'s> ProfilerInfo<'s> {
             // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
             // receives an owned reference.
             unsafe {
-                self.raw_info1().GetModuleMetaData(
+                self.raw_info1()?.GetModuleMetaData(
                     module.as_sys(),
                     sys::ofRead | sys::ofWrite,
                     &sys::IMetaDataEmit::IID,

@@ -21,6 +21,18 @@
 //! Because the thread may end inside the system's exit path, its result is
 //! handed over through [`ProfilerThread::join`] rather than
 //! `std::thread::JoinHandle`.
+//!
+//! Threads started *after* a detach was requested (from a callback still
+//! running, from `profiler_detach_succeeded`) and threads started with
+//! `std::thread` are covered too: the SDK pins the library before any
+//! profiler code runs (`crate::exit::pin_library`, at `CreateInstance` and
+//! `Initialize`), so the runtime's `FreeLibrary` after the detach (or after
+//! a failed `Initialize`) leaves their code mapped, and every call they make
+//! through a kept [`RuntimeHandle`](crate::RuntimeHandle) answers
+//! [`Error::Detached`](crate::error::Error::Detached) once the runtime let
+//! the profiler go (see `crate::info` and its gate). The reference taken
+//! here still matters where pinning is not possible (code linked into an
+//! executable, a loader that refuses the pin).
 
 use std::sync::{Arc, Condvar, Mutex};
 

@@ -18,6 +18,7 @@ mod info;
 mod info_newer;
 mod inliners;
 mod jit_tracer;
+mod lifecycle;
 mod mux;
 mod notification;
 mod panics;
@@ -62,7 +63,8 @@ fn main() {
         .chain(mux::python_scenarios())
         .chain(conformance::scenarios())
         .chain(scopes::scenarios())
-        .chain(readers::scenarios());
+        .chain(readers::scenarios())
+        .chain(lifecycle::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

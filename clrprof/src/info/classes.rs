@@ -220,7 +220,10 @@ impl<'s> ProfilerInfo<'s> {
         let mut c = 0usize;
         check(
             // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
-            unsafe { self.raw_info1().GetClassFromObject(object.as_sys(), &mut c) },
+            unsafe {
+                self.raw_info1()?
+                    .GetClassFromObject(object.as_sys(), &mut c)
+            },
             "ICorProfilerInfo::GetClassFromObject",
         )?;
         // SAFETY: the class of a live object is loaded at least as long as the object lives.
@@ -244,7 +247,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid for 'a; the runtime checks the token.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetClassFromToken(module.as_sys(), type_def.0, &mut c)
             },
             "ICorProfilerInfo::GetClassFromToken",
@@ -295,7 +298,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `class` is valid for 'a; out pointers are locals.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetClassIDInfo(class.as_sys(), &mut module, &mut td)
             },
             "ICorProfilerInfo::GetClassIDInfo",
@@ -317,7 +320,7 @@ impl<'s> ProfilerInfo<'s> {
         let hr = check_success(
             // SAFETY: `class` is valid; out pointers are locals.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank)
             },
             "ICorProfilerInfo::IsArrayClass",
@@ -464,7 +467,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut size = 0u32;
         check(
             // SAFETY: `object` is valid (typed ID); valid out pointer.
-            unsafe { self.raw_info1().GetObjectSize(object.as_sys(), &mut size) },
+            unsafe { self.raw_info1()?.GetObjectSize(object.as_sys(), &mut size) },
             "ICorProfilerInfo::GetObjectSize",
         )?;
         Ok(size)

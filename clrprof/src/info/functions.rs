@@ -270,7 +270,7 @@ impl RuntimeHandle {
             // SAFETY: the runtime only looks `ip` up in its code maps, never
             // dereferences it; `f` is a valid out pointer.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetFunctionFromIP(ip as sys::LPCBYTE, &mut f)
             },
             "ICorProfilerInfo::GetFunctionFromIP",
@@ -296,7 +296,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetFunctionFromToken(module.as_sys(), token.0, &mut f)
             },
             "ICorProfilerInfo::GetFunctionFromToken",
@@ -350,7 +350,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid (typed ID); out pointers are locals.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetCodeInfo(function.as_sys(), &mut start, &mut size)
             },
             "ICorProfilerInfo::GetCodeInfo",
@@ -392,15 +392,13 @@ impl<'s> ProfilerInfo<'s> {
         function: FunctionId<'_>,
     ) -> Result<Vec<IlToNativeMapEntry>> {
         let mut map: Vec<sys::COR_DEBUG_IL_TO_NATIVE_MAP> = Vec::new();
+        let i1 = self.raw_info1()?;
         fill::<sys::COR_DEBUG_IL_TO_NATIVE_MAP, 32>(
             "ICorProfilerInfo::GetILToNativeMapping",
             &mut map,
             |cap, needed, buf| {
                 // SAFETY: `function` is valid; `buf` has `cap` slots.
-                unsafe {
-                    self.raw_info1()
-                        .GetILToNativeMapping(function.as_sys(), cap, needed, buf)
-                }
+                unsafe { i1.GetILToNativeMapping(function.as_sys(), cap, needed, buf) }
             },
         )?;
         Ok(map
@@ -430,7 +428,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid for 'a; out pointers are locals.
             unsafe {
-                self.raw_info1().GetILFunctionBody(
+                self.raw_info1()?.GetILFunctionBody(
                     module.as_sys(),
                     method.0,
                     &mut header,
@@ -455,7 +453,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid; `malloc` receives an owned reference.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetILFunctionBodyAllocator(module.as_sys(), &mut malloc)
             },
             "ICorProfilerInfo::GetILFunctionBodyAllocator",
@@ -523,7 +521,7 @@ impl<'s> ProfilerInfo<'s> {
             // so the JIT reads it within bounds; what the IL does when run is
             // the caller's promise (this function's `# Safety`).
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .SetILFunctionBody(module.as_sys(), method.0, body.as_ptr())
             },
             "ICorProfilerInfo::SetILFunctionBody",
@@ -546,7 +544,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
             unsafe {
-                self.raw_info1().SetILInstrumentedCodeMap(
+                self.raw_info1()?.SetILInstrumentedCodeMap(
                     function.as_sys(),
                     start_jit as sys::BOOL,
                     n,
@@ -562,7 +560,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
         check(
             // SAFETY: `function` is valid (typed ID).
-            unsafe { self.raw_info1().SetFunctionReJIT(function.as_sys()) },
+            unsafe { self.raw_info1()?.SetFunctionReJIT(function.as_sys()) },
             "ICorProfilerInfo::SetFunctionReJIT",
         )
     }

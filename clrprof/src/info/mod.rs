@@ -47,7 +47,8 @@ use crate::metadata::MetaDataImport;
 pub use crate::runtimes::{RuntimeInfo, RuntimeType};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
@@ -58,9 +59,12 @@ pub mod enums;
 pub mod environment;
 pub mod exceptions;
 pub mod functions;
+mod gate;
 pub mod gc;
 pub mod heap;
 pub mod jit;
+#[cfg(test)]
+mod lifecycle_tests;
 pub mod modules;
 pub mod ngen;
 pub mod object_size;
@@ -91,9 +95,15 @@ pub use ngen::NgenInliners;
 macro_rules! info_versions {
     ($($field:ident: $iface:ident = $n:literal;)*) => {
         /// Every `ICorProfilerInfoN` the runtime answered QueryInterface for.
+        ///
+        /// The pointers are never released: the runtime's `AddRef` and
+        /// `Release` on this object are no-ops and it deletes the object
+        /// itself on detach or after a failed `Initialize`, whatever
+        /// references remain (see [`gate`]), so a `Release` from the last
+        /// handle dropped later would call into freed memory.
         struct Interfaces {
-            info1: sys::ICorProfilerInfo,
-            $($field: Option<sys::$iface>,)*
+            info1: ManuallyDrop<sys::ICorProfilerInfo>,
+            $($field: ManuallyDrop<Option<sys::$iface>>,)*
             version: u8,
             attached: bool,
             slot: crate::runtimes::RuntimeSlot,
@@ -101,11 +111,9 @@ macro_rules! info_versions {
             user_masks: AtomicU64,
             /// The masks SDK components need (low | high << 32).
             component_masks: AtomicU64,
-            /// Whether the runtime still takes calls that nothing but a
-            /// drop makes (see [`RuntimeHandle::while_live`]).
-            live: AtomicBool,
-            /// Calls running under [`RuntimeHandle::while_live`].
-            in_flight: AtomicUsize,
+            /// Whether the runtime still takes calls, and the calls in
+            /// flight (see [`gate`]).
+            gate: gate::Gate,
             /// Reasons the runtime may call into this library after a
             /// detach (see [`RuntimeHandle::pin_library`]).
             library_pins: AtomicUsize,
@@ -115,9 +123,18 @@ macro_rules! info_versions {
             /// Wraps the `IUnknown` the runtime passed to `Initialize` /
             /// `InitializeForAttach`, querying every Info version it offers.
             ///
+            /// The handle returned is the one the SDK lends inside the
+            /// runtime's callbacks: its calls are not counted by the gate
+            /// (see [`RuntimeHandle`]). Every clone of it is counted.
+            ///
             /// # Safety
             /// `unknown` must be the runtime's profiler-info object (the
-            /// argument of `ICorProfilerCallback::Initialize`).
+            /// argument of `ICorProfilerCallback::Initialize`), and the
+            /// returned handle itself (not its clones) must only be used
+            /// inside callbacks that runtime issues, before
+            /// the SDK retires the runtime (at the end of `Shutdown`,
+            /// `ProfilerDetachSucceeded`, a failed `Initialize`, or in the
+            /// runtime's last `Release`).
             pub unsafe fn from_unknown(unknown: &IUnknown, attached: bool) -> Result<Self> {
                 let info1: sys::ICorProfilerInfo = unknown
                     .cast()
@@ -131,28 +148,51 @@ macro_rules! info_versions {
                 )*
                 Ok(RuntimeHandle {
                     inner: Arc::new(Interfaces {
-                        info1,
-                        $($field,)*
+                        info1: ManuallyDrop::new(info1),
+                        $($field: ManuallyDrop::new($field),)*
                         version,
                         attached,
                         slot: crate::runtimes::RuntimeSlot(u32::MAX),
                         user_masks: AtomicU64::new(0),
                         component_masks: AtomicU64::new(0),
-                        live: AtomicBool::new(true),
-                        in_flight: AtomicUsize::new(0),
+                        gate: gate::Gate::new(),
                         library_pins: AtomicUsize::new(0),
                     }),
+                    in_callback: true,
                 })
+            }
+        }
+
+        impl RuntimeHandle {
+            fn raw_info_present(&self, version: u8) -> bool {
+                match version {
+                    $($n => self.inner.$field.is_some(),)*
+                    _ => false,
+                }
             }
         }
 
         paste::paste! {
             impl RuntimeHandle {
                 $(
-                    #[doc = concat!("The raw `", stringify!($iface), "`, or `Unsupported` on an older runtime.")]
+                    #[doc = concat!("The `", stringify!($iface), "` for one call, through the gate: `Unsupported` on an older runtime, [`Error::Detached`] once the runtime retired the profiler.")]
                     #[inline]
-                    pub fn [<raw_ $field>](&self, call: &'static str) -> Result<&sys::$iface> {
-                        self.inner.$field.as_ref().ok_or(Error::Unsupported { needs: $n, has: self.inner.version, call })
+                    pub(crate) fn [<raw_ $field>](&self, call: &'static str) -> Result<Live<'_, sys::$iface>> {
+                        let iface = (*self.inner.$field).as_ref().ok_or(Error::Unsupported { needs: $n, has: self.inner.version, call })?;
+                        self.live(iface, call)
+                    }
+
+                    #[doc = concat!("The raw `", stringify!($iface), "` for calls the SDK does not wrap, through the gate (see [`com_info1`](Self::com_info1)).")]
+                    ///
+                    /// # Safety
+                    /// Keep no copy of the interface (a clone, a raw pointer)
+                    /// beyond the returned guard: the runtime deletes the
+                    /// object when it detaches the profiler, whatever
+                    /// references remain, and a kept copy's `Release` or
+                    /// calls would then reach freed memory.
+                    #[inline]
+                    pub unsafe fn [<com_ $field>](&self, call: &'static str) -> Result<Live<'_, sys::$iface>> {
+                        self.[<raw_ $field>](call)
                     }
                 )*
             }
@@ -188,10 +228,82 @@ info_versions! {
 /// enumerations and IP lookups, which answer raw IDs (the runtime may unload
 /// what they list while the caller looks at it).
 ///
-/// Cloning is one atomic increment.
-#[derive(Clone)]
+/// # After the runtime is done with the profiler
+///
+/// Once the runtime shut down (`Shutdown`), detached the profiler
+/// (`ProfilerDetachSucceeded`), or released it after `Initialize` failed or
+/// declined, every call through any clone answers [`Error::Detached`] and
+/// makes no call: on detach and after a failed `Initialize` the runtime
+/// deletes its Info object whatever references remain
+/// (`EEToProfInterfaceImpl`'s destructor, eetoprofinterfaceimpl.cpp), and
+/// after `Shutdown` the profiling API forbids Info calls. Calls already
+/// running then finish before the runtime is told the profiler is done
+/// (see [`is_live`](Self::is_live)). Dropping the last clone calls nothing:
+/// the SDK holds no reference the runtime counts (its `AddRef`/`Release`
+/// are no-ops). The library is kept loaded from `Initialize` on, so a
+/// thread still holding a handle keeps running its code.
+///
+/// Cloning is one atomic increment; a call through a clone passes a gate
+/// of one uncontended atomic increment and decrement (calls through the
+/// `&ProfilerInfo` of a callback pay one relaxed load).
 pub struct RuntimeHandle {
     inner: Arc<Interfaces>,
+    /// `true` only for the SDK's own handle, lent inside callbacks the
+    /// runtime issues, whose calls the gate does not count.
+    in_callback: bool,
+}
+
+impl Clone for RuntimeHandle {
+    /// A counted handle: a clone may be kept beyond any callback.
+    fn clone(&self) -> Self {
+        RuntimeHandle {
+            inner: self.inner.clone(),
+            in_callback: false,
+        }
+    }
+}
+
+/// See [`RuntimeHandle::hold_live`].
+pub(crate) struct LiveHold {
+    inner: Arc<Interfaces>,
+    stripe: usize,
+}
+
+impl LiveHold {
+    /// `ICorProfilerInfo10`, for the call that ends the held state
+    /// (`ResumeRuntime`): not refused once the runtime started retiring,
+    /// since the retiring callback has not returned (it waits for this
+    /// hold), so the runtime's object still exists and the call is made
+    /// before the runtime is told the profiler is done.
+    pub(crate) fn info10(&self, call: &'static str) -> Result<&sys::ICorProfilerInfo10> {
+        (*self.inner.info10).as_ref().ok_or(Error::Unsupported {
+            needs: 10,
+            has: self.inner.version,
+            call,
+        })
+    }
+}
+
+impl Drop for LiveHold {
+    fn drop(&mut self) {
+        self.inner.gate.leave(self.stripe);
+    }
+}
+
+/// One `ICorProfilerInfoN` interface, for the call it covers: the runtime
+/// cannot retire the profiler (and delete the object) while it lives.
+/// Dereferences to the interface.
+pub struct Live<'a, I> {
+    iface: &'a I,
+    _entry: gate::Entry<'a>,
+}
+
+impl<I> core::ops::Deref for Live<'_, I> {
+    type Target = I;
+    #[inline]
+    fn deref(&self) -> &I {
+        self.iface
+    }
 }
 
 // SAFETY: the ICorProfilerInfo* interfaces are free-threaded: corprof.idl and
@@ -448,60 +560,73 @@ impl RuntimeHandle {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// Passes the gate for one call through `iface` (see [`gate`]).
+    #[inline]
+    fn live<'a, I>(&'a self, iface: &'a I, call: &'static str) -> Result<Live<'a, I>> {
+        let entry = if self.in_callback {
+            self.inner.gate.enter_in_callback()
+        } else {
+            self.inner.gate.enter()
+        };
+        match entry {
+            Some(entry) => Ok(Live {
+                iface,
+                _entry: entry,
+            }),
+            None => Err(Error::Detached { call }),
+        }
+    }
+
     /// Runs `f` (a call into the runtime) only while the runtime still
-    /// takes calls: `None` once it has shut down or detached this profiler.
+    /// takes calls: `None` once it has shut down or retired this profiler.
+    /// The runtime cannot be retired until `f` returned.
     ///
     /// For calls nothing but a `Drop` makes (`DestroyHandle` of a
     /// [`GcHandle`](crate::handles::GcHandle), `EventPipeStopSession` of a
-    /// session): the runtime documents that a profiler must not call
-    /// `ICorProfilerInfo` after `Shutdown`, and answers
-    /// `CORPROF_E_PROFILER_DETACHING` once a detach began; a value dropped
-    /// later (with the profiler, in the runtime's last `Release`) must not
-    /// call at all. The SDK retires the runtime under the write side of the
-    /// same lock, so a call that started here finishes before `Shutdown`
-    /// (or `ProfilerDetachSucceeded`) returns to the runtime.
+    /// session), which pass the runtime a handle of its own: a value
+    /// dropped after the runtime retired (with the profiler, in the
+    /// runtime's last `Release`) makes no call at all. Calls nest (an
+    /// EventPipe event delivered inside a stop that drops a handle).
     pub(crate) fn while_live<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        // Announce the call before looking at the flag, and `retire` clears
-        // the flag before looking at the count (both SeqCst): either the
-        // call sees the runtime retired, or `retire` waits for it. Not a
-        // lock, so a call nested in another (an EventPipe event delivered
-        // inside a stop that drops a handle) never waits for itself.
-        let inner = &self.inner;
-        inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        let result = inner.live.load(Ordering::SeqCst).then(f);
-        inner.in_flight.fetch_sub(1, Ordering::SeqCst);
-        result
+        let _entry = self.inner.gate.enter()?;
+        Some(f())
     }
 
     /// [`while_live`](Self::while_live) for a call that returns a
-    /// `Result`: once the runtime retired, [`Error::Refused`] with
-    /// `CORPROF_E_PROFILER_DETACHING` instead of the call. For calls that
-    /// pass the runtime a handle of its own (a GC handle, an EventPipe
-    /// provider, event or session), which the SDK only promises valid
-    /// while the runtime runs.
+    /// `Result`: once the runtime retired, [`Error::Detached`] instead of
+    /// the call.
     pub(crate) fn call_live<T>(
         &self,
         call: &'static str,
         f: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        self.while_live(f).unwrap_or_else(|| {
-            Err(Error::Refused {
-                hr: HRESULT(crate::error::KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
-                call,
-                why: "the runtime shut down or detached the profiler".into(),
-            })
-        })
+        self.while_live(f).unwrap_or(Err(Error::Detached { call }))
     }
 
-    /// Marks the runtime as no longer taking calls from drops (see
-    /// [`while_live`](Self::while_live)): at the end of `Shutdown`, of
-    /// `ProfilerDetachSucceeded`, and when the runtime releases the profiler.
-    /// Waits for calls already running under `while_live`.
+    /// Marks the runtime as no longer taking calls from this profiler, and
+    /// waits for the calls already running through any handle: at the end
+    /// of `Shutdown`, of `ProfilerDetachSucceeded`, of an `Initialize` that
+    /// failed or declined, and when the runtime releases the profiler (its
+    /// `EEToProfInterfaceImpl` destructor releases the callback object
+    /// before it deletes the Info object). Only the SDK calls this, from
+    /// those callbacks, never inside a call through the gate.
     pub(crate) fn retire(&self) {
-        let inner = &self.inner;
-        inner.live.store(false, Ordering::SeqCst);
-        while inner.in_flight.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
+        self.inner.gate.retire();
+    }
+
+    /// Keeps the runtime from being retired until the returned value is
+    /// dropped, for a state that spans several calls and must end with one
+    /// (a runtime suspension, which only `ResumeRuntime` ends):
+    /// [`Error::Detached`] once the runtime retired the profiler. The
+    /// retiring callback waits for it, so hold it only across work that
+    /// never waits for a runtime callback to return.
+    pub(crate) fn hold_live(&self, call: &'static str) -> Result<LiveHold> {
+        match self.inner.gate.enter_held() {
+            Some(stripe) => Ok(LiveHold {
+                inner: self.inner.clone(),
+                stripe,
+            }),
+            None => Err(Error::Detached { call }),
         }
     }
 
@@ -520,17 +645,43 @@ impl RuntimeHandle {
 
     /// `false` once the runtime stopped taking calls from this profiler: at
     /// the end of `Shutdown` (after which the runtime forbids Info calls),
-    /// of `ProfilerDetachSucceeded`, or when it released the profiler.
-    /// Values that call the runtime when dropped
-    /// ([`GcHandle`](crate::handles::GcHandle), an EventPipe
-    /// [`Session`](crate::eventpipe::Session)) make no call from then on.
+    /// of `ProfilerDetachSucceeded`, when `Initialize` failed or declined,
+    /// or when the runtime released the profiler. From then on every call
+    /// through any handle answers [`Error::Detached`], and values that call
+    /// the runtime when dropped ([`GcHandle`](crate::handles::GcHandle), an
+    /// EventPipe [`Session`](crate::eventpipe::Session)) make no call.
     pub fn is_live(&self) -> bool {
-        self.inner.live.load(Ordering::SeqCst)
+        self.inner.gate.is_live()
     }
 
-    /// The raw `ICorProfilerInfo`.
-    pub fn raw_info1(&self) -> &sys::ICorProfilerInfo {
-        &self.inner.info1
+    /// `true` if the runtime implements `ICorProfilerInfo{version}` (it
+    /// answered QueryInterface for it at `Initialize`).
+    pub fn has_info(&self, version: u8) -> bool {
+        match version {
+            1 => true,
+            2..=15 => self.raw_info_present(version),
+            _ => false,
+        }
+    }
+
+    /// The `ICorProfilerInfo` for one call, through the gate: [`Error::Detached`]
+    /// once the runtime retired the profiler.
+    #[inline]
+    pub(crate) fn raw_info1(&self) -> Result<Live<'_, sys::ICorProfilerInfo>> {
+        self.live(&*self.inner.info1, "ICorProfilerInfo")
+    }
+
+    /// The raw `ICorProfilerInfo` for calls the SDK does not wrap, through
+    /// the gate: [`Error::Detached`] once the runtime retired the profiler.
+    ///
+    /// # Safety
+    /// Keep no copy of the interface (a clone, a raw pointer) beyond the
+    /// returned guard: the runtime deletes the object when it detaches the
+    /// profiler, whatever references remain, and a kept copy's `Release` or
+    /// calls would then reach freed memory.
+    #[inline]
+    pub unsafe fn com_info1(&self) -> Result<Live<'_, sys::ICorProfilerInfo>> {
+        self.raw_info1()
     }
 
     /// `GetEventMask` (and `GetEventMask2` when the runtime has Info5).
@@ -550,7 +701,7 @@ impl RuntimeHandle {
         let mut lo = 0u32;
         check(
             // SAFETY: valid out pointer.
-            unsafe { self.inner.info1.GetEventMask(&mut lo) },
+            unsafe { self.raw_info1()?.GetEventMask(&mut lo) },
             "ICorProfilerInfo::GetEventMask",
         )?;
         Ok(EventMasks {
@@ -634,7 +785,7 @@ impl RuntimeHandle {
             unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }
         } else {
             // SAFETY: plain value argument.
-            unsafe { self.inner.info1.SetEventMask(masks.low.bits()) }
+            unsafe { self.raw_info1()?.SetEventMask(masks.low.bits()) }
         };
         if hr.is_err() {
             // A refused call changed nothing: the runtime's mask is still the old one.
@@ -696,7 +847,7 @@ impl RuntimeHandle {
         let mut t = 0usize;
         check(
             // SAFETY: valid out pointer; the runtime reports the caller's thread.
-            unsafe { self.inner.info1.GetCurrentThreadID(&mut t) },
+            unsafe { self.raw_info1()?.GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
         Ok(RawThreadId(t))
@@ -755,7 +906,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
             unsafe {
-                self.raw_info1().GetFunctionInfo(
+                self.raw_info1()?.GetFunctionInfo(
                     function.as_sys(),
                     &mut class,
                     &mut module,
@@ -887,18 +1038,10 @@ impl<'s> ProfilerInfo<'s> {
     /// `GetModuleInfo`.
     pub fn module_info<'a>(&self, module: ModuleId<'a>) -> Result<ModuleInfo<'a>> {
         let (mut base, mut assembly) = (core::ptr::null::<u8>(), 0usize);
+        let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
             // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
-            unsafe {
-                self.raw_info1().GetModuleInfo(
-                    module.as_sys(),
-                    &mut base,
-                    cap,
-                    needed,
-                    buf,
-                    &mut assembly,
-                )
-            }
+            unsafe { i1.GetModuleInfo(module.as_sys(), &mut base, cap, needed, buf, &mut assembly) }
         })?;
         // SAFETY: the assembly of a loaded module is valid while the module is.
         Ok(ModuleInfo {
@@ -925,7 +1068,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
             unsafe {
-                self.raw_info1().GetModuleMetaData(
+                self.raw_info1()?.GetModuleMetaData(
                     module.as_sys(),
                     flags,
                     &sys::IMetaDataImport::IID,
@@ -952,7 +1095,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
             unsafe {
-                self.raw_info1().GetTokenAndMetaDataFromFunction(
+                self.raw_info1()?.GetTokenAndMetaDataFromFunction(
                     function.as_sys(),
                     &sys::IMetaDataImport::IID,
                     &mut unk,
@@ -979,7 +1122,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut t = 0usize;
         check(
             // SAFETY: valid out pointer.
-            unsafe { self.raw_info1().GetCurrentThreadID(&mut t) },
+            unsafe { self.raw_info1()?.GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
         // SAFETY: the calling thread is running this scope, so its Thread

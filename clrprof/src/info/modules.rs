@@ -68,12 +68,10 @@ impl<'s> ProfilerInfo<'s> {
     /// `GetAppDomainInfo`: name and process of an app domain.
     pub fn app_domain_info(&self, app_domain: AppDomainId<'_>) -> Result<AppDomainInfo> {
         let mut pid = 0usize;
+        let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetAppDomainInfo", |cap, needed, buf| {
             // SAFETY: [id-scope, buffer-protocol] `app_domain` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe {
-                self.raw_info1()
-                    .GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid)
-            }
+            unsafe { i1.GetAppDomainInfo(app_domain.as_sys(), cap, needed, buf, &mut pid) }
         })?;
         Ok(AppDomainInfo {
             name,
@@ -86,18 +84,10 @@ impl<'s> ProfilerInfo<'s> {
     /// `CORPROF_E_DATAINCOMPLETE`.
     pub fn assembly_info<'a>(&self, assembly: AssemblyId<'a>) -> Result<AssemblyInfo<'a>> {
         let (mut ad, mut module) = (0usize, 0usize);
+        let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetAssemblyInfo", |cap, needed, buf| {
             // SAFETY: [id-scope, buffer-protocol] `assembly` is valid (typed ID); `buf` has `cap` WCHARs.
-            unsafe {
-                self.raw_info1().GetAssemblyInfo(
-                    assembly.as_sys(),
-                    cap,
-                    needed,
-                    buf,
-                    &mut ad,
-                    &mut module,
-                )
-            }
+            unsafe { i1.GetAssemblyInfo(assembly.as_sys(), cap, needed, buf, &mut ad, &mut module) }
         })?;
         // SAFETY: [id-derived] an assembly's app domain and manifest module live as long as it does.
         Ok(unsafe {
@@ -146,12 +136,13 @@ impl<'s> ProfilerInfo<'s> {
     /// [`module_info2`](Self::module_info2), which ask for those too, fail
     /// inside `ModuleLoadStarted`; this works there.
     pub fn module_file_name(&self, module: ModuleId<'_>) -> Result<String> {
+        let i1 = self.raw_info1()?;
         fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
             // SAFETY: [id-scope, buffer-protocol, plain-call] `module` is valid (typed ID); `buf` has `cap` WCHARs;
             // the load address and assembly are not asked for (null out
             // pointers, which the runtime skips).
             unsafe {
-                self.raw_info1().GetModuleInfo(
+                i1.GetModuleInfo(
                     module.as_sys(),
                     core::ptr::null_mut(),
                     cap,

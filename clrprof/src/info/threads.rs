@@ -13,7 +13,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut os_id = 0u32;
         check(
             // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
-            unsafe { self.raw_info1().GetThreadInfo(thread.as_sys(), &mut os_id) },
+            unsafe { self.raw_info1()?.GetThreadInfo(thread.as_sys(), &mut os_id) },
             "ICorProfilerInfo::GetThreadInfo",
         )?;
         Ok(os_id)
@@ -26,7 +26,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .GetHandleFromThread(thread.as_sys(), &mut handle)
             },
             "ICorProfilerInfo::GetHandleFromThread",
@@ -61,7 +61,10 @@ impl<'s> ProfilerInfo<'s> {
         let mut ctx = 0usize;
         check(
             // SAFETY: [id-scope, plain-call] `thread` is valid (typed ID); valid out pointer.
-            unsafe { self.raw_info1().GetThreadContext(thread.as_sys(), &mut ctx) },
+            unsafe {
+                self.raw_info1()?
+                    .GetThreadContext(thread.as_sys(), &mut ctx)
+            },
             "ICorProfilerInfo::GetThreadContext",
         )?;
         // SAFETY: [id-derived] the context (app domain) outlives the thread.
@@ -81,7 +84,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut unk: Option<windows_core::IUnknown> = None;
         check(
             // SAFETY: [com-ownership] `unk` receives an owned reference (or stays None).
-            unsafe { self.raw_info1().GetInprocInspectionInterface(&mut unk) },
+            unsafe { self.raw_info1()?.GetInprocInspectionInterface(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionInterface",
         )?;
         unk.ok_or(crate::error::Error::runtime(
@@ -95,7 +98,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut unk: Option<windows_core::IUnknown> = None;
         check(
             // SAFETY: [com-ownership] `unk` receives an owned reference (or stays None).
-            unsafe { self.raw_info1().GetInprocInspectionIThisThread(&mut unk) },
+            unsafe { self.raw_info1()?.GetInprocInspectionIThisThread(&mut unk) },
             "ICorProfilerInfo::GetInprocInspectionIThisThread",
         )?;
         unk.ok_or(crate::error::Error::runtime(
@@ -111,7 +114,7 @@ impl<'s> ProfilerInfo<'s> {
         check(
             // SAFETY: [plain-call] plain value argument and a valid out pointer.
             unsafe {
-                self.raw_info1()
+                self.raw_info1()?
                     .BeginInprocDebugging(this_thread_only as sys::BOOL, &mut ctx)
             },
             "ICorProfilerInfo::BeginInprocDebugging",
@@ -123,7 +126,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn end_inproc_debugging(&self, profiler_context: u32) -> Result<()> {
         check(
             // SAFETY: [plain-call] plain value argument.
-            unsafe { self.raw_info1().EndInprocDebugging(profiler_context) },
+            unsafe { self.raw_info1()?.EndInprocDebugging(profiler_context) },
             "ICorProfilerInfo::EndInprocDebugging",
         )
     }

@@ -97,11 +97,18 @@ impl SamplingThread {
     /// might hold, until the guard is dropped (see the [module](super) rules).
     pub fn suspend_runtime(&mut self) -> Result<RuntimeSuspension<'_>> {
         const CALL: &str = "ICorProfilerInfo10::SuspendRuntime";
-        let i10 = self.info.raw_info10(CALL)?;
-        // SAFETY: [suspension, plain-call] no arguments; called from a profiler thread that has made
-        // its first Info call and holds no lock (rules 1, 2, 4).
-        check(unsafe { i10.SuspendRuntime() }, CALL)?;
+        // The runtime is not retired (detach, Shutdown) while it is
+        // suspended, so the ResumeRuntime that ends the suspension is never
+        // refused.
+        let live = self.info.hold_live(CALL)?;
+        {
+            let i10 = self.info.raw_info10(CALL)?;
+            // SAFETY: [suspension, plain-call] no arguments; called from a profiler thread that has made
+            // its first Info call and holds no lock (rules 1, 2, 4).
+            check(unsafe { i10.SuspendRuntime() }, CALL)?;
+        }
         Ok(RuntimeSuspension {
+            live,
             thread: self,
             serial: SUSPENSIONS.fetch_add(1, Ordering::Relaxed),
         })
@@ -115,6 +122,8 @@ fn hr_is(e: &Error, k: KnownHresult) -> bool {
 /// The runtime suspended by [`SamplingThread::suspend_runtime`]; resumes on drop.
 pub struct RuntimeSuspension<'s> {
     thread: &'s mut SamplingThread,
+    /// Dropped after `Drop::drop` resumed the runtime.
+    live: crate::info::LiveHold,
     serial: u64,
 }
 
@@ -252,8 +261,12 @@ impl RuntimeSuspension<'_> {
 impl Drop for RuntimeSuspension<'_> {
     fn drop(&mut self) {
         const CALL: &str = "ICorProfilerInfo10::ResumeRuntime";
-        if let Ok(i10) = self.thread.info.raw_info10(CALL) {
-            // SAFETY: [suspension, plain-call] no arguments; pairs the SuspendRuntime that made this guard.
+        // Through the hold: the runtime is not retired until it is dropped,
+        // after this (a retiring callback waits), so a suspension always
+        // ends.
+        if let Ok(i10) = self.live.info10(CALL) {
+            // SAFETY: [suspension, plain-call] no arguments; pairs the SuspendRuntime that made this
+            // guard; the runtime's object exists while `live` is held.
             let hr = unsafe { i10.ResumeRuntime() };
             if hr.0 < 0 {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);

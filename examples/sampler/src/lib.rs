@@ -124,11 +124,7 @@ fn wants_shadow_stacks(info: &ProfilerInfo) -> bool {
     match std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() {
         Ok("shadow-stack") => true,
         Ok("suspend-runtime") => false,
-        _ => {
-            info.raw_info10("ICorProfilerInfo10::SuspendRuntime")
-                .is_err()
-                || info.raw_info4("ICorProfilerInfo4::EnumThreads").is_err()
-        }
+        _ => !info.has_info(10) || !info.has_info(4),
     }
 }
 

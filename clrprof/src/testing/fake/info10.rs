@@ -1,7 +1,8 @@
 //! The fake's `ICorProfilerInfo10`: object references, frozen objects and
 //! the large-object threshold from [`FakeHeap`](super::FakeHeap), and
 //! `RequestReJITWithInliners` recorded; `SuspendRuntime` / `ResumeRuntime`
-//! answer `E_NOTIMPL`.
+//! recorded, answering `E_NOTIMPL` unless a test programs another answer
+//! with [`FakeRuntime::fail`](super::FakeRuntime::fail) (e.g. `S_OK`).
 
 use super::info::FakeInfo_Impl;
 use super::{put, E_INVALIDARG, E_NOTIMPL, S_OK};
@@ -80,9 +81,11 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
         S_OK
     }
     unsafe fn SuspendRuntime(&self) -> HRESULT {
-        E_NOTIMPL
+        let mut st = super::lock(self);
+        st.enter("SuspendRuntime", vec![]).unwrap_or(E_NOTIMPL)
     }
     unsafe fn ResumeRuntime(&self) -> HRESULT {
-        E_NOTIMPL
+        let mut st = super::lock(self);
+        st.enter("ResumeRuntime", vec![]).unwrap_or(E_NOTIMPL)
     }
 }
