@@ -412,7 +412,7 @@ fn runtime_handle_methods_refuse_after_the_runtime_retired() {
     let rt = unsafe { fake.runtime_handle(false) };
     rt.retire();
     let refused = |what: &str, e: Option<Error>| match e {
-        Some(Error::Refused { .. }) => {}
+        Some(Error::Detached { .. }) => {}
         other => panic!("{what}: {other:?}"),
     };
     refused("create_provider", rt.event_pipe_create_provider("P").err());
