@@ -16,6 +16,9 @@ use clrprof_testing::harness::{Case, Scenario, Verdict};
 use serde_json::Value;
 use std::time::Duration;
 
+/// Why the provider scenario does not run on .NET Core 3.1.
+const NO_INFO12: &str = "EventPipe providers from a profiler need ICorProfilerInfo12 (.NET 5+); .NET Core 3.1 answers Unsupported";
+
 /// CLSID of `KeptHandleProfiler`.
 const KEPT_HANDLE: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B60}";
 
@@ -80,6 +83,66 @@ fn failed_initialize(case: &Case<'_>, app: &str, args: &[String]) -> R<()> {
         .map_err(|e| format!("{}; stderr: {}", describe(&e), kept.stderr).into())
 }
 
+/// The provider the fixture creates before failing `Initialize`.
+const KEPT_PROVIDER: &str = "Clrprof-Lifecycle-Kept";
+
+/// Initialize creates an EventPipe provider with a callback, then fails;
+/// a startup session names the provider, so the runtime enables it and, at
+/// exit, disables it, calling the callback's address each time after it
+/// released the profiler (a fresh review of the safe surface: SIGSEGV in
+/// an unmapped library on .NET 8 before the SDK pinned the library at
+/// CreateInstance). The app's exit status and output must be unchanged.
+fn provider_after_failed_initialize(case: &Case<'_>) -> R<()> {
+    let app = case.app("hello")?;
+    let trace = std::env::temp_dir().join(format!(
+        "clrprof-lifecycle-{}-{}.nettrace",
+        std::process::id(),
+        case.leg().name
+    ));
+    let trace_path = if case.leg().is_wine() {
+        clrprof_testing::wine::to_wine_path(&trace).map_err(|e| e.to_string())?
+    } else {
+        trace.display().to_string()
+    };
+    let session = |spec: clrprof_testing::run::RunSpec| {
+        spec.env("DOTNET_EnableEventPipe", "1")
+            .env(
+                "DOTNET_EventPipeConfig",
+                &format!("{KEPT_PROVIDER}:0xFFFFFFFF:5"),
+            )
+            .env("DOTNET_EventPipeOutputPath", &trace_path)
+    };
+    let plain = case.run(session(case.spec(&app)))?;
+    plain.check_exit()?;
+    let profiler = case.profiler_class("test-profilers", KEPT_HANDLE)?;
+    let kept = case.run(session(
+        case.spec(&app)
+            .profiler(profiler)
+            .env("CLRPROF_KEPT_PROVIDER", KEPT_PROVIDER),
+    ))?;
+    let _ = std::fs::remove_file(&trace);
+    if (kept.exit, &kept.stdout) != (plain.exit, &plain.stdout) {
+        return Err(format!(
+            "exit {:?} and output {:?} with the profiler, {:?} and {:?} without; stderr: {}",
+            kept.exit, kept.stdout, plain.exit, plain.stdout, kept.stderr
+        )
+        .into());
+    }
+    if kept.events("provider_created").count() != 1 {
+        return Err(format!("the provider was not created: {:?}", kept.records).into());
+    }
+    // The runtime called the callback after Initialize failed (the session
+    // enables the provider at startup), so the route was taken.
+    if kept.events("provider_callback").count() == 0 {
+        return Err(format!(
+            "the runtime never called the provider callback: {:?}",
+            kept.records
+        )
+        .into());
+    }
+    Ok(())
+}
+
 fn describe(v: &Verdict) -> String {
     match v {
         Verdict::Failed(m) => m.clone(),
@@ -142,5 +205,11 @@ pub fn scenarios() -> Vec<Scenario> {
             "lifecycle: handles kept in std and SDK threads across attach and detach answer Detached; app unharmed",
             attach_detach,
         ),
+        Scenario::new(
+            "lifecycle: Initialize fails after creating an EventPipe provider with a callback; a session calls it; app unharmed",
+            provider_after_failed_initialize,
+        )
+        .exclude_leg("linux-x64-3.1", NO_INFO12)
+        .exclude_leg("win-x64-3.1", NO_INFO12),
     ]
 }

@@ -52,7 +52,10 @@ fn after_the_repair_suspended_frames_are_popped_by_the_callers_leave() {
         let stats = snapshot(current_os_thread(), &mut frames).unwrap();
         assert_eq!(current_depth(), 0, "{frames:?}");
         assert_eq!(stats.mismatches, 0);
-        assert_eq!(stats.suspended, 2, "B and A ended without their leave hooks");
+        assert_eq!(
+            stats.suspended, 2,
+            "B and A ended without their leave hooks"
+        );
         // The resume on a thread-pool thread: Enter(B) on resume, Leave(B)
         // on completion, then A resumes and completes.
         let (a, b) = (hooked(ASYNC_A), hooked(ASYNC_B));
