@@ -137,6 +137,11 @@ impl ProfilerFinish {
     /// returned (the SDK's callback object owns both and releases first in
     /// its `Drop`).
     pub(crate) unsafe fn register<P: crate::callback::Profiler>(profiler: &P) -> ProfilerFinish {
+        /// Calls `finish` on the profiler `data` points to.
+        ///
+        /// # Safety
+        /// `data` is the `&P` given to [`ProfilerFinish::register`], and the
+        /// target holding it is still present (see `run_slot`).
         unsafe fn call<P: crate::callback::Profiler>(data: *const ()) {
             // SAFETY: [caller-contract, local-memory] `data` came from a `&P` that is still valid: the
             // caller of `register` keeps it alive until `release`, which
