@@ -32,13 +32,13 @@ impl RealInfo {
         // SAFETY: [caller-contract] guaranteed by the caller.
         let handle = unsafe { RuntimeHandle::from_unknown(unknown, attached) }?;
         let mut ptrs = [core::ptr::null_mut(); 16];
-        // SAFETY: the raw pointers are kept beyond the guards; the runtime
+        // SAFETY: [info-alive, mux-forward] the raw pointers are kept beyond the guards; the runtime
         // keeps the object alive until it releases the multiplexer (which
         // forwards nothing after that), as it did before the gate existed.
         ptrs[1] = unsafe { handle.com_info1() }?.as_raw();
         macro_rules! take {
             ($($n:literal $f:ident),*) => {$(
-                // SAFETY: as above.
+                // SAFETY: [info-alive, mux-forward] as above.
                 if let Ok(i) = unsafe { handle.$f("QueryInterface") } {
                     ptrs[$n] = i.as_raw();
                 }

@@ -162,13 +162,13 @@ impl<P: Profiler> CallbackObject<P> {
         // profiler started still run its code (see `exit::pin_library`).
         crate::exit::pin_library();
         let hr = guard(entry, HRESULT(KnownHresult::E_FAIL as i32), || {
-            // SAFETY: the runtime passes its profiler-info object as a
+            // SAFETY: [callback-args, com-ownership] the runtime passes its profiler-info object as a
             // borrowed IUnknown pointer valid for the call (corprof.idl,
             // ICorProfilerCallback::Initialize / InitializeForAttach).
             let Some(unknown) = (unsafe { IUnknown::from_raw_borrowed(&unknown) }) else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
-            // SAFETY: this IUnknown is the runtime's profiler-info object;
+            // SAFETY: [info-alive, callback-args] this IUnknown is the runtime's profiler-info object;
             // the handle itself is only lent inside this runtime's
             // callbacks (`dispatch_in`, this method), and retired before the
             // runtime deletes the object (here on failure, in `Shutdown`,
@@ -208,7 +208,7 @@ impl<P: Profiler> CallbackObject<P> {
             let _ = self.components.set(components);
             match result {
                 Ok(()) => {
-                    // SAFETY: `self.profiler` lives as long as this object,
+                    // SAFETY: [local-memory] `self.profiler` lives as long as this object,
                     // whose `Drop` releases the registration first.
                     let _ = self
                         .finish
@@ -256,7 +256,7 @@ impl<P: Profiler> Drop for CallbackObject<P> {
             if let Some(f) = finish {
                 f.release();
             }
-            // SAFETY: `profiler` is dropped exactly once, here, and never used
+            // SAFETY: [local-memory] `profiler` is dropped exactly once, here, and never used
             // afterwards (this is the object's destructor).
             unsafe { ManuallyDrop::drop(profiler) };
             drop(components.take());
@@ -282,7 +282,7 @@ unsafe fn slice<'a, T>(ptr: *const T, len: u32) -> &'a [T] {
     if ptr.is_null() || len == 0 {
         &[]
     } else {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         unsafe { core::slice::from_raw_parts(ptr, len as usize) }
     }
 }
@@ -295,7 +295,7 @@ unsafe fn slice<'a, T>(ptr: *const T, len: u32) -> &'a [T] {
 #[inline]
 unsafe fn ids<'a, Id: Copy>(ptr: *const usize, len: u32) -> &'a [Id] {
     debug_assert_eq!(core::mem::size_of::<Id>(), core::mem::size_of::<usize>());
-    // SAFETY: every typed ID is `#[repr(transparent)]` over `usize`, so the
+    // SAFETY: [ffi-abi, caller-contract] every typed ID is `#[repr(transparent)]` over `usize`, so the
     // layouts are identical; validity is guaranteed by the caller.
     unsafe { slice(ptr as *const Id, len) }
 }
@@ -308,12 +308,13 @@ unsafe fn ids<'a, Id: Copy>(ptr: *const usize, len: u32) -> &'a [Id] {
 /// the raw form instead.
 macro_rules! id {
     ($kind:ty, $raw:expr) => {{
-        // SAFETY: corprof.idl and the BOTR ("Lifetime & Stability") give
+        // SAFETY: [id-scope, object-no-gc] corprof.idl and the BOTR ("Lifetime & Stability") give
         // every ID argument of the callbacks that use this macro a validity
         // that covers the whole callback (e.g. a ClassID from
         // ClassLoadFinished until ClassUnloadStarted returns, a ThreadID
-        // until ThreadDestroyed returns); the typed ID borrows only the
-        // callback's duration.
+        // until ThreadDestroyed returns); an ObjectID is made only in the
+        // callbacks dispatched by `dispatch_no_gc`, where no GC runs until
+        // they return. The typed ID borrows only the callback's duration.
         unsafe { <$kind>::from_sys($raw) }
     }};
 }
@@ -636,7 +637,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 let use_cached =
                     p.jit_cached_function_search_started(info, id!(FunctionId, functionId));
                 if !pbUseCachedFunction.is_null() {
-                    // SAFETY: the runtime passes a valid out pointer (checked non-null).
+                    // SAFETY: [callback-args] the runtime passes a valid out pointer (checked non-null).
                     unsafe { *pbUseCachedFunction = use_cached as BOOL };
                 }
                 S_OK
@@ -675,7 +676,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             let inline = !self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION)
                 || p.jit_inlining(info, id!(FunctionId, callerId), id!(FunctionId, calleeId));
             if !pfShouldInline.is_null() {
-                // SAFETY: the runtime passes a valid out pointer (checked non-null).
+                // SAFETY: [callback-args] the runtime passes a valid out pointer (checked non-null).
                 unsafe { *pfShouldInline = inline as BOOL };
             }
             S_OK
@@ -728,26 +729,24 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn RemotingClientSendingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
-        // SAFETY: null or a valid GUID for the callback's duration.
         forward!(
             self,
             "ICorProfilerCallback::RemotingClientSendingMessage",
             |p, info| p.remoting_client_sending_message(
                 info,
-                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
+                // SAFETY: [callback-args] the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
         )
     }
     unsafe fn RemotingClientReceivingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
-        // SAFETY: null or a valid GUID for the callback's duration.
         forward!(
             self,
             "ICorProfilerCallback::RemotingClientReceivingReply",
             |p, info| p.remoting_client_receiving_reply(
                 info,
-                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
+                // SAFETY: [callback-args] the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -761,13 +760,12 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn RemotingServerReceivingMessage(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
-        // SAFETY: null or a valid GUID for the callback's duration.
         forward!(
             self,
             "ICorProfilerCallback::RemotingServerReceivingMessage",
             |p, info| p.remoting_server_receiving_message(
                 info,
-                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
+                // SAFETY: [callback-args] the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -788,13 +786,12 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn RemotingServerSendingReply(&self, pCookie: *mut GUID, fIsAsync: BOOL) -> HRESULT {
-        // SAFETY: null or a valid GUID for the callback's duration.
         forward!(
             self,
             "ICorProfilerCallback::RemotingServerSendingReply",
             |p, info| p.remoting_server_sending_reply(
                 info,
-                // SAFETY: the cookie is null or a valid GUID for the callback's duration.
+                // SAFETY: [callback-args] the cookie is null or a valid GUID for the callback's duration.
                 unsafe { pCookie.as_ref() },
                 b(fIsAsync)
             )
@@ -903,7 +900,6 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         classIds: *const ClassID,
         cObjects: *const ULONG,
     ) -> HRESULT {
-        // SAFETY: both arrays have `cClassCount` elements valid during the callback.
         // SAFETY (no GC): issued by the thread doing a GC at its start
         // (DiagGCStart), from a walk of generation 0 before the collection
         // marks or moves anything, with the runtime suspended (GC_NOTRIGGER).
@@ -912,9 +908,9 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback::ObjectsAllocatedByClass",
             |p, info| p.objects_allocated_by_class(
                 info,
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args, id-scope] `classIds` has `cClassCount` ClassIDs, loaded classes, valid during the callback.
                 unsafe { ids(classIds, cClassCount) },
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args] `cObjects` has `cClassCount` counts, valid during the callback.
                 unsafe { slice(cObjects, cClassCount) }
             )
         )
@@ -931,7 +927,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         // and before the runtime resumes (GC_NOTRIGGER): every object is at
         // its final address until the callback returns.
         self.dispatch_no_gc("ICorProfilerCallback::ObjectReferences", |p, info| {
-            // SAFETY: the array has `cObjectRefs` IDs valid during the callback.
+            // SAFETY: [callback-args, object-no-gc] the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
             if p.object_references(info, id!(ObjectId, objectId), id!(ClassId, classId), refs) {
                 S_OK
@@ -1122,7 +1118,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.dispatch(
             "ICorProfilerCallback::COMClassicVTableCreated",
             |p, info| {
-                // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
+                // SAFETY: [callback-args] REFGUID is a valid GUID reference for the callback's duration.
                 if let Some(iid) = unsafe { implementedIID.as_ref() } {
                     p.com_classic_vtable_created(
                         info,
@@ -1145,7 +1141,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.dispatch(
             "ICorProfilerCallback::COMClassicVTableDestroyed",
             |p, info| {
-                // SAFETY: REFGUID is a valid GUID reference for the callback's duration.
+                // SAFETY: [callback-args] REFGUID is a valid GUID reference for the callback's duration.
                 if let Some(iid) = unsafe { implementedIID.as_ref() } {
                     p.com_classic_vtable_destroyed(
                         info,
@@ -1181,14 +1177,13 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         cchName: ULONG,
         name: *const WCHAR,
     ) -> HRESULT {
-        // SAFETY: `name` holds `cchName` WCHARs (or is null) during the callback.
         forward!(
             self,
             "ICorProfilerCallback2::ThreadNameChanged",
             |p, info| p.thread_name_changed(
                 info,
                 id!(ThreadId, threadId),
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args] `name` holds `cchName` WCHARs (or is null) during the callback.
                 WideStr::new(unsafe { slice(name, cchName) })
             )
         )
@@ -1199,13 +1194,12 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         generationCollected: *const BOOL,
         reason: COR_PRF_GC_REASON,
     ) -> HRESULT {
-        // SAFETY: the array has `cGenerations` entries during the callback.
         forward!(
             self,
             "ICorProfilerCallback2::GarbageCollectionStarted",
             |p, info| p.garbage_collection_started(
                 info,
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args] `generationCollected` has `cGenerations` entries during the callback.
                 GenerationSet::from_flags(unsafe {
                     slice(generationCollected, cGenerations.max(0) as u32)
                 }),
@@ -1261,7 +1255,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         // the runtime resumes (GC_NOTRIGGER): the roots' objects are at their
         // final addresses until the callback returns.
         self.dispatch_no_gc("ICorProfilerCallback2::RootReferences2", |p, info| {
-            // SAFETY: each array has `cRootRefs` entries during the callback.
+            // SAFETY: [callback-args, object-no-gc] each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
                 RootReferences {
                     objects: ids(rootRefIds, cRootRefs),
@@ -1284,7 +1278,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
                 info,
                 id!(GcHandleId, handleId),
                 (initialObjectId != 0).then(|| {
-                    // SAFETY: a non-null initial object comes only from a
+                    // SAFETY: [object-no-gc] a non-null initial object comes only from a
                     // thread in cooperative mode (the contract requires it,
                     // and the creator holds the reference it stores), which
                     // keeps the object in place until the callback returns;
@@ -1311,7 +1305,7 @@ impl<P: Profiler> ICorProfilerCallback3_Impl for CallbackObject_Impl<P> {
             pCorProfilerInfoUnk,
             true,
             |p, info| {
-                // SAFETY: the runtime passes `cbClientData` bytes (or null) valid during the call.
+                // SAFETY: [callback-args] the runtime passes `cbClientData` bytes (or null) valid during the call.
                 let data = unsafe { slice(pvClientData as *const u8, cbClientData) };
                 p.initialize_for_attach(info, data).map(Into::into)
             },
@@ -1385,7 +1379,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         pFunctionControl: *mut c_void,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback4::GetReJITParameters", |p, info| {
-            // SAFETY: the runtime passes a borrowed ICorProfilerFunctionControl valid during the call.
+            // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed ICorProfilerFunctionControl valid during the call.
             let Some(control) = (unsafe { FunctionControl::from_raw_borrowed(pFunctionControl) })
             else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
@@ -1450,7 +1444,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         // ObjectID (old or new) names a readable object during the callback.
         // The ranges are raw; the scope refuses every object reader.
         self.dispatch_relocating("ICorProfilerCallback4::MovedReferences2", |p, info| {
-            // SAFETY: the runtime's arrays have `cMovedObjectIDRanges`
+            // SAFETY: [object-no-gc, callback-args] the runtime's arrays have `cMovedObjectIDRanges`
             // entries and stay valid during the callback.
             let ranges = unsafe {
                 GcRanges::moved(
@@ -1473,7 +1467,7 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         // its work and no ObjectID names a readable object (a dead object's
         // memory may already hold GC bookkeeping). Raw ranges only.
         self.dispatch_relocating("ICorProfilerCallback4::SurvivingReferences2", |p, info| {
-            // SAFETY: the runtime's arrays have `cSurvivingObjectIDRanges`
+            // SAFETY: [object-no-gc, callback-args] the runtime's arrays have `cSurvivingObjectIDRanges`
             // entries and stay valid during the callback.
             let ranges = unsafe {
                 GcRanges::surviving(
@@ -1495,7 +1489,6 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
         valueRefIds: *const ObjectID,
         rootIds: *const GCHandleID,
     ) -> HRESULT {
-        // SAFETY: each array has `cRootRefs` IDs valid during the callback.
         // SAFETY (no GC): issued from the heap walk at the end of a GC
         // (DiagGCEnd; dependent handles), after the collection has moved
         // everything and before the runtime resumes (GC_NOTRIGGER): the
@@ -1505,11 +1498,11 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
             |p, info| p.conditional_weak_table_element_references(
                 info,
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args, object-no-gc] `keyRefIds` has `cRootRefs` ObjectIDs, valid during the callback; no GC runs until it returns.
                 unsafe { ids(keyRefIds, cRootRefs) },
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args, object-no-gc] `valueRefIds` has `cRootRefs` ObjectIDs, valid during the callback; no GC runs until it returns.
                 unsafe { ids(valueRefIds, cRootRefs) },
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args, id-scope] `rootIds` has `cRootRefs` GCHandleIDs of handles that exist during the callback.
                 unsafe { ids(rootIds, cRootRefs) }
             )
         )
@@ -1523,13 +1516,13 @@ impl<P: Profiler> ICorProfilerCallback6_Impl for CallbackObject_Impl<P> {
         pAsmRefProvider: *mut c_void,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback6::GetAssemblyReferences", |p, info| {
-            // SAFETY: a borrowed provider valid during the call, and a NUL-terminated path.
+            // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed provider, valid during the call; it is not released.
             let Some(provider) =
                 (unsafe { AssemblyReferenceProvider::from_raw_borrowed(pAsmRefProvider) })
             else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
-            // SAFETY: the runtime passes a NUL-terminated path valid during the call.
+            // SAFETY: [callback-args, nul-terminated] the runtime passes a NUL-terminated path valid during the call.
             let path = unsafe { WideStr::from_nul_terminated(wszAssemblyPath) };
             match p.get_assembly_references(info, path, &provider) {
                 Ok(()) => S_OK,
@@ -1560,7 +1553,6 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
         pILHeader: LPCBYTE,
         cbILHeader: ULONG,
     ) -> HRESULT {
-        // SAFETY: `pILHeader` holds `cbILHeader` bytes during the callback.
         forward!(
             self,
             "ICorProfilerCallback8::DynamicMethodJITCompilationStarted",
@@ -1568,7 +1560,7 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
                 info,
                 id!(FunctionId, functionId),
                 b(fIsSafeToBlock),
-                // SAFETY: the runtime's arrays have the stated length and stay valid during the callback.
+                // SAFETY: [callback-args] `pILHeader` holds `cbILHeader` bytes during the callback.
                 unsafe { slice(pILHeader, cbILHeader) }
             )
         )
@@ -1632,7 +1624,7 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
         self.dispatch(
             "ICorProfilerCallback10::EventPipeEventDelivered",
             |p, info| {
-                // SAFETY: every buffer has the stated length and every pointer is
+                // SAFETY: [callback-args, eventpipe-handles] every buffer has the stated length and every pointer is
                 // null or valid during the callback; the provider writes this
                 // event now, so it is alive for the callback.
                 let event = unsafe {
@@ -1659,7 +1651,7 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
             "ICorProfilerCallback10::EventPipeProviderCreated",
             |p, info| p.event_pipe_provider_created(
                 info,
-                // SAFETY: the runtime announces a provider it just created,
+                // SAFETY: [callback-args, eventpipe-handles] the runtime announces a provider it just created,
                 // alive during the callback.
                 unsafe { crate::eventpipe::ProviderRef::from_sys(provider) }
             )
@@ -1675,7 +1667,7 @@ impl<P: Profiler> ICorProfilerCallback11_Impl for CallbackObject_Impl<P> {
             || {
                 let v = self.profiler.load_as_notification_only();
                 if !pbNotificationOnly.is_null() {
-                    // SAFETY: the runtime passes a valid out pointer (checked non-null).
+                    // SAFETY: [callback-args] the runtime passes a valid out pointer (checked non-null).
                     unsafe { *pbNotificationOnly = v as BOOL };
                 }
                 S_OK
@@ -1699,7 +1691,8 @@ pub unsafe fn create_instance<P: Profiler>(
         return HRESULT(KnownHresult::CORPROF_E_PROFILER_CANCEL_ACTIVATION as i32);
     };
     let object = CallbackObject::new(make(), slot).into_unknown();
-    // SAFETY: forwarded COM out-parameter contract.
+    // SAFETY: [caller-contract, com-ownership] `riid` and `ppv` are valid (this fn's contract);
+    // QueryInterface stores one reference, owned by the caller, in `*ppv`.
     unsafe { object.query(riid, ppv) }
 }
 
@@ -1744,10 +1737,10 @@ mod tests {
             mask,
         };
         let mut ppv: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr = unsafe { create_instance(move || probe, &ICorProfilerCallback2::IID, &mut ppv) };
         assert_eq!(hr.0, 0);
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
         let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
         (cb, jitted, dropped)
     }
@@ -1756,7 +1749,7 @@ mod tests {
     fn initialize_sets_the_returned_mask_and_callbacks_reach_the_profiler() {
         let fake = FakeRuntime::new();
         let (cb, jitted, dropped) = make(EventMask::MONITOR_JIT_COMPILATION);
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
         assert_eq!(hr.0, 0);
         // What the profiler asked for, plus the flags the SDK adds to see an
@@ -1768,7 +1761,7 @@ mod tests {
                 | EventMask::ENABLE_STACK_SNAPSHOT)
                 .bits()
         );
-        // SAFETY: plain values.
+        // SAFETY: [test-fake, plain-call] plain values.
         unsafe {
             assert_eq!(cb.JITCompilationStarted(0x1234, 1).0, 0);
             assert_eq!(
@@ -1797,7 +1790,7 @@ mod tests {
         let refusal = HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER as i32);
         fake.fail("SetEventMask", refusal);
         let (cb, _, _) = make(EventMask::MONITOR_ENTERLEAVE);
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
         assert_eq!(hr, refusal);
     }
@@ -1830,10 +1823,10 @@ mod tests {
             busy_during_drop: busy.clone(),
         };
         let mut ppv: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr = unsafe { create_instance(move || probe, &ICorProfilerCallback2::IID, &mut ppv) };
         assert_eq!(hr.0, 0);
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
         let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
         // The last Release runs the user's Drop, which panics: contained
         // (an unwind out of Release would abort the test process).
@@ -1894,13 +1887,13 @@ mod tests {
         let seen = Arc::new(Seen::default());
         let profiler = WithComponent(seen.clone());
         let mut ppv: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr =
             unsafe { create_instance(move || profiler, &ICorProfilerCallback2::IID, &mut ppv) };
         assert_eq!(hr.0, 0);
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
         let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
         // The SDK's own unhandled-exception watch adds its flags too.
         let watch = EventMask::MONITOR_EXCEPTIONS | EventMask::ENABLE_STACK_SNAPSHOT;
@@ -1909,7 +1902,7 @@ mod tests {
             set,
             EventMask::MONITOR_GC | EventMask::MONITOR_THREADS | watch
         );
-        // SAFETY: plain values.
+        // SAFETY: [test-fake, plain-call] plain values.
         unsafe {
             assert_eq!(cb.ThreadCreated(0x44).0, 0);
         }
@@ -1919,7 +1912,7 @@ mod tests {
             0,
             "the profiler did not ask for MONITOR_THREADS"
         );
-        // SAFETY: no arguments.
+        // SAFETY: [plain-call] no arguments.
         unsafe {
             assert_eq!(cb.GarbageCollectionFinished().0, 0);
         }
@@ -1945,12 +1938,12 @@ mod tests {
     fn a_profiler_can_turn_the_unhandled_exception_watch_off() {
         let fake = FakeRuntime::new();
         let mut ppv: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr = unsafe { create_instance(|| Unwatched, &ICorProfilerCallback2::IID, &mut ppv) };
         assert_eq!(hr.0, 0);
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
         let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
         // Exactly the profiler's own mask: no exception callbacks, no walks.
         assert_eq!(
@@ -2027,7 +2020,7 @@ mod tests {
             let handle = info.create_handle(object, crate::handles::HandleKind::Strong);
             *self.handle.lock().unwrap() = handle.ok();
             // A type load here could start a GC that moves `object`.
-            // SAFETY: (test) refused before the fake is asked anything.
+            // SAFETY: [test-fake] (test) refused before the fake is asked anything.
             let module = unsafe { RawModuleId(0x10).assume_valid() };
             if matches!(
                 info.class_from_token(module, MdTypeDef::from_rid(2)),
@@ -2038,7 +2031,7 @@ mod tests {
         }
         fn moved_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
             for range in ranges.iter() {
-                // SAFETY: (test) stands for an object a safe caller could
+                // SAFETY: [test-fake] (test) stands for an object a safe caller could
                 // hold here (a frozen object of the non-GC heap); every
                 // reader must refuse before the fake reads anything.
                 let object = unsafe { range.new_start.assume_valid() };
@@ -2047,7 +2040,7 @@ mod tests {
         }
         fn surviving_references(&self, info: &ProfilerInfo, ranges: crate::gc::GcRanges<'_>) {
             for range in ranges.iter() {
-                // SAFETY: (test) as in moved_references.
+                // SAFETY: [test-fake] (test) as in moved_references.
                 let object = unsafe { range.old_start.assume_valid() };
                 self.note("SurvivingReferences2", info, Some(object));
             }
@@ -2078,14 +2071,14 @@ mod tests {
         let probe = Arc::new(ScopeProbe::default());
         let p = probe.clone();
         let mut ppv: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr = unsafe { create_instance(move || p, &ICorProfilerCallback4::IID, &mut ppv) };
         assert_eq!(hr.0, 0);
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback4 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback4 reference.
         let cb = unsafe { ICorProfilerCallback4::from_raw(ppv) };
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
-        // SAFETY: a fake object and class; no memory behind them is read.
+        // SAFETY: [test-fake] a fake object and class; no memory behind them is read.
         assert_eq!(unsafe { cb.ObjectAllocated(OBJECT, 0x100) }.0, 0);
         assert!(
             probe.handle.lock().unwrap().is_some(),
@@ -2096,7 +2089,7 @@ mod tests {
 
         let calls = fake.state().calls.len();
         let (old, new, len) = ([OBJECT], [OBJECT + 0x100], [24usize]);
-        // SAFETY: arrays of one entry each, alive for the calls.
+        // SAFETY: [test-fake, callback-args] arrays of one entry each, alive for the calls.
         unsafe {
             assert_eq!(
                 cb.MovedReferences2(1, old.as_ptr(), new.as_ptr(), len.as_ptr())
@@ -2106,7 +2099,7 @@ mod tests {
             assert_eq!(cb.SurvivingReferences2(1, old.as_ptr(), len.as_ptr()).0, 0);
         }
         // An empty handle (created in preemptive mode).
-        // SAFETY: plain values.
+        // SAFETY: [test-fake, plain-call] plain values.
         assert_eq!(unsafe { cb.HandleCreated(0xB000, 0) }.0, 0);
         // Every refusal so far came before any call into the runtime.
         let after: Vec<_> = fake.state().calls[calls..]
@@ -2115,7 +2108,7 @@ mod tests {
             .collect();
         assert!(after.is_empty(), "{after:?}");
         // A handle made with an object.
-        // SAFETY: plain values.
+        // SAFETY: [test-fake, plain-call] plain values.
         assert_eq!(unsafe { cb.HandleCreated(0xB008, OBJECT) }.0, 0);
         let seen = probe.seen.lock().unwrap().clone();
         let names: Vec<_> = seen.iter().map(|(n, _)| *n).collect();
@@ -2153,7 +2146,7 @@ mod tests {
     #[test]
     fn callbacks_before_initialize_are_ignored() {
         let (cb, jitted, _) = make(EventMask::MONITOR_JIT_COMPILATION);
-        // SAFETY: plain values.
+        // SAFETY: [test-fake, plain-call] plain values.
         assert_eq!(unsafe { cb.JITCompilationStarted(0x1234, 1) }.0, 0);
         assert_eq!(jitted.load(Ordering::SeqCst), 0);
     }
@@ -2167,7 +2160,7 @@ mod tests {
         };
         let mut ppv: *mut c_void = core::ptr::dangling_mut();
         let foreign = GUID::from_u128(0x0bad_0000_0000_0000_0000_0000_0000_0000);
-        // SAFETY: valid IID and out pointer.
+        // SAFETY: [plain-call] valid IID and out pointer.
         let hr = unsafe { create_instance(move || probe, &foreign, &mut ppv) };
         assert_eq!(hr.0, KnownHresult::E_NOINTERFACE as i32);
         assert!(ppv.is_null());

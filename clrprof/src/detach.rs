@@ -63,7 +63,7 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let fake = FakeRuntime::new();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_attached() };
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let worker = crate::thread::spawn("unit-test-sampler", move || {
@@ -104,7 +104,7 @@ mod tests {
         // Both ways of requesting a detach apply the rule (before the fix,
         // RuntimeHandle::request_profiler_detach went straight to the
         // runtime).
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let handle = unsafe { fake.runtime_handle(true) };
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let worker = crate::thread::spawn("clrprof-rejit", move || {
@@ -133,7 +133,7 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let fake = FakeRuntime::new();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.runtime_handle(true) };
         let t =
             crate::thread::spawn("unit-test-detacher", move || request_detach(&info, 7)).unwrap();
@@ -153,7 +153,7 @@ mod tests {
                 crate::error::KnownHresult::CORPROF_E_IRREVERSIBLE_INSTRUMENTATION_PRESENT as i32,
             ),
         );
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let e = request_detach(&unsafe { fake.runtime_handle(true) }, 0).unwrap_err();
         assert!(e.to_string().contains("cannot detach"), "{e}");
     }

@@ -86,7 +86,7 @@ struct Target {
     call: unsafe fn(*const ()),
 }
 
-// SAFETY: `data` is a `&P` with `P: Profiler`, and `Profiler: Send + Sync`,
+// SAFETY: [free-threaded, local-memory] `data` is a `&P` with `P: Profiler`, and `Profiler: Send + Sync`,
 // so calling `finish(&P)` from another thread is what the type allows; the
 // pointer is removed (under the slot lock) before the object is dropped.
 unsafe impl Send for Target {}
@@ -137,8 +137,13 @@ impl ProfilerFinish {
     /// returned (the SDK's callback object owns both and releases first in
     /// its `Drop`).
     pub(crate) unsafe fn register<P: crate::callback::Profiler>(profiler: &P) -> ProfilerFinish {
+        /// Calls `finish` on the profiler `data` points to.
+        ///
+        /// # Safety
+        /// `data` is the `&P` given to [`ProfilerFinish::register`], and the
+        /// target holding it is still present (see `run_slot`).
         unsafe fn call<P: crate::callback::Profiler>(data: *const ()) {
-            // SAFETY: `data` came from a `&P` that is still valid: the
+            // SAFETY: [caller-contract, local-memory] `data` came from a `&P` that is still valid: the
             // caller of `register` keeps it alive until `release`, which
             // takes the target out under the same lock this call runs under.
             let p = unsafe { &*(data as *const P) };
@@ -197,7 +202,7 @@ fn run_slot(slot: &Slot, deadline: Option<Instant>, reason: &'static str) {
         log::debug!("Profiler::finish at: {reason}");
         let (data, call) = (target.data, target.call);
         crate::guard::guard("Profiler::finish", (), || {
-            // SAFETY: the target is present, so the profiler it points to is
+            // SAFETY: [local-memory] the target is present, so the profiler it points to is
             // alive (release removes it under this lock before the drop).
             unsafe { call(data) }
         });
@@ -445,15 +450,15 @@ mod platform {
     /// profiler (`dlclose`). `dlopen(RTLD_NOLOAD | RTLD_NODELETE)` marks the
     /// already loaded object as never to be unloaded.
     pub fn pin_library() {
-        // SAFETY: Dl_info is a plain C struct, valid when zeroed.
+        // SAFETY: [ffi-abi] Dl_info is a plain C struct, valid when zeroed.
         let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-        // SAFETY: an address inside this library and a valid out struct.
+        // SAFETY: [os-api] an address inside this library and a valid out struct.
         if unsafe { libc::dladdr(anchor as *const c_void, &mut info) } == 0
             || info.dli_fname.is_null()
         {
             return;
         }
-        // SAFETY: a NUL-terminated path owned by the loader; RTLD_NOLOAD
+        // SAFETY: [os-api, nul-terminated, library-pinned] a NUL-terminated path owned by the loader; RTLD_NOLOAD
         // loads nothing new, RTLD_NODELETE only pins what is loaded.
         unsafe {
             libc::dlopen(
@@ -464,7 +469,7 @@ mod platform {
     }
 
     pub fn install_exit_handler() {
-        // SAFETY: registers a function of this (pinned) library with the C
+        // SAFETY: [os-api, library-pinned] registers a function of this (pinned) library with the C
         // library's exit handlers; it runs at `exit()` on the exiting thread.
         if unsafe { libc::atexit(super::at_exit) } != 0 {
             log::warn!("atexit failed: finishing at process exit will not run");
@@ -508,7 +513,7 @@ mod platform {
             });
         }
         if is_default(prev) {
-            // SAFETY: restoring the saved disposition and raising the signal
+            // SAFETY: [os-api] restoring the saved disposition and raising the signal
             // again on this thread: it stays blocked until this handler
             // returns, then takes its default action, so the process ends as
             // it would have without us (killed by the signal).
@@ -517,7 +522,7 @@ mod platform {
                 libc::raise(sig);
             }
         } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
-            // SAFETY: the previous disposition is a three-argument handler
+            // SAFETY: [os-api, ffi-abi] the previous disposition is a three-argument handler
             // (SA_SIGINFO), called with the arguments the kernel gave us,
             // as the signal would have called it without us.
             unsafe {
@@ -526,7 +531,7 @@ mod platform {
                 f(sig, info, context);
             }
         } else if !is_ignored(prev) {
-            // SAFETY: the previous disposition is a one-argument handler.
+            // SAFETY: [os-api, ffi-abi] the previous disposition is a one-argument handler.
             unsafe {
                 let f: extern "C" fn(i32) = core::mem::transmute(prev.sa_sigaction);
                 f(sig);
@@ -539,9 +544,9 @@ mod platform {
             (libc::SIGINT, &PREVIOUS_SIGINT),
             (libc::SIGTERM, &PREVIOUS_SIGTERM),
         ] {
-            // SAFETY: sigaction is a plain C struct, valid when zeroed.
+            // SAFETY: [ffi-abi] sigaction is a plain C struct, valid when zeroed.
             let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
-            // SAFETY: reads the current disposition into a valid out struct.
+            // SAFETY: [os-api] reads the current disposition into a valid out struct.
             if unsafe { libc::sigaction(sig, core::ptr::null(), &mut old) } != 0 {
                 continue;
             }
@@ -550,15 +555,15 @@ mod platform {
             if is_ignored(&old) {
                 continue;
             }
-            // SAFETY: a zeroed sigaction, then filled in.
+            // SAFETY: [ffi-abi] a zeroed sigaction, then filled in.
             let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
             let handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut c_void) = on_signal;
             new.sa_sigaction = handler as usize;
             new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | (old.sa_flags & libc::SA_ONSTACK);
-            // SAFETY: valid mask pointer.
+            // SAFETY: [os-api] valid mask pointer.
             unsafe { libc::sigemptyset(&mut new.sa_mask) };
             let _ = slot.set(old);
-            // SAFETY: installs a handler of this pinned library; the previous
+            // SAFETY: [os-api, library-pinned] installs a handler of this pinned library; the previous
             // disposition is saved above before the handler can run.
             if unsafe { libc::sigaction(sig, &new, core::ptr::null_mut()) } != 0 {
                 log::warn!("sigaction({sig}) failed: finishing on that signal will not run");
@@ -590,7 +595,7 @@ mod platform {
     /// the exit handler and the exception filter point into it.
     pub fn pin_library() {
         let mut h: *mut c_void = core::ptr::null_mut();
-        // SAFETY: an address inside this module; valid out pointer.
+        // SAFETY: [os-api] an address inside this module; valid out pointer.
         unsafe {
             GetModuleHandleExW(
                 GET_MODULE_HANDLE_EX_FLAG_PIN | GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
@@ -606,7 +611,7 @@ mod platform {
     }
 
     pub fn install_exit_handler() {
-        // SAFETY: the CRT of a DLL keeps its own exit-handler table and runs
+        // SAFETY: [os-api, library-pinned] the CRT of a DLL keeps its own exit-handler table and runs
         // it at DLL_PROCESS_DETACH (ExitProcess, and the end of a process
         // whose host never shuts the runtime down); the function lives in
         // this pinned DLL.
@@ -627,7 +632,7 @@ mod platform {
         if previous == 0 {
             return EXCEPTION_CONTINUE_SEARCH;
         }
-        // SAFETY: the value was returned by SetUnhandledExceptionFilter as the
+        // SAFETY: [os-api, ffi-abi] the value was returned by SetUnhandledExceptionFilter as the
         // previous filter, a function of that signature; it is called with
         // the arguments the system gave us, as it would have been without us.
         unsafe {
@@ -637,7 +642,7 @@ mod platform {
     }
 
     pub fn install_signal_handlers() {
-        // SAFETY: installs a filter of this pinned DLL and keeps the previous
+        // SAFETY: [os-api, library-pinned] installs a filter of this pinned DLL and keeps the previous
         // one to pass on to.
         let previous = unsafe { SetUnhandledExceptionFilter(Some(on_unhandled)) };
         PREVIOUS_FILTER.store(previous.map_or(0, |f| f as usize), Ordering::Release);
@@ -682,7 +687,7 @@ mod tests {
     #[test]
     fn finish_runs_exactly_once_whatever_calls_it() {
         let p = Finishing::default();
-        // SAFETY: `p` outlives the registration, released below.
+        // SAFETY: [local-memory] `p` outlives the registration, released below.
         let f = unsafe { ProfilerFinish::register(&p) };
         f.finish("Shutdown");
         f.finish("ProfilerDetachSucceeded");
@@ -693,7 +698,7 @@ mod tests {
         // Released without a finishing point: finishes then, once; a
         // process exit afterwards no longer sees it.
         let q = Finishing::default();
-        // SAFETY: as above.
+        // SAFETY: [local-memory] as above.
         let g = unsafe { ProfilerFinish::register(&q) };
         g.release();
         finish_process("test exit");
@@ -701,7 +706,7 @@ mod tests {
 
         // Racing finishing points on several threads: still once.
         let r = Arc::new(Finishing::default());
-        // SAFETY: `r` is kept alive by this test until after `release`.
+        // SAFETY: [local-memory] `r` is kept alive by this test until after `release`.
         let h = Arc::new(unsafe { ProfilerFinish::register(&*r) });
         let threads: Vec<_> = (0..4)
             .map(|i| {
@@ -742,7 +747,7 @@ mod tests {
         finish_process("test");
         // Other tests may flush too, so at least the two calls here.
         let c = Arc::as_ptr(&live) as *const Counter;
-        // SAFETY: `live` is a Counter behind the trait object.
+        // SAFETY: [local-memory] `live` is a Counter behind the trait object.
         assert!(unsafe { &*c }.0.load(Ordering::SeqCst) >= 2);
     }
 }

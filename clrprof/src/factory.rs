@@ -109,7 +109,7 @@ impl IClassFactory_Impl for ClassFactory_Impl {
                 if object.is_null() || riid.is_null() {
                     return HRESULT(KnownHresult::E_POINTER as i32);
                 }
-                // SAFETY: non-null out pointer from the caller (COM contract).
+                // SAFETY: [callback-args] non-null out pointer from the caller (COM contract).
                 unsafe { *object = core::ptr::null_mut() };
                 if !outer.is_null() {
                     return HRESULT(KnownHresult::CLASS_E_NOAGGREGATION as i32);
@@ -117,7 +117,7 @@ impl IClassFactory_Impl for ClassFactory_Impl {
                 // Before the profiler's constructor runs: a thread it starts
                 // must not outlive the library (see `exit::pin_library`).
                 crate::exit::pin_library();
-                // SAFETY: valid riid and out pointer (checked above).
+                // SAFETY: [callback-args, ffi-abi] valid riid and out pointer (checked above).
                 unsafe { (self.create)(riid, object) }
             },
         )
@@ -144,7 +144,7 @@ pub fn find_class(clsid: &GUID) -> Option<CreateFn> {
     if !in_own_image(address as usize, core::mem::size_of::<ClassEntry>()) {
         return None;
     }
-    // SAFETY: the whole range of a ClassEntry at `address` lies in this
+    // SAFETY: [local-memory, os-api] the whole range of a ClassEntry at `address` lies in this
     // library's loaded image (checked above: the loader maps every loaded
     // segment readable), so reading its first 16 bytes, unaligned, reads
     // mapped memory whatever the symbol really is.
@@ -156,7 +156,7 @@ pub fn find_class(clsid: &GUID) -> Option<CreateFn> {
         );
         return None;
     }
-    // SAFETY: the magic says `#[profiler]` made this symbol, which it only
+    // SAFETY: [local-memory] the magic says `#[profiler]` made this symbol, which it only
     // ever defines as a `ClassEntry` (repr(C), 8-byte aligned static).
     let entry = unsafe { &*(address as *const ClassEntry) };
     (entry.clsid == clsid.to_u128()).then_some(entry.create)
@@ -166,22 +166,22 @@ pub fn find_class(clsid: &GUID) -> Option<CreateFn> {
 /// contains this code.
 #[cfg(unix)]
 fn own_export(name: &[u8]) -> Option<*mut c_void> {
-    // SAFETY: Dl_info is plain data (pointers and integers); all-zero is valid.
+    // SAFETY: [ffi-abi] Dl_info is plain data (pointers and integers); all-zero is valid.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let here = DllGetClassObject as *const c_void;
-    // SAFETY: `here` is an address inside this library; `info` is a valid out struct.
+    // SAFETY: [os-api] `here` is an address inside this library; `info` is a valid out struct.
     if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
-    // SAFETY: the library is loaded (we are running in it), so RTLD_NOLOAD only
+    // SAFETY: [os-api, nul-terminated, library-pinned] the library is loaded (we are running in it), so RTLD_NOLOAD only
     // takes another reference to it, released by dlclose below.
     let handle = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
     if handle.is_null() {
         return None;
     }
-    // SAFETY: valid handle and NUL-terminated name.
+    // SAFETY: [os-api, nul-terminated] valid handle and NUL-terminated name.
     let symbol = unsafe { libc::dlsym(handle, name.as_ptr().cast()) };
-    // SAFETY: balances the dlopen above; the library stays loaded by the runtime's own reference.
+    // SAFETY: [os-api, library-pinned] balances the dlopen above; the library stays loaded by the runtime's own reference.
     unsafe { libc::dlclose(handle) };
     (!symbol.is_null()).then_some(symbol)
 }
@@ -191,9 +191,9 @@ fn own_export(name: &[u8]) -> Option<*mut c_void> {
 #[cfg(unix)]
 fn in_own_image(start: usize, len: usize) -> bool {
     fn base_of(address: usize) -> Option<usize> {
-        // SAFETY: Dl_info is plain data; all-zero is valid.
+        // SAFETY: [ffi-abi] Dl_info is plain data; all-zero is valid.
         let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-        // SAFETY: dladdr only looks the address up in the loader's tables.
+        // SAFETY: [os-api] dladdr only looks the address up in the loader's tables.
         (unsafe { libc::dladdr(address as *const c_void, &mut info) } != 0)
             .then_some(info.dli_fbase as usize)
     }
@@ -214,7 +214,7 @@ fn in_own_image(start: usize, len: usize) -> bool {
     }
     let module_of = |address: usize| {
         let mut module: *mut c_void = core::ptr::null_mut();
-        // SAFETY: the call only looks the address up among loaded modules;
+        // SAFETY: [os-api] the call only looks the address up among loaded modules;
         // UNCHANGED_REFCOUNT takes no reference.
         let ok = unsafe {
             GetModuleHandleExW(
@@ -248,11 +248,11 @@ fn own_export(name: &[u8]) -> Option<*mut c_void> {
     }
     let mut module: *mut c_void = core::ptr::null_mut();
     let here = DllGetClassObject as *const c_void;
-    // SAFETY: `here` is an address inside this DLL; UNCHANGED_REFCOUNT takes no reference.
+    // SAFETY: [os-api] `here` is an address inside this DLL; UNCHANGED_REFCOUNT takes no reference.
     if unsafe { GetModuleHandleExW(FROM_ADDRESS | UNCHANGED_REFCOUNT, here, &mut module) } == 0 {
         return None;
     }
-    // SAFETY: valid module handle and NUL-terminated name.
+    // SAFETY: [os-api, nul-terminated] valid module handle and NUL-terminated name.
     let symbol = unsafe { GetProcAddress(module, name.as_ptr()) };
     (!symbol.is_null()).then_some(symbol)
 }
@@ -281,9 +281,9 @@ pub unsafe extern "system" fn DllGetClassObject(
             if rclsid.is_null() || riid.is_null() || ppv.is_null() {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             }
-            // SAFETY: non-null pointers from the runtime (COM contract).
+            // SAFETY: [caller-contract, callback-args] non-null pointers from the runtime (COM contract).
             unsafe { *ppv = core::ptr::null_mut() };
-            // SAFETY: COM's DllGetClassObject contract: `rclsid` points to a
+            // SAFETY: [caller-contract, callback-args] COM's DllGetClassObject contract: `rclsid` points to a
             // valid GUID for the call (checked non-null above).
             let clsid = unsafe { *rclsid };
             let Some(create) = find_class(&clsid) else {
@@ -292,7 +292,7 @@ pub unsafe extern "system" fn DllGetClassObject(
             };
             crate::guard::mark_loaded_in_host();
             let factory: IUnknown = ClassFactory::new(create).into();
-            // SAFETY: valid riid and out pointer (checked above).
+            // SAFETY: [caller-contract, com-ownership] valid riid and out pointer (checked above).
             unsafe { factory.query(riid, ppv) }
         },
     )
@@ -323,7 +323,7 @@ mod tests {
     fn unknown_clsid_is_class_not_available() {
         let clsid = GUID::from_u128(0x0bad0bad_0000_0000_0000_000000000000);
         let mut ppv: *mut c_void = core::ptr::dangling_mut();
-        // SAFETY: valid pointers.
+        // SAFETY: [plain-call] valid pointers.
         let hr = unsafe { DllGetClassObject(&clsid, &IClassFactory::IID, &mut ppv) };
         assert_eq!(hr.0, KnownHresult::CLASS_E_CLASSNOTAVAILABLE as i32);
         assert!(ppv.is_null());
@@ -343,12 +343,12 @@ mod factory_tests {
         let factory: IClassFactory = ClassFactory::new(refuse).into();
         let mut ppv: *mut c_void = core::ptr::dangling_mut();
         let outer: *mut c_void = core::ptr::dangling_mut();
-        // SAFETY: valid pointers; `outer` is never dereferenced (aggregation is refused first).
+        // SAFETY: [plain-call] valid pointers; `outer` is never dereferenced (aggregation is refused first).
         let hr = unsafe { factory.CreateInstance(outer, &IClassFactory::IID, &mut ppv) };
         assert_eq!(hr.0, KnownHresult::CLASS_E_NOAGGREGATION as i32);
         assert!(ppv.is_null());
         let before = SERVER_LOCKS.load(Ordering::SeqCst);
-        // SAFETY: plain values.
+        // SAFETY: [plain-call] plain values.
         unsafe {
             assert_eq!(factory.LockServer(1).0, 0);
             assert_eq!(SERVER_LOCKS.load(Ordering::SeqCst), before + 1);

@@ -229,7 +229,7 @@ mod library_ref {
     /// null when there is none to take (e.g. code linked into an executable).
     #[derive(Clone, Copy)]
     pub struct LibraryRef(*mut c_void);
-    // SAFETY: a dlopen handle is a process-wide token, usable from any thread.
+    // SAFETY: [os-api] a dlopen handle is a process-wide token, usable from any thread.
     unsafe impl Send for LibraryRef {}
 
     fn anchor() {}
@@ -238,16 +238,16 @@ mod library_ref {
     /// `dlopen(RTLD_NOLOAD)` finds the already loaded library and counts one
     /// more reference without loading anything.
     pub fn acquire() -> LibraryRef {
-        // SAFETY: Dl_info is a plain C struct of pointers and integers, for
+        // SAFETY: [ffi-abi] Dl_info is a plain C struct of pointers and integers, for
         // which all-zero is a valid value.
         let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-        // SAFETY: the address of a function in this library; `info` is a valid out struct.
+        // SAFETY: [os-api] the address of a function in this library; `info` is a valid out struct.
         if unsafe { libc::dladdr(anchor as *const c_void, &mut info) } == 0
             || info.dli_fname.is_null()
         {
             return LibraryRef(core::ptr::null_mut());
         }
-        // SAFETY: `dli_fname` is a NUL-terminated path owned by the loader;
+        // SAFETY: [os-api, nul-terminated] `dli_fname` is a NUL-terminated path owned by the loader;
         // RTLD_NOLOAD never loads a new object.
         let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         LibraryRef(h)
@@ -256,7 +256,7 @@ mod library_ref {
     /// Drops the reference now (the thread never started).
     pub fn release_now(r: LibraryRef) {
         if !r.0.is_null() {
-            // SAFETY: a handle from dlopen, released once; the caller still
+            // SAFETY: [os-api, library-pinned] a handle from dlopen, released once; the caller still
             // holds the library through the runtime's own reference.
             unsafe { libc::dlclose(r.0) };
         }
@@ -317,7 +317,7 @@ mod library_ref {
             static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
             *KEY.get_or_init(|| {
                 let mut key: libc::pthread_key_t = 0;
-                // SAFETY: valid out pointer; the destructor has the type the
+                // SAFETY: [os-api, ffi-abi] valid out pointer; the destructor has the type the
                 // C library calls it with (`void (*)(void *)`).
                 (unsafe { libc::pthread_key_create(&mut key, Some(clrprof_thread_exit_dlclose)) }
                     == 0)
@@ -343,7 +343,7 @@ mod library_ref {
             return;
         }
         if let Some(k) = key() {
-            // SAFETY: `k` is a live key; the value is our dlopen handle.
+            // SAFETY: [os-api] `k` is a live key; the value is our dlopen handle.
             unsafe { libc::pthread_setspecific(k, r.0) };
         }
     }
@@ -365,7 +365,7 @@ mod library_ref {
     /// A `LoadLibrary`-style reference to the DLL containing this code.
     #[derive(Clone, Copy)]
     pub struct LibraryRef(*mut c_void);
-    // SAFETY: a module handle is a process-wide token, usable from any thread.
+    // SAFETY: [os-api] a module handle is a process-wide token, usable from any thread.
     unsafe impl Send for LibraryRef {}
 
     fn anchor() {}
@@ -374,7 +374,7 @@ mod library_ref {
     /// `UNCHANGED_REFCOUNT` counts one more reference, like `LoadLibrary`).
     pub fn acquire() -> LibraryRef {
         let mut h: *mut c_void = core::ptr::null_mut();
-        // SAFETY: an address inside this module; valid out pointer.
+        // SAFETY: [os-api] an address inside this module; valid out pointer.
         let ok = unsafe {
             GetModuleHandleExW(
                 GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
@@ -388,7 +388,7 @@ mod library_ref {
     /// Drops the reference now (the thread never started).
     pub fn release_now(r: LibraryRef) {
         if !r.0.is_null() {
-            // SAFETY: a counted module reference, released once; the runtime
+            // SAFETY: [os-api, library-pinned] a counted module reference, released once; the runtime
             // still holds its own reference while we run.
             unsafe { FreeLibrary(r.0) };
         }
@@ -398,7 +398,7 @@ mod library_ref {
     /// without returning into the library.
     pub fn release_at_thread_exit(r: LibraryRef) {
         if !r.0.is_null() {
-            // SAFETY: a counted module reference; the call does not return, so
+            // SAFETY: [os-api, library-pinned] a counted module reference; the call does not return, so
             // no code of the (possibly unloaded) module runs afterwards.
             unsafe { FreeLibraryAndExitThread(r.0, 0) }
         }

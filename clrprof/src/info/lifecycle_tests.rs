@@ -106,11 +106,11 @@ fn make(outcome: Outcome) -> Made {
         late_thread: late_thread.clone(),
     };
     let mut ppv: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid IID and out pointer.
+    // SAFETY: [plain-call] valid IID and out pointer.
     let hr = unsafe { create_instance(move || profiler, &ICorProfilerCallback2::IID, &mut ppv) };
     assert_eq!(hr.0, 0);
     Made {
-        // SAFETY: `ppv` holds an owned ICorProfilerCallback2 reference.
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
         callback: unsafe { ICorProfilerCallback2::from_raw(ppv) },
         kept,
         late_thread,
@@ -147,7 +147,7 @@ fn a_handle_kept_by_a_failed_initialize_is_detached() {
     for outcome in [Outcome::Err, Outcome::Panic] {
         let fake = FakeRuntime::with_info_version(10);
         let made = make(outcome);
-        // SAFETY: the fake's IUnknown is a valid profiler-info object.
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
         let hr = unsafe { made.callback.Initialize(fake.unknown().as_raw()) };
         assert!(hr.0 < 0, "Initialize failed");
         let handle = kept_handle(&made.kept);
@@ -178,12 +178,12 @@ fn a_runtime_declined_by_the_policy_is_retired_before_any_profiler_code() {
     let ran = Arc::new(AtomicBool::new(false));
     let profiler = Declines(ran.clone());
     let mut ppv: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid IID and out pointer.
+    // SAFETY: [plain-call] valid IID and out pointer.
     let hr = unsafe { create_instance(move || profiler, &ICorProfilerCallback2::IID, &mut ppv) };
     assert_eq!(hr.0, 0);
-    // SAFETY: an owned reference from create_instance.
+    // SAFETY: [com-ownership] an owned reference from create_instance.
     let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
-    // SAFETY: the fake's IUnknown is a valid profiler-info object.
+    // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
     let hr = unsafe { cb.Initialize(fake.unknown().as_raw()) };
     assert_eq!(
         hr.0,
@@ -191,7 +191,7 @@ fn a_runtime_declined_by_the_policy_is_retired_before_any_profiler_code() {
     );
     assert!(!ran.load(Ordering::SeqCst), "no profiler code ran");
     // Callbacks after a decline reach nothing (the runtime sends none).
-    // SAFETY: plain values.
+    // SAFETY: [test-fake, plain-call] plain values.
     assert_eq!(unsafe { cb.JITCompilationStarted(0x1234, 1) }.0, 0);
     assert_eq!(fake.call_count("SetEventMask"), 0);
 }
@@ -200,14 +200,14 @@ fn a_runtime_declined_by_the_policy_is_retired_before_any_profiler_code() {
 fn a_handle_kept_past_detach_is_detached_and_late_threads_are_refused() {
     let fake = FakeRuntime::with_info_version(10);
     let made = make(Outcome::Ok);
-    // SAFETY: the fake's IUnknown is a valid profiler-info object.
+    // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
     let hr = unsafe { made.callback.Initialize(fake.unknown().as_raw()) };
     assert_eq!(hr.0, 0);
     let handle = kept_handle(&made.kept);
     assert!(handle.is_live());
     assert!(handle.event_mask().is_ok());
     let cb3: ICorProfilerCallback3 = made.callback.cast().unwrap();
-    // SAFETY: no arguments.
+    // SAFETY: [plain-call] no arguments.
     assert_eq!(unsafe { cb3.ProfilerDetachSucceeded() }.0, 0);
     assert_detached(&fake, &handle);
     // The runtime's last Release drops the profiler (and wakes the thread
@@ -223,11 +223,11 @@ fn a_handle_kept_past_detach_is_detached_and_late_threads_are_refused() {
 fn a_handle_kept_past_shutdown_is_detached() {
     let fake = FakeRuntime::with_info_version(10);
     let made = make(Outcome::Ok);
-    // SAFETY: the fake's IUnknown is a valid profiler-info object.
+    // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
     let hr = unsafe { made.callback.Initialize(fake.unknown().as_raw()) };
     assert_eq!(hr.0, 0);
     let handle = kept_handle(&made.kept);
-    // SAFETY: no arguments.
+    // SAFETY: [plain-call] no arguments.
     assert_eq!(unsafe { made.callback.Shutdown() }.0, 0);
     assert_detached(&fake, &handle);
     let e = run_late(&made.late_thread).unwrap_err();
@@ -239,7 +239,7 @@ fn a_handle_kept_past_shutdown_is_detached() {
 fn a_call_in_flight_finishes_before_detach_returns_to_the_runtime() {
     let fake = FakeRuntime::with_info_version(10);
     let made = make(Outcome::Ok);
-    // SAFETY: the fake's IUnknown is a valid profiler-info object.
+    // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
     let hr = unsafe { made.callback.Initialize(fake.unknown().as_raw()) };
     assert_eq!(hr.0, 0);
     let handle = kept_handle(&made.kept);
@@ -272,7 +272,7 @@ fn a_call_in_flight_finishes_before_detach_returns_to_the_runtime() {
         let cb3 = SendCb(cb3);
         std::thread::spawn(move || {
             let cb3 = cb3;
-            // SAFETY: no arguments.
+            // SAFETY: [plain-call] no arguments.
             let hr = unsafe { cb3.0.ProfilerDetachSucceeded() };
             detach_returned.store(1, Ordering::SeqCst);
             (hr, call_done.load(Ordering::SeqCst))
@@ -297,14 +297,14 @@ fn a_call_in_flight_finishes_before_detach_returns_to_the_runtime() {
 }
 
 struct SendCb(ICorProfilerCallback3);
-// SAFETY: the callback object's methods are called by the runtime from any
+// SAFETY: [free-threaded, test-fake] the callback object's methods are called by the runtime from any
 // thread; the test moves one reference to one thread.
 unsafe impl Send for SendCb {}
 
 #[test]
 fn clones_are_counted_and_in_callback_calls_are_not_after_retire() {
     let fake = FakeRuntime::new();
-    // SAFETY: the fake's objects describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
     let handle = info.handle();
     assert!(handle.event_mask().is_ok());
@@ -332,7 +332,7 @@ fn a_runtime_suspension_is_resumed_before_the_runtime_is_retired() {
     // The fake answers these two with E_NOTIMPL unless told otherwise.
     fake.fail("SuspendRuntime", HRESULT(0));
     fake.fail("ResumeRuntime", HRESULT(0));
-    // SAFETY: the fake's objects describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects describe memory this test owns.
     let handle = unsafe { fake.runtime_handle(false) };
     let (suspended_tx, suspended_rx) = std::sync::mpsc::channel::<()>();
     let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();

@@ -306,12 +306,12 @@ impl<I> core::ops::Deref for Live<'_, I> {
     }
 }
 
-// SAFETY: the ICorProfilerInfo* interfaces are free-threaded: corprof.idl and
+// SAFETY: [free-threaded] the ICorProfilerInfo* interfaces are free-threaded: corprof.idl and
 // the BOTR document them as callable from any thread after Initialize (each
 // method's own restrictions are reported as HRESULTs, not as memory
 // unsafety), and COM reference counting on them is thread-safe.
 unsafe impl Send for RuntimeHandle {}
-// SAFETY: shared use only calls Info methods, which corprof.idl allows from
+// SAFETY: [free-threaded] shared use only calls Info methods, which corprof.idl allows from
 // any thread concurrently, and reads or updates the handle's own state
 // through atomics.
 unsafe impl Sync for RuntimeHandle {}
@@ -689,7 +689,7 @@ impl RuntimeHandle {
         if let Ok(i5) = self.raw_info5("ICorProfilerInfo5::GetEventMask2") {
             let (mut lo, mut hi) = (0u32, 0u32);
             check(
-                // SAFETY: valid out pointers; Info5 is present.
+                // SAFETY: [plain-call] valid out pointers; Info5 is present.
                 unsafe { i5.GetEventMask2(&mut lo, &mut hi) },
                 "ICorProfilerInfo5::GetEventMask2",
             )?;
@@ -700,7 +700,7 @@ impl RuntimeHandle {
         }
         let mut lo = 0u32;
         check(
-            // SAFETY: valid out pointer.
+            // SAFETY: [plain-call] valid out pointer.
             unsafe { self.raw_info1()?.GetEventMask(&mut lo) },
             "ICorProfilerInfo::GetEventMask",
         )?;
@@ -781,10 +781,10 @@ impl RuntimeHandle {
         }
         let hr = if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
-            // SAFETY: plain value arguments.
+            // SAFETY: [plain-call] plain value arguments.
             unsafe { i5.SetEventMask2(masks.low.bits(), masks.high.bits()) }
         } else {
-            // SAFETY: plain value argument.
+            // SAFETY: [plain-call] plain value argument.
             unsafe { self.raw_info1()?.SetEventMask(masks.low.bits()) }
         };
         if hr.is_err() {
@@ -807,7 +807,7 @@ impl RuntimeHandle {
         let version_string = fill_string(
             "ICorProfilerInfo3::GetRuntimeInformation",
             |cap, needed, buf| {
-                // SAFETY: `buf` has `cap` writable WCHARs (buffer protocol); other
+                // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` writable WCHARs (buffer protocol); other
                 // out pointers are valid locals.
                 unsafe {
                     i3.GetRuntimeInformation(
@@ -846,7 +846,7 @@ impl RuntimeHandle {
     pub fn current_thread(&self) -> Result<RawThreadId> {
         let mut t = 0usize;
         check(
-            // SAFETY: valid out pointer; the runtime reports the caller's thread.
+            // SAFETY: [plain-call] valid out pointer; the runtime reports the caller's thread.
             unsafe { self.raw_info1()?.GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
@@ -857,7 +857,7 @@ impl RuntimeHandle {
     /// managed code and is not inside a callback, e.g. a thread the profiler created.
     pub fn force_gc(&self) -> Result<()> {
         let i2 = self.raw_info2("ICorProfilerInfo2::ForceGC")?;
-        // SAFETY: no arguments; the runtime checks the calling context.
+        // SAFETY: [plain-call] no arguments; the runtime checks the calling context.
         check(unsafe { i2.ForceGC() }, "ICorProfilerInfo2::ForceGC").map(|_| ())
     }
 
@@ -891,7 +891,7 @@ impl RuntimeHandle {
         }
         let i3 = self.raw_info3("ICorProfilerInfo3::RequestProfilerDetach")?;
         check(
-            // SAFETY: plain value argument.
+            // SAFETY: [plain-call] plain value argument.
             unsafe { i3.RequestProfilerDetach(expected_completion_ms) },
             "ICorProfilerInfo3::RequestProfilerDetach",
         )
@@ -904,7 +904,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn function_info<'a>(&self, function: FunctionId<'a>) -> Result<FunctionInfo<'a>> {
         let (mut class, mut module, mut token) = (0usize, 0usize, 0u32);
         check(
-            // SAFETY: `function` is valid for 'a (typed ID); out pointers are locals.
+            // SAFETY: [id-scope, plain-call] `function` is valid for 'a (typed ID); out pointers are locals.
             unsafe {
                 self.raw_info1()?.GetFunctionInfo(
                     function.as_sys(),
@@ -915,7 +915,7 @@ impl<'s> ProfilerInfo<'s> {
             },
             "ICorProfilerInfo::GetFunctionInfo",
         )?;
-        // SAFETY: IDs returned for a valid function stay valid as long as it does.
+        // SAFETY: [id-derived] IDs returned for a valid function stay valid as long as it does.
         Ok(unsafe {
             FunctionInfo {
                 class: ClassId::from_sys(class),
@@ -963,7 +963,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetFunctionInfo2",
             &mut args,
             |cap, needed, buf| {
-                // SAFETY: `function` is valid (typed ID); `frame` is 0 or a
+                // SAFETY: [id-scope, buffer-protocol, elt-frame, stack-snapshot] `function` is valid (typed ID); `frame` is 0 or a
                 // frame handle of the hook or walk callback still running
                 // (FrameHandle borrows it); `buf` has `cap` slots.
                 unsafe {
@@ -980,7 +980,7 @@ impl<'s> ProfilerInfo<'s> {
                 }
             },
         )?;
-        // SAFETY: the class, module and type arguments of a function live
+        // SAFETY: [id-derived] the class, module and type arguments of a function live
         // at least as long as the function (BOTR: a FunctionID dies with its
         // class; its module and type arguments are loaded before it).
         let info = unsafe {
@@ -993,7 +993,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok((
             info,
             args.into_iter()
-                // SAFETY: a function's type arguments are loaded before it
+                // SAFETY: [id-derived] a function's type arguments are loaded before it
                 // and unload no earlier (BOTR "Lifetime & Stability").
                 .map(|c| unsafe { ClassId::from_sys(c) })
                 .collect(),
@@ -1010,7 +1010,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetClassIDInfo2",
             &mut args,
             |cap, needed, buf| {
-                // SAFETY: `class` is valid (typed ID); `buf` has `cap` slots.
+                // SAFETY: [id-scope, buffer-protocol] `class` is valid (typed ID); `buf` has `cap` slots.
                 unsafe {
                     i2.GetClassIDInfo2(
                         class.as_sys(),
@@ -1024,7 +1024,7 @@ impl<'s> ProfilerInfo<'s> {
                 }
             },
         )?;
-        // SAFETY: IDs returned for a loaded class are valid while it is.
+        // SAFETY: [id-derived] IDs returned for a loaded class are valid while it is.
         Ok(unsafe {
             ClassInfo {
                 module: ModuleId::from_sys(module),
@@ -1040,14 +1040,13 @@ impl<'s> ProfilerInfo<'s> {
         let (mut base, mut assembly) = (core::ptr::null::<u8>(), 0usize);
         let i1 = self.raw_info1()?;
         let name = fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
-            // SAFETY: `module` is valid; `buf` has `cap` WCHARs.
+            // SAFETY: [buffer-protocol, id-scope] `module` is valid; `buf` has `cap` WCHARs.
             unsafe { i1.GetModuleInfo(module.as_sys(), &mut base, cap, needed, buf, &mut assembly) }
         })?;
-        // SAFETY: the assembly of a loaded module is valid while the module is.
         Ok(ModuleInfo {
             base_load_address: base as usize,
             name,
-            // SAFETY: the assembly of a loaded module is valid while the module is.
+            // SAFETY: [id-derived] the assembly of a loaded module is valid while the module is.
             assembly: unsafe { AssemblyId::from_sys(assembly) },
         })
     }
@@ -1066,7 +1065,7 @@ impl<'s> ProfilerInfo<'s> {
         };
         let mut unk: Option<IUnknown> = None;
         check(
-            // SAFETY: `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
+            // SAFETY: [id-scope, com-ownership] `module` is valid; the IID is IMetaDataImport's; `unk` receives an owned reference.
             unsafe {
                 self.raw_info1()?.GetModuleMetaData(
                     module.as_sys(),
@@ -1081,7 +1080,7 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetModuleMetaData",
         ))?;
-        // SAFETY: the metadata of `module`, which is loaded for 'a (typed ID).
+        // SAFETY: [id-scope, module-lifetime] the metadata of `module`, which is loaded for 'a (typed ID).
         unsafe { MetaDataImport::from_unknown(&unk) }
     }
 
@@ -1093,7 +1092,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut unk: Option<IUnknown> = None;
         let mut token = 0u32;
         check(
-            // SAFETY: `function` is valid; IID is IMetaDataImport's; out pointers are locals.
+            // SAFETY: [id-scope, com-ownership] `function` is valid; IID is IMetaDataImport's; out pointers are locals.
             unsafe {
                 self.raw_info1()?.GetTokenAndMetaDataFromFunction(
                     function.as_sys(),
@@ -1108,7 +1107,7 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(crate::error::KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetTokenAndMetaDataFromFunction",
         ))?;
-        // SAFETY: the metadata of the function's module, which stays loaded
+        // SAFETY: [id-derived, module-lifetime] the metadata of the function's module, which stays loaded
         // while the function is valid ('a, typed ID).
         let metadata = unsafe { MetaDataImport::from_unknown(&unk)? };
         Ok((metadata, MdMethodDef(token)))
@@ -1121,13 +1120,14 @@ impl<'s> ProfilerInfo<'s> {
     pub fn current_thread_id(&self) -> Result<ThreadId<'s>> {
         let mut t = 0usize;
         check(
-            // SAFETY: valid out pointer.
+            // SAFETY: [plain-call] valid out pointer.
             unsafe { self.raw_info1()?.GetCurrentThreadID(&mut t) },
             "ICorProfilerInfo::GetCurrentThreadID",
         )?;
-        // SAFETY: the calling thread is running this scope, so its Thread
-        // object lives at least as long (ThreadDestroyed comes from the
-        // thread itself, after its last managed code and callbacks).
+        // SAFETY: [id-scope] the calling thread is running this scope
+        // (`ProfilerInfo` stays on its thread), and the runtime destroys a
+        // Thread only once it stopped running managed code and callbacks, so
+        // its ThreadID is valid at least as long as the scope.
         Ok(unsafe { ThreadId::from_sys(t) })
     }
 }
@@ -1150,9 +1150,9 @@ mod tests {
                 ..Default::default()
             },
         );
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
-        // SAFETY: a class the fake knows; never passed to a real runtime.
+        // SAFETY: [test-fake] a class the fake knows; never passed to a real runtime.
         let class = unsafe { ClassId::from_sys(0x5000) };
         let got = info.class_info(class).expect("class info");
         assert_eq!(
