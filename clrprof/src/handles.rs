@@ -126,7 +126,7 @@ impl GcHandle {
         self.runtime.call_live(call, || {
             let mut object: sys::ObjectID = 0;
             check(
-                // SAFETY: [info-alive] `raw` is a handle this runtime made and that is not
+                // SAFETY: [gc-handle, info-alive] `raw` is a handle this runtime made and that is not
                 // destroyed yet (only `destroy` / `Drop` destroy it); the
                 // runtime still runs (`call_live`).
                 unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
@@ -155,7 +155,7 @@ impl GcHandle {
         info.require_gc_blocked(CALL)?;
         let object = self.target(CALL)?;
         Ok((object != 0).then(|| {
-            // SAFETY: [object-no-gc] the handle holds a live object (or null, handled
+            // SAFETY: [gc-handle, object-no-gc] the handle holds a live object (or null, handled
             // above) and no GC can move it before the scope 's ends.
             unsafe { ObjectId::from_sys(object) }
         }))
@@ -197,7 +197,7 @@ impl GcHandle {
         let runtime = &self.runtime;
         runtime.call_live(CALL, || {
             let i13 = runtime.raw_info13(CALL)?;
-            // SAFETY: [info-alive] `raw` is a handle this runtime made and nothing
+            // SAFETY: [gc-handle, info-alive] `raw` is a handle this runtime made and nothing
             // destroyed yet (`destroyed` guards); the runtime still takes
             // calls (`call_live`).
             check(
