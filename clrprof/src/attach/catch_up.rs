@@ -220,7 +220,7 @@ impl CatchUp {
             // unload and skips the module.
             self.reporting.store(raw, SeqCst);
             if !self.unloaded.contains(raw) {
-                // SAFETY: [test-fake] EnumModules lists only modules the runtime has
+                // SAFETY: [id-scope] EnumModules lists only modules the runtime has
                 // made available to profilers (their load reached the
                 // point where ModuleLoadFinished is issued: never one
                 // between ModuleLoadStarted and that, whose ID is not valid
