@@ -197,14 +197,14 @@ impl Shared {
     /// the old rules.
     pub(crate) fn rules(&self) -> MaskRules {
         *self.rules.get_or_init(|| {
-            // SAFETY: Info3 vtable type for version 3.
+            // SAFETY: [interface-version] Info3 vtable type for version 3.
             let Some((this, v)) = (unsafe { self.runtime.vtbl::<ICorProfilerInfo3_Vtbl>(3) })
             else {
                 return MaskRules::BEFORE_NET10;
             };
             let (mut id, mut ty, mut major, mut minor, mut build, mut qfe, mut len) =
                 (0u16, 0u32, 0u16, 0u16, 0u16, 0u16, 0u32);
-            // SAFETY: corprof.idl ICorProfilerInfo3::GetRuntimeInformation:
+            // SAFETY: [interface-version, plain-call] corprof.idl ICorProfilerInfo3::GetRuntimeInformation:
             // every out pointer is a valid local; a zero-length, null version
             // buffer asks for no string.
             let hr = unsafe {

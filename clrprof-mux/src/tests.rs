@@ -232,7 +232,7 @@ fn children_follow_the_mask_rules_of_the_runtime_version() {
         set_mask(&proxies[0], COR_PRF_ENABLE_OBJECT_ALLOCATED),
         CORPROF_E_IMMUTABLE_FLAGS_SET
     );
-    // SAFETY: Info3's vtable on a live proxy.
+    // SAFETY: [interface-version] Info3's vtable on a live proxy.
     let detach = |p: &ProxyRef| unsafe {
         (vtbl::<ICorProfilerInfo3_Vtbl>(p).RequestProfilerDetach)(p.as_raw(), 500)
     };

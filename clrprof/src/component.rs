@@ -131,7 +131,7 @@ impl Registrar {
     /// runs on it.
     fn with_current<R>(f: impl FnOnce(&Registrar) -> R) -> Option<R> {
         let current = REGISTRAR.try_with(|r| r.get()).ok()?;
-        // SAFETY: a non-null REGISTRAR was set by `during` from a `&self`
+        // SAFETY: [local-memory] a non-null REGISTRAR was set by `during` from a `&self`
         // that outlives the call `during` makes, and is reset before
         // `during` returns (also when it unwinds, through `Reset`).
         (!current.is_null()).then(|| f(unsafe { &*current }))

@@ -87,7 +87,7 @@ impl<'s> ProfilerInfo<'s> {
         let i13 = self.raw_info13(CALL)?;
         let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
         check(
-            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, object-no-gc, plain-call] `object` is valid (typed ID); valid out pointer.
             unsafe { i13.CreateHandle(object.as_sys(), kind.to_sys(), &mut handle) },
             CALL,
         )?;
@@ -126,7 +126,7 @@ impl GcHandle {
         self.runtime.call_live(call, || {
             let mut object: sys::ObjectID = 0;
             check(
-                // SAFETY: `raw` is a handle this runtime made and that is not
+                // SAFETY: [gc-handle, info-alive] `raw` is a handle this runtime made and that is not
                 // destroyed yet (only `destroy` / `Drop` destroy it); the
                 // runtime still runs (`call_live`).
                 unsafe { i13.GetObjectIDFromHandle(self.raw as sys::ObjectHandleID, &mut object) },
@@ -155,7 +155,7 @@ impl GcHandle {
         info.require_gc_blocked(CALL)?;
         let object = self.target(CALL)?;
         Ok((object != 0).then(|| {
-            // SAFETY: the handle holds a live object (or null, handled
+            // SAFETY: [gc-handle, object-no-gc] the handle holds a live object (or null, handled
             // above) and no GC can move it before the scope 's ends.
             unsafe { ObjectId::from_sys(object) }
         }))
@@ -197,7 +197,7 @@ impl GcHandle {
         let runtime = &self.runtime;
         runtime.call_live(CALL, || {
             let i13 = runtime.raw_info13(CALL)?;
-            // SAFETY: `raw` is a handle this runtime made and nothing
+            // SAFETY: [gc-handle, info-alive] `raw` is a handle this runtime made and nothing
             // destroyed yet (`destroyed` guards); the runtime still takes
             // calls (`call_live`).
             check(
@@ -237,7 +237,7 @@ mod tests {
     fn a_handle_follows_its_object_and_is_destroyed_once() {
         let fake = fake_with_object(0x100);
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         let h = info.create_handle(o, HandleKind::Strong).unwrap();
         assert_eq!(h.kind(), HandleKind::Strong);
@@ -259,10 +259,10 @@ mod tests {
     fn typed_objects_only_where_no_gc_runs() {
         let fake = fake_with_object(0x100);
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let no_gc = unsafe { fake.profiler_info_no_gc() };
         let h = no_gc.create_handle(o, HandleKind::Pinned).unwrap();
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let callback = unsafe { fake.profiler_info() };
         assert!(matches!(h.object(&callback), Err(Error::GcMayRun { .. })));
         // The raw address is fine anywhere.
@@ -273,7 +273,7 @@ mod tests {
     fn a_weak_handle_reports_its_object_gone() {
         let fake = fake_with_object(0x100);
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         let h = info.create_handle(o, HandleKind::Weak).unwrap();
         assert!(!h.is_empty().unwrap());
@@ -288,7 +288,7 @@ mod tests {
         let a = fake_with_object(0x100);
         let b = fake_with_object(0x100);
         fake_ids!(a; o = object_id(0x100));
-        // SAFETY: the fakes' objects describe memory this test owns.
+        // SAFETY: [test-fake] the fakes' objects describe memory this test owns.
         let (ia, ib) = unsafe { (a.profiler_info_no_gc(), b.profiler_info_no_gc()) };
         let h = ia.create_handle(o, HandleKind::Strong).unwrap();
         assert!(matches!(h.object(&ib), Err(Error::Mismatch { .. })));
@@ -300,7 +300,7 @@ mod tests {
     fn no_call_after_the_runtime_retired() {
         let fake = fake_with_object(0x100);
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         let kept = info.create_handle(o, HandleKind::Strong).unwrap();
         let explicit = info.create_handle(o, HandleKind::Strong).unwrap();
@@ -323,7 +323,7 @@ mod tests {
         let fake = FakeRuntime::with_info_version(12);
         fake.state().objects.insert(0x100, FakeObject::default());
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         match info.create_handle(o, HandleKind::Weak).unwrap_err() {
             Error::Unsupported {

@@ -298,11 +298,11 @@ mod tests {
 
     #[test]
     fn raw_round_trip_keeps_value() {
-        // SAFETY: test value, never passed to a runtime.
+        // SAFETY: [test-fake] test value, never passed to a runtime.
         let f = unsafe { FunctionId::from_sys(0x1234) };
         let raw = f.to_raw();
         assert_eq!(raw, RawFunctionId(0x1234));
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let back = unsafe { raw.assume_valid() };
         assert_eq!(back, f);
         assert_eq!(format!("{f:?}"), "FunctionId(0x1234)");

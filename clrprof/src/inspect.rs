@@ -218,7 +218,7 @@ impl Slot {
     /// `Slot::Other`, nothing is read) that stays in place for `'a`.
     unsafe fn read<'a>(self, address: usize) -> Value<'a> {
         let p = address as *const u8;
-        // SAFETY: guaranteed by the caller; unaligned reads because nothing
+        // SAFETY: [caller-contract] guaranteed by the caller; unaligned reads because nothing
         // in the layout contract promises natural alignment.
         unsafe {
             match self {
@@ -263,7 +263,7 @@ unsafe extern "system" fn slot_visited(
     if client_data.is_null() {
         return 0;
     }
-    // SAFETY: `client_data` is the `&mut SlotSearch` that `is_reference_slot`
+    // SAFETY: [callback-args, local-memory] `client_data` is the `&mut SlotSearch` that `is_reference_slot`
     // passed to EnumerateObjectReferences; the runtime hands it back
     // unchanged, on the calling thread, while that call runs (corprof.idl).
     let search = unsafe { &mut *(client_data as *mut SlotSearch) };
@@ -293,7 +293,7 @@ impl<'s> ProfilerInfo<'s> {
         let layout = self.string_layout2()?;
         let size = self.object_size(object)? as usize;
         let base = object.as_sys();
-        // SAFETY: `object` is a live System.String for the scope of the ID;
+        // SAFETY: [object-no-gc] `object` is a live System.String for the scope of the ID;
         // GetStringLayout2 gives the offset of its 32-bit length inside it.
         let len = unsafe {
             ((base + layout.string_length_offset as usize) as *const u32).read_unaligned()
@@ -302,7 +302,7 @@ impl<'s> ProfilerInfo<'s> {
         if end > size {
             return Err(Error::InconsistentAnswer { call: CALL });
         }
-        // SAFETY: `len` UTF-16 units start at the buffer offset and end inside
+        // SAFETY: [object-no-gc, local-memory] `len` UTF-16 units start at the buffer offset and end inside
         // the object (checked against GetObjectSize above); the string is
         // immutable and does not move while the ID is valid.
         let units = unsafe {
@@ -345,7 +345,7 @@ impl<'s> ProfilerInfo<'s> {
             });
         }
         Ok((0..count)
-            // SAFETY: every element lies inside the array object (checked
+            // SAFETY: [object-no-gc] every element lies inside the array object (checked
             // against GetObjectSize above) and has the array's element type;
             // the array stays in place while the ID is valid ('a).
             .map(|i| unsafe { slot.read(info.data as usize + i * stride) })
@@ -386,7 +386,7 @@ impl<'s> ProfilerInfo<'s> {
                 call: "ICorProfilerInfo2::GetBoxClassLayout",
             });
         }
-        // SAFETY: the boxed value starts at the offset GetBoxClassLayout gave
+        // SAFETY: [object-no-gc] the boxed value starts at the offset GetBoxClassLayout gave
         // and lies inside the live object (checked against GetObjectSize); its
         // type is the boxed class's, named above.
         Ok(unsafe { slot.read(object.as_sys() + offset) })
@@ -550,12 +550,12 @@ impl<'s> ProfilerInfo<'s> {
         }
         let address = object.as_sys() + offset;
         if slot == Slot::Reference {
-            // SAFETY: the slot lies inside the live object (checked against
+            // SAFETY: [object-no-gc] the slot lies inside the live object (checked against
             // GetObjectSize above) and the object stays put for 'a; a
             // pointer-sized read of plain bits, not yet taken as an ObjectID.
             let bits = unsafe { (address as *const usize).read_unaligned() };
             if bits == 0 {
-                // SAFETY: null is the runtime's "no object" value; every
+                // SAFETY: [object-no-gc] null is the runtime's "no object" value; every
                 // reader refuses a null ObjectId before calling the runtime.
                 return Ok(Value::Object(unsafe { ObjectId::from_sys(0) }));
             }
@@ -565,7 +565,7 @@ impl<'s> ProfilerInfo<'s> {
                 });
             }
         }
-        // SAFETY: the field lies inside the live object (checked against
+        // SAFETY: [object-no-gc] the field lies inside the live object (checked against
         // GetObjectSize above) and has the type of its signature; a reference
         // slot is one the GC itself walks as a reference of this object
         // (checked above), so its bits are the ObjectID of a live object,
@@ -583,7 +583,7 @@ impl<'s> ProfilerInfo<'s> {
             address,
             found: false,
         };
-        // SAFETY: `object` is a live object for this call (typed ID, not
+        // SAFETY: [object-no-gc] `object` is a live object for this call (typed ID, not
         // null); the callback matches ObjectReferenceCallback and `state`
         // outlives the call, used only on this thread through the client data.
         let hr = unsafe {
@@ -617,7 +617,7 @@ impl<'s> ProfilerInfo<'s> {
         let metadata = self.module_metadata(info.module, MetaDataOpen::Read)?;
         let wide = crate::buffer::to_wide(name);
         let mut token = 0u32;
-        // SAFETY: `wide` is NUL-terminated and outlives the call; no signature
+        // SAFETY: [id-scope, nul-terminated] `wide` is NUL-terminated and outlives the call; no signature
         // is given (null, 0); the out pointer is a local.
         let hr = unsafe {
             metadata.raw().FindField(
@@ -653,7 +653,7 @@ impl<'s> ProfilerInfo<'s> {
                 call: "ICorProfilerInfo2::Get*StaticAddress",
             });
         }
-        // SAFETY: the runtime returned the address of the field's storage,
+        // SAFETY: [module-lifetime] the runtime returned the address of the field's storage,
         // valid while the class is loaded (which `class` guarantees for this
         // call); the value has the field's signature type. An object
         // reference in it stays valid for 's: this scope blocks garbage
@@ -692,7 +692,7 @@ mod tests {
     fn reads_values_of_each_slot() {
         let bytes: [u8; 8] = 0x0102_0304_0506_0708u64.to_le_bytes();
         let a = bytes.as_ptr() as usize;
-        // SAFETY: `bytes` holds 8 readable bytes for the whole test.
+        // SAFETY: [local-memory] `bytes` holds 8 readable bytes for the whole test.
         unsafe {
             assert_eq!(Slot::U8.read(a), Value::U64(0x0102_0304_0506_0708));
             assert_eq!(Slot::I4.read(a), Value::I32(0x0506_0708));
@@ -790,7 +790,7 @@ mod tests {
         #[test]
         fn string_text_reads_a_string_and_checks_class_and_bounds() {
             let fake = world();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let s = string_object("héllo ✓", None);
             let addr = s.as_ptr() as usize;
@@ -819,7 +819,7 @@ mod tests {
         #[test]
         fn array_elements_reads_ints_inside_the_object() {
             let fake = world();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let mut heap = vec![0u8; 16];
             for v in [3i32, -1, 7, 42] {
@@ -857,7 +857,7 @@ mod tests {
             let fake = world();
             fake.state().app_domains.insert(0x9000, Default::default());
             fake_ids!(fake; c = class_id(STRING), ad = app_domain_id(0x9000));
-            // SAFETY: no object memory is read in this test.
+            // SAFETY: [test-fake] no object memory is read in this test.
             let callback = unsafe { fake.profiler_info() };
             assert!(!callback.gc_blocked());
             let before = fake.state().calls.len();
@@ -870,7 +870,7 @@ mod tests {
             assert_eq!(fake.state().calls.len(), before, "refused before any call");
             // Where no GC can run, the read goes ahead (and here fails later,
             // at the fake's metadata, which has no fields).
-            // SAFETY: as above.
+            // SAFETY: [test-fake] as above.
             let no_gc = unsafe { fake.profiler_info_no_gc() };
             assert!(no_gc.gc_blocked());
             assert!(!matches!(
@@ -930,7 +930,7 @@ mod tests {
         #[test]
         fn field_value_counts_a_boxed_value_types_offsets_from_the_value() {
             let fake = world_with_fields();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let text = string_object("hi", None);
             let text_addr = text.as_ptr() as usize;
@@ -957,7 +957,7 @@ mod tests {
         #[test]
         fn field_value_reads_a_class_from_the_objects_start() {
             let fake = world_with_fields();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let text = string_object("yo", None);
             let text_addr = text.as_ptr() as usize;
@@ -980,7 +980,7 @@ mod tests {
         #[test]
         fn a_reference_the_gc_does_not_walk_is_refused() {
             let fake = world_with_fields();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let mut holder = 0x5151_5151_5151_5151u64.to_le_bytes().to_vec();
             holder.extend(0xdead_beefu64.to_le_bytes());
@@ -1019,7 +1019,7 @@ mod tests {
                     ..Default::default()
                 },
             );
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             // Header (method table, length, padding), then two Pairs of 16 bytes.
             let mut heap = vec![0u8; 16];
@@ -1063,7 +1063,7 @@ mod tests {
         #[test]
         fn unboxed_value_reads_a_boxed_long() {
             let fake = world();
-            // SAFETY: the fake's objects and layouts describe memory this test owns.
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
             let info = unsafe { fake.profiler_info() };
             let mut heap = vec![0u8; 8];
             heap.extend(1_234_567_890_123i64.to_le_bytes());

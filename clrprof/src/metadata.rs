@@ -55,13 +55,13 @@ pub struct MemberRefProps {
     pub signature: Vec<u8>,
 }
 
-// SAFETY: the runtime's metadata import objects are free-threaded for reading
+// SAFETY: [free-threaded] the runtime's metadata import objects are free-threaded for reading
 // (the profiling API hands them out to be used from any callback thread);
 // COM reference counting is thread-safe. Moving one to another thread does
 // not extend its use past 'm: the lifetime goes with it, so only a thread
 // scoped inside the module's scope can hold it.
 unsafe impl Send for MetaDataImport<'_> {}
-// SAFETY: &MetaDataImport only calls the import methods, which the runtime's
+// SAFETY: [free-threaded] &MetaDataImport only calls the import methods, which the runtime's
 // metadata implementation (RegMeta) serializes internally, so calls from
 // several threads at once are allowed (within 'm, as for Send).
 unsafe impl Sync for MetaDataImport<'_> {}
@@ -130,7 +130,7 @@ impl<'m> MetaDataImport<'m> {
     pub fn type_def_props(&self, type_def: MdTypeDef) -> Result<TypeDefProps> {
         let (mut flags, mut extends) = (0u32, 0u32);
         let name = fill_string("IMetaDataImport::GetTypeDefProps", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` WCHARs; other out pointers are locals. A
+            // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; other out pointers are locals. A
             // wrong token is reported by HRESULT, not undefined behaviour.
             unsafe {
                 self.import
@@ -148,7 +148,7 @@ impl<'m> MetaDataImport<'m> {
     /// for a top-level type.
     pub fn enclosing_class(&self, type_def: MdTypeDef) -> Result<Option<MdTypeDef>> {
         let mut enclosing = 0u32;
-        // SAFETY: valid out pointer; the metadata checks the token.
+        // SAFETY: [plain-call] valid out pointer; the metadata checks the token.
         let hr = unsafe { self.import.GetNestedClassProps(type_def.0, &mut enclosing) };
         if hr.0 == crate::error::KnownHresult::CLDB_E_RECORD_NOTFOUND as i32 {
             return Ok(None);
@@ -181,7 +181,7 @@ impl<'m> MetaDataImport<'m> {
         let (mut class, mut attrs, mut sig, mut sig_len, mut rva, mut impl_flags) =
             (0u32, 0u32, core::ptr::null::<u8>(), 0u32, 0u32, 0u32);
         let name = fill_string("IMetaDataImport::GetMethodProps", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` WCHARs; other out pointers are locals.
+            // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; other out pointers are locals.
             unsafe {
                 self.import.GetMethodProps(
                     method.0,
@@ -200,7 +200,7 @@ impl<'m> MetaDataImport<'m> {
         let signature = if sig.is_null() {
             Vec::new()
         } else {
-            // SAFETY: the metadata returns a pointer to `sig_len` bytes of its
+            // SAFETY: [module-lifetime] the metadata returns a pointer to `sig_len` bytes of its
             // signature heap, in the module's image: valid while the metadata
             // object lives (we hold it) and the module is loaded ('m); copied
             // at once.
@@ -229,7 +229,7 @@ impl<'m> MetaDataImport<'m> {
     pub fn type_ref_props(&self, type_ref: MdTypeRef) -> Result<(String, MdToken)> {
         let mut scope = 0u32;
         let name = fill_string("IMetaDataImport::GetTypeRefProps", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` WCHARs; `scope` is a local out value.
+            // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; `scope` is a local out value.
             unsafe {
                 self.import
                     .GetTypeRefProps(type_ref.0, &mut scope, buf, cap, needed)
@@ -268,7 +268,7 @@ impl<'m> MetaDataImport<'m> {
     pub fn member_ref_props(&self, member_ref: MdMemberRef) -> Result<MemberRefProps> {
         let (mut parent, mut sig, mut len) = (0u32, core::ptr::null::<u8>(), 0u32);
         let name = fill_string("IMetaDataImport::GetMemberRefProps", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+            // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; the other out values are locals.
             unsafe {
                 self.import.GetMemberRefProps(
                     member_ref.0,
@@ -281,7 +281,7 @@ impl<'m> MetaDataImport<'m> {
                 )
             }
         })?;
-        // SAFETY: the metadata returns `len` bytes of its blob heap, alive while we hold it.
+        // SAFETY: [module-lifetime] the metadata returns `len` bytes of its blob heap, alive while we hold it.
         let signature = unsafe { blob(sig, len) };
         Ok(MemberRefProps {
             parent: MdToken(parent),
@@ -294,14 +294,14 @@ impl<'m> MetaDataImport<'m> {
     pub fn type_spec_blob(&self, type_spec: MdTypeSpec) -> Result<Vec<u8>> {
         let (mut sig, mut len) = (core::ptr::null::<u8>(), 0u32);
         check(
-            // SAFETY: valid out pointers; the metadata checks the token.
+            // SAFETY: [plain-call] valid out pointers; the metadata checks the token.
             unsafe {
                 self.import
                     .GetTypeSpecFromToken(type_spec.0, &mut sig, &mut len)
             },
             "IMetaDataImport::GetTypeSpecFromToken",
         )?;
-        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        // SAFETY: [module-lifetime] `len` bytes of the blob heap, alive while we hold the metadata.
         Ok(unsafe { blob(sig, len) })
     }
 
@@ -317,7 +317,7 @@ impl<'m> MetaDataImport<'m> {
             0u32,
         );
         let name = fill_string("IMetaDataImport::GetFieldProps", |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+            // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; the other out values are locals.
             unsafe {
                 self.import.GetFieldProps(
                     field.0,
@@ -334,7 +334,7 @@ impl<'m> MetaDataImport<'m> {
                 )
             }
         })?;
-        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        // SAFETY: [module-lifetime] `len` bytes of the blob heap, alive while we hold the metadata.
         Ok((name, MdTypeDef(class), attrs, unsafe { blob(sig, len) }))
     }
 
@@ -343,7 +343,7 @@ impl<'m> MetaDataImport<'m> {
     pub fn custom_attribute(&self, owner: MdToken, name: &str) -> Result<Option<Vec<u8>>> {
         let wide = to_wide(name);
         let (mut data, mut len) = (core::ptr::null::<core::ffi::c_void>(), 0u32);
-        // SAFETY: NUL-terminated name; valid out pointers.
+        // SAFETY: [nul-terminated, plain-call] NUL-terminated name; valid out pointers.
         let hr = check_success(
             unsafe {
                 self.import
@@ -354,7 +354,7 @@ impl<'m> MetaDataImport<'m> {
         if hr.0 == KnownHresult::S_FALSE as i32 || data.is_null() {
             return Ok(None);
         }
-        // SAFETY: `len` bytes of the blob heap, alive while we hold the metadata.
+        // SAFETY: [module-lifetime] `len` bytes of the blob heap, alive while we hold the metadata.
         Ok(Some(unsafe { blob(data.cast(), len) }))
     }
 
@@ -367,13 +367,13 @@ impl<'m> MetaDataImport<'m> {
         })?;
         let mut token = 0u32;
         check(
-            // SAFETY: valid out pointer.
+            // SAFETY: [plain-call] valid out pointer.
             unsafe { asm.GetAssemblyFromScope(&mut token) },
             "IMetaDataAssemblyImport::GetAssemblyFromScope",
         )?;
         let (mut key, mut key_len, mut hash, mut flags) =
             (core::ptr::null::<core::ffi::c_void>(), 0u32, 0u32, 0u32);
-        // SAFETY: ASSEMBLYMETADATA is plain data (integers and nullable
+        // SAFETY: [ffi-abi] ASSEMBLYMETADATA is plain data (integers and nullable
         // pointers); all-zero is its "no arrays requested" state.
         let mut md: sys::ASSEMBLYMETADATA = unsafe { core::mem::zeroed() };
         let name = fill_string(
@@ -381,10 +381,10 @@ impl<'m> MetaDataImport<'m> {
             |cap, needed, buf| {
                 // The metadata struct's locale/processor/OS arrays are left empty
                 // (null with zero counts), so the runtime writes only the version.
-                // SAFETY: ASSEMBLYMETADATA is plain C data (integers and
+                // SAFETY: [ffi-abi] ASSEMBLYMETADATA is plain C data (integers and
                 // null pointers with zero counts); all-zero is a valid value.
                 md = unsafe { core::mem::zeroed() };
-                // SAFETY: `buf` has `cap` WCHARs; the other out values are locals.
+                // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; the other out values are locals.
                 unsafe {
                     asm.GetAssemblyProps(
                         token,
@@ -437,7 +437,7 @@ unsafe fn blob(ptr: *const u8, len: u32) -> Vec<u8> {
     if ptr.is_null() || len == 0 {
         Vec::new()
     } else {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: [caller-contract] guaranteed by the caller.
         unsafe { core::slice::from_raw_parts(ptr, len as usize) }.to_vec()
     }
 }

@@ -28,11 +28,11 @@ pub struct MetaDataEmit<'m> {
     import: MetaDataImport<'m>,
 }
 
-// SAFETY: the runtime's metadata objects serialize writers internally (the
+// SAFETY: [free-threaded] the runtime's metadata objects serialize writers internally (the
 // RegMeta implementation takes its own lock around every emit and import
 // call), and COM reference counting is thread-safe.
 unsafe impl Send for MetaDataEmit<'_> {}
-// SAFETY: &MetaDataEmit only calls emit and import methods, which RegMeta
+// SAFETY: [free-threaded] &MetaDataEmit only calls emit and import methods, which RegMeta
 // serializes with its own lock, so concurrent calls are allowed.
 unsafe impl Sync for MetaDataEmit<'_> {}
 
@@ -43,7 +43,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn module_metadata_emit<'a>(&self, module: ModuleId<'a>) -> Result<MetaDataEmit<'a>> {
         let mut unk: Option<IUnknown> = None;
         check(
-            // SAFETY: `module` is valid; the IID is IMetaDataEmit's; `unk`
+            // SAFETY: [id-scope, com-ownership] `module` is valid; the IID is IMetaDataEmit's; `unk`
             // receives an owned reference.
             unsafe {
                 self.raw_info1()?.GetModuleMetaData(
@@ -59,7 +59,7 @@ impl<'s> ProfilerInfo<'s> {
             HRESULT(KnownHresult::E_NOINTERFACE as i32),
             "ICorProfilerInfo::GetModuleMetaData",
         ))?;
-        // SAFETY: the metadata of `module`, which is loaded for 'a (typed ID).
+        // SAFETY: [id-scope, module-lifetime] the metadata of `module`, which is loaded for 'a (typed ID).
         unsafe { MetaDataEmit::from_unknown(&unk) }
     }
 }
@@ -97,7 +97,7 @@ impl<'m> MetaDataEmit<'m> {
             .map_err(|e| Error::runtime(e.code(), "QueryInterface(IMetaDataEmit)"))?;
         Ok(MetaDataEmit {
             emit,
-            // SAFETY: the same object and module (this function's contract).
+            // SAFETY: [caller-contract] the same object and module (this function's contract).
             import: unsafe { MetaDataImport::from_unknown(unknown)? },
         })
     }
@@ -118,7 +118,7 @@ impl<'m> MetaDataEmit<'m> {
     pub fn token_from_sig(&self, signature: &[u8]) -> Result<MdSignature> {
         let mut tok = 0u32;
         check(
-            // SAFETY: `signature` is `len` readable bytes; the metadata copies them.
+            // SAFETY: [local-memory] `signature` is `len` readable bytes; the metadata copies them.
             unsafe {
                 self.emit
                     .GetTokenFromSig(signature.as_ptr(), len_u32(signature.len())?, &mut tok)
@@ -140,7 +140,7 @@ impl<'m> MetaDataEmit<'m> {
         let wname = to_wide(name);
         let mut tok = 0u32;
         check(
-            // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+            // SAFETY: [nul-terminated, local-memory] `wname` is NUL-terminated; `signature` is `len` readable
             // bytes; the metadata copies both.
             unsafe {
                 self.emit.DefineMemberRef(
@@ -166,7 +166,7 @@ impl<'m> MetaDataEmit<'m> {
     ) -> Result<Option<MdMemberRef>> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: as in `define_member_ref`; read-only lookup.
+        // SAFETY: [nul-terminated, local-memory] as in `define_member_ref`; read-only lookup.
         let hr = unsafe {
             self.import.raw().FindMemberRef(
                 parent.0,
@@ -197,7 +197,7 @@ impl<'m> MetaDataEmit<'m> {
     pub fn find_type_ref(&self, scope: MdToken, name: &str) -> Result<Option<MdTypeRef>> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: `wname` is NUL-terminated; read-only lookup.
+        // SAFETY: [nul-terminated] `wname` is NUL-terminated; read-only lookup.
         let hr = unsafe {
             self.import
                 .raw()
@@ -216,7 +216,7 @@ impl<'m> MetaDataEmit<'m> {
         let wname = to_wide(name);
         let mut tok = 0u32;
         check(
-            // SAFETY: `wname` is NUL-terminated; the metadata copies it.
+            // SAFETY: [nul-terminated] `wname` is NUL-terminated; the metadata copies it.
             unsafe {
                 self.emit
                     .DefineTypeRefByName(scope.0, wname.as_ptr(), &mut tok)
@@ -234,7 +234,7 @@ impl<'m> MetaDataEmit<'m> {
     ) -> Result<Option<MdTypeDef>> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: `wname` is NUL-terminated; read-only lookup.
+        // SAFETY: [nul-terminated] `wname` is NUL-terminated; read-only lookup.
         let hr = unsafe {
             self.import.raw().FindTypeDefByName(
                 wname.as_ptr(),
@@ -258,7 +258,7 @@ impl<'m> MetaDataEmit<'m> {
     ) -> Result<Option<MdMethodDef>> {
         let wname = to_wide(name);
         let mut tok = 0u32;
-        // SAFETY: as in `find_member_ref`.
+        // SAFETY: [nul-terminated, local-memory] as in `find_member_ref`.
         let hr = unsafe {
             self.import.raw().FindMethod(
                 type_def.0,
@@ -289,7 +289,7 @@ impl<'m> MetaDataEmit<'m> {
         let flags =
             sys::tdPublic | sys::tdClass | sys::tdAbstract | sys::tdSealed | sys::tdBeforeFieldInit;
         let mut no_interfaces = [0u32];
-        // SAFETY: `wname` is NUL-terminated; the interface list is the
+        // SAFETY: [nul-terminated, local-memory] `wname` is NUL-terminated; the interface list is the
         // nil-terminated empty list; the metadata copies both.
         let hr = unsafe {
             self.emit.DefineTypeDef(
@@ -322,7 +322,7 @@ impl<'m> MetaDataEmit<'m> {
         let wname = to_wide(name);
         let mut tok = 0u32;
         let flags = sys::mdPublic | sys::mdStatic | sys::mdHideBySig;
-        // SAFETY: `wname` is NUL-terminated; `signature` is `len` readable
+        // SAFETY: [nul-terminated, local-memory] `wname` is NUL-terminated; `signature` is `len` readable
         // bytes; the metadata copies both.
         let hr = unsafe {
             self.emit.DefineMethod(
@@ -345,7 +345,7 @@ impl<'m> MetaDataEmit<'m> {
     pub fn define_user_string(&self, s: &str) -> Result<MdString> {
         let w: Vec<u16> = s.encode_utf16().collect();
         let mut tok = 0u32;
-        // SAFETY: `w` is `len` UTF-16 units (no terminator needed: the length
+        // SAFETY: [local-memory] `w` is `len` UTF-16 units (no terminator needed: the length
         // is passed); the metadata copies them.
         let hr = unsafe {
             self.emit

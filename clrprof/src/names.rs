@@ -323,7 +323,7 @@ mod tests {
             .masks()
             .high
             .contains(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(0x20));
         assert_eq!(&*cache.function_name(&info, f).unwrap(), "First");

@@ -52,7 +52,7 @@ impl FunctionControl {
     /// # Safety
     /// `ptr` is null or an `ICorProfilerFunctionControl*` valid for the call.
     pub unsafe fn from_raw_borrowed(ptr: *mut c_void) -> Option<Self> {
-        // SAFETY: guaranteed by the caller; `cloned` AddRefs.
+        // SAFETY: [caller-contract, com-ownership] guaranteed by the caller; `cloned` AddRefs.
         let unknown = unsafe { IUnknown::from_raw_borrowed(&ptr) }?;
         unknown.cast().ok().map(|raw| FunctionControl { raw })
     }
@@ -64,7 +64,7 @@ impl FunctionControl {
 
     /// `SetCodegenFlags`.
     pub fn set_codegen_flags(&self, flags: CodegenFlags) -> Result<()> {
-        // SAFETY: plain value argument.
+        // SAFETY: [plain-call] plain value argument.
         check(
             unsafe { self.raw.SetCodegenFlags(flags.bits()) },
             "ICorProfilerFunctionControl::SetCodegenFlags",
@@ -103,7 +103,7 @@ impl FunctionControl {
         il_method_size(body)?;
         let len = u32::try_from(body.len())
             .map_err(|_| Error::InvalidArgument("IL body larger than 4 GiB"))?;
-        // SAFETY: `body` is `len` readable bytes for the call, which the
+        // SAFETY: [caller-contract, il-header] `body` is `len` readable bytes for the call, which the
         // runtime copies (ProfilerFunctionControl::SetILFunctionBody); its
         // header was checked above to describe no more than those bytes, so
         // the JIT reads the copy within bounds; what the IL does when run is
@@ -121,7 +121,7 @@ impl FunctionControl {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
         let len =
             u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
-        // SAFETY: `raw` is `len` readable entries for the call.
+        // SAFETY: [local-memory] `raw` is `len` readable entries for the call.
         check(
             unsafe { self.raw.SetILInstrumentedCodeMap(len, raw.as_ptr()) },
             "ICorProfilerFunctionControl::SetILInstrumentedCodeMap",
@@ -142,7 +142,7 @@ impl AssemblyReferenceProvider {
     /// # Safety
     /// `ptr` is null or an `ICorProfilerAssemblyReferenceProvider*` valid for the call.
     pub unsafe fn from_raw_borrowed(ptr: *mut c_void) -> Option<Self> {
-        // SAFETY: guaranteed by the caller; `cast` AddRefs.
+        // SAFETY: [caller-contract, com-ownership] guaranteed by the caller; `cast` AddRefs.
         let unknown = unsafe { IUnknown::from_raw_borrowed(&ptr) }?;
         unknown
             .cast()
@@ -178,7 +178,7 @@ impl AssemblyReferenceProvider {
             cbHashValue: 0,
             dwAssemblyRefFlags: reference.flags,
         };
-        // SAFETY: every pointer in `info` (the NUL-terminated name and
+        // SAFETY: [nul-terminated, local-memory] every pointer in `info` (the NUL-terminated name and
         // culture, the key bytes, `metadata`) points to memory that outlives
         // the call; corprof.idl: the runtime copies the reference during
         // AddAssemblyReference.
@@ -207,7 +207,7 @@ mod tests {
             sys::HRESULT(0)
         }
         unsafe fn SetILFunctionBody(&self, cb: sys::ULONG, body: sys::LPCBYTE) -> sys::HRESULT {
-            // SAFETY: the SDK passes `cb` readable bytes.
+            // SAFETY: [test-fake] the SDK passes `cb` readable bytes.
             let bytes = unsafe { core::slice::from_raw_parts(body, cb as usize) }.to_vec();
             if let Ok(mut b) = self.bodies.lock() {
                 b.push(bytes);
@@ -236,18 +236,18 @@ mod tests {
     fn a_body_whose_header_overruns_it_never_reaches_the_runtime() {
         let (control, bodies) = control();
         // A one-byte tiny header announcing 63 bytes of code.
-        // SAFETY: refused before the runtime (here the recorder) sees it.
+        // SAFETY: [test-fake] refused before the runtime (here the recorder) sees it.
         let e = unsafe { control.set_il_function_body(&[(63 << 2) | 2]) }.unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
         // A fat header whose code size runs past the buffer.
         let fat = [
             0x13, 0x30, 0x08, 0x00, 0x40, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x2A,
         ];
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         assert!(unsafe { control.set_il_function_body(&fat) }.is_err());
         assert!(bodies.lock().unwrap().is_empty());
         // `ldc.i4.2; ret`: passed on as is.
-        // SAFETY: a type-safe body for a method returning int32.
+        // SAFETY: [test-fake] a type-safe body for a method returning int32.
         unsafe { control.set_il_function_body(&[0x0A, 0x18, 0x2A]) }.unwrap();
         assert_eq!(*bodies.lock().unwrap(), vec![vec![0x0A, 0x18, 0x2A]]);
     }

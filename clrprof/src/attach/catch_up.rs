@@ -220,7 +220,7 @@ impl CatchUp {
             // unload and skips the module.
             self.reporting.store(raw, SeqCst);
             if !self.unloaded.contains(raw) {
-                // SAFETY: EnumModules lists only modules the runtime has
+                // SAFETY: [id-scope] EnumModules lists only modules the runtime has
                 // made available to profilers (their load reached the
                 // point where ModuleLoadFinished is issued: never one
                 // between ModuleLoadStarted and that, whose ID is not valid
@@ -350,7 +350,7 @@ mod tests {
             components.masks().low,
             EventMask::MONITOR_MODULE_LOADS | EventMask::MONITOR_JIT_COMPILATION
         );
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_attached() };
         // A load callback got there first for one module...
         fake_ids!(fake; m5 = module_id(0x5000), m7 = module_id(0x7000), m9 = module_id(0x9000));
@@ -392,7 +392,7 @@ mod tests {
         let fake = fake_with(&[], &[0x10, 0x20, 0x30]);
         let recorder = Arc::new(Recorder::default());
         let (c, components) = register(&fake, recorder.clone());
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_attached() };
         fake_ids!(fake; f = function_id(0x20));
         components.each("test", |c| c.jit_compilation_finished(&info, f));
@@ -451,13 +451,13 @@ mod tests {
             let theirs = components.clone();
             let fake = &fake;
             s.spawn(move || {
-                // SAFETY: the fake's objects and layouts describe memory this test owns.
+                // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
                 let info = unsafe { fake.profiler_info_attached() };
                 theirs.each("test", |c| c.profiler_attach_complete(&info));
             });
             entered_rx.recv().unwrap();
             let unloader = s.spawn(|| {
-                // SAFETY: as above.
+                // SAFETY: [test-fake] as above.
                 let info = unsafe { fake.profiler_info_attached() };
                 fake_ids!(fake; m = module_id(0x2000));
                 components.each("test", |c| c.module_unload_started(&info, m));
@@ -474,7 +474,7 @@ mod tests {
         // An unloaded module is not enumerated again.
         let recorder = Arc::new(Recorder::default());
         let (_, components) = register(&fake, recorder.clone());
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { fake.profiler_info_attached() };
         fake_ids!(fake; m = module_id(0x1000));
         components.each("test", |c| c.module_unload_started(&info, m));
@@ -494,7 +494,7 @@ mod tests {
         );
         let recorder = Arc::new(Recorder::default());
         let (c, components) = register(&fake, recorder.clone());
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_attached() };
         let e = c.enumerate(&info).unwrap_err();
         assert!(e.to_string().contains("EnumModules"), "{e}");

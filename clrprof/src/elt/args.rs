@@ -487,7 +487,7 @@ unsafe fn decode<'a>(
             let chars: &[u16] = if object == 0 {
                 &[]
             } else {
-                // SAFETY: a non-null string reference from a range of this
+                // SAFETY: [caller-contract, elt-frame, object-no-gc] a non-null string reference from a range of this
                 // hook call points to a live System.String; GetStringLayout2
                 // says where its 32-bit length and its characters are.
                 unsafe {
@@ -536,7 +536,7 @@ pub fn decode_arguments<'a>(
         .chain(shape.params().iter().copied());
     for (index, kind) in kinds.enumerate() {
         let bytes = args.bytes(index).unwrap_or(&[]);
-        // SAFETY: the ranges come from the hook call 'a of `shape.function`
+        // SAFETY: [elt-frame] the ranges come from the hook call 'a of `shape.function`
         // (checked above), and `kind` is that function's parameter type.
         let value = unsafe { decode(kind, bytes, shape.layout)? };
         each(index, value);
@@ -570,7 +570,7 @@ pub fn decode_return<'v>(shape: &MethodShape, value: &'v ReturnValue<'_>) -> Res
             })?;
         return Ok(ArgValue::ValueType { token, bytes });
     }
-    // SAFETY: the range comes from the hook call of `shape`'s function
+    // SAFETY: [elt-frame] the range comes from the hook call of `shape`'s function
     // (checked above), and `shape.ret()` is that function's return type.
     unsafe { decode(shape.ret(), value.range().bytes(), shape.layout) }
 }
@@ -617,7 +617,7 @@ mod tests {
     fn primitives_decode_from_their_bytes() {
         let i4 = (-7i32).to_ne_bytes();
         let r8 = 2.5f64.to_ne_bytes();
-        // SAFETY: no object references are decoded here.
+        // SAFETY: [local-memory] no object references are decoded here.
         unsafe {
             assert_eq!(
                 decode(
@@ -656,11 +656,11 @@ mod tests {
             object.extend_from_slice(&c.to_ne_bytes());
         }
         let reference = (object.as_ptr() as usize).to_ne_bytes();
-        // SAFETY: `reference` points to a buffer laid out as `layout()` says.
+        // SAFETY: [local-memory] `reference` points to a buffer laid out as `layout()` says.
         let v = unsafe { decode(ArgKind::String, &reference, layout()) }.unwrap();
         assert_eq!(v.string_text().as_deref(), Some("hi"));
         let null = 0usize.to_ne_bytes();
-        // SAFETY: a null reference is never dereferenced.
+        // SAFETY: [local-memory] a null reference is never dereferenced.
         let v = unsafe { decode(ArgKind::String, &null, layout()) }.unwrap();
         assert_eq!(
             v,

@@ -86,7 +86,7 @@ impl<'a> ArgumentRange<'a> {
         if self.is_empty() {
             return &[];
         }
-        // SAFETY: the range was reported by the runtime for the hook call
+        // SAFETY: [elt-frame] the range was reported by the runtime for the hook call
         // `'a` (only `ArgumentRange::new` makes one, from
         // GetFunctionEnter3Info / GetFunctionLeave3Info), and corprof.idl
         // guarantees those bytes readable during the hook call.
@@ -193,7 +193,7 @@ impl<'a> ReturnValue<'a> {
     ) -> ReturnValue<'static> {
         ReturnValue {
             function,
-            // SAFETY: `range` is readable for its length forever ('static).
+            // SAFETY: [local-memory] `range` is readable for its length forever ('static).
             range: unsafe { ArgumentRange::new(range.as_ptr() as usize, range.len() as u32) },
             registers,
         }
@@ -274,7 +274,7 @@ impl Arguments<'static> {
     pub(crate) fn for_tests(function: Binding, ranges: &[&'static [u8]]) -> Self {
         let mut out = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];
         for (o, r) in out.iter_mut().zip(ranges) {
-            // SAFETY: `r` is readable for its length forever ('static).
+            // SAFETY: [local-memory] `r` is readable for its length forever ('static).
             *o = unsafe { ArgumentRange::new(r.as_ptr() as usize, r.len() as u32) };
         }
         Arguments {
@@ -377,7 +377,7 @@ impl<'a> EnterContext<'a> {
         };
         let mut size = core::mem::size_of::<ArgumentInfoBuffer>() as u32;
         let mut frame = 0usize;
-        // SAFETY: `function` and `elt_info` are the ones the runtime passed
+        // SAFETY: [elt-frame, buffer-protocol] `function` and `elt_info` are the ones the runtime passed
         // to this hook call; `buffer` is a writable COR_PRF_FUNCTION_ARGUMENT_INFO
         // with `size` bytes (a header plus MAX_ARGUMENT_RANGES ranges).
         let hr = unsafe {
@@ -395,7 +395,7 @@ impl<'a> EnterContext<'a> {
         let count = (buffer.num_ranges as usize).min(MAX_ARGUMENT_RANGES);
         let mut ranges = [ArgumentRange::EMPTY; MAX_ARGUMENT_RANGES];
         for (out, raw) in ranges.iter_mut().zip(&buffer.ranges[..count]) {
-            // SAFETY: GetFunctionEnter3Info reported this range for the hook
+            // SAFETY: [elt-frame] GetFunctionEnter3Info reported this range for the hook
             // call 'a; corprof.idl: the argument values it points to stay
             // readable until the hook returns.
             *out = unsafe { ArgumentRange::new(raw.startAddress, raw.length) };
@@ -445,7 +445,7 @@ impl<'a> LeaveContext<'a> {
         let mut frame = 0usize;
         let mut range = sys::COR_PRF_FUNCTION_ARGUMENT_RANGE::default();
         check(
-            // SAFETY: IDs from this hook call; valid out pointers.
+            // SAFETY: [elt-frame, plain-call] IDs from this hook call; valid out pointers.
             unsafe {
                 self.shared.info3.GetFunctionLeave3Info(
                     self.function.function.0,
@@ -458,7 +458,7 @@ impl<'a> LeaveContext<'a> {
         )?;
         #[cfg(all(target_arch = "x86_64", unix))]
         let registers = if self.shared.legacy_stub {
-            // SAFETY: this runtime's leave stub is the one `legacy_stub`
+            // SAFETY: [elt-frame] this runtime's leave stub is the one `legacy_stub`
             // describes, and `elt_info` is the handle it passed to this hook
             // call, whose frame is live until the hook returns.
             unsafe { super::legacy_stub::return_registers(self.elt_info, range.startAddress) }
@@ -475,7 +475,7 @@ impl<'a> LeaveContext<'a> {
             ReturnValue {
                 function: *self.function,
                 registers,
-                // SAFETY: GetFunctionLeave3Info reported this range for the
+                // SAFETY: [elt-frame] GetFunctionLeave3Info reported this range for the
                 // hook call 'a; the return value stays readable until the
                 // hook returns (corprof.idl).
                 range: unsafe { ArgumentRange::new(range.startAddress, range.length) },
@@ -512,7 +512,7 @@ impl<'a> TailcallContext<'a> {
     pub fn frame_info(&self) -> Result<FrameInfo<'a>> {
         let mut frame = 0usize;
         check(
-            // SAFETY: IDs from this hook call; valid out pointer.
+            // SAFETY: [elt-frame, plain-call] IDs from this hook call; valid out pointer.
             unsafe {
                 self.shared.info3.GetFunctionTailcall3Info(
                     self.function.function.0,

@@ -81,7 +81,7 @@ pub(super) unsafe fn return_registers(
     if elt_info == 0 {
         return None;
     }
-    // SAFETY: on these runtimes `eltInfo` points to the runtime's
+    // SAFETY: [caller-contract, elt-frame] on these runtimes `eltInfo` points to the runtime's
     // `COR_PRF_ELT_INFO_INTERNAL` on `ProfileLeave`'s stack, whose first
     // field is the platform-specific handle (the stub's data), valid for
     // the whole hook call.
@@ -90,7 +90,7 @@ pub(super) unsafe fn return_registers(
         return None;
     }
     let word = |offset: usize| {
-        // SAFETY: the leave stub's frame spans `handle` to `handle + 0x160`
+        // SAFETY: [caller-contract, elt-frame] the leave stub's frame spans `handle` to `handle + 0x160`
         // (its data, the fp spill and struct buffer, then the pushed rdx
         // and rbx); it is this thread's stack, live until the stub returns
         // after this hook call, and the runtime wrote only the rax slot of
@@ -138,7 +138,7 @@ pub(super) unsafe fn save(elt_info: sys::COR_PRF_ELT_INFO) -> Option<SavedArea> 
     if elt_info == 0 {
         return None;
     }
-    // SAFETY: on these runtimes `eltInfo` points to the runtime's
+    // SAFETY: [caller-contract, elt-frame] on these runtimes `eltInfo` points to the runtime's
     // `COR_PRF_ELT_INFO_INTERNAL` on `ProfileEnter`'s stack, whose first
     // field is the platform-specific handle (the stub's data), valid for
     // the whole hook call.
@@ -148,7 +148,7 @@ pub(super) unsafe fn save(elt_info: sys::COR_PRF_ELT_INFO) -> Option<SavedArea> 
     }
     let address = (handle + SAVE_AREA_OFFSET) & !15;
     let mut bytes = [0u8; 32];
-    // SAFETY: the stub's frame (0x158 bytes from `handle`) holds these 32
+    // SAFETY: [caller-contract, elt-frame] the stub's frame (0x158 bytes from `handle`) holds these 32
     // bytes; it is this thread's stack, live until the stub returns, and
     // only this thread's hook call touches it meanwhile.
     unsafe { core::ptr::copy_nonoverlapping(address as *const u8, bytes.as_mut_ptr(), 32) };
@@ -161,7 +161,7 @@ pub(super) unsafe fn save(elt_info: sys::COR_PRF_ELT_INFO) -> Option<SavedArea> 
 ///
 /// `saved` must come from [`save`] in the same hook call.
 pub(super) unsafe fn restore(saved: SavedArea) {
-    // SAFETY: as in `save`: the stub's frame is still live (its hook call
+    // SAFETY: [caller-contract, elt-frame] as in `save`: the stub's frame is still live (its hook call
     // has not returned), and the only writes to it since `save` were the
     // runtime's struct copies made for the hook, which end with the hook.
     unsafe { core::ptr::copy_nonoverlapping(saved.bytes.as_ptr(), saved.address as *mut u8, 32) };
@@ -191,7 +191,7 @@ impl SaveAreaGuard {
         let already = self.saved.take();
         let saved = match already {
             Some(s) => Some(s),
-            // SAFETY: a guard is only made by the WithInfo enter handler of
+            // SAFETY: [elt-frame] a guard is only made by the WithInfo enter handler of
             // a runtime for which `applies` holds, with the runtime's
             // eltInfo, and lives in that handler's frame: this runs during
             // the hook call, before the runtime writes the buffer.
@@ -209,7 +209,7 @@ impl SaveAreaGuard {
     #[inline(always)]
     pub(super) unsafe fn restore(self) {
         if let Some(saved) = self.saved.take() {
-            // SAFETY: saved in this hook call; the caller is its enter
+            // SAFETY: [caller-contract, elt-frame] saved in this hook call; the caller is its enter
             // handler, after the hook.
             unsafe { restore(saved) };
         }

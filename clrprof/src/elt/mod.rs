@@ -439,11 +439,11 @@ pub(crate) struct EltShared {
     pub(crate) legacy_stub: bool,
 }
 
-// SAFETY: the only non-Sync member is the ICorProfilerInfo3 interface,
+// SAFETY: [free-threaded] the only non-Sync member is the ICorProfilerInfo3 interface,
 // which the runtime documents as free-threaded (callable from any thread,
 // the ELT hooks included); COM reference counting is thread-safe.
 unsafe impl<H: EltHooks> Send for RuntimeElt<H> {}
-// SAFETY: shared use from hooks on many threads only reads the state or
+// SAFETY: [free-threaded] shared use from hooks on many threads only reads the state or
 // goes through its Mutex; the ICorProfilerInfo3 it holds is free-threaded
 // (corprof.idl: Info methods may be called from any thread).
 unsafe impl<H: EltHooks> Sync for RuntimeElt<H> {}
@@ -461,7 +461,7 @@ struct Entry<H: EltHooks> {
 impl<H: EltHooks> Entry<H> {
     #[inline(always)]
     fn hooks(&self) -> &H {
-        // SAFETY: `hooks` points into the `Arc<H>` held by the leaked
+        // SAFETY: [local-memory] `hooks` points into the `Arc<H>` held by the leaked
         // `RuntimeElt` this record belongs to, so it lives as long as the
         // record.
         unsafe { &*self.hooks }
@@ -745,7 +745,7 @@ pub fn install<H: EltHooks>(
     }))?;
     let client_data = state as *const RuntimeElt<H> as *mut c_void;
     crate::error::check(
-        // SAFETY: `map_function::<H>` has the FunctionIDMapper2 signature and
+        // SAFETY: [ffi-abi, library-pinned] `map_function::<H>` has the FunctionIDMapper2 signature and
         // treats the client data as the `RuntimeElt<H>` passed here, which is
         // leaked and so outlives every call.
         unsafe {
@@ -782,7 +782,7 @@ pub fn install<H: EltHooks>(
 ))]
 fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
     use sys::elt;
-    // SAFETY: the handlers only read records the mapper created (client IDs
+    // SAFETY: [elt-handler, library-pinned] the handlers only read records the mapper created (client IDs
     // are their addresses, and a record outlives every hook call of its
     // function: see `Record`), never unwind (every user call is inside
     // `contain`), and are plain functions of this library.
@@ -792,7 +792,7 @@ fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Re
         elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
     }
     crate::error::check(
-        // SAFETY: the trampolines implement the JIT's FunctionEnter3/Leave3/
+        // SAFETY: [ffi-abi, library-pinned] the trampolines implement the JIT's FunctionEnter3/Leave3/
         // Tailcall3 convention for this target (clrprof_sys::elt).
         unsafe {
             info3.SetEnterLeaveFunctionHooks3(
@@ -843,7 +843,7 @@ fn set_with_info<H: EltHooks>(
     // (rax, rdx, xmm0, xmm1 on Unix x64; rax, xmm0 on Windows).
     let enter = enter_with_info_hook::<H>(info_version);
     crate::error::check(
-        // SAFETY: the hooks have the IDL's WithInfo signatures and calling
+        // SAFETY: [ffi-abi, library-pinned] the hooks have the IDL's WithInfo signatures and calling
         // convention; the trampoline forwards to the handler installed above.
         unsafe {
             info3.SetEnterLeaveFunctionHooks3WithInfo(
@@ -865,7 +865,7 @@ fn enter_with_info_hook<H: EltHooks>(info_version: u8) -> sys::FunctionEnter3Wit
     if !legacy_stub::applies(info_version) {
         return info_enter::<H>;
     }
-    // SAFETY: `info_enter_legacy` only reads records the mapper created
+    // SAFETY: [elt-handler, library-pinned] `info_enter_legacy` only reads records the mapper created
     // (client IDs are their addresses; the records outlive their
     // functions' code), never unwinds (every user call is inside
     // `contain`), and is a plain function of this library.
@@ -886,7 +886,7 @@ unsafe extern "system" fn map_function<H: EltHooks>(
 ) -> usize {
     let set_hook = |value: bool| {
         if !hook.is_null() {
-            // SAFETY: the runtime passes a valid out pointer for the decision.
+            // SAFETY: [callback-args] the runtime passes a valid out pointer for the decision.
             unsafe { *hook = value as sys::BOOL };
         }
     };
@@ -894,13 +894,13 @@ unsafe extern "system" fn map_function<H: EltHooks>(
     if client_data.is_null() {
         return function;
     }
-    // SAFETY: the client data is the leaked `RuntimeElt<H>` that `install`
+    // SAFETY: [callback-args] the client data is the leaked `RuntimeElt<H>` that `install`
     // registered together with this monomorphisation (the runtime passes the
     // client data of SetFunctionIDMapper2 back unchanged).
     let state: &'static RuntimeElt<H> = unsafe { &*(client_data as *const RuntimeElt<H>) };
     crate::guard::guard("FunctionIDMapper2", function, || {
         let info = ProfilerInfo::scoped(&state.runtime, Scope::Callback);
-        // SAFETY: the runtime passes the FunctionID of the function it is
+        // SAFETY: [callback-args, id-scope] the runtime passes the FunctionID of the function it is
         // compiling; it is valid for the duration of the mapper call.
         let id = unsafe { FunctionId::from_sys(function) };
         let identity = Identity::of(&info, id);
@@ -990,25 +990,25 @@ fn hook_panicked(kind: u8, payload: Box<dyn std::any::Any + Send>) {
 /// its code can run: see [`Record`]).
 #[inline(always)]
 unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: [caller-contract] guaranteed by the caller.
     unsafe { &*(client as *const Entry<H>) }
 }
 
 unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
-    // SAFETY: the runtime passes the client ID the mapper returned for a
+    // SAFETY: [callback-args] the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
     contain::<ENTER>(|| e.hooks().enter(&e.hooked));
 }
 
 unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
-    // SAFETY: as in `fast_enter`.
+    // SAFETY: [callback-args] as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
     contain::<LEAVE>(|| e.hooks().leave(&e.hooked));
 }
 
 unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
-    // SAFETY: as in `fast_enter`.
+    // SAFETY: [callback-args] as in `fast_enter`.
     let e = unsafe { entry::<H>(client) };
     contain::<TAILCALL>(|| e.hooks().tailcall(&e.hooked));
 }
@@ -1016,7 +1016,7 @@ unsafe extern "C" fn fast_tailcall<H: EltHooks>(client: usize) {
 /// The client ID of a WithInfo hook call.
 #[inline(always)]
 fn client_id(id: sys::FunctionIDOrClientID) -> usize {
-    // SAFETY: both union fields are pointer-sized integers, so reading
+    // SAFETY: [ffi-abi] both union fields are pointer-sized integers, so reading
     // either is valid for any value the runtime passes.
     unsafe { id.clientID }
 }
@@ -1028,7 +1028,7 @@ unsafe extern "system" fn info_enter<H: EltHooks>(
     id: sys::FunctionIDOrClientID,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // SAFETY: [callback-args] with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<ENTER_INFO>(|| {
@@ -1048,7 +1048,7 @@ unsafe extern "C" fn info_enter_legacy<H: EltHooks>(
     client: usize,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // SAFETY: [callback-args] with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client) };
     let guard = legacy_stub::SaveAreaGuard::new(elt_info);
@@ -1057,7 +1057,7 @@ unsafe extern "C" fn info_enter_legacy<H: EltHooks>(
             .keeping_stub_save_area(&guard);
         e.hooks().enter_with_info(&e.hooked, &context)
     });
-    // SAFETY: this is the enter handler of a runtime for which
+    // SAFETY: [elt-frame] this is the enter handler of a runtime for which
     // `legacy_stub::applies`, after the hook, with the guard of this call.
     unsafe { guard.restore() };
 }
@@ -1066,7 +1066,7 @@ unsafe extern "system" fn info_leave<H: EltHooks>(
     id: sys::FunctionIDOrClientID,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // SAFETY: [callback-args] with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<LEAVE_INFO>(|| {
@@ -1079,7 +1079,7 @@ unsafe extern "system" fn info_tailcall<H: EltHooks>(
     id: sys::FunctionIDOrClientID,
     elt_info: sys::COR_PRF_ELT_INFO,
 ) {
-    // SAFETY: with a mapper registered the runtime passes the client ID the
+    // SAFETY: [callback-args] with a mapper registered the runtime passes the client ID the
     // mapper returned for a function it hooked (as in `fast_enter`).
     let e = unsafe { entry::<H>(client_id(id)) };
     contain::<TAILCALL_INFO>(|| {
@@ -1146,19 +1146,19 @@ mod tests {
             .low
             .contains(EventMask::MONITOR_CLASS_LOADS));
         let elt = fake.state().elt;
-        // SAFETY: the fake recorded the address of the FunctionIDMapper2
+        // SAFETY: [test-fake, ffi-abi] the fake recorded the address of the FunctionIDMapper2
         // `install` registered.
         let mapper: Mapper2 = unsafe { core::mem::transmute::<usize, Mapper2>(elt.mapper) };
         let map = || {
             let mut hooked: sys::BOOL = 0;
-            // SAFETY: called as the runtime does, with the registered client
+            // SAFETY: [test-fake] called as the runtime does, with the registered client
             // data, for a function the fake knows.
             let client =
                 unsafe { mapper(0x20, elt.mapper_client_data as *mut c_void, &mut hooked) };
             assert_eq!(hooked, 1);
             client
         };
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let slot = info.runtime_slot();
         let first = map();

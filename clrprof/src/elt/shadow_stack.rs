@@ -337,7 +337,7 @@ impl Drop for Release {
             .try_with(|c| c.replace(core::ptr::null()))
             .unwrap_or(core::ptr::null());
         if !stack.is_null() {
-            // SAFETY: CURRENT only holds pointers into the pool, which lives
+            // SAFETY: [local-memory] CURRENT only holds pointers into the pool, which lives
             // for the rest of the process.
             let stack = unsafe { &*stack };
             if let Ok(mut retired) = RETIRED.lock() {
@@ -357,7 +357,7 @@ thread_local! {
 fn os_thread_id() -> u64 {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid has no preconditions.
+        // SAFETY: [os-api] gettid has no preconditions.
         (unsafe { libc::gettid() }) as u64
     }
     #[cfg(windows)]
@@ -365,7 +365,7 @@ fn os_thread_id() -> u64 {
         extern "system" {
             fn GetCurrentThreadId() -> u32;
         }
-        // SAFETY: GetCurrentThreadId has no preconditions.
+        // SAFETY: [os-api] GetCurrentThreadId has no preconditions.
         (unsafe { GetCurrentThreadId() }) as u64
     }
     #[cfg(not(any(target_os = "linux", windows)))]
@@ -407,7 +407,7 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
             return;
         }
     }
-    // SAFETY: a non-null CURRENT points into the pool, which is never freed,
+    // SAFETY: [local-memory] a non-null CURRENT points into the pool, which is never freed,
     // and this thread owns the stack until it exits.
     f(unsafe { &*ptr })
 }
@@ -490,7 +490,7 @@ pub fn current_depth() -> usize {
     if ptr.is_null() {
         return 0;
     }
-    // SAFETY: as in `with_current`.
+    // SAFETY: [local-memory] as in `with_current`.
     unsafe { (*ptr).depth.load(Ordering::Relaxed) }
 }
 

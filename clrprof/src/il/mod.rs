@@ -65,7 +65,7 @@ impl MetaDataCallSites<'_, '_> {
                 })?;
                 let (mut parent, mut blob, mut len) = (0u32, core::ptr::null::<u8>(), 0u32);
                 crate::error::check(
-                    // SAFETY: out pointers are locals; the token is the caller's.
+                    // SAFETY: [plain-call] out pointers are locals; the metadata checks the token.
                     unsafe {
                         import2.GetMethodSpecProps(token.0, &mut parent, &mut blob, &mut len)
                     },
@@ -76,14 +76,14 @@ impl MetaDataCallSites<'_, '_> {
             t if t == sys::mdtSignature => {
                 let (mut blob, mut len) = (core::ptr::null::<u8>(), 0u32);
                 crate::error::check(
-                    // SAFETY: out pointers are locals.
+                    // SAFETY: [plain-call] out pointers are locals.
                     unsafe { md.raw().GetSigFromToken(token.0, &mut blob, &mut len) },
                     "IMetaDataImport::GetSigFromToken",
                 )?;
                 if blob.is_null() {
                     return Ok(Vec::new());
                 }
-                // SAFETY: the metadata returns `len` bytes of its blob heap,
+                // SAFETY: [module-lifetime] the metadata returns `len` bytes of its blob heap,
                 // in the module's image: alive while we hold the import
                 // interface and the module is loaded ('m); copied at once.
                 Ok(unsafe { core::slice::from_raw_parts(blob, len as usize) }.to_vec())

@@ -68,7 +68,7 @@ impl RuntimeHandle {
         let i4 = self.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
         let (n, modules, tokens) = split(methods)?;
         check(
-            // SAFETY: both arrays hold `n` entries for the call; module validity
+            // SAFETY: [caller-contract, interface-version] both arrays hold `n` entries for the call; module validity
             // is the caller's promise.
             unsafe { i4.RequestReJIT(n, modules.as_ptr(), tokens.as_ptr()) },
             "ICorProfilerInfo4::RequestReJIT",
@@ -89,7 +89,7 @@ impl RuntimeHandle {
         let i10 = self.raw_info10(CALL)?;
         let (n, modules, tokens) = split(methods)?;
         check(
-            // SAFETY: both arrays hold `n` entries for the call; module
+            // SAFETY: [caller-contract, interface-version] both arrays hold `n` entries for the call; module
             // validity is the caller's promise.
             unsafe {
                 i10.RequestReJITWithInliners(flags.bits(), n, modules.as_ptr(), tokens.as_ptr())
@@ -111,7 +111,7 @@ impl RuntimeHandle {
         let (n, modules, tokens) = split(methods)?;
         let mut status = vec![HRESULT(0); methods.len()];
         check(
-            // SAFETY: the three arrays hold `n` entries for the call.
+            // SAFETY: [caller-contract, local-memory] the three arrays hold `n` entries for the call.
             unsafe { i4.RequestRevert(n, modules.as_ptr(), tokens.as_ptr(), status.as_mut_ptr()) },
             "ICorProfilerInfo4::RequestRevert",
         )?;
@@ -125,14 +125,14 @@ impl ProfilerInfo<'_> {
         let i4 = self.raw_info4("ICorProfilerInfo4::GetReJITIDs")?;
         let mut n = 0u32;
         check(
-            // SAFETY: size query: null buffer of 0 entries.
+            // SAFETY: [id-scope, buffer-protocol] size query: null buffer of 0 entries.
             unsafe { i4.GetReJITIDs(function.as_sys(), 0, &mut n, core::ptr::null_mut()) },
             "ICorProfilerInfo4::GetReJITIDs",
         )?;
         let mut ids = vec![0 as sys::ReJITID; n as usize];
         let mut got = 0u32;
         check(
-            // SAFETY: `ids` has `n` entries.
+            // SAFETY: [id-scope, buffer-protocol] `ids` has `n` entries.
             unsafe { i4.GetReJITIDs(function.as_sys(), n, &mut got, ids.as_mut_ptr()) },
             "ICorProfilerInfo4::GetReJITIDs",
         )?;
@@ -175,14 +175,14 @@ impl ReJitThread {
         let (tx, rx) = mpsc::channel::<Job>();
         let thread = crate::thread::spawn("clrprof-rejit", move || {
             if let Ok(i4) = info.raw_info4("ICorProfilerInfo4::InitializeCurrentThread") {
-                // SAFETY: no arguments; allowed on any thread the profiler
+                // SAFETY: [plain-call] no arguments; allowed on any thread the profiler
                 // created. A failure only loses the pre-initialisation.
                 let _ = unsafe { i4.InitializeCurrentThread() };
             }
             while let Ok(job) = rx.recv() {
                 crate::guard::guard("ReJIT thread", (), || match job {
                     Job::ReJit(methods, reply) => {
-                        // SAFETY: jobs are queued only by
+                        // SAFETY: [id-scope] jobs are queued only by
                         // `request_rejit_async` / `request_revert_async`,
                         // unsafe functions whose contract is that the modules
                         // stay loaded until the reply is sent (the safe
@@ -193,14 +193,14 @@ impl ReJitThread {
                         let _ = reply.send(r);
                     }
                     Job::ReJitWithInliners(flags, methods, reply) => {
-                        // SAFETY: as for ReJIT: the queuing functions'
+                        // SAFETY: [id-scope] as for ReJIT: the queuing functions'
                         // contract keeps the modules loaded until the reply.
                         let r = unsafe { info.request_rejit_with_inliners_raw(flags, &methods) }
                             .map(|()| vec![HRESULT(0); methods.len()]);
                         let _ = reply.send(r);
                     }
                     Job::Revert(methods, reply) => {
-                        // SAFETY: as for ReJIT: the queuing functions'
+                        // SAFETY: [id-scope] as for ReJIT: the queuing functions'
                         // contract keeps the modules loaded until the reply.
                         let _ = reply.send(unsafe { info.request_revert_raw(&methods) });
                     }
@@ -277,7 +277,7 @@ impl ReJitThread {
     /// `ModuleLoadFinished` is not.
     pub fn request_rejit(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<()> {
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
-        // SAFETY: we block below until the thread has answered, so the IDs
+        // SAFETY: [id-scope] we block below until the thread has answered, so the IDs
         // (valid for the caller's scope) outlive their use.
         let rx = unsafe { self.request_rejit_async(raw)? };
         rx.recv()
@@ -297,7 +297,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
-        // SAFETY: as in `request_rejit`: we block until the thread answered.
+        // SAFETY: [id-scope] as in `request_rejit`: we block until the thread answered.
         let rx = unsafe { self.request_rejit_with_inliners_async(flags, raw)? };
         rx.recv()
             .map_err(|_| Error::Usage("the ReJIT thread stopped before answering".into()))?
@@ -307,7 +307,7 @@ impl ReJitThread {
     /// Requests a revert and waits; returns the per-method status.
     pub fn request_revert(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<Vec<HRESULT>> {
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
-        // SAFETY: as in `request_rejit`.
+        // SAFETY: [id-scope] as in `request_rejit`.
         let rx = unsafe { self.request_revert_async(raw)? };
         rx.recv()
             .map_err(|_| Error::Usage("the ReJIT thread stopped before answering".into()))?
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn rejit_with_inliners_goes_through_the_thread() {
         let fake = FakeRuntime::with_info_version(10);
-        // SAFETY: the fake describes no memory the SDK reads.
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
         let info = unsafe { fake.profiler_info() };
         let thread = ReJitThread::spawn(&info.handle()).unwrap();
         fake_ids!(fake; m = module_id(0x2000));
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn rejit_with_inliners_needs_info10() {
         let fake = FakeRuntime::with_info_version(9);
-        // SAFETY: the fake describes no memory the SDK reads.
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
         let info = unsafe { fake.profiler_info() };
         let thread = ReJitThread::spawn(&info.handle()).unwrap();
         fake_ids!(fake; m = module_id(0x2000));
@@ -373,7 +373,7 @@ mod tests {
             matches!(e, Error::Unsupported { needs: 10, has: 9, call } if call == "ICorProfilerInfo10::RequestReJITWithInliners"),
             "{e:?}"
         );
-        // SAFETY: no modules are involved, and the fake lacks Info10.
+        // SAFETY: [test-fake] no modules are involved, and the fake lacks Info10.
         let raw = unsafe { info.request_rejit_with_inliners_raw(ReJitFlags::empty(), &[]) };
         assert!(matches!(raw, Err(Error::Unsupported { .. })));
     }

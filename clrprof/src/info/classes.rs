@@ -219,14 +219,14 @@ impl<'s> ProfilerInfo<'s> {
         self.require_objects_readable("ICorProfilerInfo::GetClassFromObject")?;
         let mut c = 0usize;
         check(
-            // SAFETY: `object` is valid for 'a (typed ID: no GC since it was received).
+            // SAFETY: [object-no-gc, plain-call] `object` is valid for 'a (typed ID: no GC since it was received).
             unsafe {
                 self.raw_info1()?
                     .GetClassFromObject(object.as_sys(), &mut c)
             },
             "ICorProfilerInfo::GetClassFromObject",
         )?;
-        // SAFETY: the class of a live object is loaded at least as long as the object lives.
+        // SAFETY: [id-derived] the class of a live object is loaded at least as long as the object lives.
         Ok(unsafe { ClassId::from_sys(c) })
     }
 
@@ -245,14 +245,14 @@ impl<'s> ProfilerInfo<'s> {
         self.require_no_type_load("ICorProfilerInfo::GetClassFromToken")?;
         let mut c = 0usize;
         check(
-            // SAFETY: `module` is valid for 'a; the runtime checks the token.
+            // SAFETY: [id-scope] `module` is valid for 'a; the runtime checks the token.
             unsafe {
                 self.raw_info1()?
                     .GetClassFromToken(module.as_sys(), type_def.0, &mut c)
             },
             "ICorProfilerInfo::GetClassFromToken",
         )?;
-        // SAFETY: a non-generic type of a loaded module lives as long as the module.
+        // SAFETY: [id-derived] a non-generic type of a loaded module lives as long as the module.
         Ok(unsafe { ClassId::from_sys(c) })
     }
 
@@ -272,7 +272,7 @@ impl<'s> ProfilerInfo<'s> {
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut c = 0usize;
         check(
-            // SAFETY: IDs are valid for 'a; `ClassId` is `repr(transparent)` over
+            // SAFETY: [id-scope, interface-version] IDs are valid for 'a; `ClassId` is `repr(transparent)` over
             // `ClassID`, so the slice is a `ClassID[n]`.
             unsafe {
                 i2.GetClassFromTokenAndTypeArgs(
@@ -285,7 +285,7 @@ impl<'s> ProfilerInfo<'s> {
             },
             "ICorProfilerInfo2::GetClassFromTokenAndTypeArgs",
         )?;
-        // SAFETY: the instantiation lives as long as its module and type arguments ('a).
+        // SAFETY: [id-derived] the instantiation lives as long as its module and type arguments ('a).
         Ok(unsafe { ClassId::from_sys(c) })
     }
 
@@ -296,7 +296,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn class_id_info<'a>(&self, class: ClassId<'a>) -> Result<Option<ClassDefinition<'a>>> {
         let (mut module, mut td) = (0usize, 0u32);
         check(
-            // SAFETY: `class` is valid for 'a; out pointers are locals.
+            // SAFETY: [id-scope, plain-call] `class` is valid for 'a; out pointers are locals.
             unsafe {
                 self.raw_info1()?
                     .GetClassIDInfo(class.as_sys(), &mut module, &mut td)
@@ -307,7 +307,7 @@ impl<'s> ProfilerInfo<'s> {
             return Ok(None);
         }
         Ok(Some(ClassDefinition {
-            // SAFETY: the module of a loaded class is loaded while the class is.
+            // SAFETY: [id-derived] the module of a loaded class is loaded while the class is.
             module: unsafe { ModuleId::from_sys(module) },
             type_def: MdTypeDef(td),
         }))
@@ -318,7 +318,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn is_array_class<'a>(&self, class: ClassId<'a>) -> Result<Option<ArrayClassInfo<'a>>> {
         let (mut et, mut elem, mut rank) = (0u32, 0usize, 0u32);
         let hr = check_success(
-            // SAFETY: `class` is valid; out pointers are locals.
+            // SAFETY: [id-scope, plain-call] `class` is valid; out pointers are locals.
             unsafe {
                 self.raw_info1()?
                     .IsArrayClass(class.as_sys(), &mut et, &mut elem, &mut rank)
@@ -330,7 +330,7 @@ impl<'s> ProfilerInfo<'s> {
         }
         Ok(Some(ArrayClassInfo {
             element_type: CorElementType::from_sys(et),
-            // SAFETY: the element class of a loaded array class is loaded while it is.
+            // SAFETY: [id-derived] the element class of a loaded array class is loaded while it is.
             element_class: unsafe { ClassId::from_sys(elem) },
             rank,
         }))
@@ -352,7 +352,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetClassLayout",
             &mut raw,
             |cap, needed, buf| {
-                // SAFETY: `class` is valid; `buf` has `cap` slots (none on the
+                // SAFETY: [id-scope, buffer-protocol] `class` is valid; `buf` has `cap` slots (none on the
                 // counting call, which the runtime answers without writing).
                 unsafe { i2.GetClassLayout(class.as_sys(), buf, cap, needed, &mut size) }
             },
@@ -375,7 +375,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetBoxClassLayout")?;
         let mut offset = 0u32;
         check(
-            // SAFETY: `class` is valid; valid out pointer.
+            // SAFETY: [id-scope, plain-call] `class` is valid; valid out pointer.
             unsafe { i2.GetBoxClassLayout(class.as_sys(), &mut offset) },
             "ICorProfilerInfo2::GetBoxClassLayout",
         )?;
@@ -387,7 +387,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStringLayout")?;
         let (mut a, mut b, mut c) = (0u32, 0u32, 0u32);
         check(
-            // SAFETY: valid out pointers.
+            // SAFETY: [plain-call] valid out pointers.
             unsafe { i2.GetStringLayout(&mut a, &mut b, &mut c) },
             "ICorProfilerInfo2::GetStringLayout",
         )?;
@@ -403,7 +403,7 @@ impl<'s> ProfilerInfo<'s> {
         let i3 = self.raw_info3("ICorProfilerInfo3::GetStringLayout2")?;
         let (mut len, mut buf) = (0u32, 0u32);
         check(
-            // SAFETY: valid out pointers.
+            // SAFETY: [plain-call] valid out pointers.
             unsafe { i3.GetStringLayout2(&mut len, &mut buf) },
             "ICorProfilerInfo3::GetStringLayout2",
         )?;
@@ -439,7 +439,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut lower_bounds = vec![0i32; rank as usize];
         let mut data = core::ptr::null_mut::<u8>();
         check(
-            // SAFETY: `object` is valid for 'a; both arrays have `rank` slots.
+            // SAFETY: [object-no-gc, local-memory] `object` is valid for 'a; both arrays have `rank` slots.
             unsafe {
                 i2.GetArrayObjectInfo(
                     object.as_sys(),
@@ -466,7 +466,7 @@ impl<'s> ProfilerInfo<'s> {
         self.require_objects_readable("ICorProfilerInfo::GetObjectSize")?;
         let mut size = 0u32;
         check(
-            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            // SAFETY: [object-no-gc, plain-call] `object` is valid (typed ID); valid out pointer.
             unsafe { self.raw_info1()?.GetObjectSize(object.as_sys(), &mut size) },
             "ICorProfilerInfo::GetObjectSize",
         )?;
@@ -483,7 +483,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetStaticFieldInfo")?;
         let mut kind = 0u32;
         check(
-            // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
+            // SAFETY: [id-scope, plain-call] `class` is valid; valid out pointer; the runtime checks the token.
             unsafe { i2.GetStaticFieldInfo(class.as_sys(), field.0, &mut kind) },
             "ICorProfilerInfo2::GetStaticFieldInfo",
         )?;
@@ -581,7 +581,7 @@ mod tests {
     #[test]
     fn class_from_object_and_token() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; o = object_id(O), m = module_id(M), c = class_id(C));
         assert_eq!(info.class_from_object(o).unwrap().as_sys(), C);
@@ -611,7 +611,7 @@ mod tests {
     #[test]
     fn class_id_info_is_none_for_arrays() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let d = info.class_id_info(c).unwrap().unwrap();
@@ -622,7 +622,7 @@ mod tests {
     #[test]
     fn is_array_class_decodes_or_says_none() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let arr = info.is_array_class(a).unwrap().unwrap();
@@ -640,7 +640,7 @@ mod tests {
         // buffer would silently truncate.
         fake.state().classes.get_mut(&C).unwrap().fields =
             (1..=40).map(|i| (0x0400_0000 + i, i * 8)).collect();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), a = class_id(ARR));
         let layout = info.class_layout(c).unwrap();
@@ -681,7 +681,7 @@ mod tests {
                 }
             }
         });
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C));
         // Count 2, then 3 fields with room for 2: the runtime writes 2 and
@@ -703,7 +703,7 @@ mod tests {
     #[test]
     fn box_and_string_layouts() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; v = class_id(VT), c = class_id(C));
         assert_eq!(info.box_class_layout(v).unwrap(), 8);
@@ -728,7 +728,7 @@ mod tests {
     #[test]
     fn array_object_info_finds_the_rank_first() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; a = object_id(OARR), o = object_id(O));
         let arr = info.array_object_info(a).unwrap();
@@ -745,7 +745,7 @@ mod tests {
     #[test]
     fn object_size_and_failure_mapping() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; o = object_id(O));
         assert_eq!(info.object_size(o).unwrap(), 24);
@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn static_field_info_reads_kinds() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C));
         assert_eq!(

@@ -113,13 +113,13 @@ impl<'a> MethodMalloc<'a> {
         if cb == 0 {
             return Err(Error::InvalidArgument("IL body of zero bytes"));
         }
-        // SAFETY: plain value argument; the allocator is alive (we hold a reference).
+        // SAFETY: [plain-call, com-ownership] plain value argument; the allocator is alive (we hold a reference).
         let p = unsafe { self.raw.Alloc(cb) } as *mut u8;
         let ptr = NonNull::new(p).ok_or(Error::runtime(
             sys::HRESULT(KnownHresult::E_OUTOFMEMORY as i32),
             "IMethodMalloc::Alloc",
         ))?;
-        // SAFETY: `Alloc` returned `len` writable bytes owned by the runtime
+        // SAFETY: [local-memory] `Alloc` returned `len` writable bytes owned by the runtime
         // for the module's lifetime; they may be uninitialised, so zero them
         // before any slice is formed over them.
         unsafe { core::ptr::write_bytes(ptr.as_ptr(), 0, len) };
@@ -165,7 +165,7 @@ impl IlBuffer<'_> {
 impl core::ops::Deref for IlBuffer<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: `ptr` points to `len` initialised (zeroed or written) bytes
+        // SAFETY: [module-lifetime, local-memory] `ptr` points to `len` initialised (zeroed or written) bytes
         // owned by the runtime for the module's lifetime, which outlives `self`.
         unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -173,7 +173,7 @@ impl core::ops::Deref for IlBuffer<'_> {
 
 impl core::ops::DerefMut for IlBuffer<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`; `IlBuffer` is the only handle to this
+        // SAFETY: [module-lifetime, local-memory] as in `deref`; `IlBuffer` is the only handle to this
         // allocation (each `Alloc` returns fresh memory), so access is unique.
         unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -267,7 +267,7 @@ impl RuntimeHandle {
     pub fn function_from_ip(&self, ip: usize) -> Result<RawFunctionId> {
         let mut f = 0usize;
         check(
-            // SAFETY: the runtime only looks `ip` up in its code maps, never
+            // SAFETY: [plain-call] the runtime only looks `ip` up in its code maps, never
             // dereferences it; `f` is a valid out pointer.
             unsafe {
                 self.raw_info1()?
@@ -294,14 +294,14 @@ impl<'s> ProfilerInfo<'s> {
     ) -> Result<FunctionId<'a>> {
         let mut f = 0usize;
         check(
-            // SAFETY: `module` is valid for 'a (typed ID); the runtime checks the token.
+            // SAFETY: [id-scope] `module` is valid for 'a (typed ID); the runtime checks the token.
             unsafe {
                 self.raw_info1()?
                     .GetFunctionFromToken(module.as_sys(), token.0, &mut f)
             },
             "ICorProfilerInfo::GetFunctionFromToken",
         )?;
-        // SAFETY: a non-generic method of a loaded module lives as long as the module.
+        // SAFETY: [id-derived] a non-generic method of a loaded module lives as long as the module.
         Ok(unsafe { FunctionId::from_sys(f) })
     }
 
@@ -324,7 +324,7 @@ impl<'s> ProfilerInfo<'s> {
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut f = 0usize;
         check(
-            // SAFETY: all IDs are valid for 'a (typed IDs); `ClassId` is
+            // SAFETY: [id-scope] all IDs are valid for 'a (typed IDs); `ClassId` is
             // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
             unsafe {
                 i2.GetFunctionFromTokenAndTypeArgs(
@@ -338,7 +338,7 @@ impl<'s> ProfilerInfo<'s> {
             },
             "ICorProfilerInfo2::GetFunctionFromTokenAndTypeArgs",
         )?;
-        // SAFETY: the instantiation lives as long as its module and type arguments ('a).
+        // SAFETY: [id-derived] the instantiation lives as long as its module and type arguments ('a).
         Ok(unsafe { FunctionId::from_sys(f) })
     }
 
@@ -348,7 +348,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn code_info(&self, function: FunctionId<'_>) -> Result<CodeChunk> {
         let (mut start, mut size) = (core::ptr::null::<u8>(), 0u32);
         check(
-            // SAFETY: `function` is valid (typed ID); out pointers are locals.
+            // SAFETY: [id-scope, plain-call] `function` is valid (typed ID); out pointers are locals.
             unsafe {
                 self.raw_info1()?
                     .GetCodeInfo(function.as_sys(), &mut start, &mut size)
@@ -370,7 +370,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo2::GetCodeInfo2",
             &mut chunks,
             |cap, needed, buf| {
-                // SAFETY: `function` is valid; `buf` has `cap` slots.
+                // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
                 unsafe { i2.GetCodeInfo2(function.as_sys(), cap, needed, buf) }
             },
         )?;
@@ -397,7 +397,7 @@ impl<'s> ProfilerInfo<'s> {
             "ICorProfilerInfo::GetILToNativeMapping",
             &mut map,
             |cap, needed, buf| {
-                // SAFETY: `function` is valid; `buf` has `cap` slots.
+                // SAFETY: [id-scope, buffer-protocol] `function` is valid; `buf` has `cap` slots.
                 unsafe { i1.GetILToNativeMapping(function.as_sys(), cap, needed, buf) }
             },
         )?;
@@ -426,7 +426,7 @@ impl<'s> ProfilerInfo<'s> {
     ) -> Result<&'a [u8]> {
         let (mut header, mut size) = (core::ptr::null::<u8>(), 0u32);
         check(
-            // SAFETY: `module` is valid for 'a; out pointers are locals.
+            // SAFETY: [id-scope, plain-call] `module` is valid for 'a; out pointers are locals.
             unsafe {
                 self.raw_info1()?.GetILFunctionBody(
                     module.as_sys(),
@@ -440,7 +440,7 @@ impl<'s> ProfilerInfo<'s> {
         if header.is_null() {
             return Ok(&[]);
         }
-        // SAFETY: the runtime returns a pointer to `size` bytes of the method
+        // SAFETY: [module-lifetime] the runtime returns a pointer to `size` bytes of the method
         // in the module's image (or its dynamic IL), valid while the module is
         // loaded, which 'a (the module ID's lifetime) guarantees.
         Ok(unsafe { core::slice::from_raw_parts(header, size as usize) })
@@ -451,7 +451,7 @@ impl<'s> ProfilerInfo<'s> {
     pub fn il_function_body_allocator<'a>(&self, module: ModuleId<'a>) -> Result<MethodMalloc<'a>> {
         let mut malloc: Option<sys::IMethodMalloc> = None;
         check(
-            // SAFETY: `module` is valid; `malloc` receives an owned reference.
+            // SAFETY: [id-scope, com-ownership] `module` is valid; `malloc` receives an owned reference.
             unsafe {
                 self.raw_info1()?
                     .GetILFunctionBodyAllocator(module.as_sys(), &mut malloc)
@@ -515,7 +515,7 @@ impl<'s> ProfilerInfo<'s> {
         }
         il_method_size(&body)?;
         check(
-            // SAFETY: `module` is valid; `body` is runtime-owned memory that stays
+            // SAFETY: [id-scope, il-header, caller-contract] `module` is valid; `body` is runtime-owned memory that stays
             // valid while the module is loaded (the runtime keeps the pointer),
             // and its header was checked to describe no more than its length,
             // so the JIT reads it within bounds; what the IL does when run is
@@ -542,7 +542,7 @@ impl<'s> ProfilerInfo<'s> {
         let raw: Vec<sys::COR_IL_MAP> = map.iter().copied().map(IlMapEntry::to_sys).collect();
         let n = u32::try_from(raw.len()).map_err(|_| Error::InvalidArgument("IL map too long"))?;
         check(
-            // SAFETY: `function` is valid; `raw` holds `n` entries the runtime copies.
+            // SAFETY: [id-scope, local-memory] `function` is valid; `raw` holds `n` entries the runtime copies.
             unsafe {
                 self.raw_info1()?.SetILInstrumentedCodeMap(
                     function.as_sys(),
@@ -559,7 +559,7 @@ impl<'s> ProfilerInfo<'s> {
     /// the ReJIT API of `ICorProfilerInfo4` (`RequestReJIT`) instead.
     pub fn set_function_rejit(&self, function: FunctionId<'_>) -> Result<()> {
         check(
-            // SAFETY: `function` is valid (typed ID).
+            // SAFETY: [id-scope] `function` is valid (typed ID).
             unsafe { self.raw_info1()?.SetFunctionReJIT(function.as_sys()) },
             "ICorProfilerInfo::SetFunctionReJIT",
         )
@@ -606,7 +606,7 @@ mod tests {
     #[test]
     fn function_from_ip_finds_hot_and_cold_chunks() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert_eq!(info.function_from_ip(0x7010).unwrap().0, F);
         assert_eq!(info.function_from_ip(0x900f).unwrap().0, F);
@@ -618,7 +618,7 @@ mod tests {
     #[test]
     fn function_from_token_passes_module_and_token() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let f = info.function_from_token(m, MdToken(0x0600_0001)).unwrap();
@@ -636,7 +636,7 @@ mod tests {
     #[test]
     fn function_from_token_and_type_args_passes_every_type_arg() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M), c = class_id(C), a = class_id(0x3100), b = class_id(0x3200));
         let f = info
@@ -659,7 +659,7 @@ mod tests {
         fake.state()
             .functions
             .insert(0x1200, FakeFunction::default());
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F), g = function_id(0x1200));
         assert_eq!(
@@ -676,7 +676,7 @@ mod tests {
     #[test]
     fn code_info2_reads_all_chunks_and_follows_growth() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let chunks = info.code_info2(f).unwrap();
@@ -729,7 +729,7 @@ mod tests {
     #[test]
     fn il_to_native_mapping_decodes_special_offsets_and_grows() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let map = info.il_to_native_mapping(f).unwrap();
@@ -768,7 +768,7 @@ mod tests {
     #[test]
     fn il_function_body_borrows_module_memory() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let body = info.il_function_body(m, MdMethodDef(0x0600_0001)).unwrap();
@@ -783,7 +783,7 @@ mod tests {
     #[test]
     fn allocator_zeroes_memory_and_set_body_passes_the_allocation() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
@@ -793,7 +793,7 @@ mod tests {
             "the fake fills with 0xCD; alloc must zero"
         );
         let body = malloc.alloc_copy(&[0x0A, 0x00, 0x2A]).unwrap();
-        // SAFETY: the fake never runs the body (`nop; ret` anyway).
+        // SAFETY: [test-fake] the fake never runs the body (`nop; ret` anyway).
         unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap();
         let st = fake.state();
         // Tiny header 0x0A: two bytes of code after it, so three bytes in all.
@@ -815,7 +815,7 @@ mod tests {
     fn set_body_refuses_a_buffer_of_another_module() {
         let fake = world();
         fake.state().modules.insert(0x2800, FakeModule::default());
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M), other = module_id(0x2800));
         let body = info
@@ -824,7 +824,7 @@ mod tests {
             .alloc_copy(&[0x0A, 0x00, 0x2A])
             .unwrap();
         assert_eq!(body.module().0, 0x2800);
-        // SAFETY: refused before the runtime sees it (and `nop; ret`).
+        // SAFETY: [test-fake] refused before the runtime sees it (and `nop; ret`).
         let e =
             unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert_eq!(
@@ -841,13 +841,13 @@ mod tests {
     #[test]
     fn set_body_refuses_a_header_that_overruns_the_buffer() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
         // Tiny header claiming 10 bytes of code in a 3-byte buffer.
         let body = malloc.alloc_copy(&[(10 << 2) | 2, 0, 0]).unwrap();
-        // SAFETY: refused before the runtime sees it.
+        // SAFETY: [test-fake] refused before the runtime sees it.
         let e =
             unsafe { info.set_il_function_body(m, MdMethodDef(0x0600_0001), body) }.unwrap_err();
         assert!(matches!(e, Error::Malformed(_)), "{e}");
@@ -857,7 +857,7 @@ mod tests {
     #[test]
     fn allocator_failure_and_zero_length() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; m = module_id(M));
         let malloc = info.il_function_body_allocator(m).unwrap();
@@ -891,7 +891,7 @@ mod tests {
     #[test]
     fn instrumented_code_map_is_copied_with_flags() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let map = [
@@ -921,7 +921,7 @@ mod tests {
     #[test]
     fn set_function_rejit_reports_not_implemented() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(F));
         let e = info.set_function_rejit(f).unwrap_err();

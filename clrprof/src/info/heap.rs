@@ -74,11 +74,11 @@ unsafe extern "system" fn reference_visited(
     if client_data.is_null() || reference.is_null() {
         return 0;
     }
-    // SAFETY: `client_data` is the `&mut RefState` that `object_references_with`
+    // SAFETY: [callback-args, local-memory] `client_data` is the `&mut RefState` that `object_references_with`
     // passed to EnumerateObjectReferences; the runtime hands it back
     // unchanged, on the calling thread, while that call runs (corprof.idl).
     let state = unsafe { &mut *(client_data as *mut RefState<'_>) };
-    // SAFETY: the runtime passes the address of one reference field of the
+    // SAFETY: [callback-args, object-no-gc] the runtime passes the address of one reference field of the
     // object it walks, readable during the callback (corprof.idl,
     // ObjectReferenceCallback).
     let target = unsafe { reference.read() };
@@ -106,7 +106,7 @@ unsafe extern "system" fn heap_object_visited(
     if client_data.is_null() {
         return 0;
     }
-    // SAFETY: `client_data` is the `&mut WalkState` that
+    // SAFETY: [callback-args, local-memory] `client_data` is the `&mut WalkState` that
     // `enumerate_gc_heap_objects` passed; the runtime hands it back
     // unchanged, on the calling thread, during that call (corprof.idl).
     let state = unsafe { &mut *(client_data as *mut WalkState<'_>) };
@@ -131,7 +131,7 @@ impl RuntimeHandle {
         let i10 = self.raw_info10(CALL)?;
         let mut threshold = 0u32;
         check(
-            // SAFETY: valid out pointer.
+            // SAFETY: [plain-call] valid out pointer.
             unsafe { i10.GetLOHObjectSizeThreshold(&mut threshold) },
             CALL,
         )?;
@@ -146,7 +146,7 @@ impl RuntimeHandle {
         let i14 = self.raw_info14(CALL)?;
         let mut ranges: Vec<sys::COR_PRF_NONGC_HEAP_RANGE> = Vec::new();
         fill::<sys::COR_PRF_NONGC_HEAP_RANGE, 16>(CALL, &mut ranges, |cap, needed, buf| {
-            // SAFETY: `buf` has `cap` slots (buffer protocol).
+            // SAFETY: [buffer-protocol] `buf` has `cap` slots (buffer protocol).
             unsafe { i14.GetNonGCHeapBounds(cap, needed, buf) }
         })?;
         Ok(ranges.into_iter().map(NonGcHeapRange::from_sys).collect())
@@ -183,7 +183,7 @@ impl<'s> ProfilerInfo<'s> {
             if raw == 0 {
                 return true;
             }
-            // SAFETY: a reference held by a live object, read while no GC
+            // SAFETY: [object-no-gc] a reference held by a live object, read while no GC
             // can start in this scope ('s): it names a live object at this
             // address until the scope ends.
             visit(unsafe { ObjectId::from_sys(raw) })
@@ -192,7 +192,7 @@ impl<'s> ProfilerInfo<'s> {
             visit: &mut typed,
             panicked: false,
         };
-        // SAFETY: `object` is valid (typed ID); the callback matches
+        // SAFETY: [object-no-gc, local-memory] `object` is valid (typed ID); the callback matches
         // ObjectReferenceCallback and `state` outlives the call, used only
         // on this thread through the client data.
         let hr = unsafe {
@@ -232,7 +232,7 @@ impl<'s> ProfilerInfo<'s> {
         let i10 = self.raw_info10(CALL)?;
         let mut frozen: sys::BOOL = 0;
         check(
-            // SAFETY: `object` is valid (typed ID); valid out pointer.
+            // SAFETY: [object-no-gc, plain-call] `object` is valid (typed ID); valid out pointer.
             unsafe { i10.IsFrozenObject(object.as_sys(), &mut frozen) },
             CALL,
         )?;
@@ -246,13 +246,13 @@ impl<'s> ProfilerInfo<'s> {
         const CALL: &str = "ICorProfilerInfo14::EnumerateNonGCObjects";
         let i14 = self.raw_info14(CALL)?;
         let mut e: Option<sys::ICorProfilerObjectEnum> = None;
-        // SAFETY: `e` receives an owned reference.
+        // SAFETY: [com-ownership] `e` receives an owned reference.
         check(unsafe { i14.EnumerateNonGCObjects(&mut e) }, CALL)?;
         let e = e.ok_or(Error::runtime(
             sys::HRESULT(KnownHresult::E_POINTER as i32),
             CALL,
         ))?;
-        // SAFETY: objects of the non-GC heap are never relocated nor freed
+        // SAFETY: [module-lifetime] objects of the non-GC heap are never relocated nor freed
         // (its segments live as long as the runtime), so each stays valid
         // for the whole scope.
         Ok(unsafe { object_enum(e) })
@@ -275,7 +275,7 @@ impl<'s> ProfilerInfo<'s> {
         self.require_objects_readable(CALL)?;
         let i15 = self.raw_info15(CALL)?;
         let mut typed = |raw: usize| {
-            // SAFETY: the runtime is suspended for the walk and hands out
+            // SAFETY: [suspension, object-no-gc] the runtime is suspended for the walk and hands out
             // live objects; the ID is lent to `visit` only for this call.
             visit(unsafe { ObjectId::from_sys(raw) })
         };
@@ -283,7 +283,7 @@ impl<'s> ProfilerInfo<'s> {
             visit: &mut typed,
             panicked: false,
         };
-        // SAFETY: the callback matches ObjectCallback; `state` outlives the
+        // SAFETY: [suspension, local-memory] the callback matches ObjectCallback; `state` outlives the
         // call and is used only through the client data during it.
         let hr = unsafe {
             i15.EnumerateGCHeapObjects(
@@ -319,14 +319,14 @@ mod tests {
     #[test]
     fn loh_threshold_default_set_and_unsupported() {
         let fake = FakeRuntime::with_info_version(10);
-        // SAFETY: the fake's objects describe memory this test owns (none).
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns (none).
         let info = unsafe { fake.profiler_info() };
         assert_eq!(info.loh_object_size_threshold().unwrap(), 85_000);
         fake.state().heap.loh_threshold = Some(0x30000);
         assert_eq!(info.handle().loh_object_size_threshold().unwrap(), 196_608);
 
         let old = FakeRuntime::with_info_version(9);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { old.profiler_info() };
         unsupported(
             info.loh_object_size_threshold().unwrap_err(),
@@ -346,7 +346,7 @@ mod tests {
             .references
             .insert(0x100, vec![0x200, 0, 0x300, 0x400]);
         fake_ids!(fake; o = object_id(0x100));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let callback = unsafe { fake.profiler_info() };
         assert!(matches!(
             callback.object_references(o),
@@ -354,7 +354,7 @@ mod tests {
         ));
         assert_eq!(fake.call_count("EnumerateObjectReferences"), 0);
 
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { fake.profiler_info_no_gc() };
         let refs: Vec<usize> = info
             .object_references(o)
@@ -396,7 +396,7 @@ mod tests {
         fake.state().objects.insert(0x200, FakeObject::default());
         fake.state().heap.frozen.insert(0x200);
         fake_ids!(fake; plain = object_id(0x100), literal = object_id(0x200));
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         assert!(!info.is_frozen_object(plain).unwrap());
         assert!(info.is_frozen_object(literal).unwrap());
@@ -410,7 +410,7 @@ mod tests {
             .map(|i| (0x10_0000 * (i + 1), 0x1000, 0x4000))
             .collect();
         fake.state().heap.non_gc_objects = vec![0x10_0010, 0x10_0040];
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let bounds = info.non_gc_heap_bounds().unwrap();
         assert_eq!(bounds.len(), 20);
@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(fake.live_enumerators(), 0);
 
         let old = FakeRuntime::with_info_version(13);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { old.profiler_info() };
         unsupported(
             info.non_gc_heap_bounds().unwrap_err(),
@@ -452,7 +452,7 @@ mod tests {
     fn gc_heap_walk_where_the_runtime_has_info15() {
         let fake = FakeRuntime::with_info_version(15);
         fake.state().heap.gc_heap = vec![0x10, 0x20, 0x30];
-        // SAFETY: the fake's objects describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         let mut seen = Vec::new();
         info.enumerate_gc_heap_objects(|o| {
@@ -471,7 +471,7 @@ mod tests {
 
         // .NET 8 has Info14: the walk is Unsupported, naming Info15.
         let net8 = FakeRuntime::with_info_version(14);
-        // SAFETY: as above.
+        // SAFETY: [test-fake] as above.
         let info = unsafe { net8.profiler_info() };
         unsupported(
             info.enumerate_gc_heap_objects(|_| true).unwrap_err(),

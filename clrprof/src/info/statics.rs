@@ -20,7 +20,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetRVAStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         check(
-            // SAFETY: `class` is valid; valid out pointer; the runtime checks the token.
+            // SAFETY: [id-scope, plain-call] `class` is valid; valid out pointer; the runtime checks the token.
             unsafe { i2.GetRVAStaticAddress(class.as_sys(), field.0, &mut addr) },
             "ICorProfilerInfo2::GetRVAStaticAddress",
         )?;
@@ -39,7 +39,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetAppDomainStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         check(
-            // SAFETY: IDs are valid (typed IDs); valid out pointer.
+            // SAFETY: [id-scope, plain-call] IDs are valid (typed IDs); valid out pointer.
             unsafe {
                 i2.GetAppDomainStaticAddress(
                     class.as_sys(),
@@ -66,7 +66,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut addr = core::ptr::null_mut();
         let t = thread.map_or(0, |t| t.as_sys());
         check(
-            // SAFETY: IDs are valid (typed IDs) or 0 ("current thread"); valid out pointer.
+            // SAFETY: [id-scope, plain-call] IDs are valid (typed IDs) or 0 ("current thread"); valid out pointer.
             unsafe { i2.GetThreadStaticAddress(class.as_sys(), field.0, t, &mut addr) },
             "ICorProfilerInfo2::GetThreadStaticAddress",
         )?;
@@ -86,7 +86,7 @@ impl<'s> ProfilerInfo<'s> {
         let mut addr = core::ptr::null_mut();
         let t = thread.map_or(0, |t| t.as_sys());
         check(
-            // SAFETY: IDs are valid (typed IDs) or 0 ("current thread"); valid out pointer.
+            // SAFETY: [id-scope, plain-call] IDs are valid (typed IDs) or 0 ("current thread"); valid out pointer.
             unsafe {
                 i3.GetThreadStaticAddress2(
                     class.as_sys(),
@@ -113,7 +113,7 @@ impl<'s> ProfilerInfo<'s> {
         let i2 = self.raw_info2("ICorProfilerInfo2::GetContextStaticAddress")?;
         let mut addr = core::ptr::null_mut();
         check(
-            // SAFETY: IDs are valid (typed IDs); valid out pointer.
+            // SAFETY: [id-scope, plain-call] IDs are valid (typed IDs); valid out pointer.
             unsafe {
                 i2.GetContextStaticAddress(class.as_sys(), field.0, context.as_sys(), &mut addr)
             },
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn each_kind_of_static_has_its_address() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), ad = app_domain_id(AD), t = thread_id(T), t2 = thread_id(T2));
         assert_eq!(
@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn wrong_kind_or_other_thread_is_invalid() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), t2 = thread_id(T2));
         let e = info
@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn context_statics_are_not_implemented_on_coreclr() {
         let fake = world();
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; c = class_id(C), ctx = context_id(AD));
         let e = info

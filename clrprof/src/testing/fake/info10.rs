@@ -29,7 +29,7 @@ impl ICorProfilerInfo10_Impl for FakeInfo_Impl {
         };
         if let Some(slots) = slots {
             for slot in slots {
-                // SAFETY: as the runtime does: the address of one reference
+                // SAFETY: [test-fake, callback-args] as the runtime does: the address of one reference
                 // slot of the object (memory the test owns), the client data.
                 if unsafe { cb(objectId, slot as *mut ObjectID, clientData) } == 0 {
                     break;

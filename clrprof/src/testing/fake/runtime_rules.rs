@@ -22,7 +22,7 @@ fn fake_of(major: u16) -> FakeRuntime {
 fn disable_inlining_after_initialize_is_refused_with_the_versions_before_net10() {
     for major in [8u16, 9] {
         let fake = fake_of(major);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         info.set_event_mask(EventMask::MONITOR_JIT_COMPILATION.into())
             .unwrap();
@@ -63,7 +63,7 @@ fn disable_inlining_after_initialize_is_refused_with_the_versions_before_net10()
 fn disable_optimizations_switches_after_initialize_from_net10() {
     for major in [10u16, 11] {
         let fake = fake_of(major);
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         info.set_event_mask(EventMask::MONITOR_JIT_COMPILATION.into())
             .unwrap();
@@ -92,7 +92,7 @@ fn attach_mask_with_disable_flags_by_version() {
         (AttachEventMask::MONITOR_JIT_COMPILATION | AttachEventMask::DISABLE_OPTIMIZATIONS).into();
     // .NET 8: refused by the SDK before the call, naming the versions.
     let fake = fake_of(8);
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info_attached() };
     let err = info.set_event_mask(EventMasks::from(wanted)).unwrap_err();
     match &err {
@@ -120,7 +120,7 @@ fn attach_mask_with_disable_flags_by_version() {
 
     // .NET 10: accepted, and the runtime got exactly that mask.
     let fake = fake_of(10);
-    // SAFETY: as above.
+    // SAFETY: [test-fake] as above.
     let info = unsafe { fake.profiler_info_attached() };
     info.set_event_mask(EventMasks::from(wanted)).unwrap();
     assert_eq!(
@@ -132,7 +132,7 @@ fn attach_mask_with_disable_flags_by_version() {
 #[test]
 fn core_clr_31_reports_4_and_gets_the_old_rules() {
     let fake = fake_of(4);
-    // SAFETY: the fake's objects and layouts describe memory this test owns.
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info_attached() };
     assert!(matches!(
         info.set_event_mask(EventMask::DISABLE_INLINING.into()),
@@ -146,7 +146,7 @@ fn walk_from_an_elt_hook_names_the_net10_linux_x64_defect() {
     for (major, named) in [(9u16, false), (10, true), (11, false)] {
         let fake = fake_of(major);
         fake.fail("DoStackSnapshot", HRESULT(0x8000_4005_u32 as i32));
-        // SAFETY: the fake's objects and layouts describe memory this test owns.
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info_no_gc() };
         let err = info
             .walk_current_thread(WalkOptions::default(), |_| Walk::Continue)
