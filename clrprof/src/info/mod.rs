@@ -270,8 +270,8 @@ pub(crate) struct LiveHold {
 }
 
 impl LiveHold {
-    /// `ICorProfilerInfo10`, for the call that ends the held state
-    /// (`ResumeRuntime`): not refused once the runtime started retiring,
+    /// The Info10 interface, for the call that ends the held state
+    /// (`ICorProfilerInfo10::ResumeRuntime`): not refused once the runtime started retiring,
     /// since the retiring callback has not returned (it waits for this
     /// hold), so the runtime's object still exists and the call is made
     /// before the runtime is told the profiler is done.
