@@ -724,8 +724,12 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 let index = match local.get(&f) {
                     Some(&i) => i,
                     None => {
-                        let (name, module, final_name) =
-                            frame_name(&thread.info(), names, f, may_call_runtime);
+                        let (name, module, final_name) = frame_name(
+                            &thread.info(),
+                            names,
+                            f,
+                            may_call_runtime && sample.walked(),
+                        );
                         let i = profile.intern_frame(&name, module.as_deref());
                         if final_name {
                             local.insert(f, i);
@@ -756,6 +760,13 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
 
 /// The name of a sampled function, its module's file name (when the
 /// runtime could be asked), and whether the name is final (cacheable).
+///
+/// `may_call_runtime` is true only for frames of a stack the SDK walked
+/// itself this tick ([`StackSample::walked`](crate::stackwalk::StackSample::walked))
+/// with no unload since; any other frame (a user [`StackSource`], the
+/// shadow stacks) is named from the cache or as an unknown frame, since the
+/// runtime does not check a `FunctionID` and one of an unloaded class is
+/// dangling (BOTR: a FunctionID is valid until its class unloads).
 fn frame_name(
     info: &ProfilerInfo,
     names: &NameCache,
@@ -771,7 +782,9 @@ fn frame_name(
             None => (UNKNOWN_FRAME.into(), None, false),
         };
     }
-    // SAFETY: the function had a frame on a thread's stack at this tick, so
+    // SAFETY: `may_call_runtime` is set only for frames of a stack that
+    // `SuspendRuntimeSource` walked with DoStackSnapshot (`StackSample::walked`,
+    // which no public push can keep set): the function had a frame on a thread's stack at this tick, so
     // it was loaded then; no ClassUnloadStarted, ModuleUnloadStarted or
     // DynamicMethodUnloaded has begun since (the unload counter is
     // unchanged, and any later one waits for `resolving` to clear before it
