@@ -728,7 +728,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                             &thread.info(),
                             names,
                             f,
-                            may_call_runtime && sample.walked(),
+                            runtime_may_name(sample, may_call_runtime),
                         );
                         let i = profile.intern_frame(&name, module.as_deref());
                         if final_name {
@@ -758,6 +758,16 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     Ok(())
 }
 
+/// Whether the frames of `sample` may be handed to the runtime for naming:
+/// only a stack the SDK walked itself this tick, and only if no unload began
+/// during the tick (`unloads_unchanged`).
+pub(crate) fn runtime_may_name(
+    sample: &crate::stackwalk::StackSample,
+    unloads_unchanged: bool,
+) -> bool {
+    unloads_unchanged && sample.walked()
+}
+
 /// The name of a sampled function, its module's file name (when the
 /// runtime could be asked), and whether the name is final (cacheable).
 ///
@@ -767,7 +777,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
 /// shadow stacks) is named from the cache or as an unknown frame, since the
 /// runtime does not check a `FunctionID` and one of an unloaded class is
 /// dangling (BOTR: a FunctionID is valid until its class unloads).
-fn frame_name(
+pub(crate) fn frame_name(
     info: &ProfilerInfo,
     names: &NameCache,
     f: RawFunctionId,
