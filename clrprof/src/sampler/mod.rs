@@ -266,7 +266,7 @@ fn thread_cpu_ns() -> Option<u64> {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // SAFETY: a valid out pointer; CLOCK_THREAD_CPUTIME_ID is a clock of
+        // SAFETY: [os-api] a valid out pointer; CLOCK_THREAD_CPUTIME_ID is a clock of
         // the calling thread (POSIX), no other memory is touched.
         if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0 {
             return Some((t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64);
@@ -733,8 +733,15 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 let index = match local.get(&f) {
                     Some(&i) => i,
                     None => {
-                        let (name, module, final_name) =
-                            frame_name(&thread.info(), names, f, may_call_runtime);
+                        let info = thread.info();
+                        let (name, module, final_name) = frame_name(
+                            &info,
+                            names,
+                            f,
+                            runtime_may_name(sample, may_call_runtime, || {
+                                crate::elt::current_binding(info.runtime_slot(), f).is_some()
+                            }),
+                        );
                         let i = profile.intern_frame(&name, module.as_deref());
                         if final_name {
                             local.insert(f, i);
@@ -763,9 +770,33 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     Ok(())
 }
 
+/// Whether a frame of `sample` may be handed to the runtime for naming,
+/// only if no unload began during the tick (`unloads_unchanged`), and
+/// only if the SDK knows the function is loaded now: a stack the SDK
+/// walked itself this tick, or a function the ELT mapper hooked whose
+/// record is still live (`hooked_now`: the SDK releases an ELT record at
+/// the function's `ClassUnloadStarted`, `ModuleUnloadStarted` or
+/// `DynamicMethodUnloaded`, and those wait for the sampler's `resolving`
+/// flag before the unload proceeds). A frame from a user
+/// [`StackSource`] or a stale shadow-stack frame qualifies for neither.
+pub(crate) fn runtime_may_name(
+    sample: &crate::stackwalk::StackSample,
+    unloads_unchanged: bool,
+    hooked_now: impl FnOnce() -> bool,
+) -> bool {
+    unloads_unchanged && (sample.walked() || hooked_now())
+}
+
 /// The name of a sampled function, its module's file name (when the
 /// runtime could be asked), and whether the name is final (cacheable).
-fn frame_name(
+///
+/// `may_call_runtime` is true only for frames of a stack the SDK walked
+/// itself this tick ([`StackSample::walked`](crate::stackwalk::StackSample::walked))
+/// with no unload since; any other frame (a user [`StackSource`], the
+/// shadow stacks) is named from the cache or as an unknown frame, since the
+/// runtime does not check a `FunctionID` and one of an unloaded class is
+/// dangling (BOTR: a FunctionID is valid until its class unloads).
+pub(crate) fn frame_name(
     info: &ProfilerInfo,
     names: &NameCache,
     f: RawFunctionId,
@@ -780,8 +811,11 @@ fn frame_name(
             None => (UNKNOWN_FRAME.into(), None, false),
         };
     }
-    // SAFETY: the function had a frame on a thread's stack at this tick, so
-    // it was loaded then; no ClassUnloadStarted, ModuleUnloadStarted or
+    // SAFETY: [id-scope] `may_call_runtime` is set only for frames of a stack that
+    // `SuspendRuntimeSource` walked with DoStackSnapshot (`StackSample::walked`,
+    // which no public push can keep set), or of a function whose ELT record
+    // is live (released at its unload callbacks, which wait for `resolving`):
+    // the function was loaded at this tick; no ClassUnloadStarted, ModuleUnloadStarted or
     // DynamicMethodUnloaded has begun since (the unload counter is
     // unchanged, and any later one waits for `resolving` to clear before it
     // returns and lets the unload proceed), so the FunctionID still names

@@ -27,6 +27,24 @@ pub struct StackSample {
     len: usize,
     /// `true` if the stack had more frames than fitted.
     pub truncated: bool,
+    /// `true` only for a stack the SDK itself walked with `DoStackSnapshot`
+    /// during this tick (see [`walked`](Self::walked)).
+    walked: bool,
+}
+
+impl StackSample {
+    /// Whether every frame of this stack came from the SDK's own walk of the
+    /// thread during this tick (a suspended `DoStackSnapshot`), rather than
+    /// from [`FrameBuffer::push`]. Only such frames are known to name a live
+    /// function (BOTR "Lifetime & Stability": a `FunctionID` is valid until
+    /// its class unloads, and a function with a frame on a stack has not
+    /// unloaded); the sampler hands only these to the runtime. Frames pushed
+    /// through the public API (a user [`StackSource`](crate::sampler::StackSource),
+    /// the shadow stacks, which can keep frames of methods unloaded since)
+    /// are named from the name cache or as unknown frames.
+    pub fn walked(&self) -> bool {
+        self.walked
+    }
 }
 
 impl FrameBuffer {
@@ -49,7 +67,20 @@ impl FrameBuffer {
     }
 
     /// Starts a stack for `thread`; `false` if there is no room for another.
+    /// Its frames are unverified: the sampler never passes them to the
+    /// runtime (see [`StackSample::walked`]).
     pub fn begin(&mut self, thread: RawThreadId) -> bool {
+        self.begin_as(thread, false)
+    }
+
+    /// Starts a stack the SDK walks itself (`DoStackSnapshot` under the
+    /// sampler's suspension); frames must then come from
+    /// [`push_walked`](Self::push_walked).
+    pub(crate) fn begin_walked(&mut self, thread: RawThreadId) -> bool {
+        self.begin_as(thread, true)
+    }
+
+    fn begin_as(&mut self, thread: RawThreadId, walked: bool) -> bool {
         if self.samples.len() >= self.sample_capacity {
             return false;
         }
@@ -58,16 +89,31 @@ impl FrameBuffer {
             start: self.frames.len(),
             len: 0,
             truncated: false,
+            walked,
         });
         true
     }
 
+    /// Appends a frame the runtime reported to the SDK's own walk.
+    pub(crate) fn push_walked(&mut self, function: RawFunctionId) -> bool {
+        self.push_as(function, true)
+    }
+
     /// Appends a frame (leaf first) to the current stack; `false` when the
-    /// stack is full (it is then marked truncated).
+    /// stack is full (it is then marked truncated). Any `RawFunctionId` is
+    /// accepted, so the stack becomes unverified ([`StackSample::walked`]
+    /// turns `false`): a pushed ID may be forged or belong to a function
+    /// unloaded since, and the runtime does not check a `FunctionID` it is
+    /// given.
     pub fn push(&mut self, function: RawFunctionId) -> bool {
+        self.push_as(function, false)
+    }
+
+    fn push_as(&mut self, function: RawFunctionId, walked: bool) -> bool {
         let Some(s) = self.samples.last_mut() else {
             return false;
         };
+        s.walked &= walked;
         if s.len >= self.max_depth || self.frames.len() >= self.frame_capacity {
             s.truncated = true;
             return false;
@@ -157,6 +203,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_sdk_walks_are_walked() {
+        let mut b = FrameBuffer::new(3, 4);
+        assert!(b.begin_walked(RawThreadId(1)));
+        b.push_walked(RawFunctionId(8));
+        assert!(b.begin_walked(RawThreadId(2)));
+        b.push_walked(RawFunctionId(8));
+        b.push(RawFunctionId(0x4141_4141_4140));
+        assert!(b.begin(RawThreadId(3)));
+        b.push(RawFunctionId(8));
+        let s = b.samples().to_vec();
+        assert!(s[0].walked(), "the SDK's own walk");
+        assert!(!s[1].walked(), "a public push taints the stack");
+        assert!(!s[2].walked(), "a public stack");
+    }
+
+    #[test]
     fn stacks_are_bounded_and_memory_is_kept() {
         let mut b = FrameBuffer::new(2, 3);
         assert!(b.begin(RawThreadId(1)));
@@ -173,6 +235,7 @@ mod tests {
             &[RawFunctionId(1), RawFunctionId(2), RawFunctionId(3)]
         );
         assert!(s[0].truncated);
+        assert!(!s[0].walked() && !s[1].walked());
         assert_eq!(b.frames(&s[1]), &[RawFunctionId(9)]);
         assert!(!s[1].truncated);
         b.abandon();

@@ -229,11 +229,11 @@ impl RuntimeSuspension<'_> {
         let Some(thread) = list.threads().nth(index) else {
             return Ok(false);
         };
-        if !buffer.begin(thread) {
+        if !buffer.begin_walked(thread) {
             return Ok(false);
         }
         let walked = self.walk(list, index, gate, WalkOptions::default(), |frame| {
-            if buffer.push(
+            if buffer.push_walked(
                 frame
                     .function
                     .map(|f| f.to_raw())

@@ -455,3 +455,43 @@ fn runtime_handle_methods_refuse_after_the_runtime_retired() {
         assert_eq!(fake.call_count(m), 0, "{m} reached the runtime");
     }
 }
+
+#[test]
+fn sampler_never_hands_a_pushed_frame_to_the_runtime() {
+    use crate::ids::{RawFunctionId, RawThreadId};
+    use crate::sampler::{frame_name, runtime_may_name};
+    use crate::stackwalk::FrameBuffer;
+    let fake = named_world();
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
+    let cache = NameCache::for_fake_runtime();
+    // A user StackSource (or a shadow stack holding a frame of a method
+    // unloaded since) pushes an ID the runtime never gave for this tick.
+    let mut buffer = FrameBuffer::new(2, 4);
+    assert!(buffer.begin(RawThreadId(1)));
+    buffer.push(RawFunctionId(0x4141_4141_4140));
+    buffer.push(RawFunctionId(F_INNER));
+    for sample in buffer.samples() {
+        for &f in buffer.frames(sample) {
+            let (name, _, final_name) =
+                frame_name(&info, &cache, f, runtime_may_name(sample, true, || false));
+            assert_eq!(&*name, crate::sampler::UNKNOWN_FRAME);
+            assert!(!final_name);
+        }
+    }
+    assert_eq!(fake.call_count("GetFunctionInfo"), 0);
+    assert_eq!(fake.state().calls.len(), 0, "no runtime call at all");
+    // Once a verified path named it, the cache may name a pushed frame.
+    fake_ids!(fake; f = function_id(F_INNER));
+    cache.function_name(&info, f).unwrap();
+    let calls = fake.state().calls.len();
+    let s = buffer.samples()[0];
+    let (name, _, _) = frame_name(
+        &info,
+        &cache,
+        RawFunctionId(F_INNER),
+        runtime_may_name(&s, true, || false),
+    );
+    assert_eq!(&*name, "Ns.Outer+Inner::Method");
+    assert_eq!(fake.state().calls.len(), calls);
+}
