@@ -11,6 +11,7 @@ mod eventpipe;
 mod events;
 mod exceptions;
 mod exits;
+mod frames;
 mod heap;
 mod hello;
 mod il;
@@ -64,7 +65,8 @@ fn main() {
         .chain(conformance::scenarios())
         .chain(scopes::scenarios())
         .chain(readers::scenarios())
-        .chain(lifecycle::scenarios());
+        .chain(lifecycle::scenarios())
+        .chain(frames::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
