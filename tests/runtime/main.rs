@@ -24,6 +24,7 @@ mod panics;
 mod pprof;
 mod sampling;
 mod sxs;
+mod torture;
 mod tracers;
 mod unload;
 
@@ -58,7 +59,8 @@ fn main() {
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
         .chain(mux::python_scenarios())
-        .chain(conformance::scenarios());
+        .chain(conformance::scenarios())
+        .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }
