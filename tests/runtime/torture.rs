@@ -14,6 +14,7 @@
 use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
 use clrprof_testing::background::read_records;
+use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::manifest::Os;
 use clrprof_testing::run::Outcome;
@@ -36,6 +37,8 @@ struct App {
     callbacks: &'static [&'static str],
     /// Throws more than one managed exception.
     throws: bool,
+    /// Compiled with `/unsafe`.
+    unsafe_code: bool,
 }
 
 /// Families every app reaches.
@@ -92,7 +95,7 @@ fn apps() -> Vec<App> {
     vec![
         App {
             name: "unload",
-            args: |c| vec![if wine(c) { "10" } else { "30" }.into()],
+            args: |c| vec![if wine(c) { "8" } else { "20" }.into()],
             families: &[],
             callbacks: &[
                 "class_unload_started",
@@ -101,10 +104,11 @@ fn apps() -> Vec<App> {
                 "garbage_collection_started",
             ],
             throws: false,
+            unsafe_code: false,
         },
         App {
             name: "lcg",
-            args: |c| vec![if wine(c) { "40" } else { "120" }.into()],
+            args: |c| vec![if wine(c) { "20" } else { "40" }.into()],
             families: &[],
             callbacks: &[
                 "dynamic_method_jit_compilation_started",
@@ -112,6 +116,7 @@ fn apps() -> Vec<App> {
                 "garbage_collection_started",
             ],
             throws: false,
+            unsafe_code: false,
         },
         App {
             name: "alloc",
@@ -124,6 +129,7 @@ fn apps() -> Vec<App> {
                 "runtime_thread_suspended",
             ],
             throws: false,
+            unsafe_code: false,
         },
         App {
             name: "heap",
@@ -131,6 +137,7 @@ fn apps() -> Vec<App> {
             families: &["array_elements", "object_references", "gc_info"],
             callbacks: &["garbage_collection_started", "handle_created"],
             throws: false,
+            unsafe_code: false,
         },
         App {
             name: "busy",
@@ -143,6 +150,7 @@ fn apps() -> Vec<App> {
                 "garbage_collection_started",
             ],
             throws: false,
+            unsafe_code: false,
         },
         App {
             name: "exceptions",
@@ -156,6 +164,7 @@ fn apps() -> Vec<App> {
                 "exception_catcher_enter",
             ],
             throws: true,
+            unsafe_code: false,
         },
         App {
             name: "eltargs",
@@ -163,6 +172,7 @@ fn apps() -> Vec<App> {
             families: &[],
             callbacks: &[],
             throws: false,
+            unsafe_code: true,
         },
     ]
 }
@@ -286,7 +296,13 @@ fn app_scenario(app: App) -> Scenario {
     let name = format!("torture: every safe API from every callback, app {}", app.name);
     let throws = app.throws;
     let s = Scenario::new(&name, move |case| {
-        let path = case.app(app.name)?;
+        let path = case.app_with(
+            app.name,
+            CompileOptions {
+                allow_unsafe: app.unsafe_code,
+                ..CompileOptions::default()
+            },
+        )?;
         let args = (app.args)(case);
         let mut plain = case.spec(&path);
         plain.args = args.clone();
