@@ -100,7 +100,6 @@ fn apps() -> Vec<App> {
             callbacks: &[
                 "class_unload_started",
                 "module_unload_started",
-                "assembly_unload_started",
                 "garbage_collection_started",
             ],
             throws: false,
