@@ -292,7 +292,10 @@ fn knobs(case: &Case<'_>) -> Vec<(&'static str, &'static str)> {
 }
 
 fn app_scenario(app: App) -> Scenario {
-    let name = format!("torture: every safe API from every callback, app {}", app.name);
+    let name = format!(
+        "torture: every safe API from every callback, app {}",
+        app.name
+    );
     let throws = app.throws;
     let s = Scenario::new(&name, move |case| {
         let path = case.app_with(
@@ -323,7 +326,11 @@ fn app_scenario(app: App) -> Scenario {
             return Err(format!("invalid records: {:?}", with.bad_records).into());
         }
         let c = counts(&with.records)?;
-        c.report(&format!("{} ({:.1}s)", app.name, with.duration.as_secs_f64()));
+        c.report(&format!(
+            "{} ({:.1}s)",
+            app.name,
+            with.duration.as_secs_f64()
+        ));
         let families: Vec<&str> = COMMON.iter().chain(app.families).copied().collect();
         let callbacks: Vec<&str> = COMMON_CALLBACKS
             .iter()
