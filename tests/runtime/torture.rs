@@ -10,6 +10,24 @@
 //!
 //! Each case prints the profiler's call count per family (and in total) on
 //! stderr, for the closing report.
+//!
+//! What it found (each exercised only with `TORTURE_ROUTES=<n>` until it is
+//! closed, so that these scenarios keep finding the next one):
+//! - 7 (second review, route 7): `GetAppDomainsContainingModule` on the
+//!   typed `ModuleId` of `ModuleLoadStarted`: SIGSEGV in libcoreclr
+//!   (linux-x64-8.0, app alloc, at startup);
+//! - 3 (route 3): `field_value` on a boxed value type from
+//!   `ObjectAllocated` hands out a bogus `ObjectId`; `class_from_object` on
+//!   it: SIGSEGV (linux-x64-8.0, app alloc);
+//! - 1 (route 1): the std thread keeps calling its `RuntimeHandle` after
+//!   the detach (with `TORTURE_ROUTES=1` in the attach scenario);
+//! - 101 (new): `RuntimeHandle::enum_jited_functions2` from a std thread
+//!   while collectible contexts unload: SIGSEGV in libcoreclr
+//!   (linux-x64-8.0, app unload, about one run in two);
+//! - 102 (new): `ReJitThread::request_rejit` (same IL) of a method of a
+//!   collectible assembly (`Unload.Plugin::Run`, from its
+//!   `JITCompilationFinished`): the app's main thread spins in the prestub
+//!   for ever (linux-x64-3.1, app unload: hung).
 
 use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
