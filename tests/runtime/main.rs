@@ -28,6 +28,7 @@ mod readers;
 mod sampling;
 mod scopes;
 mod sxs;
+mod torture;
 mod tracers;
 mod unload;
 
@@ -66,7 +67,8 @@ fn main() {
         .chain(scopes::scenarios())
         .chain(readers::scenarios())
         .chain(lifecycle::scenarios())
-        .chain(frames::scenarios());
+        .chain(frames::scenarios())
+        .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

@@ -1,0 +1,472 @@
+//! The torture profiler (`tests/fixtures/torture`) inside real programs:
+//! every safe API called from every callback on every ID and object in
+//! scope, from its SDK thread under runtime suspensions and from a plain
+//! std thread, while the apps load and unload collectible code and dynamic
+//! methods, allocate, collect, throw and churn threads. Checked: the app's
+//! exit status and stdout are byte-identical with and without the
+//! profiler, and the profiler reached the API families each app must reach
+//! (non-zero call counts in its `torture` records). Also across attach and
+//! detach cycles, and under the multiplexer beside a second child.
+//!
+//! Each case prints the profiler's call count per family (and in total) on
+//! stderr, for the closing report.
+//!
+//! What it found (each exercised only with `TORTURE_ROUTES=<n>` until it is
+//! closed, so that these scenarios keep finding the next one):
+//! - 7 (second review, route 7): `GetAppDomainsContainingModule` on the
+//!   typed `ModuleId` of `ModuleLoadStarted`: SIGSEGV in libcoreclr
+//!   (linux-x64-8.0, app alloc, at startup);
+//! - 3 (route 3): `field_value` on a boxed value type from
+//!   `ObjectAllocated` hands out a bogus `ObjectId`; `class_from_object` on
+//!   it: SIGSEGV (linux-x64-8.0, app alloc);
+//! - 1 (route 1): the std thread keeps calling its `RuntimeHandle` after
+//!   the detach (with `TORTURE_ROUTES=1` in the attach scenario);
+//! - 101 (new): `RuntimeHandle::enum_jited_functions2` from a std thread
+//!   while collectible contexts unload: SIGSEGV in libcoreclr
+//!   (linux-x64-8.0, app unload, about one run in two);
+//! - 102 (new): `ReJitThread::request_rejit` (same IL) of a method of a
+//!   collectible assembly (`Unload.Plugin::Run`, from its
+//!   `JITCompilationFinished`): the app's main thread spins in the prestub
+//!   for ever (linux-x64-3.1, app unload: hung).
+
+use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
+use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
+use clrprof_testing::background::read_records;
+use clrprof_testing::csharp::CompileOptions;
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::manifest::Os;
+use clrprof_testing::run::Outcome;
+use clrprof_testing::wine::to_wine_path;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+type R<T> = Result<T, Verdict>;
+
+/// One app and what the torture profiler must reach in it.
+struct App {
+    name: &'static str,
+    /// Arguments on Linux and on Windows legs (Wine is slower).
+    args: fn(&Case<'_>) -> Vec<String>,
+    /// API families with at least one call.
+    families: &'static [&'static str],
+    /// Callbacks delivered at least once.
+    callbacks: &'static [&'static str],
+    /// Throws more than one managed exception.
+    throws: bool,
+    /// Compiled with `/unsafe`.
+    unsafe_code: bool,
+}
+
+/// Families every app reaches.
+const COMMON: &[&str] = &[
+    "function_info",
+    "class_info",
+    "module_info",
+    "assembly_info",
+    "app_domain_info",
+    "thread_info",
+    "names",
+    "metadata",
+    "object_info",
+    "field_value",
+    "string_text",
+    "statics",
+    "stack_walk",
+    "gc_handles",
+    "code_info",
+    "il",
+    "elt_arguments",
+    "elt_return",
+    "suspension",
+    "suspended_walk",
+    "enumerations",
+    "runtime_handle",
+    "std_thread",
+    "event_pipe",
+];
+
+/// Callbacks every app gets.
+const COMMON_CALLBACKS: &[&str] = &[
+    "module_load_started",
+    "module_load_finished",
+    "assembly_load_finished",
+    "class_load_finished",
+    "jit_compilation_started",
+    "jit_compilation_finished",
+    "thread_created",
+    "object_allocated",
+    "function_id_mapper",
+    "elt_enter_with_info",
+    "elt_leave_with_info",
+    "shutdown",
+    "sdk_thread_suspension",
+    "std_thread_round",
+];
+
+fn wine(case: &Case<'_>) -> bool {
+    case.leg().os == Os::Windows
+}
+
+fn apps() -> Vec<App> {
+    vec![
+        App {
+            name: "unload",
+            args: |c| vec![if wine(c) { "8" } else { "20" }.into()],
+            families: &[],
+            callbacks: &[
+                "class_unload_started",
+                "module_unload_started",
+                "garbage_collection_started",
+            ],
+            throws: false,
+            unsafe_code: false,
+        },
+        App {
+            name: "lcg",
+            args: |c| vec![if wine(c) { "20" } else { "40" }.into()],
+            families: &[],
+            callbacks: &[
+                "dynamic_method_jit_compilation_started",
+                "dynamic_method_jit_compilation_finished",
+                "garbage_collection_started",
+            ],
+            throws: false,
+            unsafe_code: false,
+        },
+        App {
+            name: "alloc",
+            args: |_| vec![],
+            families: &["array_elements", "object_references", "gc_info"],
+            callbacks: &[
+                "garbage_collection_started",
+                "garbage_collection_finished",
+                "runtime_suspend_started",
+                "runtime_thread_suspended",
+            ],
+            throws: false,
+            unsafe_code: false,
+        },
+        App {
+            name: "heap",
+            args: |_| vec!["85000".into()],
+            families: &["array_elements", "object_references", "gc_info"],
+            callbacks: &["garbage_collection_started", "handle_created"],
+            throws: false,
+            unsafe_code: false,
+        },
+        App {
+            name: "busy",
+            args: |_| vec![],
+            families: &["exception_info"],
+            callbacks: &[
+                "thread_destroyed",
+                "exception_thrown",
+                "exception_catcher_enter",
+                "garbage_collection_started",
+            ],
+            throws: false,
+            unsafe_code: false,
+        },
+        App {
+            name: "exceptions",
+            args: |_| vec![],
+            families: &["exception_info"],
+            callbacks: &[
+                "exception_thrown",
+                "exception_search_function_enter",
+                "exception_search_catcher_found",
+                "exception_unwind_function_enter",
+                "exception_catcher_enter",
+            ],
+            throws: true,
+            unsafe_code: false,
+        },
+        App {
+            name: "eltargs",
+            args: |_| vec![],
+            families: &[],
+            callbacks: &[],
+            throws: false,
+            unsafe_code: true,
+        },
+    ]
+}
+
+/// The profiler's records as counts per family and per callback.
+struct Counts {
+    families: BTreeMap<String, (u64, u64)>,
+    callbacks: BTreeMap<String, u64>,
+    total: u64,
+}
+
+fn counts(records: &[Value]) -> R<Counts> {
+    let mut families = BTreeMap::new();
+    let mut callbacks = BTreeMap::new();
+    let mut total = 0;
+    for r in records {
+        match r["event"].as_str() {
+            Some("torture") => {
+                let family = r["family"].as_str().unwrap_or("?").to_string();
+                let calls = r["calls"].as_u64().unwrap_or(0);
+                let errors = r["errors"].as_u64().unwrap_or(0);
+                let e = families.entry(family).or_insert((0, 0));
+                e.0 += calls;
+                e.1 += errors;
+            }
+            Some("torture_callback") => {
+                *callbacks
+                    .entry(r["callback"].as_str().unwrap_or("?").to_string())
+                    .or_insert(0) += r["count"].as_u64().unwrap_or(0);
+            }
+            Some("torture_total") => total += r["calls"].as_u64().unwrap_or(0),
+            _ => {}
+        }
+    }
+    if families.is_empty() {
+        return Err("the torture profiler wrote no counts (did it finish?)".into());
+    }
+    Ok(Counts {
+        families,
+        callbacks,
+        total,
+    })
+}
+
+impl Counts {
+    fn require(&self, families: &[&str], callbacks: &[&str]) -> CaseResult {
+        let missing: Vec<&&str> = families
+            .iter()
+            .filter(|f| self.families.get(**f).map_or(0, |c| c.0) == 0)
+            .collect();
+        let silent: Vec<&&str> = callbacks
+            .iter()
+            .filter(|c| self.callbacks.get(**c).copied().unwrap_or(0) == 0)
+            .collect();
+        if missing.is_empty() && silent.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the torture profiler made no call of {missing:?} and saw no {silent:?}; families {:?}; callbacks {:?}",
+                self.families, self.callbacks
+            )
+            .into())
+        }
+    }
+
+    fn report(&self, what: &str) {
+        let families: Vec<String> = self
+            .families
+            .iter()
+            .map(|(f, (c, e))| format!("{f}={c}/{e}err"))
+            .collect();
+        eprintln!(
+            "    torture {what}: {} calls in {} callbacks; {}",
+            self.total,
+            self.callbacks.values().sum::<u64>(),
+            families.join(" ")
+        );
+    }
+}
+
+/// Exit status and stdout identical with and without the profiler.
+fn same_app(plain: &Outcome, with: &Outcome, what: &str) -> CaseResult {
+    if format!("{:?}", plain.exit) != format!("{:?}", with.exit) {
+        return Err(format!(
+            "exit changed under {what}: {:?} without, {:?} with; stderr: {}",
+            plain.exit,
+            with.exit,
+            tail(&with.stderr)
+        )
+        .into());
+    }
+    if plain.stdout != with.stdout {
+        return Err(format!(
+            "app output changed under {what}:\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, with.stdout
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn tail(s: &str) -> &str {
+    let start = s.len().saturating_sub(2000);
+    let mut start = start;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// The knobs of a run: fewer probes on the slower Windows legs.
+fn knobs(case: &Case<'_>) -> Vec<(&'static str, &'static str)> {
+    if wine(case) {
+        vec![("TORTURE_EVERY", "32"), ("TORTURE_SAMPLE_MS", "50")]
+    } else {
+        vec![("TORTURE_EVERY", "8")]
+    }
+}
+
+fn app_scenario(app: App) -> Scenario {
+    let name = format!(
+        "torture: every safe API from every callback, app {}",
+        app.name
+    );
+    let throws = app.throws;
+    let s = Scenario::new(&name, move |case| {
+        let path = case.app_with(
+            app.name,
+            CompileOptions {
+                allow_unsafe: app.unsafe_code,
+                ..CompileOptions::default()
+            },
+        )?;
+        let args = (app.args)(case);
+        let mut plain = case.spec(&path);
+        plain.args = args.clone();
+        let plain = case.run(plain)?;
+        plain.check_exit()?;
+        let profiler = case.profiler("torture")?;
+        let mut spec = case
+            .spec(&path)
+            .profiler(profiler)
+            .timeout(Duration::from_secs(300));
+        spec.args = args;
+        for (k, v) in knobs(case) {
+            spec = spec.env(k, v);
+        }
+        let with = case.run(spec)?;
+        same_app(&plain, &with, "the torture profiler")?;
+        with.check_profiler_loaded()?;
+        if !with.bad_records.is_empty() {
+            return Err(format!("invalid records: {:?}", with.bad_records).into());
+        }
+        let c = counts(&with.records)?;
+        c.report(&format!(
+            "{} ({:.1}s)",
+            app.name,
+            with.duration.as_secs_f64()
+        ));
+        let families: Vec<&str> = COMMON.iter().chain(app.families).copied().collect();
+        let callbacks: Vec<&str> = COMMON_CALLBACKS
+            .iter()
+            .chain(app.callbacks)
+            .copied()
+            .collect();
+        c.require(&families, &callbacks)
+    });
+    if throws {
+        s.exclude_leg(WINE_NET8_LEG, WINE_NET8_REASON)
+    } else {
+        s
+    }
+}
+
+/// Attach and detach cycles of the torture profiler to the `longrun` app.
+fn attach_cycles(case: &Case<'_>) -> CaseResult {
+    const CYCLES: usize = 3;
+    let profiler = case.profiler("torture")?;
+    let trigger = Trigger::for_case(case)?;
+    let run = start_longrun(case, &knobs(case))?;
+    let data = format!(
+        "output={};detach_after_ms=300",
+        trigger.target_path(&run.records)?
+    );
+    for i in 1..=CYCLES {
+        attach_retrying(&trigger, run.pid, &profiler, &data)?;
+        wait_for_events(&run.records, "detached", i, Duration::from_secs(60))?;
+    }
+    let records = run.stop_and_check()?;
+    let attached = records.iter().filter(|r| r["event"] == "attached").count();
+    if attached != CYCLES {
+        return Err(format!("{attached} of {CYCLES} attaches recorded").into());
+    }
+    let c = counts(&records)?;
+    c.report("attach/detach");
+    c.require(
+        &[
+            "function_info",
+            "class_info",
+            "module_info",
+            "names",
+            "stack_walk",
+            "runtime_handle",
+            "enumerations",
+            "suspension",
+        ],
+        &[
+            "profiler_attach_complete",
+            "profiler_detach_succeeded",
+            "jit_compilation_started",
+            "dynamic_method_jit_compilation_finished",
+            "sdk_thread_suspension",
+        ],
+    )
+}
+
+/// The torture profiler under the multiplexer, beside jit-tracer.
+fn under_mux(case: &Case<'_>) -> CaseResult {
+    let app = case.app("busy")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check_exit()?;
+    let torture = case.profiler("torture")?;
+    let jit = case.profiler("jit-tracer")?;
+    let mux = case.profiler("clrprof-mux")?;
+    let spec = case.spec(&app);
+    let out1 = spec.work_dir.join("child1.jsonl");
+    let out2 = spec.work_dir.join("child2.jsonl");
+    let path = |p: &Path| -> R<String> {
+        match case.leg().os {
+            Os::Linux => Ok(p.display().to_string()),
+            Os::Windows => Ok(to_wine_path(p)?),
+        }
+    };
+    let list = format!(
+        "{}={};{}={}",
+        path(&torture.path)?,
+        torture.clsid,
+        path(&jit.path)?,
+        jit.clsid
+    );
+    let mut spec = spec
+        .profiler(mux)
+        .timeout(Duration::from_secs(300))
+        .env("CLRPROF_MUX_PROFILERS", &list)
+        .env("CLRPROF_MUX_1_CLRPROF_OUTPUT", &path(&out1)?)
+        .env("CLRPROF_MUX_2_CLRPROF_OUTPUT", &path(&out2)?);
+    for (k, v) in knobs(case) {
+        spec = spec.env(k, v);
+    }
+    let with = case.run(spec)?;
+    same_app(&plain, &with, "the multiplexer with the torture profiler")?;
+    let (torture_records, bad) = read_records(&out1);
+    if !bad.is_empty() {
+        return Err(format!("torture child wrote invalid records: {bad:?}").into());
+    }
+    let (jit_records, _) = read_records(&out2);
+    if !jit_records.iter().any(|r| r["event"] == "jit") {
+        return Err(format!(
+            "the second child recorded no JIT compilation: {:?}",
+            jit_records.iter().take(5).collect::<Vec<_>>()
+        )
+        .into());
+    }
+    let c = counts(&torture_records)?;
+    c.report("under the multiplexer (busy)");
+    c.require(COMMON, COMMON_CALLBACKS)
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let mut all: Vec<Scenario> = apps().into_iter().map(app_scenario).collect();
+    all.push(Scenario::new(
+        "torture: attach and detach cycles (longrun)",
+        attach_cycles,
+    ));
+    all.push(Scenario::new(
+        "torture: under the multiplexer beside jit-tracer (busy)",
+        under_mux,
+    ));
+    all
+}
