@@ -136,7 +136,20 @@ impl RuntimeHandle {
     /// once per tier (twice on .NET Core 3.1, three times on .NET 8 with its
     /// instrumented tier). The IDs are raw, as for
     /// [`enum_jited_functions`](Self::enum_jited_functions).
-    pub fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
+    ///
+    /// # Safety
+    /// No collectible assembly may unload while the call runs. To find each
+    /// function's ReJIT ID the runtime takes a lock that may switch the
+    /// calling thread to preemptive mode in the middle of its walk of the
+    /// code heaps, and a collectible context's code heap can be freed
+    /// meanwhile: the torture profiler (tests/fixtures/torture) crashed
+    /// .NET 8.0.4 inside this call, made from a plain thread while the
+    /// collectible-code app unloaded contexts (SIGSEGV in libcoreclr, about
+    /// one run in two). A program without collectible assemblies, or a
+    /// caller that blocks unloads (e.g. from inside a callback of a GC the
+    /// unloads wait for), meets this. [`enum_jited_functions`](Self::enum_jited_functions)
+    /// (no ReJIT IDs, no such lock) is safe at any time.
+    pub unsafe fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
         self.call_live("ICorProfilerInfo4::EnumJITedFunctions2", || {
             const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";
             let i4 = self.raw_info4(CALL)?;
@@ -433,8 +446,8 @@ mod tests {
         ];
         // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
-        let all: Vec<_> = info
-            .enum_jited_functions2()
+        // SAFETY: [test-fake] the fake unloads nothing.
+        let all: Vec<_> = unsafe { info.enum_jited_functions2() }
             .unwrap()
             .collect::<Result<Vec<_>>>()
             .unwrap();
@@ -474,7 +487,8 @@ mod tests {
             Err(Error::Unsupported { needs: 8, .. })
         ));
         assert!(matches!(
-            info.enum_jited_functions2(),
+            // SAFETY: [test-fake] the fake unloads nothing.
+            unsafe { info.enum_jited_functions2() },
             Err(Error::Unsupported { needs: 4, .. })
         ));
     }
