@@ -164,6 +164,8 @@ enum Job {
 pub struct ReJitThread {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     thread: Mutex<Option<ProfilerThread<()>>>,
+    /// The runtime the requests go to (for the checks made before queuing).
+    runtime: RuntimeHandle,
 }
 
 impl ReJitThread {
@@ -171,6 +173,7 @@ impl ReJitThread {
     /// on a runtime without Info4 this fails with `Unsupported`.
     pub fn spawn(info: &RuntimeHandle) -> Result<ReJitThread> {
         info.raw_info4("ICorProfilerInfo4::RequestReJIT")?;
+        let runtime = info.clone();
         let info = info.clone();
         let (tx, rx) = mpsc::channel::<Job>();
         let thread = crate::thread::spawn("clrprof-rejit", move || {
@@ -211,7 +214,42 @@ impl ReJitThread {
         Ok(ReJitThread {
             jobs: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            runtime,
         })
+    }
+
+    /// Refuses methods of collectible assemblies on .NET Core 3.x and
+    /// earlier (`GetRuntimeInformation` major below 5, CoreCLR): the torture
+    /// profiler (tests/fixtures/torture) found that a ReJIT of such a
+    /// method, even with its own IL, left the calling thread spinning in the
+    /// runtime's prestub for ever on .NET Core 3.1.23 (the collectible-code
+    /// app hung), while .NET 8.0.4 re-JITs them. Checked with the caller's
+    /// module IDs, which its scope keeps valid.
+    fn refuse_collectible_before_net5(
+        &self,
+        call: &'static str,
+        methods: &[(ModuleId<'_>, MdMethodDef)],
+    ) -> Result<()> {
+        let runtime = self.runtime.runtime_information()?;
+        if runtime.runtime_type != crate::RuntimeType::CoreClr || runtime.major >= 5 {
+            return Ok(());
+        }
+        let info = ProfilerInfo::scoped(&self.runtime, crate::info::Scope::Callback);
+        for (module, _) in methods {
+            let flags = info.module_info2(*module)?.flags;
+            if flags.contains(crate::info::ModuleFlags::COLLECTIBLE) {
+                return Err(Error::RuntimeVersion {
+                    hr: HRESULT(crate::error::KnownHresult::E_NOTIMPL as i32),
+                    call,
+                    called: false,
+                    why: "ReJIT of a method of a collectible assembly hangs the method's \
+                          callers on .NET Core 3.x (seen on 3.1.23: the calling thread \
+                          spins in the prestub); .NET 5 and later re-JIT them"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn queue(
@@ -275,7 +313,11 @@ impl ReJitThread {
     /// holds no lock the runtime's suspension needs; `JITCompilationStarted`
     /// of an unrelated method and a managed-to-profiler call are such places,
     /// `ModuleLoadFinished` is not.
+    ///
+    /// On .NET Core 3.x a method of a collectible assembly is refused with
+    /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
     pub fn request_rejit(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<()> {
+        self.refuse_collectible_before_net5("ICorProfilerInfo4::RequestReJIT", methods)?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] we block below until the thread has answered, so the IDs
         // (valid for the caller's scope) outlive their use.
@@ -296,6 +338,10 @@ impl ReJitThread {
         flags: ReJitFlags,
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
+        self.refuse_collectible_before_net5(
+            "ICorProfilerInfo10::RequestReJITWithInliners",
+            methods,
+        )?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] as in `request_rejit`: we block until the thread answered.
         let rx = unsafe { self.request_rejit_with_inliners_async(flags, raw)? };
