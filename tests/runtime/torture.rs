@@ -303,7 +303,22 @@ fn tail(s: &str) -> &str {
 /// The knobs of a run: fewer probes on the slower Windows legs.
 fn knobs(case: &Case<'_>) -> Vec<(&'static str, &'static str)> {
     if wine(case) {
-        vec![("TORTURE_EVERY", "32"), ("TORTURE_SAMPLE_MS", "50")]
+        // No asynchronous walks (DoStackSnapshot of another thread without
+        // a runtime suspension, from ThreadCreated and
+        // ThreadAssignedToOSThread) under Wine: with them the lcg and alloc
+        // apps hung on win-x64-8.0 (300 s; lcg also once on win-x64-3.1)
+        // and passed without; every such walk had answered an error there.
+        // Not diagnosed further: Wine's SuspendThread against the runtime,
+        // or the runtime's own, is open (the closing note of this wave).
+        vec![
+            ("TORTURE_EVERY", "32"),
+            ("TORTURE_SAMPLE_MS", "50"),
+            ("TORTURE_ASYNC_WALK", "0"),
+        ]
+                }
+            }
+        }
+        k
     } else {
         vec![("TORTURE_EVERY", "8")]
     }
