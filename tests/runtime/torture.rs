@@ -315,10 +315,6 @@ fn knobs(case: &Case<'_>) -> Vec<(&'static str, &'static str)> {
             ("TORTURE_SAMPLE_MS", "50"),
             ("TORTURE_ASYNC_WALK", "0"),
         ]
-                }
-            }
-        }
-        k
     } else {
         vec![("TORTURE_EVERY", "8")]
     }
