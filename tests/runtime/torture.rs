@@ -300,6 +300,14 @@ fn tail(s: &str) -> &str {
     &s[start..]
 }
 
+/// Why only the collectible-code app runs under the torture profiler on
+/// win-x64-8.0.
+const WINE_NET8_TORTURE: &str =
+    "under Wine 8 + .NET 8.0.4 the torture profiler hung the lcg and alloc apps in some runs \
+     (300 s; passed in others, unload always passed); the profiler's failing probes make the \
+     runtime raise and catch managed exceptions internally, which this Wine hangs on the \
+     second of (RUNTIMES.md) — suspected, not proven; the other legs run every app";
+
 /// The knobs of a run: fewer probes on the slower Windows legs.
 fn knobs(case: &Case<'_>) -> Vec<(&'static str, &'static str)> {
     if wine(case) {
@@ -370,6 +378,8 @@ fn app_scenario(app: App) -> Scenario {
     });
     if throws {
         s.exclude_leg(WINE_NET8_LEG, WINE_NET8_REASON)
+    } else if app.name != "unload" {
+        s.exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
     } else {
         s
     }
