@@ -439,7 +439,7 @@ pub trait Profiler: Send + Sync + 'static {
     /// The ranges are raw addresses: the GC is in the middle of relocating,
     /// and the runtime says no `ObjectID` (old or new) names a readable
     /// object during this callback. Every object reader refuses here with
-    /// [`Error::GcMayRun`](crate::Error::GcMayRun); keep what you need with
+    /// [`Error::GcMayRun`]; keep what you need with
     /// [`ObjectTable`](crate::gc::ObjectTable) and read objects after the GC.
     fn moved_references(&self, info: &ProfilerInfo, ranges: GcRanges<'_>) {}
     /// `SurvivingReferences2` (Callback4; the older `SurvivingReferences` is
@@ -487,7 +487,7 @@ pub trait Profiler: Send + Sync + 'static {
     /// ([`ProfilerInfo::gc_blocked`] is `false`): reads that follow object
     /// references from the heap ([`GcHandle::object`](crate::handles::GcHandle::object),
     /// `object_references`, `static_field_value`) refuse with
-    /// [`Error::GcMayRun`](crate::Error::GcMayRun).
+    /// [`Error::GcMayRun`].
     fn handle_created(
         &self,
         info: &ProfilerInfo,

@@ -10,7 +10,7 @@
 //! 4. [`MethodBody::write`], copy into memory from
 //!    [`ProfilerInfo::il_function_body_allocator`] and
 //!    [`ProfilerInfo::set_il_function_body`] (`unsafe`: the JIT runs
-//!    whatever IL it is given, and [`verify`] checks structure and stack
+//!    whatever IL it is given, and [`verify()`] checks structure and stack
 //!    depth, not types; the caller states why the body is type-safe.
 //!    Safe code will go through the method-wrapping layer of DESIGN.md
 //!    decision 15, which builds and verifies bodies of known shapes);

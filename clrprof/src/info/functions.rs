@@ -488,7 +488,7 @@ impl<'s> ProfilerInfo<'s> {
     /// The body is compiled and run as the method's code, and the JIT trusts
     /// it: IL can read and write any address (`ldc.i8 <address>; conv.i;
     /// ldind.i4`), call any native address (`calli`) or break the type
-    /// system, and neither the runtime nor [`il::verify`](crate::il::verify)
+    /// system, and neither the runtime nor [`il::verify`](crate::il::verify())
     /// (which checks structure and stack depth, not types) stops it. The
     /// caller promises that `body` is IL `method` may run: type-safe for its
     /// signature and locals, every token resolving in `module` to a member
