@@ -129,12 +129,11 @@ impl<'s> ProfilerInfo<'s> {
     }
 
     /// `GetModuleInfo` asking for the file name alone: the path of the
-    /// module's file (for a module without one, its metadata name). The
-    /// runtime knows it from `ModuleLoadStarted` on, while it answers
-    /// `CORPROF_E_DATAINCOMPLETE` for the load address and the assembly
-    /// until the load has finished, so [`module_info`](Self::module_info) and
-    /// [`module_info2`](Self::module_info2), which ask for those too, fail
-    /// inside `ModuleLoadStarted`; this works there.
+    /// module's file (for a module without one, its metadata name), without
+    /// the load address and assembly, which the runtime answers with
+    /// `CORPROF_E_DATAINCOMPLETE` until a load has finished. (The SDK hands
+    /// out a typed `ModuleId` only from `ModuleLoadFinished` on, where the
+    /// runtime documents the ID valid for information requests.)
     pub fn module_file_name(&self, module: ModuleId<'_>) -> Result<String> {
         let i1 = self.raw_info1()?;
         fill_string("ICorProfilerInfo::GetModuleInfo", |cap, needed, buf| {
