@@ -244,27 +244,6 @@ fn idl_methods(root: &Path) -> crate::Result<Vec<Method>> {
     Ok(out)
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn indent_of(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
@@ -410,7 +389,7 @@ fn find_wrappers(
 ) -> BTreeMap<Method, BTreeSet<Wrapper>> {
     let src = root.join("clrprof/src");
     let mut found: BTreeMap<Method, BTreeSet<Wrapper>> = BTreeMap::new();
-    for file in rust_files(&src) {
+    for file in crate::workspace::rust_files(&src) {
         let rel = file.strip_prefix(&src).unwrap_or(&file);
         if rel.starts_with("testing") {
             continue;
@@ -527,7 +506,7 @@ struct UnitTest {
 fn unit_tests(root: &Path) -> Vec<UnitTest> {
     let mut out = Vec::new();
     for dir in ["clrprof/src", "clrprof/tests"] {
-        for file in rust_files(&root.join(dir)) {
+        for file in crate::workspace::rust_files(&root.join(dir)) {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
             };
@@ -629,7 +608,7 @@ fn profiler_crates(root: &Path) -> Vec<ProfilerCrate> {
             }) else {
                 continue;
             };
-            let source: String = rust_files(&dir.join("src"))
+            let source: String = crate::workspace::rust_files(&dir.join("src"))
                 .iter()
                 .filter_map(|f| std::fs::read_to_string(f).ok())
                 .collect::<Vec<_>>()
@@ -672,7 +651,7 @@ fn mentions(text: &str, ident: &str) -> bool {
 /// file's string constants any of that names.
 fn scenarios(root: &Path) -> Vec<ScenarioText> {
     let mut out = Vec::new();
-    for file in rust_files(&root.join("tests/runtime")) {
+    for file in crate::workspace::rust_files(&root.join("tests/runtime")) {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };

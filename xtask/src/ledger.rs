@@ -36,7 +36,7 @@
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
@@ -229,7 +229,7 @@ impl TestIndex {
     fn build(root: &Path) -> TestIndex {
         let mut index = TestIndex::default();
         let ui_dir = root.join("clrprof/tests/ui");
-        for p in rust_files(&ui_dir) {
+        for p in crate::workspace::rust_files(&ui_dir) {
             if p.with_extension("stderr").is_file() {
                 if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
                     index.ui.insert(stem.to_string());
@@ -248,7 +248,7 @@ impl TestIndex {
             "tests/src",
             "xtask/src",
         ] {
-            for p in rust_files(&root.join(dir)) {
+            for p in crate::workspace::rust_files(&root.join(dir)) {
                 let rel = rel_path(root, &p);
                 let Ok(text) = std::fs::read_to_string(&p) else {
                     continue;
@@ -868,31 +868,10 @@ fn rel_path(root: &Path, p: &Path) -> String {
         .replace('\\', "/")
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn source_files(root: &Path) -> crate::Result<Vec<(String, String)>> {
     let mut files = Vec::new();
     for dir in SCANNED {
-        for p in rust_files(&root.join(dir)) {
+        for p in crate::workspace::rust_files(&root.join(dir)) {
             let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
             files.push((rel_path(root, &p), text));
         }
