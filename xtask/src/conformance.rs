@@ -417,29 +417,13 @@ fn render(
             escape(&t.checks),
             listed.join("<br>")
         );
-        for leg in LEGS {
-            let text = match cell(&existing, leg, results) {
-                Cell::Passed => "passed".to_string(),
-                Cell::Failed(why) => {
-                    if check {
-                        for w in &why {
-                            problems.push(format!("{} on {leg}: {w}", t.file));
-                        }
-                    }
-                    "**FAILED**".to_string()
-                }
-                Cell::Skipped(_) => "skipped".to_string(),
-                Cell::NotRun => {
-                    if check && results.is_some() && !existing.is_empty() {
-                        problems.push(format!("{}: no result on {leg}", t.file));
-                    }
-                    "not run".to_string()
-                }
-                Cell::NoScenario => "—".to_string(),
-            };
-            let _ = write!(page, " {text} |");
-        }
-        for leg in CI_LEGS {
+        for (leg, ci_leg) in LEGS
+            .iter()
+            .map(|l| (l, false))
+            .chain(CI_LEGS.iter().map(|l| (l, true)))
+        {
+            // A CI leg that has not run here shows "CI" where a scenario
+            // or a CI note exists; a local leg without a result is a problem.
             let ran = results.is_some_and(|r| r.keys().any(|(_, l)| l == leg));
             let text = match cell(&existing, leg, results) {
                 Cell::Passed => "passed".to_string(),
@@ -453,11 +437,16 @@ fn render(
                 }
                 Cell::Skipped(_) => "skipped".to_string(),
                 Cell::NotRun | Cell::NoScenario
-                    if !ran && (!existing.is_empty() || t.ci.is_some()) =>
+                    if ci_leg && !ran && (!existing.is_empty() || t.ci.is_some()) =>
                 {
                     "CI".to_string()
                 }
-                Cell::NotRun => "not run".to_string(),
+                Cell::NotRun => {
+                    if !ci_leg && check && results.is_some() && !existing.is_empty() {
+                        problems.push(format!("{}: no result on {leg}", t.file));
+                    }
+                    "not run".to_string()
+                }
                 Cell::NoScenario => "—".to_string(),
             };
             let _ = write!(page, " {text} |");
