@@ -79,8 +79,12 @@ pub fn main(args: &[String]) -> crate::Result {
     if !ok {
         step_failures.push("cargo test --workspace failed".into());
     }
+    let mut failed_scenarios = Vec::new();
     match read_harness_summary(&summary_path) {
-        Some(legs) => rows.extend(legs),
+        Some((legs, failed)) => {
+            rows.extend(legs);
+            failed_scenarios = failed;
+        }
         None => {
             step_failures.push("the real-runtime harness wrote no summary (did it run?)".into());
         }
@@ -131,6 +135,10 @@ pub fn main(args: &[String]) -> crate::Result {
     rows.push(msvc_row(&root, strict));
 
     print_table(&rows);
+    // The names last, so that the tail of a CI log says what failed.
+    for f in &failed_scenarios {
+        println!("FAILED case: {f}");
+    }
     let failed_cases: usize = rows.iter().map(|r| r.failed).sum();
     println!("total time {:.0}s", started.elapsed().as_secs_f64());
     if failed_cases > 0 || !step_failures.is_empty() {
@@ -222,7 +230,9 @@ pub fn parse_libtest_result(line: &str) -> Option<(usize, usize, usize)> {
     Some(found)
 }
 
-fn read_harness_summary(path: &Path) -> Option<Vec<Row>> {
+/// The harness summary's rows per leg, and its failed cases as
+/// `scenario [leg]: first line of the reason`.
+fn read_harness_summary(path: &Path) -> Option<(Vec<Row>, Vec<String>)> {
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     let legs = v["legs"].as_object()?;
@@ -231,17 +241,31 @@ fn read_harness_summary(path: &Path) -> Option<Vec<Row>> {
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(0)
     };
-    Some(
-        legs.iter()
-            .map(|(name, c)| Row {
-                name: name.clone(),
-                passed: count(c, "passed"),
-                failed: count(c, "failed"),
-                skipped: count(c, "skipped"),
-                note: String::new(),
-            })
-            .collect(),
-    )
+    let rows = legs
+        .iter()
+        .map(|(name, c)| Row {
+            name: name.clone(),
+            passed: count(c, "passed"),
+            failed: count(c, "failed"),
+            skipped: count(c, "skipped"),
+            note: String::new(),
+        })
+        .collect();
+    let failed = v["cases"]
+        .as_array()
+        .map(|cases| {
+            cases
+                .iter()
+                .filter(|c| c["result"] == "failed")
+                .map(|c| {
+                    let text = |k: &str| c[k].as_str().unwrap_or("?").to_string();
+                    let reason: String = text("reason").chars().take(300).collect();
+                    format!("{} [{}]: {reason}", text("scenario"), text("leg"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((rows, failed))
 }
 
 /// Rows of the cross-target clrprof-sys runs (xtask/src/cross.rs).
