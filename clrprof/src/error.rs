@@ -148,6 +148,15 @@ pub enum Error {
         /// The call that was not made.
         call: &'static str,
     },
+    /// The method-wrapping layer ([`crate::instrumentation`]) refused a
+    /// method whose body it cannot wrap without changing what it does (a
+    /// `tail.` call, `jmp`, a vararg signature, ...). Nothing was installed.
+    CannotWrap {
+        /// The method (`Namespace.Type::Method`, or its token).
+        method: String,
+        /// Why.
+        why: String,
+    },
 }
 
 impl Error {
@@ -288,6 +297,9 @@ impl fmt::Display for Error {
                 f,
                 "{call} is only allowed during Initialize / InitializeForAttach"
             ),
+            Error::CannotWrap { method, why } => {
+                write!(f, "cannot wrap {method}: {why}; the method was left unchanged")
+            }
             Error::Detached { call } => write!(
                 f,
                 "{call} not called: the runtime no longer takes calls from this profiler \

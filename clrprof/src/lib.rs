@@ -66,6 +66,7 @@ pub mod ids;
 pub mod il;
 pub mod info;
 pub mod inspect;
+pub mod instrumentation;
 pub mod logging;
 pub mod metadata;
 pub mod metadata_emit;

@@ -116,6 +116,40 @@ impl TypeSig {
     }
 }
 
+/// The encoded return type of a method signature blob: the bytes between
+/// the parameter count and the first parameter (II.23.2.1), for building a
+/// local of the same type.
+pub fn return_type_bytes(blob: &[u8]) -> Result<&[u8]> {
+    let mut r = Reader { blob, pos: 0 };
+    let conv = r.byte()?;
+    if conv & sys::IMAGE_CEE_CS_CALLCONV_GENERIC as u8 != 0 {
+        r.compressed_u32()?;
+    }
+    r.compressed_u32()?;
+    let start = r.pos;
+    r.type_sig(0)?;
+    Ok(&blob[start..r.pos])
+}
+
+/// A `LocalVarSig` blob (II.23.2.6) split into its local count and the
+/// encoded types that follow the count. An empty blob is no locals.
+pub fn local_var_sig(blob: &[u8]) -> Result<(u32, &[u8])> {
+    if blob.is_empty() {
+        return Ok((0, &[]));
+    }
+    let mut r = Reader { blob, pos: 0 };
+    if r.byte()? != sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8 {
+        return Err(malformed("a local signature does not start with LOCAL_SIG"));
+    }
+    let count = r.compressed_u32()?;
+    let start = r.pos;
+    for _ in 0..count {
+        // Checks the blob holds `count` types (constraints and byrefs included).
+        r.type_sig(0)?;
+    }
+    Ok((count, &blob[start..]))
+}
+
 fn malformed(what: &str) -> Error {
     Error::Malformed(format!("signature: {what}"))
 }

@@ -73,27 +73,31 @@ impl MetaDataCallSites<'_, '_> {
                 )?;
                 self.signature(MdToken(parent), depth + 1)
             }
-            t if t == sys::mdtSignature => {
-                let (mut blob, mut len) = (core::ptr::null::<u8>(), 0u32);
-                crate::error::check(
-                    // SAFETY: [plain-call] out pointers are locals.
-                    unsafe { md.raw().GetSigFromToken(token.0, &mut blob, &mut len) },
-                    "IMetaDataImport::GetSigFromToken",
-                )?;
-                if blob.is_null() {
-                    return Ok(Vec::new());
-                }
-                // SAFETY: [module-lifetime] the metadata returns `len` bytes of its blob heap,
-                // in the module's image: alive while we hold the import
-                // interface and the module is loaded ('m); copied at once.
-                Ok(unsafe { core::slice::from_raw_parts(blob, len as usize) }.to_vec())
-            }
+            t if t == sys::mdtSignature => standalone_sig(md, MdSignature(token.0)),
             _ => Err(Error::Malformed(format!(
                 "token {:#010x} is no method or signature",
                 token.0
             ))),
         }
     }
+}
+
+/// `GetSigFromToken`: the blob of a StandAloneSig (a `calli` site or a
+/// local-variable signature), copied.
+pub(crate) fn standalone_sig(md: &MetaDataImport<'_>, token: MdSignature) -> Result<Vec<u8>> {
+    let (mut blob, mut len) = (core::ptr::null::<u8>(), 0u32);
+    crate::error::check(
+        // SAFETY: [plain-call] out pointers are locals.
+        unsafe { md.raw().GetSigFromToken(token.0, &mut blob, &mut len) },
+        "IMetaDataImport::GetSigFromToken",
+    )?;
+    if blob.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: [module-lifetime] the metadata returns `len` bytes of its blob heap,
+    // in the module's image: alive while we hold the import
+    // interface and the module is loaded; copied at once.
+    Ok(unsafe { core::slice::from_raw_parts(blob, len as usize) }.to_vec())
 }
 
 impl CallSites for MetaDataCallSites<'_, '_> {

@@ -1,0 +1,230 @@
+//! The shape of a wrapped body, built from the original with no runtime at
+//! hand (so every case is unit-tested against bodies written here).
+//!
+//! ```text
+//!         ldc.i4.1; stloc E                  // "left by an exception" until a return says otherwise
+//!         <args>    stloc P                  // a localloc'd table of argument addresses, or null
+//!         ldc.i4 id; ldloc P; ldc.i8 enter; conv.i; calli int64(int32, native int)
+//!         stloc S                            // the entry handler's state
+//! TRY:    <original code, each `ret` now: [stloc R]; ldc.i4.0; stloc E; leave END>
+//! FIN:    ldc.i4 id; ldloc S; ldloca R|null; conv.u; ldloc E
+//!         ldc.i8 exit; conv.i; calli void(int32, int64, native int, int32)
+//!         endfinally                         // finally: TRY..FIN, handler FIN..END
+//! END:    [ldloc R]; ret
+//! ```
+//!
+//! A `finally` sees both ways out: a normal return (E = 0, R holds the value,
+//! which the exit handler may replace before `END` returns it) and an
+//! exception (E = 1; the exception goes on unchanged after the handler). The
+//! original clauses stay as they were, nested inside the new one (a `ret`
+//! never sits inside a protected region, ECMA-335 III.3.56, so every return
+//! leaves from the top level of the new `try`).
+
+use crate::error::{Error, Result};
+use crate::ids::{MdSignature, MdToken};
+use crate::il::{ClauseKind, ExceptionClause, HeaderFormat, Label, MethodBody, OpCode, Operand};
+
+/// What [`build`] needs besides the original body.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    /// The wrapper's number, passed to both probes.
+    pub id: i32,
+    /// Address of the entry probe.
+    pub enter: usize,
+    /// Address of the exit probe.
+    pub exit: usize,
+    /// `calli` signature of the entry probe: unmanaged `int64(int32, native int)`.
+    pub enter_sig: MdSignature,
+    /// `calli` signature of the exit probe: unmanaged `void(int32, int64, native int, int32)`.
+    pub exit_sig: MdSignature,
+    /// The new local signature: the original locals, then S, E, P and (for a
+    /// method returning a value) R.
+    pub local_sig: MdSignature,
+    /// How many locals the original has (index of S).
+    pub first_local: u16,
+    /// Whether the method returns a value.
+    pub returns: bool,
+    /// Number of arguments, `this` included, whose addresses go to the entry
+    /// probe; `None` passes null (the handler does not read arguments).
+    pub arguments: Option<u16>,
+}
+
+/// Why a body cannot be wrapped, or `None`.
+pub(crate) fn refusal(body: &MethodBody) -> Option<&'static str> {
+    for i in body.instructions() {
+        match i.opcode {
+            OpCode::TAILCALL => {
+                return Some(
+                    "it makes a `tail.` call, which must be followed by its `ret` and cannot sit \
+                     inside the `try` that wraps the body",
+                )
+            }
+            OpCode::JMP => {
+                return Some("it ends in `jmp`, which leaves with the caller's arguments and may not leave a `try`")
+            }
+            OpCode::ARGLIST => return Some("it reads `arglist` (a vararg method)"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Builds the wrapped body (see the module docs). The caller recomputes max
+/// stack and verifies the result.
+pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
+    if let Some(why) = refusal(original) {
+        return Err(Error::Usage(why.into()));
+    }
+    let first = original
+        .instructions()
+        .first()
+        .map(|i| i.label)
+        .ok_or_else(|| Error::Malformed("IL method body: no code".into()))?;
+    let s = plan.first_local;
+    let var = |k: u16| -> Result<Operand> {
+        s.checked_add(k)
+            .map(Operand::Var)
+            .ok_or(Error::InvalidArgument("too many locals to add the wrapper's"))
+    };
+    let (state, exc, args, ret) = (var(0)?, var(1)?, var(2)?, var(3)?);
+
+    let mut body = original.clone();
+    body.format = HeaderFormat::Fat;
+    body.init_locals = true;
+    body.local_var_sig = plan.local_sig;
+
+    // Every `ret` becomes a store of the value, "no exception", and a leave
+    // to the epilogue. The `ret`'s label stays on the first instruction, so
+    // branches to it still arrive.
+    let end = body.new_label();
+    let mut returns = 0usize;
+    let mut index = 0;
+    while index < body.instructions().len() {
+        if body.instructions()[index].opcode != OpCode::RET {
+            index += 1;
+            continue;
+        }
+        returns += 1;
+        let mut tail = Vec::new();
+        if plan.returns {
+            body.replace(index, OpCode::STLOC, ret.clone())?;
+        } else {
+            body.replace(index, OpCode::LDC_I4_0, Operand::None)?;
+            tail.push((OpCode::STLOC, exc.clone()));
+            tail.push((OpCode::LEAVE, Operand::Target(end)));
+            body.insert(index + 1, &tail)?;
+            index += 1 + tail.len();
+            continue;
+        }
+        tail.push((OpCode::LDC_I4_0, Operand::None));
+        tail.push((OpCode::STLOC, exc.clone()));
+        tail.push((OpCode::LEAVE, Operand::Target(end)));
+        body.insert(index + 1, &tail)?;
+        index += 1 + tail.len();
+    }
+
+    // The prologue, before the first original instruction (which stays the
+    // target of branches to the method's start, inside the new `try`).
+    let mut prologue = vec![
+        (OpCode::LDC_I4_1, Operand::None),
+        (OpCode::STLOC, exc.clone()),
+    ];
+    match plan.arguments {
+        Some(n) if n > 0 => {
+            prologue.push((OpCode::LDC_I4, Operand::Int(i32::from(n) * 8)));
+            prologue.push((OpCode::CONV_U, Operand::None));
+            prologue.push((OpCode::LOCALLOC, Operand::None));
+            prologue.push((OpCode::STLOC, args.clone()));
+            for i in 0..n {
+                prologue.extend([
+                    (OpCode::LDLOC, args.clone()),
+                    (OpCode::LDC_I4, Operand::Int(i32::from(i) * 8)),
+                    (OpCode::ADD, Operand::None),
+                    (OpCode::LDARGA, Operand::Var(i)),
+                    (OpCode::CONV_U, Operand::None),
+                    (OpCode::STIND_I, Operand::None),
+                ]);
+            }
+        }
+        _ => {
+            prologue.push((OpCode::LDC_I4_0, Operand::None));
+            prologue.push((OpCode::CONV_U, Operand::None));
+            prologue.push((OpCode::STLOC, args.clone()));
+        }
+    }
+    prologue.extend([
+        (OpCode::LDC_I4, Operand::Int(plan.id)),
+        (OpCode::LDLOC, args),
+        (OpCode::LDC_I8, Operand::Long(plan.enter as u64 as i64)),
+        (OpCode::CONV_I, Operand::None),
+        (OpCode::CALLI, Operand::Token(MdToken(plan.enter_sig.0))),
+        (OpCode::STLOC, state.clone()),
+    ]);
+    body.insert_at_entry(&prologue)?;
+
+    // The finally block, then the epilogue.
+    let fin = body.push(OpCode::LDC_I4, Operand::Int(plan.id));
+    body.push(OpCode::LDLOC, state);
+    if plan.returns {
+        body.push(OpCode::LDLOCA, ret.clone());
+    } else {
+        body.push(OpCode::LDC_I4_0, Operand::None);
+    }
+    body.push(OpCode::CONV_U, Operand::None);
+    body.push(OpCode::LDLOC, exc);
+    body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
+    body.push(OpCode::CONV_I, Operand::None);
+    body.push(
+        OpCode::CALLI,
+        Operand::Token(MdToken(plan.exit_sig.0)),
+    );
+    body.push(OpCode::ENDFINALLY, Operand::None);
+    let handler_end = if returns > 0 {
+        if plan.returns {
+            body.push_labeled(end, OpCode::LDLOC, ret);
+            body.push(OpCode::RET, Operand::None);
+        } else {
+            body.push_labeled(end, OpCode::RET, Operand::None);
+        }
+        end
+    } else {
+        // The method never returns (it ends in `throw`): no epilogue.
+        Label::END
+    };
+    // Outermost, so last (ECMA-335 II.19: inner clauses first).
+    body.clauses.push(ExceptionClause {
+        kind: ClauseKind::Finally,
+        try_start: first,
+        try_end: fin,
+        handler_start: fin,
+        handler_end,
+    });
+    Ok(body)
+}
+
+/// The new local signature: `LOCAL_SIG`, the count plus four (or three when
+/// the method returns nothing), the original types, then `int64` S, `int32`
+/// E, `native int` P and the return type R.
+pub(crate) fn local_sig(
+    original_count: u32,
+    original_types: &[u8],
+    return_type: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    use crate::metadata_emit::{PrimitiveType, SigBuilder};
+    let added = if return_type.is_some() { 4 } else { 3 };
+    let count = original_count
+        .checked_add(added)
+        .filter(|c| *c <= u32::from(u16::MAX))
+        .ok_or(Error::InvalidArgument("too many locals to add the wrapper's"))?;
+    let mut b = SigBuilder::new();
+    b.raw(&[clrprof_sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8]);
+    b.compressed(count)?;
+    b.raw(original_types);
+    b.raw(&SigBuilder::primitive(PrimitiveType::I8));
+    b.raw(&SigBuilder::primitive(PrimitiveType::I4));
+    b.raw(&SigBuilder::primitive(PrimitiveType::I));
+    if let Some(r) = return_type {
+        b.raw(r);
+    }
+    Ok(b.finish())
+}

@@ -1,0 +1,473 @@
+//! Method wrapping: run handlers written in safe Rust at the entry and at
+//! every exit of chosen managed methods, with their arguments and return
+//! value, by rewriting their IL into a shape the SDK builds and verifies
+//! (DESIGN.md decision 15: the safe way to change code).
+//!
+//! [`wrap`] reads a method's IL, signature and locals and builds a new body
+//! (see `build.rs` for its exact shape): a prologue that calls the entry
+//! handler and keeps what it returns, the original code inside a `try` whose
+//! every `ret` stores the value and leaves, and a `finally` that calls the
+//! exit handler with that state, the return value (which it may replace) and
+//! whether the method is leaving by an exception — which then goes on
+//! unchanged. The original exception clauses stay, nested inside the new
+//! one; tiny headers become fat; the locals signature gains the wrapper's
+//! locals; max stack is recomputed; and the body must pass
+//! [`il::verify`](crate::il::verify()) before it is handed out. Methods the
+//! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
+//! `jmp`, vararg methods), never built.
+//!
+//! The body is a [`WrappedBody`], whose bytes only this module makes, so it
+//! is installed from safe code: at `JITCompilationStarted`
+//! ([`WrappedBody::install_at_jit`], with the IL map) or from
+//! `GetReJITParameters` ([`WrappedBody::install_in_rejit`]) to switch a
+//! wrapper on in a running process, and off with `RequestRevert`.
+//!
+//! ```no_run
+//! use clrprof::instrumentation::{self, Entry, Exit, MethodHandler};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! #[derive(Default)]
+//! struct Count { calls: AtomicU64, threw: AtomicU64 }
+//!
+//! impl MethodHandler for Count {
+//!     type State = ();
+//!     fn on_entry(&self, _: &Entry<'_>) {
+//!         self.calls.fetch_add(1, Ordering::Relaxed);
+//!     }
+//!     fn on_exit(&self, exit: &mut Exit<'_>, _: ()) {
+//!         if exit.threw() {
+//!             self.threw.fetch_add(1, Ordering::Relaxed);
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! The handlers run as unmanaged code called by the method (a `calli` to a
+//! native address of this library, pinned while the process lives): they
+//! may block, allocate and call the runtime like any profiler thread, and
+//! a panic in one is caught, logged and counted (the call then goes on as if
+//! unwrapped). What they see is limited by that: a garbage collection may
+//! run meanwhile, so object references are not handed to them (see
+//! [`Arguments::get`]).
+
+mod build;
+mod values;
+
+pub use values::{Arguments, Primitive, ReturnValue};
+
+use crate::error::{Error, Result};
+use crate::ids::{FunctionId, MdMethodDef, ModuleId, RawModuleId};
+use crate::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
+use crate::info::{IlMapEntry, ProfilerInfo};
+use crate::metadata_emit::{PrimitiveType, SigBuilder, UnmanagedCallConv};
+use crate::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
+use clrprof_sys as sys;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// What runs around a wrapped method. One handler may wrap many methods;
+/// [`Entry::method`] and [`Exit::method`] say which one is running.
+pub trait MethodHandler: Send + Sync + 'static {
+    /// What the entry handler hands to the exit handler of the same call
+    /// (CallTarget's state). `()` costs nothing; any other type is boxed
+    /// for the duration of the call.
+    type State: Send + 'static;
+
+    /// Whether the injected prologue passes the arguments' addresses
+    /// ([`Entry::arguments`]). Without it the prologue passes null and
+    /// [`Arguments::get`] fails; with it every call builds a small table
+    /// on the stack (`localloc`).
+    const ARGUMENTS: bool = false;
+
+    /// Runs on entry, before the original body.
+    fn on_entry(&self, call: &Entry<'_>) -> Self::State;
+
+    /// Runs on every way out of the method: after a `ret` (with the value,
+    /// which [`ReturnValue::set`] may replace) or while an exception leaves
+    /// it ([`Exit::threw`]).
+    fn on_exit(&self, call: &mut Exit<'_>, state: Self::State);
+}
+
+/// A method a wrapper was built for: its name and signature as its module's
+/// metadata gives them.
+#[derive(Debug)]
+pub struct WrappedMethod {
+    name: String,
+    module: RawModuleId,
+    token: MdMethodDef,
+    sig: MethodSig,
+}
+
+impl WrappedMethod {
+    /// `Namespace.Type::Method`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The module, as a raw ID (the wrapper may outlive the module).
+    pub fn module(&self) -> RawModuleId {
+        self.module
+    }
+    /// The method's definition token.
+    pub fn token(&self) -> MdMethodDef {
+        self.token
+    }
+    /// Its signature.
+    pub fn signature(&self) -> &MethodSig {
+        &self.sig
+    }
+}
+
+/// The entry of a wrapped call.
+pub struct Entry<'c> {
+    method: &'c WrappedMethod,
+    arguments: Arguments<'c>,
+}
+
+impl Entry<'_> {
+    /// The method being called.
+    pub fn method(&self) -> &WrappedMethod {
+        self.method
+    }
+    /// Its arguments.
+    pub fn arguments(&self) -> &Arguments<'_> {
+        &self.arguments
+    }
+}
+
+/// The exit of a wrapped call.
+pub struct Exit<'c> {
+    method: &'c WrappedMethod,
+    threw: bool,
+    value: ReturnValue<'c>,
+}
+
+impl<'c> Exit<'c> {
+    /// The method returning.
+    pub fn method(&self) -> &WrappedMethod {
+        self.method
+    }
+    /// `true` when the method is leaving by an exception (which continues
+    /// after the handler), `false` after a `ret`.
+    pub fn threw(&self) -> bool {
+        self.threw
+    }
+    /// The return value (absent after an exception or for `void`).
+    pub fn return_value(&mut self) -> &mut ReturnValue<'c> {
+        &mut self.value
+    }
+}
+
+/// A handler with its state type erased, as the probes call it.
+trait Erased: Send + Sync {
+    fn enter(&self, call: &Entry<'_>) -> *mut ();
+    fn exit(&self, call: &mut Exit<'_>, state: *mut ());
+}
+
+struct Typed<H>(Arc<H>);
+
+impl<H: MethodHandler> Erased for Typed<H> {
+    fn enter(&self, call: &Entry<'_>) -> *mut () {
+        Box::into_raw(Box::new(self.0.on_entry(call))).cast()
+    }
+    fn exit(&self, call: &mut Exit<'_>, state: *mut ()) {
+        if state.is_null() {
+            return; // the entry handler panicked
+        }
+        // SAFETY: [wrapped-frame] `state` is what `enter` of this same wrapper returned in
+        // this frame: the injected prologue stores the entry probe's result in its own
+        // local S, which nothing else writes, and the finally block (which runs once per
+        // call, after the prologue, the only code reading S) passes it here. So it is a
+        // live `Box<H::State>` that no one else owns.
+        let state = unsafe { Box::from_raw(state.cast::<H::State>()) };
+        self.0.on_exit(call, *state);
+    }
+}
+
+/// One built wrapper: the method it was built for and its handler.
+struct Registered {
+    method: WrappedMethod,
+    handler: Box<dyn Erased>,
+}
+
+/// Wrappers are numbered; the number is the constant the injected code
+/// passes to the probes. Entries are never removed or reused (a body the
+/// runtime compiled may run until the process ends, and a rebuilt body gets
+/// a new number), so a number always finds the shape its code was built
+/// with.
+const SEGMENT: usize = 4096;
+const SEGMENTS: usize = 1024;
+static TABLE: [OnceLock<Box<[OnceLock<Registered>]>>; SEGMENTS] =
+    [const { OnceLock::new() }; SEGMENTS];
+static NEXT: AtomicU32 = AtomicU32::new(0);
+static PANICS: AtomicU64 = AtomicU64::new(0);
+
+fn register(r: Registered) -> Result<i32> {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
+    let segment = TABLE
+        .get(id / SEGMENT)
+        .ok_or(Error::InvalidArgument("more than 4M wrappers built"))?;
+    let slots = segment.get_or_init(|| (0..SEGMENT).map(|_| OnceLock::new()).collect());
+    // A fresh number: the slot is empty.
+    let _ = slots[id % SEGMENT].set(r);
+    i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))
+}
+
+fn lookup(id: i32) -> Option<&'static Registered> {
+    let id = usize::try_from(id).ok()?;
+    TABLE.get(id / SEGMENT)?.get()?.get(id % SEGMENT)?.get()
+}
+
+/// How many handler calls panicked (each was caught at the probe).
+pub fn handler_panics() -> u64 {
+    PANICS.load(Ordering::Relaxed)
+}
+
+/// The entry probe the injected prologue calls (`calli` unmanaged
+/// `int64(int32, native int)`). Never unwinds.
+extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
+    let Some(r) = lookup(id) else {
+        return 0;
+    };
+    let entry = Entry {
+        method: &r.method,
+        arguments: Arguments {
+            params: &r.method.sig.params,
+            has_this: r.method.sig.has_this(),
+            table: arguments,
+        },
+    };
+    match catch_unwind(AssertUnwindSafe(|| r.handler.enter(&entry))) {
+        Ok(state) => state as i64,
+        Err(_) => {
+            PANICS.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "the entry handler of {} panicked; its exit handler is skipped for this call",
+                r.method.name
+            );
+            0
+        }
+    }
+}
+
+/// The exit probe the injected `finally` calls (`calli` unmanaged
+/// `void(int32, int64, native int, int32)`). Never unwinds.
+extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
+    let Some(r) = lookup(id) else {
+        return;
+    };
+    let threw = threw != 0;
+    let mut exit = Exit {
+        method: &r.method,
+        threw,
+        value: ReturnValue {
+            ty: &r.method.sig.ret,
+            // After an exception the local holds no value of the method's.
+            slot: if threw {
+                core::ptr::null_mut()
+            } else {
+                value
+            },
+        },
+    };
+    if catch_unwind(AssertUnwindSafe(|| {
+        r.handler.exit(&mut exit, state as usize as *mut ())
+    }))
+    .is_err()
+    {
+        PANICS.fetch_add(1, Ordering::Relaxed);
+        log::warn!("the exit handler of {} panicked", r.method.name);
+    }
+}
+
+/// A body built by [`wrap`]: only this module makes one, which is why
+/// installing it is safe.
+pub struct WrappedBody<'m> {
+    module: ModuleId<'m>,
+    token: MdMethodDef,
+    id: i32,
+    bytes: Vec<u8>,
+    map: Vec<IlMapEntry>,
+}
+
+impl<'m> WrappedBody<'m> {
+    /// The encoded body (header, code, exception sections).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The old-to-new IL offset map.
+    pub fn map(&self) -> &[IlMapEntry] {
+        &self.map
+    }
+
+    /// The method it wraps.
+    pub fn method(&self) -> &'static WrappedMethod {
+        match lookup(self.id) {
+            Some(r) => &r.method,
+            // `wrap` registered it before making this value.
+            None => unreachable_registered(),
+        }
+    }
+
+    /// Installs the body from `JITCompilationStarted` of `function` (which
+    /// must be the wrapped method): `SetILFunctionBody` with a copy from the
+    /// module's allocator, then `SetILInstrumentedCodeMap`. Every later
+    /// compilation of the method (all its instantiations, tier 1) uses it;
+    /// code already compiled does not. Fails with [`Error::Mismatch`] for
+    /// another function.
+    pub fn install_at_jit(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<()> {
+        let fi = info.function_info(function)?;
+        if fi.module.to_raw() != self.module.to_raw() || fi.token != self.token {
+            return Err(Error::Mismatch {
+                call: "instrumentation::WrappedBody::install_at_jit",
+                made_for: self.token.0 as usize,
+                used_with: fi.token.0 as usize,
+            });
+        }
+        let buffer = info
+            .il_function_body_allocator(self.module)?
+            .alloc_copy(&self.bytes)?;
+        // SAFETY: [wrapped-frame] the body was built by `wrap` for this method of this module
+        // and verified: the original IL (which the runtime was about to run) inside a
+        // try/finally whose added code reads and writes only its own new locals and the
+        // method's own arguments, and calls the two probes of this library (pinned for the
+        // process's life) through `calli` signatures that match their Rust declarations.
+        unsafe { info.set_il_function_body(self.module, self.token, buffer)? };
+        info.set_il_instrumented_code_map(function, true, &self.map)
+    }
+
+    /// Installs the body for the next compilation of the method without a
+    /// `FunctionID` (e.g. from `ModuleLoadFinished`): `SetILFunctionBody`
+    /// only, no IL map.
+    pub fn install(&self, info: &ProfilerInfo) -> Result<()> {
+        let buffer = info
+            .il_function_body_allocator(self.module)?
+            .alloc_copy(&self.bytes)?;
+        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified.
+        unsafe { info.set_il_function_body(self.module, self.token, buffer) }
+    }
+
+    /// Installs the body from `GetReJITParameters` of the wrapped method
+    /// (the caller passes the control the runtime gave for it), with its IL
+    /// map.
+    pub fn install_in_rejit(&self, control: &crate::rejit::FunctionControl) -> Result<()> {
+        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified.
+        unsafe { control.set_il_function_body(&self.bytes)? };
+        control.set_il_instrumented_code_map(&self.map)
+    }
+}
+
+#[cold]
+fn unreachable_registered() -> ! {
+    // `wrap` registers the wrapper before it makes the body, and the table
+    // never forgets.
+    panic!("a WrappedBody whose wrapper is not registered")
+}
+
+/// Builds a wrapped body of `method` in `module` whose entry and exits run
+/// `handler`. See the module docs for the shape.
+///
+/// Fails with [`Error::CannotWrap`] for a method the shape cannot keep
+/// (`tail.` calls, `jmp`, `arglist`, vararg signatures, no IL), with the
+/// runtime's error when its IL or metadata cannot be read, and with
+/// [`Error::CannotWrap`] if the built body fails [`verify`] (a bug here or
+/// a body that was invalid to start with).
+pub fn wrap<'m, H: MethodHandler>(
+    info: &ProfilerInfo,
+    module: ModuleId<'m>,
+    method: MdMethodDef,
+    handler: Arc<H>,
+) -> Result<WrappedBody<'m>> {
+    let emit = info.module_metadata_emit(module)?;
+    let import = emit.import();
+    let name = import
+        .method_name(method)
+        .unwrap_or_else(|_| format!("method {:#010x}", method.0));
+    let cannot = |why: String| Error::CannotWrap {
+        method: name.clone(),
+        why,
+    };
+    let props = import.method_props(method)?;
+    let sig = MethodSig::parse(&props.signature)?;
+    if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
+        return Err(cannot("it is a vararg method".into()));
+    }
+    let il = info.il_function_body(module, method)?;
+    if il.is_empty() {
+        return Err(cannot("it has no IL body".into()));
+    }
+    let original = MethodBody::parse(il)?;
+    if let Some(why) = build::refusal(&original) {
+        return Err(cannot(why.into()));
+    }
+    let local_blob = if original.local_var_sig.0 == 0 {
+        Vec::new()
+    } else {
+        crate::il::standalone_sig(import, original.local_var_sig)?
+    };
+    let (count, types) = local_var_sig(&local_blob)?;
+    let first_local = u16::try_from(count)
+        .map_err(|_| cannot("it has more locals than IL can index".into()))?;
+    let returns = !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    let ret_type = if returns {
+        Some(return_type_bytes(&props.signature)?)
+    } else {
+        None
+    };
+    let local_sig = emit.token_from_sig(&build::local_sig(count, types, ret_type)?)?;
+    let prim = |t| SigBuilder::primitive(t);
+    let enter_sig = emit.token_from_sig(&SigBuilder::unmanaged_calli(
+        UnmanagedCallConv::StdCall,
+        &prim(PrimitiveType::I8),
+        &[&prim(PrimitiveType::I4), &prim(PrimitiveType::I)],
+    )?)?;
+    let exit_sig = emit.token_from_sig(&SigBuilder::unmanaged_calli(
+        UnmanagedCallConv::StdCall,
+        &prim(PrimitiveType::Void),
+        &[
+            &prim(PrimitiveType::I4),
+            &prim(PrimitiveType::I8),
+            &prim(PrimitiveType::I),
+            &prim(PrimitiveType::I4),
+        ],
+    )?)?;
+    let arg_count = u16::try_from(sig.params.len() + usize::from(sig.has_this()))
+        .map_err(|_| cannot("it has more arguments than IL can index".into()))?;
+    let id = register(Registered {
+        method: WrappedMethod {
+            name: name.clone(),
+            module: module.to_raw(),
+            token: method,
+            sig,
+        },
+        handler: Box::new(Typed(handler)),
+    })?;
+    let plan = build::Plan {
+        id,
+        enter: enter_probe as *const () as usize,
+        exit: exit_probe as *const () as usize,
+        enter_sig,
+        exit_sig,
+        local_sig,
+        first_local,
+        returns,
+        arguments: H::ARGUMENTS.then_some(arg_count),
+    };
+    let mut body = build::build(&original, &plan).map_err(|e| cannot(e.to_string()))?;
+    let sites = MetaDataCallSites(import);
+    recompute_max_stack(&mut body, returns, &sites).map_err(|e| cannot(e.to_string()))?;
+    let written = body.write()?;
+    verify(&written.bytes, returns, &sites)
+        .map_err(|e| cannot(format!("the wrapped body fails verification: {e}")))?;
+    Ok(WrappedBody {
+        module,
+        token: method,
+        id,
+        bytes: written.bytes,
+        map: written.map,
+    })
+}
+
+#[cfg(test)]
+mod tests;
