@@ -31,6 +31,7 @@ mod sxs;
 mod torture;
 mod tracers;
 mod unload;
+mod wrap;
 
 use clrprof_testing::harness::Harness;
 
@@ -68,6 +69,7 @@ fn main() {
         .chain(readers::scenarios())
         .chain(lifecycle::scenarios())
         .chain(frames::scenarios())
+        .chain(wrap::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -84,7 +84,9 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     let var = |k: u16| -> Result<Operand> {
         s.checked_add(k)
             .map(Operand::Var)
-            .ok_or(Error::InvalidArgument("too many locals to add the wrapper's"))
+            .ok_or(Error::InvalidArgument(
+                "too many locals to add the wrapper's",
+            ))
     };
     let (state, exc, args, ret) = (var(0)?, var(1)?, var(2)?, var(3)?);
 
@@ -174,10 +176,7 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     body.push(OpCode::LDLOC, exc);
     body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
     body.push(OpCode::CONV_I, Operand::None);
-    body.push(
-        OpCode::CALLI,
-        Operand::Token(MdToken(plan.exit_sig.0)),
-    );
+    body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
     body.push(OpCode::ENDFINALLY, Operand::None);
     let handler_end = if returns > 0 {
         if plan.returns {
@@ -215,7 +214,9 @@ pub(crate) fn local_sig(
     let count = original_count
         .checked_add(added)
         .filter(|c| *c <= u32::from(u16::MAX))
-        .ok_or(Error::InvalidArgument("too many locals to add the wrapper's"))?;
+        .ok_or(Error::InvalidArgument(
+            "too many locals to add the wrapper's",
+        ))?;
     let mut b = SigBuilder::new();
     b.raw(&[clrprof_sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8]);
     b.compressed(count)?;

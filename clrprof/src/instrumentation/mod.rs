@@ -263,11 +263,7 @@ extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
         value: ReturnValue {
             ty: &r.method.sig.ret,
             // After an exception the local holds no value of the method's.
-            slot: if threw {
-                core::ptr::null_mut()
-            } else {
-                value
-            },
+            slot: if threw { core::ptr::null_mut() } else { value },
         },
     };
     if catch_unwind(AssertUnwindSafe(|| {
@@ -407,9 +403,10 @@ pub fn wrap<'m, H: MethodHandler>(
         crate::il::standalone_sig(import, original.local_var_sig)?
     };
     let (count, types) = local_var_sig(&local_blob)?;
-    let first_local = u16::try_from(count)
-        .map_err(|_| cannot("it has more locals than IL can index".into()))?;
-    let returns = !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    let first_local =
+        u16::try_from(count).map_err(|_| cannot("it has more locals than IL can index".into()))?;
+    let returns =
+        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
     let ret_type = if returns {
         Some(return_type_bytes(&props.signature)?)
     } else {

@@ -32,11 +32,16 @@ fn sites() -> HashMap<MdToken, CallSite> {
     )
     .unwrap();
     let callee =
-        SigBuilder::static_method(&prim(PrimitiveType::Void), &[&prim(PrimitiveType::I4)])
-            .unwrap();
+        SigBuilder::static_method(&prim(PrimitiveType::Void), &[&prim(PrimitiveType::I4)]).unwrap();
     HashMap::from([
-        (MdToken(ENTER_SIG.0), CallSite::from_signature(&enter).unwrap()),
-        (MdToken(EXIT_SIG.0), CallSite::from_signature(&exit).unwrap()),
+        (
+            MdToken(ENTER_SIG.0),
+            CallSite::from_signature(&enter).unwrap(),
+        ),
+        (
+            MdToken(EXIT_SIG.0),
+            CallSite::from_signature(&exit).unwrap(),
+        ),
         (CALLEE, CallSite::from_signature(&callee).unwrap()),
     ])
 }
@@ -65,7 +70,10 @@ fn wrap_and_verify(original: &MethodBody, plan: &Plan) -> MethodBody {
 }
 
 fn count(body: &MethodBody, op: OpCode) -> usize {
-    body.instructions().iter().filter(|i| i.opcode == op).count()
+    body.instructions()
+        .iter()
+        .filter(|i| i.opcode == op)
+        .count()
 }
 
 /// `if (a == 0) return 1; while (a != 0) a--; return 2;` with a loop back
@@ -93,7 +101,10 @@ fn two_returns() -> MethodBody {
 fn every_return_leaves_through_the_finally_and_the_value_is_returned_once() {
     let wrapped = wrap_and_verify(&two_returns(), &plan(true, None, 0));
     assert_eq!(count(&wrapped, OpCode::RET), 1, "one ret, in the epilogue");
-    assert_eq!(count(&wrapped, OpCode::LEAVE) + count(&wrapped, OpCode::LEAVE_S), 2);
+    assert_eq!(
+        count(&wrapped, OpCode::LEAVE) + count(&wrapped, OpCode::LEAVE_S),
+        2
+    );
     assert_eq!(count(&wrapped, OpCode::CALLI), 2, "entry and exit probes");
     assert_eq!(wrapped.clauses.len(), 1);
     assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Finally));
@@ -191,7 +202,10 @@ fn arguments_are_passed_as_a_table_of_their_addresses() {
         .filter(|i| i.opcode == OpCode::LDARGA || i.opcode == OpCode::LDARGA_S)
         .map(|i| i.operand.clone())
         .collect();
-    assert_eq!(ldarga, vec![Operand::Var(0), Operand::Var(1), Operand::Var(2)]);
+    assert_eq!(
+        ldarga,
+        vec![Operand::Var(0), Operand::Var(1), Operand::Var(2)]
+    );
     // localloc needs an otherwise empty stack: it is in the prologue,
     // before any original code and outside every clause.
     let localloc = wrapped
@@ -225,7 +239,10 @@ fn the_local_signature_appends_state_flag_table_and_return_value() {
     assert_eq!(sig, vec![0x07, 6, 0x08, 0x0e, 0x0a, 0x08, 0x18, 0x0d]);
     let (n, types) = local_var_sig(&sig).unwrap();
     assert_eq!((n, types.len()), (6, 6));
-    assert_eq!(local_sig(0, &[], None).unwrap(), vec![0x07, 3, 0x0a, 0x08, 0x18]);
+    assert_eq!(
+        local_sig(0, &[], None).unwrap(),
+        vec![0x07, 3, 0x0a, 0x08, 0x18]
+    );
 }
 
 #[test]
@@ -234,7 +251,10 @@ fn the_return_type_is_cut_from_the_method_signature() {
     let blob = [0x30, 0x01, 0x02, 0x1e, 0x00, 0x08, 0x0e];
     assert_eq!(return_type_bytes(&blob).unwrap(), &[0x1e, 0x00]);
     assert!(return_type_bytes(&[0x00, 0x01]).is_err(), "truncated");
-    assert!(local_var_sig(&[0x07, 0x02, 0x08]).is_err(), "one type of two");
+    assert!(
+        local_var_sig(&[0x07, 0x02, 0x08]).is_err(),
+        "one type of two"
+    );
     assert!(local_var_sig(&[0x06, 0x00]).is_err(), "not LOCAL_SIG");
 }
 
@@ -312,7 +332,11 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
 
     let seen = handler.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
-    assert!(seen[0].starts_with("41 2.5 | parameter 0 is int, not a i64 | parameter 2 is string"), "{}", seen[0]);
+    assert!(
+        seen[0].starts_with("41 2.5 | parameter 0 is int, not a i64 | parameter 2 is string"),
+        "{}",
+        seen[0]
+    );
     assert!(seen[0].contains("there is no parameter 9"), "{}", seen[0]);
     assert!(seen[0].ends_with("| returned false"), "{}", seen[0]);
     assert!(seen[1].contains("threw: no return value"), "{}", seen[1]);

@@ -115,9 +115,10 @@ fn describe(t: &TypeSig) -> String {
         TypeSig::ByRef(_) => "a `ref` (its target may be on the GC heap, which may move)".into(),
         TypeSig::Var(n) => format!("the type's generic parameter !{n}"),
         TypeSig::MVar(n) => format!("the method's generic parameter !!{n}"),
-        TypeSig::ValueType(_) | TypeSig::GenericInst { value_type: true, .. } => {
-            "a value type (an enum or a struct)".into()
-        }
+        TypeSig::ValueType(_)
+        | TypeSig::GenericInst {
+            value_type: true, ..
+        } => "a value type (an enum or a struct)".into(),
         _ => "an object reference (the GC may move the object)".into(),
     }
 }

@@ -1,0 +1,410 @@
+//! method-wrapper: wraps managed methods with handlers written in safe Rust
+//! through [`clrprof::instrumentation`].
+//!
+//! Every method whose name (`Namespace.Type::Method`) starts with
+//! `CLRPROF_WRAP_FILTER` is wrapped: its entry handler counts the call, its
+//! exit handler a normal return or an exceptional exit. When the profiler
+//! finishes it writes one
+//! `{"event":"wrapped","method":NAME,"enter":N,"return":N,"exception":N}`
+//! per method name (instantiations of a generic method and overloads summed
+//! under the name) to `CLRPROF_OUTPUT`, or stderr.
+//!
+//! - `CLRPROF_WRAP_MODE=jit` (default): the wrapped body is installed at
+//!   `JITCompilationStarted`. `rejit`: methods are only noted when first
+//!   compiled; when `<namespace>.Rejit::Begin` is compiled every noted
+//!   method is re-JITted with its wrapper, and when `<namespace>.Rejit::End`
+//!   is compiled they are reverted, so only the calls in between count.
+//! - `CLRPROF_WRAP_ARGS=1`: also one
+//!   `{"event":"call","method":..,"args":[..],"return":..,"threw":bool}` per
+//!   call, each primitive argument and the return value as the method's own
+//!   signature types them (others as `"?"`).
+//! - `CLRPROF_WRAP_REPLACE=Ns.Type::Method=N`: that method's `int` return
+//!   value is replaced with `N`.
+//!
+//! Wrapped methods are never inlined (`JITInlining` refuses them), so every
+//! call runs the wrapper. A method the layer cannot wrap is reported as
+//! `{"event":"wrap_refused","method":..,"why":..}` and left as it was.
+
+use clrprof::il::ReJitThread;
+use clrprof::instrumentation::{self, Arguments, Entry, Exit, MethodHandler, ReturnValue};
+use clrprof::output::JsonLines;
+use clrprof::rejit::FunctionControl;
+use clrprof::{
+    profiler, EventMask, EventMasks, FunctionId, MdMethodDef, ModuleId, Profiler, ProfilerInfo,
+    RawModuleId, Result,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The counts of one method name.
+#[derive(Default)]
+struct Tally {
+    enter: AtomicU64,
+    ret: AtomicU64,
+    exception: AtomicU64,
+}
+
+/// The handler of one method: counts, and with `ARGS` records every call.
+struct Handler<const ARGS: bool> {
+    tally: Arc<Tally>,
+    out: Arc<JsonLines>,
+    replace: Option<i32>,
+}
+
+/// A primitive argument or return value as text, by its declared type
+/// (the first primitive type the value reads as).
+macro_rules! show {
+    ($x:ident $args:tt) => {
+        show!(@each $x $args; i32, i64, f64, f32, bool, u16, i16, i8, u8, u32, u64, isize, usize)
+    };
+    (@each $x:ident $args:tt; $($t:ty),*) => {{
+        let mut s: Option<String> = None;
+        $(
+            if s.is_none() {
+                if let Ok(v) = $x.get::<$t> $args {
+                    s = Some(v.to_string());
+                }
+            }
+        )*
+        s.unwrap_or_else(|| "?".to_string())
+    }};
+}
+
+fn show_arg(a: &Arguments<'_>, i: usize) -> String {
+    show!(a(i))
+}
+
+fn show_return(r: &ReturnValue<'_>) -> String {
+    show!(r())
+}
+
+impl<const ARGS: bool> MethodHandler for Handler<ARGS> {
+    /// The arguments as text, when recording calls.
+    type State = Option<Vec<String>>;
+    const ARGUMENTS: bool = ARGS;
+
+    fn on_entry(&self, call: &Entry<'_>) -> Self::State {
+        self.tally.enter.fetch_add(1, Ordering::Relaxed);
+        ARGS.then(|| {
+            let a = call.arguments();
+            (0..a.len()).map(|i| show_arg(a, i)).collect()
+        })
+    }
+
+    fn on_exit(&self, call: &mut Exit<'_>, args: Self::State) {
+        let threw = call.threw();
+        if threw {
+            self.tally.exception.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.tally.ret.fetch_add(1, Ordering::Relaxed);
+            if let Some(n) = self.replace {
+                // A method not returning `int` keeps its value.
+                let _ = call.return_value().set(n);
+            }
+        }
+        if let Some(args) = args {
+            let list: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
+            let ret = if threw {
+                "?".to_string()
+            } else {
+                show_return(call.return_value())
+            };
+            self.out
+                .record("call")
+                .str("method", call.method().name())
+                .raw("args", &format!("[{}]", list.join(",")))
+                .str("return", &ret)
+                .bool("threw", threw)
+                .write();
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Jit,
+    ReJit,
+}
+
+/// Settings read once in `Initialize`.
+struct Config {
+    filter: String,
+    mode: Mode,
+    args: bool,
+    replace: Option<(String, i32)>,
+}
+
+type MethodKey = (RawModuleId, MdMethodDef);
+
+#[derive(Default)]
+struct State {
+    tallies: BTreeMap<String, Arc<Tally>>,
+    /// Methods wrapped at JIT time (never twice: later compilations and
+    /// other instantiations use the body already set).
+    wrapped: HashSet<MethodKey>,
+    /// Methods seen compiled (ReJIT mode), and those re-JITted now.
+    candidates: Vec<MethodKey>,
+    rejitted: Vec<MethodKey>,
+}
+
+/// The profiler.
+#[profiler(clsid = "{2C8E4F61-7A3B-4D59-9E12-6B0F1A2C3D4E}")]
+#[derive(Default)]
+pub struct MethodWrapper {
+    out: Arc<JsonLines>,
+    config: OnceLock<Config>,
+    state: Mutex<State>,
+    rejit: OnceLock<ReJitThread>,
+}
+
+impl MethodWrapper {
+    fn config(&self) -> Option<&Config> {
+        self.config.get()
+    }
+
+    fn selected(&self, name: &str) -> bool {
+        self.config()
+            .is_some_and(|c| !c.filter.is_empty() && name.starts_with(c.filter.as_str()))
+    }
+
+    /// Builds the wrapped body of `method` with the handler for its name.
+    fn build<'m>(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'m>,
+        method: MdMethodDef,
+        name: &str,
+    ) -> Result<instrumentation::WrappedBody<'m>> {
+        let config = self
+            .config()
+            .ok_or_else(|| clrprof::Error::Usage("not initialized".into()))?;
+        let tally = self
+            .state
+            .lock()
+            .map_err(|_| clrprof::Error::Usage("lock poisoned".into()))?
+            .tallies
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let replace = config
+            .replace
+            .as_ref()
+            .filter(|(m, _)| m == name)
+            .map(|(_, n)| *n);
+        let out = self.out.clone();
+        if config.args {
+            instrumentation::wrap(
+                info,
+                module,
+                method,
+                Arc::new(Handler::<true> {
+                    tally,
+                    out,
+                    replace,
+                }),
+            )
+        } else {
+            instrumentation::wrap(
+                info,
+                module,
+                method,
+                Arc::new(Handler::<false> {
+                    tally,
+                    out,
+                    replace,
+                }),
+            )
+        }
+    }
+
+    fn refused(&self, name: &str, e: &clrprof::Error) {
+        self.out
+            .record("wrap_refused")
+            .str("method", name)
+            .str("why", &e.to_string())
+            .write();
+    }
+
+    fn on_marker(&self, begin: bool) -> Result<()> {
+        let Some(rejit) = self.rejit.get() else {
+            return Ok(());
+        };
+        let keys: Vec<MethodKey> = {
+            let mut s = self
+                .state
+                .lock()
+                .map_err(|_| clrprof::Error::Usage("lock poisoned".into()))?;
+            if begin {
+                s.rejitted = s.candidates.clone();
+                s.rejitted.clone()
+            } else {
+                std::mem::take(&mut s.rejitted)
+            }
+        };
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the modules are the app's own, loaded for the process's
+        // life (the wrapped apps load no collectible assemblies), so the raw
+        // module IDs stay valid until the request, waited for below, is done.
+        let rx = unsafe {
+            if begin {
+                rejit.request_rejit_async(keys.clone())?
+            } else {
+                rejit.request_revert_async(keys.clone())?
+            }
+        };
+        let statuses = rx
+            .recv()
+            .map_err(|_| clrprof::Error::Usage("ReJIT thread gone".into()))??;
+        self.out
+            .record(if begin {
+                "rejit_requested"
+            } else {
+                "revert_requested"
+            })
+            .num("methods", keys.len() as u64)
+            .num("failed", statuses.iter().filter(|h| h.0 < 0).count() as u64)
+            .write();
+        Ok(())
+    }
+}
+
+impl Profiler for MethodWrapper {
+    fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
+        self.out.runtime_record(info)?;
+        let mode = match std::env::var("CLRPROF_WRAP_MODE").as_deref() {
+            Ok("rejit") => Mode::ReJit,
+            _ => Mode::Jit,
+        };
+        let replace = std::env::var("CLRPROF_WRAP_REPLACE").ok().and_then(|v| {
+            let (m, n) = v.rsplit_once('=')?;
+            Some((m.to_string(), n.parse().ok()?))
+        });
+        let _ = self.config.set(Config {
+            filter: std::env::var("CLRPROF_WRAP_FILTER").unwrap_or_default(),
+            mode,
+            args: std::env::var("CLRPROF_WRAP_ARGS").is_ok_and(|v| v == "1"),
+            replace,
+        });
+        let mut mask = EventMask::MONITOR_JIT_COMPILATION;
+        if mode == Mode::ReJit {
+            mask |= EventMask::ENABLE_REJIT;
+            let _ = self.rejit.set(ReJitThread::spawn(info)?);
+        }
+        Ok(mask.into())
+    }
+
+    fn jit_inlining(
+        &self,
+        info: &ProfilerInfo,
+        _caller: FunctionId<'_>,
+        callee: FunctionId<'_>,
+    ) -> bool {
+        // A wrapped method inlined into its caller would run unwrapped.
+        !info
+            .function_name(callee)
+            .is_ok_and(|name| self.selected(&name))
+    }
+
+    fn jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, _safe: bool) {
+        let Ok(name) = info.function_name(function) else {
+            return;
+        };
+        if let Some(marker) = name.rsplit_once(".Rejit::").map(|(_, m)| m) {
+            let r = match marker {
+                "Begin" => self.on_marker(true),
+                "End" => self.on_marker(false),
+                _ => Ok(()),
+            };
+            if let Err(e) = r {
+                self.refused(&name, &e);
+            }
+            return;
+        }
+        if !self.selected(&name) {
+            return;
+        }
+        let Ok(fi) = info.function_info(function) else {
+            return;
+        };
+        let key = (fi.module.to_raw(), fi.token);
+        let Some(mode) = self.config().map(|c| c.mode) else {
+            return;
+        };
+        {
+            let Ok(mut s) = self.state.lock() else {
+                return;
+            };
+            s.tallies.entry(name.clone()).or_default();
+            if mode == Mode::ReJit {
+                if !s.candidates.contains(&key) {
+                    s.candidates.push(key);
+                }
+                return;
+            }
+            if !s.wrapped.insert(key) {
+                return;
+            }
+        }
+        let r = self
+            .build(info, fi.module, fi.token, &name)
+            .and_then(|body| body.install_at_jit(info, function));
+        if let Err(e) = r {
+            self.refused(&name, &e);
+        }
+    }
+
+    fn get_rejit_parameters(
+        &self,
+        info: &ProfilerInfo,
+        module: ModuleId<'_>,
+        method: MdMethodDef,
+        control: &FunctionControl,
+    ) -> Result<()> {
+        let name = info
+            .module_metadata(module, clrprof::info::MetaDataOpen::Read)?
+            .method_name(method)
+            .unwrap_or_else(|_| format!("{:#010x}", method.0));
+        let r = self
+            .build(info, module, method, &name)
+            .and_then(|body| body.install_in_rejit(control));
+        if let Err(e) = &r {
+            self.refused(&name, e);
+        }
+        r
+    }
+
+    fn shutdown(&self, _info: &ProfilerInfo) {
+        if let Some(rejit) = self.rejit.get() {
+            rejit.stop();
+        }
+    }
+
+    fn finish(&self) {
+        let tallies: Vec<(String, Arc<Tally>)> = self
+            .state
+            .lock()
+            .map(|s| {
+                s.tallies
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, t) in tallies {
+            self.out
+                .record("wrapped")
+                .str("method", &name)
+                .num("enter", t.enter.load(Ordering::Relaxed))
+                .num("return", t.ret.load(Ordering::Relaxed))
+                .num("exception", t.exception.load(Ordering::Relaxed))
+                .write();
+        }
+        self.out
+            .record("wrapper_panics")
+            .num("count", instrumentation::handler_panics())
+            .write();
+    }
+}

@@ -1,0 +1,249 @@
+//! Method wrapping in real runtimes (clrprof::instrumentation through the
+//! method-wrapper example, on apps/wrap.cs, whose own account of every
+//! call and exceptional exit is the ground truth):
+//! - at JIT time, every shape (static, instance, value-type `this`, generic
+//!   methods and methods of generic types in shared and unshared
+//!   instantiations, `out`/`ref`, twelve arguments, struct, decimal, double
+//!   and float returns, own try/catch/finally and filters, several returns,
+//!   a method ending in `throw`, exceptions through nested finally blocks,
+//!   recursion, an iterator, an async method, a constructor): entries,
+//!   returns and exceptions equal the app's account, output byte-identical;
+//! - by ReJIT: wrapped at `Rejit.Begin`, unwrapped at `Rejit.End`, counts
+//!   equal the app's account of that phase;
+//! - arguments and return values decoded by the method's own types equal
+//!   what the app printed, and a replaced return value is what the app sees.
+
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::run::Outcome;
+use std::collections::BTreeMap;
+
+/// (enter, return, exception) per method.
+type Counts = BTreeMap<String, (u64, u64, u64)>;
+
+/// `<prefix> <method> <enter> <return> <exception>` lines of the app.
+fn app_account(stdout: &str, prefix: &str) -> Counts {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.len() != 4 {
+                return None;
+            }
+            Some((
+                f[0].to_string(),
+                (f[1].parse().ok()?, f[2].parse().ok()?, f[3].parse().ok()?),
+            ))
+        })
+        .collect()
+}
+
+fn wrapped(outcome: &Outcome) -> Counts {
+    outcome
+        .events("wrapped")
+        .filter_map(|r| {
+            Some((
+                r["method"].as_str()?.to_string(),
+                (
+                    r["enter"].as_u64()?,
+                    r["return"].as_u64()?,
+                    r["exception"].as_u64()?,
+                ),
+            ))
+        })
+        .collect()
+}
+
+/// Runs the app plain and under the wrapper; the app's output must be
+/// identical (or differ only in the lines `changed` names, with the values
+/// given); no wrapper panics. Returns (plain, profiled).
+fn run_pair(
+    case: &Case<'_>,
+    env: &[(&str, &str)],
+    changed: &[(&str, &str)],
+) -> Result<(Outcome, Outcome), Verdict> {
+    let app = case.app("wrap")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check()?;
+    let profiler = case.profiler("method-wrapper")?;
+    let mut spec = case.spec(&app).profiler(profiler);
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let traced = case.run(spec)?;
+    traced.check()?;
+    let expected: String = plain
+        .stdout
+        .lines()
+        .map(|l| {
+            let replaced = changed
+                .iter()
+                .find(|(prefix, _)| l.starts_with(prefix))
+                .map(|(prefix, value)| format!("{prefix}{value}"));
+            format!("{}\n", replaced.unwrap_or_else(|| l.to_string()))
+        })
+        .collect();
+    if traced.stdout != expected {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(traced.stdout.lines())
+            .filter(|(a, b)| a != b)
+            .take(5)
+            .map(|(a, b)| format!("expected {a:?}, got {b:?}"))
+            .collect();
+        return Err(format!(
+            "app output under the wrapper is not the expected one ({} vs {} lines): {diff:?}",
+            expected.lines().count(),
+            traced.stdout.lines().count()
+        )
+        .into());
+    }
+    let panics: Vec<u64> = traced
+        .events("wrapper_panics")
+        .filter_map(|r| r["count"].as_u64())
+        .collect();
+    if panics != [0] {
+        return Err(format!("wrapper_panics records {panics:?}, expected one of 0").into());
+    }
+    Ok((plain, traced))
+}
+
+fn compare(expected: &Counts, got: &Counts, refused: &[String]) -> Result<(), String> {
+    if expected.len() < 20 {
+        return Err(format!(
+            "the app accounted for only {} methods",
+            expected.len()
+        ));
+    }
+    let mut wrong = Vec::new();
+    for (m, want) in expected {
+        match got.get(m) {
+            Some(g) if g == want => {}
+            Some(g) => wrong.push(format!(
+                "{m}: wrapper (enter, return, exception) {g:?}, app {want:?}"
+            )),
+            None => wrong.push(format!("{m}: no wrapped record")),
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{wrong:#?}; refused: {refused:?}"))
+    }
+}
+
+fn refused(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .events("wrap_refused")
+        .map(|r| r.to_string())
+        .collect()
+}
+
+fn jit_scenario(case: &Case<'_>, tiering: &str) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("DOTNET_TieredCompilation", tiering),
+        ("COMPlus_TieredCompilation", tiering),
+    ];
+    let (_plain, traced) = run_pair(case, &env, &[])?;
+    let refused = refused(&traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    compare(
+        &app_account(&traced.stdout, "account"),
+        &wrapped(&traced),
+        &refused,
+    )?;
+    Ok(())
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "method-wrapper: every shape wrapped at JIT, tiered compilation on",
+            |case| jit_scenario(case, "1"),
+        ),
+        Scenario::new(
+            "method-wrapper: every shape wrapped at JIT, tiered compilation off",
+            |case| jit_scenario(case, "0"),
+        ),
+        Scenario::new(
+            "method-wrapper: wrapped by ReJIT for one phase and unwrapped by revert",
+            |case| {
+                let env = [
+                    ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+                    ("CLRPROF_WRAP_MODE", "rejit"),
+                ];
+                let (_plain, traced) = run_pair(case, &env, &[])?;
+                let requested: Vec<String> = traced
+                    .events("rejit_requested")
+                    .chain(traced.events("revert_requested"))
+                    .map(|r| r.to_string())
+                    .collect();
+                if requested.len() != 2 || requested.iter().any(|r| !r.contains("\"failed\":0")) {
+                    return Err(format!("ReJIT and revert requests: {requested:?}").into());
+                }
+                let refused = refused(&traced);
+                if !refused.is_empty() {
+                    return Err(format!("methods refused: {refused:?}").into());
+                }
+                compare(
+                    &app_account(&traced.stdout, "rejit-account"),
+                    &wrapped(&traced),
+                    &refused,
+                )?;
+                Ok(())
+            },
+        ),
+        Scenario::new(
+            "method-wrapper: arguments and return values by the method's types; a replaced return value",
+            |case| {
+                let env = [
+                    ("CLRPROF_WRAP_FILTER", "Wrap.Target.Args::"),
+                    ("CLRPROF_WRAP_ARGS", "1"),
+                ];
+                let (plain, traced) = run_pair(case, &env, &[])?;
+                let expected: Vec<String> = plain
+                    .stdout
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("args "))
+                    .map(str::to_string)
+                    .collect();
+                let got: Vec<String> = traced
+                    .events("call")
+                    .map(|r| {
+                        let args: Vec<&str> = r["args"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                            .unwrap_or_default();
+                        format!(
+                            "{} {} -> {}",
+                            r["method"].as_str().unwrap_or("?"),
+                            args.join(" "),
+                            r["return"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect();
+                if expected.len() < 30 || got != expected {
+                    return Err(format!(
+                        "decoded calls differ from the app's:\napp:     {:?}\nwrapper: {:?}",
+                        &expected[..expected.len().min(6)],
+                        &got[..got.len().min(6)]
+                    )
+                    .into());
+                }
+                // A replaced `int` return value is what the app prints.
+                let env = [
+                    ("CLRPROF_WRAP_FILTER", "Wrap.Target.Shapes::Secret"),
+                    ("CLRPROF_WRAP_REPLACE", "Wrap.Target.Shapes::Secret=42"),
+                ];
+                let (plain, _traced) = run_pair(case, &env, &[("secret ", "42")])?;
+                if !plain.stdout.contains("secret 7\n") {
+                    return Err("the app without the wrapper does not print `secret 7`".into());
+                }
+                Ok(())
+            },
+        ),
+    ]
+}
