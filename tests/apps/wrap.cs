@@ -301,6 +301,11 @@ namespace Wrap
 
     public static class Program
     {
+        // WRAP_NO_THROW=1: inputs for which no exception is thrown, and the
+        // shapes that always throw left out (for a leg whose runtime hangs
+        // on a process's second managed exception).
+        static readonly bool NoThrow = Environment.GetEnvironmentVariable("WRAP_NO_THROW") == "1";
+
         static string S(double d) { return d.ToString("R", CultureInfo.InvariantCulture); }
         static string S(float f) { return f.ToString("R", CultureInfo.InvariantCulture); }
 
@@ -336,17 +341,17 @@ namespace Wrap
             Console.WriteLine("half " + S(Shapes.Half(k + 0.25)));
             Account.Call(T + "Third");
             Console.WriteLine("third " + S(Shapes.Third(k + 1.0f)));
-            check += Expect(T + "Guarded", () => Shapes.Guarded(k));
-            check += Expect(T + "Filtered", () => Shapes.Filtered(k));
+            check += Expect(T + "Guarded", () => Shapes.Guarded(NoThrow ? 3 * k + 1 : k));
+            if (!NoThrow) check += Expect(T + "Filtered", () => Shapes.Filtered(k));
             check += Expect(T + "ManyReturns", () => Shapes.ManyReturns(k));
-            check += Expect(T + "Chain", () => Shapes.Chain(k));
-            check += Expect(T + "NestedFinally", () => Shapes.NestedFinally(k));
+            if (!NoThrow) check += Expect(T + "Chain", () => Shapes.Chain(k));
+            check += Expect(T + "NestedFinally", () => Shapes.NestedFinally(NoThrow ? 2 * k + 1 : k));
             check += Expect(T + "Fib", () => Shapes.Fib(k % 12));
             Account.Call(T + "Range");
             foreach (int i in Shapes.Range(k % 5)) check += i;
             Account.Call(T + "WorkAsync");
             check += Shapes.WorkAsync(k).Result;
-            check += Expect("Wrap.Target.Widget::.ctor", () => new Widget(k % 4 - 1).Size);
+            check += Expect("Wrap.Target.Widget::.ctor", () => new Widget(NoThrow ? k % 4 + 1 : k % 4 - 1).Size);
             Account.Call("Wrap.Target.Args::Add");
             int sum = Args.Add(k, 2 * k);
             check += sum;

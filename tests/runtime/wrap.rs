@@ -10,9 +10,12 @@
 //!   returns and exceptions equal the app's account, output byte-identical;
 //! - by ReJIT: wrapped at `Rejit.Begin`, unwrapped at `Rejit.End`, counts
 //!   equal the app's account of that phase;
+//! - on win-x64-8.0 (Wine 8 + .NET 8.0.4 hang on a process's second
+//!   managed exception) the app runs without the shapes that must throw;
 //! - arguments and return values decoded by the method's own types equal
 //!   what the app printed, and a replaced return value is what the app sees.
 
+use crate::exceptions::WINE_NET8_LEG;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::Outcome;
 use std::collections::BTreeMap;
@@ -63,10 +66,20 @@ fn run_pair(
     changed: &[(&str, &str)],
 ) -> Result<(Outcome, Outcome), Verdict> {
     let app = case.app("wrap")?;
-    let plain = case.run(case.spec(&app))?;
+    // The app throws no exception on the leg that hangs on a process's
+    // second one (WRAP_NO_THROW leaves out the shapes that must throw).
+    let no_throw = if case.leg().name == WINE_NET8_LEG {
+        "1"
+    } else {
+        "0"
+    };
+    let plain = case.run(case.spec(&app).env("WRAP_NO_THROW", no_throw))?;
     plain.check()?;
     let profiler = case.profiler("method-wrapper")?;
-    let mut spec = case.spec(&app).profiler(profiler);
+    let mut spec = case
+        .spec(&app)
+        .env("WRAP_NO_THROW", no_throw)
+        .profiler(profiler);
     for (k, v) in env {
         spec = spec.env(k, v);
     }
@@ -108,11 +121,61 @@ fn run_pair(
     Ok((plain, traced))
 }
 
-fn compare(expected: &Counts, got: &Counts, refused: &[String]) -> Result<(), String> {
-    if expected.len() < 20 {
+/// Every shape of apps/wrap.cs, by the name the SDK gives it.
+const SHAPES: [&str; 23] = [
+    "Wrap.Target.Args::Add",
+    "Wrap.Target.Args::Mix",
+    "Wrap.Target.Box`1::Get",
+    "Wrap.Target.Point::Sum",
+    "Wrap.Target.Shapes::Chain",
+    "Wrap.Target.Shapes::Dec",
+    "Wrap.Target.Shapes::Fib",
+    "Wrap.Target.Shapes::Filtered",
+    "Wrap.Target.Shapes::Guarded",
+    "Wrap.Target.Shapes::Half",
+    "Wrap.Target.Shapes::Id",
+    "Wrap.Target.Shapes::Instance",
+    "Wrap.Target.Shapes::MakePair",
+    "Wrap.Target.Shapes::Many",
+    "Wrap.Target.Shapes::ManyReturns",
+    "Wrap.Target.Shapes::NestedFinally",
+    "Wrap.Target.Shapes::OutRef",
+    "Wrap.Target.Shapes::Range",
+    "Wrap.Target.Shapes::Secret",
+    "Wrap.Target.Shapes::Third",
+    "Wrap.Target.Shapes::Thrower",
+    "Wrap.Target.Shapes::WorkAsync",
+    "Wrap.Target.Widget::.ctor",
+];
+
+/// The shapes that only throw, left out under `WRAP_NO_THROW`.
+const ALWAYS_THROW: [&str; 3] = [
+    "Wrap.Target.Shapes::Chain",
+    "Wrap.Target.Shapes::Filtered",
+    "Wrap.Target.Shapes::Thrower",
+];
+
+/// The shapes the app's account must hold: all, less those that only throw
+/// on the no-exception leg, less `Secret` (called after the phase) for ReJIT.
+fn shapes(case: &Case<'_>, rejit: bool) -> Vec<&'static str> {
+    SHAPES
+        .iter()
+        .copied()
+        .filter(|m| case.leg().name != WINE_NET8_LEG || !ALWAYS_THROW.contains(m))
+        .filter(|m| !rejit || *m != "Wrap.Target.Shapes::Secret")
+        .collect()
+}
+
+fn compare(
+    shapes: &[&str],
+    expected: &Counts,
+    got: &Counts,
+    refused: &[String],
+) -> Result<(), String> {
+    let accounted: Vec<&str> = expected.keys().map(String::as_str).collect();
+    if accounted != shapes {
         return Err(format!(
-            "the app accounted for only {} methods",
-            expected.len()
+            "the app accounted for {accounted:?}, not for the shapes {shapes:?}"
         ));
     }
     let mut wrong = Vec::new();
@@ -151,6 +214,7 @@ fn jit_scenario(case: &Case<'_>, tiering: &str) -> CaseResult {
         return Err(format!("methods refused: {refused:?}").into());
     }
     compare(
+        &shapes(case, false),
         &app_account(&traced.stdout, "account"),
         &wrapped(&traced),
         &refused,
@@ -158,92 +222,105 @@ fn jit_scenario(case: &Case<'_>, tiering: &str) -> CaseResult {
     Ok(())
 }
 
+fn jit_tiering_on(case: &Case<'_>) -> CaseResult {
+    jit_scenario(case, "1")
+}
+
+fn jit_tiering_off(case: &Case<'_>) -> CaseResult {
+    jit_scenario(case, "0")
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
             "method-wrapper: every shape wrapped at JIT, tiered compilation on",
-            |case| jit_scenario(case, "1"),
+            jit_tiering_on,
         ),
         Scenario::new(
             "method-wrapper: every shape wrapped at JIT, tiered compilation off",
-            |case| jit_scenario(case, "0"),
+            jit_tiering_off,
         ),
         Scenario::new(
             "method-wrapper: wrapped by ReJIT for one phase and unwrapped by revert",
-            |case| {
-                let env = [
-                    ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
-                    ("CLRPROF_WRAP_MODE", "rejit"),
-                ];
-                let (_plain, traced) = run_pair(case, &env, &[])?;
-                let requested: Vec<String> = traced
-                    .events("rejit_requested")
-                    .chain(traced.events("revert_requested"))
-                    .map(|r| r.to_string())
-                    .collect();
-                if requested.len() != 2 || requested.iter().any(|r| !r.contains("\"failed\":0")) {
-                    return Err(format!("ReJIT and revert requests: {requested:?}").into());
-                }
-                let refused = refused(&traced);
-                if !refused.is_empty() {
-                    return Err(format!("methods refused: {refused:?}").into());
-                }
-                compare(
-                    &app_account(&traced.stdout, "rejit-account"),
-                    &wrapped(&traced),
-                    &refused,
-                )?;
-                Ok(())
-            },
+            rejit_scenario,
         ),
         Scenario::new(
             "method-wrapper: arguments and return values by the method's types; a replaced return value",
-            |case| {
-                let env = [
-                    ("CLRPROF_WRAP_FILTER", "Wrap.Target.Args::"),
-                    ("CLRPROF_WRAP_ARGS", "1"),
-                ];
-                let (plain, traced) = run_pair(case, &env, &[])?;
-                let expected: Vec<String> = plain
-                    .stdout
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("args "))
-                    .map(str::to_string)
-                    .collect();
-                let got: Vec<String> = traced
-                    .events("call")
-                    .map(|r| {
-                        let args: Vec<&str> = r["args"]
-                            .as_array()
-                            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-                            .unwrap_or_default();
-                        format!(
-                            "{} {} -> {}",
-                            r["method"].as_str().unwrap_or("?"),
-                            args.join(" "),
-                            r["return"].as_str().unwrap_or("?")
-                        )
-                    })
-                    .collect();
-                if expected.len() < 30 || got != expected {
-                    return Err(format!(
-                        "decoded calls differ from the app's:\napp:     {:?}\nwrapper: {:?}",
-                        &expected[..expected.len().min(6)],
-                        &got[..got.len().min(6)]
-                    )
-                    .into());
-                }
-                // A replaced `int` return value is what the app prints.
-                let env = [
-                    ("CLRPROF_WRAP_FILTER", "Wrap.Target.Shapes::Secret"),
-                    ("CLRPROF_WRAP_REPLACE", "Wrap.Target.Shapes::Secret=42"),
-                ];
-                let (plain, _traced) = run_pair(case, &env, &[("secret ", "42")])?;
-                if !plain.stdout.contains("secret 7\n") {
-                    return Err("the app without the wrapper does not print `secret 7`".into());
-                }
-                Ok(())
-            },
+            values_scenario,
         ),
     ]
+}
+
+fn rejit_scenario(case: &Case<'_>) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_MODE", "rejit"),
+    ];
+    let (_plain, traced) = run_pair(case, &env, &[])?;
+    let requested: Vec<String> = traced
+        .events("rejit_requested")
+        .chain(traced.events("revert_requested"))
+        .map(|r| r.to_string())
+        .collect();
+    if requested.len() != 2 || requested.iter().any(|r| !r.contains("\"failed\":0")) {
+        return Err(format!("ReJIT and revert requests: {requested:?}").into());
+    }
+    let refused = refused(&traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    compare(
+        &shapes(case, true),
+        &app_account(&traced.stdout, "rejit-account"),
+        &wrapped(&traced),
+        &refused,
+    )?;
+    Ok(())
+}
+
+fn values_scenario(case: &Case<'_>) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target.Args::"),
+        ("CLRPROF_WRAP_ARGS", "1"),
+    ];
+    let (plain, traced) = run_pair(case, &env, &[])?;
+    let expected: Vec<String> = plain
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("args "))
+        .map(str::to_string)
+        .collect();
+    let got: Vec<String> = traced
+        .events("call")
+        .map(|r| {
+            let args: Vec<&str> = r["args"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                .unwrap_or_default();
+            format!(
+                "{} {} -> {}",
+                r["method"].as_str().unwrap_or("?"),
+                args.join(" "),
+                r["return"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if expected.len() < 30 || got != expected {
+        return Err(format!(
+            "decoded calls differ from the app's:\napp:     {:?}\nwrapper: {:?}",
+            &expected[..expected.len().min(6)],
+            &got[..got.len().min(6)]
+        )
+        .into());
+    }
+    // A replaced `int` return value is what the app prints.
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target.Shapes::Secret"),
+        ("CLRPROF_WRAP_REPLACE", "Wrap.Target.Shapes::Secret=42"),
+    ];
+    let (plain, _traced) = run_pair(case, &env, &[("secret ", "42")])?;
+    if !plain.stdout.contains("secret 7\n") {
+        return Err("the app without the wrapper does not print `secret 7`".into());
+    }
+    Ok(())
 }
