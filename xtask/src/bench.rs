@@ -15,6 +15,7 @@ const BENCHES: &[Bench] = &[
     ("mux", crate::bench_mux::main),
     ("dispatch", crate::bench_dispatch::main),
     ("memory", crate::bench_memory::main),
+    ("wrap", crate::bench_wrap::main),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {

@@ -8,6 +8,7 @@ mod bench_elt;
 mod bench_memory;
 mod bench_mux;
 mod bench_sampler;
+mod bench_wrap;
 mod book;
 mod conformance;
 mod coverage;

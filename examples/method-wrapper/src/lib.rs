@@ -20,6 +20,10 @@
 //!   signature types them (others as `"?"`).
 //! - `CLRPROF_WRAP_REPLACE=Ns.Type::Method=N`: that method's `int` return
 //!   value is replaced with `N`.
+//! - `CLRPROF_WRAP_BENCH=1` (for `cargo xtask bench wrap`): the handlers read
+//!   the `int` second argument and the `long` return value of every call and
+//!   sum them; one `{"event":"wrap_bench","calls":N,"args":S,"returns":S}`
+//!   at finish.
 //!
 //! Wrapped methods are never inlined (`JITInlining` refuses them), so every
 //! call runs the wrapper. A method the layer cannot wrap is reported as
@@ -121,6 +125,33 @@ impl<const ARGS: bool> MethodHandler for Handler<ARGS> {
     }
 }
 
+/// The benchmark's handler: reads one `int` argument and the `long` return
+/// value of each call, as an instrumentation agent's handler would.
+#[derive(Default)]
+struct BenchHandler {
+    calls: AtomicU64,
+    args: AtomicU64,
+    returns: AtomicU64,
+}
+
+impl MethodHandler for BenchHandler {
+    type State = ();
+    const ARGUMENTS: bool = true;
+
+    fn on_entry(&self, call: &Entry<'_>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if let Ok(i) = call.arguments().get::<i32>(1) {
+            self.args.fetch_add(i as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn on_exit(&self, call: &mut Exit<'_>, _: ()) {
+        if let Ok(r) = call.return_value().get::<i64>() {
+            self.returns.fetch_add(r as u64, Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Jit,
@@ -132,6 +163,7 @@ struct Config {
     filter: String,
     mode: Mode,
     args: bool,
+    bench: bool,
     replace: Option<(String, i32)>,
 }
 
@@ -156,6 +188,7 @@ pub struct MethodWrapper {
     config: OnceLock<Config>,
     state: Mutex<State>,
     rejit: OnceLock<ReJitThread>,
+    bench: Arc<BenchHandler>,
 }
 
 impl MethodWrapper {
@@ -193,7 +226,9 @@ impl MethodWrapper {
             .filter(|(m, _)| m == name)
             .map(|(_, n)| *n);
         let out = self.out.clone();
-        if config.args {
+        if config.bench {
+            instrumentation::wrap(info, module, method, self.bench.clone())
+        } else if config.args {
             instrumentation::wrap(
                 info,
                 module,
@@ -286,6 +321,7 @@ impl Profiler for MethodWrapper {
             filter: std::env::var("CLRPROF_WRAP_FILTER").unwrap_or_default(),
             mode,
             args: std::env::var("CLRPROF_WRAP_ARGS").is_ok_and(|v| v == "1"),
+            bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
             replace,
         });
         let mut mask = EventMask::MONITOR_JIT_COMPILATION;
@@ -400,6 +436,14 @@ impl Profiler for MethodWrapper {
                 .num("enter", t.enter.load(Ordering::Relaxed))
                 .num("return", t.ret.load(Ordering::Relaxed))
                 .num("exception", t.exception.load(Ordering::Relaxed))
+                .write();
+        }
+        if self.config().is_some_and(|c| c.bench) {
+            self.out
+                .record("wrap_bench")
+                .num("calls", self.bench.calls.load(Ordering::Relaxed))
+                .num("args", self.bench.args.load(Ordering::Relaxed))
+                .num("returns", self.bench.returns.load(Ordering::Relaxed))
                 .write();
         }
         self.out
