@@ -241,12 +241,12 @@ namespace Wrap.Target
                 }
                 finally
                 {
-                    FinallyDepth++;
+                    System.Threading.Interlocked.Increment(ref FinallyDepth);
                 }
             }
             finally
             {
-                FinallyDepth++;
+                System.Threading.Interlocked.Increment(ref FinallyDepth);
             }
         }
 
@@ -318,6 +318,11 @@ namespace Wrap
 
         static long Round(int k)
         {
+            return Round(k, true);
+        }
+
+        static long Round(int k, bool print)
+        {
             long check = 0;
             var shapes = new Shapes();
             const string T = "Wrap.Target.Shapes::";
@@ -338,9 +343,11 @@ namespace Wrap
             check += Expect(T + "MakePair", () => { var q = Shapes.MakePair(k); return q.A + (long)(q.B * 4); });
             check += Expect(T + "Dec", () => (long)Shapes.Dec(k + 0.5m));
             Account.Call(T + "Half");
-            Console.WriteLine("half " + S(Shapes.Half(k + 0.25)));
+            double half = Shapes.Half(k + 0.25);
+            if (print) Console.WriteLine("half " + S(half));
             Account.Call(T + "Third");
-            Console.WriteLine("third " + S(Shapes.Third(k + 1.0f)));
+            float third = Shapes.Third(k + 1.0f);
+            if (print) Console.WriteLine("third " + S(third));
             check += Expect(T + "Guarded", () => Shapes.Guarded(NoThrow ? 3 * k + 1 : k));
             if (!NoThrow) check += Expect(T + "Filtered", () => Shapes.Filtered(k));
             check += Expect(T + "ManyReturns", () => Shapes.ManyReturns(k));
@@ -355,11 +362,11 @@ namespace Wrap
             Account.Call("Wrap.Target.Args::Add");
             int sum = Args.Add(k, 2 * k);
             check += sum;
-            Console.WriteLine("args Wrap.Target.Args::Add " + k + " " + (2 * k) + " -> " + sum);
+            if (print) Console.WriteLine("args Wrap.Target.Args::Add " + k + " " + (2 * k) + " -> " + sum);
             Account.Call("Wrap.Target.Args::Mix");
             double mix = Args.Mix(k, 0.5, k % 2 == 0, 'a', 1.5f);
             check += (long)mix;
-            Console.WriteLine("args Wrap.Target.Args::Mix " + k + " 0.5 " + (k % 2 == 0 ? "true" : "false") + " 97 1.5 -> " + S(mix));
+            if (print) Console.WriteLine("args Wrap.Target.Args::Mix " + k + " 0.5 " + (k % 2 == 0 ? "true" : "false") + " 97 1.5 -> " + S(mix));
             return check;
         }
 
@@ -370,11 +377,39 @@ namespace Wrap
             return check;
         }
 
+        // WRAP_THREADS=N: phase 2 also runs N threads of WRAP_ROUNDS quiet
+        // rounds each (the wrapper's ReJIT cycles run meanwhile).
+        static long Threads()
+        {
+            int n, rounds;
+            if (!int.TryParse(Environment.GetEnvironmentVariable("WRAP_THREADS"), out n)) return 0;
+            if (!int.TryParse(Environment.GetEnvironmentVariable("WRAP_ROUNDS"), out rounds)) rounds = 1000;
+            var sums = new long[n];
+            var threads = new System.Threading.Thread[n];
+            for (int t = 0; t < n; t++)
+            {
+                int me = t;
+                threads[t] = new System.Threading.Thread(() =>
+                {
+                    for (int r = 0; r < rounds; r++) sums[me] += Round(r % 16, false);
+                });
+                threads[t].Start();
+            }
+            long total = 0;
+            for (int t = 0; t < n; t++)
+            {
+                threads[t].Join();
+                total += sums[t];
+            }
+            return total;
+        }
+
         public static int Main()
         {
             long check = Phase(0, 6);
             var before = Account.Snapshot();
             Rejit.Begin();
+            check += Threads();
             check += Phase(6, 14);
             Rejit.End();
             var after = Account.Snapshot();

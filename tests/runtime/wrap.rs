@@ -73,7 +73,13 @@ fn run_pair(
     } else {
         "0"
     };
-    let plain = case.run(case.spec(&app).env("WRAP_NO_THROW", no_throw))?;
+    let mut plain_spec = case.spec(&app).env("WRAP_NO_THROW", no_throw);
+    for (k, v) in env {
+        if k.starts_with("WRAP_") {
+            plain_spec = plain_spec.env(k, v);
+        }
+    }
+    let plain = case.run(plain_spec)?;
     plain.check()?;
     let profiler = case.profiler("method-wrapper")?;
     let mut spec = case
@@ -248,6 +254,10 @@ pub fn scenarios() -> Vec<Scenario> {
             "method-wrapper: arguments and return values by the method's types; a replaced return value",
             values_scenario,
         ),
+        Scenario::new(
+            "method-wrapper: ReJIT on/off cycles while four threads call the wrapped methods",
+            cycles_scenario,
+        ),
     ]
 }
 
@@ -321,6 +331,59 @@ fn values_scenario(case: &Case<'_>) -> CaseResult {
     let (plain, _traced) = run_pair(case, &env, &[("secret ", "42")])?;
     if !plain.stdout.contains("secret 7\n") {
         return Err("the app without the wrapper does not print `secret 7`".into());
+    }
+    Ok(())
+}
+
+/// Wrapped and unwrapped again and again by ReJIT while threads call: the
+/// app is unharmed, every wrapped call that entered also left (by a return
+/// or an exception), and the wrapper never counted more calls than the app
+/// made.
+fn cycles_scenario(case: &Case<'_>) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_MODE", "rejit"),
+        ("CLRPROF_WRAP_CYCLES", "40"),
+        ("WRAP_THREADS", "4"),
+        ("WRAP_ROUNDS", "1500"),
+    ];
+    let (_plain, traced) = run_pair(case, &env, &[])?;
+    let cycles: Vec<(u64, u64)> = traced
+        .events("rejit_cycles")
+        .filter_map(|r| Some((r["cycles"].as_u64()?, r["failed"].as_u64()?)))
+        .collect();
+    let [(done, 0)] = cycles[..] else {
+        return Err(
+            format!("rejit_cycles records {cycles:?}, expected one without failures").into(),
+        );
+    };
+    if done < 2 {
+        return Err(format!("only {done} wrap/unwrap cycles ran while the threads called").into());
+    }
+    let app = app_account(&traced.stdout, "rejit-account");
+    let got = wrapped(&traced);
+    let mut wrong = Vec::new();
+    let mut wrapped_calls = 0;
+    for (m, &(enter, ret, exc)) in &got {
+        if enter != ret + exc {
+            wrong.push(format!(
+                "{m}: {enter} entries but {ret} returns and {exc} exceptions"
+            ));
+        }
+        if let Some(&(app_enter, _, app_exc)) = app.get(m) {
+            wrapped_calls += enter;
+            if enter > app_enter || exc > app_exc {
+                wrong.push(format!(
+                    "{m}: the wrapper counted ({enter}, {exc}) entries and exceptions, the app made only ({app_enter}, {app_exc})"
+                ));
+            }
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("{wrong:#?}").into());
+    }
+    if wrapped_calls == 0 {
+        return Err(format!("no wrapped call counted in {done} cycles").into());
     }
     Ok(())
 }

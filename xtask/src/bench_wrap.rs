@@ -188,14 +188,20 @@ pub fn main(args: &[String]) -> crate::Result {
                 .into(),
         );
         json.insert("instructions_ratio_vs_withinfo".into(), json!(vs_withinfo));
-        json.insert("instructions_ratio_vs_entry_counter".into(), json!(vs_counter));
+        json.insert(
+            "instructions_ratio_vs_entry_counter".into(),
+            json!(vs_counter),
+        );
     }
     json.insert("leg".into(), json!(setup.leg.name));
     json.insert("runtime".into(), json!(setup.leg.version));
     json.insert("calls".into(), json!(calls));
     json.insert("runs".into(), json!(runs));
     let path = setup.out_dir.join("wrap.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&Value::Object(json))? + "\n")?;
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&Value::Object(json))? + "\n",
+    )?;
     println!("wrote {}", path.display());
     Ok(())
 }
@@ -209,9 +215,7 @@ fn spec(app: &Path, work: &Path, config: Config, calls: u64, p: &Profilers) -> R
     spec.args = vec![calls.to_string()];
     match config {
         Config::None => spec,
-        Config::IlEntryCounter => spec
-            .env("CLRPROF_IL_FILTER", METHOD)
-            .profiler(p.il.clone()),
+        Config::IlEntryCounter => spec.env("CLRPROF_IL_FILTER", METHOD).profiler(p.il.clone()),
         Config::WrapperEmpty => spec
             .env("CLRPROF_WRAP_FILTER", METHOD)
             .profiler(p.wrapper.clone()),

@@ -96,12 +96,15 @@ fn element(t: &TypeSig) -> Option<u8> {
     }
 }
 
-fn check<T: Primitive>(t: &TypeSig, what: &str) -> Result<()> {
+/// `Ok` when `t` is `T`; the error names `what` (built only on failure, as
+/// this runs on every read of a wrapped call).
+fn check<T: Primitive>(t: &TypeSig, what: impl FnOnce() -> String) -> Result<()> {
     if element(t) == Some(T::ELEMENT) {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "{what} is {}, not a {}",
+            "{} is {}, not a {}",
+            what(),
             describe(t),
             core::any::type_name::<T>()
         )))
@@ -162,7 +165,7 @@ impl Arguments<'_> {
                 self.params.len()
             ))
         })?;
-        check::<T>(t, &format!("parameter {index}"))?;
+        check::<T>(t, || format!("parameter {index}"))?;
         if self.table.is_null() {
             return Err(Error::Usage(
                 "the wrapper was built without MethodHandler::ARGUMENTS, so the injected code \
@@ -203,7 +206,7 @@ impl ReturnValue<'_> {
     /// or when there is no value (the method returns nothing, or is leaving
     /// by an exception).
     pub fn get<T: Primitive>(&self) -> Result<T> {
-        check::<T>(self.ty, "the return value")?;
+        check::<T>(self.ty, || "the return value".into())?;
         let p = self.present()?;
         // SAFETY: [wrapped-frame] `p` is the return-value local of the running wrapped
         // frame (`ldloca`), of the declared return type, checked to be `T`.
@@ -214,7 +217,7 @@ impl ReturnValue<'_> {
     ///
     /// Fails like [`get`](Self::get).
     pub fn set<T: Primitive>(&mut self, value: T) -> Result<()> {
-        check::<T>(self.ty, "the return value")?;
+        check::<T>(self.ty, || "the return value".into())?;
         let p = self.present()?;
         // SAFETY: [wrapped-frame] as in `get`; the epilogue returns this local after the
         // finally block that called the probe, so the new value is what the caller gets.

@@ -20,6 +20,11 @@
 //!   signature types them (others as `"?"`).
 //! - `CLRPROF_WRAP_REPLACE=Ns.Type::Method=N`: that method's `int` return
 //!   value is replaced with `N`.
+//! - `CLRPROF_WRAP_CYCLES=N` (ReJIT mode): from `Rejit::Begin` a profiler
+//!   thread wraps and unwraps the noted methods up to `N` times (ReJIT, a
+//!   pause, revert, a pause) while the app runs, until `Rejit::End` stops it
+//!   after its current revert; one
+//!   `{"event":"rejit_cycles","cycles":N,"failed":F}` then.
 //! - `CLRPROF_WRAP_BENCH=1` (for `cargo xtask bench wrap`): the handlers read
 //!   the `int` second argument and the `long` return value of every call and
 //!   sum them; one `{"event":"wrap_bench","calls":N,"args":S,"returns":S}`
@@ -33,12 +38,13 @@ use clrprof::il::ReJitThread;
 use clrprof::instrumentation::{self, Arguments, Entry, Exit, MethodHandler, ReturnValue};
 use clrprof::output::JsonLines;
 use clrprof::rejit::FunctionControl;
+use clrprof::thread::ProfilerThread;
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, MdMethodDef, ModuleId, Profiler, ProfilerInfo,
     RawModuleId, Result,
 };
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The counts of one method name.
@@ -164,6 +170,7 @@ struct Config {
     mode: Mode,
     args: bool,
     bench: bool,
+    cycles: Option<u32>,
     replace: Option<(String, i32)>,
 }
 
@@ -187,8 +194,10 @@ pub struct MethodWrapper {
     out: Arc<JsonLines>,
     config: OnceLock<Config>,
     state: Mutex<State>,
-    rejit: OnceLock<ReJitThread>,
+    rejit: OnceLock<Arc<ReJitThread>>,
     bench: Arc<BenchHandler>,
+    /// The thread of `CLRPROF_WRAP_CYCLES`, and its stop flag.
+    cycler: Mutex<Option<(Arc<AtomicBool>, ProfilerThread<(u64, u64)>)>>,
 }
 
 impl MethodWrapper {
@@ -280,6 +289,9 @@ impl MethodWrapper {
         if keys.is_empty() {
             return Ok(());
         }
+        if let Some(n) = self.config().and_then(|c| c.cycles) {
+            return self.cycle(rejit.clone(), keys, n, begin);
+        }
         // SAFETY: the modules are the app's own, loaded for the process's
         // life (the wrapped apps load no collectible assemblies), so the raw
         // module IDs stay valid until the request, waited for below, is done.
@@ -306,6 +318,75 @@ impl MethodWrapper {
     }
 }
 
+/// One ReJIT or revert request, waited for: how many methods failed.
+fn request(rejit: &ReJitThread, keys: &[MethodKey], wrap: bool) -> Result<u64> {
+    // SAFETY: the modules are the app's own, loaded for the process's
+    // life (the wrapped apps load no collectible assemblies), so the raw
+    // module IDs stay valid until the request, waited for here, is done.
+    let rx = unsafe {
+        if wrap {
+            rejit.request_rejit_async(keys.to_vec())?
+        } else {
+            rejit.request_revert_async(keys.to_vec())?
+        }
+    };
+    let statuses = rx
+        .recv()
+        .map_err(|_| clrprof::Error::Usage("ReJIT thread gone".into()))??;
+    Ok(statuses.iter().filter(|h| h.0 < 0).count() as u64)
+}
+
+impl MethodWrapper {
+    /// `CLRPROF_WRAP_CYCLES`: starts the cycling thread at `Begin`, stops
+    /// it at `End` (after its current revert) and reports.
+    fn cycle(
+        &self,
+        rejit: Arc<ReJitThread>,
+        keys: Vec<MethodKey>,
+        n: u32,
+        begin: bool,
+    ) -> Result<()> {
+        let mut slot = self
+            .cycler
+            .lock()
+            .map_err(|_| clrprof::Error::Usage("lock poisoned".into()))?;
+        if begin {
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            let thread = clrprof::thread::spawn("wrap-cycles", move || {
+                let (mut cycles, mut failed) = (0u64, 0u64);
+                let pause = std::time::Duration::from_millis(15);
+                for _ in 0..n {
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let wrapped = request(&rejit, &keys, true);
+                    std::thread::sleep(pause);
+                    let unwrapped = request(&rejit, &keys, false);
+                    std::thread::sleep(pause);
+                    match (wrapped, unwrapped) {
+                        (Ok(a), Ok(b)) => failed += a + b,
+                        _ => failed += 1,
+                    }
+                    cycles += 1;
+                }
+                (cycles, failed)
+            })
+            .map_err(|e| clrprof::Error::Usage(format!("cannot start the cycling thread: {e}")))?;
+            *slot = Some((stop, thread));
+        } else if let Some((stop, thread)) = slot.take() {
+            stop.store(true, Ordering::Relaxed);
+            let (cycles, failed) = thread.join().unwrap_or((0, u64::MAX));
+            self.out
+                .record("rejit_cycles")
+                .num("cycles", cycles)
+                .num("failed", failed)
+                .write();
+        }
+        Ok(())
+    }
+}
+
 impl Profiler for MethodWrapper {
     fn initialize(&self, info: &ProfilerInfo) -> Result<EventMasks> {
         self.out.runtime_record(info)?;
@@ -322,12 +403,15 @@ impl Profiler for MethodWrapper {
             mode,
             args: std::env::var("CLRPROF_WRAP_ARGS").is_ok_and(|v| v == "1"),
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
+            cycles: std::env::var("CLRPROF_WRAP_CYCLES")
+                .ok()
+                .and_then(|v| v.parse().ok()),
             replace,
         });
         let mut mask = EventMask::MONITOR_JIT_COMPILATION;
         if mode == Mode::ReJit {
             mask |= EventMask::ENABLE_REJIT;
-            let _ = self.rejit.set(ReJitThread::spawn(info)?);
+            let _ = self.rejit.set(Arc::new(ReJitThread::spawn(info)?));
         }
         Ok(mask.into())
     }
