@@ -97,9 +97,23 @@ pub struct WrappedMethod {
     module: RawModuleId,
     token: MdMethodDef,
     sig: MethodSig,
+    /// `values::element_of` each parameter, and of the return type.
+    elements: Box<[u8]>,
+    ret_element: u8,
 }
 
 impl WrappedMethod {
+    fn new(name: String, module: RawModuleId, token: MdMethodDef, sig: MethodSig) -> Self {
+        WrappedMethod {
+            elements: sig.params.iter().map(values::element_of).collect(),
+            ret_element: values::element_of(&sig.ret),
+            name,
+            module,
+            token,
+            sig,
+        }
+    }
+
     /// `Namespace.Type::Method`.
     pub fn name(&self) -> &str {
         &self.name
@@ -233,6 +247,7 @@ extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
         method: &r.method,
         arguments: Arguments {
             params: &r.method.sig.params,
+            elements: &r.method.elements,
             has_this: r.method.sig.has_this(),
             table: arguments,
         },
@@ -262,6 +277,7 @@ extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
         threw,
         value: ReturnValue {
             ty: &r.method.sig.ret,
+            element: r.method.ret_element,
             // After an exception the local holds no value of the method's.
             slot: if threw { core::ptr::null_mut() } else { value },
         },
@@ -432,12 +448,7 @@ pub fn wrap<'m, H: MethodHandler>(
     let arg_count = u16::try_from(sig.params.len() + usize::from(sig.has_this()))
         .map_err(|_| cannot("it has more arguments than IL can index".into()))?;
     let id = register(Registered {
-        method: WrappedMethod {
-            name: name.clone(),
-            module: module.to_raw(),
-            token: method,
-            sig,
-        },
+        method: WrappedMethod::new(name.clone(), module.to_raw(), method, sig),
         handler: Box::new(Typed(handler)),
     })?;
     let plan = build::Plan {

@@ -299,12 +299,12 @@ fn registered_recorder() -> (Arc<Recorder>, i32) {
     let sig = MethodSig::parse(&[0x00, 0x03, 0x02, 0x08, 0x0d, 0x0e]).unwrap();
     let handler = Arc::new(Recorder::default());
     let id = register(Registered {
-        method: WrappedMethod {
-            name: "Ns.T::M".into(),
-            module: RawModuleId(1),
-            token: MdMethodDef(0x0600_0001),
+        method: WrappedMethod::new(
+            "Ns.T::M".into(),
+            RawModuleId(1),
+            MdMethodDef(0x0600_0001),
             sig,
-        },
+        ),
         handler: Box::new(Typed(handler.clone())),
     })
     .unwrap();
@@ -371,8 +371,10 @@ fn unknown_wrapper_numbers_are_ignored() {
 #[test]
 fn without_arguments_the_table_is_null_and_reads_fail() {
     let sig = MethodSig::parse(&[0x00, 0x01, 0x01, 0x08]).unwrap();
+    let elements = [0x08u8];
     let a = Arguments {
         params: &sig.params,
+        elements: &elements,
         has_this: false,
         table: core::ptr::null(),
     };

@@ -44,11 +44,13 @@ macro_rules! primitive {
         impl sealed::Sealed for $t {}
         impl Primitive for $t {
             const ELEMENT: u8 = sys::$e as u8;
+            #[inline]
             unsafe fn read(p: *const u8) -> Self {
                 // SAFETY: [local-memory] this function's contract: `p` is readable for the
                 // type's size; it need not be aligned.
                 unsafe { core::ptr::read_unaligned(p.cast::<$t>()) }
             }
+            #[inline]
             unsafe fn write(self, p: *mut u8) {
                 // SAFETY: [local-memory] this function's contract: `p` is writable for the
                 // type's size; it need not be aligned.
@@ -70,11 +72,13 @@ primitive! {
 impl sealed::Sealed for bool {}
 impl Primitive for bool {
     const ELEMENT: u8 = sys::ELEMENT_TYPE_BOOLEAN as u8;
+    #[inline]
     unsafe fn read(p: *const u8) -> Self {
         // SAFETY: [local-memory] the contract gives one readable byte; read as a byte
         // (IL may store any non-zero value in a bool), so no invalid `bool`.
         unsafe { p.read() != 0 }
     }
+    #[inline]
     unsafe fn write(self, p: *mut u8) {
         // SAFETY: [local-memory] the contract gives one writable byte.
         unsafe { p.write(u8::from(self)) }
@@ -82,8 +86,14 @@ impl Primitive for bool {
 }
 
 /// The element type of a signature type when it is a primitive a
-/// [`Primitive`] can stand for (custom modifiers looked through). `ushort`
-/// and `char` share `u16`.
+/// [`Primitive`] can stand for (custom modifiers looked through), else 0
+/// (`ELEMENT_TYPE_END`, which no primitive has). Computed once per wrapper,
+/// so a read compares one byte.
+pub(crate) fn element_of(t: &TypeSig) -> u8 {
+    element(t).unwrap_or(0)
+}
+
+/// See [`element_of`]. `ushort` and `char` share `u16`.
 fn element(t: &TypeSig) -> Option<u8> {
     match t {
         TypeSig::Primitive(e) => Some(if u32::from(*e) == sys::ELEMENT_TYPE_U2 {
@@ -96,19 +106,15 @@ fn element(t: &TypeSig) -> Option<u8> {
     }
 }
 
-/// `Ok` when `t` is `T`; the error names `what` (built only on failure, as
-/// this runs on every read of a wrapped call).
-fn check<T: Primitive>(t: &TypeSig, what: impl FnOnce() -> String) -> Result<()> {
-    if element(t) == Some(T::ELEMENT) {
-        Ok(())
-    } else {
-        Err(Error::Usage(format!(
-            "{} is {}, not a {}",
-            what(),
-            describe(t),
-            core::any::type_name::<T>()
-        )))
-    }
+/// The error of a read as the wrong type (out of line: reads are hot).
+#[cold]
+#[inline(never)]
+fn mismatch<T: Primitive>(t: &TypeSig, what: &str) -> Error {
+    Error::Usage(format!(
+        "{what} is {}, not a {}",
+        describe(t),
+        core::any::type_name::<T>()
+    ))
 }
 
 fn describe(t: &TypeSig) -> String {
@@ -129,6 +135,8 @@ fn describe(t: &TypeSig) -> String {
 /// The arguments of a wrapped call, as the entry handler sees them.
 pub struct Arguments<'c> {
     pub(crate) params: &'c [TypeSig],
+    /// [`element_of`] each parameter.
+    pub(crate) elements: &'c [u8],
     pub(crate) has_this: bool,
     /// The table of argument addresses the injected code built (`this`
     /// first), or null when the wrapper did not ask for arguments.
@@ -158,20 +166,10 @@ impl Arguments<'_> {
     /// are never read: see the module docs), when there is no such
     /// parameter, or when the wrapper was built without
     /// [`MethodHandler::ARGUMENTS`](super::MethodHandler::ARGUMENTS).
+    #[inline]
     pub fn get<T: Primitive>(&self, index: usize) -> Result<T> {
-        let t = self.params.get(index).ok_or_else(|| {
-            Error::Usage(format!(
-                "the method has {} parameter(s); there is no parameter {index}",
-                self.params.len()
-            ))
-        })?;
-        check::<T>(t, || format!("parameter {index}"))?;
-        if self.table.is_null() {
-            return Err(Error::Usage(
-                "the wrapper was built without MethodHandler::ARGUMENTS, so the injected code \
-                 passes no arguments"
-                    .into(),
-            ));
+        if self.elements.get(index) != Some(&T::ELEMENT) || self.table.is_null() {
+            return Err(self.refusal::<T>(index));
         }
         let slot = index + usize::from(self.has_this);
         // SAFETY: [wrapped-frame] the table was built by the injected prologue of the body this
@@ -186,9 +184,32 @@ impl Arguments<'_> {
     }
 }
 
+impl Arguments<'_> {
+    #[cold]
+    #[inline(never)]
+    fn refusal<T: Primitive>(&self, index: usize) -> Error {
+        match self.params.get(index) {
+            None => Error::Usage(format!(
+                "the method has {} parameter(s); there is no parameter {index}",
+                self.params.len()
+            )),
+            Some(t) if element(t) != Some(T::ELEMENT) => {
+                mismatch::<T>(t, &format!("parameter {index}"))
+            }
+            Some(_) => Error::Usage(
+                "the wrapper was built without MethodHandler::ARGUMENTS, so the injected code \
+                 passes no arguments"
+                    .into(),
+            ),
+        }
+    }
+}
+
 /// The return value of a wrapped call, as the exit handler sees it.
 pub struct ReturnValue<'c> {
     pub(crate) ty: &'c TypeSig,
+    /// [`element_of`] the return type.
+    pub(crate) element: u8,
     /// The address of the return-value local, or null after an exception or
     /// for a method returning nothing.
     pub(crate) slot: *mut u8,
@@ -205,9 +226,9 @@ impl ReturnValue<'_> {
     /// Fails with [`Error::Usage`] when the declared return type is not `T`,
     /// or when there is no value (the method returns nothing, or is leaving
     /// by an exception).
+    #[inline]
     pub fn get<T: Primitive>(&self) -> Result<T> {
-        check::<T>(self.ty, || "the return value".into())?;
-        let p = self.present()?;
+        let p = self.checked::<T>()?;
         // SAFETY: [wrapped-frame] `p` is the return-value local of the running wrapped
         // frame (`ldloca`), of the declared return type, checked to be `T`.
         Ok(unsafe { T::read(p) })
@@ -216,22 +237,34 @@ impl ReturnValue<'_> {
     /// Replaces the value the method returns with `value`.
     ///
     /// Fails like [`get`](Self::get).
+    #[inline]
     pub fn set<T: Primitive>(&mut self, value: T) -> Result<()> {
-        check::<T>(self.ty, || "the return value".into())?;
-        let p = self.present()?;
+        let p = self.checked::<T>()?;
         // SAFETY: [wrapped-frame] as in `get`; the epilogue returns this local after the
         // finally block that called the probe, so the new value is what the caller gets.
         unsafe { value.write(p) };
         Ok(())
     }
 
-    fn present(&self) -> Result<*mut u8> {
-        if self.slot.is_null() {
-            Err(Error::Usage(
-                "no return value: the method returns nothing or is leaving by an exception".into(),
-            ))
-        } else {
+    /// The local's address when the return type is `T` and there is a value.
+    #[inline]
+    fn checked<T: Primitive>(&self) -> Result<*mut u8> {
+        if self.element == T::ELEMENT && !self.slot.is_null() {
             Ok(self.slot)
+        } else {
+            Err(self.refusal::<T>())
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refusal<T: Primitive>(&self) -> Error {
+        if self.element != T::ELEMENT {
+            mismatch::<T>(self.ty, "the return value")
+        } else {
+            Error::Usage(
+                "no return value: the method returns nothing or is leaving by an exception".into(),
+            )
         }
     }
 }

@@ -19,6 +19,10 @@
 //! - `CLRPROF_ARGS` = a method-name prefix (WithInfo only): write the
 //!   decoded arguments and return value of every call of those methods
 //!   (slow: one record per call);
+//! - `CLRPROF_ARGS_SINK=1` (with `CLRPROF_ARGS`, for `cargo xtask bench
+//!   wrap`): decode the arguments and return value of every call as above
+//!   but write nothing per call; one
+//!   `{"event":"args_decoded","arguments":N,"returns":N}` at finish;
 //! - `CLRPROF_RUNTIMES` = `first` | `all` (default) | a major version: the
 //!   side-by-side runtimes to profile;
 //! - `CLRPROF_OUTPUT`: the JSON Lines file (default: stderr).
@@ -73,6 +77,9 @@ pub struct Calls<const EXTRA: bool> {
     times: bool,
     shadow: bool,
     args_filter: Option<String>,
+    /// `CLRPROF_ARGS_SINK`: decode, count, write nothing per call.
+    args_sink: bool,
+    decoded: (AtomicU64, AtomicU64),
     epoch: Instant,
     out: Arc<JsonLines>,
     /// Totals of methods whose module unloaded (their records are freed).
@@ -175,6 +182,17 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         let Some(shape) = &function.data().shape else {
             return;
         };
+        if self.args_sink {
+            let decoded = context.arguments().and_then(|(_, args)| {
+                decode_arguments(shape, &args, |_, v| {
+                    std::hint::black_box(v);
+                })
+            });
+            if decoded.is_ok() {
+                self.decoded.0.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
         let mut values = String::from("[");
         let result = context.arguments().and_then(|(_, args)| {
             decode_arguments(shape, &args, |i, v| {
@@ -196,6 +214,16 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         let Some(shape) = &function.data().shape else {
             return;
         };
+        if self.args_sink {
+            let decoded = context.return_value().and_then(|(_, returned)| {
+                std::hint::black_box(decode_return(shape, &returned)?);
+                Ok(())
+            });
+            if decoded.is_ok() {
+                self.decoded.1.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
         let record = self
             .out
             .record("return")
@@ -374,6 +402,8 @@ impl<const EXTRA: bool> Calls<EXTRA> {
             times,
             shadow: times || env_flag("CLRPROF_SHADOW"),
             args_filter: env_text("CLRPROF_ARGS"),
+            args_sink: env_flag("CLRPROF_ARGS_SINK"),
+            decoded: (AtomicU64::new(0), AtomicU64::new(0)),
             epoch: Instant::now(),
             out,
             retired: Mutex::new(BTreeMap::new()),
@@ -449,6 +479,13 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 }
                 record.write();
             }
+        }
+        if self.args_sink {
+            self.out
+                .record("args_decoded")
+                .num("arguments", self.decoded.0.load(Ordering::Relaxed))
+                .num("returns", self.decoded.1.load(Ordering::Relaxed))
+                .write();
         }
         if self.shadow {
             let t = shadow_stack::totals();

@@ -55,11 +55,44 @@ struct Tally {
     exception: AtomicU64,
 }
 
-/// The handler of one method: counts, and with `ARGS` records every call.
-struct Handler<const ARGS: bool> {
+/// The handler of one method: counts (no state: nothing is allocated per
+/// call).
+struct Counter {
     tally: Arc<Tally>,
-    out: Arc<JsonLines>,
     replace: Option<i32>,
+}
+
+impl Counter {
+    fn exit(&self, call: &mut Exit<'_>) {
+        if call.threw() {
+            self.tally.exception.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.tally.ret.fetch_add(1, Ordering::Relaxed);
+            if let Some(n) = self.replace {
+                // A method not returning `int` keeps its value.
+                let _ = call.return_value().set(n);
+            }
+        }
+    }
+}
+
+impl MethodHandler for Counter {
+    type State = ();
+
+    fn on_entry(&self, _: &Entry<'_>) {
+        self.tally.enter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn on_exit(&self, call: &mut Exit<'_>, _: ()) {
+        self.exit(call);
+    }
+}
+
+/// `CLRPROF_WRAP_ARGS`: counts and records every call's arguments and
+/// return value.
+struct Recorder {
+    counter: Counter,
+    out: Arc<JsonLines>,
 }
 
 /// A primitive argument or return value as text, by its declared type
@@ -89,45 +122,33 @@ fn show_return(r: &ReturnValue<'_>) -> String {
     show!(r())
 }
 
-impl<const ARGS: bool> MethodHandler for Handler<ARGS> {
-    /// The arguments as text, when recording calls.
-    type State = Option<Vec<String>>;
-    const ARGUMENTS: bool = ARGS;
+impl MethodHandler for Recorder {
+    /// The arguments as text.
+    type State = Vec<String>;
+    const ARGUMENTS: bool = true;
 
-    fn on_entry(&self, call: &Entry<'_>) -> Self::State {
-        self.tally.enter.fetch_add(1, Ordering::Relaxed);
-        ARGS.then(|| {
-            let a = call.arguments();
-            (0..a.len()).map(|i| show_arg(a, i)).collect()
-        })
+    fn on_entry(&self, call: &Entry<'_>) -> Vec<String> {
+        self.counter.tally.enter.fetch_add(1, Ordering::Relaxed);
+        let a = call.arguments();
+        (0..a.len()).map(|i| show_arg(a, i)).collect()
     }
 
-    fn on_exit(&self, call: &mut Exit<'_>, args: Self::State) {
+    fn on_exit(&self, call: &mut Exit<'_>, args: Vec<String>) {
+        self.counter.exit(call);
         let threw = call.threw();
-        if threw {
-            self.tally.exception.fetch_add(1, Ordering::Relaxed);
+        let list: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
+        let ret = if threw {
+            "?".to_string()
         } else {
-            self.tally.ret.fetch_add(1, Ordering::Relaxed);
-            if let Some(n) = self.replace {
-                // A method not returning `int` keeps its value.
-                let _ = call.return_value().set(n);
-            }
-        }
-        if let Some(args) = args {
-            let list: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
-            let ret = if threw {
-                "?".to_string()
-            } else {
-                show_return(call.return_value())
-            };
-            self.out
-                .record("call")
-                .str("method", call.method().name())
-                .raw("args", &format!("[{}]", list.join(",")))
-                .str("return", &ret)
-                .bool("threw", threw)
-                .write();
-        }
+            show_return(call.return_value())
+        };
+        self.out
+            .record("call")
+            .str("method", call.method().name())
+            .raw("args", &format!("[{}]", list.join(",")))
+            .str("return", &ret)
+            .bool("threw", threw)
+            .write();
     }
 }
 
@@ -234,31 +255,14 @@ impl MethodWrapper {
             .as_ref()
             .filter(|(m, _)| m == name)
             .map(|(_, n)| *n);
-        let out = self.out.clone();
+        let counter = Counter { tally, replace };
         if config.bench {
             instrumentation::wrap(info, module, method, self.bench.clone())
         } else if config.args {
-            instrumentation::wrap(
-                info,
-                module,
-                method,
-                Arc::new(Handler::<true> {
-                    tally,
-                    out,
-                    replace,
-                }),
-            )
+            let out = self.out.clone();
+            instrumentation::wrap(info, module, method, Arc::new(Recorder { counter, out }))
         } else {
-            instrumentation::wrap(
-                info,
-                module,
-                method,
-                Arc::new(Handler::<false> {
-                    tally,
-                    out,
-                    replace,
-                }),
-            )
+            instrumentation::wrap(info, module, method, Arc::new(counter))
         }
     }
 
