@@ -2,23 +2,28 @@
 //! hand (so every case is unit-tested against bodies written here).
 //!
 //! ```text
-//!         ldc.i4.1; stloc E                  // "left by an exception" until a return says otherwise
 //!         <args>    stloc P                  // a localloc'd table of argument addresses, or null
 //!         ldc.i4 id; ldloc P; ldc.i8 enter; conv.i; calli int64(int32, native int)
 //!         stloc S                            // the entry handler's state
-//! TRY:    <original code, each `ret` now: [stloc R]; ldc.i4.0; stloc E; leave END>
-//! FIN:    ldc.i4 id; ldloc S; ldloca R|null; conv.u; ldloc E
+//! TRY:    <original code, each `ret` now: [stloc R]; leave END>
+//! FAULT:  ldc.i4 id; ldloc S; null; ldc.i4.1
 //!         ldc.i8 exit; conv.i; calli void(int32, int64, native int, int32)
-//!         endfinally                         // finally: TRY..FIN, handler FIN..END
-//! END:    [ldloc R]; ret
+//!         endfinally                         // fault: TRY..FAULT, handler FAULT..END
+//! END:    ldc.i4 id; ldloc S; ldloca R|null; conv.u; ldc.i4.0
+//!         ldc.i8 exit; conv.i; calli void(int32, int64, native int, int32)
+//!         [ldloc R]; ret
 //! ```
 //!
-//! A `finally` sees both ways out: a normal return (E = 0, R holds the value,
-//! which the exit handler may replace before `END` returns it) and an
-//! exception (E = 1; the exception goes on unchanged after the handler). The
-//! original clauses stay as they were, nested inside the new one (a `ret`
-//! never sits inside a protected region, ECMA-335 III.3.56, so every return
-//! leaves from the top level of the new `try`).
+//! A normal return leaves the `try` and calls the exit handler from the
+//! epilogue, outside every exception region, with R holding the value
+//! (which the handler may replace before `ret` returns it); an exception
+//! runs the `fault` handler, which calls the exit handler and lets the
+//! exception go on unchanged. Both unmanaged calls of a normal call sit
+//! outside exception regions, where the JIT inlines the transition to
+//! native code (in a handler it calls a stub instead). The original clauses
+//! stay as they were, nested inside the new one (a `ret` never sits inside
+//! a protected region, ECMA-335 III.3.56, so every return leaves from the
+//! top level of the new `try`).
 
 use crate::error::{Error, Result};
 use crate::ids::{MdSignature, MdToken};
@@ -37,7 +42,7 @@ pub(crate) struct Plan {
     pub enter_sig: MdSignature,
     /// `calli` signature of the exit probe: unmanaged `void(int32, int64, native int, int32)`.
     pub exit_sig: MdSignature,
-    /// The new local signature: the original locals, then S, E, P and (for a
+    /// The new local signature: the original locals, then S, P and (for a
     /// method returning a value) R.
     pub local_sig: MdSignature,
     /// How many locals the original has (index of S).
@@ -88,16 +93,16 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
                 "too many locals to add the wrapper's",
             ))
     };
-    let (state, exc, args, ret) = (var(0)?, var(1)?, var(2)?, var(3)?);
+    let (state, args, ret) = (var(0)?, var(1)?, var(2)?);
 
     let mut body = original.clone();
     body.format = HeaderFormat::Fat;
     body.init_locals = true;
     body.local_var_sig = plan.local_sig;
 
-    // Every `ret` becomes a store of the value, "no exception", and a leave
-    // to the epilogue. The `ret`'s label stays on the first instruction, so
-    // branches to it still arrive.
+    // Every `ret` becomes a store of the value and a leave to the epilogue.
+    // The `ret`'s label stays on the first instruction, so branches to it
+    // still arrive.
     let end = body.new_label();
     let mut returns = 0usize;
     let mut index = 0;
@@ -107,30 +112,19 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
             continue;
         }
         returns += 1;
-        let mut tail = Vec::new();
         if plan.returns {
             body.replace(index, OpCode::STLOC, ret.clone())?;
+            body.insert(index + 1, &[(OpCode::LEAVE, Operand::Target(end))])?;
+            index += 2;
         } else {
-            body.replace(index, OpCode::LDC_I4_0, Operand::None)?;
-            tail.push((OpCode::STLOC, exc.clone()));
-            tail.push((OpCode::LEAVE, Operand::Target(end)));
-            body.insert(index + 1, &tail)?;
-            index += 1 + tail.len();
-            continue;
+            body.replace(index, OpCode::LEAVE, Operand::Target(end))?;
+            index += 1;
         }
-        tail.push((OpCode::LDC_I4_0, Operand::None));
-        tail.push((OpCode::STLOC, exc.clone()));
-        tail.push((OpCode::LEAVE, Operand::Target(end)));
-        body.insert(index + 1, &tail)?;
-        index += 1 + tail.len();
     }
 
     // The prologue, before the first original instruction (which stays the
     // target of branches to the method's start, inside the new `try`).
-    let mut prologue = vec![
-        (OpCode::LDC_I4_1, Operand::None),
-        (OpCode::STLOC, exc.clone()),
-    ];
+    let mut prologue = Vec::new();
     match plan.arguments {
         Some(n) if n > 0 => {
             prologue.push((OpCode::LDC_I4, Operand::Int(i32::from(n) * 8)));
@@ -164,27 +158,36 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     ]);
     body.insert_at_entry(&prologue)?;
 
-    // The finally block, then the epilogue.
-    let fin = body.push(OpCode::LDC_I4, Operand::Int(plan.id));
-    body.push(OpCode::LDLOC, state);
-    if plan.returns {
-        body.push(OpCode::LDLOCA, ret.clone());
-    } else {
-        body.push(OpCode::LDC_I4_0, Operand::None);
-    }
-    body.push(OpCode::CONV_U, Operand::None);
-    body.push(OpCode::LDLOC, exc);
-    body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
-    body.push(OpCode::CONV_I, Operand::None);
-    body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
+    // The exit call: `value` pushes the return value's address (or null).
+    let exit_call = |body: &mut MethodBody, value: Option<&Operand>, threw: OpCode| {
+        let first = body.push(OpCode::LDC_I4, Operand::Int(plan.id));
+        body.push(OpCode::LDLOC, state.clone());
+        match value {
+            Some(r) => body.push(OpCode::LDLOCA, r.clone()),
+            None => body.push(OpCode::LDC_I4_0, Operand::None),
+        };
+        body.push(OpCode::CONV_U, Operand::None);
+        body.push(threw, Operand::None);
+        body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
+        body.push(OpCode::CONV_I, Operand::None);
+        body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
+        first
+    };
+
+    // The fault handler: the method is leaving by an exception.
+    let fault = exit_call(&mut body, None, OpCode::LDC_I4_1);
     body.push(OpCode::ENDFINALLY, Operand::None);
+
+    // The epilogue: a normal return.
     let handler_end = if returns > 0 {
+        let value = plan.returns.then_some(&ret);
+        let first = exit_call(&mut body, value, OpCode::LDC_I4_0);
+        // The epilogue is where every `leave` goes.
+        relabel(&mut body, first, end)?;
         if plan.returns {
-            body.push_labeled(end, OpCode::LDLOC, ret);
-            body.push(OpCode::RET, Operand::None);
-        } else {
-            body.push_labeled(end, OpCode::RET, Operand::None);
+            body.push(OpCode::LDLOC, ret.clone());
         }
+        body.push(OpCode::RET, Operand::None);
         end
     } else {
         // The method never returns (it ends in `throw`): no epilogue.
@@ -192,25 +195,35 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     };
     // Outermost, so last (ECMA-335 II.19: inner clauses first).
     body.clauses.push(ExceptionClause {
-        kind: ClauseKind::Finally,
+        kind: ClauseKind::Fault,
         try_start: first,
-        try_end: fin,
-        handler_start: fin,
+        try_end: fault,
+        handler_start: fault,
         handler_end,
     });
     Ok(body)
 }
 
-/// The new local signature: `LOCAL_SIG`, the count plus four (or three when
-/// the method returns nothing), the original types, then `int64` S, `int32`
-/// E, `native int` P and the return type R.
+/// Gives the instruction labelled `from` the label `to` (made earlier with
+/// `new_label` for forward branches).
+fn relabel(body: &mut MethodBody, from: Label, to: Label) -> Result<()> {
+    let i = body
+        .index_of(from)
+        .ok_or(Error::InvalidArgument("relabel: no such instruction"))?;
+    body.instructions_mut()[i].label = to;
+    Ok(())
+}
+
+/// The new local signature: `LOCAL_SIG`, the count plus three (or two when
+/// the method returns nothing), the original types, then `int64` S,
+/// `native int` P and the return type R.
 pub(crate) fn local_sig(
     original_count: u32,
     original_types: &[u8],
     return_type: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
     use crate::metadata_emit::{PrimitiveType, SigBuilder};
-    let added = if return_type.is_some() { 4 } else { 3 };
+    let added = if return_type.is_some() { 3 } else { 2 };
     let count = original_count
         .checked_add(added)
         .filter(|c| *c <= u32::from(u16::MAX))
@@ -222,7 +235,6 @@ pub(crate) fn local_sig(
     b.compressed(count)?;
     b.raw(original_types);
     b.raw(&SigBuilder::primitive(PrimitiveType::I8));
-    b.raw(&SigBuilder::primitive(PrimitiveType::I4));
     b.raw(&SigBuilder::primitive(PrimitiveType::I));
     if let Some(r) = return_type {
         b.raw(r);

@@ -98,16 +98,37 @@ fn two_returns() -> MethodBody {
 }
 
 #[test]
-fn every_return_leaves_through_the_finally_and_the_value_is_returned_once() {
+fn every_return_leaves_to_the_epilogue_and_the_value_is_returned_once() {
     let wrapped = wrap_and_verify(&two_returns(), &plan(true, None, 0));
     assert_eq!(count(&wrapped, OpCode::RET), 1, "one ret, in the epilogue");
     assert_eq!(
         count(&wrapped, OpCode::LEAVE) + count(&wrapped, OpCode::LEAVE_S),
         2
     );
-    assert_eq!(count(&wrapped, OpCode::CALLI), 2, "entry and exit probes");
+    assert_eq!(
+        count(&wrapped, OpCode::CALLI),
+        3,
+        "the entry probe, and the exit probe in the fault handler and the epilogue"
+    );
     assert_eq!(wrapped.clauses.len(), 1);
-    assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Finally));
+    assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Fault));
+    // Both probe calls of a normal call sit outside every exception region.
+    let c = wrapped.clauses[0];
+    let (try_start, handler_end) = (
+        wrapped.index_of(c.try_start).unwrap(),
+        wrapped.index_of(c.handler_end).unwrap(),
+    );
+    let callis: Vec<usize> = wrapped
+        .instructions()
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.opcode == OpCode::CALLI)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        callis[0] < try_start && callis[2] >= handler_end,
+        "{callis:?}"
+    );
     assert!(wrapped.init_locals);
     // The loop still goes back to the first original instruction, inside
     // the try, not to the prologue.
@@ -174,7 +195,7 @@ fn the_original_clauses_stay_inner_and_the_wrappers_is_last() {
     assert_eq!(wrapped.clauses.len(), 3);
     assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Catch(_)));
     assert!(matches!(wrapped.clauses[1].kind, ClauseKind::Finally));
-    assert!(matches!(wrapped.clauses[2].kind, ClauseKind::Finally));
+    assert!(matches!(wrapped.clauses[2].kind, ClauseKind::Fault));
     // The locals used by the wrapper start after the original two.
     assert!(wrapped
         .instructions()
@@ -233,16 +254,13 @@ fn tail_calls_jmp_and_arglist_are_refused_not_built() {
 }
 
 #[test]
-fn the_local_signature_appends_state_flag_table_and_return_value() {
+fn the_local_signature_appends_state_table_and_return_value() {
     // Original: two locals, int32 and string.
     let sig = local_sig(2, &[0x08, 0x0e], Some(&[0x0d])).unwrap();
-    assert_eq!(sig, vec![0x07, 6, 0x08, 0x0e, 0x0a, 0x08, 0x18, 0x0d]);
+    assert_eq!(sig, vec![0x07, 5, 0x08, 0x0e, 0x0a, 0x18, 0x0d]);
     let (n, types) = local_var_sig(&sig).unwrap();
-    assert_eq!((n, types.len()), (6, 6));
-    assert_eq!(
-        local_sig(0, &[], None).unwrap(),
-        vec![0x07, 3, 0x0a, 0x08, 0x18]
-    );
+    assert_eq!((n, types.len()), (5, 5));
+    assert_eq!(local_sig(0, &[], None).unwrap(), vec![0x07, 2, 0x0a, 0x18]);
 }
 
 #[test]
