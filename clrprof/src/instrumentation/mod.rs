@@ -6,10 +6,10 @@
 //! [`wrap`] reads a method's IL, signature and locals and builds a new body
 //! (see `build.rs` for its exact shape): a prologue that calls the entry
 //! handler and keeps what it returns, the original code inside a `try` whose
-//! every `ret` stores the value and leaves, and a `finally` that calls the
-//! exit handler with that state, the return value (which it may replace) and
-//! whether the method is leaving by an exception — which then goes on
-//! unchanged. The original exception clauses stay, nested inside the new
+//! every `ret` stores the value and leaves to an epilogue that calls the exit
+//! handler with that state and the return value (which it may replace), and
+//! a `fault` handler that calls the exit handler when an exception leaves —
+//! which then goes on unchanged. The original exception clauses stay, nested inside the new
 //! one; tiny headers become fat; the locals signature gains the wrapper's
 //! locals; max stack is recomputed; and the body must pass
 //! [`il::verify`](crate::il::verify()) before it is handed out. Methods the
