@@ -19,6 +19,7 @@ mod info;
 mod info_newer;
 mod inliners;
 mod jit_tracer;
+mod large;
 mod lifecycle;
 mod mux;
 mod notification;
@@ -70,6 +71,7 @@ fn main() {
         .chain(lifecycle::scenarios())
         .chain(frames::scenarios())
         .chain(wrap::scenarios())
+        .chain(large::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
