@@ -248,7 +248,7 @@ fn tail_calls_jmp_and_arglist_are_refused_not_built() {
         let mut b = MethodBody::new();
         b.push(op, operand);
         b.push(OpCode::RET, Operand::None);
-        let e = build(&b, &plan(false, None, 0)).err().expect("refused");
+        let e = build(&b, &plan(false, None, 0)).expect_err("refused");
         assert!(matches!(e, Error::Usage(_)), "{op:?}: {e}");
     }
 }

@@ -197,6 +197,10 @@ struct Config {
 
 type MethodKey = (RawModuleId, MdMethodDef);
 
+/// The `CLRPROF_WRAP_CYCLES` thread's stop flag, and the thread (which
+/// answers the cycles done and the requests that failed).
+type Cycler = (Arc<AtomicBool>, ProfilerThread<(u64, u64)>);
+
 #[derive(Default)]
 struct State {
     tallies: BTreeMap<String, Arc<Tally>>,
@@ -218,7 +222,7 @@ pub struct MethodWrapper {
     rejit: OnceLock<Arc<ReJitThread>>,
     bench: Arc<BenchHandler>,
     /// The thread of `CLRPROF_WRAP_CYCLES`, and its stop flag.
-    cycler: Mutex<Option<(Arc<AtomicBool>, ProfilerThread<(u64, u64)>)>>,
+    cycler: Mutex<Option<Cycler>>,
 }
 
 impl MethodWrapper {
