@@ -1145,6 +1145,77 @@ fn attach(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// method-wrapper beside il-rewriter on the same methods of apps/wrap.cs,
+/// in either order: the second child rewrites the body the first one set
+/// (the multiplexer hands it out from `GetILFunctionBody`), and both count
+/// exactly what the app accounted for.
+fn wrapper_beside_rewriter(case: &Case<'_>, wrapper_first: bool) -> CaseResult {
+    let app = case.app("wrap")?;
+    let no_throw = if case.leg().name == crate::exceptions::WINE_NET8_LEG {
+        "1"
+    } else {
+        "0"
+    };
+    let env = [("WRAP_NO_THROW", no_throw)];
+    let plain = plain_run(case, &app, &[], &env)?;
+    let wrapper =
+        Kid::new(case.profiler("method-wrapper")?).env("CLRPROF_WRAP_FILTER", "Wrap.Target.");
+    let rewriter = Kid::new(case.profiler("il-rewriter")?).env("CLRPROF_IL_FILTER", "Wrap.Target.");
+    let (kids, w) = if wrapper_first {
+        ([wrapper, rewriter], 0)
+    } else {
+        ([rewriter, wrapper], 1)
+    };
+    let run = mux_run(case, &app, &[], &kids, &env)?;
+    same_output(&plain, &run.outcome, "method-wrapper beside il-rewriter")?;
+    let account = crate::wrap::app_account(&plain.stdout, "account");
+    let shapes = crate::wrap::shapes(case, false);
+    let wrapped: crate::wrap::Counts = run.children[w]
+        .iter()
+        .filter(|r| r["event"] == "wrapped")
+        .filter_map(|r| {
+            let n = |k: &str| r[k].as_u64();
+            Some((
+                r["method"].as_str()?.to_string(),
+                (n("enter")?, n("return")?, n("exception")?),
+            ))
+        })
+        .collect();
+    let probed = record_counts(&run.children[1 - w], "il_calls");
+    let mut wrong = Vec::new();
+    for m in &shapes {
+        let want = account.get(*m).copied();
+        if want.is_none() {
+            wrong.push(format!("{m}: not in the app's account"));
+        }
+        if wrapped.get(*m).copied() != want {
+            wrong.push(format!("{m}: wrapper {:?}, app {want:?}", wrapped.get(*m)));
+        }
+        if probed.get(*m).copied() != want.map(|w| w.0) {
+            wrong.push(format!(
+                "{m}: il-rewriter's probe {:?}, app's entries {:?}",
+                probed.get(*m),
+                want.map(|w| w.0)
+            ));
+        }
+    }
+    for (k, records) in run.children.iter().enumerate() {
+        let errors: Vec<String> = records
+            .iter()
+            .filter(|r| r["event"] == "il_error" || r["event"] == "wrap_refused")
+            .map(|r| r.to_string())
+            .collect();
+        if !errors.is_empty() {
+            wrong.push(format!("child {}: {errors:?}", k + 1));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{wrong:#?}").into())
+    }
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -1170,6 +1241,14 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "mux: two IL rewriters by ReJIT merge, both probes count exactly",
             |case| two_rewriters(case, true),
+        ),
+        Scenario::new(
+            "mux: method-wrapper then il-rewriter on the same methods, both exact",
+            |case| wrapper_beside_rewriter(case, true),
+        ),
+        Scenario::new(
+            "mux: il-rewriter then method-wrapper on the same methods, both exact",
+            |case| wrapper_beside_rewriter(case, false),
         ),
         Scenario::new(
             "mux: clrprof run with three --profiler options and --output-dir",

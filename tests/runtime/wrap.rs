@@ -21,10 +21,10 @@ use clrprof_testing::run::Outcome;
 use std::collections::BTreeMap;
 
 /// (enter, return, exception) per method.
-type Counts = BTreeMap<String, (u64, u64, u64)>;
+pub(crate) type Counts = BTreeMap<String, (u64, u64, u64)>;
 
 /// `<prefix> <method> <enter> <return> <exception>` lines of the app.
-fn app_account(stdout: &str, prefix: &str) -> Counts {
+pub(crate) fn app_account(stdout: &str, prefix: &str) -> Counts {
     stdout
         .lines()
         .filter_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
@@ -163,7 +163,7 @@ const ALWAYS_THROW: [&str; 3] = [
 
 /// The shapes the app's account must hold: all, less those that only throw
 /// on the no-exception leg, less `Secret` (called after the phase) for ReJIT.
-fn shapes(case: &Case<'_>, rejit: bool) -> Vec<&'static str> {
+pub(crate) fn shapes(case: &Case<'_>, rejit: bool) -> Vec<&'static str> {
     SHAPES
         .iter()
         .copied()
