@@ -118,6 +118,13 @@ namespace Wrap.Target
         }
     }
 
+    // Small enough to be inlined (no NoInlining): the wrapper either keeps
+    // it from being inlined or, by ReJIT with inliners, recompiles its callers.
+    public static class Small
+    {
+        public static int Twice(int x) { return x + x; }
+    }
+
     public static class Args
     {
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -327,6 +334,7 @@ namespace Wrap
             var shapes = new Shapes();
             const string T = "Wrap.Target.Shapes::";
             check += Expect(T + "Instance", () => shapes.Instance(k));
+            check += Expect("Wrap.Target.Small::Twice", () => Small.Twice(k));
             check += Expect(T + "Id", () => Shapes.Id(k));
             check += Expect(T + "Id", () => Shapes.Id("s" + k).Length);
             check += Expect(T + "Id", () => (long)Shapes.Id(k + 0.5));

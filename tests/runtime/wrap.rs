@@ -9,7 +9,9 @@
 //!   recursion, an iterator, an async method, a constructor): entries,
 //!   returns and exceptions equal the app's account, output byte-identical;
 //! - by ReJIT: wrapped at `Rejit.Begin`, unwrapped at `Rejit.End`, counts
-//!   equal the app's account of that phase;
+//!   equal the app's account of that phase; also with inlining allowed
+//!   before the wrap and `RequestReJITWithInliners`; and cycles of ReJIT
+//!   and revert while four threads call;
 //! - on win-x64-8.0 (Wine 8 + .NET 8.0.4 hang on a process's second
 //!   managed exception) the app runs without the shapes that must throw;
 //! - arguments and return values decoded by the method's own types equal
@@ -128,7 +130,7 @@ fn run_pair(
 }
 
 /// Every shape of apps/wrap.cs, by the name the SDK gives it.
-const SHAPES: [&str; 23] = [
+const SHAPES: [&str; 24] = [
     "Wrap.Target.Args::Add",
     "Wrap.Target.Args::Mix",
     "Wrap.Target.Box`1::Get",
@@ -151,6 +153,7 @@ const SHAPES: [&str; 23] = [
     "Wrap.Target.Shapes::Third",
     "Wrap.Target.Shapes::Thrower",
     "Wrap.Target.Shapes::WorkAsync",
+    "Wrap.Target.Small::Twice",
     "Wrap.Target.Widget::.ctor",
 ];
 
@@ -257,6 +260,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "method-wrapper: ReJIT on/off cycles while four threads call the wrapped methods",
             cycles_scenario,
+        ),
+        Scenario::new(
+            "method-wrapper: a method already inlined is wrapped by ReJIT with its inliners",
+            inliners_scenario,
         ),
     ]
 }
@@ -385,5 +392,40 @@ fn cycles_scenario(case: &Case<'_>) -> CaseResult {
     if wrapped_calls == 0 {
         return Err(format!("no wrapped call counted in {done} cycles").into());
     }
+    Ok(())
+}
+
+/// Inlining allowed until the wrap (tiering off, so the first compilation
+/// inlines): `Small.Twice` is inlined into its callers in phase 1, and the
+/// ReJIT with inliners at `Begin` recompiles them, so phase 2 counts every
+/// call exactly.
+fn inliners_scenario(case: &Case<'_>) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_MODE", "rejit"),
+        ("CLRPROF_WRAP_INLINERS", "1"),
+        ("DOTNET_TieredCompilation", "0"),
+        ("COMPlus_TieredCompilation", "0"),
+    ];
+    let (_plain, traced) = run_pair(case, &env, &[])?;
+    let inlined = traced
+        .events("inlined")
+        .filter(|r| r["method"] == "Wrap.Target.Small::Twice")
+        .count();
+    if inlined == 0 {
+        return Err(
+            "Small.Twice was never inlined, so this run proves nothing about inliners".into(),
+        );
+    }
+    let refused = refused(&traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    compare(
+        &shapes(case, true),
+        &app_account(&traced.stdout, "rejit-account"),
+        &wrapped(&traced),
+        &refused,
+    )?;
     Ok(())
 }

@@ -20,6 +20,13 @@
 //!   signature types them (others as `"?"`).
 //! - `CLRPROF_WRAP_REPLACE=Ns.Type::Method=N`: that method's `int` return
 //!   value is replaced with `N`.
+//! - `CLRPROF_WRAP_INLINERS=1` (ReJIT mode): wrapped methods may be inlined
+//!   until they are wrapped; a method the JIT inlines is noted at
+//!   `JITInlining` (it may never be compiled on its own), and the ReJIT at
+//!   `Begin` is `RequestReJITWithInliners` with `BLOCK_INLINING`, so the
+//!   callers that inlined it are compiled again and call the wrapped
+//!   method. Each inline it allows is reported as
+//!   `{"event":"inlined","method":..}`.
 //! - `CLRPROF_WRAP_CYCLES=N` (ReJIT mode): from `Rejit::Begin` a profiler
 //!   thread wraps and unwraps the noted methods up to `N` times (ReJIT, a
 //!   pause, revert, a pause) while the app runs, until `Rejit::End` stops it
@@ -34,7 +41,7 @@
 //! call runs the wrapper. A method the layer cannot wrap is reported as
 //! `{"event":"wrap_refused","method":..,"why":..}` and left as it was.
 
-use clrprof::il::ReJitThread;
+use clrprof::il::{ReJitFlags, ReJitThread};
 use clrprof::instrumentation::{self, Arguments, Entry, Exit, MethodHandler, ReturnValue};
 use clrprof::output::JsonLines;
 use clrprof::rejit::FunctionControl;
@@ -191,6 +198,7 @@ struct Config {
     mode: Mode,
     args: bool,
     bench: bool,
+    inliners: bool,
     cycles: Option<u32>,
     replace: Option<(String, i32)>,
 }
@@ -210,6 +218,8 @@ struct State {
     /// Methods seen compiled (ReJIT mode), and those re-JITted now.
     candidates: Vec<MethodKey>,
     rejitted: Vec<MethodKey>,
+    /// Candidates the JIT inlined somewhere (`CLRPROF_WRAP_INLINERS`).
+    inlined: HashSet<MethodKey>,
 }
 
 /// The profiler.
@@ -300,19 +310,38 @@ impl MethodWrapper {
         if let Some(n) = self.config().and_then(|c| c.cycles) {
             return self.cycle(rejit.clone(), keys, n, begin);
         }
-        // SAFETY: the modules are the app's own, loaded for the process's
-        // life (the wrapped apps load no collectible assemblies), so the raw
-        // module IDs stay valid until the request, waited for below, is done.
-        let rx = unsafe {
-            if begin {
-                rejit.request_rejit_async(keys.clone())?
-            } else {
-                rejit.request_revert_async(keys.clone())?
+        let failed = if begin && self.config().is_some_and(|c| c.inliners) {
+            // The inlined methods with their inliners first, then the others
+            // alone: a method that is both requested and an inliner of an
+            // inlined one (an iterator's kick-off inlines its state machine's
+            // constructor) must get its own wrapped version last, or the
+            // inliner's re-JIT (the original IL) replaces it.
+            let inlined: Vec<MethodKey> = {
+                let s = self
+                    .state
+                    .lock()
+                    .map_err(|_| clrprof::Error::Usage("lock poisoned".into()))?;
+                keys.iter()
+                    .copied()
+                    .filter(|k| s.inlined.contains(k))
+                    .collect()
+            };
+            let rest: Vec<MethodKey> = keys
+                .iter()
+                .copied()
+                .filter(|k| !inlined.contains(k))
+                .collect();
+            let mut failed = 0;
+            if !inlined.is_empty() {
+                failed += request(rejit, &inlined, true, true)?;
             }
+            if !rest.is_empty() {
+                failed += request(rejit, &rest, true, false)?;
+            }
+            failed
+        } else {
+            request(rejit, &keys, begin, false)?
         };
-        let statuses = rx
-            .recv()
-            .map_err(|_| clrprof::Error::Usage("ReJIT thread gone".into()))??;
         self.out
             .record(if begin {
                 "rejit_requested"
@@ -320,19 +349,22 @@ impl MethodWrapper {
                 "revert_requested"
             })
             .num("methods", keys.len() as u64)
-            .num("failed", statuses.iter().filter(|h| h.0 < 0).count() as u64)
+            .num("failed", failed)
             .write();
         Ok(())
     }
 }
 
-/// One ReJIT or revert request, waited for: how many methods failed.
-fn request(rejit: &ReJitThread, keys: &[MethodKey], wrap: bool) -> Result<u64> {
+/// One ReJIT (with the methods' inliners when `inliners`) or revert
+/// request, waited for: how many methods failed.
+fn request(rejit: &ReJitThread, keys: &[MethodKey], wrap: bool, inliners: bool) -> Result<u64> {
     // SAFETY: the modules are the app's own, loaded for the process's
     // life (the wrapped apps load no collectible assemblies), so the raw
     // module IDs stay valid until the request, waited for here, is done.
     let rx = unsafe {
-        if wrap {
+        if wrap && inliners {
+            rejit.request_rejit_with_inliners_async(ReJitFlags::BLOCK_INLINING, keys.to_vec())?
+        } else if wrap {
             rejit.request_rejit_async(keys.to_vec())?
         } else {
             rejit.request_revert_async(keys.to_vec())?
@@ -368,9 +400,9 @@ impl MethodWrapper {
                     if flag.load(Ordering::Relaxed) {
                         break;
                     }
-                    let wrapped = request(&rejit, &keys, true);
+                    let wrapped = request(&rejit, &keys, true, false);
                     std::thread::sleep(pause);
-                    let unwrapped = request(&rejit, &keys, false);
+                    let unwrapped = request(&rejit, &keys, false, false);
                     std::thread::sleep(pause);
                     match (wrapped, unwrapped) {
                         (Ok(a), Ok(b)) => failed += a + b,
@@ -411,6 +443,8 @@ impl Profiler for MethodWrapper {
             mode,
             args: std::env::var("CLRPROF_WRAP_ARGS").is_ok_and(|v| v == "1"),
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
+            inliners: mode == Mode::ReJit
+                && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
             cycles: std::env::var("CLRPROF_WRAP_CYCLES")
                 .ok()
                 .and_then(|v| v.parse().ok()),
@@ -430,10 +464,29 @@ impl Profiler for MethodWrapper {
         _caller: FunctionId<'_>,
         callee: FunctionId<'_>,
     ) -> bool {
-        // A wrapped method inlined into its caller would run unwrapped.
-        !info
-            .function_name(callee)
-            .is_ok_and(|name| self.selected(&name))
+        let Ok(name) = info.function_name(callee) else {
+            return true;
+        };
+        if !self.selected(&name) {
+            return true;
+        }
+        if !self.config().is_some_and(|c| c.inliners) {
+            // A wrapped method inlined into its caller would run unwrapped.
+            return false;
+        }
+        // Inlined until wrapped: the ReJIT with inliners recompiles the
+        // callers. The method may never be compiled on its own, so note it
+        // here.
+        if let (Ok(fi), Ok(mut s)) = (info.function_info(callee), self.state.lock()) {
+            let key = (fi.module.to_raw(), fi.token);
+            s.tallies.entry(name.clone()).or_default();
+            if !s.candidates.contains(&key) {
+                s.candidates.push(key);
+            }
+            s.inlined.insert(key);
+        }
+        self.out.record("inlined").str("method", &name).write();
+        true
     }
 
     fn jit_compilation_started(&self, info: &ProfilerInfo, function: FunctionId<'_>, _safe: bool) {
