@@ -283,6 +283,14 @@ namespace Wrap.Target
         [MethodImpl(MethodImplOptions.NoInlining)]
         public static int Secret() { return 7; }
 
+        // Its own IL offset, as the runtime maps it for stack traces: under
+        // a wrapper it must still be an offset of this original body.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static int Where()
+        {
+            return new System.Diagnostics.StackFrame(0, false).GetILOffset();
+        }
+
         // Calls Thrower and lets its exception leave: a catch-and-rethrow
         // in the caller counts the callee's exceptional exit.
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -422,6 +430,8 @@ namespace Wrap
             Rejit.End();
             var after = Account.Snapshot();
             check += Phase(14, 17);
+            Account.Call("Wrap.Target.Shapes::Where");
+            Console.WriteLine("il-offset " + Shapes.Where());
             Account.Call("Wrap.Target.Shapes::Secret");
             Console.WriteLine("secret " + Shapes.Secret());
             Console.WriteLine("finally-depth " + Shapes.FinallyDepth);

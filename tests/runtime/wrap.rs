@@ -12,6 +12,8 @@
 //!   equal the app's account of that phase; also with inlining allowed
 //!   before the wrap and `RequestReJITWithInliners`; and cycles of ReJIT
 //!   and revert while four threads call;
+//! - the app prints the IL offset the runtime reports inside a wrapped
+//!   method: the wrapper's IL map keeps it an offset of the original body;
 //! - on win-x64-8.0 (Wine 8 + .NET 8.0.4 hang on a process's second
 //!   managed exception) the app runs without the shapes that must throw;
 //! - arguments and return values decoded by the method's own types equal
@@ -76,8 +78,9 @@ fn run_pair(
         "0"
     };
     let mut plain_spec = case.spec(&app).env("WRAP_NO_THROW", no_throw);
+    // The same runtime settings (tiering) and app settings, no profiler.
     for (k, v) in env {
-        if k.starts_with("WRAP_") {
+        if !k.starts_with("CLRPROF_") {
             plain_spec = plain_spec.env(k, v);
         }
     }
@@ -130,7 +133,7 @@ fn run_pair(
 }
 
 /// Every shape of apps/wrap.cs, by the name the SDK gives it.
-const SHAPES: [&str; 24] = [
+const SHAPES: [&str; 25] = [
     "Wrap.Target.Args::Add",
     "Wrap.Target.Args::Mix",
     "Wrap.Target.Box`1::Get",
@@ -152,6 +155,7 @@ const SHAPES: [&str; 24] = [
     "Wrap.Target.Shapes::Secret",
     "Wrap.Target.Shapes::Third",
     "Wrap.Target.Shapes::Thrower",
+    "Wrap.Target.Shapes::Where",
     "Wrap.Target.Shapes::WorkAsync",
     "Wrap.Target.Small::Twice",
     "Wrap.Target.Widget::.ctor",
@@ -165,13 +169,16 @@ const ALWAYS_THROW: [&str; 3] = [
 ];
 
 /// The shapes the app's account must hold: all, less those that only throw
-/// on the no-exception leg, less `Secret` (called after the phase) for ReJIT.
+/// on the no-exception leg, less `Secret` and `Where` (called after the
+/// phase) for ReJIT.
 pub(crate) fn shapes(case: &Case<'_>, rejit: bool) -> Vec<&'static str> {
     SHAPES
         .iter()
         .copied()
         .filter(|m| case.leg().name != WINE_NET8_LEG || !ALWAYS_THROW.contains(m))
-        .filter(|m| !rejit || *m != "Wrap.Target.Shapes::Secret")
+        .filter(|m| {
+            !rejit || !["Wrap.Target.Shapes::Secret", "Wrap.Target.Shapes::Where"].contains(m)
+        })
         .collect()
 }
 
