@@ -80,7 +80,14 @@ pub fn compile(
         .to_string();
     let compiler_id = format!("{compiler:?}");
     let flags = format!("{options:?}");
-    let hash = content_hash(&[&text, compiler_id.as_bytes(), flags.as_bytes()]);
+    // "assembly named after the app": apps compiled before the assembly took
+    // the app's own name (it was the temporary file's) are not reused.
+    let hash = content_hash(&[
+        &text,
+        compiler_id.as_bytes(),
+        flags.as_bytes(),
+        b"assembly named after the app",
+    ]);
     let dir = cache.join("apps").join(format!("{name}-{hash:016x}"));
     let app = CompiledApp {
         name: name.clone(),
@@ -90,9 +97,14 @@ pub fn compile(
         return Ok(app);
     }
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-    // Compile to a temporary name, then rename: a concurrent or interrupted
-    // build never leaves a half-written assembly under the final name.
-    let tmp = dir.join(format!("{name}.{}.tmp.dll", crate::unique_suffix()));
+    // Compile into a temporary directory, then rename: a concurrent or
+    // interrupted build never leaves a half-written assembly under the final
+    // name. The file name is the final one, because the compiler names the
+    // assembly after it (name-only references to it, such as a startup
+    // hook's, must bind).
+    let tmp_dir = dir.join(format!("{name}.{}.tmp", crate::unique_suffix()));
+    std::fs::create_dir_all(&tmp_dir).map_err(|e| io_error(&tmp_dir, e))?;
+    let tmp = tmp_dir.join(format!("{name}.dll"));
     let mut cmd = match compiler {
         Compiler::Mcs { path } => {
             let mut c = Command::new(path);
@@ -139,7 +151,7 @@ pub fn compile(
         .output()
         .map_err(|e| Error::new(format!("cannot start the C# compiler ({compiler_id}): {e}")))?;
     if !out.status.success() || !tmp.is_file() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_dir_all(&tmp_dir);
         return Err(Error::new(format!(
             "compiling {} failed ({}):\n{}{}",
             source.display(),
@@ -149,5 +161,6 @@ pub fn compile(
         )));
     }
     std::fs::rename(&tmp, app.dll()).map_err(|e| io_error(&app.dll(), e))?;
+    let _ = std::fs::remove_dir_all(&tmp_dir);
     Ok(app)
 }

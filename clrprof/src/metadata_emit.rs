@@ -210,6 +210,68 @@ impl<'m> MetaDataEmit<'m> {
         }
     }
 
+    /// `GetTokenFromTypeSpec`: the TypeSpec token of an encoded type (e.g. a
+    /// parameter's type cut from a method signature, for `box`); the
+    /// metadata returns the existing token when the same blob is defined.
+    pub fn type_spec(&self, signature: &[u8]) -> Result<MdTypeSpec> {
+        let mut tok = 0u32;
+        check(
+            // SAFETY: [local-memory] `signature` is `len` readable bytes; the metadata copies them.
+            unsafe {
+                self.emit.GetTokenFromTypeSpec(
+                    signature.as_ptr(),
+                    len_u32(signature.len())?,
+                    &mut tok,
+                )
+            },
+            "IMetaDataEmit::GetTokenFromTypeSpec",
+        )?;
+        Ok(MdTypeSpec(tok))
+    }
+
+    /// `IMetaDataAssemblyEmit::DefineAssemblyRef`: a reference to assembly
+    /// `name` of `version` (major, minor, build, revision), culture neutral,
+    /// without a public key (what a name-only bind in the default load
+    /// context matches).
+    pub fn assembly_ref(&self, name: &str, version: [u16; 4]) -> Result<MdAssemblyRef> {
+        let assembly: sys::IMetaDataAssemblyEmit = self.emit.cast().map_err(|e| {
+            Error::runtime(HRESULT(e.code().0), "QueryInterface(IMetaDataAssemblyEmit)")
+        })?;
+        let wname = to_wide(name);
+        let meta = sys::ASSEMBLYMETADATA {
+            usMajorVersion: version[0],
+            usMinorVersion: version[1],
+            usBuildNumber: version[2],
+            usRevisionNumber: version[3],
+            szLocale: core::ptr::null_mut(),
+            cbLocale: 0,
+            rProcessor: core::ptr::null_mut(),
+            ulProcessor: 0,
+            rOS: core::ptr::null_mut(),
+            ulOS: 0,
+        };
+        let mut tok = 0u32;
+        check(
+            // SAFETY: [nul-terminated, local-memory] `wname` is NUL-terminated and `meta` a local
+            // whose pointers are null with zero counts; no key or hash (null, 0); the
+            // metadata copies what it keeps.
+            unsafe {
+                assembly.DefineAssemblyRef(
+                    core::ptr::null(),
+                    0,
+                    wname.as_ptr(),
+                    &meta,
+                    core::ptr::null(),
+                    0,
+                    0,
+                    &mut tok,
+                )
+            },
+            "IMetaDataAssemblyEmit::DefineAssemblyRef",
+        )?;
+        Ok(MdAssemblyRef(tok))
+    }
+
     /// `DefineTypeRefByName`: a reference to type `name` in `scope`; the
     /// metadata returns the existing row when there is one.
     pub fn type_ref(&self, scope: MdToken, name: &str) -> Result<MdTypeRef> {

@@ -131,6 +131,31 @@ pub fn return_type_bytes(blob: &[u8]) -> Result<&[u8]> {
     Ok(&blob[start..r.pos])
 }
 
+/// The encoded types of a method signature's parameters, in order (those
+/// before a vararg sentinel), for building tokens of the same types.
+pub fn param_type_bytes(blob: &[u8]) -> Result<Vec<&[u8]>> {
+    let mut r = Reader { blob, pos: 0 };
+    let conv = r.byte()?;
+    if conv & sys::IMAGE_CEE_CS_CALLCONV_GENERIC as u8 != 0 {
+        r.compressed_u32()?;
+    }
+    let count = r.compressed_u32()? as usize;
+    if count > blob.len() {
+        return Err(malformed("parameter count larger than the blob"));
+    }
+    r.type_sig(0)?;
+    let mut params = Vec::with_capacity(count);
+    for _ in 0..count {
+        if r.peek() == Some(sys::ELEMENT_TYPE_SENTINEL as u8) {
+            break;
+        }
+        let start = r.pos;
+        r.type_sig(0)?;
+        params.push(&blob[start..r.pos]);
+    }
+    Ok(params)
+}
+
 /// A `LocalVarSig` blob (II.23.2.6) split into its local count and the
 /// encoded types that follow the count. An empty blob is no locals.
 pub fn local_var_sig(blob: &[u8]) -> Result<(u32, &[u8])> {

@@ -94,7 +94,7 @@ impl MuxRun {
 }
 
 /// A path as the leg's runtime sees it.
-fn target_path(case: &Case<'_>, p: &Path) -> R<String> {
+pub(crate) fn target_path(case: &Case<'_>, p: &Path) -> R<String> {
     match case.leg().os {
         Os::Linux => Ok(p.display().to_string()),
         Os::Windows => Ok(to_wine_path(p)?),

@@ -107,10 +107,17 @@ fn run_pair(
             format!("{}\n", replaced.unwrap_or_else(|| l.to_string()))
         })
         .collect();
-    if traced.stdout != expected {
+    // Lines the C# handlers print (never without the profiler).
+    let traced_app: String = traced
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("managed-"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if traced_app != expected {
         let diff: Vec<String> = expected
             .lines()
-            .zip(traced.stdout.lines())
+            .zip(traced_app.lines())
             .filter(|(a, b)| a != b)
             .take(5)
             .map(|(a, b)| format!("expected {a:?}, got {b:?}"))
@@ -118,7 +125,7 @@ fn run_pair(
         return Err(format!(
             "app output under the wrapper is not the expected one ({} vs {} lines): {diff:?}",
             expected.lines().count(),
-            traced.stdout.lines().count()
+            traced_app.lines().count()
         )
         .into());
     }
@@ -271,6 +278,14 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "method-wrapper: a method already inlined is wrapped by ReJIT with its inliners",
             inliners_scenario,
+        ),
+        Scenario::new(
+            "method-wrapper: C# handlers from a startup hook see every shape, the arguments and the return value, and replace one",
+            managed_scenario,
+        ),
+        Scenario::new(
+            "method-wrapper: C# handlers not loaded, or of another version: every method refused, the app unharmed",
+            managed_refusals,
         ),
     ]
 }
@@ -434,5 +449,118 @@ fn inliners_scenario(case: &Case<'_>) -> CaseResult {
         &wrapped(&traced),
         &refused,
     )?;
+    Ok(())
+}
+
+const HANDLERS: &str = "wraphandlers,0.0.0.0,WrapHandlers.Handlers";
+
+/// `DOTNET_STARTUP_HOOKS` naming the C# handlers' assembly, as the leg sees it.
+fn startup_hook(case: &Case<'_>) -> Result<String, Verdict> {
+    let handlers = case.app("wraphandlers")?;
+    crate::mux::target_path(case, &handlers)
+}
+
+fn managed_scenario(case: &Case<'_>) -> CaseResult {
+    let hook = startup_hook(case)?;
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_MANAGED", HANDLERS),
+        ("DOTNET_STARTUP_HOOKS", hook.as_str()),
+        ("WRAPHANDLERS_SECRET", "42"),
+    ];
+    let (plain, traced) = run_pair(case, &env, &[("secret ", "42")])?;
+    let refused = refused(&traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    let managed: Counts = traced
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("managed-wrapped "))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.len() != 4 {
+                return None; // a state mismatch: reported below
+            }
+            Some((
+                f[0].to_string(),
+                (f[1].parse().ok()?, f[2].parse().ok()?, f[3].parse().ok()?),
+            ))
+        })
+        .collect();
+    if traced.stdout.contains("state-mismatch") {
+        return Err("an exit handler got another call's state".into());
+    }
+    compare(
+        &shapes(case, false),
+        &app_account(&plain.stdout, "account"),
+        &managed,
+        &refused,
+    )?;
+    // What the handlers saw of Add, against what the app printed.
+    let app_calls: Vec<(String, String)> = plain
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("args Wrap.Target.Args::Add "))
+        .filter_map(|l| {
+            let (args, sum) = l.split_once(" -> ")?;
+            Some((args.to_string(), sum.to_string()))
+        })
+        .collect();
+    let seen_args: Vec<&str> = traced
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("managed-args Wrap.Target.Args::Add "))
+        .collect();
+    let seen_returns: Vec<&str> = traced
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("managed-return Wrap.Target.Args::Add "))
+        .collect();
+    let want_args: Vec<&str> = app_calls.iter().map(|(a, _)| a.as_str()).collect();
+    let want_returns: Vec<&str> = app_calls.iter().map(|(_, r)| r.as_str()).collect();
+    if app_calls.len() < 10 || seen_args != want_args || seen_returns != want_returns {
+        return Err(format!(
+            "the C# handlers saw Add({seen_args:?}) -> {seen_returns:?}; the app made {app_calls:?}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn managed_refusals(case: &Case<'_>) -> CaseResult {
+    let hook = startup_hook(case)?;
+    let cases = [
+        (
+            "wraphandlers,9.9.9.9,WrapHandlers.Handlers",
+            Some(hook.as_str()),
+            "the application loaded `wraphandlers` 0.0.0.0, the handlers were built for 9.9.9.9",
+        ),
+        (
+            HANDLERS,
+            None,
+            "the handler assembly `wraphandlers` is not loaded",
+        ),
+    ];
+    for (handlers, hook, why) in cases {
+        let mut env = vec![
+            ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+            ("CLRPROF_WRAP_MANAGED", handlers),
+        ];
+        if let Some(h) = hook {
+            env.push(("DOTNET_STARTUP_HOOKS", h));
+        }
+        let (_plain, traced) = run_pair(case, &env, &[])?;
+        let refused = refused(&traced);
+        let clear = refused.iter().filter(|r| r.contains(why)).count();
+        if clear < 20 || clear != refused.len() {
+            return Err(format!(
+                "{handlers}: {} refusals, {clear} saying {why:?}: {:?}",
+                refused.len(),
+                &refused[..refused.len().min(3)]
+            )
+            .into());
+        }
+    }
     Ok(())
 }

@@ -241,3 +241,191 @@ pub(crate) fn local_sig(
     }
     Ok(b.finish())
 }
+
+/// What [`build_managed`] needs besides the original body.
+#[derive(Clone, Debug)]
+pub(crate) struct ManagedPlan {
+    /// The method's name, a user string of its module.
+    pub name: crate::ids::MdString,
+    /// MemberRef of `object OnEntry(string, object[])`.
+    pub on_entry: crate::ids::MdMemberRef,
+    /// MemberRef of `object OnExit(string, object, object, object)`.
+    pub on_exit: crate::ids::MdMemberRef,
+    /// TypeSpec of `object` (for `newarr` and the catch clause).
+    pub object: crate::ids::MdTypeSpec,
+    /// Per declared parameter: the TypeSpec to box it with, or `None` to
+    /// pass null (`ref`, pointer and `TypedReference` parameters).
+    pub params: Vec<Option<crate::ids::MdTypeSpec>>,
+    /// Index of the first declared parameter (1 with `this`).
+    pub first_arg: u16,
+    /// The return type's TypeSpec (`None` for `void`).
+    pub ret: Option<crate::ids::MdTypeSpec>,
+    /// The new local signature: the original locals, then S (`object`), X
+    /// (`object`) and, for a method returning a value, R.
+    pub local_sig: MdSignature,
+    /// How many locals the original has (index of S).
+    pub first_local: u16,
+}
+
+/// The managed-handler shape (see `wrap_managed`):
+///
+/// ```text
+///         ldstr NAME; ldc.i4 n; newarr object; (dup; ldc.i4 i; ldarg a; box T | ldnull; stelem.ref)*
+///         call OnEntry; stloc S
+/// TRY:    <original code, each `ret` now: [stloc R]; leave END>
+/// CATCH:  stloc X; ldstr NAME; ldloc S; ldnull; ldloc X; call OnExit; pop; rethrow   // catch object
+/// END:    ldstr NAME; ldloc S; (ldloc R; box TR | ldnull); ldnull; call OnExit
+///         (unbox.any TR; stloc R; ldloc R | pop); ret
+/// ```
+pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result<MethodBody> {
+    if let Some(why) = refusal(original) {
+        return Err(Error::Usage(why.into()));
+    }
+    let first = original
+        .instructions()
+        .first()
+        .map(|i| i.label)
+        .ok_or_else(|| Error::Malformed("IL method body: no code".into()))?;
+    let s = plan.first_local;
+    let var = |k: u16| -> Result<Operand> {
+        s.checked_add(k)
+            .map(Operand::Var)
+            .ok_or(Error::InvalidArgument(
+                "too many locals to add the wrapper's",
+            ))
+    };
+    let (state, exc, ret) = (var(0)?, var(1)?, var(2)?);
+    let name = Operand::Token(MdToken(plan.name.0));
+    let tok = |t: crate::ids::MdTypeSpec| Operand::Token(MdToken(t.0));
+
+    let mut body = original.clone();
+    body.format = HeaderFormat::Fat;
+    body.init_locals = true;
+    body.local_var_sig = plan.local_sig;
+
+    let end = body.new_label();
+    let mut returns = 0usize;
+    let mut index = 0;
+    while index < body.instructions().len() {
+        if body.instructions()[index].opcode != OpCode::RET {
+            index += 1;
+            continue;
+        }
+        returns += 1;
+        if plan.ret.is_some() {
+            body.replace(index, OpCode::STLOC, ret.clone())?;
+            body.insert(index + 1, &[(OpCode::LEAVE, Operand::Target(end))])?;
+            index += 2;
+        } else {
+            body.replace(index, OpCode::LEAVE, Operand::Target(end))?;
+            index += 1;
+        }
+    }
+
+    let n = i32::try_from(plan.params.len())
+        .map_err(|_| Error::InvalidArgument("too many parameters"))?;
+    let mut prologue = vec![
+        (OpCode::LDSTR, name.clone()),
+        (OpCode::LDC_I4, Operand::Int(n)),
+        (OpCode::NEWARR, tok(plan.object)),
+    ];
+    for (i, boxed) in plan.params.iter().enumerate() {
+        let arg = u16::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_add(plan.first_arg))
+            .ok_or(Error::InvalidArgument("too many parameters"))?;
+        prologue.push((OpCode::DUP, Operand::None));
+        prologue.push((
+            OpCode::LDC_I4,
+            Operand::Int(i32::from(arg - plan.first_arg)),
+        ));
+        match boxed {
+            Some(t) => {
+                prologue.push((OpCode::LDARG, Operand::Var(arg)));
+                prologue.push((OpCode::BOX, tok(*t)));
+            }
+            None => prologue.push((OpCode::LDNULL, Operand::None)),
+        }
+        prologue.push((OpCode::STELEM_REF, Operand::None));
+    }
+    prologue.push((OpCode::CALL, Operand::Token(MdToken(plan.on_entry.0))));
+    prologue.push((OpCode::STLOC, state.clone()));
+    body.insert_at_entry(&prologue)?;
+
+    let on_exit = Operand::Token(MdToken(plan.on_exit.0));
+    // The catch handler: report, then let the exception go on.
+    let catch = body.push(OpCode::STLOC, exc.clone());
+    body.push(OpCode::LDSTR, name.clone());
+    body.push(OpCode::LDLOC, state.clone());
+    body.push(OpCode::LDNULL, Operand::None);
+    body.push(OpCode::LDLOC, exc);
+    body.push(OpCode::CALL, on_exit.clone());
+    body.push(OpCode::POP, Operand::None);
+    body.push(OpCode::RETHROW, Operand::None);
+
+    let handler_end = if returns > 0 {
+        let first_of_epilogue = body.push(OpCode::LDSTR, name);
+        relabel(&mut body, first_of_epilogue, end)?;
+        body.push(OpCode::LDLOC, state);
+        match plan.ret {
+            Some(t) => {
+                body.push(OpCode::LDLOC, ret.clone());
+                body.push(OpCode::BOX, tok(t));
+            }
+            None => {
+                body.push(OpCode::LDNULL, Operand::None);
+            }
+        }
+        body.push(OpCode::LDNULL, Operand::None);
+        body.push(OpCode::CALL, on_exit);
+        match plan.ret {
+            Some(t) => {
+                body.push(OpCode::UNBOX_ANY, tok(t));
+                body.push(OpCode::STLOC, ret.clone());
+                body.push(OpCode::LDLOC, ret);
+            }
+            None => {
+                body.push(OpCode::POP, Operand::None);
+            }
+        }
+        body.push(OpCode::RET, Operand::None);
+        end
+    } else {
+        Label::END
+    };
+    body.clauses.push(ExceptionClause {
+        kind: ClauseKind::Catch(MdToken(plan.object.0)),
+        try_start: first,
+        try_end: catch,
+        handler_start: catch,
+        handler_end,
+    });
+    Ok(body)
+}
+
+/// The managed shape's local signature: the original locals, then `object`
+/// S, `object` X and the return type R.
+pub(crate) fn managed_local_sig(
+    original_count: u32,
+    original_types: &[u8],
+    return_type: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    use crate::metadata_emit::{PrimitiveType, SigBuilder};
+    let added = if return_type.is_some() { 3 } else { 2 };
+    let count = original_count
+        .checked_add(added)
+        .filter(|c| *c <= u32::from(u16::MAX))
+        .ok_or(Error::InvalidArgument(
+            "too many locals to add the wrapper's",
+        ))?;
+    let mut b = SigBuilder::new();
+    b.raw(&[clrprof_sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8]);
+    b.compressed(count)?;
+    b.raw(original_types);
+    b.raw(&SigBuilder::primitive(PrimitiveType::Object));
+    b.raw(&SigBuilder::primitive(PrimitiveType::Object));
+    if let Some(r) = return_type {
+        b.raw(r);
+    }
+    Ok(b.finish())
+}

@@ -340,11 +340,14 @@ impl<'m> WrappedBody<'m> {
         let buffer = info
             .il_function_body_allocator(self.module)?
             .alloc_copy(&self.bytes)?;
-        // SAFETY: [wrapped-frame] the body was built by `wrap` for this method of this module
-        // and verified: the original IL (which the runtime was about to run) inside a
-        // try/finally whose added code reads and writes only its own new locals and the
-        // method's own arguments, and calls the two probes of this library (pinned for the
-        // process's life) through `calli` signatures that match their Rust declarations.
+        // SAFETY: [wrapped-frame] the body was built by `wrap` or `wrap_managed` for this
+        // method of this module and verified: the original IL (which the runtime was about
+        // to run) inside the layer's regions, whose added code reads and writes only its own
+        // new locals and the method's own arguments, and calls either the two probes of this
+        // library (pinned for the process's life) through `calli` signatures that match their
+        // Rust declarations, or two static methods through MemberRefs whose signatures the
+        // layer defined, with arguments boxed by their declared types (a handler type that
+        // does not match is a managed MissingMethodException, not memory misuse).
         unsafe { info.set_il_function_body(self.module, self.token, buffer)? };
         info.set_il_instrumented_code_map(function, true, &self.map)
     }
@@ -475,6 +478,246 @@ pub fn wrap<'m, H: MethodHandler>(
         bytes: written.bytes,
         map: written.map,
     })
+}
+
+/// Handlers written in C#: two static methods of a type in an assembly the
+/// application loads before its own code runs (a startup hook:
+/// `DOTNET_STARTUP_HOOKS=<path to the assembly>`, .NET Core 3.0+, which also
+/// makes name-only references to it bind in the default load context).
+///
+/// ```csharp
+/// public static class Handlers {
+///     // `args`: the declared arguments, boxed (`ref`/pointer ones null).
+///     public static object OnEntry(string method, object[] args) { ... }
+///     // `returnValue` boxed (null for void or after an exception); the
+///     // result is what the method returns (ignored for void and after an
+///     // exception, which goes on after the handler).
+///     public static object OnExit(string method, object state, object returnValue, object exception) { ... }
+/// }
+/// ```
+///
+/// The layer refuses to wrap until [`module_loaded`](Self::module_loaded)
+/// has seen the assembly loaded with the expected version, so a missing or
+/// conflicting handler assembly is a clear [`Error::CannotWrap`], never a
+/// `FileNotFoundException` in the application.
+#[derive(Debug)]
+pub struct ManagedHandlers {
+    assembly: String,
+    version: [u16; 4],
+    type_name: String,
+    /// The version the application loaded, once seen.
+    loaded: OnceLock<[u16; 4]>,
+}
+
+impl ManagedHandlers {
+    /// Handlers in `type_name` (`Namespace.Type`) of assembly `assembly`
+    /// (simple name) of `version`.
+    pub fn new(assembly: &str, version: [u16; 4], type_name: &str) -> Self {
+        ManagedHandlers {
+            assembly: assembly.to_string(),
+            version,
+            type_name: type_name.to_string(),
+            loaded: OnceLock::new(),
+        }
+    }
+
+    /// Call from `ModuleLoadFinished`: notes the handler assembly when this
+    /// is its module. Returns `true` for it.
+    pub fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
+        let Ok(props) = info
+            .module_metadata(module, crate::info::MetaDataOpen::Read)
+            .and_then(|md| md.assembly_props())
+        else {
+            return false;
+        };
+        if props.name != self.assembly {
+            return false;
+        }
+        let (a, b, c, d) = props.version;
+        let _ = self.loaded.set([a, b, c, d]);
+        true
+    }
+
+    /// `Ok` when the handler assembly is loaded with the expected version.
+    fn check(&self, method: &str) -> Result<()> {
+        let v = |v: [u16; 4]| format!("{}.{}.{}.{}", v[0], v[1], v[2], v[3]);
+        match self.loaded.get() {
+            None => Err(Error::CannotWrap {
+                method: method.to_string(),
+                why: format!(
+                    "the handler assembly `{}` is not loaded; load it before the application's \
+                     code runs (DOTNET_STARTUP_HOOKS=<path to {}.dll>)",
+                    self.assembly, self.assembly
+                ),
+            }),
+            Some(loaded) if *loaded != self.version => Err(Error::CannotWrap {
+                method: method.to_string(),
+                why: format!(
+                    "the application loaded `{}` {}, the handlers were built for {}",
+                    self.assembly,
+                    v(*loaded),
+                    v(self.version)
+                ),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Builds a wrapped body of `method` in `module` whose entry and exits call
+/// the C# handlers of `handlers` (see [`ManagedHandlers`]):
+///
+/// - the entry handler gets the method's name and its declared arguments,
+///   boxed, and returns a state;
+/// - on a normal return the exit handler gets the state and the boxed
+///   return value and returns the value the method returns (`unbox.any` to
+///   the method's return type: a value of another type throws
+///   `InvalidCastException` in the application, as the C# handler's own
+///   bug);
+/// - when an exception leaves, a `catch` of everything hands it to the exit
+///   handler and rethrows it (so, unlike the Rust shape, the exception's
+///   first pass stops at this frame and filters further up run after its
+///   inner `finally` blocks, as with CallTarget).
+///
+/// Fails like [`wrap`], for a method returning a `ref`, for a method of the
+/// handler assembly, and while the handler assembly is not loaded with the
+/// expected version.
+pub fn wrap_managed<'m>(
+    info: &ProfilerInfo,
+    module: ModuleId<'m>,
+    method: MdMethodDef,
+    handlers: &ManagedHandlers,
+) -> Result<WrappedBody<'m>> {
+    let emit = info.module_metadata_emit(module)?;
+    let import = emit.import();
+    let name = import
+        .method_name(method)
+        .unwrap_or_else(|_| format!("method {:#010x}", method.0));
+    handlers.check(&name)?;
+    let cannot = |why: String| Error::CannotWrap {
+        method: name.clone(),
+        why,
+    };
+    if import
+        .assembly_props()
+        .is_ok_and(|a| a.name == handlers.assembly)
+    {
+        return Err(cannot("it belongs to the handler assembly".into()));
+    }
+    let props = import.method_props(method)?;
+    let sig = MethodSig::parse(&props.signature)?;
+    if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
+        return Err(cannot("it is a vararg method".into()));
+    }
+    if matches!(sig.ret, TypeSig::ByRef(_)) {
+        return Err(cannot("it returns a `ref`, which cannot be boxed".into()));
+    }
+    let il = info.il_function_body(module, method)?;
+    if il.is_empty() {
+        return Err(cannot("it has no IL body".into()));
+    }
+    let original = MethodBody::parse(il)?;
+    if let Some(why) = build::refusal(&original) {
+        return Err(cannot(why.into()));
+    }
+    let local_blob = if original.local_var_sig.0 == 0 {
+        Vec::new()
+    } else {
+        crate::il::standalone_sig(import, original.local_var_sig)?
+    };
+    let (count, types) = local_var_sig(&local_blob)?;
+    let first_local =
+        u16::try_from(count).map_err(|_| cannot("it has more locals than IL can index".into()))?;
+    let returns =
+        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    let ret_bytes = if returns {
+        Some(return_type_bytes(&props.signature)?)
+    } else {
+        None
+    };
+    let local_sig = emit.token_from_sig(&build::managed_local_sig(count, types, ret_bytes)?)?;
+    let ret = ret_bytes.map(|b| emit.type_spec(b)).transpose()?;
+    let mut params = Vec::new();
+    for (t, bytes) in sig
+        .params
+        .iter()
+        .zip(crate::signature::param_type_bytes(&props.signature)?)
+    {
+        let plain = |t: &TypeSig| {
+            !matches!(
+                t,
+                TypeSig::ByRef(_) | TypeSig::Ptr(_) | TypeSig::FnPtr(_) | TypeSig::Pinned(_)
+            ) && *t != TypeSig::Primitive(sys::ELEMENT_TYPE_TYPEDBYREF as u8)
+        };
+        let inner = match t {
+            TypeSig::Modified { inner, .. } => inner.as_ref(),
+            t => t,
+        };
+        params.push(if plain(inner) {
+            Some(emit.type_spec(bytes)?)
+        } else {
+            None
+        });
+    }
+    let object = emit.type_spec(&SigBuilder::primitive(PrimitiveType::Object))?;
+    let scope = emit.assembly_ref(&handlers.assembly, handlers.version)?;
+    let class = emit.type_ref(crate::ids::MdToken(scope.0), &handlers.type_name)?;
+    // object OnEntry(string, object[]); object OnExit(string, object, object, object)
+    let (o, st) = (
+        sys::ELEMENT_TYPE_OBJECT as u8,
+        sys::ELEMENT_TYPE_STRING as u8,
+    );
+    let on_entry = emit.member_ref(
+        crate::ids::MdToken(class.0),
+        "OnEntry",
+        &[0x00, 2, o, st, sys::ELEMENT_TYPE_SZARRAY as u8, o],
+    )?;
+    let on_exit = emit.member_ref(
+        crate::ids::MdToken(class.0),
+        "OnExit",
+        &[0x00, 4, o, st, o, o, o],
+    )?;
+    let user_string = emit.define_user_string(&name)?;
+    let plan = build::ManagedPlan {
+        name: user_string,
+        on_entry,
+        on_exit,
+        object,
+        params,
+        first_arg: u16::from(sig.has_this()),
+        ret,
+        local_sig,
+        first_local,
+    };
+    let mut body = build::build_managed(&original, &plan).map_err(|e| cannot(e.to_string()))?;
+    let sites = MetaDataCallSites(import);
+    recompute_max_stack(&mut body, returns, &sites).map_err(|e| cannot(e.to_string()))?;
+    let written = body.write()?;
+    verify(&written.bytes, returns, &sites)
+        .map_err(|e| cannot(format!("the wrapped body fails verification: {e}")))?;
+    // The body calls no probe of this library; it is registered only so that
+    // `WrappedBody::method` answers.
+    let id = register(Registered {
+        method: WrappedMethod::new(name.clone(), module.to_raw(), method, sig),
+        handler: Box::new(NoHandler),
+    })?;
+    Ok(WrappedBody {
+        module,
+        token: method,
+        id,
+        bytes: written.bytes,
+        map: written.map,
+    })
+}
+
+/// The registered handler of a managed-handler body (never called).
+struct NoHandler;
+
+impl Erased for NoHandler {
+    fn enter(&self, _: &Entry<'_>) -> *mut () {
+        core::ptr::null_mut()
+    }
+    fn exit(&self, _: &mut Exit<'_>, _: *mut ()) {}
 }
 
 #[cfg(test)]

@@ -399,3 +399,80 @@ fn without_arguments_the_table_is_null_and_reads_fail() {
     let e = a.get::<i32>(0).unwrap_err().to_string();
     assert!(e.contains("without MethodHandler::ARGUMENTS"), "{e}");
 }
+
+// ---- the managed-handler shape ----
+
+fn managed_plan(ret: bool, params: Vec<Option<crate::ids::MdTypeSpec>>) -> build::ManagedPlan {
+    build::ManagedPlan {
+        name: crate::ids::MdString(0x7000_0001),
+        on_entry: crate::ids::MdMemberRef(0x0a00_0001),
+        on_exit: crate::ids::MdMemberRef(0x0a00_0002),
+        object: crate::ids::MdTypeSpec(0x1b00_0001),
+        params,
+        first_arg: 0,
+        ret: ret.then_some(crate::ids::MdTypeSpec(0x1b00_0002)),
+        local_sig: MdSignature(0x1100_0004),
+        first_local: 0,
+    }
+}
+
+fn managed_sites() -> HashMap<MdToken, CallSite> {
+    let o = [0x1cu8];
+    let st = [0x0eu8];
+    let entry = SigBuilder::static_method(&o, &[&st, &[0x1d, 0x1c]]).unwrap();
+    let exit = SigBuilder::static_method(&o, &[&st, &o, &o, &o]).unwrap();
+    let mut s = sites();
+    s.insert(
+        MdToken(0x0a00_0001),
+        CallSite::from_signature(&entry).unwrap(),
+    );
+    s.insert(
+        MdToken(0x0a00_0002),
+        CallSite::from_signature(&exit).unwrap(),
+    );
+    s
+}
+
+#[test]
+fn the_managed_shape_boxes_arguments_catches_rethrows_and_unboxes_the_return_value() {
+    let plan = managed_plan(true, vec![Some(crate::ids::MdTypeSpec(0x1b00_0003)), None]);
+    let mut body = build::build_managed(&two_returns(), &plan).expect("build");
+    recompute_max_stack(&mut body, true, &managed_sites()).expect("max stack");
+    let written = body.write().expect("write");
+    let (wrapped, _) = verify(&written.bytes, true, &managed_sites()).expect("verify");
+    assert_eq!(count(&wrapped, OpCode::NEWARR), 1);
+    assert_eq!(
+        count(&wrapped, OpCode::BOX),
+        2,
+        "one argument and the return value"
+    );
+    assert_eq!(
+        count(&wrapped, OpCode::LDNULL),
+        3,
+        "the ref argument, and two null exceptions/values"
+    );
+    assert_eq!(count(&wrapped, OpCode::RETHROW), 1);
+    assert_eq!(count(&wrapped, OpCode::UNBOX_ANY), 1);
+    assert_eq!(count(&wrapped, OpCode::RET), 1);
+    assert_eq!(wrapped.clauses.len(), 1);
+    assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Catch(t) if t.0 == 0x1b00_0001));
+}
+
+#[test]
+fn managed_handlers_refuse_until_their_assembly_is_loaded_with_their_version() {
+    let h = ManagedHandlers::new("Handlers", [1, 2, 0, 0], "Ns.Handlers");
+    let e = h.check("Ns.T::M").unwrap_err().to_string();
+    assert!(
+        e.contains("`Handlers` is not loaded") && e.contains("DOTNET_STARTUP_HOOKS"),
+        "{e}"
+    );
+    h.loaded.set([2, 0, 0, 0]).unwrap();
+    let e = h.check("Ns.T::M").unwrap_err().to_string();
+    assert!(
+        e.contains("loaded `Handlers` 2.0.0.0, the handlers were built for 1.2.0.0"),
+        "{e}"
+    );
+    let ok = ManagedHandlers::new("Handlers", [1, 2, 0, 0], "Ns.Handlers");
+    ok.loaded.set([1, 2, 0, 0]).unwrap();
+    assert!(ok.check("Ns.T::M").is_ok());
+}

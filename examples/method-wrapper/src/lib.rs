@@ -32,6 +32,12 @@
 //!   pause, revert, a pause) while the app runs, until `Rejit::End` stops it
 //!   after its current revert; one
 //!   `{"event":"rejit_cycles","cycles":N,"failed":F}` then.
+//! - `CLRPROF_WRAP_MANAGED=Assembly,Major.Minor.Build.Revision,Namespace.Type`:
+//!   the handlers are C# methods `OnEntry`/`OnExit` of that type
+//!   ([`instrumentation::ManagedHandlers`]); the application loads the
+//!   assembly as a startup hook (`DOTNET_STARTUP_HOOKS`). The C# handlers
+//!   keep their own counts; this profiler reports no `wrapped` records then,
+//!   only refusals.
 //! - `CLRPROF_WRAP_BENCH=1` (for `cargo xtask bench wrap`): the handlers read
 //!   the `int` second argument and the `long` return value of every call and
 //!   sum them; one `{"event":"wrap_bench","calls":N,"args":S,"returns":S}`
@@ -201,6 +207,18 @@ struct Config {
     inliners: bool,
     cycles: Option<u32>,
     replace: Option<(String, i32)>,
+    managed: Option<instrumentation::ManagedHandlers>,
+}
+
+/// `Assembly,1.2.3.4,Namespace.Type`.
+fn managed_handlers(v: &str) -> Option<instrumentation::ManagedHandlers> {
+    let mut parts = v.split(',');
+    let (assembly, version, type_name) = (parts.next()?, parts.next()?, parts.next()?);
+    let mut n = version.split('.').map(|p| p.parse::<u16>().ok());
+    let version = [n.next()??, n.next()??, n.next()??, n.next()??];
+    Some(instrumentation::ManagedHandlers::new(
+        assembly, version, type_name,
+    ))
 }
 
 type MethodKey = (RawModuleId, MdMethodDef);
@@ -270,7 +288,9 @@ impl MethodWrapper {
             .filter(|(m, _)| m == name)
             .map(|(_, n)| *n);
         let counter = Counter { tally, replace };
-        if config.bench {
+        if let Some(managed) = &config.managed {
+            instrumentation::wrap_managed(info, module, method, managed)
+        } else if config.bench {
             instrumentation::wrap(info, module, method, self.bench.clone())
         } else if config.args {
             let out = self.out.clone();
@@ -445,17 +465,27 @@ impl Profiler for MethodWrapper {
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
             inliners: mode == Mode::ReJit
                 && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
+            managed: std::env::var("CLRPROF_WRAP_MANAGED")
+                .ok()
+                .and_then(|v| managed_handlers(&v)),
             cycles: std::env::var("CLRPROF_WRAP_CYCLES")
                 .ok()
                 .and_then(|v| v.parse().ok()),
             replace,
         });
-        let mut mask = EventMask::MONITOR_JIT_COMPILATION;
+        let mut mask = EventMask::MONITOR_JIT_COMPILATION | EventMask::MONITOR_MODULE_LOADS;
         if mode == Mode::ReJit {
             mask |= EventMask::ENABLE_REJIT;
             let _ = self.rejit.set(Arc::new(ReJitThread::spawn(info)?));
         }
         Ok(mask.into())
+    }
+
+    fn module_load_finished(&self, info: &ProfilerInfo, module: clrprof::Loaded<ModuleId<'_>>) {
+        let Ok(module) = module else { return };
+        if let Some(managed) = self.config().and_then(|c| c.managed.as_ref()) {
+            managed.module_loaded(info, module);
+        }
     }
 
     fn jit_inlining(
