@@ -284,6 +284,10 @@ pub fn scenarios() -> Vec<Scenario> {
             managed_scenario,
         ),
         Scenario::new(
+            "method-wrapper: C# handlers wrapped by ReJIT for one phase and unwrapped by revert",
+            managed_rejit,
+        ),
+        Scenario::new(
             "method-wrapper: C# handlers not loaded, or of another version: every method refused, the app unharmed",
             managed_refusals,
         ),
@@ -460,6 +464,49 @@ fn startup_hook(case: &Case<'_>) -> Result<String, Verdict> {
     crate::mux::target_path(case, &handlers)
 }
 
+/// The C# handlers' `managed-wrapped` lines.
+fn managed_counts(stdout: &str) -> Result<Counts, Verdict> {
+    if stdout.contains("state-mismatch") {
+        return Err("an exit handler got another call's state".into());
+    }
+    Ok(stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("managed-wrapped "))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.len() != 4 {
+                return None;
+            }
+            Some((
+                f[0].to_string(),
+                (f[1].parse().ok()?, f[2].parse().ok()?, f[3].parse().ok()?),
+            ))
+        })
+        .collect())
+}
+
+fn managed_rejit(case: &Case<'_>) -> CaseResult {
+    let hook = startup_hook(case)?;
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_MANAGED", HANDLERS),
+        ("CLRPROF_WRAP_MODE", "rejit"),
+        ("DOTNET_STARTUP_HOOKS", hook.as_str()),
+    ];
+    let (plain, traced) = run_pair(case, &env, &[])?;
+    let refused = refused(&traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    compare(
+        &shapes(case, true),
+        &app_account(&plain.stdout, "rejit-account"),
+        &managed_counts(&traced.stdout)?,
+        &refused,
+    )?;
+    Ok(())
+}
+
 fn managed_scenario(case: &Case<'_>) -> CaseResult {
     let hook = startup_hook(case)?;
     let env = [
@@ -473,24 +520,7 @@ fn managed_scenario(case: &Case<'_>) -> CaseResult {
     if !refused.is_empty() {
         return Err(format!("methods refused: {refused:?}").into());
     }
-    let managed: Counts = traced
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("managed-wrapped "))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            if f.len() != 4 {
-                return None; // a state mismatch: reported below
-            }
-            Some((
-                f[0].to_string(),
-                (f[1].parse().ok()?, f[2].parse().ok()?, f[3].parse().ok()?),
-            ))
-        })
-        .collect();
-    if traced.stdout.contains("state-mismatch") {
-        return Err("an exit handler got another call's state".into());
-    }
+    let managed = managed_counts(&traced.stdout)?;
     compare(
         &shapes(case, false),
         &app_account(&plain.stdout, "account"),
