@@ -201,6 +201,26 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         handler_start: fault,
         handler_end,
     });
+
+    // The type check of what was added.
+    use super::typecheck::{check, Env, Ty};
+    let mut env = Env::default();
+    env.locals.insert(s, Ty::I8);
+    env.locals.insert(s + 1, Ty::N);
+    env.calls.insert(
+        MdToken(plan.enter_sig.0),
+        (vec![Ty::I4, Ty::N], Some(Ty::I8)),
+    );
+    env.calls.insert(
+        MdToken(plan.exit_sig.0),
+        (vec![Ty::I4, Ty::I8, Ty::N, Ty::I4], None),
+    );
+    let start = body.instructions()[0].label;
+    check(&body, start, Some(first), &[], &env)?;
+    check(&body, fault, None, &[], &env)?;
+    if returns > 0 {
+        check(&body, end, None, &[], &env)?;
+    }
     Ok(body)
 }
 
@@ -400,6 +420,26 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
         handler_start: catch,
         handler_end,
     });
+
+    // The type check of what was added.
+    use super::typecheck::{check, Env, Ty};
+    let mut env = Env::default();
+    env.locals.insert(s, Ty::O);
+    env.locals.insert(s + 1, Ty::O);
+    env.calls.insert(
+        MdToken(plan.on_entry.0),
+        (vec![Ty::Str, Ty::O], Some(Ty::O)),
+    );
+    env.calls.insert(
+        MdToken(plan.on_exit.0),
+        (vec![Ty::Str, Ty::O, Ty::O, Ty::O], Some(Ty::O)),
+    );
+    let start = body.instructions()[0].label;
+    check(&body, start, Some(first), &[], &env)?;
+    check(&body, catch, None, &[Ty::O], &env)?;
+    if returns > 0 {
+        check(&body, end, None, &[], &env)?;
+    }
     Ok(body)
 }
 

@@ -12,7 +12,8 @@
 //! which then goes on unchanged. The original exception clauses stay, nested inside the new
 //! one; tiny headers become fat; the locals signature gains the wrapper's
 //! locals; max stack is recomputed; and the body must pass
-//! [`il::verify`](crate::il::verify()) before it is handed out. Methods the
+//! [`il::verify`](crate::il::verify()) and a type check of every instruction
+//! the layer added before it is handed out. Methods the
 //! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
 //! `jmp`, vararg methods), never built.
 //!
@@ -51,6 +52,7 @@
 //! [`Arguments::get`]).
 
 mod build;
+mod typecheck;
 mod values;
 
 pub use values::{Arguments, Primitive, ReturnValue};

@@ -476,3 +476,34 @@ fn managed_handlers_refuse_until_their_assembly_is_loaded_with_their_version() {
     ok.loaded.set([1, 2, 0, 0]).unwrap();
     assert!(ok.check("Ns.T::M").is_ok());
 }
+
+#[test]
+fn the_type_check_refuses_an_operand_of_the_wrong_type() {
+    use super::typecheck::{check, Env, Ty};
+    let mut env = Env::default();
+    env.locals.insert(0, Ty::I8);
+    env.calls
+        .insert(MdToken(ENTER_SIG.0), (vec![Ty::I4, Ty::N], Some(Ty::I8)));
+    let body = |second: OpCode| {
+        let mut b = MethodBody::new();
+        b.push(OpCode::LDC_I4, Operand::Int(7));
+        b.push(second, Operand::None);
+        if second == OpCode::LDC_I4_0 {
+            b.push(OpCode::CONV_U, Operand::None);
+        }
+        b.push(OpCode::LDC_I8, Operand::Long(0x1000));
+        b.push(OpCode::CONV_I, Operand::None);
+        b.push(OpCode::CALLI, Operand::Token(MdToken(ENTER_SIG.0)));
+        b.push(OpCode::STLOC, Operand::Var(0));
+        b.push(OpCode::RET, Operand::None);
+        b
+    };
+    let good = body(OpCode::LDC_I4_0);
+    check(&good, good.instructions()[0].label, None, &[], &env).expect("well typed");
+    // An `object` where the probe takes a native int.
+    let bad = body(OpCode::LDNULL);
+    let e = check(&bad, bad.instructions()[0].label, None, &[], &env)
+        .expect_err("ill typed")
+        .to_string();
+    assert!(e.contains("O where N is needed"), "{e}");
+}
