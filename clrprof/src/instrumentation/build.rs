@@ -54,6 +54,25 @@ pub(crate) struct Plan {
     pub arguments: Option<u16>,
 }
 
+/// The `calli` signatures of the entry probe (unmanaged `int64(int32,
+/// native int)`) and of the exit probe (unmanaged `void(int32, int64,
+/// native int, int32)`), matching their Rust declarations.
+pub(crate) fn probe_sigs() -> Result<(Vec<u8>, Vec<u8>)> {
+    use crate::metadata_emit::{PrimitiveType as P, SigBuilder, UnmanagedCallConv};
+    let p = SigBuilder::primitive;
+    let enter = SigBuilder::unmanaged_calli(
+        UnmanagedCallConv::StdCall,
+        &p(P::I8),
+        &[&p(P::I4), &p(P::I)],
+    )?;
+    let exit = SigBuilder::unmanaged_calli(
+        UnmanagedCallConv::StdCall,
+        &p(P::Void),
+        &[&p(P::I4), &p(P::I8), &p(P::I), &p(P::I4)],
+    )?;
+    Ok((enter, exit))
+}
+
 /// Why a body cannot be wrapped, or `None`.
 pub(crate) fn refusal(body: &MethodBody) -> Option<&'static str> {
     for i in body.instructions() {
@@ -74,9 +93,27 @@ pub(crate) fn refusal(body: &MethodBody) -> Option<&'static str> {
     None
 }
 
-/// Builds the wrapped body (see the module docs). The caller recomputes max
-/// stack and verifies the result.
-pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
+/// What both shapes start from: the original body with a fat header, zeroed
+/// locals and the new local signature, every `ret` turned into a store of
+/// the value (when there is one) and a leave to the epilogue.
+struct Start {
+    body: MethodBody,
+    /// The first original instruction: where the new `try` starts.
+    first: Label,
+    /// The three added locals (the shapes' S, then P or X, then R).
+    locals: [Operand; 3],
+    /// The epilogue's label.
+    end: Label,
+    /// How many `ret`s the original has.
+    returns: usize,
+}
+
+fn start(
+    original: &MethodBody,
+    local_sig: MdSignature,
+    first_local: u16,
+    returns_value: bool,
+) -> Result<Start> {
     if let Some(why) = refusal(original) {
         return Err(Error::Usage(why.into()));
     }
@@ -85,22 +122,21 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         .first()
         .map(|i| i.label)
         .ok_or_else(|| Error::Malformed("IL method body: no code".into()))?;
-    let s = plan.first_local;
     let var = |k: u16| -> Result<Operand> {
-        s.checked_add(k)
+        first_local
+            .checked_add(k)
             .map(Operand::Var)
             .ok_or(Error::InvalidArgument(
                 "too many locals to add the wrapper's",
             ))
     };
-    let (state, args, ret) = (var(0)?, var(1)?, var(2)?);
+    let locals = [var(0)?, var(1)?, var(2)?];
 
     let mut body = original.clone();
     body.format = HeaderFormat::Fat;
     body.init_locals = true;
-    body.local_var_sig = plan.local_sig;
+    body.local_var_sig = local_sig;
 
-    // Every `ret` becomes a store of the value and a leave to the epilogue.
     // The `ret`'s label stays on the first instruction, so branches to it
     // still arrive.
     let end = body.new_label();
@@ -112,8 +148,8 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
             continue;
         }
         returns += 1;
-        if plan.returns {
-            body.replace(index, OpCode::STLOC, ret.clone())?;
+        if returns_value {
+            body.replace(index, OpCode::STLOC, locals[2].clone())?;
             body.insert(index + 1, &[(OpCode::LEAVE, Operand::Target(end))])?;
             index += 2;
         } else {
@@ -121,6 +157,27 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
             index += 1;
         }
     }
+    Ok(Start {
+        body,
+        first,
+        locals,
+        end,
+        returns,
+    })
+}
+
+/// Builds the wrapped body (see the module docs). The caller recomputes max
+/// stack and verifies the result.
+pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
+    let Start {
+        mut body,
+        first,
+        locals,
+        end,
+        returns,
+    } = start(original, plan.local_sig, plan.first_local, plan.returns)?;
+    let [state, args, ret] = locals;
+    let s = plan.first_local;
 
     // The prologue, before the first original instruction (which stays the
     // target of branches to the method's start, inside the new `try`).
@@ -235,17 +292,19 @@ fn relabel(body: &mut MethodBody, from: Label, to: Label) -> Result<()> {
 }
 
 /// The new local signature: `LOCAL_SIG`, the count plus three (or two when
-/// the method returns nothing), the original types, then `int64` S,
-/// `native int` P and the return type R.
+/// the method returns nothing), the original types, then the shape's two
+/// locals (`int64` S and `native int` P for Rust handlers, `object` S and
+/// `object` X for C# handlers) and the return type R.
 pub(crate) fn local_sig(
     original_count: u32,
     original_types: &[u8],
+    added: [crate::metadata_emit::PrimitiveType; 2],
     return_type: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
-    use crate::metadata_emit::{PrimitiveType, SigBuilder};
-    let added = if return_type.is_some() { 3 } else { 2 };
+    use crate::metadata_emit::SigBuilder;
+    let n = if return_type.is_some() { 3 } else { 2 };
     let count = original_count
-        .checked_add(added)
+        .checked_add(n)
         .filter(|c| *c <= u32::from(u16::MAX))
         .ok_or(Error::InvalidArgument(
             "too many locals to add the wrapper's",
@@ -254,8 +313,9 @@ pub(crate) fn local_sig(
     b.raw(&[clrprof_sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8]);
     b.compressed(count)?;
     b.raw(original_types);
-    b.raw(&SigBuilder::primitive(PrimitiveType::I8));
-    b.raw(&SigBuilder::primitive(PrimitiveType::I));
+    for t in added {
+        b.raw(&SigBuilder::primitive(t));
+    }
     if let Some(r) = return_type {
         b.raw(r);
     }
@@ -298,49 +358,22 @@ pub(crate) struct ManagedPlan {
 ///         (unbox.any TR; stloc R; ldloc R | pop); ret
 /// ```
 pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result<MethodBody> {
-    if let Some(why) = refusal(original) {
-        return Err(Error::Usage(why.into()));
-    }
-    let first = original
-        .instructions()
-        .first()
-        .map(|i| i.label)
-        .ok_or_else(|| Error::Malformed("IL method body: no code".into()))?;
+    let Start {
+        mut body,
+        first,
+        locals,
+        end,
+        returns,
+    } = start(
+        original,
+        plan.local_sig,
+        plan.first_local,
+        plan.ret.is_some(),
+    )?;
+    let [state, exc, ret] = locals;
     let s = plan.first_local;
-    let var = |k: u16| -> Result<Operand> {
-        s.checked_add(k)
-            .map(Operand::Var)
-            .ok_or(Error::InvalidArgument(
-                "too many locals to add the wrapper's",
-            ))
-    };
-    let (state, exc, ret) = (var(0)?, var(1)?, var(2)?);
     let name = Operand::Token(MdToken(plan.name.0));
     let tok = |t: crate::ids::MdTypeSpec| Operand::Token(MdToken(t.0));
-
-    let mut body = original.clone();
-    body.format = HeaderFormat::Fat;
-    body.init_locals = true;
-    body.local_var_sig = plan.local_sig;
-
-    let end = body.new_label();
-    let mut returns = 0usize;
-    let mut index = 0;
-    while index < body.instructions().len() {
-        if body.instructions()[index].opcode != OpCode::RET {
-            index += 1;
-            continue;
-        }
-        returns += 1;
-        if plan.ret.is_some() {
-            body.replace(index, OpCode::STLOC, ret.clone())?;
-            body.insert(index + 1, &[(OpCode::LEAVE, Operand::Target(end))])?;
-            index += 2;
-        } else {
-            body.replace(index, OpCode::LEAVE, Operand::Target(end))?;
-            index += 1;
-        }
-    }
 
     let n = i32::try_from(plan.params.len())
         .map_err(|_| Error::InvalidArgument("too many parameters"))?;
@@ -441,31 +474,4 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
         check(&body, end, None, &[], &env)?;
     }
     Ok(body)
-}
-
-/// The managed shape's local signature: the original locals, then `object`
-/// S, `object` X and the return type R.
-pub(crate) fn managed_local_sig(
-    original_count: u32,
-    original_types: &[u8],
-    return_type: Option<&[u8]>,
-) -> Result<Vec<u8>> {
-    use crate::metadata_emit::{PrimitiveType, SigBuilder};
-    let added = if return_type.is_some() { 3 } else { 2 };
-    let count = original_count
-        .checked_add(added)
-        .filter(|c| *c <= u32::from(u16::MAX))
-        .ok_or(Error::InvalidArgument(
-            "too many locals to add the wrapper's",
-        ))?;
-    let mut b = SigBuilder::new();
-    b.raw(&[clrprof_sys::IMAGE_CEE_CS_CALLCONV_LOCAL_SIG as u8]);
-    b.compressed(count)?;
-    b.raw(original_types);
-    b.raw(&SigBuilder::primitive(PrimitiveType::Object));
-    b.raw(&SigBuilder::primitive(PrimitiveType::Object));
-    if let Some(r) = return_type {
-        b.raw(r);
-    }
-    Ok(b.finish())
 }

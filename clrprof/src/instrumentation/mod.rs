@@ -61,7 +61,7 @@ use crate::error::{Error, Result};
 use crate::ids::{FunctionId, MdMethodDef, ModuleId, RawModuleId};
 use crate::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
 use crate::info::{IlMapEntry, ProfilerInfo};
-use crate::metadata_emit::{PrimitiveType, SigBuilder, UnmanagedCallConv};
+use crate::metadata_emit::{PrimitiveType, SigBuilder};
 use crate::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
 use clrprof_sys as sys;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -382,6 +382,106 @@ fn unreachable_registered() -> ! {
     panic!("a WrappedBody whose wrapper is not registered")
 }
 
+/// What both shapes read first: the method's metadata, signature, IL and
+/// locals, with the refusals they share.
+struct Prepared<'m> {
+    emit: crate::metadata_emit::MetaDataEmit<'m>,
+    name: String,
+    signature: Vec<u8>,
+    sig: MethodSig,
+    original: MethodBody,
+    /// The original locals: their count and encoded types.
+    local_count: u32,
+    local_types: Vec<u8>,
+    first_local: u16,
+    returns: bool,
+}
+
+impl Prepared<'_> {
+    fn cannot(&self, why: impl Into<String>) -> Error {
+        Error::CannotWrap {
+            method: self.name.clone(),
+            why: why.into(),
+        }
+    }
+
+    /// The encoded return type, for a method that returns a value.
+    fn ret_bytes(&self) -> Result<Option<&[u8]>> {
+        self.returns
+            .then(|| return_type_bytes(&self.signature))
+            .transpose()
+    }
+
+    /// Max stack, encoding and `il::verify` of a built body.
+    fn finish(&self, mut body: MethodBody) -> Result<crate::il::WrittenBody> {
+        let sites = MetaDataCallSites(self.emit.import());
+        recompute_max_stack(&mut body, self.returns, &sites)
+            .map_err(|e| self.cannot(e.to_string()))?;
+        let written = body.write()?;
+        verify(&written.bytes, self.returns, &sites)
+            .map_err(|e| self.cannot(format!("the wrapped body fails verification: {e}")))?;
+        Ok(written)
+    }
+}
+
+fn prepare<'m>(
+    info: &ProfilerInfo,
+    module: ModuleId<'m>,
+    method: MdMethodDef,
+    handlers: Option<&ManagedHandlers>,
+) -> Result<Prepared<'m>> {
+    let emit = info.module_metadata_emit(module)?;
+    let import = emit.import();
+    let name = import
+        .method_name(method)
+        .unwrap_or_else(|_| format!("method {:#010x}", method.0));
+    let cannot = |why: &str| Error::CannotWrap {
+        method: name.clone(),
+        why: why.to_string(),
+    };
+    if let Some(h) = handlers {
+        h.check(&name)?;
+        if import.assembly_props().is_ok_and(|a| a.name == h.assembly) {
+            return Err(cannot("it belongs to the handler assembly"));
+        }
+    }
+    let props = import.method_props(method)?;
+    let sig = MethodSig::parse(&props.signature)?;
+    if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
+        return Err(cannot("it is a vararg method"));
+    }
+    let il = info.il_function_body(module, method)?;
+    if il.is_empty() {
+        return Err(cannot("it has no IL body"));
+    }
+    let original = MethodBody::parse(il)?;
+    if let Some(why) = build::refusal(&original) {
+        return Err(cannot(why));
+    }
+    let local_blob = if original.local_var_sig.0 == 0 {
+        Vec::new()
+    } else {
+        crate::il::standalone_sig(import, original.local_var_sig)?
+    };
+    let (local_count, types) = local_var_sig(&local_blob)?;
+    let local_types = types.to_vec();
+    let first_local =
+        u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
+    let returns =
+        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    Ok(Prepared {
+        emit,
+        name,
+        signature: props.signature,
+        sig,
+        original,
+        local_count,
+        local_types,
+        first_local,
+        returns,
+    })
+}
+
 /// Builds a wrapped body of `method` in `module` whose entry and exits run
 /// `handler`. See the module docs for the shape.
 ///
@@ -396,83 +496,37 @@ pub fn wrap<'m, H: MethodHandler>(
     method: MdMethodDef,
     handler: Arc<H>,
 ) -> Result<WrappedBody<'m>> {
-    let emit = info.module_metadata_emit(module)?;
-    let import = emit.import();
-    let name = import
-        .method_name(method)
-        .unwrap_or_else(|_| format!("method {:#010x}", method.0));
-    let cannot = |why: String| Error::CannotWrap {
-        method: name.clone(),
-        why,
-    };
-    let props = import.method_props(method)?;
-    let sig = MethodSig::parse(&props.signature)?;
-    if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
-        return Err(cannot("it is a vararg method".into()));
-    }
-    let il = info.il_function_body(module, method)?;
-    if il.is_empty() {
-        return Err(cannot("it has no IL body".into()));
-    }
-    let original = MethodBody::parse(il)?;
-    if let Some(why) = build::refusal(&original) {
-        return Err(cannot(why.into()));
-    }
-    let local_blob = if original.local_var_sig.0 == 0 {
-        Vec::new()
-    } else {
-        crate::il::standalone_sig(import, original.local_var_sig)?
-    };
-    let (count, types) = local_var_sig(&local_blob)?;
-    let first_local =
-        u16::try_from(count).map_err(|_| cannot("it has more locals than IL can index".into()))?;
-    let returns =
-        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
-    let ret_type = if returns {
-        Some(return_type_bytes(&props.signature)?)
-    } else {
-        None
-    };
-    let local_sig = emit.token_from_sig(&build::local_sig(count, types, ret_type)?)?;
-    let prim = |t| SigBuilder::primitive(t);
-    let enter_sig = emit.token_from_sig(&SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &prim(PrimitiveType::I8),
-        &[&prim(PrimitiveType::I4), &prim(PrimitiveType::I)],
+    let p = prepare(info, module, method, None)?;
+    let emit = &p.emit;
+    let local_sig = emit.token_from_sig(&build::local_sig(
+        p.local_count,
+        &p.local_types,
+        [PrimitiveType::I8, PrimitiveType::I],
+        p.ret_bytes()?,
     )?)?;
-    let exit_sig = emit.token_from_sig(&SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &prim(PrimitiveType::Void),
-        &[
-            &prim(PrimitiveType::I4),
-            &prim(PrimitiveType::I8),
-            &prim(PrimitiveType::I),
-            &prim(PrimitiveType::I4),
-        ],
-    )?)?;
-    let arg_count = u16::try_from(sig.params.len() + usize::from(sig.has_this()))
-        .map_err(|_| cannot("it has more arguments than IL can index".into()))?;
-    let id = register(Registered {
-        method: WrappedMethod::new(name.clone(), module.to_raw(), method, sig),
-        handler: Box::new(Typed(handler)),
-    })?;
+    let (enter, exit) = build::probe_sigs()?;
+    let (enter_sig, exit_sig) = (emit.token_from_sig(&enter)?, emit.token_from_sig(&exit)?);
+    let arg_count = u16::try_from(p.sig.params.len() + usize::from(p.sig.has_this()))
+        .map_err(|_| p.cannot("it has more arguments than IL can index"))?;
     let plan = build::Plan {
-        id,
+        id: 0,
         enter: enter_probe as *const () as usize,
         exit: exit_probe as *const () as usize,
         enter_sig,
         exit_sig,
         local_sig,
-        first_local,
-        returns,
+        first_local: p.first_local,
+        returns: p.returns,
         arguments: H::ARGUMENTS.then_some(arg_count),
     };
-    let mut body = build::build(&original, &plan).map_err(|e| cannot(e.to_string()))?;
-    let sites = MetaDataCallSites(import);
-    recompute_max_stack(&mut body, returns, &sites).map_err(|e| cannot(e.to_string()))?;
-    let written = body.write()?;
-    verify(&written.bytes, returns, &sites)
-        .map_err(|e| cannot(format!("the wrapped body fails verification: {e}")))?;
+    // Registered before the build, whose code carries its number.
+    let id = register(Registered {
+        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        handler: Box::new(Typed(handler)),
+    })?;
+    let body = build::build(&p.original, &build::Plan { id, ..plan })
+        .map_err(|e| p.cannot(e.to_string()))?;
+    let written = p.finish(body)?;
     Ok(WrappedBody {
         module,
         token: method,
@@ -590,60 +644,25 @@ pub fn wrap_managed<'m>(
     method: MdMethodDef,
     handlers: &ManagedHandlers,
 ) -> Result<WrappedBody<'m>> {
-    let emit = info.module_metadata_emit(module)?;
-    let import = emit.import();
-    let name = import
-        .method_name(method)
-        .unwrap_or_else(|_| format!("method {:#010x}", method.0));
-    handlers.check(&name)?;
-    let cannot = |why: String| Error::CannotWrap {
-        method: name.clone(),
-        why,
-    };
-    if import
-        .assembly_props()
-        .is_ok_and(|a| a.name == handlers.assembly)
-    {
-        return Err(cannot("it belongs to the handler assembly".into()));
+    let p = prepare(info, module, method, Some(handlers))?;
+    if matches!(p.sig.ret, TypeSig::ByRef(_)) {
+        return Err(p.cannot("it returns a `ref`, which cannot be boxed"));
     }
-    let props = import.method_props(method)?;
-    let sig = MethodSig::parse(&props.signature)?;
-    if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
-        return Err(cannot("it is a vararg method".into()));
-    }
-    if matches!(sig.ret, TypeSig::ByRef(_)) {
-        return Err(cannot("it returns a `ref`, which cannot be boxed".into()));
-    }
-    let il = info.il_function_body(module, method)?;
-    if il.is_empty() {
-        return Err(cannot("it has no IL body".into()));
-    }
-    let original = MethodBody::parse(il)?;
-    if let Some(why) = build::refusal(&original) {
-        return Err(cannot(why.into()));
-    }
-    let local_blob = if original.local_var_sig.0 == 0 {
-        Vec::new()
-    } else {
-        crate::il::standalone_sig(import, original.local_var_sig)?
-    };
-    let (count, types) = local_var_sig(&local_blob)?;
-    let first_local =
-        u16::try_from(count).map_err(|_| cannot("it has more locals than IL can index".into()))?;
-    let returns =
-        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
-    let ret_bytes = if returns {
-        Some(return_type_bytes(&props.signature)?)
-    } else {
-        None
-    };
-    let local_sig = emit.token_from_sig(&build::managed_local_sig(count, types, ret_bytes)?)?;
+    let emit = &p.emit;
+    let ret_bytes = p.ret_bytes()?;
+    let local_sig = emit.token_from_sig(&build::local_sig(
+        p.local_count,
+        &p.local_types,
+        [PrimitiveType::Object, PrimitiveType::Object],
+        ret_bytes,
+    )?)?;
     let ret = ret_bytes.map(|b| emit.type_spec(b)).transpose()?;
     let mut params = Vec::new();
-    for (t, bytes) in sig
+    for (t, bytes) in p
+        .sig
         .params
         .iter()
-        .zip(crate::signature::param_type_bytes(&props.signature)?)
+        .zip(crate::signature::param_type_bytes(&p.signature)?)
     {
         let plain = |t: &TypeSig| {
             !matches!(
@@ -679,28 +698,24 @@ pub fn wrap_managed<'m>(
         "OnExit",
         &[0x00, 4, o, st, o, o, o],
     )?;
-    let user_string = emit.define_user_string(&name)?;
+    let user_string = emit.define_user_string(&p.name)?;
     let plan = build::ManagedPlan {
         name: user_string,
         on_entry,
         on_exit,
         object,
         params,
-        first_arg: u16::from(sig.has_this()),
+        first_arg: u16::from(p.sig.has_this()),
         ret,
         local_sig,
-        first_local,
+        first_local: p.first_local,
     };
-    let mut body = build::build_managed(&original, &plan).map_err(|e| cannot(e.to_string()))?;
-    let sites = MetaDataCallSites(import);
-    recompute_max_stack(&mut body, returns, &sites).map_err(|e| cannot(e.to_string()))?;
-    let written = body.write()?;
-    verify(&written.bytes, returns, &sites)
-        .map_err(|e| cannot(format!("the wrapped body fails verification: {e}")))?;
+    let body = build::build_managed(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
+    let written = p.finish(body)?;
     // The body calls no probe of this library; it is registered only so that
     // `WrappedBody::method` answers.
     let id = register(Registered {
-        method: WrappedMethod::new(name.clone(), module.to_raw(), method, sig),
+        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
         handler: Box::new(NoHandler),
     })?;
     Ok(WrappedBody {

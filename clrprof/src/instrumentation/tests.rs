@@ -1,7 +1,7 @@
 //! The wrapped shape on hand-built bodies (verified like the runtime's
 //! bodies are), and the probes called as the injected code calls them.
 
-use super::build::{build, local_sig, Plan};
+use super::build::{self, build, local_sig, Plan};
 use super::*;
 use crate::ids::{MdSignature, MdToken};
 use crate::il::{CallSite, ClauseKind, ExceptionClause, Label, OpCode, Operand};
@@ -14,23 +14,7 @@ const CALLEE: MdToken = MdToken(0x0600_0009);
 
 fn sites() -> HashMap<MdToken, CallSite> {
     let prim = |t| SigBuilder::primitive(t);
-    let enter = SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &prim(PrimitiveType::I8),
-        &[&prim(PrimitiveType::I4), &prim(PrimitiveType::I)],
-    )
-    .unwrap();
-    let exit = SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &prim(PrimitiveType::Void),
-        &[
-            &prim(PrimitiveType::I4),
-            &prim(PrimitiveType::I8),
-            &prim(PrimitiveType::I),
-            &prim(PrimitiveType::I4),
-        ],
-    )
-    .unwrap();
+    let (enter, exit) = build::probe_sigs().unwrap();
     let callee =
         SigBuilder::static_method(&prim(PrimitiveType::Void), &[&prim(PrimitiveType::I4)]).unwrap();
     HashMap::from([
@@ -256,11 +240,20 @@ fn tail_calls_jmp_and_arglist_are_refused_not_built() {
 #[test]
 fn the_local_signature_appends_state_table_and_return_value() {
     // Original: two locals, int32 and string.
-    let sig = local_sig(2, &[0x08, 0x0e], Some(&[0x0d])).unwrap();
+    let rust = [PrimitiveType::I8, PrimitiveType::I];
+    let sig = local_sig(2, &[0x08, 0x0e], rust, Some(&[0x0d])).unwrap();
     assert_eq!(sig, vec![0x07, 5, 0x08, 0x0e, 0x0a, 0x18, 0x0d]);
     let (n, types) = local_var_sig(&sig).unwrap();
     assert_eq!((n, types.len()), (5, 5));
-    assert_eq!(local_sig(0, &[], None).unwrap(), vec![0x07, 2, 0x0a, 0x18]);
+    assert_eq!(
+        local_sig(0, &[], rust, None).unwrap(),
+        vec![0x07, 2, 0x0a, 0x18]
+    );
+    let managed = [PrimitiveType::Object, PrimitiveType::Object];
+    assert_eq!(
+        local_sig(0, &[], managed, None).unwrap(),
+        vec![0x07, 2, 0x1c, 0x1c]
+    );
 }
 
 #[test]
