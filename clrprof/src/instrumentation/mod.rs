@@ -367,7 +367,7 @@ fn unreachable_registered() -> ! {
 /// Fails with [`Error::CannotWrap`] for a method the shape cannot keep
 /// (`tail.` calls, `jmp`, `arglist`, vararg signatures, no IL), with the
 /// runtime's error when its IL or metadata cannot be read, and with
-/// [`Error::CannotWrap`] if the built body fails [`verify`] (a bug here or
+/// [`Error::CannotWrap`] if the built body fails [`verify()`] (a bug here or
 /// a body that was invalid to start with).
 pub fn wrap<'m, H: MethodHandler>(
     info: &ProfilerInfo,

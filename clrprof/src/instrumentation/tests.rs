@@ -227,7 +227,9 @@ fn tail_calls_jmp_and_arglist_are_refused_not_built() {
         let mut b = MethodBody::new();
         b.push(op, operand);
         b.push(OpCode::RET, Operand::None);
-        let e = build(&b, &plan(false, None, 0)).err().expect("refused");
+        let Err(e) = build(&b, &plan(false, None, 0)) else {
+            panic!("{op:?} was not refused");
+        };
         assert!(matches!(e, Error::Usage(_)), "{op:?}: {e}");
     }
 }
