@@ -137,9 +137,11 @@ pub mod pprof;
 mod profile;
 mod shadow;
 mod stacks;
+mod upload;
 
 pub use continuous::{
     Continuous, ContinuousConfig, ContinuousStats, Period, PeriodObserver, PeriodSink,
+    UploadOptions,
 };
 pub use profile::Profile;
 pub use shadow::ShadowStackSource;
