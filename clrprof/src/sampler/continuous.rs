@@ -24,7 +24,9 @@
 //! next period is shipped on time as usual. Uploads can be retried with
 //! exponential backoff and kept in a bounded queue while the endpoint is
 //! down ([`UploadOptions`]: what is dropped is counted), and carry headers
-//! (auth, tenant) and Pyroscope's `name` and `spyName` parameters.
+//! (auth, tenant) and Pyroscope's `name` and `spyName` parameters; with
+//! the `https-upload` feature `https://` endpoints work (rustls, Mozilla's
+//! roots plus [`UploadOptions::ca_file`]).
 
 // Without `http-upload`, the HTTP sink only reports that it is missing.
 #![cfg_attr(not(feature = "http-upload"), allow(unused_imports, unused_variables))]
@@ -47,8 +49,9 @@ pub enum PeriodSink {
     Directory(PathBuf),
     /// An HTTP `POST` of the `.pb.gz` bytes to this URL, with
     /// `format=pprof&from=<unix s>&until=<unix s>&sampleRate=<Hz>` added to
-    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (plain
-    /// HTTP). A period counts as delivered on a 2xx answer.
+    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (an
+    /// `https://` URL needs the `https-upload` feature). A period counts as
+    /// delivered on a 2xx answer.
     Http {
         /// The endpoint.
         url: String,
@@ -210,12 +213,15 @@ impl Continuous {
                 ))
             }
         };
+        #[cfg(feature = "http-upload")]
+        let agent = super::upload::agent(&config.upload, timeout)
+            .map_err(|e| Error::Usage(format!("continuous profiling: {e}")))?;
         let inner = Arc::new(Inner {
             sampler,
             config,
             observer,
             #[cfg(feature = "http-upload")]
-            agent: ureq::AgentBuilder::new().timeout(timeout).build(),
+            agent,
             stop: (Mutex::new(false), Condvar::new()),
             shipping: Mutex::new(()),
             thread: Mutex::new(None),

@@ -36,6 +36,10 @@ pub struct UploadOptions {
     /// Periods kept in memory while the endpoint is down (0: none); when a
     /// new period would exceed it the oldest is dropped and counted.
     pub queue: usize,
+    /// A PEM file of extra root certificates for `https://` endpoints
+    /// (a private CA), trusted beside Mozilla's roots. Needs the
+    /// `https-upload` feature.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for UploadOptions {
@@ -48,6 +52,55 @@ impl Default for UploadOptions {
             backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             queue: 0,
+            ca_file: None,
+        }
+    }
+}
+
+/// The HTTP agent for `options`: `timeout` per request; with the
+/// `https-upload` feature, TLS (rustls) trusting Mozilla's roots and the
+/// certificates of `options.ca_file`. Fails if the CA file cannot be read
+/// or holds no certificate, or if one is asked for without `https-upload`.
+#[cfg(feature = "http-upload")]
+pub(crate) fn agent(options: &UploadOptions, timeout: Duration) -> Result<ureq::Agent, String> {
+    let builder = ureq::AgentBuilder::new().timeout(timeout);
+    #[cfg(feature = "https-upload")]
+    {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        if let Some(path) = &options.ca_file {
+            use rustls_pki_types::pem::PemObject;
+            let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+            let mut added = 0;
+            for cert in certs {
+                let cert = cert.map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(format!("CA file {}: no certificate in it", path.display()));
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(builder.tls_config(std::sync::Arc::new(config)).build())
+    }
+    #[cfg(not(feature = "https-upload"))]
+    {
+        match &options.ca_file {
+            Some(path) => Err(format!(
+                "CA file {}: HTTPS uploads need clrprof's `https-upload` feature",
+                path.display()
+            )),
+            None => Ok(builder.build()),
         }
     }
 }
@@ -417,6 +470,7 @@ mod tests {
             backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(40),
             queue: 1,
+            ca_file: None,
         };
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(5))
@@ -478,5 +532,36 @@ mod tests {
         );
         assert_eq!(u.queued(), 1);
         assert_eq!(seen.lock().unwrap().len(), 9);
+    }
+
+    #[cfg(feature = "https-upload")]
+    #[test]
+    fn https_agent_reads_the_ca_file_and_speaks_tls() {
+        let dir = std::env::temp_dir().join(format!("clrprof-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let with = |file: Option<&std::path::Path>| UploadOptions {
+            ca_file: file.map(Into::into),
+            ..Default::default()
+        };
+        let missing = dir.join("missing.pem");
+        let e = agent(&with(Some(&missing)), Duration::from_secs(1))
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("missing.pem"), "{e}");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no PEM here\n").unwrap();
+        let e = agent(&with(Some(&empty)), Duration::from_secs(1))
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("no certificate"), "{e}");
+        // An https:// URL to a plain-HTTP server: the agent starts a TLS
+        // handshake, which fails (the server answers in clear text).
+        let (url, seen) = server(vec![200]);
+        let url = url.replace("http://", "https://");
+        let a = agent(&with(None), Duration::from_secs(5)).unwrap();
+        let e = post(&a, &url, &UploadOptions::default(), &period(0, 1)).unwrap_err();
+        assert!(!e.contains("HTTP 200"), "{e}");
+        assert!(seen.lock().unwrap().iter().all(|r| !r.starts_with("POST")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

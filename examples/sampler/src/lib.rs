@@ -33,6 +33,8 @@
 //!   fractions allowed). Uploads: `CLRPROF_SAMPLER_CONTINUOUS_HEADERS`
 //!   (`;`-separated `Name=Value` pairs, split at the first `=`, e.g.
 //!   `Authorization=Bearer T;X-Scope-OrgID=team`),
+//!   `CLRPROF_SAMPLER_CONTINUOUS_CA` (a PEM file of extra root certificates
+//!   for an `https://` URL; Mozilla's roots are trusted anyway),
 //!   `CLRPROF_SAMPLER_CONTINUOUS_NAME` (Pyroscope's `name`, e.g.
 //!   `shop.api{env=prod}`; `spyName` is `clrprof`),
 //!   `CLRPROF_SAMPLER_CONTINUOUS_RETRIES` (further attempts per period,
@@ -176,6 +178,7 @@ fn continuous_config() -> Option<ContinuousConfig> {
             .collect();
     }
     config.upload.name = var("CLRPROF_SAMPLER_CONTINUOUS_NAME");
+    config.upload.ca_file = var("CLRPROF_SAMPLER_CONTINUOUS_CA").map(Into::into);
     config.upload.spy_name = Some("clrprof".into());
     if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_RETRIES").and_then(|v| v.trim().parse().ok()) {
         config.upload.retries = n;
