@@ -416,41 +416,54 @@ mod tests {
         );
     }
 
+    /// Reads one request from `s` (line, headers, body length), records it
+    /// in `log` and then answers `status` (so the client sees the answer
+    /// only once the request is recorded).
+    #[cfg(feature = "http-upload")]
+    fn answer<S: std::io::Read + std::io::Write>(mut s: S, status: u16, log: &Seen) {
+        use std::io::{BufRead, BufReader, Read};
+        let mut request = String::new();
+        let mut length = 0usize;
+        {
+            let mut reader = BufReader::new(&mut s);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                request.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            request.push_str(&format!("body {}", body.len()));
+        }
+        log.lock().unwrap().push(request);
+        let _ = write!(
+            s,
+            "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let _ = s.flush();
+    }
+
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
     /// A plain-HTTP server on a thread: records each request's line,
     /// headers and body length, and answers with the next status of
     /// `statuses` (the last one repeated).
     #[cfg(feature = "http-upload")]
-    fn server(statuses: Vec<u16>) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-        use std::io::{BufRead, BufReader, Read, Write};
+    fn server(statuses: Vec<u16>) -> (String, Seen) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/ingest", listener.local_addr().unwrap());
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Seen::default();
         let log = seen.clone();
         std::thread::spawn(move || {
             for (k, conn) in listener.incoming().enumerate() {
-                let Ok(mut conn) = conn else { return };
-                let mut reader = BufReader::new(conn.try_clone().unwrap());
-                let mut request = String::new();
-                let mut length = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    request.push_str(&line);
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                request.push_str(&format!("body {}", body.len()));
-                log.lock().unwrap().push(request);
+                let Ok(conn) = conn else { return };
                 let status = *statuses.get(k).or(statuses.last()).unwrap();
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                );
+                answer(conn, status, &log);
             }
         });
         (url, seen)
@@ -562,6 +575,71 @@ mod tests {
         let e = post(&a, &url, &UploadOptions::default(), &period(0, 1)).unwrap_err();
         assert!(!e.contains("HTTP 200"), "{e}");
         assert!(seen.lock().unwrap().iter().all(|r| !r.starts_with("POST")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An HTTPS server with a certificate for 127.0.0.1 made now (rcgen):
+    /// its URL, its certificate as PEM, and the requests it saw.
+    #[cfg(feature = "https-upload")]
+    fn https_server() -> (String, String, Seen) {
+        use std::sync::Arc;
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let key = rustls_pki_types::PrivatePkcs8KeyDer::from(made.key_pair.serialize_der());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![made.cert.der().clone()], key.into())
+        .unwrap();
+        let config = Arc::new(config);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/ingest", listener.local_addr().unwrap());
+        let seen = Seen::default();
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let Ok(tls) = rustls::ServerConnection::new(config.clone()) else {
+                    return;
+                };
+                answer(rustls::StreamOwned::new(tls, conn), 200, &log);
+            }
+        });
+        (url, made.cert.pem(), seen)
+    }
+
+    #[cfg(feature = "https-upload")]
+    #[test]
+    fn https_upload_to_a_server_trusted_through_the_ca_file() {
+        let (url, pem, seen) = https_server();
+        let dir = std::env::temp_dir().join(format!("clrprof-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, pem).unwrap();
+        let o = UploadOptions {
+            headers: vec![("X-Scope-OrgID".into(), "tenant-7".into())],
+            name: Some("shop.api".into()),
+            ca_file: Some(ca),
+            ..Default::default()
+        };
+        // Without the CA file the server's certificate is not trusted.
+        let plain = agent(&UploadOptions::default(), Duration::from_secs(5)).unwrap();
+        let e = post(&plain, &url, &o, &period(0, 1)).unwrap_err();
+        assert!(!e.contains("HTTP"), "{e}");
+        let trusted = agent(&o, Duration::from_secs(5)).unwrap();
+        post(&trusted, &url, &o, &period(1, 1)).unwrap();
+        let requests = seen.lock().unwrap().clone();
+        let delivered: Vec<_> = requests.iter().filter(|r| r.starts_with("POST")).collect();
+        assert_eq!(delivered.len(), 1, "{requests:#?}");
+        assert!(delivered[0].starts_with(
+            "POST /ingest?format=pprof&from=101&until=102&sampleRate=100&name=shop.api HTTP/1.1"
+        ));
+        assert!(delivered[0]
+            .to_ascii_lowercase()
+            .contains("x-scope-orgid: tenant-7"));
+        assert!(delivered[0].ends_with("body 3"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
