@@ -714,11 +714,20 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::ThreadAssignedToOSThread",
-            |p, info| p.thread_assigned_to_os_thread(
-                info,
-                id!(ThreadId, managedThreadId),
-                osThreadId
-            )
+            |p, info| {
+                if let Some(c) = self.components() {
+                    c.each("ThreadAssignedToOSThread (component)", |c| {
+                        c.thread_assigned_to_os_thread(
+                            info,
+                            id!(ThreadId, managedThreadId),
+                            osThreadId,
+                        )
+                    });
+                }
+                if self.wants(crate::event_mask::EventMask::MONITOR_THREADS) {
+                    p.thread_assigned_to_os_thread(info, id!(ThreadId, managedThreadId), osThreadId)
+                }
+            }
         )
     }
     unsafe fn RemotingClientInvocationStarted(&self) -> HRESULT {
@@ -1180,12 +1189,18 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback2::ThreadNameChanged",
-            |p, info| p.thread_name_changed(
-                info,
-                id!(ThreadId, threadId),
+            |p, info| {
                 // SAFETY: [callback-args] `name` holds `cchName` WCHARs (or is null) during the callback.
-                WideStr::new(unsafe { slice(name, cchName) })
-            )
+                let name = WideStr::new(unsafe { slice(name, cchName) });
+                if let Some(c) = self.components() {
+                    c.each("ThreadNameChanged (component)", |c| {
+                        c.thread_name_changed(info, id!(ThreadId, threadId), name)
+                    });
+                }
+                if self.wants(crate::event_mask::EventMask::MONITOR_THREADS) {
+                    p.thread_name_changed(info, id!(ThreadId, threadId), name)
+                }
+            }
         )
     }
     unsafe fn GarbageCollectionStarted(

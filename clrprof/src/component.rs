@@ -60,6 +60,24 @@ pub trait Component: Send + Sync + 'static {
     fn thread_created(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
     /// `ThreadDestroyed` (MONITOR_THREADS), after the profiler.
     fn thread_destroyed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
+    /// `ThreadAssignedToOSThread` (MONITOR_THREADS), before the profiler:
+    /// the OS thread (`GetCurrentThreadId`; on Linux the kernel's thread ID)
+    /// the managed thread runs on from now.
+    fn thread_assigned_to_os_thread(
+        &self,
+        info: &ProfilerInfo,
+        thread: ThreadId<'_>,
+        os_thread_id: u32,
+    ) {
+    }
+    /// `ThreadNameChanged` (MONITOR_THREADS), before the profiler.
+    fn thread_name_changed(
+        &self,
+        info: &ProfilerInfo,
+        thread: ThreadId<'_>,
+        name: crate::WideStr<'_>,
+    ) {
+    }
     /// `ModuleLoadFinished` (MONITOR_MODULE_LOADS), before the profiler.
     /// Only successful loads reach components.
     fn module_load_finished(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}

@@ -280,7 +280,14 @@ pub fn check_against_folded(
         .iter()
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
-    if types != [("samples", "count"), ("wall", "nanoseconds")] {
+    // The sampler measures CPU time per thread on Linux and Windows.
+    if types
+        != [
+            ("samples", "count"),
+            ("wall", "nanoseconds"),
+            ("cpu", "nanoseconds"),
+        ]
+    {
         return Err(format!("pprof sample types {types:?}").into());
     }
     let period = 1_000_000_000 / rate_hz as i64;
@@ -303,15 +310,20 @@ pub fn check_against_folded(
         return Err(format!("pprof has {} samples, folded {folded_total}", pb.total()).into());
     }
     for s in &pb.samples {
-        if s.values.len() != 2 || s.values[1] != s.values[0] * period {
+        if s.values.len() != 3 || s.values[1] != s.values[0] * period || s.values[2] < 0 {
             return Err(format!("sample values {:?} (period {period})", s.values).into());
         }
         if s.labels.get("runtime_version").map(String::as_str) != Some(case.leg().version.as_str())
         {
             return Err(format!("sample labels {:?}, leg {}", s.labels, case.leg().version).into());
         }
-        if !s.labels.get("thread").is_some_and(|t| t.starts_with("0x")) {
-            return Err(format!("sample without a thread label: {:?}", s.labels).into());
+        // A thread's name or the one `unnamed` bucket, never a per-run ID.
+        if !s
+            .labels
+            .get("thread")
+            .is_some_and(|t| !t.is_empty() && !t.starts_with("0x"))
+        {
+            return Err(format!("sample without a thread-name label: {:?}", s.labels).into());
         }
     }
     let from_pprof = hottest_leaf(

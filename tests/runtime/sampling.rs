@@ -52,7 +52,18 @@ fn sample(
     timeout: Duration,
     source: Option<&str>,
 ) -> Result<Sampled, Verdict> {
-    let app = case.app("hot")?;
+    sample_app(case, "hot", args, rate, timeout, source)
+}
+
+fn sample_app(
+    case: &Case<'_>,
+    app: &str,
+    args: &[&str],
+    rate: u32,
+    timeout: Duration,
+    source: Option<&str>,
+) -> Result<Sampled, Verdict> {
+    let app = case.app(app)?;
     let profiler = case.profiler("sampler")?;
     let mut spec: RunSpec = case
         .spec(&app)
@@ -269,9 +280,96 @@ fn long_multithreaded(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// One thread spins in `Burn`, one sleeps in `Doze`, for 2 s each (the
+/// `cpuwall` app, threads named `spinner` and `sleeper`), sampled at 100 Hz.
+/// The pprof file's `cpu` column gives `Burn` most of the CPU time and
+/// `Doze` next to none; its `wall` column gives both comparable weight; the
+/// `thread` labels are the threads' names.
+fn cpu_and_wall(case: &Case<'_>) -> CaseResult {
+    let s = sample_app(case, "cpuwall", &["2"], 100, Duration::from_secs(120), None)?;
+    let gz = s.pprof.as_ref().ok_or("no pprof file")?;
+    let pb = crate::pprof::decode(gz)?;
+    let column = |name: &str| {
+        pb.sample_types
+            .iter()
+            .position(|(t, u)| t == name && u == "nanoseconds")
+            .ok_or_else(|| format!("no {name}/nanoseconds sample type: {:?}", pb.sample_types))
+    };
+    let (wall, cpu) = (column("wall")?, column("cpu")?);
+    // (wall, cpu) of the samples whose stack holds `method`, and the
+    // thread labels they carry.
+    let of = |method: &str| {
+        let mut sum = (0i64, 0i64);
+        let mut threads = std::collections::BTreeSet::new();
+        for smp in pb
+            .samples
+            .iter()
+            .filter(|smp| smp.frames.iter().any(|f| f == method))
+        {
+            sum.0 += smp.values[wall];
+            sum.1 += smp.values[cpu];
+            threads.insert(smp.labels.get("thread").cloned().unwrap_or_default());
+        }
+        (sum, threads)
+    };
+    let ((burn_wall, burn_cpu), burn_threads) = of("Cpuwall.Program::Burn");
+    let ((doze_wall, doze_cpu), doze_threads) = of("Cpuwall.Program::Doze");
+    let total_cpu: i64 = pb.samples.iter().map(|smp| smp.values[cpu]).sum();
+    let ms = |ns: i64| ns as f64 / 1e6;
+    println!(
+        "    {}: Burn wall {:.0} ms cpu {:.0} ms, Doze wall {:.0} ms cpu {:.1} ms, all threads cpu {:.0} ms",
+        case.leg().name,
+        ms(burn_wall),
+        ms(burn_cpu),
+        ms(doze_wall),
+        ms(doze_cpu),
+        ms(total_cpu)
+    );
+    if burn_threads.iter().collect::<Vec<_>>() != ["spinner"]
+        || doze_threads.iter().collect::<Vec<_>>() != ["sleeper"]
+    {
+        return Err(format!(
+            "thread labels: Burn on {burn_threads:?}, Doze on {doze_threads:?} (expected spinner, sleeper)"
+        )
+        .into());
+    }
+    // Wall time: both threads were sampled the whole time.
+    if burn_wall < 1_000_000_000 || doze_wall < 1_000_000_000 {
+        return Err(format!(
+            "wall time Burn {} ms, Doze {} ms: each ran 2 s",
+            ms(burn_wall),
+            ms(doze_wall)
+        )
+        .into());
+    }
+    let ratio = burn_wall as f64 / doze_wall as f64;
+    if !(0.5..=2.0).contains(&ratio) {
+        return Err(format!("wall time Burn/Doze = {ratio:.2}, not comparable").into());
+    }
+    // CPU time: the spinner's, not the sleeper's.
+    if (burn_cpu as f64) < 0.6 * total_cpu as f64 || burn_cpu < 500_000_000 {
+        return Err(format!(
+            "Burn has {} ms of {} ms CPU time",
+            ms(burn_cpu),
+            ms(total_cpu)
+        )
+        .into());
+    }
+    if doze_cpu as f64 > 0.02 * burn_cpu as f64 {
+        return Err(format!(
+            "the sleeping Doze has {} ms CPU time (Burn {} ms)",
+            ms(doze_cpu),
+            ms(burn_cpu)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new("sampling: hot method dominates, stacks well formed", hot_method),
+        Scenario::new("sampling: CPU time goes to the spinning thread, wall time to both", cpu_and_wall),
         Scenario::new("sampling: shadow-stack fallback, hot method dominates, stacks well formed", hot_method_shadow),
         Scenario::new("sampling: 10 s, 4 threads, 1 kHz, no crash or deadlock", long_multithreaded)
             .exclude_leg("linux-x64-3.1", "the 10 s run runs on one leg only (linux-x64-8.0) to keep CI time low; the 2 s scenario covers this leg")

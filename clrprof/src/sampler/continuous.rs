@@ -19,13 +19,20 @@
 //! Memory is bounded: between periods the sampler keeps only its frame
 //! names (one per distinct function); a period's stacks are dropped once
 //! shipped. A period the sink refuses (endpoint down, HTTP error, disk full)
-//! is reported ([`Period::destination`], [`ContinuousStats`]) and dropped —
-//! it is not queued, so an endpoint that stays down costs no memory — and
-//! the next period is shipped on time as usual.
+//! is reported ([`Period::destination`], [`ContinuousStats`]) and, by
+//! default, dropped, so an endpoint that stays down costs no memory; the
+//! next period is shipped on time as usual. Uploads can be retried with
+//! exponential backoff and kept in a bounded queue while the endpoint is
+//! down ([`UploadOptions`]: what is dropped is counted), and carry headers
+//! (auth, tenant) and Pyroscope's `name` and `spyName` parameters; with
+//! the `https-upload` feature `https://` endpoints work (rustls, Mozilla's
+//! roots plus [`UploadOptions::ca_file`]).
 
 // Without `http-upload`, the HTTP sink only reports that it is missing.
 #![cfg_attr(not(feature = "http-upload"), allow(unused_imports, unused_variables))]
 
+pub use super::upload::UploadOptions;
+use super::upload::{Pending, Uploads};
 use super::{lock, Profile, Sampler};
 use crate::error::{Error, Result};
 use crate::thread::ProfilerThread;
@@ -42,8 +49,9 @@ pub enum PeriodSink {
     Directory(PathBuf),
     /// An HTTP `POST` of the `.pb.gz` bytes to this URL, with
     /// `format=pprof&from=<unix s>&until=<unix s>&sampleRate=<Hz>` added to
-    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (plain
-    /// HTTP). A period counts as delivered on a 2xx answer.
+    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (an
+    /// `https://` URL needs the `https-upload` feature). A period counts as
+    /// delivered on a 2xx answer.
     Http {
         /// The endpoint.
         url: String,
@@ -59,6 +67,9 @@ pub struct ContinuousConfig {
     pub every: Duration,
     /// Where each period goes.
     pub sink: PeriodSink,
+    /// Headers, query parameters, retries and the queue of uploads (with
+    /// [`PeriodSink::Http`]; the default sends each period once).
+    pub upload: UploadOptions,
 }
 
 impl ContinuousConfig {
@@ -67,6 +78,7 @@ impl ContinuousConfig {
         ContinuousConfig {
             every: Duration::from_secs(60),
             sink: PeriodSink::Directory(dir.into()),
+            upload: UploadOptions::default(),
         }
     }
 
@@ -78,7 +90,14 @@ impl ContinuousConfig {
                 url: url.into(),
                 timeout: Duration::from_secs(10),
             },
+            upload: UploadOptions::default(),
         }
+    }
+
+    /// The same with `upload` options.
+    pub fn with_upload(mut self, upload: UploadOptions) -> Self {
+        self.upload = upload;
+        self
     }
 
     /// The same with periods of `every`.
@@ -121,10 +140,15 @@ pub struct ContinuousStats {
     pub periods: u64,
     /// Periods the sink took.
     pub delivered: u64,
-    /// Periods the sink refused (dropped).
+    /// Periods given up (dropped): refused with no queue, pushed out of a
+    /// full queue, or still queued when the process ended.
     pub refused: u64,
     /// Samples in refused periods.
     pub lost_samples: u64,
+    /// Upload attempts after a failed one.
+    pub retries: u64,
+    /// Periods waiting in the upload queue now.
+    pub queued: u64,
 }
 
 /// Called with every period, on the SDK's thread (or in `finish`): for
@@ -147,6 +171,9 @@ struct Inner {
     delivered: AtomicU64,
     refused: AtomicU64,
     lost_samples: AtomicU64,
+    retries: AtomicU64,
+    /// Periods not yet delivered (only used with `shipping` held).
+    uploads: Mutex<Uploads>,
 }
 
 /// A running continuous mode. See the [module docs](self).
@@ -186,12 +213,15 @@ impl Continuous {
                 ))
             }
         };
+        #[cfg(feature = "http-upload")]
+        let agent = super::upload::agent(&config.upload, timeout)
+            .map_err(|e| Error::Usage(format!("continuous profiling: {e}")))?;
         let inner = Arc::new(Inner {
             sampler,
             config,
             observer,
             #[cfg(feature = "http-upload")]
-            agent: ureq::AgentBuilder::new().timeout(timeout).build(),
+            agent,
             stop: (Mutex::new(false), Condvar::new()),
             shipping: Mutex::new(()),
             thread: Mutex::new(None),
@@ -200,6 +230,8 @@ impl Continuous {
             delivered: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             lost_samples: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            uploads: Mutex::new(Uploads::default()),
         });
         let theirs = inner.clone();
         let thread =
@@ -238,7 +270,16 @@ impl Continuous {
         let stopped = inner.sampler.stop();
         let deadline = Instant::now() + wait;
         let shipped = match crate::exit::lock_until(&inner.shipping, deadline) {
-            Some(_guard) => inner.ship(true),
+            Some(_guard) => {
+                let shipped = inner.ship(true);
+                // What is still queued dies with the process: count it.
+                for gone in lock(&inner.uploads).drain() {
+                    inner.refused.fetch_add(1, SeqCst);
+                    inner.lost_samples.fetch_add(gone.samples, SeqCst);
+                    log::warn!("continuous profiling: period {} lost at exit", gone.index);
+                }
+                shipped
+            }
             None => Err(Error::Usage(
                 "continuous profiling: a period is still being shipped; the last one is lost"
                     .into(),
@@ -257,6 +298,8 @@ impl Inner {
             delivered: self.delivered.load(SeqCst),
             refused: self.refused.load(SeqCst),
             lost_samples: self.lost_samples.load(SeqCst),
+            retries: self.retries.load(SeqCst),
+            queued: lock(&self.uploads).queued() as u64,
         }
     }
 
@@ -308,14 +351,21 @@ impl Inner {
         let profile = self.sampler.take_period()?;
         let index = self.periods.fetch_add(1, SeqCst);
         let bytes = profile.pprof_bytes();
-        let destination = self.send(index, &profile, &bytes);
-        match &destination {
-            Ok(_) => self.delivered.fetch_add(1, SeqCst),
-            Err(e) => {
-                log::warn!("continuous profiling: period {index} lost: {e}");
-                self.lost_samples.fetch_add(profile.samples(), SeqCst);
-                self.refused.fetch_add(1, SeqCst)
+        let size = bytes.len();
+        let destination = match &self.config.sink {
+            PeriodSink::Directory(_) => {
+                let d = self.send(index, &bytes);
+                match &d {
+                    Ok(_) => self.delivered.fetch_add(1, SeqCst),
+                    Err(e) => {
+                        log::warn!("continuous profiling: period {index} lost: {e}");
+                        self.lost_samples.fetch_add(profile.samples(), SeqCst);
+                        self.refused.fetch_add(1, SeqCst)
+                    }
+                };
+                d
             }
+            PeriodSink::Http { url, .. } => self.upload(index, url, &profile, bytes, last),
         };
         let (start, end) = profile.time_range();
         let now = SystemTime::now();
@@ -325,7 +375,7 @@ impl Inner {
             end: end.unwrap_or(now),
             samples: profile.samples(),
             empty: profile.empty(),
-            bytes: bytes.len(),
+            bytes: size,
             distinct_stacks: profile.distinct_stacks(),
             frame_names: profile.frame_names().len(),
             destination,
@@ -340,12 +390,7 @@ impl Inner {
         }
     }
 
-    fn send(
-        &self,
-        index: u64,
-        profile: &Profile,
-        bytes: &[u8],
-    ) -> std::result::Result<String, String> {
+    fn send(&self, index: u64, bytes: &[u8]) -> std::result::Result<String, String> {
         match &self.config.sink {
             PeriodSink::Directory(dir) => {
                 let name = format!("clrprof-{}-{index:05}.pb.gz", std::process::id());
@@ -356,42 +401,95 @@ impl Inner {
                     .map(|_| path.display().to_string())
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))
             }
-            #[cfg(not(feature = "http-upload"))]
-            PeriodSink::Http { url, .. } => Err(format!(
+            PeriodSink::Http { url, .. } => Err(format!("{url}: not a directory sink")),
+        }
+    }
+}
+
+impl Inner {
+    /// Queues period `index` and sends what is queued (see [`Uploads::ship`]);
+    /// the last period gets no retries (the process is exiting).
+    fn upload(
+        &self,
+        index: u64,
+        url: &str,
+        profile: &Profile,
+        bytes: Vec<u8>,
+        last: bool,
+    ) -> std::result::Result<String, String> {
+        let secs = |t: Option<SystemTime>| {
+            t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        };
+        let (start, end) = profile.time_range();
+        let pending = Pending {
+            index,
+            bytes,
+            samples: profile.samples(),
+            from: secs(start),
+            until: secs(end),
+            rate: match profile.period_nanos() {
+                0 => 0,
+                p => 1_000_000_000 / p,
+            },
+        };
+        let options = &self.config.upload;
+        let retries = if last { 0 } else { options.retries };
+        let mut uploads = lock(&self.uploads);
+        let r = uploads.ship(
+            pending,
+            options,
+            retries,
+            &mut |p| self.post(url, p),
+            &mut |d| self.pause(d),
+        );
+        let queued = uploads.queued();
+        drop(uploads);
+        self.delivered.fetch_add(r.sent, SeqCst);
+        self.retries.fetch_add(r.retries, SeqCst);
+        self.refused.fetch_add(r.dropped, SeqCst);
+        self.lost_samples.fetch_add(r.dropped_samples, SeqCst);
+        if r.dropped > 0 {
+            log::warn!(
+                "continuous profiling: {} period(s) dropped ({} samples): {}",
+                r.dropped,
+                r.dropped_samples,
+                r.error.as_deref().unwrap_or("")
+            );
+        }
+        if r.sent_new {
+            Ok(url.to_string())
+        } else {
+            let e = r.error.unwrap_or_default();
+            Err(if queued > 0 && !last {
+                format!("{e} (queued, {queued} waiting)")
+            } else {
+                e
+            })
+        }
+    }
+
+    /// Waits `d` before a retry, or less if the mode is stopped meanwhile.
+    fn pause(&self, d: Duration) {
+        let (flag, cv) = &self.stop;
+        let stop = lock(flag);
+        if !*stop {
+            let _ = cv.wait_timeout(stop, d);
+        }
+    }
+
+    /// One `POST` of `p` to `url`.
+    fn post(&self, url: &str, p: &Pending) -> std::result::Result<(), String> {
+        #[cfg(not(feature = "http-upload"))]
+        {
+            Err(format!(
                 "cannot send to {url}: built without clrprof's `http-upload` feature"
-            )),
-            #[cfg(feature = "http-upload")]
-            PeriodSink::Http { url, .. } => {
-                let secs = |t: Option<SystemTime>| {
-                    t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0)
-                };
-                let (start, end) = profile.time_range();
-                let rate = match profile.period_nanos() {
-                    0 => 0,
-                    p => 1_000_000_000 / p,
-                };
-                let full = format!(
-                    "{url}{}format=pprof&from={}&until={}&sampleRate={rate}",
-                    if url.contains('?') { '&' } else { '?' },
-                    secs(start),
-                    secs(end).max(secs(start)),
-                );
-                match self
-                    .agent
-                    .post(&full)
-                    .set("Content-Type", "application/octet-stream")
-                    .send_bytes(bytes)
-                {
-                    Ok(_) => Ok(url.clone()),
-                    Err(ureq::Error::Status(code, response)) => Err(format!(
-                        "{url} answered HTTP {code} {}",
-                        response.status_text()
-                    )),
-                    Err(e) => Err(format!("cannot send to {url}: {e}")),
-                }
-            }
+            ))
+        }
+        #[cfg(feature = "http-upload")]
+        {
+            super::upload::post(&self.agent, url, &self.config.upload, p)
         }
     }
 }

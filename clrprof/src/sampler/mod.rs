@@ -28,6 +28,46 @@
 //! buffers) in the sampling thread and in the application's threads. The
 //! walks take a few µs per tick; naming and counting well under one.
 //!
+//! # CPU time
+//!
+//! Wall time is what the sample counts measure: every managed thread is
+//! walked at every tick, running or blocked. Beside it the sampler keeps a
+//! CPU profile ([`Profile::cpu_stacks`], the `cpu`/`nanoseconds` column of
+//! the pprof output): at each tick, after resuming the runtime, it reads the
+//! CPU-time clock of each sampled thread's OS thread and adds what the
+//! thread used since the tick before to the stack it was just seen in. A
+//! sleeping or blocked thread uses nothing and costs nothing; a spinning one
+//! costs its CPU. The OS thread of a managed thread comes from
+//! `ThreadAssignedToOSThread` (the kernel thread ID on Linux, the Win32
+//! thread ID on Windows), which the SDK delivers to the sampler.
+//!
+//! How accurate it is, and why:
+//!
+//! - **Per thread, the total is the OS's own account.** On Linux the clock
+//!   is the scheduler's runtime of the thread (`clock_gettime` on the
+//!   thread's CPU clock), to the nanosecond and current to the moment of the
+//!   read, also for a thread running at that moment. On Windows it is
+//!   `GetThreadTimes`, which the kernel advances at clock interrupts (every
+//!   15.6 ms by default) by a whole interrupt period for the thread it finds
+//!   running: over one 10 ms tick a thread gets 0 or 15.6 ms, and only sums
+//!   over many ticks are right.
+//! - **Per stack, it is a sample.** All the CPU time of one interval goes to
+//!   the stack seen at its end, so the split between a thread's methods is
+//!   as exact as the wall-time split (its error shrinks with the number of
+//!   ticks), not exact per interval.
+//! - **What is not counted**: the interval before a thread's first sample
+//!   (no earlier reading), threads the sampler could not walk at a tick
+//!   (their time goes to their next sample), threads without
+//!   `ThreadAssignedToOSThread` (those that existed before an attach), and
+//!   the sampling thread's own CPU (in [`SamplerStats::thread_cpu_ns`]).
+//!   Platforms other than Linux and Windows have no CPU column.
+//!
+//! Measured (the `cpuwall` test app, one thread spinning and one sleeping
+//! for 2 s, 100 Hz, .NET 8 on Linux): the spinner 1910 ms CPU in 2000 ms
+//! wall, the sleeper 1.8 ms CPU in 2010 ms wall; .NET Core 3.1, 1873 ms and
+//! 0.9 ms. Under Wine the spinner got 1480 ms (3.1) and 610 ms (8.0) of
+//! 2 s on a shared machine, the sleeper 0.
+//!
 //! # Why no signal-based sampling on Linux
 //!
 //! A source that does not suspend the runtime would interrupt each managed
@@ -76,7 +116,7 @@
 
 use crate::error::{Error, Result};
 use crate::event_mask::{EventMask, HighEventMask};
-use crate::ids::{RawFunctionId, ThreadId};
+use crate::ids::{RawFunctionId, RawThreadId, ThreadId};
 use crate::info::{ProfilerInfo, RuntimeHandle};
 use crate::names::NameCache;
 use crate::stackwalk::{
@@ -92,13 +132,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod continuous;
+mod cpu;
 pub mod pprof;
 mod profile;
 mod shadow;
 mod stacks;
+mod upload;
 
 pub use continuous::{
     Continuous, ContinuousConfig, ContinuousStats, Period, PeriodObserver, PeriodSink,
+    UploadOptions,
 };
 pub use profile::Profile;
 pub use shadow::ShadowStackSource;
@@ -352,6 +395,9 @@ struct Shared {
     /// `true` while the sampler resolves names through the runtime.
     resolving: AtomicBool,
     last_error: Mutex<Option<String>>,
+    /// The OS thread of each managed thread (`ThreadAssignedToOSThread`),
+    /// whose CPU-time clock weighs its samples in the CPU profile.
+    os_threads: Mutex<HashMap<RawThreadId, u32>>,
     /// Dynamic methods unloaded since the last tick: their IDs may name
     /// another method from now on.
     forgotten: Mutex<Vec<RawFunctionId>>,
@@ -417,6 +463,7 @@ impl Sampler {
             runtime.as_deref(),
             u64::try_from(config.period().as_nanos()).unwrap_or(u64::MAX),
         );
+        profile.set_cpu_measured(cfg!(any(target_os = "linux", windows)));
         let shared = Arc::new(Shared {
             runtime: info.handle(),
             config,
@@ -436,6 +483,7 @@ impl Sampler {
             resolving: AtomicBool::new(false),
             last_error: Mutex::new(None),
             forgotten: Mutex::new(Vec::new()),
+            os_threads: Mutex::new(HashMap::new()),
             module_loads: AtomicUsize::new(0),
             source: Mutex::new(Some(Box::new(source))),
             thread: Mutex::new(None),
@@ -621,6 +669,25 @@ impl crate::component::Component for SamplerComponent {
 
     fn thread_destroyed(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
         self.shared.gate.thread_destroyed(thread.to_raw());
+        lock(&self.shared.os_threads).remove(&thread.to_raw());
+    }
+
+    fn thread_assigned_to_os_thread(
+        &self,
+        _info: &ProfilerInfo,
+        thread: ThreadId<'_>,
+        os_thread_id: u32,
+    ) {
+        lock(&self.shared.os_threads).insert(thread.to_raw(), os_thread_id);
+    }
+
+    fn thread_name_changed(
+        &self,
+        _info: &ProfilerInfo,
+        thread: ThreadId<'_>,
+        name: crate::WideStr<'_>,
+    ) {
+        lock(&self.shared.profile).set_thread_name(thread.to_raw(), &name.to_string());
     }
 
     fn module_load_finished(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
@@ -672,6 +739,9 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
     // The unload count `local` was last cleared at.
     let mut local_unloads = 0u64;
     let period = config.period();
+    // Per managed thread: its OS thread, that thread's CPU clock at the
+    // last tick it was sampled, and that tick.
+    let mut cpu_last: HashMap<RawThreadId, (u32, u64, u64), stacks::WordHash> = HashMap::default();
     lock(&shared.profile).set_start(std::time::SystemTime::now());
     let mut next = Instant::now();
     while !shared.stop.load(SeqCst) {
@@ -726,7 +796,9 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         }
         shared.resolving.store(true, SeqCst);
         let may_call_runtime = shared.unloads.load(SeqCst) == unloads_before;
+        let tick = shared.ticks.load(Relaxed);
         let mut profile = lock(&shared.profile);
+        let os_threads = lock(&shared.os_threads);
         for sample in buffer.samples() {
             stack.clear();
             for &f in buffer.frames(sample).iter().rev() {
@@ -752,9 +824,27 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 stack.push(index);
             }
             profile.add(sample.thread, &stack, sample.truncated);
+            // CPU time: what the thread's OS thread used since the tick
+            // before (nothing at the first sight of a thread).
+            if let Some(&os) = os_threads.get(&sample.thread) {
+                if let Some(now) = cpu::os_thread_cpu_ns(os) {
+                    if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
+                        let used = now.saturating_sub(last);
+                        if last_os == os && used > 0 {
+                            profile.add_cpu(sample.thread, &stack, used);
+                        }
+                    }
+                    cpu_last.insert(sample.thread, (os, now, tick));
+                }
+            }
             shared.samples.fetch_add(1, Relaxed);
         }
+        drop(os_threads);
         drop(profile);
+        // Forget threads not sampled for a while (destroyed ones).
+        if tick % 1024 == 0 {
+            cpu_last.retain(|_, &mut (_, _, seen)| tick - seen < 1024);
+        }
         shared.resolving.store(false, SeqCst);
         phases.count_ns = nanos(counting.elapsed());
         shared.phases.add(&phases);

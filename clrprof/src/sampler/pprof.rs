@@ -10,23 +10,35 @@
 //!
 //! | pprof | from |
 //! |---|---|
-//! | `sample_type` | `samples`/`count` and `wall`/`nanoseconds` (count × sampling period); `alloc_objects`/`count` and `alloc_space`/`bytes` when the profile holds allocations |
+//! | `sample_type` | `samples`/`count` and `wall`/`nanoseconds` (count × sampling period); `cpu`/`nanoseconds` when the profile measured CPU time ([`Profile::add_cpu`]); `alloc_objects`/`count` and `alloc_space`/`bytes` when the profile holds allocations |
 //! | `period_type`, `period` | `wall`/`nanoseconds`, the sampler's period (1 s / rate) |
 //! | `mapping` | one per module (file name), `has_functions` |
 //! | `function` | one per frame name (`Namespace.Class::Method`), its module as `filename` |
 //! | `location` | one per frame name: its mapping and one line naming the function |
-//! | `sample` | one per distinct (thread, stack), leaf first; labels `thread` (the runtime's `ThreadID`, hex) and `runtime_version` |
+//! | `sample` | one per distinct (thread name, stack), leaf first; labels `thread` (the thread's name, or `unnamed` for every thread without one) and `runtime_version` |
 //! | `time_nanos`, `duration_nanos` | the profile's (period's) start and length |
 //!
+//! The type names are the ones pprof tools and backends know (`go tool
+//! pprof`, Pyroscope's and Grafana's profile types `wall`, `cpu`,
+//! `alloc_objects`, `alloc_space`); no type name holds a `-`, and no
+//! function, location or mapping has ID 0, as Pyroscope's ingest requires.
+//!
+//! The labels have bounded cardinality: a per-run thread ID would make one
+//! backend series per thread and run, so the `thread` label is the
+//! thread's name (`Thread.Name`), every unnamed thread sharing
+//! [`UNNAMED_THREAD`], and threads of one name are merged.
+//!
 //! The sampler walks every managed thread at each tick, running or waiting,
-//! so its samples measure wall time, not CPU time: a thread blocked in a wait
-//! is counted in the frame it waits in.
+//! so its sample counts measure wall time: a thread blocked in a wait is
+//! counted in the frame it waits in. The `cpu` values weigh each sample by
+//! the CPU time the thread used since the tick before (see the
+//! [sampler docs](super#cpu-time)).
 
 use super::profile::Profile;
 use crate::ids::RawThreadId;
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -236,9 +248,9 @@ fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
-fn thread_label(t: RawThreadId) -> String {
-    format!("{:#x}", t.0)
-}
+/// The `thread` label of samples of a thread without a name: one bucket,
+/// so that unnamed threads do not make one series each.
+pub const UNNAMED_THREAD: &str = "unnamed";
 
 impl Profile {
     /// The profile as a `perftools.profiles.Profile` message (see the
@@ -246,6 +258,7 @@ impl Profile {
     pub fn to_pprof(&self) -> PprofProfile {
         let mut s = Strings::new();
         let allocations = self.allocations().next().is_some();
+        let cpu = self.cpu_measured();
         let mut sample_type = vec![
             ValueType {
                 r#type: s.get("samples"),
@@ -256,6 +269,12 @@ impl Profile {
                 unit: s.get("nanoseconds"),
             },
         ];
+        if cpu {
+            sample_type.push(ValueType {
+                r#type: s.get("cpu"),
+                unit: s.get("nanoseconds"),
+            });
+        }
         if allocations {
             sample_type.push(ValueType {
                 r#type: s.get("alloc_objects"),
@@ -309,52 +328,67 @@ impl Profile {
         }
         let (thread_key, runtime_key) = (s.get("thread"), s.get("runtime_version"));
         let runtime = self.runtime().map(|r| s.get(r));
-        let period = self.period_nanos();
-        let labels = |s: &mut Strings, t: RawThreadId| {
-            let mut l = vec![Label {
+        let period = i64::try_from(self.period_nanos()).unwrap_or(i64::MAX);
+        // Columns: samples, wall, [cpu], [alloc_objects, alloc_space].
+        let cpu_col = cpu.then_some(2);
+        let alloc_col = if cpu { 3 } else { 2 };
+        let width = sample_type.len();
+        // One sample per (thread name, stack): threads of one name merge,
+        // so the label's values are bounded by the names the app gives.
+        let mut merged: BTreeMap<(&str, &[u32]), Vec<i64>> = BTreeMap::new();
+        fn row<'p>(
+            p: &'p Profile,
+            t: RawThreadId,
+            stack: &'p [u32],
+        ) -> Option<(&'p str, &'p [u32])> {
+            if stack.is_empty() {
+                return None;
+            }
+            Some((p.thread_name(t).unwrap_or(UNNAMED_THREAD), stack))
+        }
+        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        for (t, stack, n) in self.stacks() {
+            if let Some(key) = row(self, t, stack) {
+                let v = merged.entry(key).or_insert_with(|| vec![0; width]);
+                v[0] = v[0].saturating_add(to_i64(n));
+                v[1] = v[1].saturating_add(to_i64(n).saturating_mul(period));
+            }
+        }
+        if let Some(c) = cpu_col {
+            for (t, stack, ns) in self.cpu_stacks() {
+                if let Some(key) = row(self, t, stack) {
+                    let v = merged.entry(key).or_insert_with(|| vec![0; width]);
+                    v[c] = v[c].saturating_add(to_i64(ns));
+                }
+            }
+        }
+        if allocations {
+            for (t, stack, n, bytes) in self.allocations() {
+                if let Some(key) = row(self, t, stack) {
+                    let v = merged.entry(key).or_insert_with(|| vec![0; width]);
+                    v[alloc_col] = v[alloc_col].saturating_add(to_i64(n));
+                    v[alloc_col + 1] = v[alloc_col + 1].saturating_add(to_i64(bytes));
+                }
+            }
+        }
+        let mut sample = Vec::with_capacity(merged.len());
+        for ((thread, stack), value) in merged {
+            let mut label = vec![Label {
                 key: thread_key,
-                str: s.get(&thread_label(t)),
+                str: s.get(thread),
                 ..Default::default()
             }];
             if let Some(r) = runtime {
-                l.push(Label {
+                label.push(Label {
                     key: runtime_key,
                     str: r,
                     ..Default::default()
                 });
             }
-            l
-        };
-        let mut stacks: Vec<_> = self.stacks().collect();
-        stacks.sort();
-        let mut sample = Vec::with_capacity(stacks.len());
-        for (t, stack, n) in stacks {
-            if stack.is_empty() {
-                continue;
-            }
-            let n = i64::try_from(n).unwrap_or(i64::MAX);
-            let mut value = vec![n, n.saturating_mul(period as i64)];
-            if allocations {
-                value.extend([0, 0]);
-            }
             sample.push(Sample {
                 location_id: stack.iter().rev().map(|&i| u64::from(i) + 1).collect(),
                 value,
-                label: labels(&mut s, t),
-            });
-        }
-        let mut allocs: Vec<_> = self.allocations().collect();
-        allocs.sort();
-        for (t, stack, n, bytes) in allocs {
-            sample.push(Sample {
-                location_id: stack.iter().rev().map(|&i| u64::from(i) + 1).collect(),
-                value: vec![
-                    0,
-                    0,
-                    i64::try_from(n).unwrap_or(i64::MAX),
-                    i64::try_from(bytes).unwrap_or(i64::MAX),
-                ],
-                label: labels(&mut s, t),
+                label,
             });
         }
         let (start, end) = self.time_range();
@@ -384,7 +418,7 @@ impl Profile {
             time_nanos,
             duration_nanos,
             period_type,
-            period: i64::try_from(period).unwrap_or(i64::MAX),
+            period,
             comment,
             default_sample_type: 0,
         }
@@ -409,10 +443,12 @@ impl Profile {
     }
 
     /// Reads a pprof profile (gzip-compressed or not): every sample of its
-    /// first sample type becomes that many samples of its stack (frames
-    /// named by their functions, inlined ones included), per `thread` label
-    /// (a hex number; others count as thread 0). Sample types
-    /// `alloc_objects` and `alloc_space`, if present, become allocations.
+    /// `samples` type (else its first) becomes that many samples of its stack
+    /// (frames named by their functions, inlined ones included), per `thread`
+    /// label (a hex number is a thread ID; any other value a thread name,
+    /// each distinct name one thread; no label, thread 0). Sample types
+    /// `cpu`, `alloc_objects` and `alloc_space`, if present, become CPU time
+    /// and allocations.
     pub fn from_pprof(bytes: &[u8]) -> Result<Profile, String> {
         let mut raw = Vec::new();
         let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -434,6 +470,8 @@ impl Profile {
         let type_index = |name: &str| pb.sample_type.iter().position(|t| st(t.r#type) == name);
         let count_index = type_index("samples").unwrap_or(0);
         let alloc = (type_index("alloc_objects"), type_index("alloc_space"));
+        let cpu_index = type_index("cpu");
+        let mut named: HashMap<&str, RawThreadId> = HashMap::new();
         let functions: HashMap<u64, &Function> = pb.function.iter().map(|f| (f.id, f)).collect();
         let mappings: HashMap<u64, &Mapping> = pb.mapping.iter().map(|m| (m.id, m)).collect();
         let locations: HashMap<u64, &Location> = pb.location.iter().map(|l| (l.id, l)).collect();
@@ -461,17 +499,40 @@ impl Profile {
                     stack.push(p.intern_frame(name, module));
                 }
             }
-            let thread = sample
+            // A hex label is a thread ID (older clrprof files); any other
+            // is a thread name, each distinct one a thread of its own.
+            let label = sample
                 .label
                 .iter()
                 .find(|l| st(l.key) == "thread")
-                .and_then(|l| u64::from_str_radix(st(l.str).trim_start_matches("0x"), 16).ok())
-                .map(|t| RawThreadId(t as usize))
-                .unwrap_or(RawThreadId(0));
+                .map(|l| st(l.str));
+            let thread = match label {
+                None => RawThreadId(0),
+                Some(l) => match l
+                    .strip_prefix("0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                {
+                    Some(t) => RawThreadId(t as usize),
+                    None => {
+                        let next = RawThreadId(named.len() + 1);
+                        let t = *named.entry(l).or_insert(next);
+                        if l != UNNAMED_THREAD {
+                            p.set_thread_name(t, l);
+                        }
+                        t
+                    }
+                },
+            };
             let value = |i: usize| sample.value.get(i).copied().unwrap_or(0).max(0) as u64;
             let n = value(count_index);
             if n > 0 {
                 p.add_n(thread, &stack, n, false);
+            }
+            if let Some(c) = cpu_index {
+                p.set_cpu_measured(true);
+                if value(c) > 0 {
+                    p.add_cpu(thread, &stack, value(c));
+                }
             }
             if let (Some(c), Some(b)) = alloc {
                 if value(c) > 0 || value(b) > 0 {
@@ -505,6 +566,7 @@ mod tests {
         let spin = p.intern_frame("Hot.Program::Spin", Some("hot.exe"));
         let un = p.intern_frame("[unmanaged]", None);
         let (t1, t2) = (RawThreadId(0x10), RawThreadId(0x20));
+        p.set_thread_name(t1, "worker");
         p.add(t1, &[main, spin], false);
         p.add(t1, &[main, spin], false);
         p.add(t2, &[main, spin], false);
@@ -513,10 +575,142 @@ mod tests {
         p
     }
 
+    /// What a file written by `write_pprof` decodes to.
+    fn written(p: &Profile) -> PprofProfile {
+        let mut out = Vec::new();
+        p.write_pprof(&mut out).unwrap();
+        let mut raw = Vec::new();
+        GzDecoder::new(&out[..]).read_to_end(&mut raw).unwrap();
+        PprofProfile::decode(&raw[..]).unwrap()
+    }
+
+    fn types(pb: &PprofProfile) -> Vec<(String, String)> {
+        let st = |i: i64| pb.string_table[i as usize].clone();
+        pb.sample_type
+            .iter()
+            .map(|t| (st(t.r#type), st(t.unit)))
+            .collect()
+    }
+
+    fn labels(pb: &PprofProfile, s: &Sample) -> Vec<(String, String)> {
+        let st = |i: i64| pb.string_table[i as usize].clone();
+        s.label.iter().map(|l| (st(l.key), st(l.str))).collect()
+    }
+
+    #[test]
+    fn cpu_time_is_a_cpu_nanoseconds_column() {
+        let mut p = profile();
+        let main = p.intern("Hot.Program::Main");
+        let spin = p.intern("Hot.Program::Spin");
+        p.add_cpu(RawThreadId(0x10), &[main, spin], 1_500_000);
+        p.add_cpu(RawThreadId(0x20), &[main, spin], 7);
+        let pb = written(&p);
+        let t: Vec<_> = types(&pb);
+        let t: Vec<(&str, &str)> = t.iter().map(|(a, b)| (&**a, &**b)).collect();
+        assert_eq!(
+            t,
+            [
+                ("samples", "count"),
+                ("wall", "nanoseconds"),
+                ("cpu", "nanoseconds")
+            ]
+        );
+        let worker = pb
+            .sample
+            .iter()
+            .find(|s| labels(&pb, s)[0].1 == "worker")
+            .unwrap();
+        assert_eq!(worker.value, [2, 2_000_000, 1_500_000]);
+        // A stack sampled but never given CPU time has cpu 0.
+        let un = pb
+            .function
+            .iter()
+            .find(|f| pb.string_table[f.name as usize] == "[unmanaged]");
+        let un = un.unwrap().id;
+        let idle = pb.sample.iter().find(|s| s.location_id == [un]).unwrap();
+        assert_eq!(idle.value, [1, 1_000_000, 0]);
+        let back = Profile::from_pprof(&p.pprof_bytes()).unwrap();
+        assert!(back.cpu_measured());
+        let mut cpu: Vec<u64> = back.cpu_stacks().map(|(_, _, n)| n).collect();
+        cpu.sort();
+        assert_eq!(cpu, [7, 1_500_000]);
+        // Without CPU time measured there is no cpu column.
+        assert_eq!(types(&written(&profile())).len(), 2);
+    }
+
+    #[test]
+    fn thread_labels_are_names_and_unnamed_threads_share_one() {
+        let mut p = profile();
+        let main = p.intern("Hot.Program::Main");
+        let spin = p.intern("Hot.Program::Spin");
+        // Forty more unnamed threads and a second "worker" thread.
+        for t in 0..40 {
+            p.add(RawThreadId(0x1000 + t * 8), &[main, spin], false);
+        }
+        p.set_thread_name(RawThreadId(0x99), "worker");
+        p.add(RawThreadId(0x99), &[main, spin], false);
+        let pb = written(&p);
+        let mut values: Vec<String> = pb
+            .sample
+            .iter()
+            .map(|s| labels(&pb, s)[0].1.clone())
+            .collect();
+        values.sort();
+        values.dedup();
+        assert_eq!(values, ["unnamed", "worker"]);
+        // Threads of one name merge: one sample per (name, stack).
+        assert_eq!(pb.sample.len(), 3);
+        let find = |name: &str| {
+            pb.sample
+                .iter()
+                .find(|s| labels(&pb, s)[0].1 == name && s.location_id.len() == 2)
+                .unwrap()
+                .value
+                .clone()
+        };
+        assert_eq!(find("unnamed"), [41, 41_000_000]);
+        assert_eq!(find("worker"), [3, 3_000_000]);
+        // Names survive a round trip; every unnamed thread is one thread.
+        let back = Profile::from_pprof(&p.pprof_bytes()).unwrap();
+        assert_eq!(back.threads(), 2);
+        let named: Vec<_> = back
+            .stacks()
+            .filter_map(|(t, _, _)| back.thread_name(t))
+            .collect();
+        assert!(named.contains(&"worker"));
+    }
+
+    #[test]
+    fn keeps_pyroscope_ingest_rules() {
+        let mut p = profile();
+        let main = p.intern("Hot.Program::Main");
+        p.add_cpu(RawThreadId(0x10), &[main], 5);
+        p.add_allocations(RawThreadId(0x10), &[main], 3, 96);
+        let pb = written(&p);
+        assert_eq!(pb.string_table[0], "");
+        for (t, u) in types(&pb) {
+            assert!(!t.contains('-') && !u.contains('-'), "{t}/{u}");
+        }
+        assert!(pb.function.iter().all(|f| f.id != 0 && f.name != 0));
+        assert!(pb.location.iter().all(|l| l.id != 0));
+        assert!(pb.mapping.iter().all(|m| m.id != 0));
+        let ids: std::collections::HashSet<u64> = pb.location.iter().map(|l| l.id).collect();
+        assert!(pb
+            .sample
+            .iter()
+            .all(|s| !s.location_id.is_empty() && s.location_id.iter().all(|i| ids.contains(i))));
+        assert!(pb
+            .sample
+            .iter()
+            .all(|s| s.value.len() == pb.sample_type.len()));
+        let pt = pb.period_type.as_ref().unwrap();
+        assert_eq!(pb.string_table[pt.r#type as usize], "wall");
+    }
+
     #[test]
     fn encodes_types_functions_mappings_and_labels() {
         let p = profile();
-        let pb = p.to_pprof();
+        let pb = written(&p);
         let st = |i: i64| pb.string_table[i as usize].as_str();
         assert_eq!(pb.string_table[0], "");
         let types: Vec<_> = pb
@@ -544,7 +738,7 @@ mod tests {
             .iter()
             .map(|l| (st(l.key), st(l.str)))
             .collect();
-        assert_eq!(labels, [("thread", "0x10"), ("runtime_version", "8.0.4")]);
+        assert_eq!(labels, [("thread", "worker"), ("runtime_version", "8.0.4")]);
     }
 
     #[test]
@@ -560,6 +754,9 @@ mod tests {
         assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
         assert_eq!(back.threads(), 2);
         assert_eq!(back.runtime(), Some("8.0.4"));
+        assert!(back
+            .stacks()
+            .any(|(t, _, _)| back.thread_name(t) == Some("worker")));
         let spin = back
             .frame_names()
             .iter()
@@ -575,7 +772,10 @@ mod tests {
         p.add_allocations(RawThreadId(0x10), &[main], 3, 96);
         let pb = p.to_pprof();
         assert_eq!(pb.sample_type.len(), 4);
+        // Main alone was never sampled: its row has allocations only.
         assert!(pb.sample.iter().any(|s| s.value == [0, 0, 3, 96]));
+        assert_eq!(types(&pb)[2], ("alloc_objects".into(), "count".into()));
+        assert_eq!(types(&pb)[3], ("alloc_space".into(), "bytes".into()));
         let back = Profile::from_pprof(&pb.encode_to_vec()).unwrap();
         let a: Vec<_> = back.allocations().collect();
         assert_eq!(a.len(), 1);

@@ -30,6 +30,15 @@ pub struct Profile {
     stacks: StackMap<u64>,
     /// Allocation counts and bytes per stack (an allocation tracer's).
     allocations: StackMap<(u64, u64)>,
+    /// CPU time per (thread, stack), in nanoseconds: what the thread's OS
+    /// thread used between the tick before and the tick that took the stack.
+    cpu: StackMap<u64>,
+    /// Whether CPU time was measured (the pprof output then has a
+    /// `cpu/nanoseconds` sample type).
+    cpu_measured: bool,
+    /// Thread names (`Thread.Name`, from `ThreadNameChanged`), kept across
+    /// periods: the pprof `thread` label.
+    thread_names: HashMap<RawThreadId, Arc<str>>,
     samples: u64,
     truncated: u64,
     empty: u64,
@@ -110,6 +119,44 @@ impl Profile {
         });
     }
 
+    /// Adds `nanos` of CPU time to (`thread`, `stack`) (root first,
+    /// interned) and marks the profile as one that measures CPU time.
+    pub fn add_cpu(&mut self, thread: RawThreadId, stack: &[u32], nanos: u64) {
+        self.cpu_measured = true;
+        self.cpu.update(thread, stack, |c| *c += nanos);
+    }
+
+    /// Marks the profile as one that measures CPU time (a `cpu/nanoseconds`
+    /// sample type in pprof, zero where no CPU time was added) or not.
+    pub fn set_cpu_measured(&mut self, measured: bool) {
+        self.cpu_measured = measured;
+    }
+
+    /// Whether the profile measures CPU time.
+    pub fn cpu_measured(&self) -> bool {
+        self.cpu_measured
+    }
+
+    /// CPU time per stack: (thread, root-first frame indices, nanoseconds).
+    pub fn cpu_stacks(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64)> {
+        self.cpu.iter().map(|(t, s, n)| (t, s, *n))
+    }
+
+    /// Names `thread` (its `Thread.Name`; an empty name removes it); the
+    /// name outlives the periods.
+    pub fn set_thread_name(&mut self, thread: RawThreadId, name: &str) {
+        if name.is_empty() {
+            self.thread_names.remove(&thread);
+        } else {
+            self.thread_names.insert(thread, name.into());
+        }
+    }
+
+    /// The name of `thread`, if it has one.
+    pub fn thread_name(&self, thread: RawThreadId) -> Option<&str> {
+        self.thread_names.get(&thread).map(|n| &**n)
+    }
+
     /// Marks when the profile began (its period's start).
     pub fn set_start(&mut self, at: SystemTime) {
         self.start = Some(at);
@@ -154,6 +201,9 @@ impl Profile {
             module_names: self.module_names.clone(),
             stacks: self.stacks.take(),
             allocations: self.allocations.take(),
+            cpu: self.cpu.take(),
+            cpu_measured: self.cpu_measured,
+            thread_names: self.thread_names.clone(),
             samples: std::mem::take(&mut self.samples),
             truncated: std::mem::take(&mut self.truncated),
             empty: std::mem::take(&mut self.empty),

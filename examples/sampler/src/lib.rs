@@ -30,7 +30,17 @@
 //!   that directory) or `CLRPROF_SAMPLER_CONTINUOUS_URL` (an HTTP `POST` per
 //!   period, e.g. `http://localhost:4040/ingest?name=my.app`);
 //!   `CLRPROF_SAMPLER_CONTINUOUS_EVERY`: the period in seconds (default 60,
-//!   fractions allowed). Each period gives a record
+//!   fractions allowed). Uploads: `CLRPROF_SAMPLER_CONTINUOUS_HEADERS`
+//!   (`;`-separated `Name=Value` pairs, split at the first `=`, e.g.
+//!   `Authorization=Bearer T;X-Scope-OrgID=team`),
+//!   `CLRPROF_SAMPLER_CONTINUOUS_CA` (a PEM file of extra root certificates
+//!   for an `https://` URL; Mozilla's roots are trusted anyway),
+//!   `CLRPROF_SAMPLER_CONTINUOUS_NAME` (Pyroscope's `name`, e.g.
+//!   `shop.api{env=prod}`; `spyName` is `clrprof`),
+//!   `CLRPROF_SAMPLER_CONTINUOUS_RETRIES` (further attempts per period,
+//!   backoff from 0.5 s doubling to 8 s; default 0) and
+//!   `CLRPROF_SAMPLER_CONTINUOUS_QUEUE` (periods kept while the endpoint is
+//!   down; default 0). Each period gives a record
 //!   `{"event":"period","index":N,"samples":N,"bytes":N,"ok":true|false,...}`
 //!   and the end a `{"event":"continuous",...}` record; the single-file
 //!   outputs above are not written then.
@@ -154,6 +164,27 @@ fn continuous_config() -> Option<ContinuousConfig> {
         // Never longer than a period: a hanging endpoint delays no period
         // by more than one.
         *timeout = (*timeout).min(config.every.max(std::time::Duration::from_secs(1)));
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    // `Name=Value` pairs separated by `;`, split at the first `=`.
+    if let Some(headers) = var("CLRPROF_SAMPLER_CONTINUOUS_HEADERS") {
+        config.upload.headers = headers
+            .split(';')
+            .filter_map(|pair| {
+                let (name, value) = pair.split_once('=')?;
+                Some((name.trim().to_string(), value.trim().to_string()))
+            })
+            .filter(|(name, _)| !name.is_empty())
+            .collect();
+    }
+    config.upload.name = var("CLRPROF_SAMPLER_CONTINUOUS_NAME");
+    config.upload.ca_file = var("CLRPROF_SAMPLER_CONTINUOUS_CA").map(Into::into);
+    config.upload.spy_name = Some("clrprof".into());
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_RETRIES").and_then(|v| v.trim().parse().ok()) {
+        config.upload.retries = n;
+    }
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_QUEUE").and_then(|v| v.trim().parse().ok()) {
+        config.upload.queue = n;
     }
     Some(config)
 }
@@ -345,6 +376,7 @@ impl Profiler for SamplerProfiler {
                 .num("delivered", c.delivered)
                 .num("refused", c.refused)
                 .num("lost_samples", c.lost_samples)
+                .num("retries", c.retries)
                 .num("samples", stats.samples)
                 .num("ticks", stats.ticks)
                 .str(
