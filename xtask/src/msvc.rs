@@ -167,8 +167,13 @@ fn build_libraries(root: &Path) -> Result<PathBuf, String> {
 
 fn check_examples(root: &Path, examples: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
-    cmd.current_dir(root)
-        .args(["check", "--target", TARGET, "--lib", "--no-default-features"]);
+    cmd.current_dir(root).args([
+        "check",
+        "--target",
+        TARGET,
+        "--lib",
+        "--no-default-features",
+    ]);
     for e in examples {
         cmd.args(["-p", e]);
     }
