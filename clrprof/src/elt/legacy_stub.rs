@@ -77,7 +77,7 @@ const RDX_OFFSET: usize = 0x158;
 pub(super) unsafe fn return_registers(
     elt_info: sys::COR_PRF_ELT_INFO,
     range_start: usize,
-) -> Option<super::frame::ReturnRegisters> {
+) -> Option<super::return_registers::ReturnRegisters> {
     if elt_info == 0 {
         return None;
     }
@@ -97,7 +97,7 @@ pub(super) unsafe fn return_registers(
         // it for this call (for R4/R8 returns, not read from here).
         unsafe { core::ptr::read_unaligned((handle + offset) as *const u64) }
     };
-    Some(super::frame::ReturnRegisters::new(
+    Some(super::return_registers::ReturnRegisters::new(
         word(RAX_OFFSET),
         word(RDX_OFFSET),
         word(FLT0_OFFSET),

@@ -147,6 +147,7 @@ pub mod args;
 mod frame;
 #[cfg(all(target_arch = "x86_64", unix))]
 mod legacy_stub;
+mod return_registers;
 pub mod shadow_stack;
 
 pub use frame::{
