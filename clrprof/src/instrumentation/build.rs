@@ -250,17 +250,7 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         // The method never returns (it ends in `throw`): no epilogue.
         Label::END
     };
-    // Outermost, so last (ECMA-335 II.19: inner clauses first).
-    body.clauses.push(ExceptionClause {
-        kind: ClauseKind::Fault,
-        try_start: first,
-        try_end: fault,
-        handler_start: fault,
-        handler_end,
-    });
-
-    // The type check of what was added.
-    use super::typecheck::{check, Env, Ty};
+    use super::typecheck::{Env, Ty};
     let mut env = Env::default();
     env.locals.insert(s, Ty::I8);
     env.locals.insert(s + 1, Ty::N);
@@ -272,11 +262,43 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         MdToken(plan.exit_sig.0),
         (vec![Ty::I4, Ty::I8, Ty::N, Ty::I4], None),
     );
+    close(
+        body,
+        ClauseKind::Fault,
+        (first, fault, handler_end),
+        &[],
+        (end, returns),
+        &env,
+    )
+}
+
+/// Ends both shapes: the outermost clause of `kind` (the new `try` from the
+/// first original instruction to the handler, the handler up to
+/// `handler_end`; ECMA-335 II.19 wants inner clauses first, so it goes
+/// last), then the type check of everything added: the prologue, the
+/// handler (entered with `handler_stack`) and, for a method that returns,
+/// the epilogue at `end`.
+fn close(
+    mut body: MethodBody,
+    kind: ClauseKind,
+    (first, handler, handler_end): (Label, Label, Label),
+    handler_stack: &[super::typecheck::Ty],
+    (end, returns): (Label, usize),
+    env: &super::typecheck::Env,
+) -> Result<MethodBody> {
+    use super::typecheck::check;
+    body.clauses.push(ExceptionClause {
+        kind,
+        try_start: first,
+        try_end: handler,
+        handler_start: handler,
+        handler_end,
+    });
     let start = body.instructions()[0].label;
-    check(&body, start, Some(first), &[], &env)?;
-    check(&body, fault, None, &[], &env)?;
+    check(&body, start, Some(first), &[], env)?;
+    check(&body, handler, None, handler_stack, env)?;
     if returns > 0 {
-        check(&body, end, None, &[], &env)?;
+        check(&body, end, None, &[], env)?;
     }
     Ok(body)
 }
@@ -446,16 +468,7 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
     } else {
         Label::END
     };
-    body.clauses.push(ExceptionClause {
-        kind: ClauseKind::Catch(MdToken(plan.object.0)),
-        try_start: first,
-        try_end: catch,
-        handler_start: catch,
-        handler_end,
-    });
-
-    // The type check of what was added.
-    use super::typecheck::{check, Env, Ty};
+    use super::typecheck::{Env, Ty};
     let mut env = Env::default();
     env.locals.insert(s, Ty::O);
     env.locals.insert(s + 1, Ty::O);
@@ -467,11 +480,13 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
         MdToken(plan.on_exit.0),
         (vec![Ty::Str, Ty::O, Ty::O, Ty::O], Some(Ty::O)),
     );
-    let start = body.instructions()[0].label;
-    check(&body, start, Some(first), &[], &env)?;
-    check(&body, catch, None, &[Ty::O], &env)?;
-    if returns > 0 {
-        check(&body, end, None, &[], &env)?;
-    }
-    Ok(body)
+    // The handler starts with the exception on the stack.
+    close(
+        body,
+        ClauseKind::Catch(MdToken(plan.object.0)),
+        (first, catch, handler_end),
+        &[Ty::O],
+        (end, returns),
+        &env,
+    )
 }

@@ -192,9 +192,10 @@ impl<H: MethodHandler> Erased for Typed<H> {
         }
         // SAFETY: [wrapped-frame] `state` is what `enter` of this same wrapper returned in
         // this frame: the injected prologue stores the entry probe's result in its own
-        // local S, which nothing else writes, and the finally block (which runs once per
-        // call, after the prologue, the only code reading S) passes it here. So it is a
-        // live `Box<H::State>` that no one else owns.
+        // local S, which nothing else writes, and exactly one of the epilogue (a normal
+        // return) and the fault handler (an exception) runs per call, after the prologue,
+        // and passes S here; they are the only code reading S. So it is a live
+        // `Box<H::State>` that no one else owns.
         let state = unsafe { Box::from_raw(state.cast::<H::State>()) };
         self.0.on_exit(call, *state);
     }
@@ -267,8 +268,8 @@ extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
     }
 }
 
-/// The exit probe the injected `finally` calls (`calli` unmanaged
-/// `void(int32, int64, native int, int32)`). Never unwinds.
+/// The exit probe the injected epilogue and fault handler call (`calli`
+/// unmanaged `void(int32, int64, native int, int32)`). Never unwinds.
 extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
     let Some(r) = lookup(id) else {
         return;
@@ -508,8 +509,13 @@ pub fn wrap<'m, H: MethodHandler>(
     let (enter_sig, exit_sig) = (emit.token_from_sig(&enter)?, emit.token_from_sig(&exit)?);
     let arg_count = u16::try_from(p.sig.params.len() + usize::from(p.sig.has_this()))
         .map_err(|_| p.cannot("it has more arguments than IL can index"))?;
+    // Registered before the build, whose code carries its number.
+    let id = register(Registered {
+        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        handler: Box::new(Typed(handler)),
+    })?;
     let plan = build::Plan {
-        id: 0,
+        id,
         enter: enter_probe as *const () as usize,
         exit: exit_probe as *const () as usize,
         enter_sig,
@@ -519,13 +525,7 @@ pub fn wrap<'m, H: MethodHandler>(
         returns: p.returns,
         arguments: H::ARGUMENTS.then_some(arg_count),
     };
-    // Registered before the build, whose code carries its number.
-    let id = register(Registered {
-        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(Typed(handler)),
-    })?;
-    let body = build::build(&p.original, &build::Plan { id, ..plan })
-        .map_err(|e| p.cannot(e.to_string()))?;
+    let body = build::build(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;
     Ok(WrappedBody {
         module,

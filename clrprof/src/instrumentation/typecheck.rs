@@ -50,8 +50,9 @@ fn fail(at: usize, op: OpCode, why: String) -> Error {
 }
 
 /// Simulates the added code from the instruction labelled `from` with the
-/// stack `initial` (a catch handler starts with the exception) until a `leave`, `endfinally`, `ret` or `rethrow`, or until
-/// the instruction labelled `stop` (reached with an empty stack).
+/// stack `initial` (a catch handler starts with the exception) until a
+/// `leave`, `endfinally`, `ret` or `rethrow`, or until the instruction
+/// labelled `stop` (reached with an empty stack).
 pub(crate) fn check(
     body: &MethodBody,
     from: Label,

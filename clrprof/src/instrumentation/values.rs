@@ -240,8 +240,8 @@ impl ReturnValue<'_> {
     #[inline]
     pub fn set<T: Primitive>(&mut self, value: T) -> Result<()> {
         let p = self.checked::<T>()?;
-        // SAFETY: [wrapped-frame] as in `get`; the epilogue returns this local after the
-        // finally block that called the probe, so the new value is what the caller gets.
+        // SAFETY: [wrapped-frame] as in `get`; the epilogue returns this local right after
+        // its call of the probe, so the new value is what the caller gets.
         unsafe { value.write(p) };
         Ok(())
     }
