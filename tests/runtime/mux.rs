@@ -1170,17 +1170,7 @@ fn wrapper_beside_rewriter(case: &Case<'_>, wrapper_first: bool) -> CaseResult {
     same_output(&plain, &run.outcome, "method-wrapper beside il-rewriter")?;
     let account = crate::wrap::app_account(&plain.stdout, "account");
     let shapes = crate::wrap::shapes(case, false);
-    let wrapped: crate::wrap::Counts = run.children[w]
-        .iter()
-        .filter(|r| r["event"] == "wrapped")
-        .filter_map(|r| {
-            let n = |k: &str| r[k].as_u64();
-            Some((
-                r["method"].as_str()?.to_string(),
-                (n("enter")?, n("return")?, n("exception")?),
-            ))
-        })
-        .collect();
+    let wrapped = crate::wrap::wrapped_records(&run.children[w]);
     let probed = record_counts(&run.children[1 - w], "il_calls");
     let mut wrong = Vec::new();
     for m in &shapes {

@@ -46,8 +46,14 @@ pub(crate) fn app_account(stdout: &str, prefix: &str) -> Counts {
 }
 
 fn wrapped(outcome: &Outcome) -> Counts {
-    outcome
-        .events("wrapped")
+    wrapped_records(&outcome.records)
+}
+
+/// The method-wrapper's `wrapped` records among `records`.
+pub(crate) fn wrapped_records(records: &[serde_json::Value]) -> Counts {
+    records
+        .iter()
+        .filter(|r| r["event"] == "wrapped")
         .filter_map(|r| {
             Some((
                 r["method"].as_str()?.to_string(),
@@ -189,12 +195,25 @@ pub(crate) fn shapes(case: &Case<'_>, rejit: bool) -> Vec<&'static str> {
         .collect()
 }
 
-fn compare(
-    shapes: &[&str],
-    expected: &Counts,
+/// No method was refused, and the counts `got` equal the app's account (its
+/// `<prefix> …` lines in `app_stdout`) for the shapes of this leg.
+fn exact(
+    case: &Case<'_>,
+    traced: &Outcome,
+    app_stdout: &str,
+    prefix: &str,
+    rejit: bool,
     got: &Counts,
-    refused: &[String],
-) -> Result<(), String> {
+) -> CaseResult {
+    let refused = refused(traced);
+    if !refused.is_empty() {
+        return Err(format!("methods refused: {refused:?}").into());
+    }
+    compare(&shapes(case, rejit), &app_account(app_stdout, prefix), got)?;
+    Ok(())
+}
+
+fn compare(shapes: &[&str], expected: &Counts, got: &Counts) -> Result<(), String> {
     let accounted: Vec<&str> = expected.keys().map(String::as_str).collect();
     if accounted != shapes {
         return Err(format!(
@@ -214,7 +233,7 @@ fn compare(
     if wrong.is_empty() {
         Ok(())
     } else {
-        Err(format!("{wrong:#?}; refused: {refused:?}"))
+        Err(format!("{wrong:#?}"))
     }
 }
 
@@ -232,15 +251,13 @@ fn jit_scenario(case: &Case<'_>, tiering: &str) -> CaseResult {
         ("COMPlus_TieredCompilation", tiering),
     ];
     let (_plain, traced) = run_pair(case, &env, &[])?;
-    let refused = refused(&traced);
-    if !refused.is_empty() {
-        return Err(format!("methods refused: {refused:?}").into());
-    }
-    compare(
-        &shapes(case, false),
-        &app_account(&traced.stdout, "account"),
+    exact(
+        case,
+        &traced,
+        &traced.stdout,
+        "account",
+        false,
         &wrapped(&traced),
-        &refused,
     )?;
     Ok(())
 }
@@ -308,15 +325,13 @@ fn rejit_scenario(case: &Case<'_>) -> CaseResult {
     if requested.len() != 2 || requested.iter().any(|r| !r.contains("\"failed\":0")) {
         return Err(format!("ReJIT and revert requests: {requested:?}").into());
     }
-    let refused = refused(&traced);
-    if !refused.is_empty() {
-        return Err(format!("methods refused: {refused:?}").into());
-    }
-    compare(
-        &shapes(case, true),
-        &app_account(&traced.stdout, "rejit-account"),
+    exact(
+        case,
+        &traced,
+        &traced.stdout,
+        "rejit-account",
+        true,
         &wrapped(&traced),
-        &refused,
     )?;
     Ok(())
 }
@@ -443,15 +458,13 @@ fn inliners_scenario(case: &Case<'_>) -> CaseResult {
             "Small.Twice was never inlined, so this run proves nothing about inliners".into(),
         );
     }
-    let refused = refused(&traced);
-    if !refused.is_empty() {
-        return Err(format!("methods refused: {refused:?}").into());
-    }
-    compare(
-        &shapes(case, true),
-        &app_account(&traced.stdout, "rejit-account"),
+    exact(
+        case,
+        &traced,
+        &traced.stdout,
+        "rejit-account",
+        true,
         &wrapped(&traced),
-        &refused,
     )?;
     Ok(())
 }
@@ -469,20 +482,8 @@ fn managed_counts(stdout: &str) -> Result<Counts, Verdict> {
     if stdout.contains("state-mismatch") {
         return Err("an exit handler got another call's state".into());
     }
-    Ok(stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("managed-wrapped "))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            if f.len() != 4 {
-                return None;
-            }
-            Some((
-                f[0].to_string(),
-                (f[1].parse().ok()?, f[2].parse().ok()?, f[3].parse().ok()?),
-            ))
-        })
-        .collect())
+    // The same line format as the app's own account.
+    Ok(app_account(stdout, "managed-wrapped"))
 }
 
 fn managed_rejit(case: &Case<'_>) -> CaseResult {
@@ -494,15 +495,13 @@ fn managed_rejit(case: &Case<'_>) -> CaseResult {
         ("DOTNET_STARTUP_HOOKS", hook.as_str()),
     ];
     let (plain, traced) = run_pair(case, &env, &[])?;
-    let refused = refused(&traced);
-    if !refused.is_empty() {
-        return Err(format!("methods refused: {refused:?}").into());
-    }
-    compare(
-        &shapes(case, true),
-        &app_account(&plain.stdout, "rejit-account"),
+    exact(
+        case,
+        &traced,
+        &plain.stdout,
+        "rejit-account",
+        true,
         &managed_counts(&traced.stdout)?,
-        &refused,
     )?;
     Ok(())
 }
@@ -516,17 +515,8 @@ fn managed_scenario(case: &Case<'_>) -> CaseResult {
         ("WRAPHANDLERS_SECRET", "42"),
     ];
     let (plain, traced) = run_pair(case, &env, &[("secret ", "42")])?;
-    let refused = refused(&traced);
-    if !refused.is_empty() {
-        return Err(format!("methods refused: {refused:?}").into());
-    }
     let managed = managed_counts(&traced.stdout)?;
-    compare(
-        &shapes(case, false),
-        &app_account(&plain.stdout, "account"),
-        &managed,
-        &refused,
-    )?;
+    exact(case, &traced, &plain.stdout, "account", false, &managed)?;
     // What the handlers saw of Add, against what the app printed.
     let app_calls: Vec<(String, String)> = plain
         .stdout

@@ -146,17 +146,26 @@ pub fn main(args: &[String]) -> crate::Result {
         "time: wrapper reading an argument and the return value / WithInfo decoding them = {vs_withinfo:.3} (goal <= 0.2); \
          empty wrapper / entry counter = {vs_counter:.3} (goal <= 2)"
     );
-    json.insert(
-        "ns_per_call_added".into(),
-        CONFIGS
+    // The figures of one measure: per configuration, and the two ratios.
+    let record = |json: &mut serde_json::Map<String, Value>,
+                  (per_call, ratio): (&str, &str),
+                  added: &[f64],
+                  (vs_withinfo, vs_counter): (f64, f64)| {
+        let per_config: serde_json::Map<_, _> = CONFIGS
             .iter()
-            .zip(&added)
+            .zip(added)
             .map(|(c, a)| (c.name().to_string(), json!(a)))
-            .collect::<serde_json::Map<_, _>>()
-            .into(),
+            .collect();
+        json.insert(per_call.into(), per_config.into());
+        json.insert(format!("{ratio}_ratio_vs_withinfo"), json!(vs_withinfo));
+        json.insert(format!("{ratio}_ratio_vs_entry_counter"), json!(vs_counter));
+    };
+    record(
+        &mut json,
+        ("ns_per_call_added", "time"),
+        &added,
+        (vs_withinfo, vs_counter),
     );
-    json.insert("time_ratio_vs_withinfo".into(), json!(vs_withinfo));
-    json.insert("time_ratio_vs_entry_counter".into(), json!(vs_counter));
 
     if callgrind && setup.leg.os == clrprof_testing::Os::Linux {
         let (small, large) = (200_000u64, 1_200_000u64);
@@ -184,19 +193,11 @@ pub fn main(args: &[String]) -> crate::Result {
             "instructions: wrapper reading an argument and the return value / WithInfo decoding them = {vs_withinfo:.3}; \
              empty wrapper / entry counter = {vs_counter:.3}"
         );
-        json.insert(
-            "instructions_per_call_added".into(),
-            CONFIGS
-                .iter()
-                .zip(&added)
-                .map(|(c, a)| (c.name().to_string(), json!(a)))
-                .collect::<serde_json::Map<_, _>>()
-                .into(),
-        );
-        json.insert("instructions_ratio_vs_withinfo".into(), json!(vs_withinfo));
-        json.insert(
-            "instructions_ratio_vs_entry_counter".into(),
-            json!(vs_counter),
+        record(
+            &mut json,
+            ("instructions_per_call_added", "instructions"),
+            &added,
+            (vs_withinfo, vs_counter),
         );
     }
     json.insert("leg".into(), json!(setup.leg.name));
