@@ -11,8 +11,8 @@
 //! any of them.
 
 use clap::ValueEnum;
-use clrprof::sampler::Profile;
 use clrprof::RawThreadId;
+use clrprof_sampler::Profile;
 use clrprof_testing::Error;
 use std::path::Path;
 use std::process::ExitCode;

@@ -108,7 +108,7 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 /// Locks `m`, waiting at most until `deadline`; poisoning is ignored (the
 /// state is a plain value, valid whatever panicked).
-pub(crate) fn lock_until<T>(m: &Mutex<T>, deadline: Instant) -> Option<MutexGuard<'_, T>> {
+pub fn lock_until<T>(m: &Mutex<T>, deadline: Instant) -> Option<MutexGuard<'_, T>> {
     loop {
         match m.try_lock() {
             Ok(g) => return Some(g),

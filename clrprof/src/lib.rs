@@ -74,7 +74,6 @@ pub mod names;
 pub mod output;
 pub mod rejit;
 pub mod runtimes;
-pub mod sampler;
 pub mod signature;
 pub mod stackwalk;
 #[cfg(any(test, feature = "fake-runtime"))]

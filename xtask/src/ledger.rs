@@ -12,7 +12,7 @@
 //! # The tag convention (for everyone who writes `unsafe`)
 //!
 //! Every `unsafe { .. }` block and `unsafe impl` in `clrprof/src`,
-//! `clrprof-mux/src` and `clrprof-sys/src` has a `// SAFETY:` comment whose
+//! `clrprof-mux/src`, `clrprof-sampler/src` and `clrprof-sys/src` has a `// SAFETY:` comment whose
 //! text starts with the rules it relies on in brackets:
 //!
 //! ```text
@@ -41,7 +41,12 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 /// The source trees the ledger covers (relative to the workspace root).
-pub const SCANNED: &[&str] = &["clrprof/src", "clrprof-mux/src", "clrprof-sys/src"];
+pub const SCANNED: &[&str] = &[
+    "clrprof/src",
+    "clrprof-mux/src",
+    "clrprof-sampler/src",
+    "clrprof-sys/src",
+];
 /// The rules file, the pending list and the generated page.
 pub const RULES: &str = "xtask/ledger/rules.toml";
 pub const PENDING: &str = "xtask/ledger/pending.txt";
@@ -228,11 +233,12 @@ pub struct TestIndex {
 impl TestIndex {
     fn build(root: &Path) -> TestIndex {
         let mut index = TestIndex::default();
-        let ui_dir = root.join("clrprof/tests/ui");
-        for p in crate::workspace::rust_files(&ui_dir) {
-            if p.with_extension("stderr").is_file() {
-                if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
-                    index.ui.insert(stem.to_string());
+        for ui in ["clrprof/tests/ui", "clrprof-sampler/tests/ui"] {
+            for p in crate::workspace::rust_files(&root.join(ui)) {
+                if p.with_extension("stderr").is_file() {
+                    if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
+                        index.ui.insert(stem.to_string());
+                    }
                 }
             }
         }
@@ -241,6 +247,8 @@ impl TestIndex {
             "clrprof/tests",
             "clrprof-mux/src",
             "clrprof-mux/tests",
+            "clrprof-sampler/src",
+            "clrprof-sampler/tests",
             "clrprof-sys/src",
             "clrprof-sys/tests",
             "clrprof-macros/src",

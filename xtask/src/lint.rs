@@ -12,6 +12,7 @@ const DOCUMENTED: &[&str] = &[
     "clrprof-sys",
     "clrprof-macros",
     "clrprof-mux",
+    "clrprof-sampler",
     "clrprof-testing",
 ];
 

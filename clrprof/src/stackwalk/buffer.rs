@@ -5,6 +5,7 @@
 //! while the runtime is suspended (rule 5 of the [module](super)).
 
 use crate::ids::{RawFunctionId, RawThreadId};
+use crate::runtimes::RuntimeSlot;
 
 /// Frames of many stacks, in one fixed-capacity array.
 ///
@@ -16,6 +17,9 @@ pub struct FrameBuffer {
     frame_capacity: usize,
     sample_capacity: usize,
     max_depth: usize,
+    /// The [`UnloadFence`](super::UnloadFence) that stamped the buffer and
+    /// its unload count then ([`UnloadFence::begin_tick`](super::UnloadFence::begin_tick)).
+    pub(crate) stamp: Option<(u64, u64)>,
 }
 
 /// One walked stack inside a [`FrameBuffer`].
@@ -27,9 +31,9 @@ pub struct StackSample {
     len: usize,
     /// `true` if the stack had more frames than fitted.
     pub truncated: bool,
-    /// `true` only for a stack the SDK itself walked with `DoStackSnapshot`
-    /// during this tick (see [`walked`](Self::walked)).
-    walked: bool,
+    /// The runtime whose suspended `DoStackSnapshot` walked this stack, if
+    /// the SDK walked it itself (see [`walked`](Self::walked)).
+    walked_in: Option<RuntimeSlot>,
 }
 
 impl StackSample {
@@ -39,11 +43,16 @@ impl StackSample {
     /// function (BOTR "Lifetime & Stability": a `FunctionID` is valid until
     /// its class unloads, and a function with a frame on a stack has not
     /// unloaded); the sampler hands only these to the runtime. Frames pushed
-    /// through the public API (a user [`StackSource`](crate::sampler::StackSource),
-    /// the shadow stacks, which can keep frames of methods unloaded since)
-    /// are named from the name cache or as unknown frames.
+    /// through the public API (a user's stack source, the shadow stacks,
+    /// which can keep frames of methods unloaded since) are named from the
+    /// name cache or as unknown frames ([`super::UnloadFence`]).
     pub fn walked(&self) -> bool {
-        self.walked
+        self.walked_in.is_some()
+    }
+
+    /// Whether the SDK walked this stack itself in the runtime `slot`.
+    pub(crate) fn walked_in(&self, slot: RuntimeSlot) -> bool {
+        self.walked_in == Some(slot)
     }
 }
 
@@ -57,6 +66,7 @@ impl FrameBuffer {
             frame_capacity,
             sample_capacity: max_stacks,
             max_depth,
+            stamp: None,
         }
     }
 
@@ -70,17 +80,17 @@ impl FrameBuffer {
     /// Its frames are unverified: the sampler never passes them to the
     /// runtime (see [`StackSample::walked`]).
     pub fn begin(&mut self, thread: RawThreadId) -> bool {
-        self.begin_as(thread, false)
+        self.begin_as(thread, None)
     }
 
     /// Starts a stack the SDK walks itself (`DoStackSnapshot` under the
     /// sampler's suspension); frames must then come from
     /// [`push_walked`](Self::push_walked).
-    pub(crate) fn begin_walked(&mut self, thread: RawThreadId) -> bool {
-        self.begin_as(thread, true)
+    pub(crate) fn begin_walked(&mut self, thread: RawThreadId, runtime: RuntimeSlot) -> bool {
+        self.begin_as(thread, Some(runtime))
     }
 
-    fn begin_as(&mut self, thread: RawThreadId, walked: bool) -> bool {
+    fn begin_as(&mut self, thread: RawThreadId, walked_in: Option<RuntimeSlot>) -> bool {
         if self.samples.len() >= self.sample_capacity {
             return false;
         }
@@ -89,7 +99,7 @@ impl FrameBuffer {
             start: self.frames.len(),
             len: 0,
             truncated: false,
-            walked,
+            walked_in,
         });
         true
     }
@@ -113,7 +123,9 @@ impl FrameBuffer {
         let Some(s) = self.samples.last_mut() else {
             return false;
         };
-        s.walked &= walked;
+        if !walked {
+            s.walked_in = None;
+        }
         if s.len >= self.max_depth || self.frames.len() >= self.frame_capacity {
             s.truncated = true;
             return false;
@@ -205,9 +217,9 @@ mod tests {
     #[test]
     fn only_sdk_walks_are_walked() {
         let mut b = FrameBuffer::new(3, 4);
-        assert!(b.begin_walked(RawThreadId(1)));
+        assert!(b.begin_walked(RawThreadId(1), RuntimeSlot(0)));
         b.push_walked(RawFunctionId(8));
-        assert!(b.begin_walked(RawThreadId(2)));
+        assert!(b.begin_walked(RawThreadId(2), RuntimeSlot(0)));
         b.push_walked(RawFunctionId(8));
         b.push(RawFunctionId(0x4141_4141_4140));
         assert!(b.begin(RawThreadId(3)));

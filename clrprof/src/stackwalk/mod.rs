@@ -84,11 +84,13 @@ use core::marker::PhantomData;
 
 mod buffer;
 mod gate;
+pub(crate) mod naming;
 pub mod seeded;
 mod suspend;
 
 pub use buffer::{FrameBuffer, StackSample, ThreadList};
 pub use gate::ThreadGate;
+pub use naming::{FrameName, FrameNamer, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME};
 pub use suspend::{spawn_sampling_thread, RuntimeSuspension, SamplingThread};
 
 /// What the walk closure wants next.

@@ -229,7 +229,7 @@ impl RuntimeSuspension<'_> {
         let Some(thread) = list.threads().nth(index) else {
             return Ok(false);
         };
-        if !buffer.begin_walked(thread) {
+        if !buffer.begin_walked(thread, self.thread.info.runtime_slot()) {
             return Ok(false);
         }
         let walked = self.walk(list, index, gate, WalkOptions::default(), |frame| {

@@ -2,9 +2,9 @@
 //!
 //! Where the runtime has `ICorProfilerInfo10` (.NET Core 3.0 and later —
 //! .NET Core 3.1 included) it samples every managed thread with
-//! `SuspendRuntime` + `DoStackSnapshot` ([`clrprof::sampler`]). On older
+//! `SuspendRuntime` + `DoStackSnapshot` ([`clrprof_sampler`]). On older
 //! runtimes, or with `CLRPROF_SAMPLER_SOURCE=shadow-stack`, it falls back to
-//! the shadow stacks its ELT hooks keep ([`clrprof::sampler::ShadowStackSource`]):
+//! the shadow stacks its ELT hooks keep ([`clrprof_sampler::ShadowStackSource`]):
 //! no suspension, JIT-compiled frames only. The `sampling` record says which
 //! method was used.
 //!
@@ -20,12 +20,12 @@
 //!   finishes `{"event":"samples","method":...,"samples":N,"ticks":N,...}`
 //!   (with the nanoseconds the sampling thread spent per phase, summed over
 //!   the ticks: `late_ns`, `suspend_ns`, `walk_ns`, `resume_ns`, `count_ns`,
-//!   see [`clrprof::sampler::SamplerPhases`], and the sampling thread's CPU
+//!   see [`clrprof_sampler::SamplerPhases`], and the sampling thread's CPU
 //!   time `thread_cpu_ns`);
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
 //!   has it) | `shadow-stack`;
-//! - continuous mode ([`clrprof::sampler::continuous`]), on when one of these
+//! - continuous mode ([`clrprof_sampler::continuous`]), on when one of these
 //!   is set: `CLRPROF_SAMPLER_CONTINUOUS_DIR` (a `.pb.gz` file per period in
 //!   that directory) or `CLRPROF_SAMPLER_CONTINUOUS_URL` (an HTTP `POST` per
 //!   period, e.g. `http://localhost:4040/ingest?name=my.app`);
@@ -52,13 +52,13 @@
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::output::JsonLines;
-use clrprof::sampler::{
-    Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
-};
 use clrprof::stackwalk::{ThreadGate, Walk, WalkOptions};
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
     ProfilerInfo, RawThreadId, Result, ThreadId,
+};
+use clrprof_sampler::{
+    Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
 };
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -463,7 +463,8 @@ fn runtime_handle_methods_refuse_after_the_runtime_retired() {
 #[test]
 fn sampler_never_hands_a_pushed_frame_to_the_runtime() {
     use crate::ids::{RawFunctionId, RawThreadId};
-    use crate::sampler::{frame_name, runtime_may_name};
+    use crate::runtimes::RuntimeSlot;
+    use crate::stackwalk::naming::{frame_name, runtime_may_name};
     use crate::stackwalk::FrameBuffer;
     let fake = named_world();
     // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
@@ -477,10 +478,14 @@ fn sampler_never_hands_a_pushed_frame_to_the_runtime() {
     buffer.push(RawFunctionId(F_INNER));
     for sample in buffer.samples() {
         for &f in buffer.frames(sample) {
-            let (name, _, final_name) =
-                frame_name(&info, &cache, f, runtime_may_name(sample, true, || false));
-            assert_eq!(&*name, crate::sampler::UNKNOWN_FRAME);
-            assert!(!final_name);
+            let named = frame_name(
+                &info,
+                &cache,
+                f,
+                runtime_may_name(sample, RuntimeSlot(0), true, || false),
+            );
+            assert_eq!(&*named.function, crate::stackwalk::UNKNOWN_FRAME);
+            assert!(!named.is_final);
         }
     }
     assert_eq!(fake.call_count("GetFunctionInfo"), 0);
@@ -490,12 +495,12 @@ fn sampler_never_hands_a_pushed_frame_to_the_runtime() {
     cache.function_name(&info, f).unwrap();
     let calls = fake.state().calls.len();
     let s = buffer.samples()[0];
-    let (name, _, _) = frame_name(
+    let named = frame_name(
         &info,
         &cache,
         RawFunctionId(F_INNER),
-        runtime_may_name(&s, true, || false),
+        runtime_may_name(&s, RuntimeSlot(0), true, || false),
     );
-    assert_eq!(&*name, "Ns.Outer+Inner::Method");
+    assert_eq!(&*named.function, "Ns.Outer+Inner::Method");
     assert_eq!(fake.state().calls.len(), calls);
 }

@@ -2,7 +2,7 @@
 //! sent as pprof while the process runs.
 //!
 //! Every [`ContinuousConfig::every`] (default 60 s) an SDK thread
-//! ([`crate::thread::spawn`], never a runtime callback) ends the sampler's
+//! ([`clrprof::thread::spawn`], never a runtime callback) ends the sampler's
 //! current period ([`Sampler::take_period`]), encodes it as gzip-compressed
 //! pprof ([`super::pprof`]) and hands it to its [`PeriodSink`]: a file in a
 //! directory, or an HTTP `POST` to an endpoint that takes pprof uploads
@@ -34,8 +34,8 @@
 pub use super::upload::UploadOptions;
 use super::upload::{Pending, Uploads};
 use super::{lock, Profile, Sampler};
-use crate::error::{Error, Result};
-use crate::thread::ProfilerThread;
+use clrprof::error::{Error, Result};
+use clrprof::thread::ProfilerThread;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
@@ -205,13 +205,11 @@ impl Continuous {
             #[cfg(feature = "http-upload")]
             PeriodSink::Http { timeout, .. } => *timeout,
             #[cfg(not(feature = "http-upload"))]
-            PeriodSink::Http { .. } => {
-                return Err(Error::Usage(
-                    "continuous profiling to an HTTP endpoint needs clrprof's `http-upload` \
+            PeriodSink::Http { .. } => return Err(Error::Usage(
+                "continuous profiling to an HTTP endpoint needs clrprof-sampler's `http-upload` \
                      feature"
-                        .into(),
-                ))
-            }
+                    .into(),
+            )),
         };
         #[cfg(feature = "http-upload")]
         let agent = super::upload::agent(&config.upload, timeout)
@@ -235,7 +233,7 @@ impl Continuous {
         });
         let theirs = inner.clone();
         let thread =
-            crate::thread::spawn("clrprof-continuous", move || theirs.run()).map_err(|e| {
+            clrprof::thread::spawn("clrprof-continuous", move || theirs.run()).map_err(|e| {
                 Error::Usage(format!("cannot start the continuous-profiling thread: {e}"))
             })?;
         *lock(&inner.thread) = Some(thread);
@@ -249,7 +247,7 @@ impl Continuous {
 
     /// Stops the periodic thread, stops the sampler and ships the last
     /// period (bounded: the thread is waited for at most the upload timeout
-    /// plus [`EXIT_WAIT`](crate::exit::EXIT_WAIT)). Call it from
+    /// plus [`EXIT_WAIT`](clrprof::exit::EXIT_WAIT)). Call it from
     /// `Profiler::finish`. Later calls return the same counters.
     pub fn finish(&self) -> Result<ContinuousStats> {
         let inner = &self.inner;
@@ -262,14 +260,14 @@ impl Continuous {
             *lock(flag) = true;
             cv.notify_all();
         }
-        let wait = inner.upload_timeout() + crate::exit::EXIT_WAIT;
+        let wait = inner.upload_timeout() + clrprof::exit::EXIT_WAIT;
         if let Some(thread) = lock(&inner.thread).take() {
             let _ = thread.join_timeout(wait);
         }
         // No tick after this: the last period is complete.
         let stopped = inner.sampler.stop();
         let deadline = Instant::now() + wait;
-        let shipped = match crate::exit::lock_until(&inner.shipping, deadline) {
+        let shipped = match clrprof::exit::lock_until(&inner.shipping, deadline) {
             Some(_guard) => {
                 let shipped = inner.ship(true);
                 // What is still queued dies with the process: count it.
@@ -484,7 +482,7 @@ impl Inner {
         #[cfg(not(feature = "http-upload"))]
         {
             Err(format!(
-                "cannot send to {url}: built without clrprof's `http-upload` feature"
+                "cannot send to {url}: built without clrprof-sampler's `http-upload` feature"
             ))
         }
         #[cfg(feature = "http-upload")]

@@ -35,7 +35,7 @@
 //! [sampler docs](super#cpu-time)).
 
 use super::profile::Profile;
-use crate::ids::RawThreadId;
+use clrprof::ids::RawThreadId;
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};

@@ -1,8 +1,8 @@
 //! The sampled profile: distinct stacks per thread, with counts.
 
 use super::stacks::StackMap;
-use crate::ids::RawThreadId;
-use crate::output::push_json_string;
+use clrprof::ids::RawThreadId;
+use clrprof::output::push_json_string;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};

@@ -1,7 +1,7 @@
 //! Counting stacks without allocating: a map from (thread, stack) to a
 //! value whose lookups build no key, hashed with a cheap word hasher.
 
-use crate::ids::RawThreadId;
+use clrprof::ids::RawThreadId;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 

@@ -3,7 +3,7 @@
 //! (before .NET Core 3.0), or where walks are not wanted.
 //!
 //! The profiler installs ELT hooks that keep shadow stacks
-//! ([`crate::elt::shadow_stack`]) during `initialize` — ELT needs
+//! ([`clrprof::elt::shadow_stack`]) during `initialize` — ELT needs
 //! `MONITOR_ENTERLEAVE`, which can only be set there — and forwards the
 //! exception-unwind callbacks so unwound frames are popped. Each tick then
 //! copies every thread's shadow stack through its seqlock: nothing is
@@ -11,9 +11,9 @@
 //! frames appear — no native frames and no precompiled framework code.
 
 use super::{StackSource, Tick};
-use crate::error::Result;
-use crate::ids::RawThreadId;
-use crate::stackwalk::{FrameBuffer, SamplingThread, ThreadGate};
+use clrprof::error::Result;
+use clrprof::ids::RawThreadId;
+use clrprof::stackwalk::{FrameBuffer, SamplingThread, ThreadGate};
 
 /// Samples the shadow stacks that the ELT hooks keep.
 #[derive(Default)]
@@ -27,7 +27,7 @@ impl StackSource for ShadowStackSource {
         buffer: &mut FrameBuffer,
     ) -> Result<Tick> {
         let mut tick = Tick::default();
-        crate::elt::shadow_stack::for_each_thread(|os_thread, _stats, frames| {
+        clrprof::elt::shadow_stack::for_each_thread(|os_thread, _stats, frames| {
             if frames.is_empty() {
                 return;
             }

@@ -1,12 +1,12 @@
 //! A sampling profiler: stacks of every managed thread, many times a second.
 //!
 //! [`Sampler::start`] starts the SDK's sampling thread
-//! ([`crate::stackwalk::spawn_sampling_thread`]). At each tick it
+//! ([`clrprof::stackwalk::spawn_sampling_thread`]). At each tick it
 //!
 //! 1. suspends the runtime (`ICorProfilerInfo10::SuspendRuntime`, .NET Core 3.0+),
 //! 2. lists the managed threads and walks each into a preallocated
 //!    [`FrameBuffer`] (no allocation, no lock: see the
-//!    [stack-walk rules](crate::stackwalk)),
+//!    [stack-walk rules](clrprof::stackwalk)),
 //! 3. resumes the runtime,
 //! 4. and only then resolves the functions to names through the
 //!    [`NameCache`] and counts each distinct stack, per thread.
@@ -100,7 +100,7 @@
 //! mode the profile is cut into periods and each one written or sent while
 //! the process runs.
 //!
-//! The sampler is an SDK component ([`crate::component`]): the profiler
+//! The sampler is an SDK component ([`clrprof::component`]): the profiler
 //! registers it in `Initialize` ([`Sampler::register`]) and the SDK delivers
 //! the callbacks it needs, from the first one on: `ThreadCreated` and
 //! `ThreadDestroyed` (which waits until a running walk of that thread is
@@ -114,15 +114,15 @@
 //! unloaded dynamic methods, whose lock the sampling thread never holds
 //! while the runtime is suspended.
 
-use crate::error::{Error, Result};
-use crate::event_mask::{EventMask, HighEventMask};
-use crate::ids::{RawFunctionId, RawThreadId, ThreadId};
-use crate::info::{ProfilerInfo, RuntimeHandle};
-use crate::names::NameCache;
-use crate::stackwalk::{
-    spawn_sampling_thread, FrameBuffer, SamplingThread, ThreadGate, ThreadList,
+use clrprof::error::{Error, Result};
+use clrprof::event_mask::{EventMask, HighEventMask};
+use clrprof::ids::{RawFunctionId, RawThreadId, ThreadId};
+use clrprof::info::{ProfilerInfo, RuntimeHandle};
+use clrprof::names::NameCache;
+use clrprof::stackwalk::{
+    spawn_sampling_thread, FrameBuffer, SamplingThread, ThreadGate, ThreadList, UnloadFence,
 };
-use crate::thread::ProfilerThread;
+use clrprof::thread::ProfilerThread;
 use core::sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{Relaxed, SeqCst},
@@ -146,10 +146,7 @@ pub use continuous::{
 pub use profile::Profile;
 pub use shadow::ShadowStackSource;
 
-/// Name used for a run of unmanaged frames.
-pub const UNMANAGED_FRAME: &str = "[unmanaged]";
-/// Name used for a function whose name could not be resolved.
-pub const UNKNOWN_FRAME: &str = "[unknown]";
+pub use clrprof::stackwalk::{UNKNOWN_FRAME, UNMANAGED_FRAME};
 
 /// How the sampler samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,7 +375,9 @@ struct Shared {
     config: SamplerConfig,
     names: Arc<NameCache>,
     method: &'static str,
-    gate: ThreadGate,
+    gate: Arc<ThreadGate>,
+    /// Keeps each tick's frames nameable until they are named.
+    fence: Arc<UnloadFence>,
     stop: AtomicBool,
     ticks: AtomicU64,
     samples: AtomicU64,
@@ -390,17 +389,10 @@ struct Shared {
     /// The first walk the runtime refused (written by the sampling thread
     /// after resuming; read by `stop` callers).
     last_refusal: Mutex<Option<String>>,
-    /// Bumped by every unload the sampler hears of.
-    unloads: AtomicU64,
-    /// `true` while the sampler resolves names through the runtime.
-    resolving: AtomicBool,
     last_error: Mutex<Option<String>>,
     /// The OS thread of each managed thread (`ThreadAssignedToOSThread`),
     /// whose CPU-time clock weighs its samples in the CPU profile.
     os_threads: Mutex<HashMap<RawThreadId, u32>>,
-    /// Dynamic methods unloaded since the last tick: their IDs may name
-    /// another method from now on.
-    forgotten: Mutex<Vec<RawFunctionId>>,
     /// Successful module loads seen (the start trigger).
     module_loads: AtomicUsize,
     /// The stack source, until the thread starts and takes it.
@@ -438,8 +430,18 @@ impl Sampler {
         config: SamplerConfig,
         names: Arc<NameCache>,
     ) -> Result<Arc<Sampler>> {
-        info.raw_info10("ICorProfilerInfo10::SuspendRuntime")?;
-        info.raw_info4("ICorProfilerInfo4::EnumThreads")?;
+        for (needs, call) in [
+            (10, "ICorProfilerInfo10::SuspendRuntime"),
+            (4, "ICorProfilerInfo4::EnumThreads"),
+        ] {
+            if !info.has_info(needs) {
+                return Err(Error::Unsupported {
+                    needs,
+                    has: info.version(),
+                    call,
+                });
+            }
+        }
         Self::register_with_source(
             info,
             config,
@@ -469,7 +471,8 @@ impl Sampler {
             config,
             names,
             method: source.method(),
-            gate: ThreadGate::new(),
+            gate: ThreadGate::register(info)?,
+            fence: UnloadFence::register(info)?,
             stop: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
             samples: AtomicU64::new(0),
@@ -479,10 +482,7 @@ impl Sampler {
             phases: PhaseCounters::default(),
             thread_cpu_ns: AtomicU64::new(0),
             last_refusal: Mutex::new(None),
-            unloads: AtomicU64::new(0),
-            resolving: AtomicBool::new(false),
             last_error: Mutex::new(None),
-            forgotten: Mutex::new(Vec::new()),
             os_threads: Mutex::new(HashMap::new()),
             module_loads: AtomicUsize::new(0),
             source: Mutex::new(Some(Box::new(source))),
@@ -490,10 +490,8 @@ impl Sampler {
             profile: Mutex::new(profile),
             result: Mutex::new(None),
         });
-        let dynamic_unloads = info.raw_info10("ICorProfilerInfo10").is_ok();
         info.register(Arc::new(SamplerComponent {
             shared: shared.clone(),
-            dynamic_unloads,
         }))?;
         Ok(Arc::new(Sampler { shared }))
     }
@@ -540,7 +538,7 @@ impl Sampler {
     }
 
     /// Stops sampling and returns the profile. The first call stops the
-    /// thread, waiting at most [`EXIT_WAIT`](crate::exit::EXIT_WAIT) for it
+    /// thread, waiting at most [`EXIT_WAIT`](clrprof::exit::EXIT_WAIT) for it
     /// (at process exit it may be stuck, or already ended by the system);
     /// the profile holds every tick completed before. Later calls (and the
     /// SDK's own stop at `Shutdown`) return the same profile. A sampler that
@@ -554,10 +552,10 @@ impl Sampler {
     /// keeps only the frame names (see [`Profile::take_period`]). The
     /// [continuous mode](continuous) calls it every period; after it,
     /// [`stop`](Self::stop) returns only what came later. Waits for the
-    /// profile lock at most [`EXIT_WAIT`](crate::exit::EXIT_WAIT).
+    /// profile lock at most [`EXIT_WAIT`](clrprof::exit::EXIT_WAIT).
     pub fn take_period(&self) -> Result<Profile> {
-        let deadline = Instant::now() + crate::exit::EXIT_WAIT;
-        match crate::exit::lock_until(&self.shared.profile, deadline) {
+        let deadline = Instant::now() + clrprof::exit::EXIT_WAIT;
+        match clrprof::exit::lock_until(&self.shared.profile, deadline) {
             Some(mut p) => Ok(p.take_period(std::time::SystemTime::now())),
             None => Err(Error::Usage(
                 "the sampling thread holds the profile (ended by the system, or stuck at process exit)".into(),
@@ -590,8 +588,8 @@ impl Shared {
         self.stop.store(true, SeqCst);
         // Never started: nothing to join, and nothing may start any more.
         lock(&self.source).take();
-        let deadline = std::time::Instant::now() + crate::exit::EXIT_WAIT;
-        let Some(mut result) = crate::exit::lock_until(&self.result, deadline) else {
+        let deadline = std::time::Instant::now() + clrprof::exit::EXIT_WAIT;
+        let Some(mut result) = clrprof::exit::lock_until(&self.result, deadline) else {
             return Err(Error::Usage(
                 "another stop of the sampler is still waiting".into(),
             ));
@@ -600,7 +598,7 @@ impl Shared {
             let thread = lock(&self.thread).take();
             *result = Some(match thread {
                 None => Ok(()),
-                Some(thread) => match thread.join_timeout(crate::exit::EXIT_WAIT) {
+                Some(thread) => match thread.join_timeout(clrprof::exit::EXIT_WAIT) {
                     Ok(Ok(Ok(Ok(())))) => Ok(()),
                     Ok(Ok(Ok(Err(e)))) | Ok(Ok(Err(e))) => Err(e),
                     Ok(Err(_)) => Err(Error::Usage(
@@ -609,14 +607,14 @@ impl Shared {
                     Err(_) => Err(Error::Usage(format!(
                         "the sampling thread did not stop within {} s (ended by the system, or \
                          stuck at process exit); the profile holds the ticks before",
-                        crate::exit::EXIT_WAIT.as_secs()
+                        clrprof::exit::EXIT_WAIT.as_secs()
                     ))),
                 },
             });
         }
         let outcome = result.clone().unwrap_or(Ok(()));
         drop(result);
-        match crate::exit::lock_until(&self.profile, deadline) {
+        match clrprof::exit::lock_until(&self.profile, deadline) {
             Some(profile) => match outcome {
                 // A thread that did not stop in time still leaves its profile.
                 Ok(()) | Err(Error::Usage(_)) => Ok(profile.clone()),
@@ -627,48 +625,28 @@ impl Shared {
             ))),
         }
     }
-
-    /// Something is unloading: make the next names come from after it, and
-    /// wait until names being resolved now are done.
-    fn unloading(&self) {
-        self.unloads.fetch_add(1, SeqCst);
-        while self.resolving.load(SeqCst) {
-            std::thread::yield_now();
-        }
-    }
 }
 
 /// The SDK component behind [`Sampler::register`].
 struct SamplerComponent {
     shared: Arc<Shared>,
-    dynamic_unloads: bool,
 }
 
-impl crate::component::Component for SamplerComponent {
+impl clrprof::component::Component for SamplerComponent {
     fn name(&self) -> &'static str {
         "sampler"
     }
 
-    fn masks(&self) -> crate::event_mask::EventMasks {
-        crate::event_mask::EventMasks {
+    fn masks(&self) -> clrprof::event_mask::EventMasks {
+        clrprof::event_mask::EventMasks {
             low: EventMask::ENABLE_STACK_SNAPSHOT
                 | EventMask::MONITOR_THREADS
-                | EventMask::MONITOR_CLASS_LOADS
                 | EventMask::MONITOR_MODULE_LOADS,
-            high: if self.dynamic_unloads {
-                HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
-            } else {
-                HighEventMask::empty()
-            },
+            high: HighEventMask::empty(),
         }
     }
 
-    fn thread_created(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
-        self.shared.gate.thread_created(thread.to_raw());
-    }
-
     fn thread_destroyed(&self, _info: &ProfilerInfo, thread: ThreadId<'_>) {
-        self.shared.gate.thread_destroyed(thread.to_raw());
         lock(&self.shared.os_threads).remove(&thread.to_raw());
     }
 
@@ -685,12 +663,12 @@ impl crate::component::Component for SamplerComponent {
         &self,
         _info: &ProfilerInfo,
         thread: ThreadId<'_>,
-        name: crate::WideStr<'_>,
+        name: clrprof::WideStr<'_>,
     ) {
         lock(&self.shared.profile).set_thread_name(thread.to_raw(), &name.to_string());
     }
 
-    fn module_load_finished(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
+    fn module_load_finished(&self, _info: &ProfilerInfo, _module: clrprof::ids::ModuleId<'_>) {
         let n = self.shared.module_loads.fetch_add(1, SeqCst) + 1;
         if n == self.shared.config.start_after_module_loads.max(1) {
             if let Err(e) = self.shared.start() {
@@ -703,25 +681,6 @@ impl crate::component::Component for SamplerComponent {
         if let Err(e) = self.shared.start() {
             *lock(&self.shared.last_error) = Some(e.to_string());
         }
-    }
-
-    fn class_unload_started(&self, _info: &ProfilerInfo, _class: crate::ids::ClassId<'_>) {
-        self.shared.unloading();
-    }
-
-    fn module_unload_started(&self, _info: &ProfilerInfo, _module: crate::ids::ModuleId<'_>) {
-        self.shared.unloading();
-    }
-
-    fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
-        lock(&self.shared.forgotten).push(function);
-        self.shared.unloading();
-    }
-
-    fn shutdown(&self, _info: &ProfilerInfo) {
-        // The runtime is going away: no tick may suspend it any more. The
-        // profile stays for `Sampler::stop`.
-        let _ = self.shared.stop();
     }
 
     fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
@@ -757,8 +716,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             break;
         }
         let woke = Instant::now();
-        buffer.clear();
-        let unloads_before = shared.unloads.load(SeqCst);
+        let unloads_before = shared.fence.begin_tick(&mut buffer);
         shared.ticks.fetch_add(1, Relaxed);
         let mut phases = match source.take(thread, &shared.gate, &mut buffer) {
             Ok(tick) => {
@@ -784,7 +742,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         phases.late_ns = nanos(woke.saturating_duration_since(next));
         let counting = Instant::now();
         // The runtime runs again: resolve names and count.
-        for gone in lock(&shared.forgotten).drain(..) {
+        for gone in shared.fence.take_forgotten() {
             local.remove(&gone);
         }
         // A module or class unload frees its methods' descriptors, whose
@@ -794,58 +752,49 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             local.clear();
             local_unloads = unloads_before;
         }
-        shared.resolving.store(true, SeqCst);
-        let may_call_runtime = shared.unloads.load(SeqCst) == unloads_before;
         let tick = shared.ticks.load(Relaxed);
-        let mut profile = lock(&shared.profile);
-        let os_threads = lock(&shared.os_threads);
-        for sample in buffer.samples() {
-            stack.clear();
-            for &f in buffer.frames(sample).iter().rev() {
-                let index = match local.get(&f) {
-                    Some(&i) => i,
-                    None => {
-                        let info = thread.info();
-                        let (name, module, final_name) = frame_name(
-                            &info,
-                            names,
-                            f,
-                            runtime_may_name(sample, may_call_runtime, || {
-                                crate::elt::current_binding(info.runtime_slot(), f).is_some()
-                            }),
-                        );
-                        let i = profile.intern_frame(&name, module.as_deref());
-                        if final_name {
-                            local.insert(f, i);
+        shared.fence.resolve(thread, &buffer, |namer| {
+            let mut profile = lock(&shared.profile);
+            let os_threads = lock(&shared.os_threads);
+            for sample in buffer.samples() {
+                stack.clear();
+                for &f in buffer.frames(sample).iter().rev() {
+                    let index = match local.get(&f) {
+                        Some(&i) => i,
+                        None => {
+                            let named = namer.name(names, sample, f);
+                            let i = profile.intern_frame(&named.function, named.module.as_deref());
+                            if named.is_final {
+                                local.insert(f, i);
+                            }
+                            i
                         }
-                        i
-                    }
-                };
-                stack.push(index);
-            }
-            profile.add(sample.thread, &stack, sample.truncated);
-            // CPU time: what the thread's OS thread used since the tick
-            // before (nothing at the first sight of a thread).
-            if let Some(&os) = os_threads.get(&sample.thread) {
-                if let Some(now) = cpu::os_thread_cpu_ns(os) {
-                    if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
-                        let used = now.saturating_sub(last);
-                        if last_os == os && used > 0 {
-                            profile.add_cpu(sample.thread, &stack, used);
-                        }
-                    }
-                    cpu_last.insert(sample.thread, (os, now, tick));
+                    };
+                    stack.push(index);
                 }
+                profile.add(sample.thread, &stack, sample.truncated);
+                // CPU time: what the thread's OS thread used since the tick
+                // before (nothing at the first sight of a thread).
+                if let Some(&os) = os_threads.get(&sample.thread) {
+                    if let Some(now) = cpu::os_thread_cpu_ns(os) {
+                        if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
+                            let used = now.saturating_sub(last);
+                            if last_os == os && used > 0 {
+                                profile.add_cpu(sample.thread, &stack, used);
+                            }
+                        }
+                        cpu_last.insert(sample.thread, (os, now, tick));
+                    }
+                }
+                shared.samples.fetch_add(1, Relaxed);
             }
-            shared.samples.fetch_add(1, Relaxed);
-        }
-        drop(os_threads);
-        drop(profile);
+            drop(os_threads);
+            drop(profile);
+        });
         // Forget threads not sampled for a while (destroyed ones).
         if tick % 1024 == 0 {
             cpu_last.retain(|_, &mut (_, _, seen)| tick - seen < 1024);
         }
-        shared.resolving.store(false, SeqCst);
         phases.count_ns = nanos(counting.elapsed());
         shared.phases.add(&phases);
         if shared.ticks.load(Relaxed) % 16 == 0 {
@@ -858,73 +807,4 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         shared.thread_cpu_ns.store(cpu, Relaxed);
     }
     Ok(())
-}
-
-/// Whether a frame of `sample` may be handed to the runtime for naming,
-/// only if no unload began during the tick (`unloads_unchanged`), and
-/// only if the SDK knows the function is loaded now: a stack the SDK
-/// walked itself this tick, or a function the ELT mapper hooked whose
-/// record is still live (`hooked_now`: the SDK releases an ELT record at
-/// the function's `ClassUnloadStarted`, `ModuleUnloadStarted` or
-/// `DynamicMethodUnloaded`, and those wait for the sampler's `resolving`
-/// flag before the unload proceeds). A frame from a user
-/// [`StackSource`] or a stale shadow-stack frame qualifies for neither.
-pub(crate) fn runtime_may_name(
-    sample: &crate::stackwalk::StackSample,
-    unloads_unchanged: bool,
-    hooked_now: impl FnOnce() -> bool,
-) -> bool {
-    unloads_unchanged && (sample.walked() || hooked_now())
-}
-
-/// The name of a sampled function, its module's file name (when the
-/// runtime could be asked), and whether the name is final (cacheable).
-///
-/// `may_call_runtime` is true only for frames of a stack the SDK walked
-/// itself this tick ([`StackSample::walked`](crate::stackwalk::StackSample::walked))
-/// with no unload since; any other frame (a user [`StackSource`], the
-/// shadow stacks) is named from the cache or as an unknown frame, since the
-/// runtime does not check a `FunctionID` and one of an unloaded class is
-/// dangling (BOTR: a FunctionID is valid until its class unloads).
-pub(crate) fn frame_name(
-    info: &ProfilerInfo,
-    names: &NameCache,
-    f: RawFunctionId,
-    may_call_runtime: bool,
-) -> (std::sync::Arc<str>, Option<String>, bool) {
-    if f.0 == 0 {
-        return (UNMANAGED_FRAME.into(), None, true);
-    }
-    if !may_call_runtime {
-        return match names.cached_function_name(f) {
-            Some(n) => (n, None, true),
-            None => (UNKNOWN_FRAME.into(), None, false),
-        };
-    }
-    // SAFETY: [id-scope] `may_call_runtime` is set only for frames of a stack that
-    // `SuspendRuntimeSource` walked with DoStackSnapshot (`StackSample::walked`,
-    // which no public push can keep set), or of a function whose ELT record
-    // is live (released at its unload callbacks, which wait for `resolving`):
-    // the function was loaded at this tick; no ClassUnloadStarted, ModuleUnloadStarted or
-    // DynamicMethodUnloaded has begun since (the unload counter is
-    // unchanged, and any later one waits for `resolving` to clear before it
-    // returns and lets the unload proceed), so the FunctionID still names
-    // that function (BOTR: a FunctionID is valid until its class unloads).
-    let id = unsafe { f.assume_valid() };
-    let module = info
-        .function_info(id)
-        .and_then(|fi| info.module_info(fi.module))
-        .ok()
-        .and_then(|m| module_file_name(&m.name));
-    match names.function_name(info, id) {
-        Ok(n) if !n.is_empty() => (n, module, true),
-        _ => (UNKNOWN_FRAME.into(), module, true),
-    }
-}
-
-/// The file name of a module path (either separator: Windows runtimes give
-/// `C:\...\x.dll`), `None` for dynamic modules (no path).
-fn module_file_name(path: &str) -> Option<String> {
-    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
-    (!name.is_empty()).then(|| name.to_string())
 }

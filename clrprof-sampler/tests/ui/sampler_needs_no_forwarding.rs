@@ -1,6 +1,6 @@
 // The sampler hears ThreadDestroyed and unloads from the SDK itself, from
 // Initialize on: it has no forwarding methods a profiler could forget.
-use clrprof::sampler::Sampler;
+use clrprof_sampler::Sampler;
 use clrprof::{ProfilerInfo, ThreadId};
 
 fn forward(sampler: &Sampler, info: &ProfilerInfo, thread: ThreadId<'_>) {

@@ -2,8 +2,8 @@
 //! sampler counts every sample this way, on its thread, once per tick).
 //! Its own test binary: the global allocator here counts every allocation.
 
-use clrprof::sampler::Profile;
 use clrprof::RawThreadId;
+use clrprof_sampler::Profile;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -1,0 +1,329 @@
+//! Naming the frames of a tick after the runtime resumed: the
+//! [`UnloadFence`], which keeps unloads from freeing the functions of the
+//! frames being named.
+
+use super::{FrameBuffer, SamplingThread, StackSample};
+use crate::error::Result;
+use crate::event_mask::{EventMask, EventMasks, HighEventMask};
+use crate::ids::{ClassId, ModuleId, RawFunctionId};
+use crate::info::ProfilerInfo;
+use crate::names::NameCache;
+use crate::runtimes::RuntimeSlot;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+/// Name used for a run of unmanaged frames (a `FunctionID` of 0).
+pub const UNMANAGED_FRAME: &str = "[unmanaged]";
+/// Name used for a function whose name could not be resolved.
+pub const UNKNOWN_FRAME: &str = "[unknown]";
+
+/// Distinguishes fences, so a buffer stamped by one is not resolved
+/// against another's count.
+static NEXT_FENCE: AtomicU64 = AtomicU64::new(1);
+
+/// Keeps the `FunctionID`s of a tick nameable after the runtime resumed.
+///
+/// A sampler walks stacks while the runtime is suspended and names their
+/// functions afterwards, when the runtime runs again (naming may take locks
+/// and allocate, which rule 4 of the [module](crate::stackwalk) forbids during a
+/// suspension). By then a class or module may have begun unloading, and a
+/// `FunctionID` is only valid until its class unloads (BOTR, "Profiling":
+/// IDs are valid until the matching unload callback); the runtime does not
+/// check an ID it is handed, so naming a dangling one reads freed memory.
+///
+/// The fence closes that window. It is an SDK component that hears
+/// `ClassUnloadStarted`, `ModuleUnloadStarted` and `DynamicMethodUnloaded`;
+/// each of them counts an unload and then waits until no
+/// [`resolve`](UnloadFence::resolve) is running, so the unload cannot
+/// proceed while frames are being named. A resolve lets its frames reach
+/// the runtime only when no unload was counted since the buffer was
+/// stamped ([`UnloadFence::begin_tick`]), which happens before the walk
+/// that filled it, and only for frames the SDK itself walked this tick
+/// ([`StackSample::walked`]) or functions whose ELT record is live. Any
+/// other frame (one pushed through [`FrameBuffer::push`](crate::stackwalk::FrameBuffer::push),
+/// a shadow-stack frame) is named from the cache or as
+/// [`UNKNOWN_FRAME`].
+pub struct UnloadFence {
+    id: u64,
+    slot: RuntimeSlot,
+    unloads: AtomicU64,
+    /// How many resolves are running.
+    resolving: AtomicUsize,
+    /// Dynamic methods unloaded since the last [`take_forgotten`](Self::take_forgotten).
+    forgotten: Mutex<Vec<RawFunctionId>>,
+}
+
+impl UnloadFence {
+    /// A fence for the runtime of `info`, registered as an SDK component
+    /// (call it from `Initialize` or `InitializeForAttach`). The SDK adds
+    /// `MONITOR_CLASS_LOADS`, `MONITOR_MODULE_LOADS` and, where the runtime
+    /// has `ICorProfilerInfo10`, `HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS` to
+    /// the event mask.
+    pub fn register(info: &ProfilerInfo) -> Result<Arc<UnloadFence>> {
+        let fence = Arc::new(UnloadFence {
+            id: NEXT_FENCE.fetch_add(1, SeqCst),
+            slot: info.runtime_slot(),
+            unloads: AtomicU64::new(0),
+            resolving: AtomicUsize::new(0),
+            forgotten: Mutex::new(Vec::new()),
+        });
+        info.register(Arc::new(FenceComponent {
+            fence: fence.clone(),
+            dynamic_unloads: info.has_info(10),
+        }))?;
+        Ok(fence)
+    }
+
+    /// Clears `buffer` for a new tick and stamps it with this fence and its
+    /// unload count; returns that count. Call it before the walk that fills
+    /// the buffer: an unload counted after the stamp keeps the buffer's
+    /// frames from the runtime.
+    pub fn begin_tick(&self, buffer: &mut FrameBuffer) -> u64 {
+        buffer.clear();
+        let count = self.unloads.load(SeqCst);
+        buffer.stamp = Some((self.id, count));
+        count
+    }
+
+    /// How many unloads the fence has counted. Names cached by
+    /// `FunctionID` should be dropped when it changes: the runtime may give
+    /// an unloaded method's ID to another method.
+    pub fn unloads(&self) -> u64 {
+        self.unloads.load(SeqCst)
+    }
+
+    /// Dynamic methods unloaded since the last call
+    /// (`DynamicMethodUnloaded`): forget anything cached under their IDs.
+    pub fn take_forgotten(&self) -> Vec<RawFunctionId> {
+        std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Runs `body` with a [`FrameNamer`] for the frames of `buffer`; unloads
+    /// wait until it returns. The namer hands frames to the runtime only if
+    /// `buffer` was stamped by this fence, no unload was counted since, and
+    /// `thread` samples this fence's runtime.
+    ///
+    /// Keep `body` short: every unload of the process waits for it.
+    pub fn resolve<R>(
+        &self,
+        thread: &SamplingThread,
+        buffer: &FrameBuffer,
+        body: impl FnOnce(&FrameNamer<'_>) -> R,
+    ) -> R {
+        self.resolving.fetch_add(1, SeqCst);
+        let _done = Resolving(&self.resolving);
+        // Announce, then check: an unload counted after this load waits for
+        // `_done`; one counted before it changed the count.
+        let unchanged = buffer.stamp == Some((self.id, self.unloads.load(SeqCst)))
+            && thread.runtime().runtime_slot() == self.slot;
+        body(&FrameNamer {
+            info: thread.info(),
+            unloads_unchanged: unchanged,
+        })
+    }
+
+    fn unloading(&self) {
+        self.unloads.fetch_add(1, SeqCst);
+        while self.resolving.load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Ends a resolve, also when its body panics.
+struct Resolving<'f>(&'f AtomicUsize);
+
+impl Drop for Resolving<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A function's name as a [`FrameNamer`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameName {
+    /// `Namespace.Type::Method`, [`UNMANAGED_FRAME`] or [`UNKNOWN_FRAME`].
+    pub function: Arc<str>,
+    /// The file name of the function's module, when the runtime was asked
+    /// (`None` for dynamic modules and frames named from the cache).
+    pub module: Option<String>,
+    /// `false` for a frame the namer could not name now but might later
+    /// (do not cache it under its `FunctionID`).
+    pub is_final: bool,
+}
+
+/// Names the frames of one tick inside [`UnloadFence::resolve`].
+pub struct FrameNamer<'t> {
+    info: ProfilerInfo<'t>,
+    unloads_unchanged: bool,
+}
+
+impl FrameNamer<'_> {
+    /// The name of `function`, a frame of `sample`.
+    pub fn name(
+        &self,
+        names: &NameCache,
+        sample: &StackSample,
+        function: RawFunctionId,
+    ) -> FrameName {
+        let slot = self.info.runtime_slot();
+        let may_call_runtime = runtime_may_name(sample, slot, self.unloads_unchanged, || {
+            crate::elt::current_binding(slot, function).is_some()
+        });
+        frame_name(&self.info, names, function, may_call_runtime)
+    }
+}
+
+/// Whether a frame of `sample` may be handed to the runtime for naming:
+/// only if no unload began during the tick (`unloads_unchanged`), and
+/// only if the SDK knows the function is loaded now: a stack the SDK
+/// walked itself this tick in the same runtime (`slot`), or a function the ELT mapper hooked whose
+/// record is still live (`hooked_now`: the SDK releases an ELT record at
+/// the function's `ClassUnloadStarted`, `ModuleUnloadStarted` or
+/// `DynamicMethodUnloaded`, and the fence's callbacks for those wait for
+/// running resolves before the unload proceeds).
+pub(crate) fn runtime_may_name(
+    sample: &StackSample,
+    slot: RuntimeSlot,
+    unloads_unchanged: bool,
+    hooked_now: impl FnOnce() -> bool,
+) -> bool {
+    unloads_unchanged && (sample.walked_in(slot) || hooked_now())
+}
+
+/// The name of a sampled function; see [`FrameName`].
+///
+/// `may_call_runtime` is true only for frames [`runtime_may_name`]
+/// accepts; any other frame is named from the cache or as an unknown frame,
+/// since the runtime does not check a `FunctionID` and one of an unloaded
+/// class is dangling (BOTR: a FunctionID is valid until its class unloads).
+pub(crate) fn frame_name(
+    info: &ProfilerInfo,
+    names: &NameCache,
+    f: RawFunctionId,
+    may_call_runtime: bool,
+) -> FrameName {
+    if f.0 == 0 {
+        return FrameName {
+            function: UNMANAGED_FRAME.into(),
+            module: None,
+            is_final: true,
+        };
+    }
+    if !may_call_runtime {
+        return match names.cached_function_name(f) {
+            Some(n) => FrameName {
+                function: n,
+                module: None,
+                is_final: true,
+            },
+            None => FrameName {
+                function: UNKNOWN_FRAME.into(),
+                module: None,
+                is_final: false,
+            },
+        };
+    }
+    // SAFETY: [id-scope] `may_call_runtime` is set only for frames of a stack that
+    // the SDK walked with DoStackSnapshot this tick (`StackSample::walked`,
+    // which no public push can keep set), or of a function whose ELT record
+    // is live (released at its unload callbacks): the function was loaded
+    // when the buffer was stamped, and no ClassUnloadStarted,
+    // ModuleUnloadStarted or DynamicMethodUnloaded has begun since (the
+    // fence's count is unchanged, and any later one waits in the fence for
+    // this resolve to end before it returns and lets the unload proceed),
+    // so the FunctionID still names that function (BOTR: a FunctionID is
+    // valid until its class unloads).
+    let id = unsafe { f.assume_valid() };
+    let module = info
+        .function_info(id)
+        .and_then(|fi| info.module_info(fi.module))
+        .ok()
+        .and_then(|m| module_file_name(&m.name));
+    let function = match names.function_name(info, id) {
+        Ok(n) if !n.is_empty() => n,
+        _ => UNKNOWN_FRAME.into(),
+    };
+    FrameName {
+        function,
+        module,
+        is_final: true,
+    }
+}
+
+/// The file name of a module path (either separator: Windows runtimes give
+/// `C:\...\x.dll`), `None` for dynamic modules (no path).
+fn module_file_name(path: &str) -> Option<String> {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The SDK component behind [`UnloadFence::register`].
+struct FenceComponent {
+    fence: Arc<UnloadFence>,
+    dynamic_unloads: bool,
+}
+
+impl crate::component::Component for FenceComponent {
+    fn name(&self) -> &'static str {
+        "unload-fence"
+    }
+
+    fn masks(&self) -> EventMasks {
+        EventMasks {
+            low: EventMask::MONITOR_CLASS_LOADS | EventMask::MONITOR_MODULE_LOADS,
+            high: if self.dynamic_unloads {
+                HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS
+            } else {
+                HighEventMask::empty()
+            },
+        }
+    }
+
+    fn class_unload_started(&self, _info: &ProfilerInfo, _class: ClassId<'_>) {
+        self.fence.unloading();
+    }
+
+    fn module_unload_started(&self, _info: &ProfilerInfo, _module: ModuleId<'_>) {
+        self.fence.unloading();
+    }
+
+    fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
+        self.fence
+            .forgotten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(function);
+        self.fence.unloading();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RawThreadId;
+
+    #[test]
+    fn module_file_names() {
+        assert_eq!(module_file_name("/a/b/x.dll").as_deref(), Some("x.dll"));
+        assert_eq!(module_file_name("C:\\a\\y.dll").as_deref(), Some("y.dll"));
+        assert_eq!(module_file_name(""), None);
+    }
+
+    #[test]
+    fn only_walked_frames_of_an_unchanged_tick_reach_the_runtime() {
+        let mut b = FrameBuffer::new(2, 2);
+        let (a, b2) = (RuntimeSlot(0), RuntimeSlot(1));
+        assert!(b.begin_walked(RawThreadId(1), a));
+        assert!(b.begin(RawThreadId(2)));
+        let (walked, pushed) = (b.samples()[0], b.samples()[1]);
+        assert!(runtime_may_name(&walked, a, true, || false));
+        assert!(
+            !runtime_may_name(&walked, b2, true, || false),
+            "another runtime's walk"
+        );
+        assert!(!runtime_may_name(&walked, a, false, || true));
+        assert!(!runtime_may_name(&pushed, a, true, || false));
+        assert!(runtime_may_name(&pushed, a, true, || true));
+    }
+}
