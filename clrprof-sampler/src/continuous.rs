@@ -25,8 +25,8 @@
 //! exponential backoff and kept in a bounded queue while the endpoint is
 //! down ([`UploadOptions`]: what is dropped is counted), and carry headers
 //! (auth, tenant) and Pyroscope's `name` and `spyName` parameters; with
-//! the `https-upload` feature `https://` endpoints work (rustls, Mozilla's
-//! roots plus [`UploadOptions::ca_file`]).
+//! the `https-upload` feature `https://` endpoints work (rustls, the
+//! system's and Mozilla's roots plus [`UploadOptions::ca_file`]).
 
 // Without `http-upload`, the HTTP sink only reports that it is missing.
 #![cfg_attr(not(feature = "http-upload"), allow(unused_imports, unused_variables))]

@@ -37,7 +37,7 @@ pub struct UploadOptions {
     /// new period would exceed it the oldest is dropped and counted.
     pub queue: usize,
     /// A PEM file of extra root certificates for `https://` endpoints
-    /// (a private CA), trusted beside Mozilla's roots. Needs the
+    /// (a private CA), trusted beside the system's and Mozilla's roots. Needs the
     /// `https-upload` feature.
     pub ca_file: Option<std::path::PathBuf>,
 }
@@ -58,8 +58,10 @@ impl Default for UploadOptions {
 }
 
 /// The HTTP agent for `options`: `timeout` per request; with the
-/// `https-upload` feature, TLS (rustls) trusting Mozilla's roots and the
-/// certificates of `options.ca_file`. Fails if the CA file cannot be read
+/// `https-upload` feature, TLS (rustls) trusting the system's roots
+/// ([`system_roots`]), Mozilla's (for hosts without a certificate store,
+/// such as distroless containers) and the certificates of
+/// `options.ca_file`. Fails if the CA file cannot be read
 /// or holds no certificate, or if one is asked for without `https-upload`.
 #[cfg(feature = "http-upload")]
 pub(crate) fn agent(options: &UploadOptions, timeout: Duration) -> Result<ureq::Agent, String> {
@@ -69,6 +71,7 @@ pub(crate) fn agent(options: &UploadOptions, timeout: Duration) -> Result<ureq::
         let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
+        system_roots(&mut roots);
         if let Some(path) = &options.ca_file {
             use rustls_pki_types::pem::PemObject;
             let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
@@ -103,6 +106,25 @@ pub(crate) fn agent(options: &UploadOptions, timeout: Duration) -> Result<ureq::
             None => Ok(builder.build()),
         }
     }
+}
+
+/// Adds the system's trusted roots to `roots`: on Linux the distribution's
+/// bundle (found as OpenSSL finds it), on Windows the `ROOT` system store,
+/// on macOS the keychain; `SSL_CERT_FILE` / `SSL_CERT_DIR` replace the
+/// search where set (rustls-native-certs). A store that cannot be read, or
+/// certificates rustls cannot parse, are skipped (logged at debug level):
+/// Mozilla's roots and the CA file still apply. Returns how many were added.
+#[cfg(feature = "https-upload")]
+pub(crate) fn system_roots(roots: &mut rustls::RootCertStore) -> usize {
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        log::debug!("system certificate store: {e}");
+    }
+    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    if ignored > 0 {
+        log::debug!("system certificate store: {ignored} certificate(s) rustls cannot use");
+    }
+    added
 }
 
 /// The wait before retry `n` (0: the first): `backoff × 2ⁿ`, at most
@@ -610,9 +632,43 @@ mod tests {
         (url, made.cert.pem(), seen)
     }
 
+    /// Serializes the tests whose agents read `SSL_CERT_FILE`.
+    #[cfg(feature = "https-upload")]
+    static CERT_ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[cfg(feature = "https-upload")]
+    #[test]
+    fn https_upload_to_a_server_trusted_through_the_system_store() {
+        let _env = CERT_ENV.lock().unwrap_or_else(|p| p.into_inner());
+        let (url, pem, seen) = https_server();
+        let dir = std::env::temp_dir().join(format!("clrprof-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bundle = dir.join("bundle.pem");
+        std::fs::write(&bundle, pem).unwrap();
+        // The system store, pointed at a bundle holding the server's
+        // certificate the way OpenSSL's users point it.
+        std::env::set_var("SSL_CERT_FILE", &bundle);
+        let a = agent(&UploadOptions::default(), Duration::from_secs(5));
+        std::env::remove_var("SSL_CERT_FILE");
+        post(&a.unwrap(), &url, &UploadOptions::default(), &period(0, 1)).unwrap();
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(
+            requests.iter().filter(|r| r.starts_with("POST")).count(),
+            1,
+            "{requests:#?}"
+        );
+        // A store that cannot be read fails nothing: Mozilla's roots remain.
+        std::env::set_var("SSL_CERT_FILE", dir.join("missing.pem"));
+        let a = agent(&UploadOptions::default(), Duration::from_secs(5));
+        std::env::remove_var("SSL_CERT_FILE");
+        assert!(a.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[cfg(feature = "https-upload")]
     #[test]
     fn https_upload_to_a_server_trusted_through_the_ca_file() {
+        let _env = CERT_ENV.lock().unwrap_or_else(|p| p.into_inner());
         let (url, pem, seen) = https_server();
         let dir = std::env::temp_dir().join(format!("clrprof-tls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

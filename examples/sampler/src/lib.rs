@@ -34,7 +34,7 @@
 //!   (`;`-separated `Name=Value` pairs, split at the first `=`, e.g.
 //!   `Authorization=Bearer T;X-Scope-OrgID=team`),
 //!   `CLRPROF_SAMPLER_CONTINUOUS_CA` (a PEM file of extra root certificates
-//!   for an `https://` URL; Mozilla's roots are trusted anyway),
+//!   for an `https://` URL; the system's and Mozilla's roots are trusted anyway),
 //!   `CLRPROF_SAMPLER_CONTINUOUS_NAME` (Pyroscope's `name`, e.g.
 //!   `shop.api{env=prod}`; `spyName` is `clrprof`),
 //!   `CLRPROF_SAMPLER_CONTINUOUS_RETRIES` (further attempts per period,
