@@ -414,7 +414,14 @@ pub trait Profiler: Send + Sync + 'static {
     fn runtime_resume_started(&self, info: &ProfilerInfo) {}
     /// `RuntimeResumeFinished`.
     fn runtime_resume_finished(&self, info: &ProfilerInfo) {}
-    /// `RuntimeThreadSuspended`.
+    /// `RuntimeThreadSuspended`. Calls the runtime makes between
+    /// `RuntimeSuspendStarted` and `RuntimeSuspendFinished` are delivered
+    /// when the suspension has finished, just before
+    /// [`runtime_suspend_finished`](Self::runtime_suspend_finished) (or
+    /// [`runtime_suspend_aborted`](Self::runtime_suspend_aborted)): on
+    /// Windows the runtime makes them while the thread is OS-suspended,
+    /// possibly holding the heap lock, where profiler code that allocates
+    /// would deadlock the process.
     fn runtime_thread_suspended(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}
     /// `RuntimeThreadResumed`.
     fn runtime_thread_resumed(&self, info: &ProfilerInfo, thread: ThreadId<'_>) {}

@@ -54,6 +54,8 @@ pub struct CallbackObject<P: Profiler> {
     slot: RuntimeSlot,
     /// Set once `Initialize(ForAttach)` succeeded: runs `Profiler::finish` once.
     finish: OnceLock<crate::exit::ProfilerFinish>,
+    /// `RuntimeThreadSuspended` calls held until the suspension finished.
+    held_suspends: crate::suspends::HeldThreadSuspends,
 }
 
 impl<P: Profiler> CallbackObject<P> {
@@ -66,6 +68,7 @@ impl<P: Profiler> CallbackObject<P> {
             components: OnceLock::new(),
             slot,
             finish: OnceLock::new(),
+            held_suspends: crate::suspends::HeldThreadSuspends::new(),
         }
     }
 
@@ -122,6 +125,27 @@ impl<P: Profiler> CallbackObject<P> {
             // The runtime issues no callbacks before Initialize returns.
             None => S_OK,
         })
+    }
+
+    /// Delivers the `RuntimeThreadSuspended` calls held since
+    /// `RuntimeSuspendStarted` (see [`crate::suspends`]).
+    fn deliver_held_suspends(&self, p: &P, info: &ProfilerInfo<'_>) {
+        let lost = self.held_suspends.release(|thread| {
+            // SAFETY: [id-scope] a ThreadID the runtime passed to RuntimeThreadSuspended
+            // during this suspension: the runtime holds its thread-store lock
+            // from RuntimeSuspendStarted until it resumes, so no thread has
+            // been destroyed since (the thread store deletes a Thread only
+            // under that lock); the typed ID borrows only this callback.
+            let thread = unsafe { ThreadId::from_sys(thread) };
+            p.runtime_thread_suspended(info, thread);
+        });
+        if lost > 0 {
+            log::warn!(
+                "{lost} RuntimeThreadSuspended notification(s) of this suspension did not fit the \
+                 SDK's {} held ones and were dropped",
+                crate::suspends::HELD
+            );
+        }
     }
 
     /// The components registered in `Initialize` (none before it returned).
@@ -837,6 +861,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn RuntimeSuspendStarted(&self, suspendReason: COR_PRF_SUSPEND_REASON) -> HRESULT {
+        self.held_suspends.suspend_started();
         forward!(
             self,
             "ICorProfilerCallback::RuntimeSuspendStarted",
@@ -847,14 +872,20 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::RuntimeSuspendFinished",
-            |p, info| p.runtime_suspend_finished(info)
+            |p, info| {
+                self.deliver_held_suspends(p, info);
+                p.runtime_suspend_finished(info)
+            }
         )
     }
     unsafe fn RuntimeSuspendAborted(&self) -> HRESULT {
         forward!(
             self,
             "ICorProfilerCallback::RuntimeSuspendAborted",
-            |p, info| p.runtime_suspend_aborted(info)
+            |p, info| {
+                self.deliver_held_suspends(p, info);
+                p.runtime_suspend_aborted(info)
+            }
         )
     }
     unsafe fn RuntimeResumeStarted(&self) -> HRESULT {
@@ -872,6 +903,12 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn RuntimeThreadSuspended(&self, threadId: ThreadID) -> HRESULT {
+        // On Windows the thread may be OS-suspended right now, holding any
+        // lock: no profiler code runs until the suspension finished
+        // (`crate::suspends`).
+        if self.held_suspends.hold(threadId) {
+            return S_OK;
+        }
         forward!(
             self,
             "ICorProfilerCallback::RuntimeThreadSuspended",

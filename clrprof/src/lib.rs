@@ -76,6 +76,7 @@ pub mod rejit;
 pub mod runtimes;
 pub mod signature;
 pub mod stackwalk;
+mod suspends;
 #[cfg(any(test, feature = "fake-runtime"))]
 pub mod testing;
 pub mod thread;
