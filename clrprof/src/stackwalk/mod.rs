@@ -333,12 +333,27 @@ impl<'s> ProfilerInfo<'s> {
     }
 
     /// `DoStackSnapshot` of another thread without suspending the runtime (an
-    /// asynchronous walk: the runtime suspends only `thread` for the walk).
+    /// asynchronous walk: the runtime suspends only `thread` for the walk),
+    /// into `buffer` as one [`StackSample`] (leaf first, unmanaged runs as
+    /// `RawFunctionId(0)`).
+    ///
+    /// No profiler code runs during the walk: the runtime calls the frame
+    /// callback while `thread` is OS-suspended (`SuspendThread`), possibly
+    /// holding the heap lock or any other lock, so a callback that
+    /// allocated, logged or locked could wait forever for the thread it
+    /// stopped. The SDK's own callback only writes into the preallocated
+    /// `buffer`; read the frames ([`FrameBuffer::frames`]) after this
+    /// returns. A stack deeper than the buffer allows is cut at the leaf
+    /// end ([`StackSample::truncated`], [`WalkEnd::Stopped`]). Name frames
+    /// from a sampling thread with an [`UnloadFence`], or from the
+    /// [`NameCache`](crate::names::NameCache)'s cached names.
     ///
     /// CoreCLR supports this on Windows only. On other platforms the runtime
     /// refuses, and this returns [`Error::AsyncWalkUnsupported`] with the
     /// runtime's code, whose message says what works instead: [`RuntimeSuspension::walk`] (Info10), or ELT
-    /// shadow stacks on older runtimes.
+    /// shadow stacks on older runtimes. A refused or failed walk leaves
+    /// nothing in `buffer`; a buffer with no room for another stack is an
+    /// [`Error::Usage`].
     ///
     /// The caller must keep `thread` walkable: the walk must end before the
     /// profiler's `thread_destroyed` callback for that thread returns (use a
@@ -347,16 +362,43 @@ impl<'s> ProfilerInfo<'s> {
         &self,
         thread: ThreadId<'_>,
         options: WalkOptions,
-        mut visit: impl FnMut(Frame<'_>) -> Walk,
+        buffer: &mut FrameBuffer,
     ) -> Result<WalkEnd> {
+        if !buffer.begin_walked(thread.to_raw(), self.runtime_slot()) {
+            return Err(Error::Usage(
+                "the FrameBuffer has no room for another stack; clear it first".to_string(),
+            ));
+        }
         // SAFETY: [id-scope, stack-snapshot] `thread` is valid for this call (typed ID borrowing the caller's scope).
-        let result = unsafe { do_stack_snapshot(self, thread.as_sys(), options, None, &mut visit) };
+        let result = unsafe {
+            do_stack_snapshot(self, thread.as_sys(), options, None, &mut |frame| {
+                push_frame(buffer, &frame)
+            })
+        };
+        if result.is_err() {
+            buffer.abandon();
+        }
         match result {
             Err(Error::Runtime { hr, .. }) if !cfg!(windows) => {
                 Err(Error::AsyncWalkUnsupported { hr })
             }
             other => other,
         }
+    }
+}
+
+/// The SDK's frame callback for walks into a [`FrameBuffer`]: pushes the
+/// frame's function (0 for an unmanaged run) and stops when the stack is
+/// full. Allocation-free and lock-free (the buffer's memory is reserved).
+pub(crate) fn push_frame(buffer: &mut FrameBuffer, frame: &Frame<'_>) -> Walk {
+    let function = frame
+        .function
+        .map(|f| f.to_raw())
+        .unwrap_or(RawFunctionId(0));
+    if buffer.push_walked(function) {
+        Walk::Continue
+    } else {
+        Walk::Stop
     }
 }
 

@@ -8,24 +8,26 @@
 //!
 //! So when the suspended thread is in unmanaged code at the top of its stack
 //! (the runtime, the OS, a P/Invoke target), [`walk_suspended_thread`]
-//! reports that run of unmanaged frames first, as one [`Frame`] with no
-//! function and the thread's instruction pointer, and then lets the runtime
+//! records that run of unmanaged frames first, as one frame with no
+//! function (`RawFunctionId(0)`; the thread's instruction pointer is
+//! [`SuspendedThread::instruction_pointer`]), and then lets the runtime
 //! walk unseeded, starting at the last managed frame it recorded on the
 //! transition out of managed code. A profiler that wants the native frames
 //! in between unwinds them itself (e.g. `RtlVirtualUnwind`) from the same
-//! context, which [`SuspendedThread::context`] exposes.
+//! context, which [`SuspendedThread::context`] exposes after the walk.
 //!
-//! Between `SuspendThread` and `ResumeThread` nothing is allocated: the
-//! `CONTEXT` lives in a [`SuspendedThread`] made beforehand, and the
-//! closure must not allocate either (the suspended thread may hold the heap
-//! lock). The runtime itself also suspends the thread for the walk; the
-//! suspend counts nest.
+//! Between `SuspendThread` and `ResumeThread` no profiler code runs and
+//! nothing is allocated (the suspended thread may hold the heap lock or any
+//! other lock): the `CONTEXT` lives in a [`SuspendedThread`] made
+//! beforehand, and the frames go into a [`FrameBuffer`] reserved
+//! beforehand, read after the thread runs again. The runtime itself also
+//! suspends the thread for the walk; the suspend counts nest.
 //!
 //! On other platforms the functions exist and return [`Error::Usage`].
 
 #[cfg(windows)]
-use super::{do_stack_snapshot, SnapshotFrameInfo, WalkOptions};
-use super::{Frame, ThreadGate, Walk, WalkEnd};
+use super::{do_stack_snapshot, WalkOptions};
+use super::{FrameBuffer, ThreadGate, WalkEnd};
 use crate::error::{Error, Result};
 use crate::ids::ThreadId;
 use crate::info::ProfilerInfo;
@@ -93,10 +95,25 @@ mod os {
     }
 }
 
+/// A thread handle from `OpenThread`, closed when dropped.
+#[cfg(all(windows, target_arch = "x86_64"))]
+struct Handle(*mut core::ffi::c_void);
+
+#[cfg(all(windows, target_arch = "x86_64"))]
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: [os-api] a handle from OpenThread, closed once.
+        unsafe { os::CloseHandle(self.0) };
+    }
+}
+
 /// Suspends `thread` (its OS thread, from `GetThreadInfo`), reads its
 /// registers into `scratch`, walks it seeded from them (or, when it stands in
-/// unmanaged code, reports that run and walks unseeded; see the module docs)
-/// and resumes it. `walker` is this caller's [`ThreadGate`] slot.
+/// unmanaged code, records that run and walks unseeded; see the module docs)
+/// into `buffer` as one [`StackSample`](super::StackSample), and resumes it.
+/// `walker` is this caller's [`ThreadGate`] slot. `Ok(None)` when the
+/// thread was destroyed meanwhile; a buffer with no room for another stack
+/// is an [`Error::Usage`]; a failed walk leaves nothing in `buffer`.
 #[cfg(all(windows, target_arch = "x86_64"))]
 pub fn walk_suspended_thread(
     info: &ProfilerInfo,
@@ -104,9 +121,8 @@ pub fn walk_suspended_thread(
     gate: &ThreadGate,
     walker: usize,
     scratch: &mut SuspendedThread,
-    mut visit: impl FnMut(Frame<'_>) -> Walk,
+    buffer: &mut FrameBuffer,
 ) -> Result<Option<WalkEnd>> {
-    use crate::error::KnownHresult;
     let os_id = info.thread_info(thread)?;
     let Some(_entry) = gate.enter(walker, thread.to_raw()) else {
         return Ok(None);
@@ -125,14 +141,30 @@ pub fn walk_suspended_thread(
             code: os::last_error(),
         });
     }
-    struct Handle(*mut core::ffi::c_void);
-    impl Drop for Handle {
-        fn drop(&mut self) {
-            // SAFETY: [os-api] a handle from OpenThread, closed once.
-            unsafe { os::CloseHandle(self.0) };
-        }
-    }
     let handle = Handle(handle);
+    if !buffer.begin_walked(thread.to_raw(), info.runtime_slot()) {
+        return Err(Error::Usage(
+            "the FrameBuffer has no room for another stack; clear it first".to_string(),
+        ));
+    }
+    let result = walk_while_suspended(info, thread, &handle, scratch, buffer);
+    if result.is_err() {
+        buffer.abandon();
+    }
+    result.map(Some)
+}
+
+/// The part of [`walk_suspended_thread`] between `SuspendThread` and
+/// `ResumeThread`: only SDK code, no allocation.
+#[cfg(all(windows, target_arch = "x86_64"))]
+fn walk_while_suspended(
+    info: &ProfilerInfo,
+    thread: ThreadId<'_>,
+    handle: &Handle,
+    scratch: &mut SuspendedThread,
+    buffer: &mut FrameBuffer,
+) -> Result<WalkEnd> {
+    use crate::error::KnownHresult;
     // SAFETY: [os-api] a valid thread handle with THREAD_SUSPEND_RESUME.
     if unsafe { os::SuspendThread(handle.0) } == u32::MAX {
         return Err(Error::Os {
@@ -160,20 +192,10 @@ pub fn walk_suspended_thread(
     }
     let ip = scratch.instruction_pointer();
     let managed = info.function_from_ip(ip).is_ok();
-    if !managed {
-        let top = Frame {
-            function: None,
-            ip,
-            frame_info: SnapshotFrameInfo {
-                raw: 0,
-                _walk: core::marker::PhantomData,
-            },
-            context: Some(&scratch.context),
-        };
-        if visit(top) == Walk::Stop {
-            return Ok(Some(WalkEnd::Stopped));
-        }
+    if !managed && !buffer.push_walked(crate::ids::RawFunctionId(0)) {
+        return Ok(WalkEnd::Stopped);
     }
+    let mut visit = |frame: super::Frame<'_>| super::push_frame(buffer, &frame);
     let seed = managed.then_some(&scratch.context[..]);
     // SAFETY: [thread-alive, stack-snapshot] the thread is valid (typed ID, and the gate holds off its
     // ThreadDestroyed); the seed is the thread's own CONTEXT and points into
@@ -202,9 +224,8 @@ pub fn walk_suspended_thread(
                     &mut visit,
                 )
             }
-            .map(Some)
         }
-        other => other.map(Some),
+        other => other,
     }
 }
 
@@ -217,7 +238,7 @@ pub fn walk_suspended_thread(
     _gate: &ThreadGate,
     _walker: usize,
     _scratch: &mut SuspendedThread,
-    _visit: impl FnMut(Frame<'_>) -> Walk,
+    _buffer: &mut FrameBuffer,
 ) -> Result<Option<WalkEnd>> {
     Err(Error::Usage(
         "seeded walks of a thread suspended by the profiler exist only on Windows x86_64; \

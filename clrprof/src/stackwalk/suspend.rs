@@ -4,7 +4,6 @@ use super::{
     do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
 };
 use crate::error::{check, Error, KnownHresult, Result};
-use crate::ids::RawFunctionId;
 use crate::info::enums::RawProfilerEnum;
 use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
@@ -233,16 +232,7 @@ impl RuntimeSuspension<'_> {
             return Ok(false);
         }
         let walked = self.walk(list, index, gate, WalkOptions::default(), |frame| {
-            if buffer.push_walked(
-                frame
-                    .function
-                    .map(|f| f.to_raw())
-                    .unwrap_or(RawFunctionId(0)),
-            ) {
-                Walk::Continue
-            } else {
-                Walk::Stop
-            }
+            super::push_frame(buffer, &frame)
         });
         match walked {
             Ok(Some(_)) => Ok(true),

@@ -52,7 +52,7 @@
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::output::JsonLines;
-use clrprof::stackwalk::{ThreadGate, Walk, WalkOptions};
+use clrprof::stackwalk::{FrameBuffer, ThreadGate, WalkOptions};
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
     ProfilerInfo, RawThreadId, Result, ThreadId,
@@ -274,16 +274,21 @@ impl SamplerProfiler {
         // SAFETY: ThreadCreated reported it and the gate entry keeps its
         // ThreadDestroyed from returning until this walk is over.
         let thread = unsafe { other.assume_valid() };
-        let mut frames = 0u64;
-        match info.walk_other_thread(thread, WalkOptions::default(), |_| {
-            frames += 1;
-            Walk::Continue
-        }) {
+        // Reserved before the walk: the runtime holds the thread
+        // OS-suspended while it walks, and no profiler code runs then.
+        let mut buffer = FrameBuffer::new(1, 256);
+        match info.walk_other_thread(thread, WalkOptions::default(), &mut buffer) {
             Ok(_) => self
                 .out
                 .record("async-walk")
                 .bool("ok", true)
-                .num("frames", frames)
+                .num(
+                    "frames",
+                    buffer
+                        .samples()
+                        .first()
+                        .map_or(0, |sample| buffer.frames(sample).len() as u64),
+                )
                 .write(),
             Err(e) => self
                 .out
