@@ -133,6 +133,8 @@ use std::time::{Duration, Instant};
 
 pub mod continuous;
 mod cpu;
+pub mod events;
+pub mod kinds;
 pub mod pprof;
 mod profile;
 mod shadow;

@@ -1,0 +1,309 @@
+//! The sampler's event profiles on real runtimes (apps/profiles.cs, which
+//! prints its own ground truth): allocation estimates per site within 25 %
+//! of the truth and the byte split within 15 points, lock contention count
+//! exact on the contending method with its waiting time, exceptions per
+//! type and throwing method exact (every one kept, and 1 in 10 kept with
+//! weight 10). Each profile is read from its own `.pb.gz` file.
+//!
+//! Sources per leg: .NET 8 legs take allocations from the runtime's
+//! `GCAllocationTick` events and contention from `ContentionStop` through
+//! the profiler's EventPipe session; .NET Core 3.1 has no EventPipe from a
+//! profiler (no ICorProfilerInfo12), so allocations come from the
+//! `ObjectAllocated` fallback and the lock profile must be reported
+//! unavailable (checked).
+
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::run::{Outcome, RunSpec};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+struct Run {
+    outcome: Outcome,
+    records: Vec<Value>,
+    dir: std::path::PathBuf,
+}
+
+fn read_records(path: &Path) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("no record file {}: {e}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad record {l:?}: {e}")))
+        .collect()
+}
+
+/// The app without and with the sampler (`env` added); output identical.
+fn run(case: &Case<'_>, args: &[&str], env: &[(&str, &str)]) -> Result<(Outcome, Run), Verdict> {
+    let app = case.app("profiles")?;
+    let mut plain = case.spec(&app);
+    plain.args = args.iter().map(|s| s.to_string()).collect();
+    let plain = case.run(plain)?;
+    plain.check_exit()?;
+    let profiler = case.profiler("sampler")?;
+    let mut spec: RunSpec = case
+        .spec(&app)
+        .profiler(profiler)
+        .timeout(Duration::from_secs(180));
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    spec.args = args.iter().map(|s| s.to_string()).collect();
+    let dir = spec.work_dir.clone();
+    for kind in ["alloc", "lock", "exception", "cpu", "wall"] {
+        let _ = std::fs::remove_file(dir.join(format!("records.jsonl.{kind}.pb.gz")));
+    }
+    let outcome = case.run(spec)?;
+    outcome.check_exit()?;
+    if outcome.stdout != plain.stdout {
+        return Err(format!(
+            "app output changed under the profiler:\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, outcome.stdout
+        )
+        .into());
+    }
+    let records = read_records(&dir.join("records.jsonl.jsonl"))?;
+    Ok((
+        plain,
+        Run {
+            outcome,
+            records,
+            dir,
+        },
+    ))
+}
+
+impl Run {
+    fn record(&self, name: &str) -> Result<&Value, String> {
+        self.records
+            .iter()
+            .find(|r| r["event"] == name)
+            .ok_or_else(|| format!("no {name:?} record; records: {:?}", self.records))
+    }
+
+    fn pprof(&self, kind: &str) -> Result<crate::pprof::Pb, String> {
+        let path = self.dir.join(format!("records.jsonl.{kind}.pb.gz"));
+        let gz = std::fs::read(&path).map_err(|e| format!("no {}: {e}", path.display()))?;
+        crate::pprof::decode(&gz)
+    }
+}
+
+/// Lines `<prefix> <method> <type> <n...>` of the app's output.
+fn truth<'a>(stdout: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+/// Sums of each value of the samples whose stack holds `method` and whose
+/// `type` label is `ty` (any, when `None`).
+fn sums(pb: &crate::pprof::Pb, method: &str, ty: Option<&str>) -> Vec<i64> {
+    let mut out = vec![0i64; pb.sample_types.len()];
+    for s in &pb.samples {
+        if s.frames.iter().any(|f| f == method)
+            && ty.is_none_or(|t| s.labels.get("type").map(String::as_str) == Some(t))
+        {
+            for (o, v) in out.iter_mut().zip(&s.values) {
+                *o += v;
+            }
+        }
+    }
+    out
+}
+
+fn check_types(pb: &crate::pprof::Pb, want: &[(&str, &str)]) -> CaseResult {
+    let got: Vec<(&str, &str)> = pb
+        .sample_types
+        .iter()
+        .map(|(t, u)| (t.as_str(), u.as_str()))
+        .collect();
+    if got != want {
+        return Err(format!("sample types {got:?}, expected {want:?}").into());
+    }
+    Ok(())
+}
+
+fn is_31(case: &Case<'_>) -> bool {
+    case.leg().name.ends_with("3.1")
+}
+
+fn allocations(case: &Case<'_>) -> CaseResult {
+    let (plain, r) = run(
+        case,
+        &["1", "alloc"],
+        &[("CLRPROF_SAMPLER_PROFILES", "alloc")],
+    )?;
+    let source = r.record("profiles")?["alloc_source"].as_str().unwrap_or("");
+    let want = if is_31(case) {
+        "object-allocated"
+    } else {
+        "gc-allocation-tick"
+    };
+    if source != want {
+        return Err(format!("allocation source {source:?}, expected {want:?}").into());
+    }
+    let end = r.record("event-profiles")?;
+    if end["failures"] != 0 {
+        return Err(format!("failures in the event profiles: {end}").into());
+    }
+    let pb = r.pprof("alloc")?;
+    check_types(&pb, &[("alloc_objects", "count"), ("alloc_space", "bytes")])?;
+    let sites = truth(&plain.stdout, "alloc ");
+    if sites.len() != 2 {
+        return Err(format!("the app printed {} allocation sites", sites.len()).into());
+    }
+    let mut est_bytes = Vec::new();
+    let mut true_bytes = Vec::new();
+    let mut report = Vec::new();
+    for site in &sites {
+        let (method, ty) = (site[0], site[1]);
+        let objects: f64 = site[2].parse().map_err(|_| "bad object count")?;
+        let bytes: f64 = site[3].parse().map_err(|_| "bad byte count")?;
+        let v = sums(&pb, method, Some(ty));
+        let (eo, eb) = (v[0] as f64, v[1] as f64);
+        report.push(format!(
+            "{method} {ty}: objects {eo:.0} of {objects:.0} ({:+.1} %), bytes {eb:.0} of {bytes:.0} ({:+.1} %)",
+            100.0 * (eo / objects - 1.0),
+            100.0 * (eb / bytes - 1.0)
+        ));
+        if (eo / objects - 1.0).abs() > 0.25 || (eb / bytes - 1.0).abs() > 0.25 {
+            return Err(format!("estimate off by more than 25 %: {}", report.join("; ")).into());
+        }
+        est_bytes.push(eb);
+        true_bytes.push(bytes);
+    }
+    let est_share = est_bytes[0] / (est_bytes[0] + est_bytes[1]);
+    let true_share = true_bytes[0] / (true_bytes[0] + true_bytes[1]);
+    println!(
+        "    {} ({source}, {} events/samples): {}; byte share of {} {:.1} % (truth {:.1} %)",
+        case.leg().name,
+        end["alloc_events"].as_u64().unwrap_or(0) + end["object_samples"].as_u64().unwrap_or(0),
+        report.join("; "),
+        sites[0][0],
+        100.0 * est_share,
+        100.0 * true_share
+    );
+    if (est_share - true_share).abs() > 0.15 {
+        return Err(format!(
+            "byte split {:.1} % vs truth {:.1} %",
+            100.0 * est_share,
+            100.0 * true_share
+        )
+        .into());
+    }
+    let _ = &r.outcome;
+    Ok(())
+}
+
+fn contention(case: &Case<'_>) -> CaseResult {
+    let (plain, r) = run(
+        case,
+        &["1", "lock"],
+        &[("CLRPROF_SAMPLER_PROFILES", "lock")],
+    )?;
+    if is_31(case) {
+        let unavailable = r.record("profiles")?["unavailable"].as_str().unwrap_or("");
+        if !unavailable.contains("lock:") || !unavailable.contains("ICorProfilerInfo12") {
+            return Err(format!(
+                "3.1 must report the lock profile unavailable, got {unavailable:?}"
+            )
+            .into());
+        }
+        return Err(Verdict::Skipped(
+            ".NET Core 3.1 has no EventPipe session from a profiler (ICorProfilerInfo12, .NET 5+), so no ContentionStop events; the profile is reported unavailable (checked)".into(),
+        ));
+    }
+    let pb = r.pprof("lock")?;
+    check_types(&pb, &[("contentions", "count"), ("delay", "nanoseconds")])?;
+    let line = truth(&plain.stdout, "contended ");
+    let line = line.first().ok_or("the app printed no contended line")?;
+    let (method, rounds): (&str, i64) = (line[0], line[1].parse().map_err(|_| "bad count")?);
+    let v = sums(&pb, method, None);
+    let total: i64 = pb.samples.iter().map(|s| s.values[0]).sum();
+    println!(
+        "    {}: {} contentions on {method} ({} in all), delay {:.1} ms",
+        case.leg().name,
+        v[0],
+        total,
+        v[1] as f64 / 1e6
+    );
+    if v[0] != rounds {
+        return Err(format!(
+            "{} contentions on {method}, the app contended {rounds} times",
+            v[0]
+        )
+        .into());
+    }
+    // The holder keeps the lock 50 ms after letting the contender go.
+    if v[1] < rounds * 20_000_000 || v[1] > rounds * 1_000_000_000 {
+        return Err(format!("delay {} ns for {rounds} waits of about 50 ms", v[1]).into());
+    }
+    Ok(())
+}
+
+fn exceptions_every(case: &Case<'_>, every: &str) -> CaseResult {
+    let (plain, r) = run(
+        case,
+        &["1", "exception"],
+        &[
+            ("CLRPROF_SAMPLER_PROFILES", "exception"),
+            ("CLRPROF_SAMPLER_EXCEPTION_EVERY", every),
+        ],
+    )?;
+    let pb = r.pprof("exception")?;
+    check_types(&pb, &[("exceptions", "count")])?;
+    let lines = truth(&plain.stdout, "thrown ");
+    if lines.len() != 2 {
+        return Err("the app printed no thrown lines".into());
+    }
+    let end = r.record("event-profiles")?;
+    for line in &lines {
+        let (method, ty, n): (&str, &str, i64) =
+            (line[0], line[1], line[2].parse().map_err(|_| "bad count")?);
+        let got = sums(&pb, method, Some(ty))[0];
+        if got != n {
+            return Err(format!(
+                "{method} threw {n} {ty}, the exception profile (1 in {every}) says {got}; {end}"
+            )
+            .into());
+        }
+    }
+    println!(
+        "    {} (1 in {every}): {} thrown, {} kept, counts exact",
+        case.leg().name,
+        end["exceptions_thrown"],
+        end["exceptions_kept"]
+    );
+    Ok(())
+}
+
+fn exceptions_all(case: &Case<'_>) -> CaseResult {
+    exceptions_every(case, "1")
+}
+
+fn exceptions_sampled(case: &Case<'_>) -> CaseResult {
+    exceptions_every(case, "10")
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "profiles: allocation estimates per site within 25 %, byte split within 15 points",
+            allocations,
+        ),
+        Scenario::new(
+            "profiles: lock contention count and delay on the contending method",
+            contention,
+        ),
+        Scenario::new(
+            "profiles: exceptions per type and method, every one kept",
+            exceptions_all,
+        ),
+        Scenario::new(
+            "profiles: exceptions per type and method, 1 in 10 kept with weight 10",
+            exceptions_sampled,
+        ),
+    ]
+}
