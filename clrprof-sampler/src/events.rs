@@ -41,6 +41,7 @@
 //! runtime's ticks.
 
 use clrprof::eventpipe::payload::Reader;
+use clrprof::info::CorElementType;
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
 use clrprof::stackwalk::{Walk, WalkOptions};
 use clrprof::{
@@ -755,7 +756,7 @@ impl EventProfiles {
         self.exceptions_thrown.fetch_add(1, Relaxed);
         let ty = match info
             .class_from_object(exception)
-            .and_then(|c| self.names.class_name(info, c))
+            .and_then(|c| type_name(info, &self.names, c, 0))
         {
             Ok(t) => t,
             Err(e) => {
@@ -810,7 +811,7 @@ impl EventProfiles {
             return;
         };
         self.object_samples.fetch_add(1, Relaxed);
-        let ty = match self.names.class_name(info, class) {
+        let ty = match type_name(info, &self.names, class, 0) {
             Ok(t) => t,
             Err(e) => {
                 self.failed("allocated type", e);
@@ -840,6 +841,50 @@ impl EventProfiles {
             _ => None,
         }
     }
+}
+
+/// A class's name as the runtime's events spell it: arrays as the element
+/// type's name and `[]` (`[,]` for rank 2, ...), since `GetClassIDInfo2`
+/// refuses array classes (`CORPROF_E_CLASSID_IS_ARRAY`).
+fn type_name(
+    info: &ProfilerInfo,
+    names: &NameCache,
+    class: ClassId<'_>,
+    depth: u32,
+) -> Result<Arc<str>> {
+    let Some(array) = info.is_array_class(class)? else {
+        return names.class_name(info, class);
+    };
+    let element: Arc<str> = match primitive_name(array.element_type) {
+        Some(n) => n.into(),
+        None if depth < 8 => type_name(info, names, array.element_class, depth + 1)?,
+        None => "?".into(),
+    };
+    let commas = ",".repeat(array.rank.saturating_sub(1) as usize);
+    Ok(format!("{element}[{commas}]").into())
+}
+
+/// The name of a primitive element type (`None` for classes and structs).
+fn primitive_name(t: CorElementType) -> Option<&'static str> {
+    use CorElementType as E;
+    Some(match t {
+        E::Boolean => "System.Boolean",
+        E::Char => "System.Char",
+        E::I1 => "System.SByte",
+        E::U1 => "System.Byte",
+        E::I2 => "System.Int16",
+        E::U2 => "System.UInt16",
+        E::I4 => "System.Int32",
+        E::U4 => "System.UInt32",
+        E::I8 => "System.Int64",
+        E::U8 => "System.UInt64",
+        E::R4 => "System.Single",
+        E::R8 => "System.Double",
+        E::String => "System.String",
+        E::I => "System.IntPtr",
+        E::U => "System.UIntPtr",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
