@@ -7,8 +7,10 @@
 //   thrown Profiles.Program::ThrowB Profiles.Oops <count>
 // The bytes are what GC.GetAllocatedBytesForCurrentThread grew by around
 // each allocation loop (the loop allocates nothing else).
-// Arguments: [scale (default 1): multiplies the allocation counts] [parts (default "alloc,lock,exception")].
+// Arguments: [scale (default 1): multiplies the allocation counts] [parts (default "alloc,lock,exception")];
+// or `bench <scale>`: the two allocation loops only, then `elapsed_ns T` (their wall time).
 using System;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Threading;
 
@@ -78,6 +80,18 @@ namespace Profiles
 
         public static int Main(string[] args)
         {
+            if (args.Length > 1 && args[0] == "bench")
+            {
+                int n = int.Parse(args[1]);
+                AllocSmall(1000);
+                AllocArrays(100);
+                var clock = Stopwatch.StartNew();
+                AllocSmall(2000000 * n);
+                AllocArrays(50000 * n);
+                long ns = (long)(clock.ElapsedTicks * (1e9 / Stopwatch.Frequency));
+                Console.WriteLine("elapsed_ns " + ns);
+                return 0;
+            }
             int scale = args.Length > 0 ? int.Parse(args[0]) : 1;
             string parts = args.Length > 1 ? args[1] : "alloc,lock,exception";
             if (parts.Contains("alloc"))
