@@ -14,6 +14,8 @@
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::{Outcome, RunSpec};
+use clrprof_testing::wine::to_wine_path;
+use clrprof_testing::Os;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -287,6 +289,114 @@ fn exceptions_sampled(case: &Case<'_>) -> CaseResult {
     exceptions_every(case, "10")
 }
 
+fn env_path(case: &Case<'_>, p: &Path) -> Result<String, Verdict> {
+    match case.leg().os {
+        Os::Linux => Ok(p.display().to_string()),
+        Os::Windows => Ok(to_wine_path(p).map_err(|e| e.to_string())?),
+    }
+}
+
+/// Continuous mode: every period of every kind is its own file
+/// (`clrprof-<pid>-<index>.<kind>.pb.gz`), and the periods add up to the
+/// whole run: exceptions exact, allocation bytes within 25 %.
+fn continuous(case: &Case<'_>) -> CaseResult {
+    let app = case.app("profiles")?;
+    let mut plain = case.spec(&app);
+    plain.args = vec!["1".into(), "alloc,exception".into()];
+    let plain = case.run(plain)?;
+    plain.check_exit()?;
+    let profiler = case.profiler("sampler")?;
+    let mut spec: RunSpec = case
+        .spec(&app)
+        .profiler(profiler)
+        .env("CLRPROF_SAMPLER_PROFILES", "alloc,exception")
+        .env("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "0.05")
+        .timeout(Duration::from_secs(180));
+    let dir = spec.work_dir.join("periods");
+    let _ = std::fs::remove_dir_all(&dir);
+    spec = spec.env("CLRPROF_SAMPLER_CONTINUOUS_DIR", &env_path(case, &dir)?);
+    spec.args = vec!["1".into(), "alloc,exception".into()];
+    let records_path = spec.work_dir.join("records.jsonl.jsonl");
+    let _ = std::fs::remove_file(&records_path);
+    let outcome = case.run(spec)?;
+    outcome.check_exit()?;
+    if outcome.stdout != plain.stdout {
+        return Err("app output changed under the profiler".into());
+    }
+    let records = read_records(&records_path)?;
+    let mut files = std::collections::BTreeMap::<String, Vec<std::path::PathBuf>>::new();
+    for e in std::fs::read_dir(&dir).map_err(|e| format!("no period directory: {e}"))? {
+        let path = e.map_err(|e| e.to_string())?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let kind = name
+            .strip_suffix(".pb.gz")
+            .and_then(|n| n.rsplit('.').next())
+            .unwrap_or("")
+            .to_string();
+        files.entry(kind).or_default().push(path);
+    }
+    let kinds: Vec<&String> = files.keys().collect();
+    if kinds != ["alloc", "exception"] {
+        return Err(
+            format!("period files of kinds {kinds:?}, expected alloc and exception").into(),
+        );
+    }
+    let periods = files["alloc"].len();
+    if periods < 2 || files["exception"].len() != periods {
+        return Err(format!(
+            "{periods} allocation and {} exception periods",
+            files["exception"].len()
+        )
+        .into());
+    }
+    // Sum each kind over its periods, per (method, type).
+    let total = |kind: &str, method: &str, ty: &str| -> Result<Vec<i64>, String> {
+        let mut sum = vec![0i64; 2];
+        for f in &files[kind] {
+            let pb = crate::pprof::decode(&std::fs::read(f).map_err(|e| e.to_string())?)?;
+            for (o, v) in sum.iter_mut().zip(sums(&pb, method, Some(ty))) {
+                *o += v;
+            }
+        }
+        Ok(sum)
+    };
+    for line in truth(&plain.stdout, "thrown ") {
+        let n: i64 = line[2].parse().map_err(|_| "bad count")?;
+        let got = total("exception", line[0], line[1])?[0];
+        if got != n {
+            return Err(format!("{} threw {n} {}, the periods say {got}", line[0], line[1]).into());
+        }
+    }
+    let mut report = Vec::new();
+    for line in truth(&plain.stdout, "alloc ") {
+        let bytes: f64 = line[3].parse().map_err(|_| "bad byte count")?;
+        let got = total("alloc", line[0], line[1])?[1] as f64;
+        report.push(format!("{} {:+.1} %", line[0], 100.0 * (got / bytes - 1.0)));
+        if (got / bytes - 1.0).abs() > 0.25 {
+            return Err(
+                format!("{} allocated {bytes} bytes, the periods say {got}", line[0]).into(),
+            );
+        }
+    }
+    let delivered = records
+        .iter()
+        .find(|r| r["event"] == "event-continuous" && r.get("delivered").is_some())
+        .ok_or("no event-continuous record")?;
+    if delivered["refused"] != 0 {
+        return Err(format!("refused periods: {delivered}").into());
+    }
+    println!(
+        "    {}: {periods} periods per kind; bytes {}; exceptions exact",
+        case.leg().name,
+        report.join(", ")
+    );
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -304,6 +414,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "profiles: exceptions per type and method, 1 in 10 kept with weight 10",
             exceptions_sampled,
+        ),
+        Scenario::new(
+            "profiles: continuous mode, one file per kind and period, periods add up",
+            continuous,
         ),
     ]
 }

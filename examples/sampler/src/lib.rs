@@ -73,6 +73,7 @@ use clrprof::{
     ProfilerInfo, RawThreadId, Result, ThreadId,
 };
 use clrprof::{ClassId, ObjectId};
+use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
 use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
 use clrprof_sampler::kinds;
 use clrprof_sampler::{
@@ -107,6 +108,8 @@ pub struct SamplerProfiler {
     events: OnceLock<Arc<EventProfiles>>,
     /// The runtime's version (`major.minor.build`), a pprof label.
     runtime: OnceLock<String>,
+    /// Continuous mode of the event profiles, when configured.
+    event_continuous: OnceLock<EventContinuous>,
 }
 
 impl Default for SamplerProfiler {
@@ -130,6 +133,7 @@ impl Default for SamplerProfiler {
             gate: OnceLock::new(),
             events: OnceLock::new(),
             runtime: OnceLock::new(),
+            event_continuous: OnceLock::new(),
         }
     }
 }
@@ -240,6 +244,21 @@ fn event_config(kinds: &[ProfileKind]) -> EventProfilesConfig {
     config.force_object_allocated =
         var("CLRPROF_SAMPLER_ALLOC_SOURCE").as_deref() == Some("object-allocated");
     config
+}
+
+fn kind_period_record(out: &JsonLines, p: &KindPeriod) {
+    let r = out
+        .record("kind-period")
+        .str("kind", p.kind.name())
+        .num("index", p.index)
+        .num("value_0", p.totals[0])
+        .num("value_1", p.totals[1])
+        .num("bytes", p.bytes as u64)
+        .bool("last", p.last);
+    match &p.destination {
+        Ok(to) => r.bool("ok", true).str("to", to).write(),
+        Err(e) => r.bool("ok", false).str("error", e).write(),
+    }
 }
 
 /// Resident memory of this process in KiB, where the system tells (Linux).
@@ -385,6 +404,26 @@ impl Profiler for SamplerProfiler {
             masks.high |= event_masks.high;
             for (kind, why) in events.unavailable() {
                 unavailable.push_str(&format!("{}: {why}; ", kind.name()));
+            }
+            if let Some(continuous) = continuous_config() {
+                let out = self.out.clone();
+                let observer = Arc::new(move |p: &KindPeriod| kind_period_record(&out, p));
+                match EventContinuous::start(
+                    events.clone(),
+                    &kinds,
+                    continuous,
+                    self.runtime.get().cloned(),
+                    Some(observer),
+                ) {
+                    Ok(c) => {
+                        let _ = self.event_continuous.set(c);
+                    }
+                    Err(e) => self
+                        .out
+                        .record("event-continuous")
+                        .str("error", &e.to_string())
+                        .write(),
+                }
             }
             let _ = self.events.set(events);
         }
@@ -577,8 +616,19 @@ impl SamplerProfiler {
         let Some(events) = self.events.get() else {
             return;
         };
+        if let Some(c) = self.event_continuous.get() {
+            let stats = c.finish();
+            self.out
+                .record("event-continuous")
+                .num("periods", stats.periods)
+                .num("delivered", stats.delivered)
+                .num("refused", stats.refused)
+                .write();
+        }
         let now = std::time::SystemTime::now();
-        let output = std::env::var_os("CLRPROF_OUTPUT");
+        // In continuous mode the periods went to the sink: no files here.
+        let output =
+            std::env::var_os("CLRPROF_OUTPUT").filter(|_| self.event_continuous.get().is_none());
         let mut r = self.out.record("event-profiles");
         for kind in [
             ProfileKind::Alloc,
