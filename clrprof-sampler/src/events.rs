@@ -41,8 +41,8 @@
 //! runtime's ticks.
 
 use clrprof::eventpipe::payload::Reader;
-use clrprof::info::CorElementType;
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
+use clrprof::info::CorElementType;
 use clrprof::stackwalk::{Walk, WalkOptions};
 use clrprof::{
     ClassId, EventMask, EventMasks, HighEventMask, NameCache, ObjectId, ProfilerInfo, Result,

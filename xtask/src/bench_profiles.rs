@@ -39,10 +39,16 @@ pub fn main(args: &[String]) -> crate::Result {
     let app = setup.app("tests/apps/profiles.cs")?;
 
     // (name, environment; None = no profiler)
-    type Config = (&'static str, Option<&'static [(&'static str, &'static str)]>);
+    type Config = (
+        &'static str,
+        Option<&'static [(&'static str, &'static str)]>,
+    );
     let configs: [Config; 4] = [
         ("no-profiler", None),
-        ("alloc-events", Some(&[("CLRPROF_SAMPLER_PROFILES", "alloc")])),
+        (
+            "alloc-events",
+            Some(&[("CLRPROF_SAMPLER_PROFILES", "alloc")]),
+        ),
         (
             "alloc-object-allocated",
             Some(&[
