@@ -912,6 +912,25 @@ mod tests {
     }
 
     #[test]
+    fn set_up_outside_initialize_is_refused() {
+        let fake = clrprof::testing::fake::FakeRuntime::with_info_version(12);
+        // SAFETY: [test-fake] the fake holds no objects: nothing is read through it.
+        let info = unsafe { fake.profiler_info() };
+        let config = EventProfilesConfig {
+            alloc: true,
+            ..EventProfilesConfig::default()
+        };
+        // The name cache (and the masks) can only be registered in
+        // Initialize: anywhere else the set-up fails instead of naming
+        // frames through a cache that would not hear the unloads.
+        match EventProfiles::new(&info, config, Arc::new(NameCache::new())) {
+            Err(clrprof::Error::NotInInitialize { .. }) => {}
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("EventProfiles::new outside Initialize succeeded"),
+        }
+    }
+
+    #[test]
     fn allocation_tick_versions() {
         let d = tick_v4(102_456, "System.Byte[]", 1_024);
         let t = decode_allocation_tick(4, &d).unwrap();
