@@ -420,6 +420,9 @@ pub struct EventProfilesStats {
     pub exceptions_kept: u64,
     /// Events or callbacks dropped: undecodable payload, failed walk.
     pub failures: u64,
+    /// Runtime events delivered with stack IPs (`EventPipeEvent::stack`
+    /// not empty; .NET 8.0.4 gives none to a profiler's session).
+    pub events_with_stack: u64,
 }
 
 /// Where the allocation profile comes from.
@@ -475,6 +478,7 @@ pub struct EventProfiles {
     exceptions_thrown: AtomicU64,
     exceptions_kept: AtomicU64,
     failures: AtomicU64,
+    events_with_stack: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -552,6 +556,7 @@ impl EventProfiles {
             exceptions_thrown: AtomicU64::new(0),
             exceptions_kept: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            events_with_stack: AtomicU64::new(0),
             last_error: Mutex::new(None),
         });
         let now = SystemTime::now();
@@ -628,6 +633,7 @@ impl EventProfiles {
             exceptions_thrown: self.exceptions_thrown.load(Relaxed),
             exceptions_kept: self.exceptions_kept.load(Relaxed),
             failures: self.failures.load(Relaxed),
+            events_with_stack: self.events_with_stack.load(Relaxed),
         }
     }
 
@@ -692,6 +698,9 @@ impl EventProfiles {
         let Some(_busy) = Reentry::enter() else {
             return;
         };
+        if !event.stack.is_empty() {
+            self.events_with_stack.fetch_add(1, Relaxed);
+        }
         match event.event_id {
             GC_ALLOCATION_TICK if self.alloc_source == AllocSource::AllocationTick => {
                 match decode_allocation_tick(event.event_version, event.data) {

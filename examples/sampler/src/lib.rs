@@ -665,6 +665,7 @@ impl SamplerProfiler {
             .num("exceptions_thrown", stats.exceptions_thrown)
             .num("exceptions_kept", stats.exceptions_kept)
             .num("failures", stats.failures)
+            .num("events_with_stack", stats.events_with_stack)
             .str("last_error", &events.last_error().unwrap_or_default())
             .write();
     }
