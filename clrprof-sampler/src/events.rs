@@ -196,7 +196,7 @@ pub fn decode_allocation_tick(version: u32, data: &[u8]) -> Result<AllocationTic
 /// Estimated (objects, bytes) a tick stands for.
 pub fn upscale_tick(tick: &AllocationTick) -> (u64, u64) {
     let objects = match tick.object_size {
-        Some(size) if size > 0 => (tick.amount + size / 2) / size,
+        Some(size) if size > 0 => tick.amount.saturating_add(size / 2) / size,
         _ => 1,
     };
     (objects.max(1), tick.amount)
@@ -827,7 +827,7 @@ impl EventProfiles {
                 return;
             }
         };
-        let objects = (amount + size / 2) / size.max(1);
+        let objects = amount.saturating_add(size / 2) / size.max(1);
         self.record(&self.alloc, info, Some(&ty), [objects.max(1), amount]);
     }
 
@@ -959,6 +959,14 @@ mod tests {
         // V1: amount, kind, instance only.
         let t1 = decode_allocation_tick(1, &d[..10]).unwrap();
         assert_eq!((t1.amount, t1.type_name), (102_456, None));
+        // Any amount and size the payload holds upscale without overflow.
+        let huge = AllocationTick {
+            amount: u64::MAX,
+            kind: 0,
+            type_name: None,
+            object_size: Some(u64::MAX),
+        };
+        assert_eq!(upscale_tick(&huge), (1, u64::MAX));
         // Truncated payloads are errors, not panics.
         assert!(decode_allocation_tick(4, &d[..d.len() - 1]).is_err());
         assert!(decode_allocation_tick(2, &d[..12]).is_err());
