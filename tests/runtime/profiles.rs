@@ -21,7 +21,11 @@ use clrprof_testing::Os;
 
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
 use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct Run {
@@ -414,6 +418,214 @@ fn continuous(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// One request the test endpoint got: its head (request line and headers)
+/// and body.
+type Requests = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A local HTTP endpoint that records every request and answers 200.
+struct Endpoint {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    requests: Requests,
+}
+
+impl Endpoint {
+    fn start() -> Result<Endpoint, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests: Requests = Arc::new(Mutex::new(Vec::new()));
+        let (s, r) = (stop.clone(), requests.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let _ = serve(stream, &r);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Ok(Endpoint {
+            port,
+            stop,
+            requests,
+        })
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn serve(mut stream: TcpStream, requests: &Mutex<Vec<(String, Vec<u8>)>>) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    requests
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((head, buf[head_end..].to_vec()));
+    stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    stream.flush()
+}
+
+/// Continuous mode uploading to an HTTP endpoint with headers: one `POST`
+/// per kind and period, each carrying both headers and Pyroscope's query
+/// parameters, each body a pprof of one kind's sample types only (type
+/// names without `-`), the uploads adding up to the run (exceptions exact,
+/// allocation bytes within 25 %).
+fn continuous_http(case: &Case<'_>) -> CaseResult {
+    let parts = if case.leg().name == WINE_NET8_LEG {
+        "alloc"
+    } else {
+        "alloc,exception"
+    };
+    let server = Endpoint::start()?;
+    let url = format!(
+        "http://127.0.0.1:{}/ingest?name=clrprof.profiles",
+        server.port
+    );
+    let app = case.app("profiles")?;
+    let mut plain = case.spec(&app);
+    plain.args = vec!["1".into(), parts.into()];
+    let plain = case.run(plain)?;
+    plain.check_exit()?;
+    let profiler = case.profiler("sampler")?;
+    let mut spec: RunSpec = case
+        .spec(&app)
+        .profiler(profiler)
+        .env("CLRPROF_SAMPLER_PROFILES", parts)
+        .env("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "0.1")
+        .env("CLRPROF_SAMPLER_CONTINUOUS_URL", &url)
+        .env(
+            "CLRPROF_SAMPLER_CONTINUOUS_HEADERS",
+            "Authorization=Bearer s3cret=;X-Scope-OrgID=team-a",
+        )
+        .timeout(Duration::from_secs(180));
+    spec.args = vec!["1".into(), parts.into()];
+    let records_path = spec.work_dir.join("records.jsonl.jsonl");
+    let _ = std::fs::remove_file(&records_path);
+    let outcome = case.run(spec)?;
+    outcome.check_exit()?;
+    if outcome.stdout != plain.stdout {
+        return Err("app output changed under the profiler".into());
+    }
+    let records = read_records(&records_path)?;
+    let requests = server
+        .requests
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let periods = records
+        .iter()
+        .filter(|r| r["event"] == "kind-period")
+        .count();
+    if requests.len() != periods || periods < 2 {
+        return Err(format!(
+            "{} uploads for {periods} kind periods (records: {records:?})",
+            requests.len()
+        )
+        .into());
+    }
+    let mut per_kind = std::collections::BTreeMap::<String, Vec<crate::pprof::Pb>>::new();
+    for (head, body) in &requests {
+        let line = head.lines().next().unwrap_or("");
+        let has = |h: &str| head.lines().any(|l| l.eq_ignore_ascii_case(h));
+        if !line.starts_with("POST /ingest?name=clrprof.profiles&format=pprof&from=")
+            || !line.contains("&spyName=clrprof")
+            || !has("Authorization: Bearer s3cret=")
+            || !has("X-Scope-OrgID: team-a")
+        {
+            return Err(format!("upload without the query or headers: {head:?}").into());
+        }
+        let pb = crate::pprof::decode(body)?;
+        let kind = match pb.sample_types.first().map(|(t, _)| t.as_str()) {
+            Some("alloc_objects") => "alloc",
+            Some("exceptions") => "exception",
+            other => return Err(format!("an upload of sample type {other:?}").into()),
+        };
+        if pb
+            .sample_types
+            .iter()
+            .any(|(t, u)| t.contains('-') || u.contains('-'))
+        {
+            return Err(format!("a type name with '-': {:?}", pb.sample_types).into());
+        }
+        per_kind.entry(kind.to_string()).or_default().push(pb);
+    }
+    let kinds: Vec<&str> = per_kind.keys().map(String::as_str).collect();
+    let want: Vec<&str> = parts.split(',').collect();
+    if kinds != want {
+        return Err(format!("uploads of kinds {kinds:?}, expected {want:?}").into());
+    }
+    let total = |kind: &str, method: &str, ty: &str, col: usize| -> i64 {
+        per_kind[kind]
+            .iter()
+            .map(|pb| sums(pb, method, Some(ty))[col])
+            .sum()
+    };
+    if per_kind.contains_key("exception") {
+        for line in truth(&plain.stdout, "thrown ") {
+            let n: i64 = line[2].parse().map_err(|_| "bad count")?;
+            let got = total("exception", line[0], line[1], 0);
+            if got != n {
+                return Err(
+                    format!("{} threw {n} {}, the uploads say {got}", line[0], line[1]).into(),
+                );
+            }
+        }
+    }
+    let mut report = Vec::new();
+    for line in truth(&plain.stdout, "alloc ") {
+        let bytes: f64 = line[3].parse().map_err(|_| "bad byte count")?;
+        let got = total("alloc", line[0], line[1], 1) as f64;
+        report.push(format!("{} {:+.1} %", line[0], 100.0 * (got / bytes - 1.0)));
+        if (got / bytes - 1.0).abs() > 0.25 {
+            return Err(
+                format!("{} allocated {bytes} bytes, the uploads say {got}", line[0]).into(),
+            );
+        }
+    }
+    println!(
+        "    {}: {} uploads with both headers; bytes {}",
+        case.leg().name,
+        requests.len(),
+        report.join(", ")
+    );
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -437,6 +649,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "profiles: continuous mode, one file per kind and period, periods add up",
             continuous,
+        ),
+        Scenario::new(
+            "profiles: continuous uploads per kind to an HTTP endpoint with headers",
+            continuous_http,
         ),
     ]
 }
