@@ -626,6 +626,66 @@ fn continuous_http(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// The sampler's CPU and wall profiles in files of their own
+/// (`CLRPROF_SAMPLER_PROFILES=cpu,wall`, apps/cpuwall.cs): the CPU file has
+/// only `cpu/nanoseconds` and the spinner's method, the wall file
+/// `samples/count` and `wall/nanoseconds` and both threads' methods.
+fn cpu_and_wall_files(case: &Case<'_>) -> CaseResult {
+    let app = case.app("cpuwall")?;
+    let profiler = case.profiler("sampler")?;
+    let mut spec: RunSpec = case
+        .spec(&app)
+        .profiler(profiler)
+        .env("CLRPROF_SAMPLER_PROFILES", "cpu,wall")
+        .env("CLRPROF_SAMPLER_RATE", "100")
+        .timeout(Duration::from_secs(120));
+    spec.args = vec!["2".into()];
+    let dir = spec.work_dir.clone();
+    for kind in ["alloc", "lock", "exception", "cpu", "wall"] {
+        let _ = std::fs::remove_file(dir.join(format!("records.jsonl.{kind}.pb.gz")));
+    }
+    let outcome = case.run(spec)?;
+    outcome.check_exit()?;
+    let read = |kind: &str| -> Result<crate::pprof::Pb, String> {
+        let path = dir.join(format!("records.jsonl.{kind}.pb.gz"));
+        crate::pprof::decode(
+            &std::fs::read(&path).map_err(|e| format!("no {}: {e}", path.display()))?,
+        )
+    };
+    for kind in ["alloc", "lock", "exception"] {
+        if dir.join(format!("records.jsonl.{kind}.pb.gz")).exists() {
+            return Err(format!("a {kind} file though only cpu,wall were asked for").into());
+        }
+    }
+    let cpu = read("cpu")?;
+    let wall = read("wall")?;
+    check_types(&cpu, &[("cpu", "nanoseconds")])?;
+    check_types(&wall, &[("samples", "count"), ("wall", "nanoseconds")])?;
+    let (burn, doze) = ("Cpuwall.Program::Burn", "Cpuwall.Program::Doze");
+    let (burn_cpu, doze_cpu) = (sums(&cpu, burn, None)[0], sums(&cpu, doze, None)[0]);
+    let (burn_wall, doze_wall) = (sums(&wall, burn, None)[1], sums(&wall, doze, None)[1]);
+    println!(
+        "    {}: cpu file Burn {:.0} ms Doze {:.1} ms; wall file Burn {:.0} ms Doze {:.0} ms",
+        case.leg().name,
+        burn_cpu as f64 / 1e6,
+        doze_cpu as f64 / 1e6,
+        burn_wall as f64 / 1e6,
+        doze_wall as f64 / 1e6
+    );
+    if cpu.samples.iter().any(|s| s.values.iter().all(|&v| v == 0)) {
+        return Err("the cpu file holds samples without CPU time".into());
+    }
+    if burn_cpu < 300_000_000 || doze_cpu as f64 > 0.02 * burn_cpu as f64 {
+        return Err(format!("cpu file: Burn {burn_cpu} ns, Doze {doze_cpu} ns").into());
+    }
+    if burn_wall < 1_000_000_000 || doze_wall < 1_000_000_000 {
+        return Err(
+            format!("wall file: Burn {burn_wall} ns, Doze {doze_wall} ns (each ran 2 s)").into(),
+        );
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
@@ -653,6 +713,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "profiles: continuous uploads per kind to an HTTP endpoint with headers",
             continuous_http,
+        ),
+        Scenario::new(
+            "profiles: cpu and wall profiles in files of their own",
+            cpu_and_wall_files,
         ),
     ]
 }
