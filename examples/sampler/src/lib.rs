@@ -62,7 +62,9 @@
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
 //! starts sampling at the second module load (the runtime is up and the
-//! first application assembly is loading). This profiler forwards nothing.
+//! first application assembly is loading). This profiler forwards only the
+//! callbacks of the event profiles (`EventPipeEventDelivered`,
+//! `ExceptionThrown`, `ObjectAllocated`) to [`clrprof_sampler::events::EventProfiles`].
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::eventpipe::EventPipeEvent;
@@ -399,7 +401,17 @@ impl Profiler for SamplerProfiler {
         let config = event_config(&kinds);
         let mut unavailable = String::new();
         if config.alloc || config.lock || config.exceptions {
-            let (events, event_masks) = EventProfiles::new(info, config, self.names.clone())?;
+            let (events, event_masks) = match EventProfiles::new(info, config, self.names.clone()) {
+                Ok(set_up) => set_up,
+                Err(e) => {
+                    // The app runs on without them; the record says why.
+                    self.out
+                        .record("profiles")
+                        .str("error", &e.to_string())
+                        .write();
+                    return self.initialize_sampler(info, &kinds, masks);
+                }
+            };
             masks.low |= event_masks.low;
             masks.high |= event_masks.high;
             for (kind, why) in events.unavailable() {
@@ -443,47 +455,7 @@ impl Profiler for SamplerProfiler {
             )
             .str("unavailable", &unavailable)
             .write();
-        if !kinds.contains(&ProfileKind::Cpu) && !kinds.contains(&ProfileKind::Wall) {
-            let _ = self
-                .no_sampler
-                .set("no cpu or wall profile asked for (CLRPROF_SAMPLER_PROFILES)".into());
-            return Ok(masks);
-        }
-        let config = SamplerConfig::at(rate());
-        let registered = if wants_shadow_stacks(info) {
-            // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
-            // with exceptions the SDK keeps the shadow stacks balanced.
-            let options = EltOptions::fast_path().with_exceptions();
-            let (elt_masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
-            masks = elt_masks;
-            let _ = self.shadow.set(runtime);
-            Sampler::register_with_source(info, config, self.names.clone(), ShadowStackSource)
-        } else {
-            Sampler::register(info, config, self.names.clone())
-        };
-        match registered {
-            Ok(sampler) => {
-                if let Some(config) = continuous_config() {
-                    let out = self.out.clone();
-                    let observer = Arc::new(move |p: &Period| period_record(&out, p));
-                    match Continuous::start(sampler.clone(), config, Some(observer)) {
-                        Ok(c) => {
-                            let _ = self.continuous.set(c);
-                        }
-                        Err(e) => self
-                            .out
-                            .record("continuous")
-                            .str("error", &e.to_string())
-                            .write(),
-                    }
-                }
-                let _ = self.sampler.set(sampler);
-            }
-            Err(e) => {
-                let _ = self.no_sampler.set(e.to_string());
-            }
-        }
-        Ok(masks)
+        self.initialize_sampler(info, &kinds, masks)
     }
     // ANCHOR_END: initialize
 
@@ -610,6 +582,57 @@ impl Profiler for SamplerProfiler {
 }
 
 impl SamplerProfiler {
+    /// The sampler (CPU and wall time) and its continuous mode, when asked
+    /// for: registered in `Initialize`, on top of `masks`.
+    fn initialize_sampler(
+        &self,
+        info: &ProfilerInfo,
+        kinds: &[ProfileKind],
+        mut masks: EventMasks,
+    ) -> Result<EventMasks> {
+        if !kinds.contains(&ProfileKind::Cpu) && !kinds.contains(&ProfileKind::Wall) {
+            let _ = self
+                .no_sampler
+                .set("no cpu or wall profile asked for (CLRPROF_SAMPLER_PROFILES)".into());
+            return Ok(masks);
+        }
+        let config = SamplerConfig::at(rate());
+        let registered = if wants_shadow_stacks(info) {
+            // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
+            // with exceptions the SDK keeps the shadow stacks balanced.
+            let options = EltOptions::fast_path().with_exceptions();
+            let (elt_masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
+            masks = elt_masks;
+            let _ = self.shadow.set(runtime);
+            Sampler::register_with_source(info, config, self.names.clone(), ShadowStackSource)
+        } else {
+            Sampler::register(info, config, self.names.clone())
+        };
+        match registered {
+            Ok(sampler) => {
+                if let Some(config) = continuous_config() {
+                    let out = self.out.clone();
+                    let observer = Arc::new(move |p: &Period| period_record(&out, p));
+                    match Continuous::start(sampler.clone(), config, Some(observer)) {
+                        Ok(c) => {
+                            let _ = self.continuous.set(c);
+                        }
+                        Err(e) => self
+                            .out
+                            .record("continuous")
+                            .str("error", &e.to_string())
+                            .write(),
+                    }
+                }
+                let _ = self.sampler.set(sampler);
+            }
+            Err(e) => {
+                let _ = self.no_sampler.set(e.to_string());
+            }
+        }
+        Ok(masks)
+    }
+
     /// Writes the allocation, lock and exception profiles beside
     /// `CLRPROF_OUTPUT` and records what they hold.
     fn finish_events(&self) {
