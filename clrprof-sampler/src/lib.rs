@@ -133,6 +133,9 @@ use std::time::{Duration, Instant};
 
 pub mod continuous;
 mod cpu;
+pub mod event_upload;
+pub mod events;
+pub mod kinds;
 pub mod pprof;
 mod profile;
 mod shadow;

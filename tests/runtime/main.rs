@@ -25,6 +25,7 @@ mod mux;
 mod notification;
 mod panics;
 mod pprof;
+mod profiles;
 mod readers;
 mod sampling;
 mod scopes;
@@ -50,6 +51,7 @@ fn main() {
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(pprof::scenarios())
+        .chain(profiles::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())

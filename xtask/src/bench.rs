@@ -12,6 +12,7 @@ type Bench = (&'static str, fn(&[String]) -> crate::Result);
 const BENCHES: &[Bench] = &[
     ("elt", crate::bench_elt::main),
     ("sampler", crate::bench_sampler::main),
+    ("profiles", crate::bench_profiles::main),
     ("mux", crate::bench_mux::main),
     ("dispatch", crate::bench_dispatch::main),
     ("memory", crate::bench_memory::main),

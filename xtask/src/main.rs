@@ -7,6 +7,7 @@ mod bench_dispatch;
 mod bench_elt;
 mod bench_memory;
 mod bench_mux;
+mod bench_profiles;
 mod bench_sampler;
 mod bench_wrap;
 mod book;
@@ -46,6 +47,7 @@ commands:
   conformance generate book/src/conformance.md: the runtime's profiler tests against the scenarios (--check: fail on a failed one)
   bench       `bench elt`: ELT hook cost of clrprof against a hand-written C profiler;
               `bench sampler`: the sampler's cost against the app alone;
+              `bench profiles`: the allocation profile's cost (runtime events vs ObjectAllocated) on an allocating app;
               `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook;
               `bench memory`: peak resident memory each example tracer adds, and its growth under code unloading;
               `bench all`: every benchmark, one JSON file each in target/bench/";

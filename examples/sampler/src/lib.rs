@@ -22,6 +22,20 @@
 //!   the ticks: `late_ns`, `suspend_ns`, `walk_ns`, `resume_ns`, `count_ns`,
 //!   see [`clrprof_sampler::SamplerPhases`], and the sampling thread's CPU
 //!   time `thread_cpu_ns`);
+//! - `CLRPROF_SAMPLER_PROFILES`: a comma list of the profiles to take, of
+//!   `cpu`, `wall`, `alloc`, `lock`, `exception` (default `cpu,wall`); each
+//!   is written beside `CLRPROF_OUTPUT` as `<CLRPROF_OUTPUT>.<kind>.pb.gz`
+//!   (e.g. `out.folded.alloc.pb.gz`), the file of one pprof profile type,
+//!   as backends that file types apart want them. Without `cpu` and `wall`
+//!   the sampler is not started. `alloc`: the runtime's `GCAllocationTick`
+//!   events through an EventPipe session (.NET 5+), else (.NET Core 3.1, or
+//!   `CLRPROF_SAMPLER_ALLOC_SOURCE=object-allocated`) `ObjectAllocated`
+//!   sampled once per `CLRPROF_SAMPLER_ALLOC_EVERY` bytes a thread allocates
+//!   (default 102400; 0: every object); `lock`: the runtime's
+//!   `ContentionStop` events (.NET 5+); `exception`: `ExceptionThrown`, 1 in
+//!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all). See
+//!   [`clrprof_sampler::events`]. Records `{"event":"profiles",...}` at
+//!   start and `{"event":"event-profiles",...}` at the end;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
 //!   has it) | `shadow-stack`;
@@ -48,15 +62,22 @@
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
 //! starts sampling at the second module load (the runtime is up and the
-//! first application assembly is loading). This profiler forwards nothing.
+//! first application assembly is loading). This profiler forwards only the
+//! callbacks of the event profiles (`EventPipeEventDelivered`,
+//! `ExceptionThrown`, `ObjectAllocated`) to [`clrprof_sampler::events::EventProfiles`].
 
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
+use clrprof::eventpipe::EventPipeEvent;
 use clrprof::output::JsonLines;
 use clrprof::stackwalk::{FrameBuffer, ThreadGate, WalkOptions};
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
     ProfilerInfo, RawThreadId, Result, ThreadId,
 };
+use clrprof::{ClassId, ObjectId};
+use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
+use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
+use clrprof_sampler::kinds;
 use clrprof_sampler::{
     Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
 };
@@ -85,6 +106,12 @@ pub struct SamplerProfiler {
     /// Guards walks this profiler makes outside the sampler (an SDK
     /// component: it hears ThreadDestroyed from the SDK).
     gate: OnceLock<Arc<ThreadGate>>,
+    /// The allocation, lock and exception profiles, when asked for.
+    events: OnceLock<Arc<EventProfiles>>,
+    /// The runtime's version (`major.minor.build`), a pprof label.
+    runtime: OnceLock<String>,
+    /// Continuous mode of the event profiles, when configured.
+    event_continuous: OnceLock<EventContinuous>,
 }
 
 impl Default for SamplerProfiler {
@@ -106,6 +133,9 @@ impl Default for SamplerProfiler {
             modules: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             gate: OnceLock::new(),
+            events: OnceLock::new(),
+            runtime: OnceLock::new(),
+            event_continuous: OnceLock::new(),
         }
     }
 }
@@ -189,6 +219,50 @@ fn continuous_config() -> Option<ContinuousConfig> {
     Some(config)
 }
 
+/// The profile kinds asked for (`CLRPROF_SAMPLER_PROFILES`, default
+/// `cpu,wall`), or why the list is wrong.
+fn profile_kinds() -> std::result::Result<Vec<ProfileKind>, String> {
+    match std::env::var("CLRPROF_SAMPLER_PROFILES") {
+        Ok(list) if !list.trim().is_empty() => ProfileKind::parse_list(&list),
+        _ => Ok(vec![ProfileKind::Cpu, ProfileKind::Wall]),
+    }
+}
+
+/// The event profiles' configuration from the environment.
+fn event_config(kinds: &[ProfileKind]) -> EventProfilesConfig {
+    let var = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string());
+    let mut config = EventProfilesConfig {
+        alloc: kinds.contains(&ProfileKind::Alloc),
+        lock: kinds.contains(&ProfileKind::Lock),
+        exceptions: kinds.contains(&ProfileKind::Exception),
+        ..EventProfilesConfig::default()
+    };
+    if let Some(n) = var("CLRPROF_SAMPLER_EXCEPTION_EVERY").and_then(|v| v.parse().ok()) {
+        config.exception_every = u32::max(n, 1);
+    }
+    if let Some(n) = var("CLRPROF_SAMPLER_ALLOC_EVERY").and_then(|v| v.parse().ok()) {
+        config.alloc_every_bytes = n;
+    }
+    config.force_object_allocated =
+        var("CLRPROF_SAMPLER_ALLOC_SOURCE").as_deref() == Some("object-allocated");
+    config
+}
+
+fn kind_period_record(out: &JsonLines, p: &KindPeriod) {
+    let r = out
+        .record("kind-period")
+        .str("kind", p.kind.name())
+        .num("index", p.index)
+        .num("value_0", p.totals[0])
+        .num("value_1", p.totals[1])
+        .num("bytes", p.bytes as u64)
+        .bool("last", p.last);
+    match &p.destination {
+        Ok(to) => r.bool("ok", true).str("to", to).write(),
+        Err(e) => r.bool("ok", false).str("error", e).write(),
+    }
+}
+
 /// Resident memory of this process in KiB, where the system tells (Linux).
 fn rss_kib() -> Option<u64> {
     if !cfg!(target_os = "linux") {
@@ -230,6 +304,14 @@ impl SamplerProfiler {
     /// The second module load: sampling starts now (the SDK component does
     /// it); record how.
     fn started(&self, info: &ProfilerInfo) {
+        if let Some(events) = self.events.get() {
+            if let Err(e) = events.start(info) {
+                self.out
+                    .record("event-session")
+                    .str("error", &e.to_string())
+                    .write();
+            }
+        }
         self.try_async_walk(info);
         match (self.sampler.get(), self.no_sampler.get()) {
             (Some(sampler), _) => self
@@ -309,41 +391,76 @@ impl Profiler for SamplerProfiler {
         let mut masks: EventMasks =
             (EventMask::MONITOR_THREADS | EventMask::MONITOR_MODULE_LOADS).into();
         let _ = self.gate.set(ThreadGate::register(info)?);
-        let config = SamplerConfig::at(rate());
-        let registered = if wants_shadow_stacks(info) {
-            // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
-            // with exceptions the SDK keeps the shadow stacks balanced.
-            let options = EltOptions::fast_path().with_exceptions();
-            let (elt_masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
-            masks = elt_masks;
-            let _ = self.shadow.set(runtime);
-            Sampler::register_with_source(info, config, self.names.clone(), ShadowStackSource)
-        } else {
-            Sampler::register(info, config, self.names.clone())
-        };
-        match registered {
-            Ok(sampler) => {
-                if let Some(config) = continuous_config() {
-                    let out = self.out.clone();
-                    let observer = Arc::new(move |p: &Period| period_record(&out, p));
-                    match Continuous::start(sampler.clone(), config, Some(observer)) {
-                        Ok(c) => {
-                            let _ = self.continuous.set(c);
-                        }
-                        Err(e) => self
-                            .out
-                            .record("continuous")
-                            .str("error", &e.to_string())
-                            .write(),
-                    }
-                }
-                let _ = self.sampler.set(sampler);
-            }
-            Err(e) => {
-                let _ = self.no_sampler.set(e.to_string());
-            }
+        if let Ok(r) = info.runtime_information() {
+            let _ = self
+                .runtime
+                .set(format!("{}.{}.{}", r.major, r.minor, r.build));
         }
-        Ok(masks)
+        let kinds = match profile_kinds() {
+            Ok(kinds) => kinds,
+            Err(e) => {
+                self.out.record("profiles").str("error", &e).write();
+                vec![ProfileKind::Cpu, ProfileKind::Wall]
+            }
+        };
+        let config = event_config(&kinds);
+        let mut unavailable = String::new();
+        if config.alloc || config.lock || config.exceptions {
+            let (events, event_masks) = match EventProfiles::new(info, config, self.names.clone()) {
+                Ok(set_up) => set_up,
+                Err(e) => {
+                    // The app runs on without them; the record says why.
+                    self.out
+                        .record("profiles")
+                        .str("error", &e.to_string())
+                        .write();
+                    return self.initialize_sampler(info, &kinds, masks);
+                }
+            };
+            masks.low |= event_masks.low;
+            masks.high |= event_masks.high;
+            for (kind, why) in events.unavailable() {
+                unavailable.push_str(&format!("{}: {why}; ", kind.name()));
+            }
+            if let Some(continuous) = continuous_config() {
+                let out = self.out.clone();
+                let observer = Arc::new(move |p: &KindPeriod| kind_period_record(&out, p));
+                match EventContinuous::start(
+                    events.clone(),
+                    &kinds,
+                    continuous,
+                    self.runtime.get().cloned(),
+                    Some(observer),
+                ) {
+                    Ok(c) => {
+                        let _ = self.event_continuous.set(c);
+                    }
+                    Err(e) => self
+                        .out
+                        .record("event-continuous")
+                        .str("error", &e.to_string())
+                        .write(),
+                }
+            }
+            let _ = self.events.set(events);
+        }
+        self.out
+            .record("profiles")
+            .str(
+                "kinds",
+                &kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
+            )
+            .str(
+                "alloc_source",
+                self.events
+                    .get()
+                    .map(|e| e.alloc_source())
+                    .unwrap_or(AllocSource::None)
+                    .name(),
+            )
+            .str("unavailable", &unavailable)
+            .write();
+        self.initialize_sampler(info, &kinds, masks)
     }
     // ANCHOR_END: initialize
 
@@ -408,6 +525,12 @@ impl Profiler for SamplerProfiler {
                         let mut pb = path.clone();
                         pb.push(".pb.gz");
                         let _ = std::fs::write(pb, profile.pprof_bytes());
+                        for kind in profile_kinds().unwrap_or_default() {
+                            if let Some(p) = kinds::sampled_pprof(&profile, kind) {
+                                let file = kinds::kind_path(path.as_ref(), kind);
+                                let _ = std::fs::write(file, kinds::gzip_pprof(&p));
+                            }
+                        }
                     }
                     self.out
                         .record("samples")
@@ -440,6 +563,138 @@ impl Profiler for SamplerProfiler {
                     .write(),
             }
         }
+        self.finish_events();
         self.out.flush();
+    }
+
+    fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {
+        if let Some(events) = self.events.get() {
+            events.event_pipe_event_delivered(info, event);
+        }
+    }
+
+    fn exception_thrown(&self, info: &ProfilerInfo, exception: ObjectId<'_>) {
+        if let Some(events) = self.events.get() {
+            events.exception_thrown(info, exception);
+        }
+    }
+
+    fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, class: ClassId<'_>) {
+        if let Some(events) = self.events.get() {
+            events.object_allocated(info, object, class);
+        }
+    }
+}
+
+impl SamplerProfiler {
+    /// The sampler (CPU and wall time) and its continuous mode, when asked
+    /// for: registered in `Initialize`, on top of `masks`.
+    fn initialize_sampler(
+        &self,
+        info: &ProfilerInfo,
+        kinds: &[ProfileKind],
+        mut masks: EventMasks,
+    ) -> Result<EventMasks> {
+        if !kinds.contains(&ProfileKind::Cpu) && !kinds.contains(&ProfileKind::Wall) {
+            let _ = self
+                .no_sampler
+                .set("no cpu or wall profile asked for (CLRPROF_SAMPLER_PROFILES)".into());
+            return Ok(masks);
+        }
+        let config = SamplerConfig::at(rate());
+        let registered = if wants_shadow_stacks(info) {
+            // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
+            // with exceptions the SDK keeps the shadow stacks balanced.
+            let options = EltOptions::fast_path().with_exceptions();
+            let (elt_masks, runtime) = elt::install(info, Arc::new(ShadowHooks), options, masks)?;
+            masks = elt_masks;
+            let _ = self.shadow.set(runtime);
+            Sampler::register_with_source(info, config, self.names.clone(), ShadowStackSource)
+        } else {
+            Sampler::register(info, config, self.names.clone())
+        };
+        match registered {
+            Ok(sampler) => {
+                if let Some(config) = continuous_config() {
+                    let out = self.out.clone();
+                    let observer = Arc::new(move |p: &Period| period_record(&out, p));
+                    match Continuous::start(sampler.clone(), config, Some(observer)) {
+                        Ok(c) => {
+                            let _ = self.continuous.set(c);
+                        }
+                        Err(e) => self
+                            .out
+                            .record("continuous")
+                            .str("error", &e.to_string())
+                            .write(),
+                    }
+                }
+                let _ = self.sampler.set(sampler);
+            }
+            Err(e) => {
+                let _ = self.no_sampler.set(e.to_string());
+            }
+        }
+        Ok(masks)
+    }
+
+    /// Writes the allocation, lock and exception profiles beside
+    /// `CLRPROF_OUTPUT` and records what they hold.
+    fn finish_events(&self) {
+        let Some(events) = self.events.get() else {
+            return;
+        };
+        if let Some(c) = self.event_continuous.get() {
+            let stats = c.finish();
+            self.out
+                .record("event-continuous")
+                .num("periods", stats.periods)
+                .num("delivered", stats.delivered)
+                .num("refused", stats.refused)
+                .write();
+        }
+        let now = std::time::SystemTime::now();
+        // In continuous mode the periods went to the sink: no files here.
+        let output =
+            std::env::var_os("CLRPROF_OUTPUT").filter(|_| self.event_continuous.get().is_none());
+        let mut r = self.out.record("event-profiles");
+        for kind in [
+            ProfileKind::Alloc,
+            ProfileKind::Lock,
+            ProfileKind::Exception,
+        ] {
+            let Some(profile) = events.profile(kind) else {
+                continue;
+            };
+            let wanted = match kind {
+                ProfileKind::Alloc => events.alloc_source() != AllocSource::None,
+                _ => profile_kinds().unwrap_or_default().contains(&kind),
+            };
+            if !wanted {
+                continue;
+            }
+            let totals = profile.totals();
+            r = r
+                .num(&format!("{}_0", kind.name()), totals[0])
+                .num(&format!("{}_1", kind.name()), totals[1]);
+            if let Some(out) = &output {
+                let p =
+                    kinds::event_pprof(&profile, kind, self.runtime.get().map(String::as_str), now);
+                let file = kinds::kind_path(std::path::Path::new(out), kind);
+                let _ = std::fs::write(file, kinds::gzip_pprof(&p));
+            }
+        }
+        let stats = events.stats();
+        r.str("alloc_source", events.alloc_source().name())
+            .num("alloc_events", stats.alloc_events)
+            .num("objects_seen", stats.objects_seen)
+            .num("object_samples", stats.object_samples)
+            .num("contentions", stats.contentions)
+            .num("exceptions_thrown", stats.exceptions_thrown)
+            .num("exceptions_kept", stats.exceptions_kept)
+            .num("failures", stats.failures)
+            .num("events_with_stack", stats.events_with_stack)
+            .str("last_error", &events.last_error().unwrap_or_default())
+            .write();
     }
 }
