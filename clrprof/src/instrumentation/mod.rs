@@ -8,14 +8,24 @@
 //! handler and keeps what it returns, the original code inside a `try` whose
 //! every `ret` stores the value and leaves to an epilogue that calls the exit
 //! handler with that state and the return value (which it may replace), and
-//! a `fault` handler that calls the exit handler when an exception leaves —
-//! which then goes on unchanged. The original exception clauses stay, nested inside the new
+//! a `catch` of everything that calls the exit handler with the exception's
+//! class ([`Exit::exception`]) when an exception leaves, and rethrows it. The original exception clauses stay, nested inside the new
 //! one; tiny headers become fat; the locals signature gains the wrapper's
 //! locals; max stack is recomputed; and the body must pass
 //! [`il::verify`](crate::il::verify()) and a type check of every instruction
 //! the layer added before it is handed out. Methods the
 //! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
 //! `jmp`, vararg methods), never built.
+//!
+//! An instance constructor of a reference type is wrapped *after* its call
+//! to the base (or chained `this(...)`) constructor: field initializers and
+//! that call run before the entry handler, which thus sees an initialized
+//! `this`, and an exception thrown by the base constructor is no call of
+//! the derived one (neither entry nor exit is reported). A constructor in
+//! which that call cannot be found with an empty stack after it, made on
+//! `this`, with no branch or exception region across it, is refused
+//! ([`Error::CannotWrap`]). Constructors of value types and static
+//! constructors have no such call and are wrapped whole.
 //!
 //! The body is a [`WrappedBody`], whose bytes only this module makes, so it
 //! is installed from safe code: at `JITCompilationStarted`
@@ -49,7 +59,7 @@
 //! a panic in one is caught, logged and counted (the call then goes on as if
 //! unwrapped). What they see is limited by that: a garbage collection may
 //! run meanwhile, so object references are not handed to them (see
-//! [`Arguments::get`]).
+//! [`Arguments::get`] and [`Thrown`]).
 
 mod build;
 mod typecheck;
@@ -58,9 +68,9 @@ mod values;
 pub use values::{Arguments, Primitive, ReturnValue};
 
 use crate::error::{Error, Result};
-use crate::ids::{FunctionId, MdMethodDef, ModuleId, RawModuleId};
+use crate::ids::{ClassId, FunctionId, MdMethodDef, MdToken, ModuleId, RawModuleId};
 use crate::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
-use crate::info::{IlMapEntry, ProfilerInfo};
+use crate::info::{IlMapEntry, ProfilerInfo, RuntimeHandle, Scope};
 use crate::metadata_emit::{PrimitiveType, SigBuilder};
 use crate::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
 use clrprof_sys as sys;
@@ -154,8 +164,54 @@ impl Entry<'_> {
 /// The exit of a wrapped call.
 pub struct Exit<'c> {
     method: &'c WrappedMethod,
-    threw: bool,
+    exception: Option<Thrown<'c>>,
     value: ReturnValue<'c>,
+}
+
+/// The exception leaving a wrapped method, as its exit handler sees it:
+/// its class, valid for the call.
+///
+/// The injected `catch` stores the exception in a `pinned` local and reads
+/// its method-table pointer, its `ClassID`, in managed code, before calling
+/// the exit probe (see `build.rs`: a blocking GC marks objects in that
+/// pointer while threads in preemptive mode run, so it is not read from
+/// the handler). The class cannot be unloaded during the call: its
+/// instance is alive, held by that local. The object itself is not handed
+/// out: the handler runs in preemptive mode, where a GC may run at any
+/// time, and although the pinned exception stays in place, every reference
+/// it holds (`Message`, `InnerException`, the stack trace) may move while
+/// the handler reads it, so no [`ObjectId`](crate::ObjectId) of it or read
+/// through it is sound here (the SDK only hands out `ObjectId`s in scopes
+/// where no GC can run; see `inspect.rs`). `Message` is therefore not read;
+/// an agent that needs it uses the C# handler shape
+/// ([`wrap_managed`]), whose handler gets the exception object in managed
+/// code.
+#[derive(Clone, Copy)]
+pub struct Thrown<'c> {
+    class: ClassId<'c>,
+    runtime: &'c RuntimeHandle,
+}
+
+impl<'c> Thrown<'c> {
+    /// The exception's class (`ClassID`), valid for the call.
+    pub fn class(&self) -> ClassId<'c> {
+        self.class
+    }
+
+    /// The exception's type name, `Namespace.Type+Nested` (the generic
+    /// definition's for an instantiation; `ICorProfilerInfo2::GetClassIDInfo2`
+    /// and the module's metadata).
+    pub fn type_name(&self) -> Result<String> {
+        ProfilerInfo::scoped(self.runtime, Scope::Callback).class_name(self.class)
+    }
+}
+
+impl core::fmt::Debug for Thrown<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Thrown")
+            .field("class", &self.class.to_raw())
+            .finish()
+    }
 }
 
 impl<'c> Exit<'c> {
@@ -166,7 +222,11 @@ impl<'c> Exit<'c> {
     /// `true` when the method is leaving by an exception (which continues
     /// after the handler), `false` after a `ret`.
     pub fn threw(&self) -> bool {
-        self.threw
+        self.exception.is_some()
+    }
+    /// The exception leaving the method, if it is leaving by one.
+    pub fn exception(&self) -> Option<Thrown<'c>> {
+        self.exception
     }
     /// The return value (absent after an exception or for `void`).
     pub fn return_value(&mut self) -> &mut ReturnValue<'c> {
@@ -193,7 +253,7 @@ impl<H: MethodHandler> Erased for Typed<H> {
         // SAFETY: [wrapped-frame] `state` is what `enter` of this same wrapper returned in
         // this frame: the injected prologue stores the entry probe's result in its own
         // local S, which nothing else writes, and exactly one of the epilogue (a normal
-        // return) and the fault handler (an exception) runs per call, after the prologue,
+        // return) and the catch handler (an exception) runs per call, after the prologue,
         // and passes S here; they are the only code reading S. So it is a live
         // `Box<H::State>` that no one else owns.
         let state = unsafe { Box::from_raw(state.cast::<H::State>()) };
@@ -201,17 +261,19 @@ impl<H: MethodHandler> Erased for Typed<H> {
     }
 }
 
-/// One built wrapper: the method it was built for and its handler.
+/// One built wrapper: the method it was built for, its handler and the
+/// runtime (for [`Thrown::type_name`]).
 struct Registered {
     method: WrappedMethod,
     handler: Box<dyn Erased>,
+    runtime: RuntimeHandle,
 }
 
-/// Wrappers are numbered; the number is the constant the injected code
-/// passes to the probes. Entries are never removed or reused (a body the
-/// runtime compiled may run until the process ends, and a rebuilt body gets
-/// a new number), so a number always finds the shape its code was built
-/// with.
+/// Wrappers are numbered and kept in this table; the address of a table
+/// entry is the constant the injected code passes to the probes (no lookup
+/// per call). Entries are never removed or reused (a body the runtime
+/// compiled may run until the process ends, and a rebuilt body gets a new
+/// entry), so an address always finds the shape its code was built with.
 const SEGMENT: usize = 4096;
 const SEGMENTS: usize = 1024;
 static TABLE: [OnceLock<Box<[OnceLock<Registered>]>>; SEGMENTS] =
@@ -219,15 +281,29 @@ static TABLE: [OnceLock<Box<[OnceLock<Registered>]>>; SEGMENTS] =
 static NEXT: AtomicU32 = AtomicU32::new(0);
 static PANICS: AtomicU64 = AtomicU64::new(0);
 
-fn register(r: Registered) -> Result<i32> {
+fn register(r: Registered) -> Result<(i32, &'static Registered)> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
     let segment = TABLE
         .get(id / SEGMENT)
         .ok_or(Error::InvalidArgument("more than 4M wrappers built"))?;
     let slots = segment.get_or_init(|| (0..SEGMENT).map(|_| OnceLock::new()).collect());
     // A fresh number: the slot is empty.
-    let _ = slots[id % SEGMENT].set(r);
-    i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))
+    let slot = &slots[id % SEGMENT];
+    let _ = slot.set(r);
+    let registered = slot.get().ok_or(Error::InvalidArgument("a wrapper slot taken twice"))?;
+    let id = i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))?;
+    Ok((id, registered))
+}
+
+/// The wrapper the injected code names by `address` (a constant it was
+/// built with; null is ignored).
+fn registered(address: *const Registered) -> Option<&'static Registered> {
+    // SAFETY: [wrapped-frame] the only non-null addresses the probes receive are the
+    // constants the layer compiled into the bodies it built (`Plan::handler`): the
+    // address of a `Registered` in `TABLE`, a static whose entries are set once and never
+    // removed or moved (segments are boxed slices that are never freed), so it is a live,
+    // immutable `Registered` for the rest of the process.
+    unsafe { address.as_ref() }
 }
 
 fn lookup(id: i32) -> Option<&'static Registered> {
@@ -241,9 +317,10 @@ pub fn handler_panics() -> u64 {
 }
 
 /// The entry probe the injected prologue calls (`calli` unmanaged
-/// `int64(int32, native int)`). Never unwinds.
-extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
-    let Some(r) = lookup(id) else {
+/// `int64(native int, native int)`): the wrapper's address and the argument
+/// table. Never unwinds.
+extern "system" fn enter_probe(wrapper: *const Registered, arguments: *const *const u8) -> i64 {
+    let Some(r) = registered(wrapper) else {
         return 0;
     };
     let entry = Entry {
@@ -268,16 +345,34 @@ extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
     }
 }
 
-/// The exit probe the injected epilogue and fault handler call (`calli`
-/// unmanaged `void(int32, int64, native int, int32)`). Never unwinds.
-extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
-    let Some(r) = lookup(id) else {
+/// The exit probe the injected epilogue and catch handler call (`calli`
+/// unmanaged `void(native int, int64, native int, native int)`): the
+/// wrapper's address, the entry's state, the return value's address (null
+/// for `void` and after an exception) and the exception's class (null
+/// after a `ret`). Never unwinds.
+extern "system" fn exit_probe(
+    wrapper: *const Registered,
+    state: i64,
+    value: *mut u8,
+    exception_class: usize,
+) {
+    let Some(r) = registered(wrapper) else {
         return;
     };
-    let threw = threw != 0;
+    let threw = exception_class != 0;
+    let exception = threw.then(|| Thrown {
+        // SAFETY: [wrapped-frame] a non-null `exception_class` comes from the injected
+        // catch handler, which read it from the method-table pointer of the caught
+        // exception (an object of a class, never an array, so that pointer is its
+        // TypeHandle, the ClassID GetClassFromObject returns) in managed code, where no GC
+        // marks it; the object stays alive in the handler's pinned local until this call
+        // returns, so its class stays loaded for the call, the lifetime given here.
+        class: unsafe { crate::ids::RawClassId(exception_class).assume_valid() },
+        runtime: &r.runtime,
+    });
     let mut exit = Exit {
         method: &r.method,
-        threw,
+        exception,
         value: ReturnValue {
             ty: &r.method.sig.ret,
             element: r.method.ret_element,
@@ -396,6 +491,9 @@ struct Prepared<'m> {
     local_types: Vec<u8>,
     first_local: u16,
     returns: bool,
+    /// Where the wrapper starts: after a reference type's constructor's
+    /// base call, else at the start.
+    split: build::Split,
 }
 
 impl Prepared<'_> {
@@ -470,6 +568,11 @@ fn prepare<'m>(
         u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
     let returns =
         !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    let split = constructor_split(import, method, &props, &sig, &original)
+        .map_err(|e| match e {
+            Error::Usage(why) => cannot(&why),
+            e => e,
+        })?;
     Ok(Prepared {
         emit,
         name,
@@ -480,7 +583,49 @@ fn prepare<'m>(
         local_types,
         first_local,
         returns,
+        split,
     })
+}
+
+/// Where an instance constructor of a reference type is wrapped: after its
+/// call to the base (or chained) constructor ([`build::base_call`]); every
+/// other method (value-type and static constructors included) is wrapped
+/// whole. `Error::Usage` says why such a constructor cannot be wrapped.
+fn constructor_split(
+    import: &crate::metadata::MetaDataImport<'_>,
+    _method: MdMethodDef,
+    props: &crate::metadata::MethodProps,
+    sig: &MethodSig,
+    original: &MethodBody,
+) -> Result<build::Split> {
+    if props.name != ".ctor" || !sig.has_this() {
+        return Ok(build::Split::Whole);
+    }
+    let own = import.type_def_props(props.class)?;
+    let base = own.extends;
+    // A value type's base is System.ValueType (System.Enum for enums, which
+    // have no constructors); a generic base (a TypeSpec) is a class.
+    if matches!(
+        import.type_name_of(base).as_deref(),
+        Ok("System.ValueType" | "System.Enum")
+    ) {
+        return Ok(build::Split::Whole);
+    }
+    let class = MdToken(props.class.0);
+    let is_own_ctor = |t: MdToken| match t.0 >> 24 {
+        0x06 => import
+            .method_props(MdMethodDef(t.0))
+            .is_ok_and(|m| m.name == ".ctor" && (MdToken(m.class.0) == class || MdToken(m.class.0) == base)),
+        0x0a => import
+            .member_ref_props(crate::ids::MdMemberRef(t.0))
+            .is_ok_and(|m| m.name == ".ctor" && (m.parent == class || m.parent == base)),
+        _ => false,
+    };
+    let sites = MetaDataCallSites(import);
+    let depths = crate::il::analyze(original, false, &sites)?.depths;
+    build::base_call(original, &depths, &is_own_ctor)
+        .map(build::Split::After)
+        .map_err(|why| Error::Usage(why.to_string()))
 }
 
 /// Builds a wrapped body of `method` in `module` whose entry and exits run
@@ -499,31 +644,43 @@ pub fn wrap<'m, H: MethodHandler>(
 ) -> Result<WrappedBody<'m>> {
     let p = prepare(info, module, method, None)?;
     let emit = &p.emit;
+    let pinned_object = [
+        sys::ELEMENT_TYPE_PINNED as u8,
+        sys::ELEMENT_TYPE_OBJECT as u8,
+    ];
     let local_sig = emit.token_from_sig(&build::local_sig(
         p.local_count,
         &p.local_types,
-        [PrimitiveType::I8, PrimitiveType::I],
+        &[
+            &SigBuilder::primitive(PrimitiveType::I8),
+            &SigBuilder::primitive(PrimitiveType::I),
+            &pinned_object,
+        ],
         p.ret_bytes()?,
     )?)?;
+    let object = emit.type_spec(&SigBuilder::primitive(PrimitiveType::Object))?;
     let (enter, exit) = build::probe_sigs()?;
     let (enter_sig, exit_sig) = (emit.token_from_sig(&enter)?, emit.token_from_sig(&exit)?);
     let arg_count = u16::try_from(p.sig.params.len() + usize::from(p.sig.has_this()))
         .map_err(|_| p.cannot("it has more arguments than IL can index"))?;
-    // Registered before the build, whose code carries its number.
-    let id = register(Registered {
+    // Registered before the build, whose code carries its address.
+    let (id, registered) = register(Registered {
         method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
         handler: Box::new(Typed(handler)),
+        runtime: info.handle(),
     })?;
     let plan = build::Plan {
-        id,
+        handler: registered as *const Registered as usize,
         enter: enter_probe as *const () as usize,
         exit: exit_probe as *const () as usize,
         enter_sig,
         exit_sig,
+        object,
         local_sig,
         first_local: p.first_local,
         returns: p.returns,
         arguments: H::ARGUMENTS.then_some(arg_count),
+        split: p.split,
     };
     let body = build::build(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;
@@ -650,10 +807,11 @@ pub fn wrap_managed<'m>(
     }
     let emit = &p.emit;
     let ret_bytes = p.ret_bytes()?;
+    let object_type = SigBuilder::primitive(PrimitiveType::Object);
     let local_sig = emit.token_from_sig(&build::local_sig(
         p.local_count,
         &p.local_types,
-        [PrimitiveType::Object, PrimitiveType::Object],
+        &[&object_type, &object_type],
         ret_bytes,
     )?)?;
     let ret = ret_bytes.map(|b| emit.type_spec(b)).transpose()?;
@@ -709,14 +867,16 @@ pub fn wrap_managed<'m>(
         ret,
         local_sig,
         first_local: p.first_local,
+        split: p.split,
     };
     let body = build::build_managed(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;
     // The body calls no probe of this library; it is registered only so that
     // `WrappedBody::method` answers.
-    let id = register(Registered {
+    let (id, _) = register(Registered {
         method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
         handler: Box::new(NoHandler),
+        runtime: info.handle(),
     })?;
     Ok(WrappedBody {
         module,
