@@ -234,15 +234,11 @@ impl<'c> Exit<'c> {
     }
 }
 
-/// A handler with its state type erased, as the probes call it.
-trait Erased: Send + Sync {
-    fn enter(&self, call: &Entry<'_>) -> *mut ();
-    fn exit(&self, call: &mut Exit<'_>, state: *mut ());
-}
-
+/// A handler as its wrapper keeps it (type-erased in [`Registered`]; the
+/// probes, compiled per handler type, downcast it back).
 struct Typed<H>(Arc<H>);
 
-impl<H: MethodHandler> Erased for Typed<H> {
+impl<H: MethodHandler> Typed<H> {
     fn enter(&self, call: &Entry<'_>) -> *mut () {
         Box::into_raw(Box::new(self.0.on_entry(call))).cast()
     }
@@ -265,7 +261,8 @@ impl<H: MethodHandler> Erased for Typed<H> {
 /// runtime (for [`Thrown::type_name`]).
 struct Registered {
     method: WrappedMethod,
-    handler: Box<dyn Erased>,
+    /// A `Typed<H>` (no handler for a managed-handler body).
+    handler: Box<dyn core::any::Any + Send + Sync>,
     runtime: RuntimeHandle,
 }
 
@@ -316,11 +313,23 @@ pub fn handler_panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
 }
 
+/// The wrapper at `wrapper` and its handler, if it is a `Typed<H>`.
+fn handler_of<H: MethodHandler>(
+    wrapper: *const Registered,
+) -> Option<(&'static Registered, &'static Typed<H>)> {
+    let r = registered(wrapper)?;
+    Some((r, r.handler.downcast_ref::<Typed<H>>()?))
+}
+
 /// The entry probe the injected prologue calls (`calli` unmanaged
 /// `int64(native int, native int)`): the wrapper's address and the argument
-/// table. Never unwinds.
-extern "system" fn enter_probe(wrapper: *const Registered, arguments: *const *const u8) -> i64 {
-    let Some(r) = registered(wrapper) else {
+/// table. One per handler type (the handler's call is direct and inlined);
+/// a wrapper of another type is ignored. Never unwinds.
+extern "system" fn enter_probe<H: MethodHandler>(
+    wrapper: *const Registered,
+    arguments: *const *const u8,
+) -> i64 {
+    let Some((r, handler)) = handler_of::<H>(wrapper) else {
         return 0;
     };
     let entry = Entry {
@@ -332,7 +341,7 @@ extern "system" fn enter_probe(wrapper: *const Registered, arguments: *const *co
             table: arguments,
         },
     };
-    match catch_unwind(AssertUnwindSafe(|| r.handler.enter(&entry))) {
+    match catch_unwind(AssertUnwindSafe(|| handler.enter(&entry))) {
         Ok(state) => state as i64,
         Err(_) => {
             PANICS.fetch_add(1, Ordering::Relaxed);
@@ -349,14 +358,14 @@ extern "system" fn enter_probe(wrapper: *const Registered, arguments: *const *co
 /// unmanaged `void(native int, int64, native int, native int)`): the
 /// wrapper's address, the entry's state, the return value's address (null
 /// for `void` and after an exception) and the exception's class (null
-/// after a `ret`). Never unwinds.
-extern "system" fn exit_probe(
+/// after a `ret`). One per handler type, as the entry probe. Never unwinds.
+extern "system" fn exit_probe<H: MethodHandler>(
     wrapper: *const Registered,
     state: i64,
     value: *mut u8,
     exception_class: usize,
 ) {
-    let Some(r) = registered(wrapper) else {
+    let Some((r, handler)) = handler_of::<H>(wrapper) else {
         return;
     };
     let threw = exception_class != 0;
@@ -381,7 +390,7 @@ extern "system" fn exit_probe(
         },
     };
     if catch_unwind(AssertUnwindSafe(|| {
-        r.handler.exit(&mut exit, state as usize as *mut ())
+        handler.exit(&mut exit, state as usize as *mut ())
     }))
     .is_err()
     {
@@ -671,8 +680,8 @@ pub fn wrap<'m, H: MethodHandler>(
     })?;
     let plan = build::Plan {
         handler: registered as *const Registered as usize,
-        enter: enter_probe as *const () as usize,
-        exit: exit_probe as *const () as usize,
+        enter: enter_probe::<H> as *const () as usize,
+        exit: exit_probe::<H> as *const () as usize,
         enter_sig,
         exit_sig,
         object,
@@ -875,7 +884,7 @@ pub fn wrap_managed<'m>(
     // `WrappedBody::method` answers.
     let (id, _) = register(Registered {
         method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(NoHandler),
+        handler: Box::new(()),
         runtime: info.handle(),
     })?;
     Ok(WrappedBody {
@@ -885,16 +894,6 @@ pub fn wrap_managed<'m>(
         bytes: written.bytes,
         map: written.map,
     })
-}
-
-/// The registered handler of a managed-handler body (never called).
-struct NoHandler;
-
-impl Erased for NoHandler {
-    fn enter(&self, _: &Entry<'_>) -> *mut () {
-        core::ptr::null_mut()
-    }
-    fn exit(&self, _: &mut Exit<'_>, _: *mut ()) {}
 }
 
 #[cfg(test)]

@@ -380,12 +380,12 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
         (&a2 as *const usize).cast(),
     ];
     let mut ret: u8 = 0;
-    let state = enter_probe(id, table.as_ptr());
-    exit_probe(id, state, &mut ret, 0);
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
+    exit_probe::<Recorder>(id, state, &mut ret, 0);
     assert_eq!(ret, 1, "the handler replaced false with true");
 
-    let state = enter_probe(id, table.as_ptr());
-    exit_probe(id, state, &mut ret, OOPS);
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
+    exit_probe::<Recorder>(id, state, &mut ret, OOPS);
     assert_eq!(ret, 1, "no value is touched after an exception");
 
     let seen = handler.seen.lock().unwrap().clone();
@@ -415,9 +415,9 @@ fn a_panicking_handler_is_caught_and_its_exit_skipped() {
         (&a2 as *const usize).cast(),
     ];
     let mut ret = 0u8;
-    let state = enter_probe(id, table.as_ptr());
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
     assert_eq!(state, 0);
-    exit_probe(id, state, &mut ret, 0);
+    exit_probe::<Recorder>(id, state, &mut ret, 0);
     assert!(handler_panics() > before);
     assert!(handler.seen.lock().unwrap().is_empty());
     assert_eq!(ret, 0);
@@ -425,8 +425,28 @@ fn a_panicking_handler_is_caught_and_its_exit_skipped() {
 
 #[test]
 fn a_null_wrapper_is_ignored() {
-    assert_eq!(enter_probe(core::ptr::null(), core::ptr::null()), 0);
-    exit_probe(core::ptr::null(), 12345, core::ptr::null_mut(), 0);
+    assert_eq!(
+        enter_probe::<Recorder>(core::ptr::null(), core::ptr::null()),
+        0
+    );
+    exit_probe::<Recorder>(core::ptr::null(), 12345, core::ptr::null_mut(), 0);
+    // A wrapper of another handler type is not called with this one's.
+    let (handler, r) = registered_recorder();
+    struct Other;
+    impl MethodHandler for Other {
+        type State = ();
+        fn on_entry(&self, _: &Entry<'_>) {
+            panic!("called with another handler's wrapper")
+        }
+        fn on_exit(&self, _: &mut Exit<'_>, _: ()) {
+            panic!("called with another handler's wrapper")
+        }
+    }
+    let before = handler_panics();
+    assert_eq!(enter_probe::<Other>(r, core::ptr::null()), 0);
+    exit_probe::<Other>(r, 1, core::ptr::null_mut(), 0);
+    assert_eq!(handler_panics(), before);
+    assert!(handler.seen.lock().unwrap().is_empty());
 }
 
 #[test]
