@@ -426,7 +426,7 @@ fn exception_types_scenario(case: &Case<'_>) -> CaseResult {
         *got.entry(format!("{method} {ty}")).or_default() += 1;
     }
     let throws = case.leg().name != WINE_NET8_LEG;
-    if got != expected || (throws && expected.len() < 8) {
+    if got != expected || (throws && expected.len() < 7) {
         return Err(format!(
             "exception types per method:
 app:     {expected:#?}

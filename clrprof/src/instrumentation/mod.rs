@@ -201,8 +201,15 @@ impl<'c> Thrown<'c> {
     /// The exception's type name, `Namespace.Type+Nested` (the generic
     /// definition's for an instantiation; `ICorProfilerInfo2::GetClassIDInfo2`
     /// and the module's metadata).
+    ///
+    /// The handler runs on a managed thread outside any callback, where the
+    /// runtime refuses synchronous Info calls such as `GetModuleMetaData`
+    /// (`CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`: such a thread is "called
+    /// asynchronously" unless it is inside a callback). So the name is read
+    /// by a thread of the SDK's, which the runtime does not know, while this
+    /// thread waits (keeping the exception, hence its class, alive).
     pub fn type_name(&self) -> Result<String> {
-        ProfilerInfo::scoped(self.runtime, Scope::Callback).class_name(self.class)
+        namer::class_name(self.runtime, self.class)
     }
 }
 
@@ -231,6 +238,52 @@ impl<'c> Exit<'c> {
     /// The return value (absent after an exception or for `void`).
     pub fn return_value(&mut self) -> &mut ReturnValue<'c> {
         &mut self.value
+    }
+}
+
+/// Class names for [`Thrown::type_name`], read on a thread the runtime does
+/// not know.
+mod namer {
+    use super::*;
+    use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
+    use std::sync::Mutex;
+
+    type Request = (RuntimeHandle, crate::ids::RawClassId, SyncSender<Result<String>>);
+
+    static NAMER: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
+
+    fn start() -> Option<Mutex<Sender<Request>>> {
+        let (tx, rx) = channel::<Request>();
+        let thread = crate::thread::spawn("clrprof-class-names", move || {
+            for (runtime, class, reply) in rx {
+                // SAFETY: [wrapped-frame] the requesting handler's thread sent a ClassID it
+                // got from the exit probe (the class of the exception its frame holds in a
+                // pinned local) and blocks on `reply` until this answer: the instance, hence
+                // its class, stays alive and loaded while the ID is used here.
+                let class = unsafe { class.assume_valid() };
+                let name = ProfilerInfo::scoped(&runtime, Scope::Callback).class_name(class);
+                let _ = reply.send(name);
+            }
+        });
+        thread.ok().map(|_| Mutex::new(tx))
+    }
+
+    pub(super) fn class_name(runtime: &RuntimeHandle, class: ClassId<'_>) -> Result<String> {
+        let unavailable = || Error::Usage("the SDK's class-name thread is not running".into());
+        let sender = NAMER
+            .get_or_init(start)
+            .as_ref()
+            .ok_or_else(unavailable)?
+            .lock()
+            .map_err(|_| unavailable())?
+            .clone();
+        let (reply, answer) = sync_channel(1);
+        sender
+            .send((runtime.clone(), class.to_raw(), reply))
+            .map_err(|_| unavailable())?;
+        // Blocks until the thread has answered: `class` is used there only
+        // while this frame, which keeps it valid, waits.
+        answer.recv().map_err(|_| unavailable())?
     }
 }
 
