@@ -86,10 +86,11 @@ pub(crate) enum Split {
 /// Finds, in an instance constructor of a reference type, the call to the
 /// base (or chained `this(...)`) constructor: a `call` whose target
 /// `is_own_ctor` (a `.ctor` of the base type or of the type itself), whose
-/// receiver is argument 0 (the instruction that pushed the bottom of the
-/// stack the call takes is `ldarg.0`, nothing in between being a branch
-/// target) and after which the stack is empty (`depths` from
-/// `il::analyze`). Everything before it must be straight code of its own:
+/// receiver is argument 0 (the last instruction before it that starts at an
+/// empty stack is `ldarg.0`, every instruction from there to the call starts
+/// with that value on the stack, and the branches among them, as a
+/// conditional argument makes, stay among them) and after which the stack
+/// is empty (`depths` from `il::analyze`). Everything before it must be straight code of its own:
 /// no `ret`, no exception region, and no branch across the call in either
 /// direction. `Err` says why there is no such place.
 pub(crate) fn base_call(
@@ -129,12 +130,19 @@ pub(crate) fn base_call(
         .rev()
         .find(|k| depth(*k) == Some(0))
         .ok_or("the base constructor call's receiver is not found")?;
+    let inside = |k: usize| k > receiver && k <= call;
+    let argument_flow_stays_inside = targets.iter().all(|(l, from)| {
+        let to = body.index_of(*l);
+        from.iter().all(|f| {
+            let (f_in, t_in) = (inside(*f), to.is_some_and(inside));
+            (!f_in && !t_in) || (f_in && t_in && *f < call)
+        })
+    });
     if !matches!(
         (code[receiver].opcode, &code[receiver].operand),
         (OpCode::LDARG_0, _) | (OpCode::LDARG | OpCode::LDARG_S, Operand::Var(0))
-    ) || code[receiver + 1..=call]
-        .iter()
-        .any(|i| targets.contains_key(&i.label))
+    ) || (receiver + 1..=call).any(|k| depth(k).is_some_and(|d| d == 0))
+        || !argument_flow_stays_inside
     {
         return Err("the constructor call after which the stack is empty is not made on `this`");
     }

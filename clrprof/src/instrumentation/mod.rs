@@ -649,6 +649,28 @@ fn prepare<'m>(
     })
 }
 
+/// Whether a TypeSpec blob is `GENERICINST CLASS <class> ...`: an
+/// instantiation of the TypeDef `class` (ECMA-335 II.23.2.12, II.23.2.8).
+fn instantiates(blob: &[u8], class: MdToken) -> bool {
+    let [0x15, 0x12, rest @ ..] = blob else {
+        return false;
+    };
+    // A compressed unsigned integer (II.23.2).
+    let coded = match *rest {
+        [b0, ..] if b0 & 0x80 == 0 => u32::from(b0),
+        [b0, b1, ..] if b0 & 0xc0 == 0x80 => (u32::from(b0 & 0x3f) << 8) | u32::from(b1),
+        [b0, b1, b2, b3, ..] if b0 & 0xe0 == 0xc0 => {
+            (u32::from(b0 & 0x1f) << 24)
+                | (u32::from(b1) << 16)
+                | (u32::from(b2) << 8)
+                | u32::from(b3)
+        }
+        _ => return false,
+    };
+    // TypeDefOrRef coded index: tag 0 is TypeDef.
+    coded & 3 == 0 && (coded >> 2) == (class.0 & 0x00ff_ffff)
+}
+
 /// Where an instance constructor of a reference type is wrapped: after its
 /// call to the base (or chained) constructor ([`build::base_call`]); every
 /// other method (value-type and static constructors included) is wrapped
@@ -674,13 +696,31 @@ fn constructor_split(
         return Ok(build::Split::Whole);
     }
     let class = MdToken(props.class.0);
+    let base_spec = (base.0 >> 24 == 0x1b)
+        .then(|| import.type_spec_blob(crate::ids::MdTypeSpec(base.0)).ok())
+        .flatten();
+    // The type itself or its base: the TypeDef, the `extends` token, a
+    // TypeSpec of the same blob as a generic base, or a TypeSpec
+    // instantiating the type itself (`this(...)` in a generic class).
+    let own_or_base = |parent: MdToken| {
+        if parent == class || parent == base {
+            return true;
+        }
+        if parent.0 >> 24 != 0x1b {
+            return false;
+        }
+        let Ok(blob) = import.type_spec_blob(crate::ids::MdTypeSpec(parent.0)) else {
+            return false;
+        };
+        base_spec.as_deref() == Some(&blob[..]) || instantiates(&blob, class)
+    };
     let is_own_ctor = |t: MdToken| match t.0 >> 24 {
         0x06 => import
             .method_props(MdMethodDef(t.0))
-            .is_ok_and(|m| m.name == ".ctor" && (MdToken(m.class.0) == class || MdToken(m.class.0) == base)),
+            .is_ok_and(|m| m.name == ".ctor" && own_or_base(MdToken(m.class.0))),
         0x0a => import
             .member_ref_props(crate::ids::MdMemberRef(t.0))
-            .is_ok_and(|m| m.name == ".ctor" && (m.parent == class || m.parent == base)),
+            .is_ok_and(|m| m.name == ".ctor" && own_or_base(m.parent)),
         _ => false,
     };
     let sites = MetaDataCallSites(import);

@@ -739,3 +739,30 @@ fn a_constructor_without_a_base_call_on_this_is_refused() {
     let e = split_of(&b).unwrap_err();
     assert!(e.contains("stack is empty"), "{e}");
 }
+
+#[test]
+fn a_conditional_argument_of_the_base_call_is_kept_before_the_wrapper() {
+    // base(a != 0 ? 1 : 2): a branch among the call's arguments.
+    let mut b = MethodBody::new();
+    let (two, call) = (b.new_label(), b.new_label());
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::BRFALSE, Operand::Target(two));
+    b.push(OpCode::LDC_I4_1, Operand::None);
+    b.push(OpCode::BR, Operand::Target(call));
+    b.push_labeled(two, OpCode::LDC_I4_2, Operand::None);
+    b.push_labeled(call, OpCode::CALL, Operand::Token(BASE_CTOR));
+    b.push(OpCode::RET, Operand::None);
+    assert_eq!(split_of(&b), Ok(6));
+}
+
+#[test]
+fn a_typespec_instantiating_the_type_itself_is_its_own() {
+    // GENERICINST CLASS TypeDef 0x02000005 <1> !0
+    let blob = [0x15, 0x12, 0x05 << 2, 0x01, 0x13, 0x00];
+    assert!(instantiates(&blob, MdToken(0x0200_0005)));
+    assert!(!instantiates(&blob, MdToken(0x0200_0004)));
+    // A TypeRef (tag 1) of the same row is another type.
+    let blob = [0x15, 0x12, (0x05 << 2) | 1, 0x01, 0x13, 0x00];
+    assert!(!instantiates(&blob, MdToken(0x0200_0005)));
+}
