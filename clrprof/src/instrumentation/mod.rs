@@ -316,7 +316,26 @@ struct Registered {
     method: WrappedMethod,
     /// A `Typed<H>` (no handler for a managed-handler body).
     handler: Box<dyn core::any::Any + Send + Sync>,
+    /// The concrete type of `handler`, taken from it when registered (so
+    /// the probes compare it without a virtual call).
+    handler_type: core::any::TypeId,
     runtime: RuntimeHandle,
+}
+
+impl Registered {
+    fn new(
+        method: WrappedMethod,
+        handler: Box<dyn core::any::Any + Send + Sync>,
+        runtime: RuntimeHandle,
+    ) -> Self {
+        let handler_type = (*handler).type_id();
+        Registered {
+            method,
+            handler,
+            handler_type,
+            runtime,
+        }
+    }
 }
 
 /// Wrappers are numbered and kept in this table; the address of a table
@@ -371,7 +390,14 @@ fn handler_of<H: MethodHandler>(
     wrapper: *const Registered,
 ) -> Option<(&'static Registered, &'static Typed<H>)> {
     let r = registered(wrapper)?;
-    Some((r, r.handler.downcast_ref::<Typed<H>>()?))
+    if r.handler_type != core::any::TypeId::of::<Typed<H>>() {
+        return None;
+    }
+    let any: *const (dyn core::any::Any + Send + Sync) = &*r.handler;
+    // SAFETY: [wrapped-frame] `handler_type` is the concrete type of this very box, taken
+    // when the wrapper was registered (neither changes after), so the box holds a
+    // `Typed<H>`, which lives as long as the table entry, for the rest of the process.
+    Some((r, unsafe { &*any.cast::<Typed<H>>() }))
 }
 
 /// The entry probe the injected prologue calls (`calli` unmanaged
@@ -766,11 +792,11 @@ pub fn wrap<'m, H: MethodHandler>(
     let arg_count = u16::try_from(p.sig.params.len() + usize::from(p.sig.has_this()))
         .map_err(|_| p.cannot("it has more arguments than IL can index"))?;
     // Registered before the build, whose code carries its address.
-    let (id, registered) = register(Registered {
-        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(Typed(handler)),
-        runtime: info.handle(),
-    })?;
+    let (id, registered) = register(Registered::new(
+        WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        Box::new(Typed(handler)),
+        info.handle(),
+    ))?;
     let plan = build::Plan {
         handler: registered as *const Registered as usize,
         enter: enter_probe::<H> as *const () as usize,
@@ -975,11 +1001,11 @@ pub fn wrap_managed<'m>(
     let written = p.finish(body)?;
     // The body calls no probe of this library; it is registered only so that
     // `WrappedBody::method` answers.
-    let (id, _) = register(Registered {
-        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(()),
-        runtime: info.handle(),
-    })?;
+    let (id, _) = register(Registered::new(
+        WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        Box::new(()),
+        info.handle(),
+    ))?;
     Ok(WrappedBody {
         module,
         token: method,

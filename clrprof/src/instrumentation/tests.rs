@@ -355,16 +355,16 @@ fn registered_recorder() -> (Arc<Recorder>, *const Registered) {
     // static bool M(int32, float64, string)
     let sig = MethodSig::parse(&[0x00, 0x03, 0x02, 0x08, 0x0d, 0x0e]).unwrap();
     let handler = Arc::new(Recorder::default());
-    let (_, r) = register(Registered {
-        method: WrappedMethod::new(
+    let (_, r) = register(Registered::new(
+        WrappedMethod::new(
             "Ns.T::M".into(),
             RawModuleId(1),
             MdMethodDef(0x0600_0001),
             sig,
         ),
-        handler: Box::new(Typed(handler.clone())),
-        runtime: oops_runtime(),
-    })
+        Box::new(Typed(handler.clone())),
+        oops_runtime(),
+    ))
     .unwrap();
     (handler, r)
 }
