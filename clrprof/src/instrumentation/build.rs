@@ -171,11 +171,8 @@ pub(crate) fn base_call(
 pub(crate) fn probe_sigs() -> Result<(Vec<u8>, Vec<u8>)> {
     use crate::metadata_emit::{PrimitiveType as P, SigBuilder, UnmanagedCallConv};
     let p = SigBuilder::primitive;
-    let enter = SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &p(P::I8),
-        &[&p(P::I), &p(P::I)],
-    )?;
+    let enter =
+        SigBuilder::unmanaged_calli(UnmanagedCallConv::StdCall, &p(P::I8), &[&p(P::I), &p(P::I)])?;
     let exit = SigBuilder::unmanaged_calli(
         UnmanagedCallConv::StdCall,
         &p(P::Void),
@@ -293,9 +290,9 @@ fn insert_prologue(
     first: Label,
     prologue: &[(OpCode, Operand)],
 ) -> Result<Label> {
-    let at = body
-        .index_of(first)
-        .ok_or(Error::InvalidArgument("the wrapper's start is no instruction"))?;
+    let at = body.index_of(first).ok_or(Error::InvalidArgument(
+        "the wrapper's start is no instruction",
+    ))?;
     let labels = body.insert(at, prologue)?;
     labels
         .first()
@@ -364,23 +361,24 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
 
     // The exit call: `value` pushes the return value's address (or null),
     // `class` the exception's class (or null).
-    let exit_call = |body: &mut MethodBody, value: Option<&Operand>, class: &[(OpCode, Operand)]| {
-        let first = body.push(handler.0, handler.1.clone());
-        body.push(OpCode::CONV_I, Operand::None);
-        body.push(OpCode::LDLOC, state.clone());
-        match value {
-            Some(r) => body.push(OpCode::LDLOCA, r.clone()),
-            None => body.push(OpCode::LDC_I4_0, Operand::None),
+    let exit_call =
+        |body: &mut MethodBody, value: Option<&Operand>, class: &[(OpCode, Operand)]| {
+            let first = body.push(handler.0, handler.1.clone());
+            body.push(OpCode::CONV_I, Operand::None);
+            body.push(OpCode::LDLOC, state.clone());
+            match value {
+                Some(r) => body.push(OpCode::LDLOCA, r.clone()),
+                None => body.push(OpCode::LDC_I4_0, Operand::None),
+            };
+            body.push(OpCode::CONV_U, Operand::None);
+            for (op, operand) in class {
+                body.push(*op, operand.clone());
+            }
+            body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
+            body.push(OpCode::CONV_I, Operand::None);
+            body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
+            first
         };
-        body.push(OpCode::CONV_U, Operand::None);
-        for (op, operand) in class {
-            body.push(*op, operand.clone());
-        }
-        body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
-        body.push(OpCode::CONV_I, Operand::None);
-        body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
-        first
-    };
     let no_class = [
         (OpCode::LDC_I4_0, Operand::None),
         (OpCode::CONV_U, Operand::None),
@@ -492,7 +490,8 @@ pub(crate) fn local_sig(
     return_type: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
     use crate::metadata_emit::SigBuilder;
-    let n = u32::try_from(added.len()).unwrap_or(u32::MAX)
+    let n = u32::try_from(added.len())
+        .unwrap_or(u32::MAX)
         .saturating_add(u32::from(return_type.is_some()));
     let count = original_count
         .checked_add(n)

@@ -248,7 +248,11 @@ mod namer {
     use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
     use std::sync::Mutex;
 
-    type Request = (RuntimeHandle, crate::ids::RawClassId, SyncSender<Result<String>>);
+    type Request = (
+        RuntimeHandle,
+        crate::ids::RawClassId,
+        SyncSender<Result<String>>,
+    );
 
     static NAMER: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
 
@@ -359,8 +363,11 @@ fn register(r: Registered) -> Result<(i32, &'static Registered)> {
     // A fresh number: the slot is empty.
     let slot = &slots[id % SEGMENT];
     let _ = slot.set(r);
-    let registered = slot.get().ok_or(Error::InvalidArgument("a wrapper slot taken twice"))?;
-    let id = i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))?;
+    let registered = slot
+        .get()
+        .ok_or(Error::InvalidArgument("a wrapper slot taken twice"))?;
+    let id =
+        i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))?;
     Ok((id, registered))
 }
 
@@ -656,8 +663,8 @@ fn prepare<'m>(
         u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
     let returns =
         !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
-    let split = constructor_split(import, method, &props, &sig, &original)
-        .map_err(|e| match e {
+    let split =
+        constructor_split(import, method, &props, &sig, &original).map_err(|e| match e {
             Error::Usage(why) => cannot(&why),
             e => e,
         })?;

@@ -307,7 +307,10 @@ impl MethodHandler for Recorder {
             let e = call.return_value().get::<bool>().unwrap_err().to_string();
             let thrown = call.exception().expect("the exception");
             let name = thrown.type_name().unwrap_or_else(|e| e.to_string());
-            format!("{state} | threw {name} ({:#x}): {e}", thrown.class().as_sys())
+            format!(
+                "{state} | threw {name} ({:#x}): {e}",
+                thrown.class().as_sys()
+            )
         } else {
             let v = call.return_value();
             let old: bool = v.get().unwrap();
@@ -662,7 +665,9 @@ fn ctor_sites() -> HashMap<MdToken, CallSite> {
 }
 
 fn split_of(body: &MethodBody) -> core::result::Result<usize, &'static str> {
-    let depths = crate::il::analyze(body, false, &ctor_sites()).unwrap().depths;
+    let depths = crate::il::analyze(body, false, &ctor_sites())
+        .unwrap()
+        .depths;
     build::base_call(body, &depths, &|t| t == BASE_CTOR)
 }
 
