@@ -71,6 +71,12 @@ pub(crate) struct Plan {
     pub arguments: Option<u16>,
     /// Where the wrapper starts (after a constructor's base call).
     pub split: Split,
+    /// Whether the catch handler reads the exception's class: only when
+    /// every object it can catch is an `Exception` (the module's assembly
+    /// has `RuntimeCompatibility(WrapNonExceptionThrows = true)`), since the
+    /// method table of an array is not its `ClassID` on every runtime.
+    /// Otherwise it passes 1: an exception of unknown class.
+    pub read_class: bool,
 }
 
 /// Where the wrapper's prologue and `try` start in the original code.
@@ -387,15 +393,20 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     // The catch handler: the method is leaving by an exception, which is
     // pinned in X while its class is read, then released and rethrown.
     let catch = body.push(OpCode::STLOC, exception.clone());
-    exit_call(
-        &mut body,
-        None,
-        &[
+    let class = if plan.read_class {
+        [
             (OpCode::LDLOC, exception.clone()),
             (OpCode::CONV_U, Operand::None),
             (OpCode::LDIND_I, Operand::None),
-        ],
-    );
+        ]
+    } else {
+        [
+            (OpCode::LDC_I4_1, Operand::None),
+            (OpCode::CONV_U, Operand::None),
+            (OpCode::NOP, Operand::None),
+        ]
+    };
+    exit_call(&mut body, None, &class);
     body.push(OpCode::LDNULL, Operand::None);
     body.push(OpCode::STLOC, exception);
     body.push(OpCode::RETHROW, Operand::None);

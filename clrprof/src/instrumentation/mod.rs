@@ -164,6 +164,7 @@ impl Entry<'_> {
 /// The exit of a wrapped call.
 pub struct Exit<'c> {
     method: &'c WrappedMethod,
+    threw: bool,
     exception: Option<Thrown<'c>>,
     value: ReturnValue<'c>,
 }
@@ -229,9 +230,14 @@ impl<'c> Exit<'c> {
     /// `true` when the method is leaving by an exception (which continues
     /// after the handler), `false` after a `ret`.
     pub fn threw(&self) -> bool {
-        self.exception.is_some()
+        self.threw
     }
-    /// The exception leaving the method, if it is leaving by one.
+    /// The exception leaving the method, if it is leaving by one. `None`
+    /// too for a method of an assembly without
+    /// `RuntimeCompatibility(WrapNonExceptionThrows = true)` (C# compilers
+    /// emit it), whose catch clauses may get objects that are not
+    /// exceptions (arrays included, whose method table is not their
+    /// `ClassID` on every runtime): the class is not read there.
     pub fn exception(&self) -> Option<Thrown<'c>> {
         self.exception
     }
@@ -455,7 +461,8 @@ extern "system" fn exit_probe<H: MethodHandler>(
         return;
     };
     let threw = exception_class != 0;
-    let exception = threw.then(|| Thrown {
+    // 1: an exception whose class the catch handler did not read.
+    let exception = (exception_class > 1).then(|| Thrown {
         // SAFETY: [wrapped-frame] a non-null `exception_class` comes from the injected
         // catch handler, which read it from the method-table pointer of the caught
         // exception (an object of a class, never an array, so that pointer is its
@@ -467,6 +474,7 @@ extern "system" fn exit_probe<H: MethodHandler>(
     });
     let mut exit = Exit {
         method: &r.method,
+        threw,
         exception,
         value: ReturnValue {
             ty: &r.method.sig.ret,
@@ -682,6 +690,26 @@ fn prepare<'m>(
     })
 }
 
+/// Whether the module's assembly has `RuntimeCompatibility(WrapNonExceptionThrows
+/// = true)` (C# compilers emit it): then the runtime hands a catch clause of
+/// its methods a `RuntimeWrappedException` for a thrown object that is not
+/// an `Exception`, so what the wrapper's catch gets is always an exception,
+/// never an array, whose method table is its `ClassID` (on runtimes where
+/// arrays' type handles are type descriptors it is not).
+fn wraps_non_exception_throws(import: &crate::metadata::MetaDataImport<'_>) -> bool {
+    const NAME: &[u8] = b"WrapNonExceptionThrows";
+    let Ok(Some(blob)) = import.custom_attribute(
+        MdToken(0x2000_0001),
+        "System.Runtime.CompilerServices.RuntimeCompatibilityAttribute",
+    ) else {
+        return false;
+    };
+    // A named property of type bool: the name as a SerString, then its
+    // value byte (ECMA-335 II.23.3).
+    blob.windows(NAME.len() + 1)
+        .any(|w| &w[..NAME.len()] == NAME && w[NAME.len()] == 1)
+}
+
 /// Whether a TypeSpec blob is `GENERICINST CLASS <class> ...`: an
 /// instantiation of the TypeDef `class` (ECMA-335 II.23.2.12, II.23.2.8).
 fn instantiates(blob: &[u8], class: MdToken) -> bool {
@@ -816,6 +844,7 @@ pub fn wrap<'m, H: MethodHandler>(
         returns: p.returns,
         arguments: H::ARGUMENTS.then_some(arg_count),
         split: p.split,
+        read_class: wraps_non_exception_throws(p.emit.import()),
     };
     let body = build::build(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;

@@ -43,6 +43,7 @@ fn plan(returns: bool, arguments: Option<u16>, first_local: u16) -> Plan {
         returns,
         arguments,
         split: build::Split::Whole,
+        read_class: true,
     }
 }
 
@@ -445,6 +446,32 @@ fn a_null_wrapper_is_ignored() {
             panic!("called with another handler's wrapper")
         }
     }
+    // An exception of unknown class (1): threw, but no class.
+    struct Unknown(Mutex<Vec<(bool, bool)>>);
+    impl MethodHandler for Unknown {
+        type State = ();
+        fn on_entry(&self, _: &Entry<'_>) {}
+        fn on_exit(&self, call: &mut Exit<'_>, _: ()) {
+            let seen = (call.threw(), call.exception().is_some());
+            self.0.lock().unwrap().push(seen);
+        }
+    }
+    let unknown = Arc::new(Unknown(Mutex::new(Vec::new())));
+    let (_, u) = register(Registered::new(
+        WrappedMethod::new(
+            "Ns.T::U".into(),
+            RawModuleId(1),
+            MdMethodDef(0x0600_0002),
+            MethodSig::parse(&[0x00, 0x00, 0x01]).unwrap(),
+        ),
+        Box::new(Typed(unknown.clone())),
+        oops_runtime(),
+    ))
+    .unwrap();
+    exit_probe::<Unknown>(u, 1, core::ptr::null_mut(), 1);
+    exit_probe::<Unknown>(u, 1, core::ptr::null_mut(), 0);
+    assert_eq!(*unknown.0.lock().unwrap(), [(true, false), (false, false)]);
+
     let before = handler_panics();
     assert_eq!(enter_probe::<Other>(r, core::ptr::null()), 0);
     exit_probe::<Other>(r, 1, core::ptr::null_mut(), 0);
@@ -770,4 +797,22 @@ fn a_typespec_instantiating_the_type_itself_is_its_own() {
     // A TypeRef (tag 1) of the same row is another type.
     let blob = [0x15, 0x12, (0x05 << 2) | 1, 0x01, 0x13, 0x00];
     assert!(!instantiates(&blob, MdToken(0x0200_0005)));
+}
+
+#[test]
+fn without_wrapped_non_exception_throws_the_class_is_not_read() {
+    let mut p = plan(true, None, 0);
+    p.read_class = false;
+    let wrapped = wrap_and_verify(&two_returns(), &p);
+    assert_eq!(count(&wrapped, OpCode::LDIND_I), 0);
+    let handler = wrapped.index_of(wrapped.clauses[0].handler_start).unwrap();
+    let calli = handler
+        + wrapped.instructions()[handler..]
+            .iter()
+            .position(|i| i.opcode == OpCode::CALLI)
+            .unwrap();
+    // The last argument: 1, an exception of unknown class.
+    assert!(wrapped.instructions()[handler..calli]
+        .iter()
+        .any(|i| i.opcode == OpCode::LDC_I4_1));
 }

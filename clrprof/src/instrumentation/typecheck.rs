@@ -135,6 +135,7 @@ pub(crate) fn check(
                 pop(&[Ty::N, Ty::I4])?;
                 Some(Ty::N)
             }
+            OpCode::NOP => None,
             OpCode::LDIND_I => {
                 pop(&[Ty::N])?;
                 Some(Ty::N)
