@@ -672,7 +672,7 @@ fn prepare<'m>(
     let returns =
         !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
     let split =
-        constructor_split(import, method, &props, &sig, &original).map_err(|e| match e {
+        constructor_split(import, &props, &sig, &original).map_err(|e| match e {
             Error::Usage(why) => cannot(&why),
             e => e,
         })?;
@@ -738,7 +738,6 @@ fn instantiates(blob: &[u8], class: MdToken) -> bool {
 /// whole. `Error::Usage` says why such a constructor cannot be wrapped.
 fn constructor_split(
     import: &crate::metadata::MetaDataImport<'_>,
-    _method: MdMethodDef,
     props: &crate::metadata::MethodProps,
     sig: &MethodSig,
     original: &MethodBody,
