@@ -671,11 +671,10 @@ fn prepare<'m>(
         u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
     let returns =
         !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
-    let split =
-        constructor_split(import, &props, &sig, &original).map_err(|e| match e {
-            Error::Usage(why) => cannot(&why),
-            e => e,
-        })?;
+    let split = constructor_split(import, &props, &sig, &original).map_err(|e| match e {
+        Error::Usage(why) => cannot(&why),
+        e => e,
+    })?;
     Ok(Prepared {
         emit,
         name,
