@@ -33,10 +33,18 @@ namespace Wrap
         public Oops(string m) : base(m) { }
     }
 
+    // What Widget's constructor throws: another type than the other shapes'.
+    public class SizeError : Oops
+    {
+        public SizeError(string m) : base(m) { }
+    }
+
     public static class Account
     {
         // method -> [enter, exception]
         static readonly Dictionary<string, long[]> counts = new Dictionary<string, long[]>();
+        // "method type" -> exceptions of that type that left the method
+        static readonly Dictionary<string, long> types = new Dictionary<string, long>();
 
         static long[] Of(string m)
         {
@@ -50,7 +58,29 @@ namespace Wrap
         }
 
         public static void Call(string m) { lock (counts) Of(m)[0]++; }
-        public static void Threw(string m) { lock (counts) Of(m)[1]++; }
+        public static void Threw(string m, Exception e)
+        {
+            lock (counts)
+            {
+                Of(m)[1]++;
+                string key = m + " " + e.GetType().FullName;
+                long n;
+                types.TryGetValue(key, out n);
+                types[key] = n + 1;
+            }
+        }
+
+        // "exception-type <method> <type> <count>" for every exception that
+        // left a method, over the whole run.
+        public static void PrintTypes()
+        {
+            lock (counts)
+            {
+                var keys = new List<string>(types.Keys);
+                keys.Sort(StringComparer.Ordinal);
+                foreach (var k in keys) Console.WriteLine("exception-type " + k + " " + types[k]);
+            }
+        }
 
         public static Dictionary<string, long[]> Snapshot()
         {
@@ -113,8 +143,37 @@ namespace Wrap.Target
         [MethodImpl(MethodImplOptions.NoInlining)]
         public Widget(int size) : base()
         {
-            if (size < 0) throw new Oops("negative size");
+            if (size < 0) throw new SizeError("negative size");
             Size = size;
+        }
+    }
+
+    // A constructor is wrapped after its base constructor call: Base's
+    // throws for a negative n, before Derived's own body runs, so that is no
+    // call of Derived's constructor (neither entry nor exception); Derived's
+    // field initializer runs before its base call, outside its wrapper.
+    public class Base
+    {
+        public readonly int N;
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public Base(int n)
+        {
+            if (n < 0) throw new Oops("negative base");
+            N = n;
+        }
+    }
+
+    public class Derived : Base
+    {
+        readonly int[] init = new int[] { 1, 2, 3 };
+        public readonly int Size;
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public Derived(int n) : base(n)
+        {
+            if (n == 1) throw new ArgumentException("one");
+            Size = init[n % 3] + N;
         }
     }
 
@@ -301,9 +360,9 @@ namespace Wrap.Target
                 Account.Call("Wrap.Target.Shapes::Thrower");
                 return Thrower(n);
             }
-            catch (Oops)
+            catch (Oops e)
             {
-                Account.Threw("Wrap.Target.Shapes::Thrower");
+                Account.Threw("Wrap.Target.Shapes::Thrower", e);
                 throw;
             }
         }
@@ -328,7 +387,7 @@ namespace Wrap
         {
             Account.Call(m);
             try { return call(); }
-            catch (Oops) { Account.Threw(m); return -1; }
+            catch (Oops e) { Account.Threw(m, e); return -1; }
         }
 
         static long Round(int k)
@@ -375,6 +434,12 @@ namespace Wrap
             Account.Call(T + "WorkAsync");
             check += Shapes.WorkAsync(k).Result;
             check += Expect("Wrap.Target.Widget::.ctor", () => new Widget(NoThrow ? k % 4 + 1 : k % 4 - 1).Size);
+            int d = NoThrow ? k % 3 + 2 : k % 4 - 1;
+            Account.Call("Wrap.Target.Base::.ctor");
+            if (d >= 0) Account.Call("Wrap.Target.Derived::.ctor");
+            try { check += new Derived(d).Size; }
+            catch (Oops e) { Account.Threw("Wrap.Target.Base::.ctor", e); check -= 1; }
+            catch (ArgumentException e) { Account.Threw("Wrap.Target.Derived::.ctor", e); check -= 2; }
             Account.Call("Wrap.Target.Args::Add");
             int sum = Args.Add(k, 2 * k);
             check += sum;
@@ -439,6 +504,7 @@ namespace Wrap
             var none = new Dictionary<string, long[]>();
             Account.Print("account", Account.Snapshot(), none);
             Account.Print("rejit-account", after, before);
+            Account.PrintTypes();
             return 0;
         }
     }

@@ -1181,11 +1181,19 @@ fn wrapper_beside_rewriter(case: &Case<'_>, wrapper_first: bool) -> CaseResult {
         if wrapped.get(*m).copied() != want {
             wrong.push(format!("{m}: wrapper {:?}, app {want:?}", wrapped.get(*m)));
         }
-        if probed.get(*m).copied() != want.map(|w| w.0) {
+        // The wrapper starts a constructor after its base constructor call
+        // (so Derived's counts only the calls whose Base constructor
+        // returned); il-rewriter's probe at IL entry counts every call, and
+        // the app makes every Base through Derived.
+        let entries = if *m == "Wrap.Target.Derived::.ctor" {
+            account.get("Wrap.Target.Base::.ctor").map(|w| w.0)
+        } else {
+            want.map(|w| w.0)
+        };
+        if probed.get(*m).copied() != entries {
             wrong.push(format!(
-                "{m}: il-rewriter's probe {:?}, app's entries {:?}",
+                "{m}: il-rewriter's probe {:?}, app's entries {entries:?}",
                 probed.get(*m),
-                want.map(|w| w.0)
             ));
         }
     }

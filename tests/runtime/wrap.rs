@@ -146,10 +146,12 @@ fn run_pair(
 }
 
 /// Every shape of apps/wrap.cs, by the name the SDK gives it.
-const SHAPES: [&str; 25] = [
+const SHAPES: [&str; 27] = [
     "Wrap.Target.Args::Add",
     "Wrap.Target.Args::Mix",
+    "Wrap.Target.Base::.ctor",
     "Wrap.Target.Box`1::Get",
+    "Wrap.Target.Derived::.ctor",
     "Wrap.Target.Point::Sum",
     "Wrap.Target.Shapes::Chain",
     "Wrap.Target.Shapes::Dec",
@@ -289,6 +291,10 @@ pub fn scenarios() -> Vec<Scenario> {
             values_scenario,
         ),
         Scenario::new(
+            "method-wrapper: the type of every exception leaving a wrapped method, as the app caught it",
+            exception_types_scenario,
+        ),
+        Scenario::new(
             "method-wrapper: ReJIT on/off cycles while four threads call the wrapped methods",
             cycles_scenario,
         ),
@@ -379,6 +385,54 @@ fn values_scenario(case: &Case<'_>) -> CaseResult {
     let (plain, _traced) = run_pair(case, &env, &[("secret ", "42")])?;
     if !plain.stdout.contains("secret 7\n") {
         return Err("the app without the wrapper does not print `secret 7`".into());
+    }
+    Ok(())
+}
+
+/// The exit handler's view of each exception (its class's name, read in
+/// the call): per method and type, as many as the app's own account
+/// (`exception-type <method> <type> <count>`); the counts equal too.
+fn exception_types_scenario(case: &Case<'_>) -> CaseResult {
+    let env = [
+        ("CLRPROF_WRAP_FILTER", "Wrap.Target."),
+        ("CLRPROF_WRAP_ARGS", "1"),
+    ];
+    let (_plain, traced) = run_pair(case, &env, &[])?;
+    exact(
+        case,
+        &traced,
+        &traced.stdout,
+        "account",
+        false,
+        &wrapped(&traced),
+    )?;
+    let expected: BTreeMap<String, u64> = traced
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("exception-type "))
+        .filter_map(|l| {
+            let (key, n) = l.rsplit_once(' ')?;
+            Some((key.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    let shapes = shapes(case, false);
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for r in traced.events("call").filter(|r| r["threw"] == true) {
+        let method = r["method"].as_str().unwrap_or("?");
+        if !shapes.contains(&method) {
+            continue;
+        }
+        let ty = r["exception"].as_str().unwrap_or("(no exception type)");
+        *got.entry(format!("{method} {ty}")).or_default() += 1;
+    }
+    let throws = case.leg().name != WINE_NET8_LEG;
+    if got != expected || (throws && expected.len() < 7) {
+        return Err(format!(
+            "exception types per method:
+app:     {expected:#?}
+wrapper: {got:#?}"
+        )
+        .into());
     }
     Ok(())
 }

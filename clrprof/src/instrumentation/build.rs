@@ -3,27 +3,41 @@
 //!
 //! ```text
 //!         <args>    stloc P                  // a localloc'd table of argument addresses, or null
-//!         ldc.i4 id; ldloc P; ldc.i8 enter; conv.i; calli int64(int32, native int)
+//!         ldc.i8 handler; conv.i; ldloc P; ldc.i8 enter; conv.i; calli int64(native int, native int)
 //!         stloc S                            // the entry handler's state
 //! TRY:    <original code, each `ret` now: [stloc R]; leave END>
-//! FAULT:  ldc.i4 id; ldloc S; null; ldc.i4.1
-//!         ldc.i8 exit; conv.i; calli void(int32, int64, native int, int32)
-//!         endfinally                         // fault: TRY..FAULT, handler FAULT..END
-//! END:    ldc.i4 id; ldloc S; ldloca R|null; conv.u; ldc.i4.0
-//!         ldc.i8 exit; conv.i; calli void(int32, int64, native int, int32)
+//! CATCH:  stloc X                            // catch object; X is a `pinned object` local
+//!         ldc.i8 handler; conv.i; ldloc S; null; ldloc X; conv.u; ldind.i
+//!         ldc.i8 exit; conv.i; calli void(native int, int64, native int, native int)
+//!         ldnull; stloc X; rethrow
+//! END:    ldc.i8 handler; conv.i; ldloc S; ldloca R|null; conv.u; null
+//!         ldc.i8 exit; conv.i; calli void(native int, int64, native int, native int)
 //!         [ldloc R]; ret
 //! ```
 //!
 //! A normal return leaves the `try` and calls the exit handler from the
 //! epilogue, outside every exception region, with R holding the value
-//! (which the handler may replace before `ret` returns it); an exception
-//! runs the `fault` handler, which calls the exit handler and lets the
-//! exception go on unchanged. Both unmanaged calls of a normal call sit
-//! outside exception regions, where the JIT inlines the transition to
-//! native code (in a handler it calls a stub instead). The original clauses
-//! stay as they were, nested inside the new one (a `ret` never sits inside
-//! a protected region, ECMA-335 III.3.56, so every return leaves from the
-//! top level of the new `try`).
+//! (which the handler may replace before `ret` returns it) and a null
+//! exception class; an exception is caught, its class read and handed to the
+//! exit handler, and rethrown unchanged. The class is read in managed code,
+//! before the unmanaged call: the exception is stored in a `pinned` local
+//! (so `conv.u` of it is its address for as long as the local holds it, as
+//! C# `fixed` does) and `ldind.i` reads the method-table pointer at its
+//! start, which for a class that is not an array is its `TypeHandle`, the
+//! profiling API's `ClassID` (what `GetClassFromObject` returns). Reading it
+//! there, in cooperative mode, matters: a blocking GC marks objects by
+//! setting a bit of that very pointer while threads in preemptive mode (as
+//! during the unmanaged call) still run; managed code never sees it set.
+//! Both unmanaged calls of a normal call sit outside exception regions, where
+//! the JIT inlines the transition to native code (in a handler it calls a
+//! stub instead). The original clauses stay as they were, nested inside the
+//! new one (a `ret` never sits inside a protected region, ECMA-335 III.3.56,
+//! so every return leaves from the top level of the new `try`).
+//!
+//! An instance constructor of a reference type is wrapped after its call to
+//! the base (or chained `this(...)`) constructor: what comes before (field
+//! initializers, the call) runs outside the wrapper, and the prologue and
+//! the `try` start after it ([`Split`]).
 
 use crate::error::{Error, Result};
 use crate::ids::{MdSignature, MdToken};
@@ -32,18 +46,21 @@ use crate::il::{ClauseKind, ExceptionClause, HeaderFormat, Label, MethodBody, Op
 /// What [`build`] needs besides the original body.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
-    /// The wrapper's number, passed to both probes.
-    pub id: i32,
+    /// The wrapper's address (a `Registered` that lives as long as the
+    /// process), passed to both probes.
+    pub handler: usize,
     /// Address of the entry probe.
     pub enter: usize,
     /// Address of the exit probe.
     pub exit: usize,
-    /// `calli` signature of the entry probe: unmanaged `int64(int32, native int)`.
+    /// `calli` signature of the entry probe: unmanaged `int64(native int, native int)`.
     pub enter_sig: MdSignature,
-    /// `calli` signature of the exit probe: unmanaged `void(int32, int64, native int, int32)`.
+    /// `calli` signature of the exit probe: unmanaged `void(native int, int64, native int, native int)`.
     pub exit_sig: MdSignature,
-    /// The new local signature: the original locals, then S, P and (for a
-    /// method returning a value) R.
+    /// TypeSpec of `object`, the catch clause's type.
+    pub object: crate::ids::MdTypeSpec,
+    /// The new local signature: the original locals, then S, P, X (`pinned
+    /// object`) and (for a method returning a value) R.
     pub local_sig: MdSignature,
     /// How many locals the original has (index of S).
     pub first_local: u16,
@@ -52,23 +69,120 @@ pub(crate) struct Plan {
     /// Number of arguments, `this` included, whose addresses go to the entry
     /// probe; `None` passes null (the handler does not read arguments).
     pub arguments: Option<u16>,
+    /// Where the wrapper starts (after a constructor's base call).
+    pub split: Split,
+    /// Whether the catch handler reads the exception's class: only when
+    /// every object it can catch is an `Exception` (the module's assembly
+    /// has `RuntimeCompatibility(WrapNonExceptionThrows = true)`), since the
+    /// method table of an array is not its `ClassID` on every runtime.
+    /// Otherwise it passes 1: an exception of unknown class.
+    pub read_class: bool,
 }
 
-/// The `calli` signatures of the entry probe (unmanaged `int64(int32,
-/// native int)`) and of the exit probe (unmanaged `void(int32, int64,
-/// native int, int32)`), matching their Rust declarations.
+/// Where the wrapper's prologue and `try` start in the original code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// At the first instruction: the whole body is wrapped.
+    Whole,
+    /// After the instruction at this index: an instance constructor's call
+    /// to its base (or chained) constructor, found by [`base_call`].
+    After(usize),
+}
+
+/// Finds, in an instance constructor of a reference type, the call to the
+/// base (or chained `this(...)`) constructor: a `call` whose target
+/// `is_own_ctor` (a `.ctor` of the base type or of the type itself), whose
+/// receiver is argument 0 (the last instruction before it that starts at an
+/// empty stack is `ldarg.0`, every instruction from there to the call starts
+/// with that value on the stack, and the branches among them, as a
+/// conditional argument makes, stay among them) and after which the stack
+/// is empty (`depths` from `il::analyze`). Everything before it must be straight code of its own:
+/// no `ret`, no exception region, and no branch across the call in either
+/// direction. `Err` says why there is no such place.
+pub(crate) fn base_call(
+    body: &MethodBody,
+    depths: &[Option<u32>],
+    is_own_ctor: &dyn Fn(MdToken) -> bool,
+) -> core::result::Result<usize, &'static str> {
+    let code = body.instructions();
+    let depth = |k: usize| depths.get(k).copied().flatten();
+    let targets: std::collections::HashMap<Label, Vec<usize>> = {
+        let mut t: std::collections::HashMap<Label, Vec<usize>> = Default::default();
+        for (k, i) in code.iter().enumerate() {
+            match &i.operand {
+                Operand::Target(l) => t.entry(*l).or_default().push(k),
+                Operand::Switch(ls) => {
+                    for l in ls {
+                        t.entry(*l).or_default().push(k);
+                    }
+                }
+                _ => {}
+            }
+        }
+        t
+    };
+    let call = code
+        .iter()
+        .enumerate()
+        .position(|(k, i)| {
+            i.opcode == OpCode::CALL
+                && matches!(i.operand, Operand::Token(t) if is_own_ctor(t))
+                && depth(k + 1) == Some(0)
+        })
+        .ok_or("found no call to the base or chained constructor on `this` after which the stack is empty")?;
+    // The instruction that pushed the receiver: the last one before the
+    // call that starts at an empty stack.
+    let receiver = (0..call)
+        .rev()
+        .find(|k| depth(*k) == Some(0))
+        .ok_or("the base constructor call's receiver is not found")?;
+    let inside = |k: usize| k > receiver && k <= call;
+    let argument_flow_stays_inside = targets.iter().all(|(l, from)| {
+        let to = body.index_of(*l);
+        from.iter().all(|f| {
+            let (f_in, t_in) = (inside(*f), to.is_some_and(inside));
+            (!f_in && !t_in) || (f_in && t_in && *f < call)
+        })
+    });
+    if !matches!(
+        (code[receiver].opcode, &code[receiver].operand),
+        (OpCode::LDARG_0, _) | (OpCode::LDARG | OpCode::LDARG_S, Operand::Var(0))
+    ) || (receiver + 1..=call).any(|k| depth(k).is_some_and(|d| d == 0))
+        || !argument_flow_stays_inside
+    {
+        return Err("the constructor call after which the stack is empty is not made on `this`");
+    }
+    if code[..=call].iter().any(|i| i.opcode == OpCode::RET) {
+        return Err("it returns before its base constructor call");
+    }
+    let index = |l: &Label| body.index_of(*l);
+    let before = |l: &Label| index(l).is_some_and(|k| k <= call);
+    for c in &body.clauses {
+        if before(&c.try_start) || before(&c.handler_start) {
+            return Err("an exception region starts before its base constructor call");
+        }
+    }
+    for (l, from) in &targets {
+        let to_before = before(l);
+        if from.iter().any(|f| (*f <= call) != to_before) {
+            return Err("a branch crosses its base constructor call");
+        }
+    }
+    Ok(call)
+}
+
+/// The `calli` signatures of the entry probe (unmanaged `int64(native int,
+/// native int)`) and of the exit probe (unmanaged `void(native int, int64,
+/// native int, native int)`), matching their Rust declarations.
 pub(crate) fn probe_sigs() -> Result<(Vec<u8>, Vec<u8>)> {
     use crate::metadata_emit::{PrimitiveType as P, SigBuilder, UnmanagedCallConv};
     let p = SigBuilder::primitive;
-    let enter = SigBuilder::unmanaged_calli(
-        UnmanagedCallConv::StdCall,
-        &p(P::I8),
-        &[&p(P::I4), &p(P::I)],
-    )?;
+    let enter =
+        SigBuilder::unmanaged_calli(UnmanagedCallConv::StdCall, &p(P::I8), &[&p(P::I), &p(P::I)])?;
     let exit = SigBuilder::unmanaged_calli(
         UnmanagedCallConv::StdCall,
         &p(P::Void),
-        &[&p(P::I4), &p(P::I8), &p(P::I), &p(P::I4)],
+        &[&p(P::I), &p(P::I8), &p(P::I), &p(P::I)],
     )?;
     Ok((enter, exit))
 }
@@ -98,10 +212,11 @@ pub(crate) fn refusal(body: &MethodBody) -> Option<&'static str> {
 /// the value (when there is one) and a leave to the epilogue.
 struct Start {
     body: MethodBody,
-    /// The first original instruction: where the new `try` starts.
+    /// The first original instruction inside the wrapper: where the new
+    /// `try` starts, and before which the prologue goes.
     first: Label,
-    /// The three added locals (the shapes' S, then P or X, then R).
-    locals: [Operand; 3],
+    /// The added locals: the shape's own (`added` of them), then R.
+    locals: Vec<Operand>,
     /// The epilogue's label.
     end: Label,
     /// How many `ret`s the original has.
@@ -111,26 +226,33 @@ struct Start {
 fn start(
     original: &MethodBody,
     local_sig: MdSignature,
-    first_local: u16,
+    (first_local, added): (u16, u16),
     returns_value: bool,
+    split: Split,
 ) -> Result<Start> {
     if let Some(why) = refusal(original) {
         return Err(Error::Usage(why.into()));
     }
+    let at = match split {
+        Split::Whole => 0,
+        Split::After(call) => call + 1,
+    };
     let first = original
         .instructions()
-        .first()
+        .get(at)
         .map(|i| i.label)
-        .ok_or_else(|| Error::Malformed("IL method body: no code".into()))?;
-    let var = |k: u16| -> Result<Operand> {
-        first_local
-            .checked_add(k)
-            .map(Operand::Var)
-            .ok_or(Error::InvalidArgument(
-                "too many locals to add the wrapper's",
-            ))
-    };
-    let locals = [var(0)?, var(1)?, var(2)?];
+        .ok_or_else(|| Error::Malformed("IL method body: no code to wrap".into()))?;
+    let locals = (0..=added)
+        .map(|k| {
+            first_local
+                .checked_add(k)
+                .map(Operand::Var)
+                .ok_or(Error::InvalidArgument(
+                    "too many locals to add the wrapper's",
+                ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ret = locals[usize::from(added)].clone();
 
     let mut body = original.clone();
     body.format = HeaderFormat::Fat;
@@ -149,7 +271,7 @@ fn start(
         }
         returns += 1;
         if returns_value {
-            body.replace(index, OpCode::STLOC, locals[2].clone())?;
+            body.replace(index, OpCode::STLOC, ret.clone())?;
             body.insert(index + 1, &[(OpCode::LEAVE, Operand::Target(end))])?;
             index += 2;
         } else {
@@ -166,6 +288,24 @@ fn start(
     })
 }
 
+/// Inserts the prologue before `first` (keeping `first`'s label on the
+/// original instruction, so branches to it stay inside the new `try`) and
+/// returns the prologue's first label.
+fn insert_prologue(
+    body: &mut MethodBody,
+    first: Label,
+    prologue: &[(OpCode, Operand)],
+) -> Result<Label> {
+    let at = body.index_of(first).ok_or(Error::InvalidArgument(
+        "the wrapper's start is no instruction",
+    ))?;
+    let labels = body.insert(at, prologue)?;
+    labels
+        .first()
+        .copied()
+        .ok_or(Error::InvalidArgument("an empty prologue"))
+}
+
 /// Builds the wrapped body (see the module docs). The caller recomputes max
 /// stack and verifies the result.
 pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
@@ -175,9 +315,18 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         locals,
         end,
         returns,
-    } = start(original, plan.local_sig, plan.first_local, plan.returns)?;
-    let [state, args, ret] = locals;
+    } = start(
+        original,
+        plan.local_sig,
+        (plan.first_local, 3),
+        plan.returns,
+        plan.split,
+    )?;
+    let [state, args, exception, ret]: [Operand; 4] = locals
+        .try_into()
+        .map_err(|_| Error::InvalidArgument("the wrapper's locals"))?;
     let s = plan.first_local;
+    let handler = (OpCode::LDC_I8, Operand::Long(plan.handler as u64 as i64));
 
     // The prologue, before the first original instruction (which stays the
     // target of branches to the method's start, inside the new `try`).
@@ -206,39 +355,66 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
         }
     }
     prologue.extend([
-        (OpCode::LDC_I4, Operand::Int(plan.id)),
+        handler.clone(),
+        (OpCode::CONV_I, Operand::None),
         (OpCode::LDLOC, args),
         (OpCode::LDC_I8, Operand::Long(plan.enter as u64 as i64)),
         (OpCode::CONV_I, Operand::None),
         (OpCode::CALLI, Operand::Token(MdToken(plan.enter_sig.0))),
         (OpCode::STLOC, state.clone()),
     ]);
-    body.insert_at_entry(&prologue)?;
+    let prologue_start = insert_prologue(&mut body, first, &prologue)?;
 
-    // The exit call: `value` pushes the return value's address (or null).
-    let exit_call = |body: &mut MethodBody, value: Option<&Operand>, threw: OpCode| {
-        let first = body.push(OpCode::LDC_I4, Operand::Int(plan.id));
-        body.push(OpCode::LDLOC, state.clone());
-        match value {
-            Some(r) => body.push(OpCode::LDLOCA, r.clone()),
-            None => body.push(OpCode::LDC_I4_0, Operand::None),
+    // The exit call: `value` pushes the return value's address (or null),
+    // `class` the exception's class (or null).
+    let exit_call =
+        |body: &mut MethodBody, value: Option<&Operand>, class: &[(OpCode, Operand)]| {
+            let first = body.push(handler.0, handler.1.clone());
+            body.push(OpCode::CONV_I, Operand::None);
+            body.push(OpCode::LDLOC, state.clone());
+            match value {
+                Some(r) => body.push(OpCode::LDLOCA, r.clone()),
+                None => body.push(OpCode::LDC_I4_0, Operand::None),
+            };
+            body.push(OpCode::CONV_U, Operand::None);
+            for (op, operand) in class {
+                body.push(*op, operand.clone());
+            }
+            body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
+            body.push(OpCode::CONV_I, Operand::None);
+            body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
+            first
         };
-        body.push(OpCode::CONV_U, Operand::None);
-        body.push(threw, Operand::None);
-        body.push(OpCode::LDC_I8, Operand::Long(plan.exit as u64 as i64));
-        body.push(OpCode::CONV_I, Operand::None);
-        body.push(OpCode::CALLI, Operand::Token(MdToken(plan.exit_sig.0)));
-        first
-    };
+    let no_class = [
+        (OpCode::LDC_I4_0, Operand::None),
+        (OpCode::CONV_U, Operand::None),
+    ];
 
-    // The fault handler: the method is leaving by an exception.
-    let fault = exit_call(&mut body, None, OpCode::LDC_I4_1);
-    body.push(OpCode::ENDFINALLY, Operand::None);
+    // The catch handler: the method is leaving by an exception, which is
+    // pinned in X while its class is read, then released and rethrown.
+    let catch = body.push(OpCode::STLOC, exception.clone());
+    let class = if plan.read_class {
+        [
+            (OpCode::LDLOC, exception.clone()),
+            (OpCode::CONV_U, Operand::None),
+            (OpCode::LDIND_I, Operand::None),
+        ]
+    } else {
+        [
+            (OpCode::LDC_I4_1, Operand::None),
+            (OpCode::CONV_U, Operand::None),
+            (OpCode::NOP, Operand::None),
+        ]
+    };
+    exit_call(&mut body, None, &class);
+    body.push(OpCode::LDNULL, Operand::None);
+    body.push(OpCode::STLOC, exception);
+    body.push(OpCode::RETHROW, Operand::None);
 
     // The epilogue: a normal return.
     let handler_end = if returns > 0 {
         let value = plan.returns.then_some(&ret);
-        let first = exit_call(&mut body, value, OpCode::LDC_I4_0);
+        let first = exit_call(&mut body, value, &no_class);
         // The epilogue is where every `leave` goes.
         relabel(&mut body, first, end)?;
         if plan.returns {
@@ -254,34 +430,35 @@ pub(crate) fn build(original: &MethodBody, plan: &Plan) -> Result<MethodBody> {
     let mut env = Env::default();
     env.locals.insert(s, Ty::I8);
     env.locals.insert(s + 1, Ty::N);
+    env.locals.insert(s + 2, Ty::Pinned);
     env.calls.insert(
         MdToken(plan.enter_sig.0),
-        (vec![Ty::I4, Ty::N], Some(Ty::I8)),
+        (vec![Ty::N, Ty::N], Some(Ty::I8)),
     );
     env.calls.insert(
         MdToken(plan.exit_sig.0),
-        (vec![Ty::I4, Ty::I8, Ty::N, Ty::I4], None),
+        (vec![Ty::N, Ty::I8, Ty::N, Ty::N], None),
     );
     close(
         body,
-        ClauseKind::Fault,
-        (first, fault, handler_end),
-        &[],
+        ClauseKind::Catch(MdToken(plan.object.0)),
+        (prologue_start, first, catch, handler_end),
+        &[Ty::O],
         (end, returns),
         &env,
     )
 }
 
 /// Ends both shapes: the outermost clause of `kind` (the new `try` from the
-/// first original instruction to the handler, the handler up to
-/// `handler_end`; ECMA-335 II.19 wants inner clauses first, so it goes
-/// last), then the type check of everything added: the prologue, the
-/// handler (entered with `handler_stack`) and, for a method that returns,
-/// the epilogue at `end`.
+/// first original instruction after the prologue to the handler, the
+/// handler up to `handler_end`; ECMA-335 II.19 wants inner clauses first, so
+/// it goes last), then the type check of everything added: the prologue
+/// (from `prologue`), the handler (entered with `handler_stack`) and, for a
+/// method that returns, the epilogue at `end`.
 fn close(
     mut body: MethodBody,
     kind: ClauseKind,
-    (first, handler, handler_end): (Label, Label, Label),
+    (prologue, first, handler, handler_end): (Label, Label, Label, Label),
     handler_stack: &[super::typecheck::Ty],
     (end, returns): (Label, usize),
     env: &super::typecheck::Env,
@@ -294,8 +471,7 @@ fn close(
         handler_start: handler,
         handler_end,
     });
-    let start = body.instructions()[0].label;
-    check(&body, start, Some(first), &[], env)?;
+    check(&body, prologue, Some(first), &[], env)?;
     check(&body, handler, None, handler_stack, env)?;
     if returns > 0 {
         check(&body, end, None, &[], env)?;
@@ -313,18 +489,21 @@ fn relabel(body: &mut MethodBody, from: Label, to: Label) -> Result<()> {
     Ok(())
 }
 
-/// The new local signature: `LOCAL_SIG`, the count plus three (or two when
-/// the method returns nothing), the original types, then the shape's two
-/// locals (`int64` S and `native int` P for Rust handlers, `object` S and
-/// `object` X for C# handlers) and the return type R.
+/// The new local signature: `LOCAL_SIG`, the count plus the added ones,
+/// the original types, then the shape's locals (`int64` S, `native int` P
+/// and `pinned object` X for Rust handlers, `object` S and `object` X for
+/// C# handlers; encoded types) and, for a method returning a value, the
+/// return type R.
 pub(crate) fn local_sig(
     original_count: u32,
     original_types: &[u8],
-    added: [crate::metadata_emit::PrimitiveType; 2],
+    added: &[&[u8]],
     return_type: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
     use crate::metadata_emit::SigBuilder;
-    let n = if return_type.is_some() { 3 } else { 2 };
+    let n = u32::try_from(added.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(u32::from(return_type.is_some()));
     let count = original_count
         .checked_add(n)
         .filter(|c| *c <= u32::from(u16::MAX))
@@ -336,7 +515,7 @@ pub(crate) fn local_sig(
     b.compressed(count)?;
     b.raw(original_types);
     for t in added {
-        b.raw(&SigBuilder::primitive(t));
+        b.raw(t);
     }
     if let Some(r) = return_type {
         b.raw(r);
@@ -367,6 +546,8 @@ pub(crate) struct ManagedPlan {
     pub local_sig: MdSignature,
     /// How many locals the original has (index of S).
     pub first_local: u16,
+    /// Where the wrapper starts (after a constructor's base call).
+    pub split: Split,
 }
 
 /// The managed-handler shape (see `wrap_managed`):
@@ -389,10 +570,13 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
     } = start(
         original,
         plan.local_sig,
-        plan.first_local,
+        (plan.first_local, 2),
         plan.ret.is_some(),
+        plan.split,
     )?;
-    let [state, exc, ret] = locals;
+    let [state, exc, ret]: [Operand; 3] = locals
+        .try_into()
+        .map_err(|_| Error::InvalidArgument("the wrapper's locals"))?;
     let s = plan.first_local;
     let name = Operand::Token(MdToken(plan.name.0));
     let tok = |t: crate::ids::MdTypeSpec| Operand::Token(MdToken(t.0));
@@ -425,7 +609,7 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
     }
     prologue.push((OpCode::CALL, Operand::Token(MdToken(plan.on_entry.0))));
     prologue.push((OpCode::STLOC, state.clone()));
-    body.insert_at_entry(&prologue)?;
+    let prologue_start = insert_prologue(&mut body, first, &prologue)?;
 
     let on_exit = Operand::Token(MdToken(plan.on_exit.0));
     // The catch handler: report, then let the exception go on.
@@ -484,7 +668,7 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
     close(
         body,
         ClauseKind::Catch(MdToken(plan.object.0)),
-        (first, catch, handler_end),
+        (prologue_start, first, catch, handler_end),
         &[Ty::O],
         (end, returns),
         &env,

@@ -8,14 +8,24 @@
 //! handler and keeps what it returns, the original code inside a `try` whose
 //! every `ret` stores the value and leaves to an epilogue that calls the exit
 //! handler with that state and the return value (which it may replace), and
-//! a `fault` handler that calls the exit handler when an exception leaves —
-//! which then goes on unchanged. The original exception clauses stay, nested inside the new
+//! a `catch` of everything that calls the exit handler with the exception's
+//! class ([`Exit::exception`]) when an exception leaves, and rethrows it. The original exception clauses stay, nested inside the new
 //! one; tiny headers become fat; the locals signature gains the wrapper's
 //! locals; max stack is recomputed; and the body must pass
 //! [`il::verify`](crate::il::verify()) and a type check of every instruction
 //! the layer added before it is handed out. Methods the
 //! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
 //! `jmp`, vararg methods), never built.
+//!
+//! An instance constructor of a reference type is wrapped *after* its call
+//! to the base (or chained `this(...)`) constructor: field initializers and
+//! that call run before the entry handler, which thus sees an initialized
+//! `this`, and an exception thrown by the base constructor is no call of
+//! the derived one (neither entry nor exit is reported). A constructor in
+//! which that call cannot be found with an empty stack after it, made on
+//! `this`, with no branch or exception region across it, is refused
+//! ([`Error::CannotWrap`]). Constructors of value types and static
+//! constructors have no such call and are wrapped whole.
 //!
 //! The body is a [`WrappedBody`], whose bytes only this module makes, so it
 //! is installed from safe code: at `JITCompilationStarted`
@@ -49,7 +59,7 @@
 //! a panic in one is caught, logged and counted (the call then goes on as if
 //! unwrapped). What they see is limited by that: a garbage collection may
 //! run meanwhile, so object references are not handed to them (see
-//! [`Arguments::get`]).
+//! [`Arguments::get`] and [`Thrown`]).
 
 mod build;
 mod typecheck;
@@ -58,9 +68,9 @@ mod values;
 pub use values::{Arguments, Primitive, ReturnValue};
 
 use crate::error::{Error, Result};
-use crate::ids::{FunctionId, MdMethodDef, ModuleId, RawModuleId};
+use crate::ids::{ClassId, FunctionId, MdMethodDef, MdToken, ModuleId, RawModuleId};
 use crate::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
-use crate::info::{IlMapEntry, ProfilerInfo};
+use crate::info::{IlMapEntry, ProfilerInfo, RuntimeHandle, Scope};
 use crate::metadata_emit::{PrimitiveType, SigBuilder};
 use crate::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
 use clrprof_sys as sys;
@@ -155,7 +165,61 @@ impl Entry<'_> {
 pub struct Exit<'c> {
     method: &'c WrappedMethod,
     threw: bool,
+    exception: Option<Thrown<'c>>,
     value: ReturnValue<'c>,
+}
+
+/// The exception leaving a wrapped method, as its exit handler sees it:
+/// its class, valid for the call.
+///
+/// The injected `catch` stores the exception in a `pinned` local and reads
+/// its method-table pointer, its `ClassID`, in managed code, before calling
+/// the exit probe (see `build.rs`: a blocking GC marks objects in that
+/// pointer while threads in preemptive mode run, so it is not read from
+/// the handler). The class cannot be unloaded during the call: its
+/// instance is alive, held by that local. The object itself is not handed
+/// out: the handler runs in preemptive mode, where a GC may run at any
+/// time, and although the pinned exception stays in place, every reference
+/// it holds (`Message`, `InnerException`, the stack trace) may move while
+/// the handler reads it, so no [`ObjectId`](crate::ObjectId) of it or read
+/// through it is sound here (the SDK only hands out `ObjectId`s in scopes
+/// where no GC can run; see `inspect.rs`). `Message` is therefore not read;
+/// an agent that needs it uses the C# handler shape
+/// ([`wrap_managed`]), whose handler gets the exception object in managed
+/// code.
+#[derive(Clone, Copy)]
+pub struct Thrown<'c> {
+    class: ClassId<'c>,
+    runtime: &'c RuntimeHandle,
+}
+
+impl<'c> Thrown<'c> {
+    /// The exception's class (`ClassID`), valid for the call.
+    pub fn class(&self) -> ClassId<'c> {
+        self.class
+    }
+
+    /// The exception's type name, `Namespace.Type+Nested` (the generic
+    /// definition's for an instantiation; `ICorProfilerInfo2::GetClassIDInfo2`
+    /// and the module's metadata).
+    ///
+    /// The handler runs on a managed thread outside any callback, where the
+    /// runtime refuses synchronous Info calls such as `GetModuleMetaData`
+    /// (`CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`: such a thread is "called
+    /// asynchronously" unless it is inside a callback). So the name is read
+    /// by a thread of the SDK's, which the runtime does not know, while this
+    /// thread waits (keeping the exception, hence its class, alive).
+    pub fn type_name(&self) -> Result<String> {
+        namer::class_name(self.runtime, self.class)
+    }
+}
+
+impl core::fmt::Debug for Thrown<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Thrown")
+            .field("class", &self.class.to_raw())
+            .finish()
+    }
 }
 
 impl<'c> Exit<'c> {
@@ -168,21 +232,76 @@ impl<'c> Exit<'c> {
     pub fn threw(&self) -> bool {
         self.threw
     }
+    /// The exception leaving the method, if it is leaving by one. `None`
+    /// too for a method of an assembly without
+    /// `RuntimeCompatibility(WrapNonExceptionThrows = true)` (C# compilers
+    /// emit it), whose catch clauses may get objects that are not
+    /// exceptions (arrays included, whose method table is not their
+    /// `ClassID` on every runtime): the class is not read there.
+    pub fn exception(&self) -> Option<Thrown<'c>> {
+        self.exception
+    }
     /// The return value (absent after an exception or for `void`).
     pub fn return_value(&mut self) -> &mut ReturnValue<'c> {
         &mut self.value
     }
 }
 
-/// A handler with its state type erased, as the probes call it.
-trait Erased: Send + Sync {
-    fn enter(&self, call: &Entry<'_>) -> *mut ();
-    fn exit(&self, call: &mut Exit<'_>, state: *mut ());
+/// Class names for [`Thrown::type_name`], read on a thread the runtime does
+/// not know.
+mod namer {
+    use super::*;
+    use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
+    use std::sync::Mutex;
+
+    type Request = (
+        RuntimeHandle,
+        crate::ids::RawClassId,
+        SyncSender<Result<String>>,
+    );
+
+    static NAMER: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
+
+    fn start() -> Option<Mutex<Sender<Request>>> {
+        let (tx, rx) = channel::<Request>();
+        let thread = crate::thread::spawn("clrprof-class-names", move || {
+            for (runtime, class, reply) in rx {
+                // SAFETY: [wrapped-frame] the requesting handler's thread sent a ClassID it
+                // got from the exit probe (the class of the exception its frame holds in a
+                // pinned local) and blocks on `reply` until this answer: the instance, hence
+                // its class, stays alive and loaded while the ID is used here.
+                let class = unsafe { class.assume_valid() };
+                let name = ProfilerInfo::scoped(&runtime, Scope::Callback).class_name(class);
+                let _ = reply.send(name);
+            }
+        });
+        thread.ok().map(|_| Mutex::new(tx))
+    }
+
+    pub(super) fn class_name(runtime: &RuntimeHandle, class: ClassId<'_>) -> Result<String> {
+        let unavailable = || Error::Usage("the SDK's class-name thread is not running".into());
+        let sender = NAMER
+            .get_or_init(start)
+            .as_ref()
+            .ok_or_else(unavailable)?
+            .lock()
+            .map_err(|_| unavailable())?
+            .clone();
+        let (reply, answer) = sync_channel(1);
+        sender
+            .send((runtime.clone(), class.to_raw(), reply))
+            .map_err(|_| unavailable())?;
+        // Blocks until the thread has answered: `class` is used there only
+        // while this frame, which keeps it valid, waits.
+        answer.recv().map_err(|_| unavailable())?
+    }
 }
 
+/// A handler as its wrapper keeps it (type-erased in [`Registered`]; the
+/// probes, compiled per handler type, downcast it back).
 struct Typed<H>(Arc<H>);
 
-impl<H: MethodHandler> Erased for Typed<H> {
+impl<H: MethodHandler> Typed<H> {
     fn enter(&self, call: &Entry<'_>) -> *mut () {
         Box::into_raw(Box::new(self.0.on_entry(call))).cast()
     }
@@ -193,7 +312,7 @@ impl<H: MethodHandler> Erased for Typed<H> {
         // SAFETY: [wrapped-frame] `state` is what `enter` of this same wrapper returned in
         // this frame: the injected prologue stores the entry probe's result in its own
         // local S, which nothing else writes, and exactly one of the epilogue (a normal
-        // return) and the fault handler (an exception) runs per call, after the prologue,
+        // return) and the catch handler (an exception) runs per call, after the prologue,
         // and passes S here; they are the only code reading S. So it is a live
         // `Box<H::State>` that no one else owns.
         let state = unsafe { Box::from_raw(state.cast::<H::State>()) };
@@ -201,17 +320,39 @@ impl<H: MethodHandler> Erased for Typed<H> {
     }
 }
 
-/// One built wrapper: the method it was built for and its handler.
+/// One built wrapper: the method it was built for, its handler and the
+/// runtime (for [`Thrown::type_name`]).
 struct Registered {
     method: WrappedMethod,
-    handler: Box<dyn Erased>,
+    /// A `Typed<H>` (no handler for a managed-handler body).
+    handler: Box<dyn core::any::Any + Send + Sync>,
+    /// The concrete type of `handler`, taken from it when registered (so
+    /// the probes compare it without a virtual call).
+    handler_type: core::any::TypeId,
+    runtime: RuntimeHandle,
 }
 
-/// Wrappers are numbered; the number is the constant the injected code
-/// passes to the probes. Entries are never removed or reused (a body the
-/// runtime compiled may run until the process ends, and a rebuilt body gets
-/// a new number), so a number always finds the shape its code was built
-/// with.
+impl Registered {
+    fn new(
+        method: WrappedMethod,
+        handler: Box<dyn core::any::Any + Send + Sync>,
+        runtime: RuntimeHandle,
+    ) -> Self {
+        let handler_type = (*handler).type_id();
+        Registered {
+            method,
+            handler,
+            handler_type,
+            runtime,
+        }
+    }
+}
+
+/// Wrappers are numbered and kept in this table; the address of a table
+/// entry is the constant the injected code passes to the probes (no lookup
+/// per call). Entries are never removed or reused (a body the runtime
+/// compiled may run until the process ends, and a rebuilt body gets a new
+/// entry), so an address always finds the shape its code was built with.
 const SEGMENT: usize = 4096;
 const SEGMENTS: usize = 1024;
 static TABLE: [OnceLock<Box<[OnceLock<Registered>]>>; SEGMENTS] =
@@ -219,15 +360,32 @@ static TABLE: [OnceLock<Box<[OnceLock<Registered>]>>; SEGMENTS] =
 static NEXT: AtomicU32 = AtomicU32::new(0);
 static PANICS: AtomicU64 = AtomicU64::new(0);
 
-fn register(r: Registered) -> Result<i32> {
+fn register(r: Registered) -> Result<(i32, &'static Registered)> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
     let segment = TABLE
         .get(id / SEGMENT)
         .ok_or(Error::InvalidArgument("more than 4M wrappers built"))?;
     let slots = segment.get_or_init(|| (0..SEGMENT).map(|_| OnceLock::new()).collect());
     // A fresh number: the slot is empty.
-    let _ = slots[id % SEGMENT].set(r);
-    i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))
+    let slot = &slots[id % SEGMENT];
+    let _ = slot.set(r);
+    let registered = slot
+        .get()
+        .ok_or(Error::InvalidArgument("a wrapper slot taken twice"))?;
+    let id =
+        i32::try_from(id).map_err(|_| Error::InvalidArgument("more than 4M wrappers built"))?;
+    Ok((id, registered))
+}
+
+/// The wrapper the injected code names by `address` (a constant it was
+/// built with; null is ignored).
+fn registered(address: *const Registered) -> Option<&'static Registered> {
+    // SAFETY: [wrapped-frame] the only non-null addresses the probes receive are the
+    // constants the layer compiled into the bodies it built (`Plan::handler`): the
+    // address of a `Registered` in `TABLE`, a static whose entries are set once and never
+    // removed or moved (segments are boxed slices that are never freed), so it is a live,
+    // immutable `Registered` for the rest of the process.
+    unsafe { address.as_ref() }
 }
 
 fn lookup(id: i32) -> Option<&'static Registered> {
@@ -240,10 +398,30 @@ pub fn handler_panics() -> u64 {
     PANICS.load(Ordering::Relaxed)
 }
 
+/// The wrapper at `wrapper` and its handler, if it is a `Typed<H>`.
+fn handler_of<H: MethodHandler>(
+    wrapper: *const Registered,
+) -> Option<(&'static Registered, &'static Typed<H>)> {
+    let r = registered(wrapper)?;
+    if r.handler_type != core::any::TypeId::of::<Typed<H>>() {
+        return None;
+    }
+    let any: *const (dyn core::any::Any + Send + Sync) = &*r.handler;
+    // SAFETY: [wrapped-frame] `handler_type` is the concrete type of this very box, taken
+    // when the wrapper was registered (neither changes after), so the box holds a
+    // `Typed<H>`, which lives as long as the table entry, for the rest of the process.
+    Some((r, unsafe { &*any.cast::<Typed<H>>() }))
+}
+
 /// The entry probe the injected prologue calls (`calli` unmanaged
-/// `int64(int32, native int)`). Never unwinds.
-extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
-    let Some(r) = lookup(id) else {
+/// `int64(native int, native int)`): the wrapper's address and the argument
+/// table. One per handler type (the handler's call is direct and inlined);
+/// a wrapper of another type is ignored. Never unwinds.
+extern "system" fn enter_probe<H: MethodHandler>(
+    wrapper: *const Registered,
+    arguments: *const *const u8,
+) -> i64 {
+    let Some((r, handler)) = handler_of::<H>(wrapper) else {
         return 0;
     };
     let entry = Entry {
@@ -255,7 +433,7 @@ extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
             table: arguments,
         },
     };
-    match catch_unwind(AssertUnwindSafe(|| r.handler.enter(&entry))) {
+    match catch_unwind(AssertUnwindSafe(|| handler.enter(&entry))) {
         Ok(state) => state as i64,
         Err(_) => {
             PANICS.fetch_add(1, Ordering::Relaxed);
@@ -268,16 +446,36 @@ extern "system" fn enter_probe(id: i32, arguments: *const *const u8) -> i64 {
     }
 }
 
-/// The exit probe the injected epilogue and fault handler call (`calli`
-/// unmanaged `void(int32, int64, native int, int32)`). Never unwinds.
-extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
-    let Some(r) = lookup(id) else {
+/// The exit probe the injected epilogue and catch handler call (`calli`
+/// unmanaged `void(native int, int64, native int, native int)`): the
+/// wrapper's address, the entry's state, the return value's address (null
+/// for `void` and after an exception) and the exception's class (null
+/// after a `ret`). One per handler type, as the entry probe. Never unwinds.
+extern "system" fn exit_probe<H: MethodHandler>(
+    wrapper: *const Registered,
+    state: i64,
+    value: *mut u8,
+    exception_class: usize,
+) {
+    let Some((r, handler)) = handler_of::<H>(wrapper) else {
         return;
     };
-    let threw = threw != 0;
+    let threw = exception_class != 0;
+    // 1: an exception whose class the catch handler did not read.
+    let exception = (exception_class > 1).then(|| Thrown {
+        // SAFETY: [wrapped-frame] a non-null `exception_class` comes from the injected
+        // catch handler, which read it from the method-table pointer of the caught
+        // exception (an object of a class, never an array, so that pointer is its
+        // TypeHandle, the ClassID GetClassFromObject returns) in managed code, where no GC
+        // marks it; the object stays alive in the handler's pinned local until this call
+        // returns, so its class stays loaded for the call, the lifetime given here.
+        class: unsafe { crate::ids::RawClassId(exception_class).assume_valid() },
+        runtime: &r.runtime,
+    });
     let mut exit = Exit {
         method: &r.method,
         threw,
+        exception,
         value: ReturnValue {
             ty: &r.method.sig.ret,
             element: r.method.ret_element,
@@ -286,7 +484,7 @@ extern "system" fn exit_probe(id: i32, state: i64, value: *mut u8, threw: i32) {
         },
     };
     if catch_unwind(AssertUnwindSafe(|| {
-        r.handler.exit(&mut exit, state as usize as *mut ())
+        handler.exit(&mut exit, state as usize as *mut ())
     }))
     .is_err()
     {
@@ -396,6 +594,9 @@ struct Prepared<'m> {
     local_types: Vec<u8>,
     first_local: u16,
     returns: bool,
+    /// Where the wrapper starts: after a reference type's constructor's
+    /// base call, else at the start.
+    split: build::Split,
 }
 
 impl Prepared<'_> {
@@ -470,6 +671,10 @@ fn prepare<'m>(
         u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
     let returns =
         !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    let split = constructor_split(import, &props, &sig, &original).map_err(|e| match e {
+        Error::Usage(why) => cannot(&why),
+        e => e,
+    })?;
     Ok(Prepared {
         emit,
         name,
@@ -480,7 +685,108 @@ fn prepare<'m>(
         local_types,
         first_local,
         returns,
+        split,
     })
+}
+
+/// Whether the module's assembly has `RuntimeCompatibility(WrapNonExceptionThrows
+/// = true)` (C# compilers emit it): then the runtime hands a catch clause of
+/// its methods a `RuntimeWrappedException` for a thrown object that is not
+/// an `Exception`, so what the wrapper's catch gets is always an exception,
+/// never an array, whose method table is its `ClassID` (on runtimes where
+/// arrays' type handles are type descriptors it is not).
+fn wraps_non_exception_throws(import: &crate::metadata::MetaDataImport<'_>) -> bool {
+    const NAME: &[u8] = b"WrapNonExceptionThrows";
+    let Ok(Some(blob)) = import.custom_attribute(
+        MdToken(0x2000_0001),
+        "System.Runtime.CompilerServices.RuntimeCompatibilityAttribute",
+    ) else {
+        return false;
+    };
+    // A named property of type bool: the name as a SerString, then its
+    // value byte (ECMA-335 II.23.3).
+    blob.windows(NAME.len() + 1)
+        .any(|w| &w[..NAME.len()] == NAME && w[NAME.len()] == 1)
+}
+
+/// Whether a TypeSpec blob is `GENERICINST CLASS <class> ...`: an
+/// instantiation of the TypeDef `class` (ECMA-335 II.23.2.12, II.23.2.8).
+fn instantiates(blob: &[u8], class: MdToken) -> bool {
+    let [0x15, 0x12, rest @ ..] = blob else {
+        return false;
+    };
+    // A compressed unsigned integer (II.23.2).
+    let coded = match *rest {
+        [b0, ..] if b0 & 0x80 == 0 => u32::from(b0),
+        [b0, b1, ..] if b0 & 0xc0 == 0x80 => (u32::from(b0 & 0x3f) << 8) | u32::from(b1),
+        [b0, b1, b2, b3, ..] if b0 & 0xe0 == 0xc0 => {
+            (u32::from(b0 & 0x1f) << 24)
+                | (u32::from(b1) << 16)
+                | (u32::from(b2) << 8)
+                | u32::from(b3)
+        }
+        _ => return false,
+    };
+    // TypeDefOrRef coded index: tag 0 is TypeDef.
+    coded & 3 == 0 && (coded >> 2) == (class.0 & 0x00ff_ffff)
+}
+
+/// Where an instance constructor of a reference type is wrapped: after its
+/// call to the base (or chained) constructor ([`build::base_call`]); every
+/// other method (value-type and static constructors included) is wrapped
+/// whole. `Error::Usage` says why such a constructor cannot be wrapped.
+fn constructor_split(
+    import: &crate::metadata::MetaDataImport<'_>,
+    props: &crate::metadata::MethodProps,
+    sig: &MethodSig,
+    original: &MethodBody,
+) -> Result<build::Split> {
+    if props.name != ".ctor" || !sig.has_this() {
+        return Ok(build::Split::Whole);
+    }
+    let own = import.type_def_props(props.class)?;
+    let base = own.extends;
+    // A value type's base is System.ValueType (System.Enum for enums, which
+    // have no constructors); a generic base (a TypeSpec) is a class.
+    if matches!(
+        import.type_name_of(base).as_deref(),
+        Ok("System.ValueType" | "System.Enum")
+    ) {
+        return Ok(build::Split::Whole);
+    }
+    let class = MdToken(props.class.0);
+    let base_spec = (base.0 >> 24 == 0x1b)
+        .then(|| import.type_spec_blob(crate::ids::MdTypeSpec(base.0)).ok())
+        .flatten();
+    // The type itself or its base: the TypeDef, the `extends` token, a
+    // TypeSpec of the same blob as a generic base, or a TypeSpec
+    // instantiating the type itself (`this(...)` in a generic class).
+    let own_or_base = |parent: MdToken| {
+        if parent == class || parent == base {
+            return true;
+        }
+        if parent.0 >> 24 != 0x1b {
+            return false;
+        }
+        let Ok(blob) = import.type_spec_blob(crate::ids::MdTypeSpec(parent.0)) else {
+            return false;
+        };
+        base_spec.as_deref() == Some(&blob[..]) || instantiates(&blob, class)
+    };
+    let is_own_ctor = |t: MdToken| match t.0 >> 24 {
+        0x06 => import
+            .method_props(MdMethodDef(t.0))
+            .is_ok_and(|m| m.name == ".ctor" && own_or_base(MdToken(m.class.0))),
+        0x0a => import
+            .member_ref_props(crate::ids::MdMemberRef(t.0))
+            .is_ok_and(|m| m.name == ".ctor" && own_or_base(m.parent)),
+        _ => false,
+    };
+    let sites = MetaDataCallSites(import);
+    let depths = crate::il::analyze(original, false, &sites)?.depths;
+    build::base_call(original, &depths, &is_own_ctor)
+        .map(build::Split::After)
+        .map_err(|why| Error::Usage(why.to_string()))
 }
 
 /// Builds a wrapped body of `method` in `module` whose entry and exits run
@@ -499,31 +805,44 @@ pub fn wrap<'m, H: MethodHandler>(
 ) -> Result<WrappedBody<'m>> {
     let p = prepare(info, module, method, None)?;
     let emit = &p.emit;
+    let pinned_object = [
+        sys::ELEMENT_TYPE_PINNED as u8,
+        sys::ELEMENT_TYPE_OBJECT as u8,
+    ];
     let local_sig = emit.token_from_sig(&build::local_sig(
         p.local_count,
         &p.local_types,
-        [PrimitiveType::I8, PrimitiveType::I],
+        &[
+            &SigBuilder::primitive(PrimitiveType::I8),
+            &SigBuilder::primitive(PrimitiveType::I),
+            &pinned_object,
+        ],
         p.ret_bytes()?,
     )?)?;
+    let object = emit.type_spec(&SigBuilder::primitive(PrimitiveType::Object))?;
     let (enter, exit) = build::probe_sigs()?;
     let (enter_sig, exit_sig) = (emit.token_from_sig(&enter)?, emit.token_from_sig(&exit)?);
     let arg_count = u16::try_from(p.sig.params.len() + usize::from(p.sig.has_this()))
         .map_err(|_| p.cannot("it has more arguments than IL can index"))?;
-    // Registered before the build, whose code carries its number.
-    let id = register(Registered {
-        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(Typed(handler)),
-    })?;
+    // Registered before the build, whose code carries its address.
+    let (id, registered) = register(Registered::new(
+        WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        Box::new(Typed(handler)),
+        info.handle(),
+    ))?;
     let plan = build::Plan {
-        id,
-        enter: enter_probe as *const () as usize,
-        exit: exit_probe as *const () as usize,
+        handler: registered as *const Registered as usize,
+        enter: enter_probe::<H> as *const () as usize,
+        exit: exit_probe::<H> as *const () as usize,
         enter_sig,
         exit_sig,
+        object,
         local_sig,
         first_local: p.first_local,
         returns: p.returns,
         arguments: H::ARGUMENTS.then_some(arg_count),
+        split: p.split,
+        read_class: wraps_non_exception_throws(p.emit.import()),
     };
     let body = build::build(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;
@@ -650,10 +969,11 @@ pub fn wrap_managed<'m>(
     }
     let emit = &p.emit;
     let ret_bytes = p.ret_bytes()?;
+    let object_type = SigBuilder::primitive(PrimitiveType::Object);
     let local_sig = emit.token_from_sig(&build::local_sig(
         p.local_count,
         &p.local_types,
-        [PrimitiveType::Object, PrimitiveType::Object],
+        &[&object_type, &object_type],
         ret_bytes,
     )?)?;
     let ret = ret_bytes.map(|b| emit.type_spec(b)).transpose()?;
@@ -709,15 +1029,17 @@ pub fn wrap_managed<'m>(
         ret,
         local_sig,
         first_local: p.first_local,
+        split: p.split,
     };
     let body = build::build_managed(&p.original, &plan).map_err(|e| p.cannot(e.to_string()))?;
     let written = p.finish(body)?;
     // The body calls no probe of this library; it is registered only so that
     // `WrappedBody::method` answers.
-    let id = register(Registered {
-        method: WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
-        handler: Box::new(NoHandler),
-    })?;
+    let (id, _) = register(Registered::new(
+        WrappedMethod::new(p.name.clone(), module.to_raw(), method, p.sig.clone()),
+        Box::new(()),
+        info.handle(),
+    ))?;
     Ok(WrappedBody {
         module,
         token: method,
@@ -725,16 +1047,6 @@ pub fn wrap_managed<'m>(
         bytes: written.bytes,
         map: written.map,
     })
-}
-
-/// The registered handler of a managed-handler body (never called).
-struct NoHandler;
-
-impl Erased for NoHandler {
-    fn enter(&self, _: &Entry<'_>) -> *mut () {
-        core::ptr::null_mut()
-    }
-    fn exit(&self, _: &mut Exit<'_>, _: *mut ()) {}
 }
 
 #[cfg(test)]

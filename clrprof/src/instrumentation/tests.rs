@@ -32,15 +32,18 @@ fn sites() -> HashMap<MdToken, CallSite> {
 
 fn plan(returns: bool, arguments: Option<u16>, first_local: u16) -> Plan {
     Plan {
-        id: 7,
+        handler: 0x7000,
         enter: 0x1000,
         exit: 0x2000,
         enter_sig: ENTER_SIG,
         exit_sig: EXIT_SIG,
+        object: crate::ids::MdTypeSpec(0x1b00_0001),
         local_sig: MdSignature(0x1100_0003),
         first_local,
         returns,
         arguments,
+        split: build::Split::Whole,
+        read_class: true,
     }
 }
 
@@ -92,10 +95,15 @@ fn every_return_leaves_to_the_epilogue_and_the_value_is_returned_once() {
     assert_eq!(
         count(&wrapped, OpCode::CALLI),
         3,
-        "the entry probe, and the exit probe in the fault handler and the epilogue"
+        "the entry probe, and the exit probe in the catch handler and the epilogue"
     );
     assert_eq!(wrapped.clauses.len(), 1);
-    assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Fault));
+    assert_eq!(
+        wrapped.clauses[0].kind,
+        ClauseKind::Catch(MdToken(0x1b00_0001)),
+        "a catch of every exception (object)"
+    );
+    assert_eq!(count(&wrapped, OpCode::RETHROW), 1);
     // Both probe calls of a normal call sit outside every exception region.
     let c = wrapped.clauses[0];
     let (try_start, handler_end) = (
@@ -179,7 +187,7 @@ fn the_original_clauses_stay_inner_and_the_wrappers_is_last() {
     assert_eq!(wrapped.clauses.len(), 3);
     assert!(matches!(wrapped.clauses[0].kind, ClauseKind::Catch(_)));
     assert!(matches!(wrapped.clauses[1].kind, ClauseKind::Finally));
-    assert!(matches!(wrapped.clauses[2].kind, ClauseKind::Fault));
+    assert!(matches!(wrapped.clauses[2].kind, ClauseKind::Catch(_)));
     // The locals used by the wrapper start after the original two.
     assert!(wrapped
         .instructions()
@@ -240,18 +248,22 @@ fn tail_calls_jmp_and_arglist_are_refused_not_built() {
 #[test]
 fn the_local_signature_appends_state_table_and_return_value() {
     // Original: two locals, int32 and string.
-    let rust = [PrimitiveType::I8, PrimitiveType::I];
-    let sig = local_sig(2, &[0x08, 0x0e], rust, Some(&[0x0d])).unwrap();
-    assert_eq!(sig, vec![0x07, 5, 0x08, 0x0e, 0x0a, 0x18, 0x0d]);
-    let (n, types) = local_var_sig(&sig).unwrap();
-    assert_eq!((n, types.len()), (5, 5));
+    let rust: [&[u8]; 3] = [&[0x0a], &[0x18], &[0x45, 0x1c]];
+    let sig = local_sig(2, &[0x08, 0x0e], &rust, Some(&[0x0d])).unwrap();
     assert_eq!(
-        local_sig(0, &[], rust, None).unwrap(),
-        vec![0x07, 2, 0x0a, 0x18]
+        sig,
+        vec![0x07, 6, 0x08, 0x0e, 0x0a, 0x18, 0x45, 0x1c, 0x0d],
+        "S int64, P native int, X pinned object, R"
     );
-    let managed = [PrimitiveType::Object, PrimitiveType::Object];
+    let (n, types) = local_var_sig(&sig).unwrap();
+    assert_eq!((n, types.len()), (6, 7));
     assert_eq!(
-        local_sig(0, &[], managed, None).unwrap(),
+        local_sig(0, &[], &rust, None).unwrap(),
+        vec![0x07, 3, 0x0a, 0x18, 0x45, 0x1c]
+    );
+    let managed: [&[u8]; 2] = [&[0x1c], &[0x1c]];
+    assert_eq!(
+        local_sig(0, &[], &managed, None).unwrap(),
         vec![0x07, 2, 0x1c, 0x1c]
     );
 }
@@ -294,7 +306,12 @@ impl MethodHandler for Recorder {
     fn on_exit(&self, call: &mut Exit<'_>, state: String) {
         let line = if call.threw() {
             let e = call.return_value().get::<bool>().unwrap_err().to_string();
-            format!("{state} | threw: {e}")
+            let thrown = call.exception().expect("the exception");
+            let name = thrown.type_name().unwrap_or_else(|e| e.to_string());
+            format!(
+                "{state} | threw {name} ({:#x}): {e}",
+                thrown.class().as_sys()
+            )
         } else {
             let v = call.return_value();
             let old: bool = v.get().unwrap();
@@ -305,21 +322,55 @@ impl MethodHandler for Recorder {
     }
 }
 
-fn registered_recorder() -> (Arc<Recorder>, i32) {
+/// A fake runtime that knows one exception class, `Ns.Oops` (ClassID
+/// `OOPS`), for the exit handler's [`Thrown::type_name`].
+const OOPS: usize = 0x5100;
+
+fn oops_runtime() -> RuntimeHandle {
+    use crate::testing::fake::{FakeClass, FakeMetaData, FakeModule, FakeRuntime};
+    static FAKE: OnceLock<FakeRuntime> = OnceLock::new();
+    let fake = FAKE.get_or_init(|| {
+        let fake = FakeRuntime::new();
+        {
+            let mut st = fake.state();
+            st.modules.insert(
+                0x2100,
+                FakeModule {
+                    metadata: Arc::new(FakeMetaData::default().with_type(0x0200_0001, "Ns.Oops")),
+                    ..Default::default()
+                },
+            );
+            st.classes.insert(
+                OOPS,
+                FakeClass {
+                    module: 0x2100,
+                    type_def: 0x0200_0001,
+                    ..Default::default()
+                },
+            );
+        }
+        fake
+    });
+    // SAFETY: [test-fake] the fake lives in a static; its IDs never reach a real runtime.
+    unsafe { fake.runtime_handle(false) }
+}
+
+fn registered_recorder() -> (Arc<Recorder>, *const Registered) {
     // static bool M(int32, float64, string)
     let sig = MethodSig::parse(&[0x00, 0x03, 0x02, 0x08, 0x0d, 0x0e]).unwrap();
     let handler = Arc::new(Recorder::default());
-    let id = register(Registered {
-        method: WrappedMethod::new(
+    let (_, r) = register(Registered::new(
+        WrappedMethod::new(
             "Ns.T::M".into(),
             RawModuleId(1),
             MdMethodDef(0x0600_0001),
             sig,
         ),
-        handler: Box::new(Typed(handler.clone())),
-    })
+        Box::new(Typed(handler.clone())),
+        oops_runtime(),
+    ))
     .unwrap();
-    (handler, id)
+    (handler, r)
 }
 
 #[test]
@@ -333,12 +384,12 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
         (&a2 as *const usize).cast(),
     ];
     let mut ret: u8 = 0;
-    let state = enter_probe(id, table.as_ptr());
-    exit_probe(id, state, &mut ret, 0);
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
+    exit_probe::<Recorder>(id, state, &mut ret, 0);
     assert_eq!(ret, 1, "the handler replaced false with true");
 
-    let state = enter_probe(id, table.as_ptr());
-    exit_probe(id, state, &mut ret, 1);
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
+    exit_probe::<Recorder>(id, state, &mut ret, OOPS);
     assert_eq!(ret, 1, "no value is touched after an exception");
 
     let seen = handler.seen.lock().unwrap().clone();
@@ -350,7 +401,11 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
     );
     assert!(seen[0].contains("there is no parameter 9"), "{}", seen[0]);
     assert!(seen[0].ends_with("| returned false"), "{}", seen[0]);
-    assert!(seen[1].contains("threw: no return value"), "{}", seen[1]);
+    assert!(
+        seen[1].contains("threw Ns.Oops (0x5100): no return value"),
+        "the exception's class and type name: {}",
+        seen[1]
+    );
 }
 
 #[test]
@@ -364,19 +419,64 @@ fn a_panicking_handler_is_caught_and_its_exit_skipped() {
         (&a2 as *const usize).cast(),
     ];
     let mut ret = 0u8;
-    let state = enter_probe(id, table.as_ptr());
+    let state = enter_probe::<Recorder>(id, table.as_ptr());
     assert_eq!(state, 0);
-    exit_probe(id, state, &mut ret, 0);
+    exit_probe::<Recorder>(id, state, &mut ret, 0);
     assert!(handler_panics() > before);
     assert!(handler.seen.lock().unwrap().is_empty());
     assert_eq!(ret, 0);
 }
 
 #[test]
-fn unknown_wrapper_numbers_are_ignored() {
-    assert_eq!(enter_probe(-1, core::ptr::null()), 0);
-    assert_eq!(enter_probe(i32::MAX, core::ptr::null()), 0);
-    exit_probe(i32::MAX, 12345, core::ptr::null_mut(), 0);
+fn a_null_wrapper_is_ignored() {
+    assert_eq!(
+        enter_probe::<Recorder>(core::ptr::null(), core::ptr::null()),
+        0
+    );
+    exit_probe::<Recorder>(core::ptr::null(), 12345, core::ptr::null_mut(), 0);
+    // A wrapper of another handler type is not called with this one's.
+    let (handler, r) = registered_recorder();
+    struct Other;
+    impl MethodHandler for Other {
+        type State = ();
+        fn on_entry(&self, _: &Entry<'_>) {
+            panic!("called with another handler's wrapper")
+        }
+        fn on_exit(&self, _: &mut Exit<'_>, _: ()) {
+            panic!("called with another handler's wrapper")
+        }
+    }
+    // An exception of unknown class (1): threw, but no class.
+    struct Unknown(Mutex<Vec<(bool, bool)>>);
+    impl MethodHandler for Unknown {
+        type State = ();
+        fn on_entry(&self, _: &Entry<'_>) {}
+        fn on_exit(&self, call: &mut Exit<'_>, _: ()) {
+            let seen = (call.threw(), call.exception().is_some());
+            self.0.lock().unwrap().push(seen);
+        }
+    }
+    let unknown = Arc::new(Unknown(Mutex::new(Vec::new())));
+    let (_, u) = register(Registered::new(
+        WrappedMethod::new(
+            "Ns.T::U".into(),
+            RawModuleId(1),
+            MdMethodDef(0x0600_0002),
+            MethodSig::parse(&[0x00, 0x00, 0x01]).unwrap(),
+        ),
+        Box::new(Typed(unknown.clone())),
+        oops_runtime(),
+    ))
+    .unwrap();
+    exit_probe::<Unknown>(u, 1, core::ptr::null_mut(), 1);
+    exit_probe::<Unknown>(u, 1, core::ptr::null_mut(), 0);
+    assert_eq!(*unknown.0.lock().unwrap(), [(true, false), (false, false)]);
+
+    let before = handler_panics();
+    assert_eq!(enter_probe::<Other>(r, core::ptr::null()), 0);
+    exit_probe::<Other>(r, 1, core::ptr::null_mut(), 0);
+    assert_eq!(handler_panics(), before);
+    assert!(handler.seen.lock().unwrap().is_empty());
 }
 
 #[test]
@@ -406,6 +506,7 @@ fn managed_plan(ret: bool, params: Vec<Option<crate::ids::MdTypeSpec>>) -> build
         ret: ret.then_some(crate::ids::MdTypeSpec(0x1b00_0002)),
         local_sig: MdSignature(0x1100_0004),
         first_local: 0,
+        split: build::Split::Whole,
     }
 }
 
@@ -499,4 +600,219 @@ fn the_type_check_refuses_an_operand_of_the_wrong_type() {
         .expect_err("ill typed")
         .to_string();
     assert!(e.contains("O where N is needed"), "{e}");
+}
+
+// ---- the exception's class, read in the catch handler ----
+
+#[test]
+fn the_catch_handler_reads_the_class_of_the_pinned_exception_and_rethrows() {
+    let wrapped = wrap_and_verify(&two_returns(), &plan(true, None, 0));
+    let c = wrapped.clauses[0];
+    let handler = wrapped.index_of(c.handler_start).unwrap();
+    let ops: Vec<(OpCode, Operand)> = wrapped.instructions()[handler..]
+        .iter()
+        .take(15)
+        .map(|i| (i.opcode, i.operand.clone()))
+        .collect();
+    // X (local 2) is the pinned object: stored, its address read through
+    // (`conv.u; ldind.i`: the method-table pointer, the ClassID) before the
+    // exit probe, then released before the rethrow.
+    let x = Operand::Var(2);
+    assert_eq!(ops[0], (OpCode::STLOC, x.clone()));
+    let class_read = [
+        (OpCode::LDLOC, x.clone()),
+        (OpCode::CONV_U, Operand::None),
+        (OpCode::LDIND_I, Operand::None),
+    ];
+    let at = ops
+        .windows(3)
+        .position(|w| w == class_read)
+        .expect("the class read");
+    let calli = ops.iter().position(|(o, _)| *o == OpCode::CALLI).unwrap();
+    assert!(at < calli, "read before the unmanaged call: {ops:?}");
+    assert_eq!(
+        ops[calli + 1..calli + 4],
+        [
+            (OpCode::LDNULL, Operand::None),
+            (OpCode::STLOC, x),
+            (OpCode::RETHROW, Operand::None)
+        ]
+    );
+}
+
+#[test]
+fn the_type_check_refuses_conv_u_of_an_unpinned_reference() {
+    use super::typecheck::{check, Env, Ty};
+    let mut b = MethodBody::new();
+    let first = b.push(OpCode::LDLOC, Operand::Var(0));
+    b.push(OpCode::CONV_U, Operand::None);
+    b.push(OpCode::POP, Operand::None);
+    b.push(OpCode::RET, Operand::None);
+    let mut env = Env::default();
+    env.locals.insert(0, Ty::O);
+    let e = check(&b, first, None, &[], &env).unwrap_err().to_string();
+    assert!(e.contains("converting O to native int"), "{e}");
+    env.locals.insert(0, Ty::Pinned);
+    check(&b, first, None, &[], &env).expect("a pinned reference's address");
+}
+
+// ---- constructors: wrapped after the base constructor call ----
+
+const BASE_CTOR: MdToken = MdToken(0x0a00_0010);
+const FIELD: MdToken = MdToken(0x0400_0001);
+
+/// `this.f = a; base(a); if (a < 0) throw null; ret` — a field initializer,
+/// the base call on `this`, then the body (with a loop to its start).
+fn constructor() -> MethodBody {
+    let mut b = MethodBody::new();
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::STFLD, Operand::Token(FIELD));
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::CALL, Operand::Token(BASE_CTOR));
+    let body = b.new_label();
+    let done = b.new_label();
+    b.push_labeled(body, OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::BRTRUE, Operand::Target(done));
+    b.push(OpCode::LDNULL, Operand::None);
+    b.push(OpCode::THROW, Operand::None);
+    b.push_labeled(done, OpCode::RET, Operand::None);
+    b
+}
+
+fn ctor_sites() -> HashMap<MdToken, CallSite> {
+    let mut s = sites();
+    // instance void .ctor(int32)
+    s.insert(
+        BASE_CTOR,
+        CallSite::from_signature(&[0x20, 0x01, 0x01, 0x08]).unwrap(),
+    );
+    s
+}
+
+fn split_of(body: &MethodBody) -> core::result::Result<usize, &'static str> {
+    let depths = crate::il::analyze(body, false, &ctor_sites())
+        .unwrap()
+        .depths;
+    build::base_call(body, &depths, &|t| t == BASE_CTOR)
+}
+
+#[test]
+fn a_constructor_is_wrapped_after_its_base_call() {
+    let original = constructor();
+    let call = split_of(&original).expect("the base call");
+    assert_eq!(call, 5);
+    let mut p = plan(false, None, 0);
+    p.split = build::Split::After(call);
+    let mut body = build(&original, &p).expect("build");
+    recompute_max_stack(&mut body, false, &ctor_sites()).expect("max stack");
+    let written = body.write().expect("write");
+    verify(&written.bytes, false, &ctor_sites()).expect("verify");
+    let wrapped = MethodBody::parse(&written.bytes).unwrap();
+    let code = wrapped.instructions();
+    // The field initializer and the base call come first, unchanged.
+    let head: Vec<OpCode> = code[..6].iter().map(|i| i.opcode).collect();
+    assert_eq!(
+        head,
+        [
+            OpCode::LDARG_0,
+            OpCode::LDARG_1,
+            OpCode::STFLD,
+            OpCode::LDARG_0,
+            OpCode::LDARG_1,
+            OpCode::CALL
+        ]
+    );
+    // Then the prologue (the entry probe), then the try.
+    let enter = code.iter().position(|i| i.opcode == OpCode::CALLI).unwrap();
+    assert!(enter > 5, "the entry probe runs after the base call");
+    let try_start = wrapped.index_of(wrapped.clauses[0].try_start).unwrap();
+    assert!(try_start > enter);
+    assert_eq!(code[try_start].opcode, OpCode::LDARG_1);
+}
+
+#[test]
+fn a_constructor_without_a_base_call_on_this_is_refused() {
+    // No call at all.
+    let mut b = MethodBody::new();
+    b.push(OpCode::RET, Operand::None);
+    assert!(split_of(&b).is_err());
+
+    // The call is made on something other than `this`.
+    let mut b = MethodBody::new();
+    b.push(OpCode::LDNULL, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::CALL, Operand::Token(BASE_CTOR));
+    b.push(OpCode::RET, Operand::None);
+    let e = split_of(&b).unwrap_err();
+    assert!(e.contains("not made on `this`"), "{e}");
+
+    // A branch jumps over the call.
+    let mut b = MethodBody::new();
+    let after = b.new_label();
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::BRTRUE, Operand::Target(after));
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::CALL, Operand::Token(BASE_CTOR));
+    b.push_labeled(after, OpCode::RET, Operand::None);
+    let e = split_of(&b).unwrap_err();
+    assert!(e.contains("crosses"), "{e}");
+
+    // The stack is not empty after the call.
+    let mut b = MethodBody::new();
+    b.push(OpCode::LDC_I4_0, Operand::None);
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::CALL, Operand::Token(BASE_CTOR));
+    b.push(OpCode::POP, Operand::None);
+    b.push(OpCode::RET, Operand::None);
+    let e = split_of(&b).unwrap_err();
+    assert!(e.contains("stack is empty"), "{e}");
+}
+
+#[test]
+fn a_conditional_argument_of_the_base_call_is_kept_before_the_wrapper() {
+    // base(a != 0 ? 1 : 2): a branch among the call's arguments.
+    let mut b = MethodBody::new();
+    let (two, call) = (b.new_label(), b.new_label());
+    b.push(OpCode::LDARG_0, Operand::None);
+    b.push(OpCode::LDARG_1, Operand::None);
+    b.push(OpCode::BRFALSE, Operand::Target(two));
+    b.push(OpCode::LDC_I4_1, Operand::None);
+    b.push(OpCode::BR, Operand::Target(call));
+    b.push_labeled(two, OpCode::LDC_I4_2, Operand::None);
+    b.push_labeled(call, OpCode::CALL, Operand::Token(BASE_CTOR));
+    b.push(OpCode::RET, Operand::None);
+    assert_eq!(split_of(&b), Ok(6));
+}
+
+#[test]
+fn a_typespec_instantiating_the_type_itself_is_its_own() {
+    // GENERICINST CLASS TypeDef 0x02000005 <1> !0
+    let blob = [0x15, 0x12, 0x05 << 2, 0x01, 0x13, 0x00];
+    assert!(instantiates(&blob, MdToken(0x0200_0005)));
+    assert!(!instantiates(&blob, MdToken(0x0200_0004)));
+    // A TypeRef (tag 1) of the same row is another type.
+    let blob = [0x15, 0x12, (0x05 << 2) | 1, 0x01, 0x13, 0x00];
+    assert!(!instantiates(&blob, MdToken(0x0200_0005)));
+}
+
+#[test]
+fn without_wrapped_non_exception_throws_the_class_is_not_read() {
+    let mut p = plan(true, None, 0);
+    p.read_class = false;
+    let wrapped = wrap_and_verify(&two_returns(), &p);
+    assert_eq!(count(&wrapped, OpCode::LDIND_I), 0);
+    let handler = wrapped.index_of(wrapped.clauses[0].handler_start).unwrap();
+    let calli = handler
+        + wrapped.instructions()[handler..]
+            .iter()
+            .position(|i| i.opcode == OpCode::CALLI)
+            .unwrap();
+    // The last argument: 1, an exception of unknown class.
+    assert!(wrapped.instructions()[handler..calli]
+        .iter()
+        .any(|i| i.opcode == OpCode::LDC_I4_1));
 }

@@ -22,6 +22,10 @@ pub(crate) enum Ty {
     O,
     /// A string (an object reference).
     Str,
+    /// An object reference loaded from a `pinned` local: the only reference
+    /// `conv.u` may turn into an address (the object cannot move while the
+    /// local holds it, as C# `fixed` relies on).
+    Pinned,
     /// A value of the method's own declared types (an argument, the return
     /// value): the added code only stores it, boxes it or passes its address.
     Declared,
@@ -29,7 +33,9 @@ pub(crate) enum Ty {
 
 impl Ty {
     fn fits(self, wanted: Ty) -> bool {
-        self == wanted || (self == Ty::Str && wanted == Ty::O)
+        self == wanted
+            || (matches!(self, Ty::Str | Ty::Pinned) && wanted == Ty::O)
+            || (matches!(self, Ty::O | Ty::Str) && wanted == Ty::Pinned)
     }
 }
 
@@ -101,7 +107,7 @@ pub(crate) fn check(
             OpCode::LDC_I8 => Some(Ty::I8),
             OpCode::CONV_I | OpCode::CONV_U => {
                 let t = pop(&[Ty::Declared])?[0];
-                if !matches!(t, Ty::I4 | Ty::I8 | Ty::N | Ty::Ptr) {
+                if !matches!(t, Ty::I4 | Ty::I8 | Ty::N | Ty::Ptr | Ty::Pinned) {
                     return Err(fail(at, op, format!("converting {t:?} to native int")));
                 }
                 Some(Ty::N)
@@ -127,6 +133,11 @@ pub(crate) fn check(
             }
             OpCode::ADD => {
                 pop(&[Ty::N, Ty::I4])?;
+                Some(Ty::N)
+            }
+            OpCode::NOP => None,
+            OpCode::LDIND_I => {
+                pop(&[Ty::N])?;
                 Some(Ty::N)
             }
             OpCode::STIND_I => {

@@ -155,13 +155,18 @@ impl MethodHandler for Recorder {
         } else {
             show_return(call.return_value())
         };
-        self.out
-            .record("call")
+        let mut record = self.out.record("call");
+        record = record
             .str("method", call.method().name())
             .raw("args", &format!("[{}]", list.join(",")))
             .str("return", &ret)
-            .bool("threw", threw)
-            .write();
+            .bool("threw", threw);
+        // The exception's type (its class, valid for this call only).
+        if let Some(e) = call.exception() {
+            let name = e.type_name().unwrap_or_else(|e| format!("? ({e})"));
+            record = record.str("exception", &name);
+        }
+        record.write();
     }
 }
 
