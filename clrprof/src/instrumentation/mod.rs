@@ -251,7 +251,7 @@ impl<'c> Exit<'c> {
 /// not know.
 mod namer {
     use super::*;
-    use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
+    use std::sync::mpsc::{channel, sync_channel, RecvTimeoutError, Sender, SyncSender};
     use std::sync::Mutex;
 
     type Request = (
@@ -260,40 +260,77 @@ mod namer {
         SyncSender<Result<String>>,
     );
 
-    static NAMER: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
+    /// The running thread's queue; `None` when no thread runs. Requests
+    /// are sent while this is locked, and the thread clears it (under the
+    /// lock) before it answers what is left and exits, so no request is
+    /// left in a queue nobody reads.
+    static NAMER: Mutex<Option<Sender<Request>>> = Mutex::new(None);
 
-    fn start() -> Option<Mutex<Sender<Request>>> {
+    /// How long the thread waits for a request before it exits: a detach
+    /// then finds no SDK thread of the wrapper running.
+    const IDLE: std::time::Duration = std::time::Duration::from_millis(200);
+
+    fn answer((runtime, class, reply): Request) {
+        // SAFETY: [wrapped-frame] the requesting handler's thread sent a ClassID it
+        // got from the exit probe (the class of the exception its frame holds in a
+        // pinned local) and blocks on `reply` until this answer: the instance, hence
+        // its class, stays alive and loaded while the ID is used here.
+        let class = unsafe { class.assume_valid() };
+        let name = ProfilerInfo::scoped(&runtime, Scope::Callback).class_name(class);
+        let _ = reply.send(name);
+    }
+
+    fn start() -> Option<Sender<Request>> {
         let (tx, rx) = channel::<Request>();
-        let thread = crate::thread::spawn("clrprof-class-names", move || {
-            for (runtime, class, reply) in rx {
-                // SAFETY: [wrapped-frame] the requesting handler's thread sent a ClassID it
-                // got from the exit probe (the class of the exception its frame holds in a
-                // pinned local) and blocks on `reply` until this answer: the instance, hence
-                // its class, stays alive and loaded while the ID is used here.
-                let class = unsafe { class.assume_valid() };
-                let name = ProfilerInfo::scoped(&runtime, Scope::Callback).class_name(class);
-                let _ = reply.send(name);
+        let thread = crate::thread::spawn("clrprof-class-names", move || loop {
+            match rx.recv_timeout(IDLE) {
+                Ok(request) => answer(request),
+                Err(RecvTimeoutError::Timeout) => {
+                    *NAMER.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    // Sent before the slot was cleared: answer, then exit.
+                    while let Ok(request) = rx.try_recv() {
+                        answer(request);
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
             }
         });
-        thread.ok().map(|_| Mutex::new(tx))
+        thread.ok().map(|_| tx)
     }
 
     pub(super) fn class_name(runtime: &RuntimeHandle, class: ClassId<'_>) -> Result<String> {
         let unavailable = || Error::Usage("the SDK's class-name thread is not running".into());
-        let sender = NAMER
-            .get_or_init(start)
-            .as_ref()
-            .ok_or_else(unavailable)?
-            .lock()
-            .map_err(|_| unavailable())?
-            .clone();
         let (reply, answer) = sync_channel(1);
-        sender
-            .send((runtime.clone(), class.to_raw(), reply))
-            .map_err(|_| unavailable())?;
+        {
+            let mut slot = NAMER.lock().map_err(|_| unavailable())?;
+            if slot.is_none() {
+                *slot = start();
+            }
+            slot.as_ref()
+                .ok_or_else(unavailable)?
+                .send((runtime.clone(), class.to_raw(), reply))
+                .map_err(|_| unavailable())?;
+        }
         // Blocks until the thread has answered: `class` is used there only
         // while this frame, which keeps it valid, waits.
         answer.recv().map_err(|_| unavailable())?
+    }
+
+    /// Waits (at most 2 s) until the class-name thread has exited.
+    #[cfg(test)]
+    pub(crate) fn wait_until_stopped() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while NAMER.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+            || crate::thread::running_except_current()
+                .iter()
+                .any(|n| n == "clrprof-class-names")
+        {
+            if std::time::Instant::now() > deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

@@ -375,6 +375,11 @@ fn registered_recorder() -> (Arc<Recorder>, *const Registered) {
 
 #[test]
 fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value() {
+    // The exit handler's type_name starts the SDK's class-name thread: keep
+    // the tests that expect no SDK thread out until it has stopped again.
+    let _serial = crate::thread::TEST_REGISTRY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let (handler, id) = registered_recorder();
     // The wrapped frame: argument homes and the return local.
     let (a0, a1, a2) = (41i32, 2.5f64, 0usize);
@@ -405,6 +410,13 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
         seen[1].contains("threw Ns.Oops (0x5100): no return value"),
         "the exception's class and type name: {}",
         seen[1]
+    );
+    namer::wait_until_stopped();
+    assert!(
+        !crate::thread::running_except_current()
+            .iter()
+            .any(|n| n == "clrprof-class-names"),
+        "the class-name thread exits when idle, so a detach is not refused for it"
     );
 }
 

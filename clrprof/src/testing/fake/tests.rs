@@ -363,6 +363,10 @@ fn enumerators_are_released_when_dropped() {
 
 #[test]
 fn current_thread_and_detach_and_force_gc() {
+    // A detach is refused while SDK threads run: none of another test's.
+    let _serial = crate::thread::TEST_REGISTRY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let fake = FakeRuntime::new();
     // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
     let info = unsafe { fake.profiler_info() };
