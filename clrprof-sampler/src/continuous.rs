@@ -309,39 +309,9 @@ impl Inner {
     }
 
     fn run(&self) {
-        let mut next = Instant::now() + self.config.every;
-        loop {
-            {
-                let (flag, cv) = &self.stop;
-                let mut stop = lock(flag);
-                while !*stop {
-                    let now = Instant::now();
-                    if now >= next {
-                        break;
-                    }
-                    stop = match cv.wait_timeout(stop, next - now) {
-                        Ok((g, _)) => g,
-                        Err(p) => p.into_inner().0,
-                    };
-                }
-                if *stop {
-                    return;
-                }
-            }
-            next += self.config.every;
-            let now = Instant::now();
-            if next < now {
-                // Shipping took longer than a period: the next one is
-                // simply longer, nothing is dropped.
-                next = now + self.config.every;
-            }
-            let _guard = lock(&self.shipping);
-            // Stopped while waiting for the lock: `finish` ships the rest.
-            if *lock(&self.stop.0) {
-                return;
-            }
+        run_periods(self.config.every, &self.stop, &self.shipping, || {
             let _ = self.ship(false);
-        }
+        });
     }
 
     /// Ends the sampler's period and ships it. Called with `shipping` held.
@@ -489,5 +459,48 @@ impl Inner {
         {
             super::upload::post(&self.agent, url, &self.config.upload, p)
         }
+    }
+}
+
+/// The shipping loop of a continuous mode: waits a period (or until `stop`
+/// is set), then calls `ship` holding `shipping`, until stopped. A period
+/// whose shipping overran starts when it ends: later periods are simply
+/// longer, nothing is dropped. Stopped while waiting for `shipping`, it
+/// returns without shipping (`finish` ships the rest).
+pub(crate) fn run_periods(
+    every: Duration,
+    stop: &(Mutex<bool>, Condvar),
+    shipping: &Mutex<()>,
+    mut ship: impl FnMut(),
+) {
+    let mut next = Instant::now() + every;
+    loop {
+        {
+            let (flag, cv) = stop;
+            let mut stopped = lock(flag);
+            while !*stopped {
+                let now = Instant::now();
+                if now >= next {
+                    break;
+                }
+                stopped = match cv.wait_timeout(stopped, next - now) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                };
+            }
+            if *stopped {
+                return;
+            }
+        }
+        next += every;
+        let now = Instant::now();
+        if next < now {
+            next = now + every;
+        }
+        let _guard = lock(shipping);
+        if *lock(&stop.0) {
+            return;
+        }
+        ship();
     }
 }

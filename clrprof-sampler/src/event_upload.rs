@@ -211,36 +211,9 @@ impl Inner {
     }
 
     fn run(&self) {
-        let mut next = Instant::now() + self.config.every;
-        loop {
-            {
-                let (flag, cv) = &self.stop;
-                let mut stop = lock(flag);
-                while !*stop {
-                    let now = Instant::now();
-                    if now >= next {
-                        break;
-                    }
-                    stop = match cv.wait_timeout(stop, next - now) {
-                        Ok((g, _)) => g,
-                        Err(p) => p.into_inner().0,
-                    };
-                }
-                if *stop {
-                    return;
-                }
-            }
-            next += self.config.every;
-            let now = Instant::now();
-            if next < now {
-                next = now + self.config.every;
-            }
-            let _guard = lock(&self.shipping);
-            if *lock(&self.stop.0) {
-                return;
-            }
-            self.ship(false);
-        }
+        crate::continuous::run_periods(self.config.every, &self.stop, &self.shipping, || {
+            self.ship(false)
+        });
     }
 
     /// Cuts and ships one period of every kind. Called with `shipping` held.

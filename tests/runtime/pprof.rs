@@ -623,40 +623,13 @@ fn serve(
     mut stream: TcpStream,
     requests: &Mutex<Vec<(bool, String, Vec<u8>)>>,
 ) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
+    let Some((head, body)) = read_http_request(&mut stream)? else {
+        return Ok(());
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
     let query = head.lines().next().unwrap_or("").to_string();
     let mut r = requests.lock().unwrap_or_else(|e| e.into_inner());
     let accept = r.len().is_multiple_of(2);
-    r.push((accept, query, buf[head_end..].to_vec()));
+    r.push((accept, query, body));
     drop(r);
     let answer: &[u8] = if accept {
         b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -758,4 +731,43 @@ pub fn scenarios() -> Vec<Scenario> {
             continuous_http,
         ),
     ]
+}
+
+/// Reads one HTTP/1.1 request (head and a `Content-Length` body) from a
+/// test endpoint's connection; `None` if the peer closed before a head.
+pub(crate) fn read_http_request(
+    stream: &mut TcpStream,
+) -> std::io::Result<Option<(String, Vec<u8>)>> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf[head_end..].to_vec();
+    Ok(Some((head, body)))
 }
