@@ -80,8 +80,8 @@ impl SamplingThread {
     }
 
     /// A scope for the SDK's own calls with IDs whose validity it proves
-    /// itself (the sampler naming functions it saw on a stack, with the
-    /// unload protocol of [`crate::sampler`]). This thread is an SDK thread
+    /// itself (naming the functions seen on a stack, under the
+    /// [`UnloadFence`](super::UnloadFence)). This thread is an SDK thread
     /// borrowed exclusively, so no other runtime's scope is open on it.
     pub(crate) fn info(&self) -> ProfilerInfo<'_> {
         ProfilerInfo::scoped(&self.info, Scope::Callback)
