@@ -159,8 +159,7 @@ struct Inner {
     sampler: Arc<Sampler>,
     config: ContinuousConfig,
     observer: Option<PeriodObserver>,
-    #[cfg(feature = "http-upload")]
-    agent: ureq::Agent,
+    poster: super::upload::Poster,
     /// Set (under the lock, with a notify) to stop the thread.
     stop: (Mutex<bool>, Condvar),
     /// Held while a period is taken and shipped: periods go out in order.
@@ -192,34 +191,12 @@ impl Continuous {
         observer: Option<PeriodObserver>,
     ) -> Result<Continuous> {
         config.every = config.every.max(Duration::from_millis(10));
-        let timeout = match &config.sink {
-            PeriodSink::Directory(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::Usage(format!(
-                        "continuous profiling: cannot create {}: {e}",
-                        dir.display()
-                    ))
-                })?;
-                Duration::from_secs(10)
-            }
-            #[cfg(feature = "http-upload")]
-            PeriodSink::Http { timeout, .. } => *timeout,
-            #[cfg(not(feature = "http-upload"))]
-            PeriodSink::Http { .. } => return Err(Error::Usage(
-                "continuous profiling to an HTTP endpoint needs clrprof-sampler's `http-upload` \
-                     feature"
-                    .into(),
-            )),
-        };
-        #[cfg(feature = "http-upload")]
-        let agent = super::upload::agent(&config.upload, timeout)
-            .map_err(|e| Error::Usage(format!("continuous profiling: {e}")))?;
+        let (poster, _) = super::upload::Poster::prepare(&config.sink, &config.upload)?;
         let inner = Arc::new(Inner {
             sampler,
             config,
             observer,
-            #[cfg(feature = "http-upload")]
-            agent,
+            poster,
             stop: (Mutex::new(false), Condvar::new()),
             shipping: Mutex::new(()),
             thread: Mutex::new(None),
@@ -409,8 +386,8 @@ impl Inner {
             pending,
             options,
             retries,
-            &mut |p| self.post(url, p),
-            &mut |d| self.pause(d),
+            &mut |p| self.poster.post(url, &self.config.upload, p),
+            &mut |d| super::upload::pause(&self.stop, d),
         );
         let queued = uploads.queued();
         drop(uploads);
@@ -435,29 +412,6 @@ impl Inner {
             } else {
                 e
             })
-        }
-    }
-
-    /// Waits `d` before a retry, or less if the mode is stopped meanwhile.
-    fn pause(&self, d: Duration) {
-        let (flag, cv) = &self.stop;
-        let stop = lock(flag);
-        if !*stop {
-            let _ = cv.wait_timeout(stop, d);
-        }
-    }
-
-    /// One `POST` of `p` to `url`.
-    fn post(&self, url: &str, p: &Pending) -> std::result::Result<(), String> {
-        #[cfg(not(feature = "http-upload"))]
-        {
-            Err(format!(
-                "cannot send to {url}: built without clrprof-sampler's `http-upload` feature"
-            ))
-        }
-        #[cfg(feature = "http-upload")]
-        {
-            super::upload::post(&self.agent, url, &self.config.upload, p)
         }
     }
 }

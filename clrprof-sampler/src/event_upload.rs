@@ -61,8 +61,7 @@ struct Inner {
     config: ContinuousConfig,
     runtime: Option<String>,
     observer: Option<KindPeriodObserver>,
-    #[cfg(feature = "http-upload")]
-    agent: ureq::Agent,
+    poster: crate::upload::Poster,
     stop: (Mutex<bool>, Condvar),
     shipping: Mutex<()>,
     index: AtomicU64,
@@ -106,30 +105,7 @@ impl EventContinuous {
                 )
             })
             .collect();
-        let timeout = match &config.sink {
-            PeriodSink::Directory(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::Usage(format!(
-                        "continuous profiling: cannot create {}: {e}",
-                        dir.display()
-                    ))
-                })?;
-                Duration::from_secs(10)
-            }
-            #[cfg(feature = "http-upload")]
-            PeriodSink::Http { timeout, .. } => *timeout,
-            #[cfg(not(feature = "http-upload"))]
-            PeriodSink::Http { .. } => {
-                return Err(Error::Usage(
-                    "continuous profiling to an HTTP endpoint needs clrprof-sampler's `http-upload` feature".into(),
-                ))
-            }
-        };
-        #[cfg(feature = "http-upload")]
-        let agent = crate::upload::agent(&config.upload, timeout)
-            .map_err(|e| Error::Usage(format!("continuous profiling: {e}")))?;
-        #[cfg(not(feature = "http-upload"))]
-        let _ = timeout;
+        let (poster, _) = crate::upload::Poster::prepare(&config.sink, &config.upload)?;
         let n = kinds.len();
         let inner = Arc::new(Inner {
             events,
@@ -137,8 +113,7 @@ impl EventContinuous {
             config,
             runtime,
             observer,
-            #[cfg(feature = "http-upload")]
-            agent,
+            poster,
             stop: (Mutex::new(false), Condvar::new()),
             shipping: Mutex::new(()),
             index: AtomicU64::new(0),
@@ -296,8 +271,8 @@ impl Inner {
             pending,
             options,
             retries,
-            &mut |p| self.post(url, p),
-            &mut |d| self.pause(d),
+            &mut |p| self.poster.post(url, &self.config.upload, p),
+            &mut |d| crate::upload::pause(&self.stop, d),
         );
         drop(uploads);
         self.delivered.fetch_add(r.sent, SeqCst);
@@ -306,27 +281,6 @@ impl Inner {
             Ok(url.to_string())
         } else {
             Err(r.error.unwrap_or_default())
-        }
-    }
-
-    fn pause(&self, d: Duration) {
-        let (flag, cv) = &self.stop;
-        let stop = lock(flag);
-        if !*stop {
-            let _ = cv.wait_timeout(stop, d);
-        }
-    }
-
-    fn post(&self, url: &str, p: &Pending) -> std::result::Result<(), String> {
-        #[cfg(not(feature = "http-upload"))]
-        {
-            Err(format!(
-                "cannot send to {url}: built without clrprof-sampler's `http-upload` feature"
-            ))
-        }
-        #[cfg(feature = "http-upload")]
-        {
-            crate::upload::post(&self.agent, url, &self.config.upload, p)
         }
     }
 }

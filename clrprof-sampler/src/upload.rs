@@ -127,6 +127,89 @@ pub(crate) fn system_roots(roots: &mut rustls::RootCertStore) -> usize {
     added
 }
 
+/// What a continuous mode posts with: prepared once from its sink (the
+/// directory created, or the HTTP agent built), so both continuous modes
+/// share the checks and the cfg switch of the `http-upload` feature.
+pub(crate) struct Poster {
+    #[cfg(feature = "http-upload")]
+    agent: ureq::Agent,
+}
+
+impl Poster {
+    /// Prepares `sink`: creates a directory, or builds the agent for an
+    /// endpoint (which needs the `http-upload` feature). Returns the poster
+    /// and the upload timeout of one request.
+    pub(crate) fn prepare(
+        sink: &crate::continuous::PeriodSink,
+        options: &UploadOptions,
+    ) -> clrprof::error::Result<(Poster, Duration)> {
+        use crate::continuous::PeriodSink;
+        use clrprof::error::Error;
+        let timeout = match sink {
+            PeriodSink::Directory(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::Usage(format!(
+                        "continuous profiling: cannot create {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+                Duration::from_secs(10)
+            }
+            #[cfg(feature = "http-upload")]
+            PeriodSink::Http { timeout, .. } => *timeout,
+            #[cfg(not(feature = "http-upload"))]
+            PeriodSink::Http { .. } => {
+                return Err(Error::Usage(
+                    "continuous profiling to an HTTP endpoint needs clrprof-sampler's \
+                     `http-upload` feature"
+                        .into(),
+                ))
+            }
+        };
+        #[cfg(feature = "http-upload")]
+        let poster = Poster {
+            agent: agent(options, timeout)
+                .map_err(|e| Error::Usage(format!("continuous profiling: {e}")))?,
+        };
+        #[cfg(not(feature = "http-upload"))]
+        let poster = {
+            let _ = options;
+            Poster {}
+        };
+        Ok((poster, timeout))
+    }
+
+    /// One `POST` of `p` to `url` ([`post`]).
+    pub(crate) fn post(
+        &self,
+        url: &str,
+        options: &UploadOptions,
+        p: &Pending,
+    ) -> Result<(), String> {
+        #[cfg(not(feature = "http-upload"))]
+        {
+            let _ = (options, p);
+            Err(format!(
+                "cannot send to {url}: built without clrprof-sampler's `http-upload` feature"
+            ))
+        }
+        #[cfg(feature = "http-upload")]
+        {
+            post(&self.agent, url, options, p)
+        }
+    }
+}
+
+/// Waits `d` before a retry, or less if `stop` is set meanwhile (a
+/// continuous mode's stop flag and its condition variable).
+pub(crate) fn pause(stop: &(std::sync::Mutex<bool>, std::sync::Condvar), d: Duration) {
+    let (flag, cv) = stop;
+    let stopped = flag.lock().unwrap_or_else(|e| e.into_inner());
+    if !*stopped {
+        let _ = cv.wait_timeout(stopped, d);
+    }
+}
+
 /// The wait before retry `n` (0: the first): `backoff × 2ⁿ`, at most
 /// `max_backoff`.
 pub(crate) fn backoff(options: &UploadOptions, n: u32) -> Duration {
