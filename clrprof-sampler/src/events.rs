@@ -40,6 +40,7 @@
 //! [`EventProfilesConfig::alloc_every_bytes`], the same estimator as the
 //! runtime's ticks.
 
+use crate::budget::WalkBudget;
 use clrprof::eventpipe::payload::Reader;
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
 use clrprof::info::CorElementType;
@@ -277,6 +278,10 @@ pub struct EventProfilesConfig {
     pub force_object_allocated: bool,
     /// Deepest stack kept (frames nearest the leaf).
     pub max_depth: usize,
+    /// The share of the time the allocation profile's walks may take
+    /// (0.01: 1 %; 1 or more: every allocation sample walked). Above it,
+    /// samples are walked at random and weighted, see [`crate::budget`].
+    pub alloc_walk_budget: f64,
 }
 
 impl Default for EventProfilesConfig {
@@ -289,6 +294,7 @@ impl Default for EventProfilesConfig {
             alloc_every_bytes: 100 * 1024,
             force_object_allocated: false,
             max_depth: 256,
+            alloc_walk_budget: 0.01,
         }
     }
 }
@@ -418,6 +424,12 @@ pub struct EventProfilesStats {
     pub exceptions_thrown: u64,
     /// Exceptions kept (sampled).
     pub exceptions_kept: u64,
+    /// Allocation samples walked (all of them while under
+    /// [`EventProfilesConfig::alloc_walk_budget`]).
+    pub alloc_walks: u64,
+    /// The time those walks took, naming included (measured only under a
+    /// budget).
+    pub alloc_walk_ns: u64,
     /// Events or callbacks dropped: undecodable payload, failed walk.
     pub failures: u64,
     /// Runtime events delivered with stack IPs (`EventPipeEvent::stack`
@@ -472,6 +484,8 @@ pub struct EventProfiles {
     /// Thrown exceptions per type, for the 1-in-N sampling.
     thrown: Mutex<HashMap<Arc<str>, u64>>,
     alloc_events: AtomicU64,
+    alloc_budget: WalkBudget,
+    alloc_walks: AtomicU64,
     objects_seen: AtomicU64,
     object_samples: AtomicU64,
     contentions: AtomicU64,
@@ -550,6 +564,8 @@ impl EventProfiles {
             exceptions: Mutex::default(),
             thrown: Mutex::default(),
             alloc_events: AtomicU64::new(0),
+            alloc_budget: WalkBudget::new(config.alloc_walk_budget),
+            alloc_walks: AtomicU64::new(0),
             objects_seen: AtomicU64::new(0),
             object_samples: AtomicU64::new(0),
             contentions: AtomicU64::new(0),
@@ -627,6 +643,8 @@ impl EventProfiles {
     pub fn stats(&self) -> EventProfilesStats {
         EventProfilesStats {
             alloc_events: self.alloc_events.load(Relaxed),
+            alloc_walks: self.alloc_walks.load(Relaxed),
+            alloc_walk_ns: self.alloc_budget.total_walk_ns(),
             objects_seen: self.objects_seen.load(Relaxed),
             object_samples: self.object_samples.load(Relaxed),
             contentions: self.contentions.load(Relaxed),
@@ -689,6 +707,38 @@ impl EventProfiles {
         lock(profile).add(type_label, &names, values);
     }
 
+    /// Records an allocation sample of estimated `objects` and `bytes` if
+    /// the walk budget picks it, weighted by its odds; `type_label` is
+    /// asked only then (`Err`: counted as a failure, nothing recorded).
+    fn record_alloc(
+        &self,
+        info: &ProfilerInfo,
+        type_label: impl FnOnce() -> Result<Option<Arc<str>>>,
+        objects: f64,
+        bytes: f64,
+    ) {
+        let Some(chosen) = self.alloc_budget.choose() else {
+            return;
+        };
+        let type_label = match type_label() {
+            Ok(l) => l,
+            Err(e) => {
+                self.failed("allocated type", e);
+                return;
+            }
+        };
+        let frames = self.walk_here(info);
+        self.alloc_budget.walked(&chosen);
+        let Some(frames) = frames else {
+            return;
+        };
+        self.alloc_walks.fetch_add(1, Relaxed);
+        let w = chosen.weight;
+        let values = [(objects * w).round() as u64, (bytes * w).round() as u64];
+        let names: Vec<&str> = frames.iter().map(|f| &**f).collect();
+        lock(&self.alloc).add(type_label.as_deref(), &names, values);
+    }
+
     /// Feed from `EventPipeEventDelivered`: the runtime's allocation and
     /// contention events (others are ignored).
     pub fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {
@@ -707,11 +757,11 @@ impl EventProfiles {
                     Ok(tick) => {
                         self.alloc_events.fetch_add(1, Relaxed);
                         let (objects, bytes) = upscale_tick(&tick);
-                        self.record(
-                            &self.alloc,
+                        self.record_alloc(
                             info,
-                            tick.type_name.as_deref(),
-                            [objects, bytes],
+                            || Ok(tick.type_name.as_deref().map(Arc::from)),
+                            objects as f64,
+                            bytes as f64,
                         );
                     }
                     Err(e) => self.failed("GCAllocationTick payload", e),
@@ -722,11 +772,11 @@ impl EventProfiles {
                     Ok(s) => {
                         self.alloc_events.fetch_add(1, Relaxed);
                         let (objects, bytes) = upscale_sampled(s.object_size);
-                        self.record(
-                            &self.alloc,
+                        self.record_alloc(
                             info,
-                            Some(&s.type_name),
-                            [objects.round() as u64, bytes.round() as u64],
+                            || Ok(Some(Arc::from(s.type_name.as_str()))),
+                            objects,
+                            bytes,
                         );
                     }
                     Err(e) => self.failed("AllocationSampled payload", e),
@@ -820,15 +870,13 @@ impl EventProfiles {
             return;
         };
         self.object_samples.fetch_add(1, Relaxed);
-        let ty = match type_name(info, &self.names, class, 0) {
-            Ok(t) => t,
-            Err(e) => {
-                self.failed("allocated type", e);
-                return;
-            }
-        };
         let objects = amount.saturating_add(size / 2) / size.max(1);
-        self.record(&self.alloc, info, Some(&ty), [objects.max(1), amount]);
+        self.record_alloc(
+            info,
+            || type_name(info, &self.names, class, 0).map(Some),
+            objects.max(1) as f64,
+            amount as f64,
+        );
     }
 
     /// The profile of `kind` so far (a copy), for [`ProfileKind::Alloc`],

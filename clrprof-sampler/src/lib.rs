@@ -131,6 +131,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub mod budget;
 pub mod continuous;
 mod cpu;
 pub mod event_upload;

@@ -31,7 +31,10 @@
 //!   events through an EventPipe session (.NET 5+), else (.NET Core 3.1, or
 //!   `CLRPROF_SAMPLER_ALLOC_SOURCE=object-allocated`) `ObjectAllocated`
 //!   sampled once per `CLRPROF_SAMPLER_ALLOC_EVERY` bytes a thread allocates
-//!   (default 102400; 0: every object); `lock`: the runtime's
+//!   (default 102400; 0: every object); the allocation samples' walks may
+//!   take `CLRPROF_SAMPLER_ALLOC_BUDGET` per cent of the time (default 1;
+//!   100: every sample walked), past which samples are walked at random
+//!   and weighted ([`clrprof_sampler::budget`]); `lock`: the runtime's
 //!   `ContentionStop` events (.NET 5+); `exception`: `ExceptionThrown`, 1 in
 //!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all). See
 //!   [`clrprof_sampler::events`]. Records `{"event":"profiles",...}` at
@@ -242,6 +245,9 @@ fn event_config(kinds: &[ProfileKind]) -> EventProfilesConfig {
     }
     if let Some(n) = var("CLRPROF_SAMPLER_ALLOC_EVERY").and_then(|v| v.parse().ok()) {
         config.alloc_every_bytes = n;
+    }
+    if let Some(percent) = var("CLRPROF_SAMPLER_ALLOC_BUDGET").and_then(|v| v.parse::<f64>().ok()) {
+        config.alloc_walk_budget = percent / 100.0;
     }
     config.force_object_allocated =
         var("CLRPROF_SAMPLER_ALLOC_SOURCE").as_deref() == Some("object-allocated");
@@ -687,6 +693,8 @@ impl SamplerProfiler {
         let stats = events.stats();
         r.str("alloc_source", events.alloc_source().name())
             .num("alloc_events", stats.alloc_events)
+            .num("alloc_walks", stats.alloc_walks)
+            .num("alloc_walk_ns", stats.alloc_walk_ns)
             .num("objects_seen", stats.objects_seen)
             .num("object_samples", stats.object_samples)
             .num("contentions", stats.contentions)
