@@ -41,7 +41,7 @@
 //! runtime's ticks.
 
 use crate::budget::WalkBudget;
-use clrprof::eventpipe::payload::Reader;
+use clrprof::eventpipe::payload::{decode_utf16le, Reader};
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
 use clrprof::info::CorElementType;
 use clrprof::stackwalk::{Walk, WalkOptions};
@@ -155,43 +155,70 @@ pub struct AllocationTick {
 /// Decodes a `GCAllocationTick` payload of `version` (pointers are 8
 /// bytes: 64-bit runtimes).
 pub fn decode_allocation_tick(version: u32, data: &[u8]) -> Result<AllocationTick> {
-    let mut r = Reader::new(data);
-    let amount32 = r.u32()?;
-    let kind = r.u32()?;
-    if version == 0 {
-        return Ok(AllocationTick {
-            amount: u64::from(amount32),
-            kind,
-            type_name: None,
-            object_size: None,
-        });
-    }
-    let _clr_instance = r.u16()?;
-    if version == 1 {
-        return Ok(AllocationTick {
-            amount: u64::from(amount32),
-            kind,
-            type_name: None,
-            object_size: None,
-        });
-    }
-    let amount = r.u64()?;
-    let _type_id = r.u64()?;
-    let type_name = r.utf16z()?;
-    let _heap = r.u32()?;
-    let mut object_size = None;
-    if version >= 3 {
-        let _address = r.u64()?;
-        if version >= 4 {
-            object_size = Some(r.u64()?);
-        }
-    }
+    let tick = RawTick::decode(version, data)?;
     Ok(AllocationTick {
-        amount,
-        kind,
-        type_name: Some(type_name),
-        object_size,
+        amount: tick.amount,
+        kind: tick.kind,
+        type_name: tick.type_name.map(decode_utf16le).transpose()?,
+        object_size: tick.object_size,
     })
+}
+
+/// A `GCAllocationTick` whose type name is left undecoded (most ticks are
+/// not walked, and their names are never needed).
+struct RawTick<'a> {
+    amount: u64,
+    kind: u32,
+    type_name: Option<&'a [u8]>,
+    object_size: Option<u64>,
+}
+
+impl<'a> RawTick<'a> {
+    fn decode(version: u32, data: &'a [u8]) -> Result<RawTick<'a>> {
+        let mut r = Reader::new(data);
+        let amount32 = r.u32()?;
+        let kind = r.u32()?;
+        let short = RawTick {
+            amount: u64::from(amount32),
+            kind,
+            type_name: None,
+            object_size: None,
+        };
+        if version == 0 {
+            return Ok(short);
+        }
+        let _clr_instance = r.u16()?;
+        if version == 1 {
+            return Ok(short);
+        }
+        let amount = r.u64()?;
+        let _type_id = r.u64()?;
+        let type_name = r.utf16z_bytes()?;
+        let _heap = r.u32()?;
+        let mut object_size = None;
+        if version >= 3 {
+            let _address = r.u64()?;
+            if version >= 4 {
+                object_size = Some(r.u64()?);
+            }
+        }
+        Ok(RawTick {
+            amount,
+            kind,
+            type_name: Some(type_name),
+            object_size,
+        })
+    }
+
+    /// Estimated (objects, bytes), as [`upscale_tick`].
+    fn upscale(&self) -> (u64, u64) {
+        upscale_tick(&AllocationTick {
+            amount: self.amount,
+            kind: self.kind,
+            type_name: None,
+            object_size: self.object_size,
+        })
+    }
 }
 
 /// Estimated (objects, bytes) a tick stands for.
@@ -435,6 +462,10 @@ pub struct EventProfilesStats {
     /// Runtime events delivered with stack IPs (`EventPipeEvent::stack`
     /// not empty; .NET 8.0.4 gives none to a profiler's session).
     pub events_with_stack: u64,
+    /// Runtime events delivered to the session, of every ID (the
+    /// keywords bring more than the events the profiles use: per-GC events
+    /// come with the `GC` keyword).
+    pub events_delivered: u64,
 }
 
 /// Where the allocation profile comes from.
@@ -493,6 +524,7 @@ pub struct EventProfiles {
     exceptions_kept: AtomicU64,
     failures: AtomicU64,
     events_with_stack: AtomicU64,
+    events_delivered: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -573,6 +605,7 @@ impl EventProfiles {
             exceptions_kept: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             events_with_stack: AtomicU64::new(0),
+            events_delivered: AtomicU64::new(0),
             last_error: Mutex::new(None),
         });
         let now = SystemTime::now();
@@ -652,6 +685,7 @@ impl EventProfiles {
             exceptions_kept: self.exceptions_kept.load(Relaxed),
             failures: self.failures.load(Relaxed),
             events_with_stack: self.events_with_stack.load(Relaxed),
+            events_delivered: self.events_delivered.load(Relaxed),
         }
     }
 
@@ -748,18 +782,23 @@ impl EventProfiles {
         let Some(_busy) = Reentry::enter() else {
             return;
         };
+        self.events_delivered.fetch_add(1, Relaxed);
         if !event.stack.is_empty() {
             self.events_with_stack.fetch_add(1, Relaxed);
         }
         match event.event_id {
             GC_ALLOCATION_TICK if self.alloc_source == AllocSource::AllocationTick => {
-                match decode_allocation_tick(event.event_version, event.data) {
+                match RawTick::decode(event.event_version, event.data) {
                     Ok(tick) => {
                         self.alloc_events.fetch_add(1, Relaxed);
-                        let (objects, bytes) = upscale_tick(&tick);
+                        let (objects, bytes) = tick.upscale();
                         self.record_alloc(
                             info,
-                            || Ok(tick.type_name.as_deref().map(Arc::from)),
+                            || {
+                                tick.type_name
+                                    .map(|n| decode_utf16le(n).map(Arc::from))
+                                    .transpose()
+                            },
                             objects as f64,
                             bytes as f64,
                         );

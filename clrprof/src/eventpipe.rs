@@ -1012,6 +1012,23 @@ mod tests {
     }
 
     #[test]
+    fn utf16_strings_undecoded_and_decoded() {
+        use super::payload::{decode_utf16le, Reader};
+        // "Aé" then a second string, "𝄞" (a surrogate pair).
+        let data = [0x41, 0, 0xe9, 0, 0, 0, 0x34, 0xd8, 0x1e, 0xdd, 0, 0, 7];
+        let mut r = Reader::new(&data);
+        let raw = r.utf16z_bytes().expect("terminated");
+        assert_eq!(raw, &[0x41, 0, 0xe9, 0]);
+        assert_eq!(decode_utf16le(raw).expect("valid"), "Aé");
+        assert_eq!(r.utf16z().expect("valid"), "\u{1d11e}");
+        assert_eq!(r.u8().expect("the byte after"), 7);
+        // No NUL, a lone surrogate, an odd length: errors, no panic.
+        assert!(Reader::new(&[0x41, 0, 0x42]).utf16z_bytes().is_err());
+        assert!(Reader::new(&[0x34, 0xd8, 0, 0]).utf16z().is_err());
+        assert!(decode_utf16le(&[0x41]).is_err());
+    }
+
+    #[test]
     fn providers_events_and_writes() {
         let fake = FakeRuntime::with_info_version(12);
         let rt = handle(&fake);

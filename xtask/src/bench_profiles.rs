@@ -17,7 +17,8 @@
 //! and 3 under `valgrind --tool=callgrind` and compares the instructions
 //! the two more units of work added with and without the profile (start-up
 //! and JIT cancel out): a ratio the machine's load does not move. Writes
-//! `target/bench/profiles-callgrind.json`.
+//! `target/bench/profiles-callgrind.json`. `--only NAME` (repeatable)
+//! measures only those configurations beside the unprofiled one.
 
 use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::Profiler;
@@ -58,6 +59,7 @@ const CONFIGS: [Config; 5] = [
 pub fn main(args: &[String]) -> crate::Result {
     let (mut leg_name, mut runs, mut scale) = ("linux-x64-8.0".to_string(), 7usize, 2u32);
     let mut callgrind = false;
+    let mut only: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--callgrind" {
@@ -71,6 +73,7 @@ pub fn main(args: &[String]) -> crate::Result {
             "--leg" => leg_name = value.clone(),
             "--runs" => runs = value.parse()?,
             "--scale" => scale = value.parse()?,
+            "--only" => only.push(value.clone()),
             other => return Err(format!("bench profiles: unknown option `{other}`").into()),
         }
     }
@@ -84,7 +87,7 @@ pub fn main(args: &[String]) -> crate::Result {
     let app = setup.app("tests/apps/profiles.cs")?;
 
     if callgrind {
-        return under_callgrind(&setup, &profiler, &app);
+        return under_callgrind(&setup, &profiler, &app, &only);
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len()];
     let mut events: Vec<Vec<u64>> = vec![Vec::new(); CONFIGS.len()];
@@ -172,7 +175,12 @@ fn event_count(records: &std::path::Path) -> crate::Result<(u64, u64)> {
 }
 
 /// The callgrind comparison (see the module docs).
-fn under_callgrind(setup: &Setup, profiler: &Profiler, app: &std::path::Path) -> crate::Result {
+fn under_callgrind(
+    setup: &Setup,
+    profiler: &Profiler,
+    app: &std::path::Path,
+    only: &[String],
+) -> crate::Result {
     const SCALES: [u32; 2] = [1, 3];
     println!(
         "==> callgrind on {}: scales {SCALES:?} per configuration",
@@ -181,6 +189,9 @@ fn under_callgrind(setup: &Setup, profiler: &Profiler, app: &std::path::Path) ->
     let mut added = [0f64; CONFIGS.len()];
     let mut rows = serde_json::Map::new();
     for (i, (name, env)) in CONFIGS.iter().enumerate() {
+        if i > 0 && !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
         let mut totals = [0u64; 2];
         let mut walked = [0u64; 2];
         for (k, scale) in SCALES.iter().enumerate() {

@@ -290,16 +290,26 @@ impl<'a> Reader<'a> {
 
     /// A NUL-terminated UTF-16 string (the NUL consumed, not returned).
     pub fn utf16z(&mut self) -> Result<String> {
-        let mut units = Vec::new();
-        loop {
-            let u = self.u16()?;
-            if u == 0 {
-                break;
-            }
-            units.push(u);
-        }
-        String::from_utf16(&units)
-            .map_err(|_| Error::Malformed("EventPipe string is not valid UTF-16".into()))
+        decode_utf16le(self.utf16z_bytes()?)
+    }
+
+    /// A NUL-terminated UTF-16 string's little-endian code units, not
+    /// decoded (the NUL consumed, not returned): for a reader that decodes
+    /// the string only sometimes ([`decode_utf16le`]).
+    pub fn utf16z_bytes(&mut self) -> Result<&'a [u8]> {
+        let units = self
+            .data
+            .chunks_exact(2)
+            .position(|u| u == [0, 0])
+            .ok_or_else(|| {
+                Error::Malformed(format!(
+                    "EventPipe string has no terminating NUL in the {} bytes left",
+                    self.data.len()
+                ))
+            })?;
+        let text = self.take(units * 2)?;
+        self.take(2)?;
+        Ok(text)
     }
 
     /// A GUID in its in-memory layout.
@@ -310,6 +320,22 @@ impl<'a> Reader<'a> {
         let d4 = self.array::<8>()?;
         Ok(GUID::from_values(d1, d2, d3, d4))
     }
+}
+
+/// Decodes little-endian UTF-16 code units (an odd last byte is refused).
+pub fn decode_utf16le(bytes: &[u8]) -> Result<String> {
+    if bytes.len() % 2 != 0 {
+        return Err(Error::Malformed(
+            "EventPipe string has an odd number of bytes".into(),
+        ));
+    }
+    char::decode_utf16(
+        bytes
+            .chunks_exact(2)
+            .map(|u| u16::from_le_bytes([u[0], u[1]])),
+    )
+    .collect::<core::result::Result<String, _>>()
+    .map_err(|_| Error::Malformed("EventPipe string is not valid UTF-16".into()))
 }
 
 fn put_utf16z(s: &str, out: &mut Vec<u8>) {

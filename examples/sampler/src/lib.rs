@@ -702,6 +702,7 @@ impl SamplerProfiler {
             .num("exceptions_kept", stats.exceptions_kept)
             .num("failures", stats.failures)
             .num("events_with_stack", stats.events_with_stack)
+            .num("events_delivered", stats.events_delivered)
             .str("last_error", &events.last_error().unwrap_or_default())
             .write();
     }
