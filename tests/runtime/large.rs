@@ -2,7 +2,9 @@
 //! 1.9 MB of IL, installed with the test rig's C# compiler) running on
 //! .NET 8 and compiling a generated 13,500-line source, under
 //! - method-wrapper, wrapping every compiler method (`Mono.CSharp.`), and
-//! - the torture profiler, calling every safe API from every callback.
+//! - the torture profiler, calling every safe API from every callback, and
+//! - the sampler taking every profile (CPU, wall, allocations, lock
+//!   contention, exceptions) at the production rate of 100 Hz.
 //!
 //! The compiler's exit status and output must be what they are without a
 //! profiler, and the assembly it builds the same: two builds without a
@@ -105,6 +107,16 @@ fn compile(
     out: &Path,
     profiler: Option<(&str, &[(&str, &str)])>,
 ) -> Result<(Outcome, Vec<u8>), Verdict> {
+    compile_in(case, c, out, profiler).map(|(o, b, _)| (o, b))
+}
+
+/// [`compile`], also giving the run's working directory.
+fn compile_in(
+    case: &Case<'_>,
+    c: &Compiler,
+    out: &Path,
+    profiler: Option<(&str, &[(&str, &str)])>,
+) -> Result<(Outcome, Vec<u8>, PathBuf), Verdict> {
     let mut spec = case.spec(&c.exe).timeout(Duration::from_secs(600));
     spec.args = vec![
         "-nostdlib".into(),
@@ -121,10 +133,17 @@ fn compile(
             spec = spec.env(k, v);
         }
     }
+    let work_dir = spec.work_dir.clone();
     let outcome = case.run(spec)?;
-    outcome.check()?;
+    // The sampler's output file holds folded stacks, its records go beside
+    // it (`<output>.jsonl`, read by its scenario).
+    if profiler.is_some_and(|(p, _)| p == "sampler") {
+        outcome.check_exit()?;
+    } else {
+        outcome.check()?;
+    }
     let bytes = std::fs::read(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    Ok((outcome, bytes))
+    Ok((outcome, bytes, work_dir))
 }
 
 /// Byte ranges (inclusive) where `a` and `b` differ, merged when closer
@@ -141,8 +160,13 @@ fn differing_ranges(a: &[u8], b: &[u8]) -> Vec<(usize, usize)> {
 }
 
 /// Builds twice without a profiler and once with one; checks the profiled
-/// build as the module docs say. Returns the profiled outcome.
-fn build_three(case: &Case<'_>, profiler: &str, env: &[(&str, &str)]) -> Result<Outcome, Verdict> {
+/// build as the module docs say. Returns the profiled outcome and its
+/// working directory.
+fn build_three(
+    case: &Case<'_>,
+    profiler: &str,
+    env: &[(&str, &str)],
+) -> Result<(Outcome, PathBuf), Verdict> {
     let c = compiler(case)?;
     let dir = case.cache_dir().join("large-program");
     // The profiled build between the two others: the compiler stamps the
@@ -156,7 +180,8 @@ fn build_three(case: &Case<'_>, profiler: &str, env: &[(&str, &str)]) -> Result<
         Ok(d.join("out.dll"))
     };
     let (plain, first) = compile(case, &c, &out("plain1")?, None)?;
-    let (with, profiled) = compile(case, &c, &out("profiled")?, Some((profiler, env)))?;
+    let (with, profiled, work_dir) =
+        compile_in(case, &c, &out("profiled")?, Some((profiler, env)))?;
     let (_, second) = compile(case, &c, &out("plain2")?, None)?;
     if plain.stdout != with.stdout {
         return Err(format!(
@@ -187,11 +212,11 @@ fn build_three(case: &Case<'_>, profiler: &str, env: &[(&str, &str)]) -> Result<
             .into());
         }
     }
-    Ok(with)
+    Ok((with, work_dir))
 }
 
 fn wrapped_compiler(case: &Case<'_>) -> CaseResult {
-    let with = build_three(
+    let (with, _) = build_three(
         case,
         "method-wrapper",
         &[("CLRPROF_WRAP_FILTER", "Mono.CSharp.")],
@@ -232,7 +257,7 @@ fn wrapped_compiler(case: &Case<'_>) -> CaseResult {
 }
 
 fn tortured_compiler(case: &Case<'_>) -> CaseResult {
-    let with = build_three(case, "torture", &[("TORTURE_EVERY", "64")])?;
+    let (with, _) = build_three(case, "torture", &[("TORTURE_EVERY", "64")])?;
     let calls: u64 = with
         .events("torture")
         .filter_map(|r| r["calls"].as_u64())
@@ -240,6 +265,66 @@ fn tortured_compiler(case: &Case<'_>) -> CaseResult {
     if calls < 1_000_000 {
         return Err(format!("the torture profiler made only {calls} calls").into());
     }
+    Ok(())
+}
+
+/// Every profile of the sampler on the compiler: the build unchanged, no
+/// failure in the event profiles, and each profile's file holding the
+/// compiler's own methods (the compiler allocates at every step, so the
+/// allocation profile must have walked some of its ticks).
+fn sampled_compiler(case: &Case<'_>) -> CaseResult {
+    let (with, dir) = build_three(
+        case,
+        "sampler",
+        &[
+            ("CLRPROF_SAMPLER_PROFILES", "cpu,wall,alloc,lock,exception"),
+            ("CLRPROF_SAMPLER_RATE", "100"),
+        ],
+    )?;
+    let _ = with;
+    let records_path = dir.join("records.jsonl.jsonl");
+    let records = std::fs::read_to_string(&records_path)
+        .map_err(|e| format!("{}: {e}", records_path.display()))?;
+    let end: serde_json::Value = records
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["event"] == "event-profiles")
+        .ok_or("no event-profiles record")?;
+    let n = |k: &str| end[k].as_u64().unwrap_or(0);
+    if n("failures") != 0 || n("alloc_events") == 0 || n("alloc_walks") == 0 {
+        return Err(format!("event profiles: {end}").into());
+    }
+    let mut report = Vec::new();
+    for (kind, must_hold_compiler) in [
+        ("cpu", true),
+        ("wall", true),
+        ("alloc", true),
+        ("lock", false),
+        ("exception", false),
+    ] {
+        let path = dir.join(format!("records.jsonl.{kind}.pb.gz"));
+        let gz = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let pb = crate::pprof::decode(&gz)?;
+        let compiler = pb
+            .samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.starts_with("Mono.CSharp.")))
+            .count();
+        report.push(format!(
+            "{kind}: {} samples, {compiler} in Mono.CSharp",
+            pb.samples.len()
+        ));
+        if must_hold_compiler && compiler == 0 {
+            return Err(format!("no compiler frames in the {kind} profile: {report:?}").into());
+        }
+    }
+    println!(
+        "    {}: {} allocation ticks, {} walked; {}",
+        case.leg().name,
+        n("alloc_events"),
+        n("alloc_walks"),
+        report.join("; ")
+    );
     Ok(())
 }
 
@@ -253,6 +338,11 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "large program: Mono's C# compiler under the torture profiler",
             tortured_compiler,
+        )
+        .only_on(&[LEG], ONLY),
+        Scenario::new(
+            "large program: Mono's C# compiler under the sampler taking every profile",
+            sampled_compiler,
         )
         .only_on(&[LEG], ONLY),
     ]
