@@ -10,7 +10,8 @@
 //!
 //! The budget bounds the walks' share of the time: in each window of
 //! [`WINDOW_NS`] the walks may take `fraction` × the window (summed over
-//! the threads that walk). At each window's end a walk probability `p` is
+//! the threads that walk); a window whose walks took that much ends early.
+//! At each window's end a walk probability `p` is
 //! set from that window's sample count and mean walk cost, so that the
 //! next window's walks fit the budget, and a walked sample counts `1 / p`
 //! times its values. Below the budget `p` is 1 and every sample is walked,
@@ -165,7 +166,12 @@ impl WalkBudget {
         mut draw: impl FnMut() -> f64,
     ) -> Option<Chosen> {
         let start = self.window_start.load(Relaxed);
-        if now.saturating_sub(start) >= WINDOW_NS
+        // A window ends after WINDOW_NS, or sooner once its walks took a
+        // whole window's budget (a burst after a quiet window, or the first
+        // window, which walks everything, is cut short).
+        let spent = self.walk_ns.load(Relaxed) as f64;
+        if (now.saturating_sub(start) >= WINDOW_NS || spent > self.fraction * WINDOW_NS as f64)
+            && now > start
             && self
                 .window_start
                 .compare_exchange(start, now, Relaxed, Relaxed)
@@ -287,25 +293,56 @@ mod tests {
         let b = WalkBudget::new(0.01);
         let t0 = b.window_start.load(Relaxed);
         let stride = fresh();
-        // 3000 samples of 5 µs in a window: 15 ms, where 1 ms is allowed.
-        for i in 0..3000 {
-            let _ = b.choose_at(t0 + i, &stride, || 0.5);
+        // A sample every 33 µs, each walk 5 µs: 15 % of the time where 1 %
+        // is allowed. The window ends once its walks took 1 ms (201 walks,
+        // 6.6 ms in), and p becomes 1 % of 6.6 ms / 5 µs = 13.3 walks of
+        // 201 samples: 1 in 15.
+        let mut t = t0;
+        while b.probability() == 1.0 {
+            t += 33_000;
+            let _ = b.choose_at(t, &stride, || 0.5);
             b.walked_for(5_000);
         }
-        // 1 ms / 5 µs = 200 walks of 3000 samples: 1 in 15.
+        let p = b.probability();
+        assert!((p - 1.0 / 15.0).abs() < 0.002, "{p}");
+        // Draws of 0.5: the walks come every 1 / p samples, weighted 1 / p.
         let mut walks = Vec::new();
-        for i in 0..3000 {
-            if let Some(c) = b.choose_at(t0 + WINDOW_NS + i, &stride, || 0.5) {
+        for i in 0..3000u64 {
+            if let Some(c) = b.choose_at(t + i, &stride, || 0.5) {
                 walks.push((i, c.weight));
             }
         }
+        let expected = 3000.0 * p;
+        assert!((walks.len() as f64 - expected).abs() <= 2.0, "{walks:?}");
+        assert!(
+            walks.iter().all(|w| (w.1 - 1.0 / p).abs() < 1e-9),
+            "{walks:?}"
+        );
+        assert!(
+            walks
+                .windows(2)
+                .all(|w| (w[1].0 - w[0].0).abs_diff(15) <= 1),
+            "{walks:?}"
+        );
+    }
+
+    #[test]
+    fn a_window_over_its_budget_ends_early() {
+        let b = WalkBudget::new(0.01);
+        let t0 = b.window_start.load(Relaxed);
+        let stride = fresh();
+        // 1 ms of walks (the window's budget) after 10 ms: the window ends
+        // at the next sample, not at 100 ms.
+        for i in 1..=201 {
+            let _ = b.choose_at(t0 + i * 50_000, &stride, || 0.5);
+            b.walked_for(5_000);
+        }
+        assert_eq!(b.probability(), 1.0);
+        let _ = b.choose_at(t0 + 202 * 50_000, &stride, || 0.5);
         let p = b.probability();
-        assert!((p - 200.0 / 3000.0).abs() < 1e-9, "{p}");
-        // Draws of 0.5: the first walk 7.5 samples in, then every 15.
-        assert_eq!(walks.len(), 200, "{walks:?}");
-        assert_eq!(walks[0].0, 7);
-        assert!(walks.iter().all(|w| (w.1 - 15.0).abs() < 1e-9), "{walks:?}");
-        assert!(walks.windows(2).all(|w| w[1].0 - w[0].0 == 15), "{walks:?}");
+        // 201 samples in 10.1 ms, of which 1 % of 10.1 ms / 5 µs = 20
+        // could be walked.
+        assert!((p - 20.2 / 201.0).abs() < 0.005, "{p}");
     }
 
     /// Two sites in turn (the first allocates 3 times as much), each
