@@ -10,7 +10,9 @@
 //!
 //! The budget bounds the walks' share of the time: in each window of
 //! [`WINDOW_NS`] the walks may take `fraction` × the window (summed over
-//! the threads that walk); a window whose walks took that much ends early.
+//! the threads that walk); a window whose walks took that much ends early
+//! (after at least 32 walks: a run's first walks also name their frames
+//! for the first time, and cost more than later ones).
 //! At each window's end a walk probability `p` is
 //! set from that window's sample count and mean walk cost, so that the
 //! next window's walks fit the budget, and a walked sample counts `1 / p`
@@ -18,8 +20,9 @@
 //! as without it.
 //!
 //! Which samples are walked: each thread walks one sample in about `1 / p`,
-//! the gap between two walks drawn uniformly from 0.5 to 1.5 times `1 / p`
-//! and the first one from 0 to `1 / p` (drawn again when `p` changes).
+//! the gap between two walks drawn uniformly from 0.75 to 1.25 times `1 / p`
+//! and the first one from 0 to `1 / p` (when `p` changes, the distance to
+//! the next walk is rescaled to the new spacing).
 //! Each sample is thus walked with probability `p`, so each one's expected
 //! contribution is its own values and the estimates stay unbiased
 //! (Horvitz–Thompson); spreading the walks evenly over a thread's samples
@@ -35,6 +38,18 @@ use std::time::Instant;
 
 /// The length of a budget window.
 pub const WINDOW_NS: u64 = 100_000_000;
+
+/// How far a gap between two walks strays from its mean, as a share of it.
+const JITTER: f64 = 0.25;
+
+/// A window ends early (its walks took its budget) only after this many
+/// walks: the first walks of a run also name their frames for the first
+/// time and cost many times a later walk, and would set `p` far too low.
+const EARLY_END_WALKS: u64 = 32;
+
+/// The fewest walks `p` plans for a window with samples, so that a window
+/// after a dear one still measures what a walk costs now.
+const MIN_WALKS: f64 = 4.0;
 
 /// The walk budget of one profile (see the module's docs).
 #[derive(Debug)]
@@ -76,7 +91,7 @@ fn now_ns() -> u64 {
 thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0) };
     /// This thread's place in the walks of the budget it last used.
-    static STRIDE: Cell<Stride> = const { Cell::new(Stride { budget: 0, epoch: 0, left: 0.0 }) };
+    static STRIDE: Cell<Stride> = const { Cell::new(Stride { budget: 0, epoch: 0, left: 0.0, gap: 1.0 }) };
 }
 
 /// A thread's countdown to its next walk.
@@ -87,6 +102,8 @@ struct Stride {
     epoch: u64,
     /// Samples until the next walk.
     left: f64,
+    /// The mean gap `left` was drawn for.
+    gap: f64,
 }
 
 /// A uniform draw in [0, 1) from this thread's generator (xorshift64*,
@@ -170,7 +187,9 @@ impl WalkBudget {
         // whole window's budget (a burst after a quiet window, or the first
         // window, which walks everything, is cut short).
         let spent = self.walk_ns.load(Relaxed) as f64;
-        if (now.saturating_sub(start) >= WINDOW_NS || spent > self.fraction * WINDOW_NS as f64)
+        let over =
+            spent > self.fraction * WINDOW_NS as f64 && self.walks.load(Relaxed) >= EARLY_END_WALKS;
+        if (now.saturating_sub(start) >= WINDOW_NS || over)
             && now > start
             && self
                 .window_start
@@ -191,17 +210,23 @@ impl WalkBudget {
         let gap = 1.0 / p;
         let mut s = stride.get();
         let me = self as *const WalkBudget as usize;
-        if s.budget != me || s.epoch != epoch {
+        if s.budget != me {
             s = Stride {
                 budget: me,
                 epoch,
                 left: gap * draw(),
+                gap,
             };
+        } else if s.epoch != epoch {
+            // The same place between two walks, at the new spacing.
+            s.left = (s.left * gap / s.gap).clamp(0.0, gap * (1.0 + JITTER));
+            s.epoch = epoch;
+            s.gap = gap;
         }
         s.left -= 1.0;
         let walk = s.left <= 0.0;
         if walk {
-            s.left += gap * (0.5 + draw());
+            s.left += gap * (1.0 - JITTER + 2.0 * JITTER * draw());
         }
         stride.set(s);
         walk.then_some(Chosen {
@@ -228,7 +253,7 @@ impl WalkBudget {
             return;
         }
         let allowed_walks = self.fraction * length.max(1) as f64 / mean as f64;
-        let p = (allowed_walks / samples as f64).clamp(1e-6, 1.0);
+        let p = (allowed_walks.max(MIN_WALKS) / samples as f64).clamp(1e-6, 1.0);
         self.set_probability(p);
     }
 
@@ -270,6 +295,7 @@ mod tests {
             budget: 0,
             epoch: 0,
             left: 0.0,
+            gap: 1.0,
         })
     }
 
@@ -343,6 +369,30 @@ mod tests {
         // 201 samples in 10.1 ms, of which 1 % of 10.1 ms / 5 µs = 20
         // could be walked.
         assert!((p - 20.2 / 201.0).abs() < 0.005, "{p}");
+    }
+
+    #[test]
+    fn dear_first_walks_neither_end_the_window_nor_starve_the_next() {
+        let b = WalkBudget::new(0.005);
+        let t0 = b.window_start.load(Relaxed);
+        let stride = fresh();
+        // Ten first walks of 1 ms each (naming new frames): 10 ms, twenty
+        // times the window's budget, yet the window goes on.
+        let mut t = t0;
+        for _ in 0..10 {
+            t += 1_000_000;
+            assert!(b.choose_at(t, &stride, || 0.5).is_some());
+            b.walked_for(1_000_000);
+        }
+        assert_eq!(b.probability(), 1.0);
+        // At its end p plans at least MIN_WALKS walks for the next one.
+        for _ in 0..990 {
+            t += 50_000;
+            let _ = b.choose_at(t, &stride, || 0.5);
+        }
+        let _ = b.choose_at(t0 + WINDOW_NS + 1, &stride, || 0.5);
+        let p = b.probability();
+        assert!((p - MIN_WALKS / 1000.0).abs() < 1e-9, "{p}");
     }
 
     /// Two sites in turn (the first allocates 3 times as much), each

@@ -306,7 +306,7 @@ pub struct EventProfilesConfig {
     /// Deepest stack kept (frames nearest the leaf).
     pub max_depth: usize,
     /// The share of the time the allocation profile's walks may take
-    /// (0.01: 1 %; 1 or more: every allocation sample walked). Above it,
+    /// (0.005, the default: 0.5 %; 1 or more: every allocation sample walked). Above it,
     /// samples are walked at random and weighted, see [`crate::budget`].
     pub alloc_walk_budget: f64,
 }
@@ -321,7 +321,7 @@ impl Default for EventProfilesConfig {
             alloc_every_bytes: 100 * 1024,
             force_object_allocated: false,
             max_depth: 256,
-            alloc_walk_budget: 0.01,
+            alloc_walk_budget: 0.005,
         }
     }
 }

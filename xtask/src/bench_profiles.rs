@@ -4,7 +4,7 @@
 //! ratio of the loops' wall time to the unprofiled run (median of at least
 //! 5 alternating runs each), for: the runtime's `GCAllocationTick` events
 //! (`CLRPROF_SAMPLER_PROFILES=alloc`: walks within the default budget of
-//! 1 % of the time), the same with every tick walked
+//! 0.5 % of the time), the same with every tick walked
 //! (`CLRPROF_SAMPLER_ALLOC_BUDGET=100`), the `ObjectAllocated` fallback (a
 //! callback per object, a walk per 100 KB a thread allocates), and the lock
 //! and exception profiles on the same program (none happen: their idle cost).

@@ -32,7 +32,7 @@
 //!   `CLRPROF_SAMPLER_ALLOC_SOURCE=object-allocated`) `ObjectAllocated`
 //!   sampled once per `CLRPROF_SAMPLER_ALLOC_EVERY` bytes a thread allocates
 //!   (default 102400; 0: every object); the allocation samples' walks may
-//!   take `CLRPROF_SAMPLER_ALLOC_BUDGET` per cent of the time (default 1;
+//!   take `CLRPROF_SAMPLER_ALLOC_BUDGET` per cent of the time (default 0.5;
 //!   100: every sample walked), past which samples are walked at random
 //!   and weighted ([`clrprof_sampler::budget`]); `lock`: the runtime's
 //!   `ContentionStop` events (.NET 5+); `exception`: `ExceptionThrown`, 1 in
