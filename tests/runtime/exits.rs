@@ -25,6 +25,27 @@ const TRACERS: [&str; 6] = [
     "sampler",
 ];
 
+/// The sampler in continuous mode (50 ms periods to a directory, CPU and
+/// wall time, allocations and exceptions): its last periods must be
+/// written on every exit path. Run beside [`TRACERS`] on the app's exit
+/// paths.
+const CONTINUOUS: &str = "sampler-continuous";
+
+/// The package and extra environment of a tracer name.
+fn tracer_package(tracer: &str) -> (&str, &'static [(&'static str, &'static str)]) {
+    match tracer {
+        CONTINUOUS => (
+            "sampler",
+            &[
+                ("CLRPROF_SAMPLER_CONTINUOUS_DIR", "periods"),
+                ("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "0.05"),
+                ("CLRPROF_SAMPLER_PROFILES", "cpu,wall,alloc,exception"),
+            ],
+        ),
+        other => (other, &[]),
+    }
+}
+
 const SIGINT: i32 = 2;
 const SIGABRT: i32 = 6;
 const SIGTERM: i32 = 15;
@@ -92,10 +113,20 @@ fn run(case: &Case<'_>, path: Path, tracer: Option<&str>) -> Result<(Outcome, Pa
     let mut spec: RunSpec = case.spec(&app);
     spec.args = path.args(exceptions);
     spec.timeout = Duration::from_secs(60);
-    if let Some(t) = tracer {
-        spec = spec.profiler(case.profiler(t)?);
-    }
     let dir = spec.work_dir.clone();
+    if let Some(t) = tracer {
+        let (package, env) = tracer_package(t);
+        spec = spec.profiler(case.profiler(package)?);
+        for (k, v) in env {
+            // A relative directory is the run's own.
+            let v = if *k == "CLRPROF_SAMPLER_CONTINUOUS_DIR" {
+                crate::profiles::env_path(case, &dir.join(v))?
+            } else {
+                v.to_string()
+            };
+            spec = spec.env(k, &v);
+        }
+    }
     let Path::Signal(sig) = path else {
         return Ok((case.run(spec)?, dir));
     };
@@ -145,7 +176,7 @@ fn exits_with_path(case: &Case<'_>, path: Path) -> CaseResult {
     }
     let truth = Truth::from(&plain.stdout)?;
     let mut failures = Vec::new();
-    for tracer in TRACERS {
+    for tracer in TRACERS.into_iter().chain([CONTINUOUS]) {
         let (with, dir) = run(case, path, Some(tracer))?;
         let (a, b) = (app_output(&with.stdout), app_output(&plain.stdout));
         if with.exit != plain.exit || a != b {
@@ -207,7 +238,7 @@ fn check_tracer(
     windows_exit: bool,
 ) -> Result<(), String> {
     let mut records = o.records.clone();
-    if tracer == "sampler" {
+    if tracer == "sampler" || tracer == CONTINUOUS {
         // Folded stacks in CLRPROF_OUTPUT, records in CLRPROF_OUTPUT.jsonl.
         let (r, bad) = read_records(&dir.join("records.jsonl.jsonl"));
         if !bad.is_empty() {
@@ -315,7 +346,70 @@ fn check_tracer(
             }
             check_folded(r, dir)?;
         }
+        CONTINUOUS => {
+            // See the sampler's case above: no profile at a Windows exit
+            // without Shutdown.
+            if windows_exit {
+                return Ok(());
+            }
+            let thrown = truth.thrown + u64::from(matches!(path, Path::Unhandled));
+            check_continuous(&records, dir, thrown)?;
+        }
         other => return Err(format!("no check for {other}")),
+    }
+    Ok(())
+}
+
+/// The continuous sampler's records: every period written (its file there,
+/// with the bytes recorded), the sampler's and each event kind's last
+/// period among them, and the exception periods adding up to every throw.
+fn check_continuous(records: &[Value], dir: &std::path::Path, thrown: u64) -> Result<(), String> {
+    let periods: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "period" || r["event"] == "kind-period")
+        .collect();
+    for p in &periods {
+        // The file as the app named it (a Wine path on the Windows legs),
+        // looked for in the run's `periods` directory.
+        let to = p["to"]
+            .as_str()
+            .ok_or_else(|| format!("a period not written: {p}"))?;
+        let name = to.rsplit(['/', '\\']).next().unwrap_or(to);
+        let file = dir.join("periods").join(name);
+        let len = std::fs::metadata(&file)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .len();
+        if p["ok"] != true || Some(len) != p["bytes"].as_u64() {
+            return Err(format!("period {p} but the file has {len} bytes"));
+        }
+    }
+    let last = |event: &str, kind: Option<&str>| {
+        periods
+            .iter()
+            .filter(|p| p["event"] == event && kind.is_none_or(|k| p["kind"] == k))
+            .any(|p| p["last"] == true)
+    };
+    for (event, kind) in [
+        ("period", None),
+        ("kind-period", Some("alloc")),
+        ("kind-period", Some("exception")),
+    ] {
+        if !last(event, kind) {
+            return Err(format!(
+                "no last {event} {kind:?} among {} periods: {periods:?}",
+                periods.len()
+            ));
+        }
+    }
+    let exceptions: u64 = periods
+        .iter()
+        .filter(|p| p["event"] == "kind-period" && p["kind"] == "exception")
+        .filter_map(|p| p["value_0"].as_u64())
+        .sum();
+    if exceptions != thrown {
+        return Err(format!(
+            "the exception periods count {exceptions} throws, the app threw {thrown}"
+        ));
     }
     Ok(())
 }

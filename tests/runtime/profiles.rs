@@ -351,7 +351,8 @@ fn exceptions_sampled(case: &Case<'_>) -> CaseResult {
     exceptions_every(case, "10")
 }
 
-fn env_path(case: &Case<'_>, p: &Path) -> Result<String, Verdict> {
+/// `p` as the leg's process sees it (a Wine path on the Windows legs).
+pub(crate) fn env_path(case: &Case<'_>, p: &Path) -> Result<String, Verdict> {
     match case.leg().os {
         Os::Linux => Ok(p.display().to_string()),
         Os::Windows => Ok(to_wine_path(p).map_err(|e| e.to_string())?),
