@@ -144,7 +144,7 @@ fn allocations(case: &Case<'_>) -> CaseResult {
 }
 
 fn allocations_object_allocated(case: &Case<'_>) -> CaseResult {
-    allocations_from(case, true, None, "1")
+    allocations_from(case, true, None, "2")
 }
 
 /// A walk budget under which every leg walks only part of the samples (at
@@ -152,8 +152,9 @@ fn allocations_object_allocated(case: &Case<'_>) -> CaseResult {
 /// ticks at scale 1, win-x64-8.0's 141, and the estimates rest on the
 /// weighting already), on twice the allocations, so that a few hundred
 /// walks carry the estimates: the budget is a share of the time, and this
-/// app allocates for a fraction of a second. The main allocation scenario
-/// runs at scale 2 for the same reason.
+/// app allocates for a fraction of a second. The other allocation
+/// scenarios run at scale 2 for the same reason (at scale 1 the forced
+/// fallback walked 192–459 of 2861 samples and missed by up to 13.5 %).
 const PART_BUDGET: &str = "2";
 
 fn allocations_part_walked(case: &Case<'_>) -> CaseResult {
