@@ -99,22 +99,7 @@ pub fn main(args: &[String]) -> crate::Result {
                 .join("runs/profiles")
                 .join(name)
                 .join(round.to_string());
-            // The sampler appends its records: start from an empty directory.
-            if work.exists() {
-                std::fs::remove_dir_all(&work)?;
-            }
-            std::fs::create_dir_all(&work)?;
-            let mut spec = RunSpec::new(&app, &work)
-                .timeout(Duration::from_secs(600))
-                .env("DOTNET_TieredCompilation", "0")
-                .env("COMPlus_TieredCompilation", "0");
-            spec.args = vec!["bench".into(), scale.to_string()];
-            if let Some(env) = env {
-                spec = spec.profiler(profiler.clone());
-                for (k, v) in env.iter() {
-                    spec = spec.env(k, v);
-                }
-            }
+            let spec = bench_spec(&app, &work, scale, *env, &profiler)?;
             let outcome = run_app(leg, runtimes.wine(), &spec)?;
             outcome.check_exit()?;
             let ns = elapsed_ns(&outcome)?;
@@ -160,6 +145,34 @@ pub fn main(args: &[String]) -> crate::Result {
     Ok(())
 }
 
+/// The app's `bench <scale>` run in an empty `work` directory (the sampler
+/// appends its records), tiered compilation off, under the sampler with
+/// `env` (none: no profiler).
+fn bench_spec(
+    app: &std::path::Path,
+    work: &std::path::Path,
+    scale: u32,
+    env: Option<&[(&str, &str)]>,
+    profiler: &Profiler,
+) -> crate::Result<RunSpec> {
+    if work.exists() {
+        std::fs::remove_dir_all(work)?;
+    }
+    std::fs::create_dir_all(work)?;
+    let mut spec = RunSpec::new(app, work)
+        .timeout(Duration::from_secs(1800))
+        .env("DOTNET_TieredCompilation", "0")
+        .env("COMPlus_TieredCompilation", "0");
+    spec.args = vec!["bench".into(), scale.to_string()];
+    if let Some(env) = env {
+        spec = spec.profiler(profiler.clone());
+        for (k, v) in env {
+            spec = spec.env(k, v);
+        }
+    }
+    Ok(spec)
+}
+
 /// The allocation samples of one run (`event-profiles` record: events
 /// plus `ObjectAllocated` samples) and how many of them were walked.
 fn event_count(records: &std::path::Path) -> crate::Result<(u64, u64)> {
@@ -199,21 +212,7 @@ fn under_callgrind(
                 .out_dir
                 .join("callgrind-profiles")
                 .join(format!("{name}-{scale}"));
-            if work.exists() {
-                std::fs::remove_dir_all(&work)?;
-            }
-            std::fs::create_dir_all(&work)?;
-            let mut spec = RunSpec::new(app, &work)
-                .timeout(Duration::from_secs(1800))
-                .env("DOTNET_TieredCompilation", "0")
-                .env("COMPlus_TieredCompilation", "0");
-            spec.args = vec!["bench".into(), scale.to_string()];
-            if let Some(env) = env {
-                spec = spec.profiler(profiler.clone());
-                for (k, v) in env.iter() {
-                    spec = spec.env(k, v);
-                }
-            }
+            let spec = bench_spec(app, &work, *scale, *env, profiler)?;
             let (_outcome, total) = setup.under_callgrind(spec, &work)?;
             totals[k] = total;
             if env.is_some() {
