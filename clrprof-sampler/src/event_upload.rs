@@ -145,8 +145,13 @@ impl EventContinuous {
             return stats;
         }
         {
+            // Bounded at exit: on Windows the system has ended the
+            // periodic thread before the exit handlers run, and it may have
+            // been ended holding this lock (it takes it every period).
             let (flag, cv) = &inner.stop;
-            *lock(flag) = true;
+            if let Some(mut stopped) = clrprof::exit::lock_unless_exiting(flag) {
+                *stopped = true;
+            }
             cv.notify_all();
         }
         let wait = inner.upload_timeout() + clrprof::exit::EXIT_WAIT;

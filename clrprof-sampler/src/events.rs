@@ -920,13 +920,21 @@ impl EventProfiles {
 
     /// The profile of `kind` so far (a copy), for [`ProfileKind::Alloc`],
     /// [`ProfileKind::Lock`] and [`ProfileKind::Exception`].
+    ///
+    /// Once the process is ending, the profile's lock is waited for at
+    /// most [`EXIT_WAIT`](clrprof::exit::EXIT_WAIT) (a thread the system
+    /// ended while it recorded holds it forever): `None` then, as for a
+    /// kind these profiles do not keep.
     pub fn profile(&self, kind: ProfileKind) -> Option<KindProfile> {
-        self.slot(kind).map(|p| lock(p).clone())
+        let p = self.slot(kind)?;
+        clrprof::exit::lock_unless_exiting(p).map(|p| p.clone())
     }
 
-    /// Ends the period of `kind` at `now` (continuous mode).
+    /// Ends the period of `kind` at `now` (continuous mode; bounded at
+    /// exit as [`profile`](Self::profile)).
     pub fn take_period(&self, kind: ProfileKind, now: SystemTime) -> Option<KindProfile> {
-        self.slot(kind).map(|p| lock(p).take_period(now))
+        let p = self.slot(kind)?;
+        clrprof::exit::lock_unless_exiting(p).map(|mut p| p.take_period(now))
     }
 
     fn slot(&self, kind: ProfileKind) -> Option<&Mutex<KindProfile>> {

@@ -52,6 +52,7 @@
 //! [`Profiler::shutdown`]: crate::callback::Profiler::shutdown
 //! [`Profiler::profiler_detach_succeeded`]: crate::callback::Profiler::profiler_detach_succeeded
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,35 @@ unsafe impl Send for Target {}
 struct Registry {
     slots: Vec<Arc<Slot>>,
     flushers: Vec<Weak<dyn Flush>>,
+}
+
+/// Set once the process is ending (the first [`finish_process`]): from
+/// then on the SDK's writers wait for their locks at most [`EXIT_WAIT`],
+/// since a thread the system has ended may hold one forever (on Windows,
+/// `ExitProcess` ends every other thread before the exit handlers run).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the process is ending: [`finish_process`] has begun (an exit
+/// hook, a signal, or an unhandled exception). Code that takes a lock
+/// another thread could hold at that moment should then wait with
+/// [`lock_until`] rather than block.
+pub fn process_exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
+/// Locks `m`: blocking while the process runs, and at most [`EXIT_WAIT`]
+/// once it is ending ([`process_exiting`]); `None` when that wait ran out.
+pub fn lock_unless_exiting<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    if process_exiting() {
+        lock_until(m, Instant::now() + EXIT_WAIT)
+    } else {
+        Some(m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn mark_exiting_for_tests() {
+    EXITING.store(true, Ordering::Relaxed);
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -239,6 +269,7 @@ fn flush_all(last: bool) {
 /// writer for the last time. What the process hooks call; safe to call more
 /// than once (later calls only flush).
 pub fn finish_process(reason: &'static str) {
+    EXITING.store(true, Ordering::Relaxed);
     let deadline = Instant::now() + EXIT_WAIT;
     let slots: Vec<Arc<Slot>> = match lock_until(&REGISTRY, deadline) {
         Some(r) => r.slots.clone(),

@@ -205,14 +205,25 @@ impl JsonLines {
     /// Writes a complete line (without the newline) as is. The line is
     /// accepted whole: it reaches the file whole, at the latest at the next
     /// finishing point.
+    ///
+    /// Once the process is ending ([`crate::exit::process_exiting`]) the
+    /// writer's lock is waited for at most [`EXIT_WAIT`]: a thread the
+    /// system ended while it wrote (on Windows, `ExitProcess` ends the other
+    /// threads before the exit handlers run) holds it forever, and the
+    /// line is then dropped rather than the process hung.
     pub fn write_line(&self, line: &str) {
-        self.sink().lock().push_line(line.as_bytes());
+        if let Some(mut s) = crate::exit::lock_unless_exiting(&self.sink().state) {
+            s.push_line(line.as_bytes());
+        }
     }
 
-    /// Writes buffered records to the file now.
+    /// Writes buffered records to the file now (bounded once the process
+    /// is ending, as [`write_line`](Self::write_line)).
     pub fn flush(&self) {
         if let Some(s) = self.sink.get() {
-            s.lock().flush();
+            if let Some(mut s) = crate::exit::lock_unless_exiting(&s.state) {
+                s.flush();
+            }
         }
     }
 }
@@ -530,5 +541,29 @@ mod tests {
             text,
             "{\"event\":\"jit\",\"method\":\"A.B+C::M\",\"count\":3,\"ok\":true}\n"
         );
+    }
+
+    #[test]
+    fn at_exit_a_writer_held_by_an_ended_thread_drops_the_line_not_the_process() {
+        let path = temp_file("held.jsonl");
+        std::env::set_var("CLRPROF_TEST_OUTPUT_HELD", &path);
+        let out = JsonLines::from_env("CLRPROF_TEST_OUTPUT_HELD");
+        out.record("before").write();
+        out.flush();
+        // A thread that ended while it held the writer's lock: the lock is
+        // never released.
+        std::mem::forget(out.sink().state.lock().unwrap());
+        crate::exit::mark_exiting_for_tests();
+        let start = Instant::now();
+        out.record("after").write();
+        out.flush();
+        let waited = start.elapsed();
+        assert!(waited >= 2 * EXIT_WAIT, "{waited:?}");
+        assert!(
+            waited < 2 * EXIT_WAIT + Duration::from_secs(2),
+            "{waited:?}"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"event\":\"before\"}\n");
     }
 }

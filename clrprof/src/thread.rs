@@ -87,9 +87,15 @@ impl<T> ProfilerThread<T> {
     fn wait(self, deadline: Option<std::time::Instant>) -> Result<std::thread::Result<T>, Self> {
         {
             let (lock, cv) = &*self.result;
-            let mut slot = match lock.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
+            // With a deadline the lock too is waited for only until then: a
+            // thread the system ended (at process exit) may hold it forever.
+            let slot = match deadline {
+                None => Some(lock.lock().unwrap_or_else(|p| p.into_inner())),
+                Some(deadline) => crate::exit::lock_until(lock, deadline),
+            };
+            let Some(mut slot) = slot else {
+                drop(slot);
+                return Err(self);
             };
             loop {
                 if let Some(r) = slot.take() {
