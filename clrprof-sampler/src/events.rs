@@ -212,22 +212,23 @@ impl<'a> RawTick<'a> {
 
     /// Estimated (objects, bytes), as [`upscale_tick`].
     fn upscale(&self) -> (u64, u64) {
-        upscale_tick(&AllocationTick {
-            amount: self.amount,
-            kind: self.kind,
-            type_name: None,
-            object_size: self.object_size,
-        })
+        upscale_amount(self.amount, self.object_size)
     }
 }
 
 /// Estimated (objects, bytes) a tick stands for.
 pub fn upscale_tick(tick: &AllocationTick) -> (u64, u64) {
-    let objects = match tick.object_size {
-        Some(size) if size > 0 => tick.amount.saturating_add(size / 2) / size,
+    upscale_amount(tick.amount, tick.object_size)
+}
+
+/// Estimated (objects, bytes) of `amount` bytes of objects of `object_size`
+/// (unknown: one object).
+fn upscale_amount(amount: u64, object_size: Option<u64>) -> (u64, u64) {
+    let objects = match object_size {
+        Some(size) if size > 0 => amount.saturating_add(size / 2) / size,
         _ => 1,
     };
-    (objects.max(1), tick.amount)
+    (objects.max(1), amount)
 }
 
 /// One `AllocationSampled` (.NET 10).
@@ -727,18 +728,21 @@ impl EventProfiles {
         }
     }
 
+    /// Adds `values` to `profile` at the calling thread's stack; `false`
+    /// when the walk failed (counted, nothing added).
     fn record(
         &self,
         profile: &Mutex<KindProfile>,
         info: &ProfilerInfo,
         type_label: Option<&str>,
         values: [u64; 2],
-    ) {
+    ) -> bool {
         let Some(frames) = self.walk_here(info) else {
-            return;
+            return false;
         };
         let names: Vec<&str> = frames.iter().map(|f| &**f).collect();
         lock(profile).add(type_label, &names, values);
+        true
     }
 
     /// Records an allocation sample of estimated `objects` and `bytes` if
@@ -761,16 +765,13 @@ impl EventProfiles {
                 return;
             }
         };
-        let frames = self.walk_here(info);
-        self.alloc_budget.walked(&chosen);
-        let Some(frames) = frames else {
-            return;
-        };
-        self.alloc_walks.fetch_add(1, Relaxed);
         let w = chosen.weight;
         let values = [(objects * w).round() as u64, (bytes * w).round() as u64];
-        let names: Vec<&str> = frames.iter().map(|f| &**f).collect();
-        lock(&self.alloc).add(type_label.as_deref(), &names, values);
+        let recorded = self.record(&self.alloc, info, type_label.as_deref(), values);
+        self.alloc_budget.walked(&chosen);
+        if recorded {
+            self.alloc_walks.fetch_add(1, Relaxed);
+        }
     }
 
     /// Feed from `EventPipeEventDelivered`: the runtime's allocation and
