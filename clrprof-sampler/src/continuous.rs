@@ -232,16 +232,7 @@ impl Continuous {
         if let Some(stats) = *finished {
             return Ok(stats);
         }
-        {
-            // Bounded at exit: on Windows the system has ended the
-            // periodic thread before the exit handlers run, and it may have
-            // been ended holding this lock (it takes it every period).
-            let (flag, cv) = &inner.stop;
-            if let Some(mut stopped) = clrprof::exit::lock_unless_exiting(flag) {
-                *stopped = true;
-            }
-            cv.notify_all();
-        }
+        stop_periods(&inner.stop);
         let wait = inner.upload_timeout() + clrprof::exit::EXIT_WAIT;
         if let Some(thread) = lock(&inner.thread).take() {
             let _ = thread.join_timeout(wait);
@@ -419,6 +410,18 @@ impl Inner {
             })
         }
     }
+}
+
+/// Stops [`run_periods`]: sets `stop` and wakes the loop. Bounded at exit:
+/// on Windows the system has ended the periodic thread before the exit
+/// handlers run, and it may have been ended holding this lock (the loop
+/// takes it every period); the flag is then left, the thread being gone.
+pub(crate) fn stop_periods(stop: &(Mutex<bool>, Condvar)) {
+    let (flag, cv) = stop;
+    if let Some(mut stopped) = clrprof::exit::lock_unless_exiting(flag) {
+        *stopped = true;
+    }
+    cv.notify_all();
 }
 
 /// The shipping loop of a continuous mode: waits a period (or until `stop`

@@ -144,16 +144,7 @@ impl EventContinuous {
         if let Some(stats) = *finished {
             return stats;
         }
-        {
-            // Bounded at exit: on Windows the system has ended the
-            // periodic thread before the exit handlers run, and it may have
-            // been ended holding this lock (it takes it every period).
-            let (flag, cv) = &inner.stop;
-            if let Some(mut stopped) = clrprof::exit::lock_unless_exiting(flag) {
-                *stopped = true;
-            }
-            cv.notify_all();
-        }
+        crate::continuous::stop_periods(&inner.stop);
         let wait = inner.upload_timeout() + clrprof::exit::EXIT_WAIT;
         if let Some(thread) = lock(&inner.thread).take() {
             let _ = thread.join_timeout(wait);
