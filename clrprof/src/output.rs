@@ -22,7 +22,7 @@
 //! [`Profiler::finish`]: crate::callback::Profiler::finish
 
 use crate::error::Result;
-use crate::exit::{lock_until, Flush, EXIT_WAIT};
+use crate::exit::Flush;
 use crate::info::{ProfilerInfo, RuntimeType};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -82,21 +82,21 @@ impl SinkState {
 }
 
 impl Sink {
-    fn lock(&self) -> MutexGuard<'_, SinkState> {
-        // A panic while holding the lock cannot leave a partial line in the
-        // buffer (lines are appended whole), so the state stays usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// The writer's state: blocking while the process runs, waited for at
+    /// most [`EXIT_WAIT`](crate::exit::EXIT_WAIT) once it is ending (`None` then: a thread the
+    /// system ended while it wrote holds the lock forever). Poisoning is
+    /// ignored: a panic while holding the lock cannot leave a partial line
+    /// in the buffer (lines are appended whole).
+    fn lock(&self) -> Option<MutexGuard<'_, SinkState>> {
+        crate::exit::lock_unless_exiting(&self.state)
     }
 }
 
 impl Flush for Sink {
     fn flush(&self, last: bool) {
-        let state = if last {
-            lock_until(&self.state, Instant::now() + EXIT_WAIT)
-        } else {
-            Some(self.lock())
-        };
-        if let Some(mut s) = state {
+        // `last` comes from `finish_process`, which marks the process as
+        // ending first: the lock is bounded then.
+        if let Some(mut s) = self.lock() {
             s.flush();
             if last {
                 s.write_through = true;
@@ -207,12 +207,12 @@ impl JsonLines {
     /// finishing point.
     ///
     /// Once the process is ending ([`crate::exit::process_exiting`]) the
-    /// writer's lock is waited for at most [`EXIT_WAIT`]: a thread the
+    /// writer's lock is waited for at most [`EXIT_WAIT`](crate::exit::EXIT_WAIT): a thread the
     /// system ended while it wrote (on Windows, `ExitProcess` ends the other
     /// threads before the exit handlers run) holds it forever, and the
     /// line is then dropped rather than the process hung.
     pub fn write_line(&self, line: &str) {
-        if let Some(mut s) = crate::exit::lock_unless_exiting(&self.sink().state) {
+        if let Some(mut s) = self.sink().lock() {
             s.push_line(line.as_bytes());
         }
     }
@@ -221,7 +221,7 @@ impl JsonLines {
     /// is ending, as [`write_line`](Self::write_line)).
     pub fn flush(&self) {
         if let Some(s) = self.sink.get() {
-            if let Some(mut s) = crate::exit::lock_unless_exiting(&s.state) {
+            if let Some(mut s) = s.lock() {
                 s.flush();
             }
         }
@@ -311,6 +311,7 @@ pub fn push_json_string(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exit::EXIT_WAIT;
 
     #[test]
     fn escapes_json_strings() {
