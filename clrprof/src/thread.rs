@@ -85,41 +85,43 @@ impl<T> ProfilerThread<T> {
     }
 
     fn wait(self, deadline: Option<std::time::Instant>) -> Result<std::thread::Result<T>, Self> {
-        {
-            let (lock, cv) = &*self.result;
-            // With a deadline the lock too is waited for only until then: a
-            // thread the system ended (at process exit) may hold it forever.
-            let slot = match deadline {
-                None => Some(lock.lock().unwrap_or_else(|p| p.into_inner())),
-                Some(deadline) => crate::exit::lock_until(lock, deadline),
-            };
-            let Some(mut slot) = slot else {
-                drop(slot);
-                return Err(self);
-            };
-            loop {
-                if let Some(r) = slot.take() {
-                    return Ok(r);
-                }
-                slot = match deadline {
-                    None => match cv.wait(slot) {
-                        Ok(g) => g,
-                        Err(p) => p.into_inner(),
-                    },
-                    Some(deadline) => {
-                        let now = std::time::Instant::now();
-                        if now >= deadline {
-                            break;
-                        }
-                        match cv.wait_timeout(slot, deadline - now) {
-                            Ok((g, _)) => g,
-                            Err(p) => p.into_inner().0,
-                        }
-                    }
-                };
-            }
+        match self.take_result(deadline) {
+            Some(r) => Ok(r),
+            None => Err(self),
         }
-        Err(self)
+    }
+
+    /// The closure's result once it is there; `None` when `deadline` came
+    /// first.
+    fn take_result(&self, deadline: Option<std::time::Instant>) -> Option<std::thread::Result<T>> {
+        let (lock, cv) = &*self.result;
+        // With a deadline the lock too is waited for only until then: a
+        // thread the system ended (at process exit) may hold it forever.
+        let mut slot = match deadline {
+            None => lock.lock().unwrap_or_else(|p| p.into_inner()),
+            Some(deadline) => crate::exit::lock_until(lock, deadline)?,
+        };
+        loop {
+            if let Some(r) = slot.take() {
+                return Some(r);
+            }
+            slot = match deadline {
+                None => match cv.wait(slot) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                },
+                Some(deadline) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        return None;
+                    }
+                    match cv.wait_timeout(slot, deadline - now) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    }
+                }
+            };
+        }
     }
 }
 
