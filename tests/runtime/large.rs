@@ -18,6 +18,7 @@
 //! profiler matters), and one leg keeps the CI time of a 15-second (wrapped)
 //! and a minute-long (tortured) compile low.
 
+use clrprof_testing::background::read_records;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::Outcome;
 use std::fmt::Write as _;
@@ -100,18 +101,9 @@ fn generated_source() -> String {
     s
 }
 
-/// Runs the compiler, building `out`; with `profiler`, under it.
+/// Runs the compiler, building `out`; with `profiler`, under it. Gives the
+/// outcome, the assembly built and the run's working directory.
 fn compile(
-    case: &Case<'_>,
-    c: &Compiler,
-    out: &Path,
-    profiler: Option<(&str, &[(&str, &str)])>,
-) -> Result<(Outcome, Vec<u8>), Verdict> {
-    compile_in(case, c, out, profiler).map(|(o, b, _)| (o, b))
-}
-
-/// [`compile`], also giving the run's working directory.
-fn compile_in(
     case: &Case<'_>,
     c: &Compiler,
     out: &Path,
@@ -179,10 +171,9 @@ fn build_three(
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
         Ok(d.join("out.dll"))
     };
-    let (plain, first) = compile(case, &c, &out("plain1")?, None)?;
-    let (with, profiled, work_dir) =
-        compile_in(case, &c, &out("profiled")?, Some((profiler, env)))?;
-    let (_, second) = compile(case, &c, &out("plain2")?, None)?;
+    let (plain, first, _) = compile(case, &c, &out("plain1")?, None)?;
+    let (with, profiled, work_dir) = compile(case, &c, &out("profiled")?, Some((profiler, env)))?;
+    let (_, second, _) = compile(case, &c, &out("plain2")?, None)?;
     if plain.stdout != with.stdout {
         return Err(format!(
             "the compiler's output changed under {profiler}:\nwithout: {:?}\nwith:    {:?}",
@@ -273,7 +264,7 @@ fn tortured_compiler(case: &Case<'_>) -> CaseResult {
 /// compiler's own methods (the compiler allocates at every step, so the
 /// allocation profile must have walked some of its ticks).
 fn sampled_compiler(case: &Case<'_>) -> CaseResult {
-    let (with, dir) = build_three(
+    let (_, dir) = build_three(
         case,
         "sampler",
         &[
@@ -281,13 +272,13 @@ fn sampled_compiler(case: &Case<'_>) -> CaseResult {
             ("CLRPROF_SAMPLER_RATE", "100"),
         ],
     )?;
-    let _ = with;
-    let records_path = dir.join("records.jsonl.jsonl");
-    let records = std::fs::read_to_string(&records_path)
-        .map_err(|e| format!("{}: {e}", records_path.display()))?;
-    let end: serde_json::Value = records
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    // The sampler's records go beside its folded output.
+    let (records, bad) = read_records(&dir.join("records.jsonl.jsonl"));
+    if !bad.is_empty() {
+        return Err(format!("invalid JSON Lines: {bad:?}").into());
+    }
+    let end = records
+        .iter()
         .find(|r| r["event"] == "event-profiles")
         .ok_or("no event-profiles record")?;
     let n = |k: &str| end[k].as_u64().unwrap_or(0);
