@@ -34,13 +34,17 @@ struct Run {
     dir: std::path::PathBuf,
 }
 
+/// The records at `path` (clrprof_testing's reader); a missing file or an
+/// invalid line is an error.
 fn read_records(path: &Path) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("no record file {}: {e}", path.display()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad record {l:?}: {e}")))
-        .collect()
+    if !path.is_file() {
+        return Err(format!("no record file {}", path.display()));
+    }
+    let (records, bad) = clrprof_testing::background::read_records(path);
+    if !bad.is_empty() {
+        return Err(format!("bad records in {}: {bad:?}", path.display()));
+    }
+    Ok(records)
 }
 
 /// The app without and with the sampler (`env` added); output identical.
