@@ -10,15 +10,14 @@
 //!
 //! The budget bounds the walks' share of the time: in each window of
 //! [`WINDOW_NS`] the walks may take `fraction` × the window (summed over
-//! the threads that walk); a window whose walks took that much ends early
-//! (after at least 32 walks: a run's first walks also name their frames
-//! for the first time, and cost more than later ones). `p` never falls
-//! below 1/1024, so windows after a dear one still measure the walks.
-//! At each window's end a walk probability `p` is
+//! the threads that walk). At each window's end a walk probability `p` is
 //! set from that window's sample count and mean walk cost, so that the
 //! next window's walks fit the budget, and a walked sample counts `1 / p`
 //! times its values. Below the budget `p` is 1 and every sample is walked,
-//! as without it.
+//! as without it. A window whose walks took that much ends early (after at
+//! least 32 walks: a run's first walks also name their frames for the
+//! first time, and cost more than later ones), and `p` never falls below
+//! 1/1024, so the windows after a dear one still measure the walks.
 //!
 //! Which samples are walked: each thread walks one sample in about `1 / p`,
 //! the gap between two walks drawn uniformly from 0.75 to 1.25 times `1 / p`
@@ -67,8 +66,8 @@ pub struct WalkBudget {
     mean_walk_ns: AtomicU64,
     /// `p`, as `f64` bits.
     p: AtomicU64,
-    /// Counts the windows whose end changed `p` (threads draw their next
-    /// walk again when it moves).
+    /// Counts the windows whose end changed `p` (threads rescale the
+    /// distance to their next walk when it moves).
     epoch: AtomicU64,
     /// Every measured walk's time, for the records.
     total_walk_ns: AtomicU64,
@@ -82,13 +81,10 @@ pub struct Chosen {
     started: Option<u64>,
 }
 
-fn epoch() -> &'static Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now)
-}
-
+/// Nanoseconds since the first use of the budget's clock.
 fn now_ns() -> u64 {
-    epoch().elapsed().as_nanos() as u64
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 thread_local! {
