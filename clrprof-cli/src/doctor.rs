@@ -1411,6 +1411,7 @@ mod tests {
             &root.join("tests").join("apps").join("hello.cs"),
             &cache,
             Default::default(),
+            leg,
         )
         .and_then(|a| a.for_leg(leg))
         .unwrap();
@@ -1426,7 +1427,8 @@ mod tests {
         .unwrap();
         let f = diagnose_run(Some(&tracer), &command, LINUX, &invariant).unwrap();
         assert!(errors(&f).is_empty(), "{f:?}");
-        assert!(has(&f, Level::Ok, "Microsoft.NETCore.App/8.0.4"), "{f:?}");
+        let framework = format!("Microsoft.NETCore.App/{}", leg.version);
+        assert!(has(&f, Level::Ok, &framework), "{f:?}");
         assert!(
             has(&f, Level::Ok, "the profiler loaded and Initialize ran"),
             "{f:?}"

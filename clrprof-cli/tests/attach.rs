@@ -60,7 +60,10 @@ fn a_process_without_a_runtime_fails_with_one_clear_line() {
 fn attaches_the_attach_tracer_to_a_running_app_when_a_linux_leg_exists() {
     let runtimes = clrprof_testing::discover();
     let (Some(leg), Some(compiler)) = (
-        runtimes.legs.iter().find(|l| l.os == Os::Linux),
+        runtimes
+            .legs
+            .iter()
+            .find(|l| l.os == Os::Linux && l.target().is_native() && l.major() >= 8),
         runtimes.compiler(),
     ) else {
         eprintln!("no Linux runtime leg or C# compiler: real attach not checked (run `cargo xtask provision`)");
@@ -73,6 +76,7 @@ fn attaches_the_attach_tracer_to_a_running_app_when_a_linux_leg_exists() {
         &workspace.join("tests/apps/longrun.cs"),
         &cache,
         CompileOptions::default(),
+        leg,
     )
     .unwrap()
     .for_leg(leg)

@@ -6,13 +6,18 @@
 #                    x86_64-pc-windows-msvc (built and checked, never linked:
 #                    `cargo xtask msvc`)
 #   Debian packages  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-#                    (aarch64 leg: cross linker, libc, user-mode emulator)
+#                    libstdc++6-arm64-cross (aarch64: cross linker, libc,
+#                    user-mode emulator, and the C++ runtime the arm64 CoreCLR
+#                    links against)
 #                    gcc-mingw-w64-x86-64 wine64 (win-x64 legs)
-#                    mono-mcs (C# compiler of the test apps)
-#                    python3-pip (downloads the runtime wheels)
+#                    mono-mcs (Mono's C# compiler: the large third-party
+#                    program some scenarios run)
+#                    python3-pip python3-venv (pythonnet in a venv)
 #
 # Idempotent: prints nothing and exits 0 when everything is present (checked
-# with `rustup target list --installed` and dpkg-query before any apt-get).
+# in the active toolchain's sysroot, where both `rustup target add` and a
+# rust-std installed by hand put a target's library, and with dpkg-query,
+# before any rustup or apt-get).
 # Exits 1 with a message saying what is missing when it cannot install
 # (no rustup, not Debian/apt, not root and no password-less sudo, apt failed).
 set -euo pipefail
@@ -22,24 +27,25 @@ DEB_PACKAGES=(
     gcc-aarch64-linux-gnu
     libc6-dev-arm64-cross
     qemu-user
+    libstdc++6-arm64-cross
     gcc-mingw-w64-x86-64
     wine64
     mono-mcs
     python3-pip
+    python3-venv
 )
 
 say() { echo "install-toolchains: $*" >&2; }
 
 missing_targets=()
-if command -v rustup >/dev/null 2>&1; then
-    installed_targets=$(rustup target list --installed)
-    for target in "${RUST_TARGETS[@]}"; do
-        if ! grep -qx "$target" <<<"$installed_targets"; then
-            missing_targets+=("$target")
-        fi
-    done
-else
-    say "rustup not found; cannot add Rust targets ${RUST_TARGETS[*]}"
+sysroot=$(rustc --print sysroot 2>/dev/null || true)
+for target in "${RUST_TARGETS[@]}"; do
+    if [ -z "$sysroot" ] || [ ! -d "$sysroot/lib/rustlib/$target/lib" ]; then
+        missing_targets+=("$target")
+    fi
+done
+if [ ${#missing_targets[@]} -gt 0 ] && ! command -v rustup >/dev/null 2>&1; then
+    say "rustup not found; cannot add Rust targets ${missing_targets[*]}"
     exit 1
 fi
 

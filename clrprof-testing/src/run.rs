@@ -263,7 +263,8 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
 
     let mut cmd = match leg.os {
         _ if !leg.is_wine() => {
-            let mut c = Command::new(&leg.host);
+            // Through the leg's emulator (qemu-aarch64) when it has one.
+            let mut c = leg.host_command();
             c.arg(&app);
             c
         }

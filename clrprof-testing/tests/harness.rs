@@ -4,7 +4,7 @@
 //! are missing.
 
 use clrprof_testing::harness::{Counts, Harness, Scenario};
-use clrprof_testing::manifest::{Leg, Manifest, Os};
+use clrprof_testing::manifest::{Arch, Leg, Manifest, MissingLeg, Os};
 
 fn harness() -> Harness {
     Harness::new("/nonexistent-apps")
@@ -32,11 +32,17 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
         legs: vec![Leg {
             name: "linux-x64-3.1".into(),
             os: Os::Linux,
+            arch: Arch::host(),
+            emulator: None,
             host: std::env::current_exe().unwrap(),
             version: "3.1.23".into(),
             tfm: "netcoreapp3.1".into(),
         }],
         pythonnet: None,
+        unusable: vec![MissingLeg {
+            name: "linux-x64-11.0".into(),
+            reason: "the runtime does not start".into(),
+        }],
     };
     let path = dir.join("runtimes.json");
     manifest.save(&path).unwrap();
@@ -51,18 +57,27 @@ fn counts_every_case_and_never_passes_a_missing_leg() {
     let (total, per_leg) = harness().run(&[]);
     // linux-x64-3.1: passes ok; fails and panics failed; excluded and elsewhere skipped.
     assert_eq!(per_leg["linux-x64-3.1"], counts(1, 2, 2));
-    // The three missing standard legs: every scenario skipped, none passed.
-    for leg in ["linux-x64-8.0", "win-x64-3.1", "win-x64-8.0"] {
+    // The six missing standard legs (one of them found unusable by
+    // provisioning): every scenario skipped, none passed.
+    for leg in [
+        "linux-x64-8.0",
+        "linux-x64-9.0",
+        "linux-x64-10.0",
+        "linux-x64-11.0",
+        "win-x64-8.0",
+        "win-x64-10.0",
+    ] {
         assert_eq!(per_leg[leg], counts(0, 0, 5), "{leg}");
     }
-    assert_eq!(total, counts(1, 2, 17));
+    assert_eq!(total, counts(1, 2, 32));
 
     // Strict: a missing leg is a failure; a leg the scenario leaves out is still a skip.
     let (total, per_leg) = harness().run(&["--strict".to_string()]);
     assert_eq!(per_leg["linux-x64-3.1"], counts(1, 2, 2));
     assert_eq!(per_leg["linux-x64-8.0"], counts(0, 4, 1));
+    assert_eq!(per_leg["linux-x64-11.0"], counts(0, 4, 1));
     assert_eq!(per_leg["win-x64-8.0"], counts(0, 5, 0));
-    assert_eq!(total, counts(1, 15, 4));
+    assert_eq!(total, counts(1, 27, 7));
 
     // Filters and --leg narrow the cases.
     let (total, _) = harness().run(&["--leg".into(), "linux-x64-3.1".into(), "pass".into()]);

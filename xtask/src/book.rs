@@ -1,7 +1,8 @@
 //! `cargo xtask book [--strict] [--serve]`: check and build the mdBook tutorial.
 //!
 //! Steps: check every listing of `book/src` (see [`check_listings`]) →
-//! install mdbook into `target/tools` when it is not there yet (one
+//! find mdbook: an `mdbook` on `PATH` that reports the pinned version, else
+//! `target/tools/bin/mdbook`, installed there when missing (one
 //! `cargo install --locked`, cached under `target/`) → `mdbook build book`
 //! into `target/book`. The listings are compiled by the normal workspace
 //! build: the book only includes files of the example crates, so a listing
@@ -86,8 +87,26 @@ pub fn build(strict: bool) -> crate::Result {
     Ok(())
 }
 
-/// `target/tools/bin/mdbook`, installed with cargo when missing.
+/// The `mdbook` on `PATH` when it is the pinned version (a machine where
+/// `cargo install` cannot reach crates.io has one installed beside cargo).
+fn mdbook_on_path() -> Option<PathBuf> {
+    let name = if cfg!(windows) {
+        "mdbook.exe"
+    } else {
+        "mdbook"
+    };
+    let path = clrprof_testing::manifest::find_on_path(name)?;
+    let out = Command::new(&path).arg("--version").output().ok()?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    (out.status.success() && version.trim() == format!("mdbook v{MDBOOK_VERSION}")).then_some(path)
+}
+
+/// mdbook: the pinned version on `PATH`, else `target/tools/bin/mdbook`,
+/// installed with cargo when missing.
 fn ensure_mdbook(root: &Path) -> crate::Result<PathBuf> {
+    if let Some(on_path) = mdbook_on_path() {
+        return Ok(on_path);
+    }
     let tools = root.join("target").join("tools");
     let bin = tools.join("bin").join(if cfg!(windows) {
         "mdbook.exe"

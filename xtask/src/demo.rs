@@ -1,27 +1,75 @@
-//! `cargo xtask demo`: provision, build the example profilers, compile a
-//! sample C# app, run it under each example tracer on each leg, and show
-//! readably what each tracer saw.
+//! `cargo xtask demo [--leg NAME]... [--all-legs]`: provision, build the
+//! example profilers, compile a sample C# app, run it under each example
+//! tracer, and show readably what each tracer saw. By default on the newest
+//! LTS runtime ([`DEFAULT_LEG`]); `--leg` picks others, `--all-legs` takes
+//! every provisioned leg.
 
 use crate::provision;
 use clrprof_testing::csharp::{compile, CompileOptions};
+use clrprof_testing::manifest::Target;
 use clrprof_testing::run::{run_app, Outcome, Profiler, RunSpec};
-use clrprof_testing::{discover, Os};
+use clrprof_testing::{discover, Leg};
 use std::collections::BTreeMap;
 
+/// The leg the demo runs on unless told otherwise: .NET 10, the newest LTS.
+pub const DEFAULT_LEG: &str = "linux-x64-10.0";
+
 pub fn main(args: &[String]) -> crate::Result {
-    if let Some(a) = args.first() {
-        return Err(format!("demo: unknown argument `{a}`").into());
+    let mut wanted: Vec<String> = Vec::new();
+    let mut all = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--leg" => wanted.push(it.next().ok_or("--leg needs a leg name")?.clone()),
+            "--all-legs" => all = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: cargo xtask demo [--leg NAME]... [--all-legs]\n\n\
+                     Runs a sample app under each example tracer on {DEFAULT_LEG} (the newest LTS),\n\
+                     on the named legs, or on every provisioned leg."
+                );
+                return Ok(());
+            }
+            other => return Err(format!("demo: unknown argument `{other}`").into()),
+        }
+    }
+    if wanted.is_empty() {
+        wanted.push(DEFAULT_LEG.to_string());
     }
     let root = crate::workspace::root();
     let cache = provision::cache_dir(None);
     println!("==> provision");
     provision::provision(&cache, false)?;
 
+    let runtimes = discover();
+    let legs: Vec<&Leg> = runtimes
+        .legs
+        .iter()
+        .filter(|l| all || wanted.contains(&l.name))
+        .collect();
+    for name in &wanted {
+        if !all && !legs.iter().any(|l| &l.name == name) {
+            let reason = runtimes
+                .missing
+                .iter()
+                .find(|m| &m.name == name)
+                .map(|m| m.reason.clone())
+                .unwrap_or_else(|| "not provisioned".to_string());
+            return Err(format!("demo: leg {name} cannot run: {reason}").into());
+        }
+    }
+    let mut targets: Vec<Target> = Vec::new();
+    for leg in &legs {
+        if !targets.contains(&leg.target()) {
+            targets.push(leg.target());
+        }
+    }
+
     println!("\n==> build example profilers");
-    let mut profilers: Vec<(String, Os, Result<Profiler, String>)> = Vec::new();
+    let mut profilers: Vec<(String, Target, Result<Profiler, String>)> = Vec::new();
     for package in crate::workspace::example_packages(&root) {
-        for os in [Os::Linux, Os::Windows] {
-            let built = clrprof_testing::build::build_cdylib(&package, os, false, &root)
+        for &target in &targets {
+            let built = clrprof_testing::build::build_cdylib(&package, target, false, &root)
                 .and_then(|path| {
                     let clsid = clrprof_testing::clsid::single_clsid(&path)?;
                     Ok(Profiler { path, clsid })
@@ -30,35 +78,30 @@ pub fn main(args: &[String]) -> crate::Result {
             match &built {
                 Ok(p) => println!(
                     "{package} for {}: {} {}",
-                    os.rust_target(),
+                    target.rust_target(),
                     p.clsid,
                     p.path.display()
                 ),
                 Err(e) => println!(
                     "{package} for {}: not usable: {}",
-                    os.rust_target(),
+                    target.rust_target(),
                     first_line(e)
                 ),
             }
-            profilers.push((package.clone(), os, built));
+            profilers.push((package.clone(), target, built));
         }
     }
 
-    let runtimes = discover();
     let compiler = runtimes
         .compiler()
-        .ok_or("no C# compiler (install mono-mcs)")?;
+        .ok_or("no C# compiler (run `cargo xtask provision`)")?;
     let source = root.join("tests").join("apps").join("jit.cs");
     println!("\n==> compile the sample app {}", source.display());
-    let app = compile(&compiler, &source, &cache, CompileOptions::default())?;
 
     println!("\n==> run the sample app under each tracer on each leg");
     let mut failures = 0;
-    for missing in &runtimes.missing {
-        println!("leg {}: skipped: {}", missing.name, missing.reason);
-    }
-    for (package, os, built) in &profilers {
-        for leg in runtimes.legs.iter().filter(|l| l.os == *os) {
+    for (package, target, built) in &profilers {
+        for leg in legs.iter().filter(|l| l.target() == *target) {
             let label = format!("{package} on {}", leg.name);
             let profiler = match built {
                 Ok(p) => p.clone(),
@@ -67,7 +110,9 @@ pub fn main(args: &[String]) -> crate::Result {
                     continue;
                 }
             };
-            let result = app.for_leg(leg).map_err(|e| e.to_string()).and_then(|dll| {
+            let app = compile(&compiler, &source, &cache, CompileOptions::default(), leg)
+                .and_then(|app| app.for_leg(leg));
+            let result = app.map_err(|e| e.to_string()).and_then(|dll| {
                 let dir = cache.join("demo").join(package).join(&leg.name);
                 let plain = run_app(leg, runtimes.wine(), &RunSpec::new(&dll, dir.join("plain")))
                     .map_err(|e| e.to_string())?;

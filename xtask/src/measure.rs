@@ -173,6 +173,7 @@ impl Setup {
             &self.root.join(source),
             &self.cache,
             options,
+            &self.leg,
         )?;
         Ok(compiled.for_leg(&self.leg)?)
     }

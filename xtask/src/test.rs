@@ -158,13 +158,23 @@ fn step(what: &str) {
     println!("\n==> {what}");
 }
 
-/// Builds every example for Linux and for Windows (x86_64-pc-windows-gnu).
+/// Builds every example for each target the legs need: Linux (the host's),
+/// Windows (x86_64-pc-windows-gnu) and linux-arm64 (aarch64-unknown-linux-gnu).
 pub fn build_examples(root: &Path) -> Vec<(String, crate::Result)> {
+    use clrprof_testing::manifest::{Arch, Os, Target};
     let mut results = Vec::new();
+    let targets = [
+        Target::from(Os::Linux),
+        Target::from(Os::Windows),
+        Target {
+            os: Os::Linux,
+            arch: Arch::Arm64,
+        },
+    ];
     for package in crate::workspace::example_packages(root) {
-        for os in [clrprof_testing::Os::Linux, clrprof_testing::Os::Windows] {
-            let label = format!("{package} ({})", os.rust_target());
-            let r = clrprof_testing::build::build_cdylib(&package, os, false, root)
+        for target in targets {
+            let label = format!("{package} ({})", target.rust_target());
+            let r = clrprof_testing::build::build_cdylib(&package, target, false, root)
                 .map(|path| println!("built {label}: {}", path.display()))
                 .map_err(|e| e.to_string().into());
             results.push((label, r));
