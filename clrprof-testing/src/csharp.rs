@@ -20,8 +20,12 @@ use std::process::Command;
 pub struct CompileOptions {
     /// Allow `unsafe` code (`-unsafe`).
     pub allow_unsafe: bool,
-    /// Optimise (`-optimize+`).
+    /// Optimise (`-optimize+`; Roslyn always optimises, see [`compile`]).
     pub optimize: bool,
+    /// Compile `async` methods as runtime-async methods
+    /// (`-features:runtime-async=on`; Roslyn only, against .NET 11 or later
+    /// reference assemblies).
+    pub runtime_async: bool,
 }
 
 /// A compiled app in the cache.
@@ -102,6 +106,7 @@ pub fn compile(
         compiler_id.as_bytes(),
         flags.as_bytes(),
         b"assembly named after the app",
+        b"roslyn release build",
     ]);
     let dir = cache.join("apps").join(format!("{name}-{hash:016x}"));
     let app = CompiledApp {
@@ -143,8 +148,13 @@ pub fn compile(
             if options.allow_unsafe {
                 c.arg("-unsafe");
             }
-            if options.optimize {
-                c.arg("-optimize+");
+            // Always a release build: without `-optimize+` Roslyn marks the
+            // assembly debuggable with optimisations disabled, and the JIT
+            // then neither optimises nor tiers its methods (Mono's `mcs`
+            // marks nothing unless asked for debug information).
+            c.arg("-optimize+");
+            if options.runtime_async {
+                c.arg("-features:runtime-async=on");
             }
             for entry in std::fs::read_dir(references)
                 .map_err(|e| io_error(references, e))?

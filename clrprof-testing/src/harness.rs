@@ -26,8 +26,10 @@
 //! reported as skipped in every mode.
 //!
 //! Arguments: `--strict`; `--leg NAME` (repeatable) to restrict legs; `--list`
-//! to list the cases; any other word filters cases by substring of
-//! `scenario [leg]`. With `$CLRPROF_HARNESS_SUMMARY` set, a JSON summary is
+//! to list the cases; `--jobs N` cases at once (default
+//! `$CLRPROF_HARNESS_JOBS`, else the machine's parallelism up to 4; a
+//! scenario marked [`Scenario::exclusive`] runs alone after the others);
+//! any other word filters cases by substring of `scenario [leg]`. With `$CLRPROF_HARNESS_SUMMARY` set, a JSON summary is
 //! written to that file (used by `cargo xtask test`): the counts per leg
 //! (`"legs"`) and every case's result (`"cases"`: `scenario`, `leg`,
 //! `result` = `ok` / `failed` / `skipped`, and `reason`).
@@ -37,10 +39,11 @@ use crate::fixtures::{broken_profiler, BrokenBuild};
 use crate::manifest::{self, Leg, Runtimes, Target};
 use crate::run::{run_app, Outcome, Profiler, RunSpec};
 use crate::Error;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Why a case did not pass.
@@ -74,7 +77,7 @@ impl From<Error> for Verdict {
 /// What a scenario body returns.
 pub type CaseResult = std::result::Result<(), Verdict>;
 
-type Body = Box<dyn Fn(&Case<'_>) -> CaseResult>;
+type Body = Box<dyn Fn(&Case<'_>) -> CaseResult + Send + Sync>;
 
 /// One scenario: a body run once per leg.
 pub struct Scenario {
@@ -82,17 +85,22 @@ pub struct Scenario {
     excluded: Vec<(String, String)>,
     only_on: Option<(Vec<String>, String)>,
     also_on: Vec<String>,
+    exclusive: bool,
     body: Body,
 }
 
 impl Scenario {
     /// A scenario named `name` running `body` on every leg.
-    pub fn new(name: &str, body: impl Fn(&Case<'_>) -> CaseResult + 'static) -> Scenario {
+    pub fn new(
+        name: &str,
+        body: impl Fn(&Case<'_>) -> CaseResult + Send + Sync + 'static,
+    ) -> Scenario {
         Scenario {
             name: name.to_string(),
             excluded: Vec::new(),
             only_on: None,
             also_on: Vec::new(),
+            exclusive: false,
             body: Box::new(body),
         }
     }
@@ -120,6 +128,13 @@ impl Scenario {
         self
     }
 
+    /// Runs alone: after the other cases, with no case beside it (a timing
+    /// or a peak memory that another case's load would disturb).
+    pub fn exclusive(mut self) -> Scenario {
+        self.exclusive = true;
+        self
+    }
+
     /// Whether the scenario runs on the opt-in leg `leg`.
     fn opts_in(&self, leg: &str) -> bool {
         self.also_on.iter().any(|l| l == leg)
@@ -142,7 +157,7 @@ struct Context {
     apps_dir: PathBuf,
     workspace: Option<PathBuf>,
     strict: bool,
-    profilers: RefCell<HashMap<(String, Target), std::result::Result<Profiler, String>>>,
+    profilers: Mutex<HashMap<(String, Target), std::result::Result<Profiler, String>>>,
 }
 
 impl Context {
@@ -245,8 +260,15 @@ impl Case<'_> {
     /// per harness run) and reads its CLSID marker.
     pub fn profiler(&self, package: &str) -> std::result::Result<Profiler, Verdict> {
         let key = (package.to_string(), self.leg.target());
-        if let Some(done) = self.ctx.profilers.borrow().get(&key) {
-            return done.clone().map_err(Verdict::Failed);
+        let cached = self
+            .ctx
+            .profilers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(done) = cached {
+            return done.map_err(Verdict::Failed);
         }
         let built = (|| {
             let workspace = match &self.ctx.workspace {
@@ -258,7 +280,11 @@ impl Case<'_> {
             Ok::<_, Error>(Profiler { path, clsid })
         })()
         .map_err(|e| e.to_string());
-        self.ctx.profilers.borrow_mut().insert(key, built.clone());
+        self.ctx
+            .profilers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, built.clone());
         built.map_err(Verdict::Failed)
     }
 
@@ -352,12 +378,18 @@ impl Harness {
         let mut list = false;
         let mut only_legs: Vec<String> = Vec::new();
         let mut filters: Vec<String> = Vec::new();
+        let mut jobs = default_jobs();
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--strict" => strict = true,
                 "--list" => list = true,
                 "--leg" => only_legs.extend(it.next().cloned()),
+                "--jobs" => {
+                    if let Some(n) = it.next().and_then(|n| n.parse::<usize>().ok()) {
+                        jobs = n;
+                    }
+                }
                 // libtest options cargo may pass through; they have no meaning here.
                 "--test-threads" | "--format" | "--color" | "--skip" | "-Z" => {
                     it.next();
@@ -401,7 +433,7 @@ impl Harness {
             apps_dir: self.apps_dir,
             workspace: self.workspace,
             strict,
-            profilers: RefCell::new(HashMap::new()),
+            profilers: Mutex::new(HashMap::new()),
         };
         println!(
             "clrprof real-runtime harness: {} scenario(s) x {} leg(s){}; runtimes from: {}",
@@ -415,14 +447,12 @@ impl Harness {
             }
         );
 
-        let mut total = Counts::default();
-        let mut per_leg: BTreeMap<String, Counts> = BTreeMap::new();
-        let mut failures: Vec<String> = Vec::new();
-        // Every case's result, for the summary file.
-        let mut cases: Vec<serde_json::Value> = Vec::new();
+        // The cases, in scenario order, each leg of a scenario in turn.
+        let mut planned: Vec<(&Scenario, &str, String)> = Vec::new();
         for scenario in &self.scenarios {
             for leg_name in &leg_names {
-                // Opt-in legs (a non-`dotnet` host) run only the scenarios naming them.
+                // Opt-in legs (a non-`dotnet` host, an emulated one) run only
+                // the scenarios naming them.
                 if manifest::OPT_IN_LEGS.contains(&leg_name.as_str()) && !scenario.opts_in(leg_name)
                 {
                     continue;
@@ -435,39 +465,84 @@ impl Harness {
                     println!("{case_name}");
                     continue;
                 }
-                let started = Instant::now();
-                let verdict = run_case(scenario, leg_name, &ctx);
-                let (result, reason) = match &verdict {
-                    Ok(()) => ("ok", ""),
-                    Err(Verdict::Failed(r)) => ("failed", first_line(r)),
-                    Err(Verdict::Skipped(r)) => ("skipped", r.as_str()),
-                };
-                cases.push(serde_json::json!({
-                    "scenario": scenario.name,
-                    "leg": leg_name,
-                    "result": result,
-                    "reason": reason,
-                }));
-                let counts = per_leg.entry(leg_name.clone()).or_default();
-                let line = match verdict {
-                    Ok(()) => {
-                        counts.passed += 1;
-                        total.passed += 1;
-                        format!("ok ({:.1}s)", started.elapsed().as_secs_f64())
-                    }
-                    Err(Verdict::Failed(reason)) => {
-                        counts.failed += 1;
-                        total.failed += 1;
-                        failures.push(format!("{case_name}: {}", first_line(&reason)));
-                        format!("FAILED: {}", indent(&reason))
-                    }
-                    Err(Verdict::Skipped(reason)) => {
-                        counts.skipped += 1;
-                        total.skipped += 1;
-                        format!("skipped: {}", indent(&reason))
-                    }
-                };
+                planned.push((scenario, leg_name.as_str(), case_name));
+            }
+        }
+
+        // Cases run on `jobs` threads; the exclusive ones (timings that a
+        // case running beside them would disturb) after them, alone.
+        let results: Mutex<Vec<Option<(CaseResult, f64)>>> =
+            Mutex::new(planned.iter().map(|_| None).collect());
+        let print = Mutex::new(());
+        let run_one = |i: usize| {
+            let (scenario, leg_name, case_name) = &planned[i];
+            let started = Instant::now();
+            let verdict = run_case(scenario, leg_name, &ctx);
+            let secs = started.elapsed().as_secs_f64();
+            let line = match &verdict {
+                Ok(()) => format!("ok ({secs:.1}s)"),
+                Err(Verdict::Failed(reason)) => format!("FAILED: {}", indent(reason)),
+                Err(Verdict::Skipped(reason)) => format!("skipped: {}", indent(reason)),
+            };
+            {
+                let _one_at_a_time = print.lock().unwrap_or_else(|e| e.into_inner());
                 println!("test {case_name} ... {line}");
+            }
+            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some((verdict, secs));
+        };
+        let (shared, exclusive): (Vec<usize>, Vec<usize>) =
+            (0..planned.len()).partition(|&i| !planned[i].0.exclusive);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(&i) = shared.get(k) else { break };
+                    run_one(i);
+                });
+            }
+        });
+        for i in exclusive {
+            run_one(i);
+        }
+
+        let mut total = Counts::default();
+        let mut per_leg: BTreeMap<String, Counts> = BTreeMap::new();
+        let mut failures: Vec<String> = Vec::new();
+        // Every case's result, for the summary file.
+        let mut cases: Vec<serde_json::Value> = Vec::new();
+        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        for ((scenario, leg_name, case_name), result) in planned.iter().zip(results) {
+            let Some((verdict, secs)) = result else {
+                continue;
+            };
+            let (result, reason) = match &verdict {
+                Ok(()) => ("ok", ""),
+                Err(Verdict::Failed(r)) => ("failed", first_line(r)),
+                Err(Verdict::Skipped(r)) => ("skipped", r.as_str()),
+            };
+            cases.push(serde_json::json!({
+                "scenario": scenario.name,
+                "leg": leg_name,
+                "result": result,
+                "reason": reason,
+                "seconds": (secs * 10.0).round() / 10.0,
+            }));
+            let counts = per_leg.entry(leg_name.to_string()).or_default();
+            match verdict {
+                Ok(()) => {
+                    counts.passed += 1;
+                    total.passed += 1;
+                }
+                Err(Verdict::Failed(reason)) => {
+                    counts.failed += 1;
+                    total.failed += 1;
+                    failures.push(format!("{case_name}: {}", first_line(&reason)));
+                }
+                Err(Verdict::Skipped(_)) => {
+                    counts.skipped += 1;
+                    total.skipped += 1;
+                }
             }
         }
         if !failures.is_empty() {
@@ -505,6 +580,19 @@ fn first_line(s: &str) -> &str {
 
 fn indent(s: &str) -> String {
     s.trim_end().replace('\n', "\n        ")
+}
+
+/// Cases run at once: `$CLRPROF_HARNESS_JOBS`, else the machine's
+/// parallelism (at most 4: each case starts runtimes of its own).
+fn default_jobs() -> usize {
+    std::env::var("CLRPROF_HARNESS_JOBS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get().min(4))
+                .unwrap_or(1)
+        })
 }
 
 /// The leg name a [`Harness::found_legs_only`] run reports when it found none.

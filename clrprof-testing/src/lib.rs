@@ -26,6 +26,7 @@ pub mod clsid;
 pub mod csharp;
 pub mod fixtures;
 pub mod harness;
+pub mod http;
 pub mod manifest;
 pub mod nuget;
 pub mod profiler_env;

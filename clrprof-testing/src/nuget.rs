@@ -469,6 +469,100 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A feed on a local server: its service index names the flat
+    /// container; one package is served with the bytes its pin's hash
+    /// describes, one with other bytes, and one version is not served.
+    fn local_feed() -> (crate::http::TestServer, Pin, Pin, Pin) {
+        use crate::http::{Response, TestServer};
+        let good: &'static [u8] = b"the package's bytes";
+        let sha = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(Sha512::digest(b));
+        let good_pin = Pin {
+            id: "Test.Package",
+            version: "1.0.0",
+            sha512: Box::leak(sha(good).into_boxed_str()),
+        };
+        let tampered_pin = Pin {
+            id: "Test.Package",
+            version: "2.0.0",
+            sha512: Box::leak(sha(b"what was pinned").into_boxed_str()),
+        };
+        let missing_pin = Pin {
+            id: "Test.Package",
+            version: "9.9.9",
+            sha512: good_pin.sha512,
+        };
+        let server = TestServer::start(move |r| {
+            let base = r.header("host").map(|h| format!("http://{h}/flat/")).unwrap_or_default();
+            match r.target() {
+                "/v3/index.json" => Response::new(
+                    200,
+                    format!(
+                        r#"{{"version":"3.0.0","resources":[{{"@id":"{base}","@type":"PackageBaseAddress/3.0.0"}}]}}"#
+                    ),
+                ),
+                "/flat/test.package/index.json" => {
+                    Response::new(200, r#"{"versions":["1.0.0","2.0.0"]}"#)
+                }
+                "/flat/test.package/1.0.0/test.package.1.0.0.nupkg" => Response::new(200, good),
+                "/flat/test.package/2.0.0/test.package.2.0.0.nupkg" => {
+                    Response::new(200, b"something else".to_vec())
+                }
+                _ => Response::new(404, ""),
+            }
+        })
+        .unwrap();
+        (server, good_pin, tampered_pin, missing_pin)
+    }
+
+    #[test]
+    fn a_pinned_package_is_fetched_checked_and_reused() {
+        let (server, good, tampered, missing) = local_feed();
+        let feed = Feed::new(&format!("{}/v3/index.json", server.url()), "a test");
+        let dir = std::env::temp_dir().join(format!("clrprof-nuget-feed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let path = feed.fetch(&good, &dir, &Quiet).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"the package's bytes");
+        let downloads = |s: &crate::http::TestServer| {
+            s.requests()
+                .iter()
+                .filter(|r| r.target().ends_with(".nupkg"))
+                .count()
+        };
+        assert_eq!(downloads(&server), 1);
+        // Cached and still matching: not downloaded again.
+        feed.fetch(&good, &dir, &Quiet).unwrap();
+        assert_eq!(downloads(&server), 1);
+        // Altered on disk: downloaded again.
+        std::fs::write(&path, b"corrupted").unwrap();
+        feed.fetch(&good, &dir, &Quiet).unwrap();
+        assert_eq!(downloads(&server), 2);
+
+        // A package whose bytes are not the pinned ones is refused, and
+        // nothing of it is kept.
+        let e = feed.fetch(&tampered, &dir, &Quiet).unwrap_err().to_string();
+        assert!(
+            e.contains("Test.Package 2.0.0")
+                && e.contains(tampered.sha512)
+                && e.contains("was not used"),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(good.file_name())]);
+
+        // A version the feed does not serve: named, with what it serves.
+        let e = feed.fetch(&missing, &dir, &Quiet).unwrap_err().to_string();
+        assert!(
+            e.contains("does not serve Test.Package 9.9.9") && e.contains("it serves 1.0.0, 2.0.0"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// An unreachable feed is an error that names the feed (a port nothing listens on).
     #[test]
     fn an_unreachable_feed_is_named() {

@@ -64,7 +64,7 @@ fn run_pair_with(
 }
 
 /// `count <method> <n>` lines of the app's output.
-fn app_counts(stdout: &str) -> BTreeMap<String, u64> {
+pub(crate) fn app_counts(stdout: &str) -> BTreeMap<String, u64> {
     stdout
         .lines()
         .filter_map(|l| l.strip_prefix("count "))
@@ -76,14 +76,14 @@ fn app_counts(stdout: &str) -> BTreeMap<String, u64> {
 }
 
 /// The profiler's `calls` records, by method.
-fn traced_counts(outcome: &Outcome) -> BTreeMap<String, u64> {
+pub(crate) fn traced_counts(outcome: &Outcome) -> BTreeMap<String, u64> {
     outcome
         .events("calls")
         .filter_map(|r| Some((r["method"].as_str()?.to_string(), r["count"].as_u64()?)))
         .collect()
 }
 
-fn check_counts(
+pub(crate) fn check_counts(
     expected: &BTreeMap<String, u64>,
     traced: &Outcome,
     min_methods: usize,
@@ -113,7 +113,10 @@ fn check_counts(
 }
 
 /// The single `shadow` record, checked for balance.
-fn check_shadow(traced: &Outcome, expect_unwound: bool) -> std::result::Result<Value, String> {
+pub(crate) fn check_shadow(
+    traced: &Outcome,
+    expect_unwound: bool,
+) -> std::result::Result<Value, String> {
     let shadow: Vec<&Value> = traced.events("shadow").collect();
     let [s] = shadow.as_slice() else {
         return Err(format!("expected one shadow record, got {}", shadow.len()));

@@ -21,6 +21,7 @@ mod inliners;
 mod jit_tracer;
 mod large;
 mod lifecycle;
+mod modern;
 mod mux;
 mod notification;
 mod panics;
@@ -73,6 +74,7 @@ fn main() {
         .chain(lifecycle::scenarios())
         .chain(frames::scenarios())
         .chain(wrap::scenarios())
+        .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {

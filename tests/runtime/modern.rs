@@ -1,0 +1,336 @@
+//! The C# users write today (apps/modern.cs: async/await, Span<T> and ref
+//! structs, generic virtual methods, static abstract interface members,
+//! default interface methods, records, lambdas and local functions,
+//! function pointers, a collectible AssemblyLoadContext unloaded), compiled
+//! by Roslyn against each leg's reference assemblies, under the ELT hooks,
+//! method wrapping, the sampler and the exception tracer. The app counts
+//! its own calls; every count and the app's output must be what the app
+//! says without a profiler. On .NET 11 the same source is also compiled with
+//! runtime-async on, where the runtime (not a state machine) suspends and
+//! resumes the async methods.
+
+use crate::elt::{app_counts, check_counts, check_shadow, traced_counts};
+use crate::wrap::wrapped_records;
+use clrprof_testing::csharp::CompileOptions;
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::manifest::ARM64_LEG;
+use clrprof_testing::run::Outcome;
+
+/// Static abstract interface members (and the C# 11 that spells them) need
+/// the .NET 7 runtime.
+const NEEDS_NET7: &str = "static abstract interface members need the .NET 7 runtime; \
+     .NET Core 3.1 cannot load the app (its apps are the C# 7-level ones)";
+
+/// The Wine leg whose .NET 8 hangs on a process's second managed exception.
+use crate::exceptions::WINE_NET8_LEG;
+
+/// The methods the app counts (and only those; Counter.Hit itself, the
+/// state machines' MoveNext and the record's generated members are hooked
+/// but not in its account).
+const COUNTED: usize = 20;
+
+fn options(runtime_async: bool) -> CompileOptions {
+    CompileOptions {
+        allow_unsafe: true,
+        runtime_async,
+        ..CompileOptions::default()
+    }
+}
+
+/// Runs the modern app plain and under `tracer` with `env`; the output must
+/// be identical. Returns (plain, traced).
+fn pair(
+    case: &Case<'_>,
+    runtime_async: bool,
+    args: &[&str],
+    tracer: &str,
+    env: &[(&str, &str)],
+) -> Result<(Outcome, Outcome), Verdict> {
+    pair_in(case, runtime_async, args, tracer, env).map(|(p, t, _)| (p, t))
+}
+
+/// [`pair`], also giving the traced run's work directory.
+fn pair_in(
+    case: &Case<'_>,
+    runtime_async: bool,
+    args: &[&str],
+    tracer: &str,
+    env: &[(&str, &str)],
+) -> Result<(Outcome, Outcome, std::path::PathBuf), Verdict> {
+    if case.leg().major() < 8 {
+        return Err(Verdict::Skipped(NEEDS_NET7.to_string()));
+    }
+    let app = case.app_with("modern", options(runtime_async))?;
+    let mut plain_spec = case.spec(&app);
+    plain_spec.args = args.iter().map(|a| a.to_string()).collect();
+    let plain = case.run(plain_spec)?;
+    plain.check()?;
+    let mut spec = case.spec(&app).profiler(case.profiler(tracer)?);
+    spec.args = args.iter().map(|a| a.to_string()).collect();
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let work_dir = spec.work_dir.clone();
+    let traced = case.run(spec)?;
+    if tracer == "sampler" {
+        traced.check_exit()?;
+    } else {
+        traced.check()?;
+    }
+    if traced.stdout != plain.stdout {
+        return Err(format!(
+            "app output changed under {tracer} ({env:?}):\nwithout: {:?}\nwith:    {:?}",
+            plain.stdout, traced.stdout
+        )
+        .into());
+    }
+    Ok((plain, traced, work_dir))
+}
+
+/// The app's throwing round runs where a process may throw more than once.
+fn args(case: &Case<'_>) -> Vec<&'static str> {
+    if case.leg().name == WINE_NET8_LEG {
+        vec!["3"]
+    } else {
+        vec!["3", "throw"]
+    }
+}
+
+fn elt_counts(case: &Case<'_>, variant: &str) -> CaseResult {
+    let (plain, traced) = pair(
+        case,
+        false,
+        &args(case),
+        "call-tracer",
+        &[
+            ("CLRPROF_ELT", variant),
+            ("CLRPROF_CALLS_FILTER", "Modern."),
+            ("CLRPROF_CALL_TIMES", "1"),
+        ],
+    )?;
+    let expected = app_counts(&plain.stdout);
+    check_counts(
+        &expected,
+        &traced,
+        COUNTED - usize::from(!args(case).contains(&"throw")),
+    )?;
+    check_shadow(&traced, false)?;
+    Ok(())
+}
+
+fn wrapping(case: &Case<'_>) -> CaseResult {
+    let (plain, traced) = pair(
+        case,
+        false,
+        &args(case),
+        "method-wrapper",
+        &[("CLRPROF_WRAP_FILTER", "Modern.")],
+    )?;
+    let refused: Vec<String> = traced
+        .events("wrap_refused")
+        .map(|r| r.to_string())
+        .collect();
+    let expected = app_counts(&plain.stdout);
+    let got = wrapped_records(&traced.records);
+    let mut wrong = Vec::new();
+    for (method, n) in &expected {
+        match got.get(method) {
+            // Every entry ends in a return or an exception leaving the method.
+            Some(&(enter, ret, exc)) if enter == *n && ret + exc == enter => {}
+            Some(g) => wrong.push(format!(
+                "{method}: app {n}, wrapper (enter, return, exception) {g:?}"
+            )),
+            None => wrong.push(format!("{method}: not wrapped")),
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("wrapped counts differ: {wrong:#?}; refused: {refused:?}").into());
+    }
+    let panics: Vec<u64> = traced
+        .events("wrapper_panics")
+        .filter_map(|r| r["count"].as_u64())
+        .collect();
+    if panics != [0] {
+        return Err(format!("wrapper_panics records {panics:?}, expected one of 0").into());
+    }
+    Ok(())
+}
+
+fn sampling(case: &Case<'_>) -> CaseResult {
+    // Many rounds, so that the sampler sees the app's own frames.
+    let (_, _, dir) = pair_in(
+        case,
+        false,
+        &["400"],
+        "sampler",
+        &[("CLRPROF_SAMPLER_RATE", "1000")],
+    )?;
+    let folded_path = dir.join("records.jsonl");
+    let folded = std::fs::read_to_string(&folded_path)
+        .map_err(|e| format!("no folded stacks {}: {e}", folded_path.display()))?;
+    let modern: u64 = folded
+        .lines()
+        .filter(|l| l.contains("Modern.Program::Main"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    if modern == 0 {
+        return Err(format!(
+            "no sample under Modern.Program::Main in {} lines of folded stacks",
+            folded.lines().count()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn exceptions(case: &Case<'_>) -> CaseResult {
+    let (plain, traced) = pair(case, false, &["1", "throw"], "exception-tracer", &[])?;
+    let thrown = plain
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("result async-throw "))
+        .count();
+    let records: Vec<_> = traced
+        .events("exception")
+        .filter(|r| r["type"] == "System.InvalidOperationException")
+        .collect();
+    // The async method's exception is thrown once, in its body, and
+    // rethrown once by GetResult (ExceptionDispatchInfo): two throws of one
+    // InvalidOperationException as the runtime sees it.
+    if thrown != 1 || records.is_empty() {
+        return Err(format!(
+            "the app caught {thrown} async exception(s), the tracer saw {records:?}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// .NET 11, runtime-async: the same app with its async methods compiled as
+/// runtime-async methods. The runtime calls Enter again on every resume of
+/// a suspended method, and leaves it without a Leave when it suspends: the
+/// shadow stacks stay balanced (suspended frames popped as such), and every
+/// method the app counts is entered at least as often as the app says.
+fn runtime_async_elt(case: &Case<'_>) -> CaseResult {
+    if case.leg().major() < 11 {
+        return Err(Verdict::Skipped(
+            "runtime-async methods arrived in .NET 11".to_string(),
+        ));
+    }
+    let (plain, traced) = pair(
+        case,
+        true,
+        &args(case),
+        "call-tracer",
+        &[
+            ("CLRPROF_ELT", "fastpath"),
+            ("CLRPROF_CALLS_FILTER", "Modern."),
+            ("CLRPROF_CALL_TIMES", "1"),
+        ],
+    )?;
+    let expected = app_counts(&plain.stdout);
+    let got = traced_counts(&traced);
+    let mut wrong = Vec::new();
+    for (method, n) in &expected {
+        let hooked = got.get(method).copied().unwrap_or(0);
+        let is_async = method.starts_with("Modern.Async::");
+        if (is_async && hooked < *n) || (!is_async && hooked != *n) {
+            wrong.push(format!("{method}: app {n}, hooks {hooked}"));
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("runtime-async call counts: {wrong:?}").into());
+    }
+    let shadow = traced
+        .events("shadow")
+        .next()
+        .cloned()
+        .ok_or("no shadow record")?;
+    let n = |k: &str| shadow[k].as_u64().unwrap_or(u64::MAX);
+    if n("depth") != 0 || n("underflows") != 0 || n("mismatches") != 0 {
+        return Err(format!("shadow stacks unbalanced: {shadow}").into());
+    }
+    if n("pushes") != n("pops") + n("unwound") + n("suspended") {
+        return Err(format!("pushes != pops + unwound + suspended: {shadow}").into());
+    }
+    Ok(())
+}
+
+/// .NET 11, runtime-async: wrapping a runtime-async method either works
+/// (every entry accounted for) or is refused with a reason; the app is
+/// unharmed either way (a peer's agent produced InvalidProgramException).
+fn runtime_async_wrap(case: &Case<'_>) -> CaseResult {
+    if case.leg().major() < 11 {
+        return Err(Verdict::Skipped(
+            "runtime-async methods arrived in .NET 11".to_string(),
+        ));
+    }
+    let (plain, traced) = pair(
+        case,
+        true,
+        &args(case),
+        "method-wrapper",
+        &[("CLRPROF_WRAP_FILTER", "Modern.")],
+    )?;
+    let expected = app_counts(&plain.stdout);
+    let got = wrapped_records(&traced.records);
+    let refused: Vec<String> = traced
+        .events("wrap_refused")
+        .filter_map(|r| {
+            Some(format!(
+                "{} ({})",
+                r["method"].as_str()?,
+                r["reason"].as_str()?
+            ))
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for (method, n) in &expected {
+        match got.get(method) {
+            Some(&(enter, ret, exc)) if enter == *n && ret + exc == enter => {}
+            None if refused.iter().any(|r| r.starts_with(method.as_str())) => {}
+            other => wrong.push(format!("{method}: app {n}, wrapper {other:?}")),
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("{wrong:#?}; refused: {refused:?}").into());
+    }
+    println!("    refused: {refused:?}");
+    Ok(())
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new("modern C#: ELT fast path, exact call counts", |c| {
+            elt_counts(c, "fastpath")
+        })
+        .also_on(&[ARM64_LEG]),
+        Scenario::new("modern C#: ELT WithInfo, exact call counts", |c| {
+            elt_counts(c, "withinfo")
+        })
+        .also_on(&[ARM64_LEG]),
+        Scenario::new(
+            "modern C#: every counted method wrapped, entries and exits exact",
+            wrapping,
+        )
+        .also_on(&[ARM64_LEG]),
+        Scenario::new(
+            "modern C#: sampled at 1 kHz, the app's frames in the profile",
+            sampling,
+        )
+        .also_on(&[ARM64_LEG]),
+        Scenario::new(
+            "modern C#: an async method's exception seen by the exception tracer",
+            exceptions,
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        Scenario::new(
+            "runtime-async (.NET 11): Enter on every resume, shadow stacks balanced",
+            runtime_async_elt,
+        ),
+        Scenario::new(
+            "runtime-async (.NET 11): wrapping works or is refused with a reason",
+            runtime_async_wrap,
+        ),
+    ]
+}
