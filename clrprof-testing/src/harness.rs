@@ -215,6 +215,33 @@ impl Case<'_> {
         Ok(compiled.for_leg(self.leg)?)
     }
 
+    /// Like [`Case::app`], compiled against the reference assemblies of the
+    /// older leg `compiled_for` (so that it also runs there, e.g. in one
+    /// process hosting both runtimes), prepared for this leg.
+    pub fn app_compiled_for(
+        &self,
+        name: &str,
+        compiled_for: &str,
+    ) -> std::result::Result<PathBuf, Verdict> {
+        let Some(other) = self.ctx.runtimes.leg(compiled_for) else {
+            return Err(self
+                .ctx
+                .unavailable(format!("leg {compiled_for} is not available")));
+        };
+        let Some(compiler) = self.ctx.runtimes.compiler() else {
+            return Err(self.ctx.unavailable("no C# compiler".to_string()));
+        };
+        let source = self.ctx.apps_dir.join(format!("{name}.cs"));
+        let compiled = compile(
+            &compiler,
+            &source,
+            &self.ctx.cache,
+            CompileOptions::default(),
+            other,
+        )?;
+        Ok(compiled.for_leg(self.leg)?)
+    }
+
     /// Another available leg, by name (for scenarios that combine legs, such
     /// as side-by-side runtimes in one process).
     pub fn other_leg(&self, name: &str) -> Option<&Leg> {

@@ -82,7 +82,9 @@ fn run(case: &Case<'_>, concurrent: bool, policy: &str) -> Result<(), Verdict> {
         .other_leg(OTHER_LEG)
         .cloned()
         .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
-    let app = case.app("jit")?;
+    // Compiled against .NET Core 3.1's reference assemblies: the same
+    // assembly then runs in both runtimes.
+    let app = case.app_compiled_for("jit", OTHER_LEG)?;
     let profiler = case.profiler("jit-tracer")?;
     // Ground truth: what the app prints in one runtime on its own.
     let alone = case.run(case.spec(&app))?;
@@ -170,7 +172,7 @@ fn elt_counts(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
         .other_leg(OTHER_LEG)
         .cloned()
         .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
-    let app = case.app("calls")?;
+    let app = case.app_compiled_for("calls", OTHER_LEG)?;
     let profiler = case.profiler("call-tracer")?;
     let alone = case.run(case.spec(&app))?;
     alone.check()?;
@@ -228,7 +230,9 @@ fn ids_stay_apart(case: &Case<'_>, concurrent: bool) -> Result<(), Verdict> {
         .other_leg(OTHER_LEG)
         .cloned()
         .ok_or_else(|| Verdict::Failed(format!("the {OTHER_LEG} leg is not available")))?;
-    let app = case.app("jit")?;
+    // Compiled against .NET Core 3.1's reference assemblies: the same
+    // assembly then runs in both runtimes.
+    let app = case.app_compiled_for("jit", OTHER_LEG)?;
     let profiler = case.profiler_class("test-profilers", SXS_CHECKER)?;
     let (_, records) = run_host(case, &app, &profiler, concurrent, "brand", &[])?;
     for rt in [other.version.as_str(), here.version.as_str()] {
