@@ -120,7 +120,8 @@ use clrprof::ids::{RawFunctionId, RawThreadId, ThreadId};
 use clrprof::info::{ProfilerInfo, RuntimeHandle};
 use clrprof::names::NameCache;
 use clrprof::stackwalk::{
-    spawn_sampling_thread, FrameBuffer, SamplingThread, ThreadGate, ThreadList, UnloadFence,
+    spawn_sampling_thread, FrameBuffer, FrameName, SamplingThread, ThreadGate, ThreadList,
+    UnloadFence,
 };
 use clrprof::thread::ProfilerThread;
 use core::sync::atomic::{
@@ -760,13 +761,19 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         shared.fence.resolve(thread, &buffer, |namer| {
             let mut profile = lock(&shared.profile);
             let os_threads = lock(&shared.os_threads);
-            for sample in buffer.samples() {
+            for (n, sample) in namer.samples().iter().enumerate() {
                 stack.clear();
-                for &f in buffer.frames(sample).iter().rev() {
+                for frame in namer.frames(n).rev() {
+                    let f = frame.function();
                     let index = match local.get(&f) {
                         Some(&i) => i,
                         None => {
-                            let named = namer.name(names, sample, f);
+                            // A frame this namer handed out: never refused.
+                            let named = namer.name(names, frame).unwrap_or_else(|_| FrameName {
+                                function: UNKNOWN_FRAME.into(),
+                                module: None,
+                                is_final: false,
+                            });
                             let i = profile.intern_frame(&named.function, named.module.as_deref());
                             if named.is_final {
                                 local.insert(f, i);

@@ -148,8 +148,19 @@ impl FrameBuffer {
     }
 
     /// The frames of `sample`, leaf first (`RawFunctionId(0)` = unmanaged run).
+    ///
+    /// `sample` should be one of [`samples`](Self::samples); a sample of
+    /// another buffer (it is `Copy`) gives the frames of this buffer at its
+    /// range, or none when the range lies beyond them, never a panic. Such
+    /// frames are data: only [`FrameNamer`](super::FrameNamer) hands frames
+    /// to the runtime, and it reads them from its own buffer by position.
+    // provenance: sample-buffer
     pub fn frames(&self, sample: &StackSample) -> &[RawFunctionId] {
-        &self.frames[sample.start..sample.start + sample.len]
+        sample
+            .start
+            .checked_add(sample.len)
+            .and_then(|end| self.frames.get(sample.start..end))
+            .unwrap_or(&[])
     }
 
     /// `true` if nothing has reallocated: the capacity is the one from `new`.
