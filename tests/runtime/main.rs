@@ -26,6 +26,7 @@ mod notification;
 mod panics;
 mod pprof;
 mod profiles;
+mod provenance;
 mod readers;
 mod sampling;
 mod scopes;
@@ -74,6 +75,7 @@ fn main() {
         .chain(frames::scenarios())
         .chain(wrap::scenarios())
         .chain(large::scenarios())
+        .chain(provenance::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
