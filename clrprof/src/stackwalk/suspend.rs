@@ -200,6 +200,15 @@ impl RuntimeSuspension<'_> {
                 "that thread list was not filled during this suspension".to_string(),
             ));
         }
+        if !gate.hears(self.thread.info.runtime_slot()) {
+            return Err(Error::WrongPartner {
+                call: "stackwalk::RuntimeSuspension::walk",
+                why: "the thread gate was registered with another runtime, whose \
+                      ThreadDestroyed it hears instead of this one's; register a gate in each \
+                      runtime's Initialize"
+                    .to_string(),
+            });
+        }
         let Some(thread) = list.threads().nth(index) else {
             return Err(Error::InvalidArgument("thread index beyond the list"));
         };
