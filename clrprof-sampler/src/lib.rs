@@ -417,6 +417,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    // provenance: name-cache-runtime
     /// Registers a sampler that suspends the runtime (`SuspendRuntime`, needs
     /// `Info10`, .NET Core 3.0+, and `Info4` for `EnumThreads`); on older
     /// runtimes returns [`Error::Unsupported`] without registering anything.
@@ -455,6 +456,7 @@ impl Sampler {
         )
     }
 
+    // provenance: name-cache-runtime
     /// Registers a sampler taking stacks from `source`. `names` is
     /// registered with the runtime too, if it is not yet.
     pub fn register_with_source<S: StackSource>(

@@ -86,6 +86,7 @@ impl FunctionControl {
         self.module
     }
 
+    // provenance: control-request
     /// The method this control sets the new version of (the ReJIT
     /// request's `mdMethodDef`).
     pub fn method(&self) -> MdMethodDef {

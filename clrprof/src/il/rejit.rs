@@ -322,6 +322,7 @@ impl ReJitThread {
         self.queue(|tx| Job::Revert(methods, tx))
     }
 
+    // provenance: id-runtime
     /// Requests ReJIT of `methods` (IDs of `info`'s scope) on the thread and
     /// waits for the runtime's answer (the IDs stay valid meanwhile because
     /// the caller is blocked in the scope that lent them). `info` must be of
@@ -335,7 +336,6 @@ impl ReJitThread {
     ///
     /// On .NET Core 3.x a method of a collectible assembly is refused with
     /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
-    // provenance: id-runtime
     pub fn request_rejit(
         &self,
         info: &ProfilerInfo,
@@ -352,13 +352,13 @@ impl ReJitThread {
             .map(|_| ())
     }
 
+    // provenance: id-runtime
     /// `RequestReJITWithInliners` (Info10) of `methods`, made on the
     /// thread, waiting for the runtime's answer: the methods and every
     /// method compiled with one of them inlined are re-JITted with the IL
     /// the profiler supplies in `GetReJITParameters`. Where it may wait:
     /// as for [`request_rejit`](Self::request_rejit). On a runtime without
     /// Info10 this is [`Error::Unsupported`].
-    // provenance: id-runtime
     pub fn request_rejit_with_inliners(
         &self,
         info: &ProfilerInfo,
@@ -378,8 +378,8 @@ impl ReJitThread {
             .map(|_| ())
     }
 
-    /// Requests a revert and waits; returns the per-method status.
     // provenance: id-runtime
+    /// Requests a revert and waits; returns the per-method status.
     pub fn request_revert(
         &self,
         info: &ProfilerInfo,

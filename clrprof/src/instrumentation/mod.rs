@@ -560,6 +560,7 @@ impl<'m> WrappedBody<'m> {
         }
     }
 
+    // provenance: wrapped-body-method
     /// Installs the body from `JITCompilationStarted` of `function` (which
     /// must be the wrapped method): `SetILFunctionBody` with a copy from the
     /// module's allocator, then `SetILInstrumentedCodeMap`. Every later
@@ -568,7 +569,6 @@ impl<'m> WrappedBody<'m> {
     /// for another function (its module and token, as `GetFunctionInfo`
     /// gives them, differ from the wrapped method's), before anything is
     /// installed.
-    // provenance: wrapped-body-method
     pub fn install_at_jit(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<()> {
         let fi = info.function_info(function)?;
         self.same_method(
@@ -592,6 +592,7 @@ impl<'m> WrappedBody<'m> {
         info.set_il_instrumented_code_map(function, true, &self.map)
     }
 
+    // provenance: wrapped-body-method
     /// Installs the body for the next compilation of the method without a
     /// `FunctionID` (e.g. from `ModuleLoadFinished`): `SetILFunctionBody`
     /// only, no IL map.
@@ -603,6 +604,7 @@ impl<'m> WrappedBody<'m> {
         unsafe { info.set_il_function_body(self.module, self.token, buffer) }
     }
 
+    // provenance: wrapped-body-method
     /// Installs the body from `GetReJITParameters` of the wrapped method,
     /// through the control the runtime gave for it, with its IL map.
     ///
@@ -615,7 +617,6 @@ impl<'m> WrappedBody<'m> {
     /// another method is refused with [`Error::WrongPartner`], before
     /// anything reaches the runtime; the method then keeps the IL it had
     /// (the runtime compiles its original body again).
-    // provenance: wrapped-body-method
     pub fn install_in_rejit(&self, control: &crate::rejit::FunctionControl) -> Result<()> {
         self.same_method(
             "instrumentation::WrappedBody::install_in_rejit",
@@ -872,6 +873,7 @@ fn constructor_split(
         .map_err(|why| Error::Usage(why.to_string()))
 }
 
+// provenance: token-module
 /// Builds a wrapped body of `method` in `module` whose entry and exits run
 /// `handler`. See the module docs for the shape.
 ///
@@ -979,6 +981,7 @@ impl ManagedHandlers {
         }
     }
 
+    // provenance: none: the module's assembly name is only read and compared
     /// Call from `ModuleLoadFinished`: notes the handler assembly when this
     /// is its module. Returns `true` for it.
     pub fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
@@ -1022,6 +1025,7 @@ impl ManagedHandlers {
     }
 }
 
+// provenance: token-module
 /// Builds a wrapped body of `method` in `module` whose entry and exits call
 /// the C# handlers of `handlers` (see [`ManagedHandlers`]):
 ///

@@ -56,6 +56,7 @@ impl StackSample {
     }
 }
 
+// provenance: sample-buffer
 impl FrameBuffer {
     /// Room for `max_stacks` stacks of up to `max_depth` frames each.
     pub fn new(max_stacks: usize, max_depth: usize) -> Self {
@@ -147,6 +148,7 @@ impl FrameBuffer {
         &self.samples
     }
 
+    // provenance: sample-buffer
     /// The frames of `sample`, leaf first (`RawFunctionId(0)` = unmanaged run).
     ///
     /// `sample` should be one of [`samples`](Self::samples); a sample of
@@ -154,7 +156,6 @@ impl FrameBuffer {
     /// range, or none when the range lies beyond them, never a panic. Such
     /// frames are data: only [`FrameNamer`](super::FrameNamer) hands frames
     /// to the runtime, and it reads them from its own buffer by position.
-    // provenance: sample-buffer
     pub fn frames(&self, sample: &StackSample) -> &[RawFunctionId] {
         sample
             .start

@@ -82,6 +82,7 @@ impl ThreadGate {
         self.destroyed.iter().any(|d| d.load(SeqCst) == thread)
     }
 
+    // provenance: none: the gate only compares the thread's number with those it heard destroyed
     /// Announces a walk of `thread` by walker `walker` (0..4). Returns `None`
     /// if the thread has been destroyed (do not walk it). Allocation-free.
     pub fn enter(&self, walker: usize, thread: RawThreadId) -> Option<GateEntry<'_>> {

@@ -332,6 +332,7 @@ impl<'s> ProfilerInfo<'s> {
         }
     }
 
+    // provenance: suspension-partners
     /// `DoStackSnapshot` of another thread without suspending the runtime (an
     /// asynchronous walk: the runtime suspends only `thread` for the walk),
     /// into `buffer` as one [`StackSample`] (leaf first, unmanaged runs as

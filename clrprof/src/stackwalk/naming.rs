@@ -75,6 +75,7 @@ impl UnloadFence {
         Ok(fence)
     }
 
+    // provenance: sample-buffer
     /// Clears `buffer` for a new tick and stamps it with this fence and its
     /// unload count; returns that count. Call it before the walk that fills
     /// the buffer: an unload counted after the stamp keeps the buffer's
@@ -99,6 +100,7 @@ impl UnloadFence {
         std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    // provenance: sample-buffer
     /// Runs `body` with a [`FrameNamer`] for the frames of `buffer`; unloads
     /// wait until it returns. The namer holds `buffer` and names its frames
     /// by position ([`FrameNamer::frames`], [`FrameNamer::name`]), so only
@@ -107,7 +109,6 @@ impl UnloadFence {
     /// `thread` samples this fence's runtime.
     ///
     /// Keep `body` short: every unload of the process waits for it.
-    // provenance: sample-buffer
     pub fn resolve<R>(
         &self,
         thread: &SamplingThread,
@@ -244,6 +245,7 @@ impl<'t> FrameNamer<'t> {
             })
     }
 
+    // provenance: sample-buffer
     /// The name of `frame`, a frame of the buffer this namer resolves.
     ///
     /// The runtime is asked only for a frame of a stack the SDK walked
@@ -252,7 +254,6 @@ impl<'t> FrameNamer<'t> {
     /// other frame is named from `names`' cache or as [`UNKNOWN_FRAME`].
     /// A frame of another namer (a nested resolve) is refused with
     /// [`Error::WrongPartner`](crate::Error::WrongPartner).
-    // provenance: sample-buffer
     pub fn name(&self, names: &NameCache, frame: FrameRef<'_>) -> Result<FrameName> {
         let sample = match self.buffer.samples().get(frame.sample()) {
             Some(s) if frame.serial == self.serial => s,

@@ -139,6 +139,7 @@ impl RuntimeSuspension<'_> {
         ProfilerInfo::scoped(&self.thread.info, Scope::NoGc)
     }
 
+    // provenance: suspension-partners
     /// `ICorProfilerInfo4::EnumThreads`: lists the managed threads into
     /// `list`, without allocating in the profiler. The runtime holds its
     /// thread-store lock for the whole suspension, so the list stays valid
@@ -184,6 +185,7 @@ impl RuntimeSuspension<'_> {
         Ok(())
     }
 
+    // provenance: suspension-partners
     /// Walks thread number `index` of `list` (listed by
     /// [`enum_threads`](Self::enum_threads) during *this* suspension), unless
     /// `gate` says it was destroyed (then `Ok(None)`).
@@ -222,6 +224,7 @@ impl RuntimeSuspension<'_> {
             .map(Some)
     }
 
+    // provenance: suspension-partners
     /// Walks thread `index` of `list` into `buffer` as one [`super::StackSample`]
     /// (leaf first, unmanaged runs as `RawFunctionId(0)`), allocating nothing.
     /// `Ok(false)` when the thread was skipped (destroyed, or no room in the

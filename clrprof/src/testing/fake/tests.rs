@@ -568,3 +568,28 @@ fn a_namer_names_only_the_frames_of_its_own_buffer() {
         crate::stackwalk::UNMANAGED_FRAME
     );
 }
+
+#[test]
+fn tags_and_name_caches_answer_only_for_their_runtime() {
+    use crate::ids::RawModuleId;
+    use crate::runtimes::{RuntimeSlot, RuntimeTagged};
+    let fake = named_world();
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
+    // A value tagged by another runtime (slot 7): not given back here.
+    let other = RuntimeTagged {
+        slot: RuntimeSlot(7),
+        value: RawModuleId(0x2000),
+    };
+    assert_eq!(info.untag(other), None);
+    assert_eq!(
+        info.untag(info.tag(RawModuleId(0x2000))),
+        Some(RawModuleId(0x2000))
+    );
+    // A cache registered with no runtime (or another one) asks none.
+    fake_ids!(fake; f = function_id(F_INNER));
+    let calls = fake.state().calls.len();
+    let e = NameCache::new().function_name(&info, f).unwrap_err();
+    assert!(matches!(e, crate::Error::NotRegistered { .. }), "{e}");
+    assert_eq!(fake.state().calls.len(), calls);
+}
