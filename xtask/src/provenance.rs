@@ -100,6 +100,10 @@ pub const PARTNERS: &[&str] = &[
 /// The name of the implicit entry: scoped IDs with the runtime of their scope.
 pub const SCOPED: &str = "id-scope-runtime";
 
+/// The implicit entry of the scoped-only functions that take an object
+/// reference: an object and the GC epoch (the no-GC scope) it was read in.
+pub const OBJECT: &str = "object-epoch";
+
 /// Enforcement kinds of an entry.
 const KINDS: &[&str] = &["type", "lifetime", "checked", "runtime-checked"];
 
@@ -417,6 +421,7 @@ pub fn section(
     let mut by_entry: BTreeMap<&str, Vec<&Found>> = BTreeMap::new();
     let mut not_pairs = Vec::new();
     let mut scoped = 0;
+    let mut objects = 0;
     for f in found {
         match &f.marker {
             Marker::Entry(n) => {
@@ -450,11 +455,12 @@ pub fn section(
                     .join(", "),
                 super::ledger::RULES
             )),
+            Marker::None if f.values.iter().any(|v| v == "ObjectId") => objects += 1,
             Marker::None => scoped += 1,
         }
     }
     for e in entries {
-        if e.name != SCOPED && !by_entry.contains_key(e.name.as_str()) {
+        if e.name != SCOPED && e.name != OBJECT && !by_entry.contains_key(e.name.as_str()) {
             notes.push(format!(
                 "provenance entry `{}` is named by no function yet",
                 e.name
@@ -474,7 +480,8 @@ pub fn section(
          metadata tokens or SDK values made for one runtime object (`xtask/src/provenance.rs`); each \
          carries `// provenance: ENTRY` (or `none: WHY`) and `cargo xtask ledger --check` fails for one \
          that does not. {scoped} more functions take only typed scoped IDs with the runtime of their \
-         scope: entry [`{SCOPED}`](#provenance-{SCOPED}).\n"
+         scope (entry [`{SCOPED}`](#provenance-{SCOPED})), and {objects} more an object reference \
+         among them (entry [`{OBJECT}`](#provenance-{OBJECT})).\n"
     );
     let _ = writeln!(md, "| pair | enforced by | functions |");
     let _ = writeln!(md, "|---|---|---|");
@@ -485,7 +492,11 @@ pub fn section(
             .filter_map(|h| h.split_once(':').map(|(k, _)| k.trim()))
             .collect();
         let n = by_entry.get(e.name.as_str()).map_or(0, Vec::len)
-            + if e.name == SCOPED { scoped } else { 0 };
+            + match e.name.as_str() {
+                SCOPED => scoped,
+                OBJECT => objects,
+                _ => 0,
+            };
         let _ = writeln!(
             md,
             "| [{}](#provenance-{}) | {} | {n} |",
@@ -509,11 +520,16 @@ pub fn section(
             let shown = resolve(t).unwrap_or_else(|err| format!("MISSING: {err}"));
             let _ = writeln!(md, "- {shown}");
         }
-        if e.name == SCOPED {
+        if e.name == SCOPED || e.name == OBJECT {
+            let (n, what) = if e.name == SCOPED {
+                (scoped, "typed scoped IDs, no object reference")
+            } else {
+                (objects, "typed scoped IDs, an object reference among them")
+            };
             let _ = writeln!(
                 md,
                 "\n**Functions.** Every safe function whose values are only a runtime scope or handle and \
-                 typed scoped IDs ({scoped} of them).\n"
+                 {what} ({n} of them).\n"
             );
             continue;
         }
