@@ -534,6 +534,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl EventProfiles {
+    // provenance: name-cache-runtime
     /// Sets the profiles up in `Initialize`: chooses the allocation source
     /// (the runtime's events with Info12, else `ObjectAllocated`) and
     /// returns the masks the profiler must add to its own.

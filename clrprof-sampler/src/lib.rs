@@ -120,7 +120,8 @@ use clrprof::ids::{RawFunctionId, RawThreadId, ThreadId};
 use clrprof::info::{ProfilerInfo, RuntimeHandle};
 use clrprof::names::NameCache;
 use clrprof::stackwalk::{
-    spawn_sampling_thread, FrameBuffer, SamplingThread, ThreadGate, ThreadList, UnloadFence,
+    spawn_sampling_thread, FrameBuffer, FrameName, SamplingThread, ThreadGate, ThreadList,
+    UnloadFence,
 };
 use clrprof::thread::ProfilerThread;
 use core::sync::atomic::{
@@ -416,6 +417,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    // provenance: name-cache-runtime
     /// Registers a sampler that suspends the runtime (`SuspendRuntime`, needs
     /// `Info10`, .NET Core 3.0+, and `Info4` for `EnumThreads`); on older
     /// runtimes returns [`Error::Unsupported`] without registering anything.
@@ -454,6 +456,7 @@ impl Sampler {
         )
     }
 
+    // provenance: name-cache-runtime
     /// Registers a sampler taking stacks from `source`. `names` is
     /// registered with the runtime too, if it is not yet.
     pub fn register_with_source<S: StackSource>(
@@ -760,13 +763,19 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         shared.fence.resolve(thread, &buffer, |namer| {
             let mut profile = lock(&shared.profile);
             let os_threads = lock(&shared.os_threads);
-            for sample in buffer.samples() {
+            for (n, sample) in namer.samples().iter().enumerate() {
                 stack.clear();
-                for &f in buffer.frames(sample).iter().rev() {
+                for frame in namer.frames(n).rev() {
+                    let f = frame.function();
                     let index = match local.get(&f) {
                         Some(&i) => i,
                         None => {
-                            let named = namer.name(names, sample, f);
+                            // A frame this namer handed out: never refused.
+                            let named = namer.name(names, frame).unwrap_or_else(|_| FrameName {
+                                function: UNKNOWN_FRAME.into(),
+                                module: None,
+                                is_final: false,
+                            });
                             let i = profile.intern_frame(&named.function, named.module.as_deref());
                             if named.is_final {
                                 local.insert(f, i);

@@ -611,7 +611,12 @@ pub trait Profiler: Send + Sync + 'static {
     ) {
     }
     /// `GetReJITParameters`: supply the new IL through `control`. An error is
-    /// returned to the runtime, which then reports `ReJITError`.
+    /// returned to the runtime, which then reports `ReJITError`. `control`
+    /// sets the new version of (`module`, `method`) only, and knows it
+    /// ([`FunctionControl::module`](crate::rejit::FunctionControl::module),
+    /// [`method`](crate::rejit::FunctionControl::method)): a wrapped body of
+    /// another method is refused by
+    /// [`WrappedBody::install_in_rejit`](crate::instrumentation::WrappedBody::install_in_rejit).
     fn get_rejit_parameters(
         &self,
         info: &ProfilerInfo,

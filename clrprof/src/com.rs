@@ -1431,9 +1431,14 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         pFunctionControl: *mut c_void,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback4::GetReJITParameters", |p, info| {
-            // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed ICorProfilerFunctionControl valid during the call.
-            let Some(control) = (unsafe { FunctionControl::from_raw_borrowed(pFunctionControl) })
-            else {
+            // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed ICorProfilerFunctionControl valid during the call, for the new version of method `methodId` of module `moduleId` (corprof.idl, GetReJITParameters).
+            let Some(control) = (unsafe {
+                FunctionControl::from_raw_borrowed(
+                    pFunctionControl,
+                    RawModuleId(moduleId),
+                    MdMethodDef(methodId),
+                )
+            }) else {
                 return HRESULT(KnownHresult::E_POINTER as i32);
             };
             match p.get_rejit_parameters(

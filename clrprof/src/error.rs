@@ -157,6 +157,18 @@ pub enum Error {
         /// Why.
         why: String,
     },
+    /// Two values that must belong together do not, and the SDK refused
+    /// before calling the runtime: a wrapped body and the ReJIT control (or
+    /// the `FunctionID`) of another method, a frame of another
+    /// [`FrameNamer`](crate::stackwalk::FrameNamer)'s buffer. The soundness
+    /// ledger's provenance section lists every such pair and how it is
+    /// enforced.
+    WrongPartner {
+        /// The call that refused.
+        call: &'static str,
+        /// What was given, what it belongs to, and what to do instead.
+        why: String,
+    },
 }
 
 impl Error {
@@ -174,7 +186,9 @@ impl Error {
             | Error::RuntimeVersion { hr, .. }
             | Error::AsyncWalkUnsupported { hr } => *hr,
             Error::Unsupported { .. } => HRESULT(KnownHresult::E_NOTIMPL as i32),
-            Error::InvalidArgument(_) => HRESULT(KnownHresult::E_INVALIDARG as i32),
+            Error::InvalidArgument(_) | Error::WrongPartner { .. } => {
+                HRESULT(KnownHresult::E_INVALIDARG as i32)
+            }
             Error::Detached { .. } => HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
             _ => HRESULT(KnownHresult::E_FAIL as i32),
         }
@@ -299,6 +313,9 @@ impl fmt::Display for Error {
             ),
             Error::CannotWrap { method, why } => {
                 write!(f, "cannot wrap {method}: {why}; the method was left unchanged")
+            }
+            Error::WrongPartner { call, why } => {
+                write!(f, "{call} refused (nothing was handed to the runtime): {why}")
             }
             Error::Detached { call } => write!(
                 f,

@@ -418,6 +418,7 @@ impl RuntimeHandle {
 }
 
 impl<'s> ProfilerInfo<'s> {
+    // provenance: handle-runtime
     /// `EventPipeGetProviderInfo` (Info12): the name of a provider handed to
     /// a callback.
     pub fn event_pipe_provider_name(&self, provider: ProviderRef<'_>) -> Result<String> {
@@ -458,6 +459,7 @@ impl Provider {
         &self.name
     }
 
+    // provenance: none: two handles are only compared
     /// `true` if `other` (from a callback) is this provider.
     pub fn is(&self, other: ProviderRef<'_>) -> bool {
         self.raw == other.raw

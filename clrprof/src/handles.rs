@@ -136,6 +136,7 @@ impl GcHandle {
         })
     }
 
+    // provenance: handle-runtime
     /// `GetObjectIDFromHandle` (Info13): the object the handle holds, at its
     /// address as of now, typed for the scope `info` — which must block
     /// garbage collections ([`ProfilerInfo::gc_blocked`]: callbacks that

@@ -95,6 +95,7 @@ pub struct MethodProps {
     pub impl_flags: u32,
 }
 
+// provenance: token-module
 impl<'m> MetaDataImport<'m> {
     /// Wraps a metadata object returned by the runtime.
     ///

@@ -84,6 +84,7 @@ fn not_found(e: &Error) -> bool {
     e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32
 }
 
+// provenance: token-module
 impl<'m> MetaDataEmit<'m> {
     /// Wraps a metadata object that implements `IMetaDataEmit` and
     /// `IMetaDataImport`.

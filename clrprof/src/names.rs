@@ -141,6 +141,7 @@ struct Names {
     registered_high: Mutex<Vec<RuntimeSlot>>,
 }
 
+// provenance: name-cache-runtime
 impl NameCache {
     /// An empty cache, not registered with any runtime yet.
     pub fn new() -> Self {

@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::error::{check, Result};
+use crate::ids::{MdMethodDef, RawModuleId};
 use crate::info::{il_method_size, IlMapEntry};
 use clrprof_sys as sys;
 use core::ffi::c_void;
@@ -40,21 +41,56 @@ pub struct AssemblyReference<'a> {
 }
 
 /// `ICorProfilerFunctionControl`, lent by the runtime to
-/// [`Profiler::get_rejit_parameters`](crate::callback::Profiler::get_rejit_parameters).
+/// [`Profiler::get_rejit_parameters`](crate::callback::Profiler::get_rejit_parameters)
+/// for one ReJIT request: the runtime asks for the new IL of one method,
+/// named by its module and `mdMethodDef` (corprof.idl: `GetReJITParameters`
+/// is called once per method of a `RequestReJIT`, with the control for that
+/// method's new version). The control knows that method
+/// ([`module`](Self::module), [`method`](Self::method)), so what is
+/// installed through it can be checked against it:
+/// [`WrappedBody::install_in_rejit`](crate::instrumentation::WrappedBody::install_in_rejit)
+/// refuses a body of another method ([`Error::WrongPartner`]).
 pub struct FunctionControl {
     raw: sys::ICorProfilerFunctionControl,
+    module: RawModuleId,
+    method: MdMethodDef,
 }
 
 impl FunctionControl {
     /// Wraps the borrowed pointer the runtime passes (taking a reference of
-    /// our own, released on drop).
+    /// our own, released on drop), with the method the runtime passed it
+    /// for.
     ///
     /// # Safety
-    /// `ptr` is null or an `ICorProfilerFunctionControl*` valid for the call.
-    pub unsafe fn from_raw_borrowed(ptr: *mut c_void) -> Option<Self> {
+    /// `ptr` is null or an `ICorProfilerFunctionControl*` valid for the
+    /// call, and `module` and `method` are the module and method the
+    /// runtime passed with it to the same `GetReJITParameters` call (the
+    /// method whose new version the control sets).
+    pub unsafe fn from_raw_borrowed(
+        ptr: *mut c_void,
+        module: RawModuleId,
+        method: MdMethodDef,
+    ) -> Option<Self> {
         // SAFETY: [caller-contract, com-ownership] guaranteed by the caller; `cloned` AddRefs.
         let unknown = unsafe { IUnknown::from_raw_borrowed(&ptr) }?;
-        unknown.cast().ok().map(|raw| FunctionControl { raw })
+        unknown.cast().ok().map(|raw| FunctionControl {
+            raw,
+            module,
+            method,
+        })
+    }
+
+    /// The module of the method this control sets the new version of (the
+    /// ReJIT request's module), as a raw ID.
+    pub fn module(&self) -> RawModuleId {
+        self.module
+    }
+
+    // provenance: control-request
+    /// The method this control sets the new version of (the ReJIT
+    /// request's `mdMethodDef`).
+    pub fn method(&self) -> MdMethodDef {
+        self.method
     }
 
     /// The raw interface.
@@ -229,7 +265,14 @@ mod tests {
             bodies: bodies.clone(),
         }
         .into();
-        (FunctionControl { raw }, bodies)
+        (
+            FunctionControl {
+                raw,
+                module: RawModuleId(0x1000),
+                method: MdMethodDef(0x0600_0001),
+            },
+            bodies,
+        )
     }
 
     #[test]

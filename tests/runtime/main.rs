@@ -27,6 +27,7 @@ mod notification;
 mod panics;
 mod pprof;
 mod profiles;
+mod provenance;
 mod readers;
 mod sampling;
 mod scopes;
@@ -76,6 +77,7 @@ fn main() {
         .chain(wrap::scenarios())
         .chain(modern::scenarios())
         .chain(large::scenarios())
+        .chain(provenance::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -161,6 +161,15 @@ pub struct Rule {
 #[serde(deny_unknown_fields)]
 struct RulesFile {
     rule: Vec<Rule>,
+    /// The provenance entries (`crate::provenance`).
+    #[serde(default)]
+    provenance: Vec<crate::provenance::Entry>,
+}
+
+/// The `[[provenance]]` entries of rules.toml.
+pub fn parse_entries(text: &str) -> crate::Result<Vec<crate::provenance::Entry>> {
+    let f: RulesFile = toml::from_str(text).map_err(|e| format!("{RULES}: {e}"))?;
+    Ok(f.provenance)
 }
 
 pub fn parse_rules(text: &str) -> crate::Result<Vec<Rule>> {
@@ -854,6 +863,8 @@ pub struct Report {
 /// Inputs of [`build_report`], so unit tests can feed their own.
 pub struct Inputs {
     pub rules: Vec<Rule>,
+    /// The provenance entries.
+    pub entries: Vec<crate::provenance::Entry>,
     pub tests: TestIndex,
     /// Paths relative to the root.
     pub pending: BTreeSet<String>,
@@ -889,13 +900,14 @@ fn source_files(root: &Path) -> crate::Result<Vec<(String, String)>> {
 
 pub fn generate(root: &Path) -> crate::Result<Report> {
     let rules_path = root.join(RULES);
-    let rules = parse_rules(
-        &std::fs::read_to_string(&rules_path)
-            .map_err(|e| format!("{}: {e}", rules_path.display()))?,
-    )?;
+    let rules_text = std::fs::read_to_string(&rules_path)
+        .map_err(|e| format!("{}: {e}", rules_path.display()))?;
+    let rules = parse_rules(&rules_text)?;
+    let entries = parse_entries(&rules_text)?;
     let pending = read_pending(&std::fs::read_to_string(root.join(PENDING)).unwrap_or_default());
     Ok(build_report(Inputs {
         rules,
+        entries,
         tests: TestIndex::build(root),
         pending,
         files: source_files(root)?,
@@ -916,6 +928,7 @@ struct Listed {
 pub fn build_report(inputs: Inputs) -> Report {
     let Inputs {
         rules,
+        entries,
         tests,
         pending,
         files,
@@ -1070,7 +1083,17 @@ pub fn build_report(inputs: Inputs) -> Report {
         }
     }
 
-    let markdown = render(
+    let mut found = Vec::new();
+    for (rel, text) in &files {
+        match crate::provenance::scan(rel, text) {
+            Ok(f) => found.extend(f),
+            Err(e) => problems.push(format!("{rel}: cannot parse: {e}")),
+        }
+    }
+    let section = crate::provenance::section(&entries, &found, &|t| tests.resolve(t));
+    problems.extend(section.problems);
+    notes.extend(section.notes);
+    let mut markdown = render(
         &rules,
         &tests,
         &uses,
@@ -1079,6 +1102,11 @@ pub fn build_report(inputs: Inputs) -> Report {
         &pending_files,
         (n_files, n_blocks, n_impls, tagged, n_pending),
     );
+    // The provenance section goes after the rules, before the functions.
+    match markdown.find("## Functions\n") {
+        Some(at) => markdown.insert_str(at, &section.markdown),
+        None => markdown.push_str(&section.markdown),
+    }
     Report {
         markdown,
         problems,
@@ -1414,6 +1442,7 @@ keywords = ["cap", "buffer protocol"]
     fn report(src: &str, pending: &[&str]) -> Report {
         build_report(Inputs {
             rules: parse_rules(RULES_TOML).unwrap(),
+            entries: Vec::new(),
             tests: index(),
             pending: pending.iter().map(|s| s.to_string()).collect(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],
@@ -1533,6 +1562,7 @@ fn g() {
             .push("runtime:tests/runtime/unload.rs::nothing".into());
         let r = build_report(Inputs {
             rules,
+            entries: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), TAGGED.into())],
@@ -1562,6 +1592,7 @@ pub fn not_ok(p: *const u8) -> u8 {
 ";
         let r = build_report(Inputs {
             rules,
+            entries: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],

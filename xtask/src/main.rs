@@ -21,6 +21,7 @@ mod ledger;
 mod lint;
 mod measure;
 mod msvc;
+mod provenance;
 mod provision;
 mod test;
 mod toolchain;

@@ -510,6 +510,7 @@ unsafe fn decode<'a>(
     })
 }
 
+// provenance: shape-arguments
 /// Decodes every argument of an enter hook call: `this` (as an object
 /// reference, or a managed reference for value-type methods) then the
 /// parameters. Fails with [`Error::Mismatch`] when `shape` was made for
@@ -544,6 +545,7 @@ pub fn decode_arguments<'a>(
     Ok(())
 }
 
+// provenance: shape-arguments
 /// Decodes a leave hook's return value. Fails with [`Error::Mismatch`] when
 /// `shape` was made for another function, and with [`Error::Malformed`]
 /// for a struct returned in registers that the runtime reports from the

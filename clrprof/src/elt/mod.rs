@@ -542,6 +542,7 @@ impl<H: EltHooks> EltRuntime<H> {
         }
     }
 
+    // provenance: none: the ID is only a key of this runtime's own record map; nothing reaches the runtime
     /// Calls `f` with the record of `function`, if it is hooked. Holds the
     /// mapper's lock while `f` runs.
     pub fn with_function<R>(

@@ -225,6 +225,24 @@ impl ReJitThread {
     /// runtime's prestub for ever on .NET Core 3.1.23 (the collectible-code
     /// app hung), while .NET 8.0.4 re-JITs them. Checked with the caller's
     /// module IDs, which its scope keeps valid.
+    /// Refuses the IDs of a scope of another runtime than the thread's:
+    /// the requests go to this thread's runtime, which would take another
+    /// runtime's `ModuleID`s for its own (side-by-side runtimes, a
+    /// `ReJitThread` kept where several runtimes' callbacks reach it). The
+    /// IDs come from `info`'s scope (no other runtime's scope is open on
+    /// this thread while it is), so the check is of `info`.
+    fn same_runtime(&self, info: &ProfilerInfo, call: &'static str) -> Result<()> {
+        if info.same_runtime(&self.runtime) {
+            return Ok(());
+        }
+        Err(Error::WrongPartner {
+            call,
+            why: "the IDs come from a scope of another runtime than the one this ReJitThread \
+                  was spawned for; spawn a ReJitThread for each runtime"
+                .to_string(),
+        })
+    }
+
     fn refuse_collectible_before_net5(
         &self,
         call: &'static str,
@@ -304,9 +322,11 @@ impl ReJitThread {
         self.queue(|tx| Job::Revert(methods, tx))
     }
 
-    /// Requests ReJIT of `methods` on the thread and waits for the runtime's
-    /// answer (the IDs stay valid meanwhile because the caller is blocked in
-    /// the scope that lent them). The new IL is asked for later, in
+    // provenance: id-runtime
+    /// Requests ReJIT of `methods` (IDs of `info`'s scope) on the thread and
+    /// waits for the runtime's answer (the IDs stay valid meanwhile because
+    /// the caller is blocked in the scope that lent them). `info` must be of
+    /// the runtime the thread was spawned for, else [`Error::WrongPartner`]. The new IL is asked for later, in
     /// `GetReJITParameters`, when each method is next called.
     ///
     /// Waiting inside a runtime callback is safe only where the callback
@@ -316,7 +336,12 @@ impl ReJitThread {
     ///
     /// On .NET Core 3.x a method of a collectible assembly is refused with
     /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
-    pub fn request_rejit(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<()> {
+    pub fn request_rejit(
+        &self,
+        info: &ProfilerInfo,
+        methods: &[(ModuleId<'_>, MdMethodDef)],
+    ) -> Result<()> {
+        self.same_runtime(info, "ReJitThread::request_rejit")?;
         self.refuse_collectible_before_net5("ICorProfilerInfo4::RequestReJIT", methods)?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] we block below until the thread has answered, so the IDs
@@ -327,6 +352,7 @@ impl ReJitThread {
             .map(|_| ())
     }
 
+    // provenance: id-runtime
     /// `RequestReJITWithInliners` (Info10) of `methods`, made on the
     /// thread, waiting for the runtime's answer: the methods and every
     /// method compiled with one of them inlined are re-JITted with the IL
@@ -335,9 +361,11 @@ impl ReJitThread {
     /// Info10 this is [`Error::Unsupported`].
     pub fn request_rejit_with_inliners(
         &self,
+        info: &ProfilerInfo,
         flags: ReJitFlags,
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
+        self.same_runtime(info, "ReJitThread::request_rejit_with_inliners")?;
         self.refuse_collectible_before_net5(
             "ICorProfilerInfo10::RequestReJITWithInliners",
             methods,
@@ -350,8 +378,14 @@ impl ReJitThread {
             .map(|_| ())
     }
 
+    // provenance: id-runtime
     /// Requests a revert and waits; returns the per-method status.
-    pub fn request_revert(&self, methods: &[(ModuleId<'_>, MdMethodDef)]) -> Result<Vec<HRESULT>> {
+    pub fn request_revert(
+        &self,
+        info: &ProfilerInfo,
+        methods: &[(ModuleId<'_>, MdMethodDef)],
+    ) -> Result<Vec<HRESULT>> {
+        self.same_runtime(info, "ReJitThread::request_revert")?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] as in `request_rejit`.
         let rx = unsafe { self.request_revert_async(raw)? };
@@ -390,6 +424,7 @@ mod tests {
         fake_ids!(fake; m = module_id(0x2000));
         thread
             .request_rejit_with_inliners(
+                &info,
                 ReJitFlags::BLOCK_INLINING | ReJitFlags::INLINING_CALLBACKS,
                 &[(m, MdMethodDef(0x0600_0001)), (m, MdMethodDef(0x0600_0002))],
             )
@@ -400,7 +435,7 @@ mod tests {
             vec![0x3, 2, 0x2000, 0x0600_0001, 0x2000, 0x0600_0002]
         );
         assert!(matches!(
-            thread.request_rejit_with_inliners(ReJitFlags::empty(), &[(m, MdMethodDef(1))]),
+            thread.request_rejit_with_inliners(&info, ReJitFlags::empty(), &[(m, MdMethodDef(1))]),
             Err(Error::Usage(_))
         ));
     }
@@ -413,7 +448,7 @@ mod tests {
         let thread = ReJitThread::spawn(&info.handle()).unwrap();
         fake_ids!(fake; m = module_id(0x2000));
         let e = thread
-            .request_rejit_with_inliners(ReJitFlags::BLOCK_INLINING, &[(m, MdMethodDef(1))])
+            .request_rejit_with_inliners(&info, ReJitFlags::BLOCK_INLINING, &[(m, MdMethodDef(1))])
             .unwrap_err();
         assert!(
             matches!(e, Error::Unsupported { needs: 10, has: 9, call } if call == "ICorProfilerInfo10::RequestReJITWithInliners"),
@@ -422,5 +457,38 @@ mod tests {
         // SAFETY: [test-fake] no modules are involved, and the fake lacks Info10.
         let raw = unsafe { info.request_rejit_with_inliners_raw(ReJitFlags::empty(), &[]) };
         assert!(matches!(raw, Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn requests_refuse_the_ids_of_another_runtime() {
+        let (a, b) = (
+            FakeRuntime::with_info_version(10),
+            FakeRuntime::with_info_version(10),
+        );
+        // SAFETY: [test-fake] the fakes describe no memory the SDK reads.
+        let (ia, ib) = unsafe { (a.profiler_info(), b.profiler_info()) };
+        let thread = ReJitThread::spawn(&ia.handle()).unwrap();
+        fake_ids!(b; m = module_id(0x2000));
+        let e = thread
+            .request_rejit(&ib, &[(m, MdMethodDef(0x0600_0001))])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::WrongPartner {
+                    call: "ReJitThread::request_rejit",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(thread.request_revert(&ib, &[(m, MdMethodDef(1))]).is_err());
+        assert!(thread
+            .request_rejit_with_inliners(&ib, ReJitFlags::empty(), &[(m, MdMethodDef(1))])
+            .is_err());
+        thread.stop();
+        assert_eq!(a.calls_of("RequestReJIT").len(), 0);
+        assert_eq!(a.calls_of("RequestRevert").len(), 0);
+        assert_eq!(a.calls_of("RequestReJITWithInliners").len(), 0);
     }
 }

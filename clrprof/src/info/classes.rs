@@ -230,6 +230,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(unsafe { ClassId::from_sys(c) })
     }
 
+    // provenance: token-module
     /// `GetClassFromToken`: the class of a non-generic type definition of
     /// `module`, loading it if needed. Generic types fail with
     /// `CORPROF_E_TYPE_IS_PARAMETERIZED`; use
@@ -256,6 +257,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(unsafe { ClassId::from_sys(c) })
     }
 
+    // provenance: token-module
     /// `GetClassFromTokenAndTypeArgs` (Info2): the instantiation of the type
     /// definition `type_def` of `module` with `type_args` (empty for a
     /// non-generic type), loading it if needed. Refused where collections
@@ -473,6 +475,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(size)
     }
 
+    // provenance: field-class
     /// `GetStaticFieldInfo` (Info2): which kind of static `field` of `class`
     /// is (empty for instance fields).
     pub fn static_field_info(

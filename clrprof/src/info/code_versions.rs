@@ -169,6 +169,7 @@ impl RuntimeHandle {
 }
 
 impl<'s> ProfilerInfo<'s> {
+    // provenance: rejit-version-function
     /// `GetCodeInfo3` (Info4): the code chunks of the first native code
     /// version of `function`'s IL version `rejit` (0: the original IL).
     /// With tiered compilation that is usually the tier-0 body; see
@@ -189,6 +190,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(code_chunks(raw))
     }
 
+    // provenance: rejit-version-function
     /// `GetILToNativeMapping2` (Info4): the IL-to-native map of the first
     /// native code version of `function`'s IL version `rejit`.
     ///
@@ -210,6 +212,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(map_entries(raw))
     }
 
+    // provenance: rejit-version-function
     /// `GetNativeCodeStartAddresses` (Info9): every native code version of
     /// `function`'s IL version `rejit` that has code, in the order the
     /// runtime keeps them (the first one first; a method that tiered up

@@ -280,6 +280,7 @@ impl RuntimeHandle {
 }
 
 impl<'s> ProfilerInfo<'s> {
+    // provenance: token-module
     /// `GetFunctionFromToken`: the function of a non-generic method, by its
     /// `MethodDef` or `MemberRef` token in `module`.
     ///
@@ -305,6 +306,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(unsafe { FunctionId::from_sys(f) })
     }
 
+    // provenance: token-module
     /// `GetFunctionFromTokenAndTypeArgs` (Info2): the instantiation of the
     /// method `token` of `module` on `class`, with the method's own type
     /// arguments `type_args` (empty for a non-generic method). May load
@@ -411,6 +413,7 @@ impl<'s> ProfilerInfo<'s> {
             .collect())
     }
 
+    // provenance: token-module
     /// `GetILFunctionBody`: the IL method (header, code, extra sections) of
     /// `method` in `module`: the body set with `SetILFunctionBody` if there is
     /// one, else the one in the module's image (bodies from ReJIT are not

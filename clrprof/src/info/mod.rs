@@ -541,6 +541,7 @@ impl RuntimeHandle {
         }
     }
 
+    // provenance: id-runtime
     /// Gives back a tagged value only if it was tagged by this runtime, so an
     /// ID from one runtime cannot reach another runtime's Info methods.
     pub fn untag<T>(&self, tagged: crate::runtimes::RuntimeTagged<T>) -> Option<T> {
@@ -935,6 +936,7 @@ impl<'s> ProfilerInfo<'s> {
         self.function_info2_raw(function, 0)
     }
 
+    // provenance: frame-function
     /// `GetFunctionInfo2` in a frame: for code shared between generic
     /// instantiations, the frame tells which instantiation runs, so the
     /// class and type arguments are exact. `frame` comes from a WithInfo

@@ -28,6 +28,7 @@ pub struct NgenInliners {
 }
 
 impl<'s> ProfilerInfo<'s> {
+    // provenance: token-module
     /// `EnumNgenModuleMethodsInliningThisMethod` (Info6): the methods of
     /// the precompiled module `inliners` that inlined `inlinee` (a method
     /// of `inlinee_module`). Fails with `CORPROF_E_DATAINCOMPLETE` for a

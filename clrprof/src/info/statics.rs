@@ -14,6 +14,7 @@ use crate::info::ProfilerInfo;
 use core::ffi::c_void;
 
 impl<'s> ProfilerInfo<'s> {
+    // provenance: field-class
     /// `GetRVAStaticAddress` (Info2): address of an RVA static (data in the
     /// module's image). Needs a managed thread (`CORPROF_E_NOT_MANAGED_THREAD`).
     pub fn rva_static_address(&self, class: ClassId<'_>, field: MdFieldDef) -> Result<*mut c_void> {
@@ -27,6 +28,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(addr)
     }
 
+    // provenance: field-class
     /// `GetAppDomainStaticAddress` (Info2): address of an ordinary static in
     /// `app_domain`. Literal (`const`) fields fail with
     /// `CORPROF_E_LITERALS_HAVE_NO_ADDRESS`.
@@ -53,6 +55,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(addr)
     }
 
+    // provenance: field-class
     /// `GetThreadStaticAddress` (Info2): address of a `[ThreadStatic]` field
     /// for `thread`, which must be the calling thread (`None` means the
     /// calling thread; any other thread fails with `E_INVALIDARG`).
@@ -73,6 +76,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(addr)
     }
 
+    // provenance: field-class
     /// `GetThreadStaticAddress2` (Info3): address of a `[ThreadStatic]` field
     /// for any managed `thread` in `app_domain` (`None`: the calling thread).
     pub fn thread_static_address2(
@@ -101,6 +105,7 @@ impl<'s> ProfilerInfo<'s> {
         Ok(addr)
     }
 
+    // provenance: field-class
     /// `GetContextStaticAddress` (Info2): address of a context static
     /// (.NET Framework remoting contexts). CoreCLR has no contexts and always
     /// returns `E_NOTIMPL`.

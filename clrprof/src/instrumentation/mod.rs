@@ -560,21 +560,23 @@ impl<'m> WrappedBody<'m> {
         }
     }
 
+    // provenance: wrapped-body-method
     /// Installs the body from `JITCompilationStarted` of `function` (which
     /// must be the wrapped method): `SetILFunctionBody` with a copy from the
     /// module's allocator, then `SetILInstrumentedCodeMap`. Every later
     /// compilation of the method (all its instantiations, tier 1) uses it;
-    /// code already compiled does not. Fails with [`Error::Mismatch`] for
-    /// another function.
+    /// code already compiled does not. Fails with [`Error::WrongPartner`]
+    /// for another function (its module and token, as `GetFunctionInfo`
+    /// gives them, differ from the wrapped method's), before anything is
+    /// installed.
     pub fn install_at_jit(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<()> {
         let fi = info.function_info(function)?;
-        if fi.module.to_raw() != self.module.to_raw() || fi.token != self.token {
-            return Err(Error::Mismatch {
-                call: "instrumentation::WrappedBody::install_at_jit",
-                made_for: self.token.0 as usize,
-                used_with: fi.token.0 as usize,
-            });
-        }
+        self.same_method(
+            "instrumentation::WrappedBody::install_at_jit",
+            fi.module.to_raw(),
+            fi.token,
+            "the function being compiled",
+        )?;
         let buffer = info
             .il_function_body_allocator(self.module)?
             .alloc_copy(&self.bytes)?;
@@ -590,6 +592,7 @@ impl<'m> WrappedBody<'m> {
         info.set_il_instrumented_code_map(function, true, &self.map)
     }
 
+    // provenance: wrapped-body-method
     /// Installs the body for the next compilation of the method without a
     /// `FunctionID` (e.g. from `ModuleLoadFinished`): `SetILFunctionBody`
     /// only, no IL map.
@@ -601,13 +604,57 @@ impl<'m> WrappedBody<'m> {
         unsafe { info.set_il_function_body(self.module, self.token, buffer) }
     }
 
-    /// Installs the body from `GetReJITParameters` of the wrapped method
-    /// (the caller passes the control the runtime gave for it), with its IL
-    /// map.
+    // provenance: wrapped-body-method
+    /// Installs the body from `GetReJITParameters` of the wrapped method,
+    /// through the control the runtime gave for it, with its IL map.
+    ///
+    /// The control belongs to one method (the ReJIT request's module and
+    /// token, [`FunctionControl::module`](crate::rejit::FunctionControl::module)
+    /// and [`method`](crate::rejit::FunctionControl::method)); a body made
+    /// for another method would run that method's IL on this one's
+    /// arguments (the third soundness review: `InvalidProgramException`, a
+    /// fatal `AccessViolationException`, or a wrong result). So a control of
+    /// another method is refused with [`Error::WrongPartner`], before
+    /// anything reaches the runtime; the method then keeps the IL it had
+    /// (the runtime compiles its original body again).
     pub fn install_in_rejit(&self, control: &crate::rejit::FunctionControl) -> Result<()> {
-        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified.
+        self.same_method(
+            "instrumentation::WrappedBody::install_in_rejit",
+            control.module(),
+            control.method(),
+            "this ReJIT control",
+        )?;
+        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified,
+        // for the method whose new version `control` sets (checked just above).
         unsafe { control.set_il_function_body(&self.bytes)? };
         control.set_il_instrumented_code_map(&self.map)
+    }
+
+    /// `Ok` when (`module`, `token`) is the wrapped method, else the
+    /// refusal of `call`; `what` names the partner in the message.
+    fn same_method(
+        &self,
+        call: &'static str,
+        module: RawModuleId,
+        token: MdMethodDef,
+        what: &str,
+    ) -> Result<()> {
+        if module == self.module.to_raw() && token == self.token {
+            return Ok(());
+        }
+        Err(Error::WrongPartner {
+            call,
+            why: format!(
+                "the body wraps {} (method {:#010x} of module {:#x}), but {what} is for method \
+                 {:#010x} of module {:#x}; a wrapped body is installed only for the method it \
+                 was built for (build one with `wrap` for this method)",
+                self.method().name(),
+                self.token.0,
+                self.module.to_raw().0,
+                token.0,
+                module.0,
+            ),
+        })
     }
 }
 
@@ -826,6 +873,7 @@ fn constructor_split(
         .map_err(|why| Error::Usage(why.to_string()))
 }
 
+// provenance: token-module
 /// Builds a wrapped body of `method` in `module` whose entry and exits run
 /// `handler`. See the module docs for the shape.
 ///
@@ -933,6 +981,7 @@ impl ManagedHandlers {
         }
     }
 
+    // provenance: none: the module's assembly name is only read and compared
     /// Call from `ModuleLoadFinished`: notes the handler assembly when this
     /// is its module. Returns `true` for it.
     pub fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
@@ -976,6 +1025,7 @@ impl ManagedHandlers {
     }
 }
 
+// provenance: token-module
 /// Builds a wrapped body of `method` in `module` whose entry and exits call
 /// the C# handlers of `handlers` (see [`ManagedHandlers`]):
 ///

@@ -828,3 +828,97 @@ fn without_wrapped_non_exception_throws_the_class_is_not_read() {
         .iter()
         .any(|i| i.opcode == OpCode::LDC_I4_1));
 }
+
+/// An `ICorProfilerFunctionControl` that counts what reaches it.
+#[windows_core::implement(sys::ICorProfilerFunctionControl)]
+struct CountingControl {
+    calls: Arc<AtomicU32>,
+}
+
+impl sys::ICorProfilerFunctionControl_Impl for CountingControl_Impl {
+    unsafe fn SetCodegenFlags(&self, _flags: sys::DWORD) -> sys::HRESULT {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        sys::HRESULT(0)
+    }
+    unsafe fn SetILFunctionBody(&self, _cb: sys::ULONG, _body: sys::LPCBYTE) -> sys::HRESULT {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        sys::HRESULT(0)
+    }
+    unsafe fn SetILInstrumentedCodeMap(
+        &self,
+        _n: sys::ULONG,
+        _map: *const sys::COR_IL_MAP,
+    ) -> sys::HRESULT {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        sys::HRESULT(0)
+    }
+}
+
+#[test]
+fn a_wrapped_body_is_installed_only_in_the_rejit_control_of_its_method() {
+    let sig = MethodSig::parse(&[0x00, 0x00, 0x08]).unwrap();
+    let (id, _) = register(Registered::new(
+        WrappedMethod::new(
+            "Ns.T::M".into(),
+            RawModuleId(1),
+            MdMethodDef(0x0600_0001),
+            sig,
+        ),
+        Box::new(()),
+        oops_runtime(),
+    ))
+    .unwrap();
+    let body = WrappedBody {
+        // SAFETY: [test-fake] never handed to a runtime.
+        module: unsafe { RawModuleId(1).assume_valid() },
+        token: MdMethodDef(0x0600_0001),
+        id,
+        // `ldc.i4.0; ret` in a tiny header.
+        bytes: vec![(2 << 2) | 2, 0x16, 0x2a],
+        map: Vec::new(),
+    };
+    let calls = Arc::new(AtomicU32::new(0));
+    let raw: sys::ICorProfilerFunctionControl = CountingControl {
+        calls: calls.clone(),
+    }
+    .into();
+    let control = |module: usize, token: u32| {
+        let ptr = windows_core::Interface::as_raw(&raw);
+        // SAFETY: [test-fake] `raw` lives for the test; the method is the one this test names.
+        unsafe {
+            crate::rejit::FunctionControl::from_raw_borrowed(
+                ptr,
+                RawModuleId(module),
+                MdMethodDef(token),
+            )
+        }
+        .unwrap()
+    };
+    // Another method of the same module, the same token of another module:
+    // refused, nothing reaches the control.
+    for (module, token) in [(1, 0x0600_0002), (2, 0x0600_0001)] {
+        let e = body.install_in_rejit(&control(module, token)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::WrongPartner {
+                    call: "instrumentation::WrappedBody::install_in_rejit",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+    }
+    let e = body.install_in_rejit(&control(1, 0x0600_0002)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "instrumentation::WrappedBody::install_in_rejit refused (nothing was handed to the \
+         runtime): the body wraps Ns.T::M (method 0x06000001 of module 0x1), but this ReJIT \
+         control is for method 0x06000002 of module 0x1; a wrapped body is installed only for \
+         the method it was built for (build one with `wrap` for this method)"
+    );
+    // Its own method's control: the body and the map.
+    body.install_in_rejit(&control(1, 0x0600_0001)).unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}

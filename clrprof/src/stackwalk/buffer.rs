@@ -56,6 +56,7 @@ impl StackSample {
     }
 }
 
+// provenance: sample-buffer
 impl FrameBuffer {
     /// Room for `max_stacks` stacks of up to `max_depth` frames each.
     pub fn new(max_stacks: usize, max_depth: usize) -> Self {
@@ -147,9 +148,20 @@ impl FrameBuffer {
         &self.samples
     }
 
+    // provenance: sample-buffer
     /// The frames of `sample`, leaf first (`RawFunctionId(0)` = unmanaged run).
+    ///
+    /// `sample` should be one of [`samples`](Self::samples); a sample of
+    /// another buffer (it is `Copy`) gives the frames of this buffer at its
+    /// range, or none when the range lies beyond them, never a panic. Such
+    /// frames are data: only [`FrameNamer`](super::FrameNamer) hands frames
+    /// to the runtime, and it reads them from its own buffer by position.
     pub fn frames(&self, sample: &StackSample) -> &[RawFunctionId] {
-        &self.frames[sample.start..sample.start + sample.len]
+        sample
+            .start
+            .checked_add(sample.len)
+            .and_then(|end| self.frames.get(sample.start..end))
+            .unwrap_or(&[])
     }
 
     /// `true` if nothing has reallocated: the capacity is the one from `new`.

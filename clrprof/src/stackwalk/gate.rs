@@ -28,6 +28,9 @@ pub struct ThreadGate {
     walking: [AtomicUsize; 4],
     destroyed: [AtomicUsize; DESTROYED_SLOTS],
     next_destroyed: AtomicUsize,
+    /// The runtime whose thread events the gate hears ([`register`](Self::register));
+    /// `u32::MAX` for the SDK's own gates, which their component feeds.
+    runtime: u32,
 }
 
 /// A walk announced to a [`ThreadGate`]; ends (and releases the waiting
@@ -50,7 +53,10 @@ impl ThreadGate {
     pub fn register(
         info: &crate::ProfilerInfo,
     ) -> crate::error::Result<std::sync::Arc<ThreadGate>> {
-        let gate = std::sync::Arc::new(ThreadGate::new());
+        let gate = std::sync::Arc::new(ThreadGate {
+            runtime: info.runtime_slot().0,
+            ..ThreadGate::new()
+        });
         info.register(std::sync::Arc::new(GateComponent(gate.clone())))?;
         Ok(gate)
     }
@@ -62,13 +68,21 @@ impl ThreadGate {
             walking: [const { AtomicUsize::new(0) }; 4],
             destroyed: [const { AtomicUsize::new(0) }; DESTROYED_SLOTS],
             next_destroyed: AtomicUsize::new(0),
+            runtime: u32::MAX,
         }
+    }
+
+    /// Whether the gate hears the thread events of the runtime in `slot`
+    /// (the SDK's own gates hear those of the runtime that feeds them).
+    pub(crate) fn hears(&self, slot: crate::runtimes::RuntimeSlot) -> bool {
+        self.runtime == u32::MAX || self.runtime == slot.0
     }
 
     fn is_destroyed(&self, thread: usize) -> bool {
         self.destroyed.iter().any(|d| d.load(SeqCst) == thread)
     }
 
+    // provenance: none: the gate only compares the thread's number with those it heard destroyed
     /// Announces a walk of `thread` by walker `walker` (0..4). Returns `None`
     /// if the thread has been destroyed (do not walk it). Allocation-free.
     pub fn enter(&self, walker: usize, thread: RawThreadId) -> Option<GateEntry<'_>> {
@@ -169,5 +183,20 @@ mod tests {
         );
         assert!(waits > 0);
         walker.join().unwrap();
+    }
+
+    #[test]
+    fn a_registered_gate_hears_only_its_runtime() {
+        use crate::runtimes::RuntimeSlot;
+        let registered = ThreadGate {
+            runtime: 3,
+            ..ThreadGate::new()
+        };
+        assert!(registered.hears(RuntimeSlot(3)));
+        assert!(!registered.hears(RuntimeSlot(4)), "another runtime's walk");
+        assert!(
+            ThreadGate::new().hears(RuntimeSlot(4)),
+            "the SDK's own gates"
+        );
     }
 }

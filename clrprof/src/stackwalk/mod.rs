@@ -90,7 +90,7 @@ mod suspend;
 
 pub use buffer::{FrameBuffer, StackSample, ThreadList};
 pub use gate::ThreadGate;
-pub use naming::{FrameName, FrameNamer, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME};
+pub use naming::{FrameName, FrameNamer, FrameRef, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME};
 pub use suspend::{spawn_sampling_thread, RuntimeSuspension, SamplingThread};
 
 /// What the walk closure wants next.
@@ -332,6 +332,7 @@ impl<'s> ProfilerInfo<'s> {
         }
     }
 
+    // provenance: suspension-partners
     /// `DoStackSnapshot` of another thread without suspending the runtime (an
     /// asynchronous walk: the runtime suspends only `thread` for the walk),
     /// into `buffer` as one [`StackSample`] (leaf first, unmanaged runs as

@@ -9,6 +9,7 @@ use crate::ids::{ClassId, ModuleId, RawFunctionId};
 use crate::info::ProfilerInfo;
 use crate::names::NameCache;
 use crate::runtimes::RuntimeSlot;
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
@@ -74,6 +75,7 @@ impl UnloadFence {
         Ok(fence)
     }
 
+    // provenance: sample-buffer
     /// Clears `buffer` for a new tick and stamps it with this fence and its
     /// unload count; returns that count. Call it before the walk that fills
     /// the buffer: an unload counted after the stamp keeps the buffer's
@@ -98,8 +100,11 @@ impl UnloadFence {
         std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    // provenance: sample-buffer
     /// Runs `body` with a [`FrameNamer`] for the frames of `buffer`; unloads
-    /// wait until it returns. The namer hands frames to the runtime only if
+    /// wait until it returns. The namer holds `buffer` and names its frames
+    /// by position ([`FrameNamer::frames`], [`FrameNamer::name`]), so only
+    /// `FunctionID`s of this buffer can reach the runtime, and only if
     /// `buffer` was stamped by this fence, no unload was counted since, and
     /// `thread` samples this fence's runtime.
     ///
@@ -118,6 +123,8 @@ impl UnloadFence {
             && thread.runtime().runtime_slot() == self.slot;
         body(&FrameNamer {
             info: thread.info(),
+            buffer,
+            serial: NEXT_RESOLVE.fetch_add(1, SeqCst),
             unloads_unchanged: unchanged,
         })
     }
@@ -153,24 +160,130 @@ pub struct FrameName {
 }
 
 /// Names the frames of one tick inside [`UnloadFence::resolve`].
+///
+/// The namer holds the buffer being resolved and hands out its frames as
+/// [`FrameRef`]s, by position; [`name`](Self::name) takes only those. So
+/// the `FunctionID` that may reach the runtime is always read from this
+/// buffer, for a frame of a stack this buffer holds, whose walk mark and
+/// unload stamp the fence checked: no caller-supplied ID (a forged one, or
+/// one kept from an earlier tick whose dynamic method has gone since) and
+/// no sample of another buffer can make the namer call the runtime.
 pub struct FrameNamer<'t> {
     info: ProfilerInfo<'t>,
+    buffer: &'t FrameBuffer,
+    /// Tells this resolve's frames from another's.
+    serial: u64,
     unloads_unchanged: bool,
 }
 
-impl FrameNamer<'_> {
-    /// The name of `function`, a frame of `sample`.
-    pub fn name(
-        &self,
-        names: &NameCache,
-        sample: &StackSample,
-        function: RawFunctionId,
-    ) -> FrameName {
+/// Distinguishes resolves, so a [`FrameRef`] of one namer is refused by
+/// another (nested resolves both live at once).
+static NEXT_RESOLVE: AtomicU64 = AtomicU64::new(1);
+
+/// A frame of the buffer a [`FrameNamer`] resolves: the position of a frame
+/// in it, made only by that namer ([`FrameNamer::frames`]) and usable only
+/// while it lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRef<'n> {
+    serial: u64,
+    sample: usize,
+    index: usize,
+    function: RawFunctionId,
+    _namer: PhantomData<&'n ()>,
+}
+
+impl FrameRef<'_> {
+    /// The frame's function as the walk reported it (`RawFunctionId(0)`
+    /// for a run of unmanaged frames), e.g. as a cache key.
+    pub fn function(&self) -> RawFunctionId {
+        self.function
+    }
+    /// The number of its stack in the buffer ([`FrameBuffer::samples`]).
+    pub fn sample(&self) -> usize {
+        self.sample
+    }
+    /// Its position in that stack, leaf first.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+impl<'t> FrameNamer<'t> {
+    /// A namer outside a fence, for the SDK's unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(info: ProfilerInfo<'t>, buffer: &'t FrameBuffer) -> Self {
+        FrameNamer {
+            info,
+            buffer,
+            serial: NEXT_RESOLVE.fetch_add(1, SeqCst),
+            unloads_unchanged: true,
+        }
+    }
+
+    /// The stacks of the buffer being resolved.
+    pub fn samples(&self) -> &'t [StackSample] {
+        self.buffer.samples()
+    }
+
+    /// The frames of stack number `sample` of the buffer being resolved,
+    /// leaf first (none for a number beyond [`samples`](Self::samples)).
+    pub fn frames(&self, sample: usize) -> impl DoubleEndedIterator<Item = FrameRef<'_>> + '_ {
+        let frames = match self.buffer.samples().get(sample) {
+            Some(s) => self.buffer.frames(s),
+            None => &[],
+        };
+        let serial = self.serial;
+        frames
+            .iter()
+            .enumerate()
+            .map(move |(index, &function)| FrameRef {
+                serial,
+                sample,
+                index,
+                function,
+                _namer: PhantomData,
+            })
+    }
+
+    // provenance: sample-buffer
+    /// The name of `frame`, a frame of the buffer this namer resolves.
+    ///
+    /// The runtime is asked only for a frame of a stack the SDK walked
+    /// itself this tick in this runtime (or of a function whose ELT record
+    /// is live), when no unload began since the buffer was stamped; any
+    /// other frame is named from `names`' cache or as [`UNKNOWN_FRAME`].
+    /// A frame of another namer (a nested resolve) is refused with
+    /// [`Error::WrongPartner`](crate::Error::WrongPartner).
+    pub fn name(&self, names: &NameCache, frame: FrameRef<'_>) -> Result<FrameName> {
+        let sample = match self.buffer.samples().get(frame.sample()) {
+            Some(s) if frame.serial == self.serial => s,
+            _ => {
+                return Err(crate::Error::WrongPartner {
+                    call: "stackwalk::FrameNamer::name",
+                    why: format!(
+                        "frame {} of stack {} belongs to another resolve's buffer; a namer \
+                         names only the frames it hands out (FrameNamer::frames)",
+                        frame.index, frame.sample
+                    ),
+                })
+            }
+        };
+        // Read from the held buffer, not from the caller: the ID is this
+        // buffer's frame at that position.
+        let Some(&function) = self.buffer.frames(sample).get(frame.index()) else {
+            return Err(crate::Error::WrongPartner {
+                call: "stackwalk::FrameNamer::name",
+                why: format!(
+                    "stack {} has no frame {}; a namer names only the frames it hands out",
+                    frame.sample, frame.index
+                ),
+            });
+        };
         let slot = self.info.runtime_slot();
         let may_call_runtime = runtime_may_name(sample, slot, self.unloads_unchanged, || {
             crate::elt::current_binding(slot, function).is_some()
         });
-        frame_name(&self.info, names, function, may_call_runtime)
+        Ok(frame_name(&self.info, names, function, may_call_runtime))
     }
 }
 
@@ -224,7 +337,8 @@ pub(crate) fn frame_name(
             },
         };
     }
-    // SAFETY: [id-scope] `may_call_runtime` is set only for frames of a stack that
+    // SAFETY: [id-scope] `may_call_runtime` is set only for frames read by position from
+    // the buffer being resolved (FrameNamer::name), of a stack that
     // the SDK walked with DoStackSnapshot this tick (`StackSample::walked`,
     // which no public push can keep set), or of a function whose ELT record
     // is live (released at its unload callbacks): the function was loaded

@@ -107,6 +107,7 @@ impl Drop for Handle {
     }
 }
 
+// provenance: suspension-partners
 /// Suspends `thread` (its OS thread, from `GetThreadInfo`), reads its
 /// registers into `scratch`, walks it seeded from them (or, when it stands in
 /// unmanaged code, records that run and walks unseeded; see the module docs)
@@ -123,6 +124,14 @@ pub fn walk_suspended_thread(
     scratch: &mut SuspendedThread,
     buffer: &mut FrameBuffer,
 ) -> Result<Option<WalkEnd>> {
+    if !gate.hears(info.runtime_slot()) {
+        return Err(Error::WrongPartner {
+            call: "stackwalk::seeded::walk_suspended_thread",
+            why: "the thread gate was registered with another runtime, whose ThreadDestroyed \
+                  it hears instead of this one's; register a gate in each runtime's Initialize"
+                .to_string(),
+        });
+    }
     let os_id = info.thread_info(thread)?;
     let Some(_entry) = gate.enter(walker, thread.to_raw()) else {
         return Ok(None);
@@ -229,6 +238,7 @@ fn walk_while_suspended(
     }
 }
 
+// provenance: suspension-partners
 /// On this platform a profiler cannot suspend one thread and seed a walk:
 /// always [`Error::Usage`].
 #[cfg(not(all(windows, target_arch = "x86_64")))]

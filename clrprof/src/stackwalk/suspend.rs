@@ -139,6 +139,7 @@ impl RuntimeSuspension<'_> {
         ProfilerInfo::scoped(&self.thread.info, Scope::NoGc)
     }
 
+    // provenance: suspension-partners
     /// `ICorProfilerInfo4::EnumThreads`: lists the managed threads into
     /// `list`, without allocating in the profiler. The runtime holds its
     /// thread-store lock for the whole suspension, so the list stays valid
@@ -184,6 +185,7 @@ impl RuntimeSuspension<'_> {
         Ok(())
     }
 
+    // provenance: suspension-partners
     /// Walks thread number `index` of `list` (listed by
     /// [`enum_threads`](Self::enum_threads) during *this* suspension), unless
     /// `gate` says it was destroyed (then `Ok(None)`).
@@ -200,6 +202,15 @@ impl RuntimeSuspension<'_> {
                 "that thread list was not filled during this suspension".to_string(),
             ));
         }
+        if !gate.hears(self.thread.info.runtime_slot()) {
+            return Err(Error::WrongPartner {
+                call: "stackwalk::RuntimeSuspension::walk",
+                why: "the thread gate was registered with another runtime, whose \
+                      ThreadDestroyed it hears instead of this one's; register a gate in each \
+                      runtime's Initialize"
+                    .to_string(),
+            });
+        }
         let Some(thread) = list.threads().nth(index) else {
             return Err(Error::InvalidArgument("thread index beyond the list"));
         };
@@ -213,6 +224,7 @@ impl RuntimeSuspension<'_> {
             .map(Some)
     }
 
+    // provenance: suspension-partners
     /// Walks thread `index` of `list` into `buffer` as one [`super::StackSample`]
     /// (leaf first, unmanaged runs as `RawFunctionId(0)`), allocating nothing.
     /// `Ok(false)` when the thread was skipped (destroyed, or no room in the

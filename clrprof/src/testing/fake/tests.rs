@@ -508,3 +508,88 @@ fn sampler_never_hands_a_pushed_frame_to_the_runtime() {
     assert_eq!(&*named.function, "Ns.Outer+Inner::Method");
     assert_eq!(fake.state().calls.len(), calls);
 }
+
+#[test]
+fn a_namer_names_only_the_frames_of_its_own_buffer() {
+    use crate::ids::{RawFunctionId, RawThreadId};
+    use crate::stackwalk::{FrameBuffer, FrameNamer};
+    let fake = named_world();
+    let cache = NameCache::for_fake_runtime();
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+    let slot = unsafe { fake.profiler_info() }.runtime_slot();
+    // Two walked ticks: the runtime gave F_INNER to the first, nothing to
+    // the second (an ID kept from the first may be dead by then).
+    let mut first = FrameBuffer::new(1, 2);
+    assert!(first.begin_walked(RawThreadId(1), slot));
+    assert!(first.push_walked(RawFunctionId(F_INNER)));
+    let mut second = FrameBuffer::new(1, 2);
+    assert!(second.begin_walked(RawThreadId(1), slot));
+    assert!(second.push_walked(RawFunctionId(0)));
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+    let one = FrameNamer::for_test(unsafe { fake.profiler_info() }, &first);
+    // SAFETY: [test-fake] as above.
+    let two = FrameNamer::for_test(unsafe { fake.profiler_info() }, &second);
+    let kept: Vec<_> = one.frames(0).collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        (kept[0].sample(), kept[0].index(), kept[0].function()),
+        (0, 0, RawFunctionId(F_INNER))
+    );
+    assert_eq!(one.frames(1).count(), 0, "no stack 1");
+    // The first tick's frame, handed to the second tick's namer: refused,
+    // and the runtime is not called.
+    let calls = fake.state().calls.len();
+    let e = two.name(&cache, kept[0]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            crate::Error::WrongPartner {
+                call: "stackwalk::FrameNamer::name",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "stackwalk::FrameNamer::name refused (nothing was handed to the runtime): frame 0 of \
+         stack 0 belongs to another resolve's buffer; a namer names only the frames it hands \
+         out (FrameNamer::frames)"
+    );
+    assert_eq!(fake.state().calls.len(), calls);
+    // Its own frames: the walked one is named by the runtime, the second
+    // tick's unmanaged run without it.
+    let named = one.name(&cache, kept[0]).unwrap();
+    assert_eq!(&*named.function, "Ns.Outer+Inner::Method");
+    assert!(fake.call_count("GetFunctionInfo") >= 1);
+    let own = two.frames(0).next().unwrap();
+    assert_eq!(
+        &*two.name(&cache, own).unwrap().function,
+        crate::stackwalk::UNMANAGED_FRAME
+    );
+}
+
+#[test]
+fn tags_and_name_caches_answer_only_for_their_runtime() {
+    use crate::ids::RawModuleId;
+    use crate::runtimes::{RuntimeSlot, RuntimeTagged};
+    let fake = named_world();
+    // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+    let info = unsafe { fake.profiler_info() };
+    // A value tagged by another runtime (slot 7): not given back here.
+    let other = RuntimeTagged {
+        slot: RuntimeSlot(7),
+        value: RawModuleId(0x2000),
+    };
+    assert_eq!(info.untag(other), None);
+    assert_eq!(
+        info.untag(info.tag(RawModuleId(0x2000))),
+        Some(RawModuleId(0x2000))
+    );
+    // A cache registered with no runtime (or another one) asks none.
+    fake_ids!(fake; f = function_id(F_INNER));
+    let calls = fake.state().calls.len();
+    let e = NameCache::new().function_name(&info, f).unwrap_err();
+    assert!(matches!(e, crate::Error::NotRegistered { .. }), "{e}");
+    assert_eq!(fake.state().calls.len(), calls);
+}
