@@ -113,6 +113,19 @@ impl<P: Profiler> CallbackObject<P> {
         self.dispatch_in(entry, Scope::GcRelocating, f)
     }
 
+    /// Runs a callback of an assembly's load in a [`Scope::Callback`]
+    /// scope, with an [`AssemblyLoading`](crate::info::AssemblyLoading)
+    /// marker open on the thread until it returns.
+    #[inline]
+    fn dispatch_loading(
+        &self,
+        entry: &'static str,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
+        let _loading = crate::info::AssemblyLoading::enter();
+        self.dispatch_in(entry, Scope::Callback, f)
+    }
+
     #[inline]
     fn dispatch_in(
         &self,
@@ -347,6 +360,21 @@ macro_rules! id {
 /// With `wants FLAG`, the profiler's method runs only if the profiler's own
 /// mask has `FLAG` (a component may have asked for the event alone).
 macro_rules! forward {
+    // A callback of an assembly's load (see `dispatch_loading`).
+    (loading $self:ident, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_loading($entry, |$p, $info| {
+            if $self.wants($flag) {
+                $body;
+            }
+            S_OK
+        })
+    };
+    (loading $self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_loading($entry, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
     ($self:ident, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch($entry, |$p, $info| {
             if $self.wants($flag) {
@@ -467,7 +495,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn AssemblyLoadStarted(&self, assemblyId: AssemblyID) -> HRESULT {
         forward!(
-            self,
+            loading self,
             "ICorProfilerCallback::AssemblyLoadStarted",
             // Raw: valid for information requests only from
             // AssemblyLoadFinished (corprof.idl remarks).
@@ -476,7 +504,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn AssemblyLoadFinished(&self, assemblyId: AssemblyID, hrStatus: HRESULT) -> HRESULT {
         forward!(
-            self,
+            loading self,
             "ICorProfilerCallback::AssemblyLoadFinished",
             |p, info| p.assembly_load_finished(
                 info,
@@ -500,7 +528,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn ModuleLoadStarted(&self, moduleId: ModuleID) -> HRESULT {
         forward!(
-            self,
+            loading self,
             "ICorProfilerCallback::ModuleLoadStarted", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             // Raw: the loader calls this before it initialises the module,
             // which is valid for information requests only from
@@ -510,7 +538,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
         forward!(
-            self,
+            loading self,
             "ICorProfilerCallback::ModuleLoadFinished",
             |p, info| {
                 if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
@@ -553,7 +581,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         AssemblyId: AssemblyID,
     ) -> HRESULT {
         forward!(
-            self,
+            loading self,
             "ICorProfilerCallback::ModuleAttachedToAssembly", wants crate::event_mask::EventMask::MONITOR_MODULE_LOADS,
             // The module's load finished just before (the runtime issues
             // this only after a successful ModuleLoadFinished); the
@@ -2109,6 +2137,138 @@ mod tests {
             initial_object: Option<ObjectId<'_>>,
         ) {
             self.note("HandleCreated", info, initial_object);
+        }
+    }
+
+    /// Tries the three Info calls that may load types in every callback of
+    /// an assembly's load, and in `ClassLoadFinished` after it.
+    #[derive(Default)]
+    struct LoadProbe {
+        /// Per callback: how many of the three the SDK refused with
+        /// `RuntimeVersion` before calling the runtime.
+        refused: std::sync::Mutex<Vec<(&'static str, usize)>>,
+    }
+
+    impl LoadProbe {
+        fn try_loads(&self, what: &'static str, info: &ProfilerInfo<'_>) {
+            // SAFETY: [test-fake] (test) IDs the fake knows; the refusals come
+            // before any call, the other calls reach only the fake.
+            let (module, class) = unsafe {
+                (
+                    RawModuleId(0x10).assume_valid(),
+                    RawClassId(0x100).assume_valid(),
+                )
+            };
+            fn version(r: crate::error::Result<impl Sized>) -> usize {
+                usize::from(matches!(
+                    r,
+                    Err(crate::error::Error::RuntimeVersion { called: false, .. })
+                ))
+            }
+            let refused = version(info.class_from_token(module, MdTypeDef::from_rid(2)))
+                + version(info.class_from_token_and_type_args(module, MdTypeDef::from_rid(2), &[]))
+                + version(info.function_from_token_and_type_args(
+                    module,
+                    crate::MdToken(0x0600_0001),
+                    class,
+                    &[],
+                ));
+            self.refused.lock().unwrap().push((what, refused));
+        }
+    }
+
+    impl Profiler for Arc<LoadProbe> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok((EventMask::MONITOR_ASSEMBLY_LOADS
+                | EventMask::MONITOR_MODULE_LOADS
+                | EventMask::MONITOR_CLASS_LOADS)
+                .into())
+        }
+        fn assembly_load_started(&self, info: &ProfilerInfo, _a: RawAssemblyId) {
+            self.try_loads("AssemblyLoadStarted", info);
+        }
+        fn module_load_started(&self, info: &ProfilerInfo, _m: RawModuleId) {
+            self.try_loads("ModuleLoadStarted", info);
+        }
+        fn module_load_finished(&self, info: &ProfilerInfo, _m: crate::Loaded<ModuleId<'_>>) {
+            self.try_loads("ModuleLoadFinished", info);
+        }
+        fn module_attached_to_assembly(
+            &self,
+            info: &ProfilerInfo,
+            _m: ModuleId<'_>,
+            _a: RawAssemblyId,
+        ) {
+            self.try_loads("ModuleAttachedToAssembly", info);
+        }
+        fn assembly_load_finished(&self, info: &ProfilerInfo, _a: crate::Loaded<AssemblyId<'_>>) {
+            self.try_loads("AssemblyLoadFinished", info);
+        }
+        fn class_load_finished(&self, info: &ProfilerInfo, _c: crate::Loaded<ClassId<'_>>) {
+            self.try_loads("ClassLoadFinished", info);
+        }
+    }
+
+    #[test]
+    fn net9_refuses_type_loads_inside_an_assemblys_load() {
+        for major in [8u16, 9, 10] {
+            let fake = FakeRuntime::with_info_version(15);
+            {
+                let mut st = fake.state();
+                st.runtime.major = major;
+                st.runtime.version_string = format!("{major}.0.0");
+            }
+            let probe = Arc::new(LoadProbe::default());
+            let p = probe.clone();
+            let mut ppv: *mut c_void = core::ptr::null_mut();
+            // SAFETY: [plain-call] valid IID and out pointer.
+            let hr = unsafe { create_instance(move || p, &ICorProfilerCallback4::IID, &mut ppv) };
+            assert_eq!(hr.0, 0);
+            // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback4 reference.
+            let cb = unsafe { ICorProfilerCallback4::from_raw(ppv) };
+            // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
+            assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+            // SAFETY: [test-fake, plain-call] fake IDs and plain values, in
+            // the order the runtime issues them for one assembly.
+            unsafe {
+                assert_eq!(cb.AssemblyLoadStarted(0x20).0, 0);
+                assert_eq!(cb.ModuleLoadStarted(0x10).0, 0);
+                assert_eq!(cb.ModuleLoadFinished(0x10, HRESULT(0)).0, 0);
+                assert_eq!(cb.ModuleAttachedToAssembly(0x10, 0x20).0, 0);
+                assert_eq!(cb.AssemblyLoadFinished(0x20, HRESULT(0)).0, 0);
+                assert_eq!(cb.ClassLoadFinished(0x100, HRESULT(0)).0, 0);
+            }
+            let refused = probe.refused.lock().unwrap().clone();
+            let inside = if major == 9 { 3 } else { 0 };
+            assert_eq!(
+                refused,
+                [
+                    ("AssemblyLoadStarted", inside),
+                    ("ModuleLoadStarted", inside),
+                    ("ModuleLoadFinished", inside),
+                    ("ModuleAttachedToAssembly", inside),
+                    ("AssemblyLoadFinished", inside),
+                    // The load is over: the calls reach the runtime.
+                    ("ClassLoadFinished", 0),
+                ],
+                ".NET {major}"
+            );
+            let asked = fake.call_count("GetClassFromToken");
+            assert_eq!(asked, if major == 9 { 1 } else { 6 }, ".NET {major}");
+            let err = {
+                // SAFETY: [test-fake] the fake's objects describe memory this test owns.
+                let info = unsafe { fake.profiler_info() };
+                let _loading = crate::info::AssemblyLoading::enter();
+                // SAFETY: [test-fake] (test) a module the fake knows of.
+                let module = unsafe { RawModuleId(0x10).assume_valid() };
+                info.class_from_token(module, MdTypeDef::from_rid(2))
+            };
+            if major == 9 {
+                let text = err.unwrap_err().to_string();
+                assert!(text.contains(".NET 9") && text.contains("9.0.23"), "{text}");
+            }
+            // Closed again once the scope ends.
+            assert!(!crate::info::AssemblyLoading::on_this_thread());
         }
     }
 

@@ -126,6 +126,11 @@ pub trait CatchUpHandler: Send + Sync + 'static {
     /// yet (e.g. `module_info` said `CORPROF_E_DATAINCOMPLETE`: its load is
     /// still in progress); it is then reported again by its
     /// `ModuleLoadFinished`.
+    ///
+    /// On .NET 9 no type can be loaded here (`class_from_token` and the
+    /// other calls that may load types answer [`Error::RuntimeVersion`](crate::Error::RuntimeVersion)):
+    /// the module's assembly may still be loading (book: *IDs*, "Type
+    /// loads during an assembly's load").
     fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, found: Found) -> bool {
         true
     }
@@ -230,6 +235,10 @@ impl CatchUp {
                 // `reporting` is cleared below; the typed ID lives only
                 // inside this block.
                 let module = unsafe { ModuleId::from_sys(raw) };
+                // The enumeration lists modules whose assembly is still
+                // loading on another thread: no type loads on .NET 9 (see
+                // `AssemblyLoading`).
+                let _loading = crate::info::AssemblyLoading::enter();
                 self.report_module(info, module, Found::Enumerated);
             }
             self.reporting.store(0, SeqCst);
@@ -409,6 +418,51 @@ mod tests {
         );
         assert_eq!(c.function_count(), 3);
         assert_eq!(fake.live_enumerators(), 0);
+    }
+
+    /// Asks for a class of every module it is handed; records whether the
+    /// SDK refused the type load for the running version.
+    #[derive(Default)]
+    struct Loader {
+        refused: Mutex<Vec<(usize, bool)>>,
+    }
+
+    impl CatchUpHandler for Arc<Loader> {
+        fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, _: Found) -> bool {
+            let refused = matches!(
+                info.class_from_token(module, crate::MdTypeDef::from_rid(2)),
+                Err(crate::Error::RuntimeVersion { called: false, .. })
+            );
+            self.refused
+                .lock()
+                .unwrap()
+                .push((module.as_sys(), refused));
+            true
+        }
+    }
+
+    #[test]
+    fn enumerated_modules_load_no_types_on_net9() {
+        for major in [8u16, 9, 10] {
+            let fake = fake_with(&[0x1000, 0x2000], &[]);
+            fake.state().runtime.major = major;
+            let loader = Arc::new(Loader::default());
+            let l = loader.clone();
+            let components = fake.initialize_components(true, |info| {
+                CatchUp::register(info, l).unwrap();
+            });
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info_attached() };
+            components.each("test", |c| c.profiler_attach_complete(&info));
+            let refused = loader.refused.lock().unwrap().clone();
+            let net9 = major == 9;
+            assert_eq!(refused, [(0x1000, net9), (0x2000, net9)], ".NET {major}");
+            assert_eq!(
+                fake.call_count("GetClassFromToken"),
+                if net9 { 0 } else { 2 },
+                ".NET {major}"
+            );
+        }
     }
 
     /// A handler that blocks while it looks at one enumerated module, so a

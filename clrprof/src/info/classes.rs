@@ -237,7 +237,13 @@ impl<'s> ProfilerInfo<'s> {
     /// [`class_from_token_and_type_args`](Self::class_from_token_and_type_args).
     /// Refused with [`Error::Usage`] where collections are blocked
     /// ([`gc_blocked`](Self::gc_blocked)): a type load can start a GC that
-    /// moves the scope's objects.
+    /// moves the scope's objects. On .NET 9 it is refused with
+    /// [`Error::RuntimeVersion`] (the runtime is not called) inside an
+    /// assembly's load: in `AssemblyLoadStarted`, `AssemblyLoadFinished`,
+    /// `ModuleLoadStarted`, `ModuleLoadFinished` and
+    /// `ModuleAttachedToAssembly`, where a type load crashes that runtime
+    /// (book: *IDs*, section 11); ask from a later callback, e.g. the
+    /// module's first `ClassLoadFinished`.
     pub fn class_from_token<'a>(
         &self,
         module: ModuleId<'a>,
@@ -246,7 +252,8 @@ impl<'s> ProfilerInfo<'s> {
         self.require_no_type_load("ICorProfilerInfo::GetClassFromToken")?;
         let mut c = 0usize;
         check(
-            // SAFETY: [id-scope] `module` is valid for 'a; the runtime checks the token.
+            // SAFETY: [id-scope, no-type-load-in-assembly-load] `module` is valid for 'a; the runtime
+            // checks the token; no assembly's load is under way on .NET 9 (require_no_type_load).
             unsafe {
                 self.raw_info1()?
                     .GetClassFromToken(module.as_sys(), type_def.0, &mut c)
@@ -261,7 +268,8 @@ impl<'s> ProfilerInfo<'s> {
     /// `GetClassFromTokenAndTypeArgs` (Info2): the instantiation of the type
     /// definition `type_def` of `module` with `type_args` (empty for a
     /// non-generic type), loading it if needed. Refused where collections
-    /// are blocked, as [`class_from_token`](Self::class_from_token).
+    /// are blocked, and on .NET 9 inside an assembly's load, as
+    /// [`class_from_token`](Self::class_from_token).
     pub fn class_from_token_and_type_args<'a>(
         &self,
         module: ModuleId<'a>,
@@ -274,8 +282,9 @@ impl<'s> ProfilerInfo<'s> {
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut c = 0usize;
         check(
-            // SAFETY: [id-scope, interface-version] IDs are valid for 'a; `ClassId` is `repr(transparent)` over
-            // `ClassID`, so the slice is a `ClassID[n]`.
+            // SAFETY: [id-scope, interface-version, no-type-load-in-assembly-load] IDs are valid for 'a;
+            // `ClassId` is `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`; no
+            // assembly's load is under way on .NET 9 (require_no_type_load).
             unsafe {
                 i2.GetClassFromTokenAndTypeArgs(
                     module.as_sys(),

@@ -312,7 +312,9 @@ impl<'s> ProfilerInfo<'s> {
     /// arguments `type_args` (empty for a non-generic method). May load
     /// types, so it is refused with [`Error::Usage`] where collections are
     /// blocked ([`gc_blocked`](Self::gc_blocked)): a type load can start a
-    /// GC that moves the scope's objects.
+    /// GC that moves the scope's objects. On .NET 9 it is refused with
+    /// [`Error::RuntimeVersion`] inside an assembly's load (its load
+    /// callbacks), where a type load crashes that runtime.
     pub fn function_from_token_and_type_args<'a>(
         &self,
         module: ModuleId<'a>,
@@ -326,8 +328,9 @@ impl<'s> ProfilerInfo<'s> {
             .map_err(|_| Error::InvalidArgument("too many type arguments"))?;
         let mut f = 0usize;
         check(
-            // SAFETY: [id-scope] all IDs are valid for 'a (typed IDs); `ClassId` is
-            // `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`.
+            // SAFETY: [id-scope, no-type-load-in-assembly-load] all IDs are valid for 'a (typed IDs);
+            // `ClassId` is `repr(transparent)` over `ClassID`, so the slice is a `ClassID[n]`; no
+            // assembly's load is under way on .NET 9 (require_no_type_load).
             unsafe {
                 i2.GetFunctionFromTokenAndTypeArgs(
                     module.as_sys(),

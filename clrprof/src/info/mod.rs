@@ -408,16 +408,60 @@ impl<'s> ProfilerInfo<'s> {
     /// `FinalizeableObjectQueued`, which run in cooperative mode) and move
     /// every object whose typed [`ObjectId`](crate::ObjectId) the scope
     /// still holds.
+    ///
+    /// Also refuses, on .NET 9, a type load made while an assembly's load
+    /// is under way on this thread (see [`AssemblyLoading`]).
     pub(crate) fn require_no_type_load(&self, call: &'static str) -> Result<()> {
         if self.gc_blocked() {
-            Err(Error::Usage(format!(
+            return Err(Error::Usage(format!(
                 "{call} may load types, and a type load can start a garbage collection that \
                  moves the objects this scope holds (a callback that receives ObjectIDs, an ELT \
                  hook or a runtime suspension); call it from a callback that receives none"
-            )))
-        } else {
-            Ok(())
+            )));
         }
+        if AssemblyLoading::on_this_thread() {
+            if let Some(refusal) = self.refuse_type_load_during_assembly_load(call) {
+                return Err(refusal);
+            }
+        }
+        Ok(())
+    }
+
+    /// The refusal of a type load inside an assembly's load on .NET 9
+    /// (`None` on every other runtime).
+    ///
+    /// .NET 9's loader resolves an assembly reference of a module through
+    /// the referencing assembly's `DomainAssembly`, which it looks up with
+    /// `AppDomain::FindAssembly` and dereferences without a check; the look-up
+    /// answers null until that assembly's load reaches `FILE_LOADED`. Every
+    /// load callback of an assembly comes before that level (measured on
+    /// 9.0.23: level 2 of the 5 `FindAssembly` requires, in
+    /// `ModuleLoadFinished`, `ModuleAttachedToAssembly` and
+    /// `AssemblyLoadFinished`), and loading any type of the assembly
+    /// resolves its base type through such a reference (`System.Object` is
+    /// in another assembly), so `GetClassFromToken` there ended in a SIGSEGV
+    /// inside the runtime (tests/runtime/scopes.rs, both apps; the torture
+    /// profiler on every app). .NET 8.0.34 and 10.0.15 answer the same
+    /// calls (the first loads the referenced assembly, nested). A load of
+    /// another assembly's type can reach the loading one as well (a type
+    /// whose base type is in it), so every type load is refused there.
+    fn refuse_type_load_during_assembly_load(&self, call: &'static str) -> Option<Error> {
+        let runtime = self.runtime_information().ok()?;
+        if runtime.runtime_type != RuntimeType::CoreClr || runtime.major != 9 {
+            return None;
+        }
+        Some(Error::RuntimeVersion {
+            hr: HRESULT(crate::error::KnownHresult::CORPROF_E_DATAINCOMPLETE as i32),
+            call,
+            called: false,
+            why: "on .NET 9 a type load from inside an assembly's load (its AssemblyLoad*, \
+                  ModuleLoad* and ModuleAttachedToAssembly callbacks, or a module CatchUp \
+                  enumerated) can resolve an assembly reference of that assembly before its \
+                  load completes, which 9.0's loader dereferences as null (SIGSEGV on 9.0.23); \
+                  .NET 8 and 10 answer. Load the type later, e.g. from the assembly's first \
+                  ClassLoadFinished or JITCompilationStarted"
+                .into(),
+        })
     }
 
     /// Fails with [`Error::GcMayRun`] inside `MovedReferences(2)` /
@@ -432,6 +476,43 @@ impl<'s> ProfilerInfo<'s> {
         } else {
             Ok(())
         }
+    }
+}
+
+thread_local! {
+    /// How many assembly-load scopes are open on this thread (see
+    /// [`AssemblyLoading`]).
+    static ASSEMBLY_LOADING: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Marks the current thread, while it lives, as one where an assembly's
+/// load is under way and the profiler runs in the middle of it: the SDK
+/// opens one around `AssemblyLoadStarted`, `AssemblyLoadFinished`,
+/// `ModuleLoadStarted`, `ModuleLoadFinished` and `ModuleAttachedToAssembly`
+/// (everything they dispatch, nested callbacks included), and around a
+/// module [`CatchUp`](crate::attach::CatchUp) hands out from its
+/// enumeration (`EnumModules` also lists modules whose load is under way on
+/// another thread). On .NET 9 no type may be loaded there
+/// ([`ProfilerInfo::require_no_type_load`]).
+pub(crate) struct AssemblyLoading(());
+
+impl AssemblyLoading {
+    /// Opens the scope on this thread.
+    pub(crate) fn enter() -> Self {
+        let _ = ASSEMBLY_LOADING.try_with(|d| d.set(d.get().saturating_add(1)));
+        AssemblyLoading(())
+    }
+
+    /// `true` while a scope is open on this thread. A thread whose
+    /// thread-locals are gone (it is exiting) counts as inside one.
+    pub(crate) fn on_this_thread() -> bool {
+        ASSEMBLY_LOADING.try_with(|d| d.get() > 0).unwrap_or(true)
+    }
+}
+
+impl Drop for AssemblyLoading {
+    fn drop(&mut self) {
+        let _ = ASSEMBLY_LOADING.try_with(|d| d.set(d.get().saturating_sub(1)));
     }
 }
 
