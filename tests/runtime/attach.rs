@@ -724,9 +724,15 @@ fn not_dotnet_errors(_case: &Case<'_>) -> R<()> {
 }
 
 pub fn scenarios() -> Vec<Scenario> {
+    // Every Windows leg (they run under Wine), the former win-x64-3.1 too.
     let unix_only = |s: Scenario, reason: &str| {
-        s.exclude_leg("win-x64-3.1", reason)
-            .exclude_leg("win-x64-8.0", reason)
+        std::iter::once("win-x64-3.1")
+            .chain(
+                clrprof_testing::manifest::STANDARD_LEGS
+                    .into_iter()
+                    .filter(|leg| leg.starts_with("win-")),
+            )
+            .fold(s, |s, leg| s.exclude_leg(leg, reason))
     };
     vec![
         Scenario::new("attach: 20 attach/detach cycles into one running app", cycles),
