@@ -35,6 +35,7 @@ mod sxs;
 mod torture;
 mod tracers;
 mod unload;
+mod wine;
 mod wrap;
 
 use clrprof_testing::harness::Harness;
@@ -78,7 +79,8 @@ fn main() {
         .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(provenance::scenarios())
-        .chain(torture::scenarios());
+        .chain(torture::scenarios())
+        .chain(wine::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
     }

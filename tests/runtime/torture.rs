@@ -31,6 +31,7 @@
 
 use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
 use crate::exceptions::WINE_NET8_LEG;
+use crate::wine::{WINE_NET10_DYNAMIC_METHODS, WINE_NET10_LEG};
 use clrprof_testing::background::read_records;
 use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
@@ -57,6 +58,10 @@ struct App {
     throws: bool,
     /// Compiled with `/unsafe`.
     unsafe_code: bool,
+    /// Its run under the torture profiler (EventPipe session included)
+    /// finalizes dynamic methods, which kills the runtime of the .NET 10
+    /// leg under Wine (see [`crate::wine`]).
+    finalizes_dynamic_methods: bool,
 }
 
 /// Families every app reaches.
@@ -122,6 +127,7 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
+            finalizes_dynamic_methods: true,
         },
         App {
             name: "lcg",
@@ -134,6 +140,7 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
+            finalizes_dynamic_methods: true,
         },
         App {
             name: "alloc",
@@ -147,6 +154,7 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
+            finalizes_dynamic_methods: false,
         },
         App {
             name: "heap",
@@ -155,6 +163,7 @@ fn apps() -> Vec<App> {
             callbacks: &["garbage_collection_started", "handle_created"],
             throws: false,
             unsafe_code: false,
+            finalizes_dynamic_methods: true,
         },
         App {
             name: "busy",
@@ -169,6 +178,7 @@ fn apps() -> Vec<App> {
             // One managed exception, but after the runtime's internal ones.
             throws: true,
             unsafe_code: false,
+            finalizes_dynamic_methods: false,
         },
         App {
             name: "exceptions",
@@ -183,6 +193,7 @@ fn apps() -> Vec<App> {
             ],
             throws: true,
             unsafe_code: false,
+            finalizes_dynamic_methods: false,
         },
         App {
             name: "eltargs",
@@ -191,6 +202,7 @@ fn apps() -> Vec<App> {
             callbacks: &[],
             throws: false,
             unsafe_code: true,
+            finalizes_dynamic_methods: false,
         },
     ]
 }
@@ -411,6 +423,7 @@ fn app_scenario(app: App) -> Scenario {
         app.name
     );
     let throws = app.throws;
+    let finalizes_dynamic_methods = app.finalizes_dynamic_methods;
     let s = Scenario::new(&name, move |case| {
         let path = case.app_with(
             app.name,
@@ -454,8 +467,13 @@ fn app_scenario(app: App) -> Scenario {
             .collect();
         c.require(&families, &callbacks)
     });
-    if throws {
+    let s = if throws {
         s.exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
+    } else {
+        s
+    };
+    if finalizes_dynamic_methods {
+        s.exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS)
     } else {
         s
     }
@@ -636,7 +654,9 @@ pub fn scenarios() -> Vec<Scenario> {
             "torture: the mismatch family, every API that takes two things that must belong together fed the wrong partner",
             mismatch_family,
         )
-        .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE),
+        .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
+        // Its lcg app, as the app scenario's.
+        .exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS),
     );
     all.push(
         Scenario::new(
