@@ -27,7 +27,11 @@
 //! - 102 (new): `ReJitThread::request_rejit` (same IL) of a method of a
 //!   collectible assembly (`Unload.Plugin::Run`, from its
 //!   `JITCompilationFinished`): the app's main thread spins in the prestub
-//!   for ever (linux-x64-3.1, app unload: hung).
+//!   for ever (linux-x64-3.1, app unload: hung);
+//! - (the .NET 9 leg, closed) `class_from_token` from `ModuleLoadFinished`:
+//!   SIGSEGV in libcoreclr 9.0.23 on every app (its loader dereferences a
+//!   null assembly while the module's own assembly is still loading); the
+//!   SDK now refuses type loads inside an assembly's load on .NET 9.
 
 use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
 use crate::exceptions::WINE_NET8_LEG;
