@@ -631,6 +631,45 @@ fn rust_handler_is_called_with_the_id_and_registers_survive() {
     }
 }
 
+static SP_HANDLER_ID: AtomicUsize = AtomicUsize::new(0);
+static SP_HANDLER_CALLER_SP: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn rust_sp_handler(id: usize, caller_sp: usize) {
+    SP_HANDLER_ID.store(id, Ordering::SeqCst);
+    SP_HANDLER_CALLER_SP.store(caller_sp, Ordering::SeqCst);
+}
+
+/// The register in which the JIT passes the hooked method's caller's stack
+/// pointer to the enter hook (`REG_PROFILER_ENTER_ARG_CALLER_SP`).
+#[cfg(all(target_arch = "x86_64", not(windows)))]
+const CALLER_SP_REGISTER: usize = 15; // r15
+#[cfg(all(target_arch = "x86_64", windows))]
+const CALLER_SP_REGISTER: usize = 2; // rdx
+#[cfg(target_arch = "aarch64")]
+const CALLER_SP_REGISTER: usize = 11; // x11
+
+#[test]
+fn enter_trampoline_passes_the_callers_stack_pointer_second() {
+    let _guard = lock();
+    // SAFETY: the handler only touches atomics.
+    unsafe { elt::set_enter3_handler_with_caller_sp(Some(rust_sp_handler)) };
+    let outcome = run(Hook::Enter);
+    // SAFETY: removing a handler is always allowed.
+    unsafe { elt::set_enter3_handler(None) };
+    assert_eq!(
+        SP_HANDLER_ID.load(Ordering::SeqCst) as u64,
+        Hook::Enter.id()
+    );
+    assert_eq!(
+        SP_HANDLER_CALLER_SP.load(Ordering::SeqCst) as u64,
+        outcome.input.gpr[CALLER_SP_REGISTER],
+        "the handler's second argument is the JIT's caller-SP register"
+    );
+    let broken = changed(&outcome, |lane| arch::must_preserve(Hook::Enter, lane));
+    assert!(broken.is_empty(), "{broken:#?}");
+    assert_stack_restored(&outcome);
+}
+
 #[test]
 fn handler_swapped_between_calls_takes_effect_at_once() {
     let _guard = lock();

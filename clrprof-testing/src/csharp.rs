@@ -26,6 +26,10 @@ pub struct CompileOptions {
     /// (`-features:runtime-async=on`; Roslyn only, against .NET 11 or later
     /// reference assemblies).
     pub runtime_async: bool,
+    /// An ASP.NET Core app: compiled against ASP.NET Core's reference
+    /// assemblies too, run on the `Microsoft.AspNetCore.App` framework
+    /// (Roslyn only, on legs provisioned with it).
+    pub aspnetcore: bool,
 }
 
 /// A compiled app in the cache.
@@ -35,6 +39,8 @@ pub struct CompiledApp {
     pub name: String,
     /// Cache directory of this build.
     pub dir: PathBuf,
+    /// Whether it runs on ASP.NET Core's shared framework.
+    pub aspnetcore: bool,
 }
 
 impl CompiledApp {
@@ -49,7 +55,11 @@ impl CompiledApp {
         let dir = self.dir.join(&leg.tfm);
         let dll = dir.join(format!("{}.dll", self.name));
         let config = dir.join(format!("{}.runtimeconfig.json", self.name));
-        let wanted = leg.runtimeconfig_json();
+        let wanted = if self.aspnetcore {
+            leg.aspnetcore_runtimeconfig_json()
+        } else {
+            leg.runtimeconfig_json()
+        };
         let up_to_date = dll.is_file()
             && std::fs::read_to_string(&config)
                 .map(|c| c == wanted)
@@ -88,6 +98,29 @@ pub fn compile(
         .ok_or_else(|| Error::new(format!("{}: no usable file name", source.display())))?
         .to_string();
     let references = compiler.references_for(leg);
+    let aspnetcore_references = match (options.aspnetcore, compiler) {
+        (false, _) => None,
+        (
+            true,
+            Compiler::Csc {
+                aspnetcore_references_by_version,
+                ..
+            },
+        ) => Some(
+            aspnetcore_references_by_version
+                .get(&leg.major_minor())
+                .cloned()
+                .ok_or_else(|| {
+                    Error::new(format!(
+                        "no ASP.NET Core reference assemblies for .NET {} (provisioned for the legs that run web apps)",
+                        leg.major_minor()
+                    ))
+                })?,
+        ),
+        (true, Compiler::Mcs { .. }) => {
+            return Err(Error::new("ASP.NET Core apps are compiled by Roslyn, not mcs"))
+        }
+    };
     let compiler_id = match compiler {
         Compiler::Mcs { path } => format!("mcs {}", path.display()),
         Compiler::Csc { dotnet, csc, .. } => format!("csc {} {}", dotnet.display(), csc.display()),
@@ -112,6 +145,7 @@ pub fn compile(
     let app = CompiledApp {
         name: name.clone(),
         dir: dir.clone(),
+        aspnetcore: options.aspnetcore,
     };
     if app.dll().is_file() {
         return Ok(app);
@@ -156,13 +190,15 @@ pub fn compile(
             if options.runtime_async {
                 c.arg("-features:runtime-async=on");
             }
-            for entry in std::fs::read_dir(references)
-                .map_err(|e| io_error(references, e))?
-                .flatten()
-            {
-                let p = entry.path();
-                if p.extension().and_then(|e| e.to_str()) == Some("dll") {
-                    c.arg(format!("-r:{}", p.display()));
+            for dir in std::iter::once(references).chain(aspnetcore_references.as_deref()) {
+                for entry in std::fs::read_dir(dir)
+                    .map_err(|e| io_error(dir, e))?
+                    .flatten()
+                {
+                    let p = entry.path();
+                    if p.extension().and_then(|e| e.to_str()) == Some("dll") {
+                        c.arg(format!("-r:{}", p.display()));
+                    }
                 }
             }
             c.arg(source);

@@ -210,6 +210,12 @@ impl Case<'_> {
                 "no C# compiler (install mono-mcs or run `clrprof provision`; in the clrprof repository `cargo xtask provision`)".to_string(),
             ));
         };
+        if options.aspnetcore && !self.leg.has_aspnetcore() {
+            return Err(Verdict::Skipped(format!(
+                "{name} is an ASP.NET Core app; this leg's runtime root has no ASP.NET Core \
+                 (provisioned on the linux-x64 .NET 10 and 11 legs)"
+            )));
+        }
         let source = self.ctx.apps_dir.join(format!("{name}.cs"));
         let compiled = compile(&compiler, &source, &self.ctx.cache, options, self.leg)?;
         Ok(compiled.for_leg(self.leg)?)

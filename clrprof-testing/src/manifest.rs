@@ -272,6 +272,26 @@ impl Leg {
         format!("{}.0", self.major_minor())
     }
 
+    /// Whether this leg's `dotnet` root has ASP.NET Core's shared framework.
+    pub fn has_aspnetcore(&self) -> bool {
+        self.host.parent().is_some_and(|root| {
+            root.join("shared")
+                .join("Microsoft.AspNetCore.App")
+                .is_dir()
+        })
+    }
+
+    /// Contents of `<app>.runtimeconfig.json` for an ASP.NET Core app run on
+    /// this leg (the `Microsoft.AspNetCore.App` framework, which brings
+    /// `Microsoft.NETCore.App`).
+    pub fn aspnetcore_runtimeconfig_json(&self) -> String {
+        format!(
+            "{{\"runtimeOptions\":{{\"tfm\":\"{}\",\"framework\":{{\"name\":\"Microsoft.AspNetCore.App\",\"version\":\"{}\"}}}}}}\n",
+            self.tfm,
+            self.framework_reference()
+        )
+    }
+
     /// Contents of `<app>.runtimeconfig.json` for an app run on this leg.
     pub fn runtimeconfig_json(&self) -> String {
         format!(
@@ -369,6 +389,10 @@ pub enum Compiler {
         /// its own version's, so it uses what that version offers.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         references_by_version: BTreeMap<String, PathBuf>,
+        /// ASP.NET Core's reference assemblies per runtime `major.minor`
+        /// (NuGet's `Microsoft.AspNetCore.App.Ref`), for the web apps.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        aspnetcore_references_by_version: BTreeMap<String, PathBuf>,
     },
 }
 
@@ -732,6 +756,7 @@ pub fn installed_sdk_compiler(require_31: bool) -> Option<Compiler> {
         csc,
         references,
         references_by_version: BTreeMap::new(),
+        aspnetcore_references_by_version: BTreeMap::new(),
     })
 }
 

@@ -188,10 +188,19 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
     let progress = crate::progress::Downloads::new();
 
     let mut references: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut aspnetcore_references: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut wine: Option<Wine> = None;
     let mut wine_error: Option<String> = None;
     for pack in &runtime_pack::LEG_PACKS {
-        match provision_leg(cache, pack, &feed, &downloads, &progress, &mut references) {
+        match provision_leg(
+            cache,
+            pack,
+            &feed,
+            &downloads,
+            &progress,
+            &mut references,
+            &mut aspnetcore_references,
+        ) {
             Ok(mut leg) => {
                 let runner = if leg.is_wine() {
                     if wine.is_none() && wine_error.is_none() {
@@ -227,7 +236,15 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
         }
     }
 
-    let compiler = match roslyn(cache, &feed, &downloads, &progress, &legs, &references) {
+    let compiler = match roslyn(
+        cache,
+        &feed,
+        &downloads,
+        &progress,
+        &legs,
+        &references,
+        &aspnetcore_references,
+    ) {
         Ok(c) => Some(c),
         Err(e) => {
             problems.push(format!("Roslyn: {e}"));
@@ -300,6 +317,7 @@ fn provision_leg(
     downloads: &Path,
     progress: &dyn crate::nuget::Progress,
     references: &mut BTreeMap<String, PathBuf>,
+    aspnetcore_references: &mut BTreeMap<String, PathBuf>,
 ) -> Result<Leg> {
     if pack.os == Os::Windows && cfg!(not(target_os = "linux")) {
         return Err("Windows legs run under Wine on Linux hosts only".into());
@@ -311,6 +329,15 @@ fn provision_leg(
         feed.fetch(&pack.reference, downloads, progress)
     })?;
     references.insert(leg.major_minor(), refs);
+    if let Some(aspnet) = &pack.aspnetcore {
+        runtime_pack::add_aspnetcore(&leg, pack, aspnet, &|| {
+            feed.fetch(&aspnet.runtime, downloads, progress)
+        })?;
+        let refs = runtime_pack::extract_references(cache, &aspnet.reference, &|| {
+            feed.fetch(&aspnet.reference, downloads, progress)
+        })?;
+        aspnetcore_references.insert(leg.major_minor(), refs);
+    }
     Ok(leg)
 }
 
@@ -322,6 +349,7 @@ fn roslyn(
     progress: &dyn crate::nuget::Progress,
     legs: &[Leg],
     references: &BTreeMap<String, PathBuf>,
+    aspnetcore_references: &BTreeMap<String, PathBuf>,
 ) -> Result<Compiler> {
     let host = legs
         .iter()
@@ -344,6 +372,7 @@ fn roslyn(
         csc,
         references: default,
         references_by_version: references.clone(),
+        aspnetcore_references_by_version: aspnetcore_references.clone(),
     })
 }
 

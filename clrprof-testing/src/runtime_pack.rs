@@ -48,7 +48,23 @@ pub struct LegPack {
     /// `major.minor` (its newest served patch: reference assemblies do not
     /// change within a `major.minor`).
     pub reference: Pin,
+    /// ASP.NET Core's shared framework and reference pack, on the legs
+    /// that run the web-service scenarios and benchmark.
+    pub aspnetcore: Option<AspNetCore>,
 }
+
+/// `Microsoft.AspNetCore.App.Runtime.<rid>` and `Microsoft.AspNetCore.App.Ref`
+/// of one version: a second shared framework in the leg's `dotnet` root.
+#[derive(Debug, Clone, Copy)]
+pub struct AspNetCore {
+    /// The runtime pack.
+    pub runtime: Pin,
+    /// The reference pack.
+    pub reference: Pin,
+}
+
+/// The name of ASP.NET Core's shared framework.
+pub const ASPNETCORE_FRAMEWORK: &str = "Microsoft.AspNetCore.App";
 
 impl LegPack {
     /// The runtime identifier, e.g. `linux-x64`.
@@ -108,6 +124,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "SX/z6x5RwQU35hHoPUC3Iba1s8ZdJIgawdkPoNDFs7UFy0vSH5zasdb6eHKZ/yojGuJ/rsdzkxTDn+qIwPu8ig==",
         ),
         reference: REF_3_1,
+        aspnetcore: None,
     },
     LegPack {
         name: "linux-x64-8.0",
@@ -119,6 +136,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "fqB1EMzydBPvd+1yklsxA/5o/2TXlOQnjFoy1HMjYTlXT42e/8ej05/O4vHKtULM6NZiM4mj0N7/KCDoFI3CEA==",
         ),
         reference: REF_8_0,
+        aspnetcore: None,
     },
     LegPack {
         name: "linux-x64-9.0",
@@ -130,6 +148,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "vXCR5xzrQoJY3+QmjyM/B3w5qJFGQ2DfYZGJ1whveKUCOp1/s9fplAy/9SIEY2TbFz/tctpkSssLzu+NQBEv+Q==",
         ),
         reference: REF_9_0,
+        aspnetcore: None,
     },
     LegPack {
         name: "linux-x64-10.0",
@@ -141,6 +160,18 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "Ak6y3EEqwNT/ZL5WEAoGbjxju8MisXpnRxYRynRifotaKEadhhWk5/z2KTvNbnRyAvMqrbN21TSnJY4NxZShxQ==",
         ),
         reference: REF_10_0,
+        aspnetcore: Some(AspNetCore {
+            runtime: pin(
+                "Microsoft.AspNetCore.App.Runtime.linux-x64",
+                "10.0.15",
+                "OY9hawrAFEnh1F0lbKMAcXRATMTPOoMDWwa2S23E0MPptyLgGcBVQeFEh3Xa2B3SMHlBDYpjKJAbokrJXamfow==",
+            ),
+            reference: pin(
+                "Microsoft.AspNetCore.App.Ref",
+                "10.0.15",
+                "scmS5owAPL7EYn5egcNtAU4AbuMFmOCkpf26W9m2GRgosPd6bL1KurB4jRADbfc0jOeBjuII6oxK3/EnOUBstA==",
+            ),
+        }),
     },
     LegPack {
         name: "linux-x64-11.0",
@@ -152,6 +183,18 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "92vCWKQbiW9T2QgCRTwiHVHpxpv8fDAOiCRUnlO9QkLhd2oWGKJt9zhHN4mbd7Al/WmBwD+tF0Jt8Ux5Ofox7g==",
         ),
         reference: REF_11_0,
+        aspnetcore: Some(AspNetCore {
+            runtime: pin(
+                "Microsoft.AspNetCore.App.Runtime.linux-x64",
+                "11.0.0",
+                "7G7Rtb4wsazwSr4Q8XOwwfjfSPRw2id2hcKCGu58tuatIXSMVqFbbJqFfmdY4KugZgSKZEzK6q0J/4Lj7kY4FA==",
+            ),
+            reference: pin(
+                "Microsoft.AspNetCore.App.Ref",
+                "11.0.0",
+                "T9BWMgotaWwAXEEVKvh+5ShetSaGVkGPnb9KTSJn12kOy7fsta1S/l99min5DOeeTdXQnz0M1CwoVwHS1iWBCA==",
+            ),
+        }),
     },
     LegPack {
         name: "win-x64-8.0",
@@ -163,6 +206,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "2D7qUIN9TJng4jYaOuHj0WersRfDHCH4/iQuzingKe92cCaNRkXorMG6tMWQ0J5LE1EAdYbwJAnclaQ8pZWMbA==",
         ),
         reference: REF_8_0,
+        aspnetcore: None,
     },
     LegPack {
         name: "win-x64-10.0",
@@ -174,6 +218,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "MEGAkRGHrAXYA2t/Lo0mDxH+/O5NLqgWTcVh70iOZJTpoOCL/jKfOgDqYoDi3W9WcnviL4DhMl+5lWC8cxttSw==",
         ),
         reference: REF_10_0,
+        aspnetcore: None,
     },
     LegPack {
         name: "linux-arm64-10.0",
@@ -185,6 +230,7 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "uyFmBiC5sVKn7/EIraL/ZL7/4jbEi6FBvfnZ5yh5hkBN4vd+72Dgggfl+wVOSdkCQWKj0Nq/MSRYNYZFTmtgng==",
         ),
         reference: REF_10_0,
+        aspnetcore: None,
     },
 ];
 
@@ -514,7 +560,16 @@ pub fn extract_references(
     reference: &Pin,
     nupkg: &dyn Fn() -> Result<PathBuf>,
 ) -> Result<PathBuf> {
-    let dir = cache.join("refs").join(reference.version);
+    // `refs/<version>` for .NET's own, `refs/<package>/<version>` for others
+    // (ASP.NET Core's).
+    let dir = if reference.id == "Microsoft.NETCore.App.Ref" {
+        cache.join("refs").join(reference.version)
+    } else {
+        cache
+            .join("refs")
+            .join(reference.id.to_ascii_lowercase())
+            .join(reference.version)
+    };
     let stamp = format!("{reference} {}\n", reference.sha512);
     if !is_stamped(&dir, &stamp) {
         let nupkg = nupkg()?;
@@ -530,6 +585,59 @@ pub fn extract_references(
                 let _ = std::fs::remove_dir_all(&tmp);
                 return Err(Error::new(format!(
                     "{reference} has no ref/{tfm}/*.dll: not a reference pack"
+                )));
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        }
+    }
+    Ok(dir)
+}
+
+/// ASP.NET Core's shared framework in the leg's `dotnet` root,
+/// `shared/Microsoft.AspNetCore.App/<version>/` (the pack's
+/// `runtimes/<rid>/lib/<tfm>/`, its framework `deps.json` and
+/// `runtimeconfig.json` included), added once from the package `nupkg`
+/// gives.
+pub fn add_aspnetcore(
+    leg: &Leg,
+    pack: &LegPack,
+    aspnet: &AspNetCore,
+    nupkg: &dyn Fn() -> Result<PathBuf>,
+) -> Result<PathBuf> {
+    let root = leg
+        .host
+        .parent()
+        .ok_or_else(|| Error::new(format!("{}: the host has no folder", leg.name)))?;
+    let version = aspnet.runtime.version;
+    let dir = root.join("shared").join(ASPNETCORE_FRAMEWORK).join(version);
+    let stamp = format!("{} {}\n", aspnet.runtime, aspnet.runtime.sha512);
+    if !is_stamped(&dir, &stamp) {
+        let nupkg = nupkg()?;
+        let tmp = scratch_for(&dir)?;
+        let tfm = crate::manifest::tfm_for_version(version);
+        let mut zip = open_zip(&nupkg)?;
+        let written = extract_prefix(
+            &mut zip,
+            &format!("runtimes/{}/lib/{tfm}/", pack.rid()),
+            &tmp,
+            &|rest| (!rest.contains('/')).then(|| PathBuf::from(rest)),
+        );
+        match written {
+            Ok(w)
+                if w.iter()
+                    .any(|p| p.as_os_str() == "Microsoft.AspNetCore.App.deps.json") =>
+            {
+                commit_dir(&tmp, &dir, &stamp)?
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(Error::new(format!(
+                    "{} has no runtimes/{}/lib/{tfm}/ with the framework's deps.json",
+                    aspnet.runtime,
+                    pack.rid()
                 )));
             }
             Err(e) => {

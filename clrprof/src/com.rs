@@ -245,6 +245,8 @@ impl<P: Profiler> CallbackObject<P> {
             let _ = self.components.set(components);
             match result {
                 Ok(()) => {
+                    // The runtime initializes its GC heap once this returns.
+                    runtime.set_gc_heap_initialized(true);
                     // SAFETY: [local-memory] `self.profiler` lives as long as this object,
                     // whose `Drop` releases the registration first.
                     let _ = self

@@ -11,8 +11,10 @@
 //!   `IsFrozenObject` is true exactly for the string literal on runtimes
 //!   with the non-GC heap, which lists it within its bounds;
 //!   `GetLOHObjectSizeThreshold` reports the default and a threshold set
-//!   through `GCLOHThreshold`, and the GC puts the app's arrays on either
-//!   side of it accordingly; `EnumerateGCHeapObjects` is `Unsupported`
+//!   through `GCLOHThreshold` once the GC heap is initialized (and already
+//!   in `Initialize` on 3.1 and 8; from .NET 9 on the runtime would answer
+//!   the default there, and the SDK refuses the call), and the GC puts the
+//!   app's arrays on either side of it accordingly; `EnumerateGCHeapObjects` is `Unsupported`
 //!   without Info15.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
@@ -244,15 +246,43 @@ fn heap_scenario(case: &Case<'_>, threshold: u32) -> CaseResult {
         checks.push("gc_heap_walk_unsupported");
     }
     require_checks(&traced, &checks)?;
-    // The threshold the runtime reports is the one it was started with.
-    let reported = traced
+    // The threshold the runtime reports is the one it was started with,
+    // once its GC heap is initialized. In Initialize, .NET 3.1 and 8 answer
+    // it too (the EE's own reading of the setting); from .NET 9 on the
+    // runtime answers the GC's threshold, which the GC sets after the
+    // profiler's Initialize (85,000 there whatever the setting), and the
+    // SDK refuses the call there instead.
+    let reported = |event: &str| {
+        traced
+            .events(event)
+            .next()
+            .and_then(|r| r["value"].as_str())
+            .unwrap_or("none")
+            .to_string()
+    };
+    let after_start = reported("loh_threshold_after_start");
+    if after_start != threshold.to_string() {
+        return Err(format!(
+            "GetLOHObjectSizeThreshold said {after_start} after startup, the runtime was started \
+             with {threshold}"
+        )
+        .into());
+    }
+    let in_initialize = traced
         .events("loh_threshold")
         .next()
-        .and_then(|r| r["value"].as_str())
-        .unwrap_or("none");
-    if reported != threshold.to_string() {
+        .cloned()
+        .ok_or("no loh_threshold record")?;
+    let refused = in_initialize["error_kind"] == "refused for the runtime version";
+    let expected_in_initialize = if version >= 15 {
+        refused
+    } else {
+        in_initialize["value"].as_str() == Some(threshold.to_string().as_str())
+    };
+    if !expected_in_initialize {
         return Err(format!(
-            "GetLOHObjectSizeThreshold said {reported}, the runtime was started with {threshold}"
+            "GetLOHObjectSizeThreshold in Initialize on {runtime} (Info{version}), started with \
+             {threshold}: {in_initialize}"
         )
         .into());
     }

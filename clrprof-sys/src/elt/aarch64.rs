@@ -6,7 +6,9 @@
 //!
 //! * fast path (`enter3`, `leave3`, `tailcall3`): called from jitted code
 //!   with the JIT's profiler-hook convention, the ID in `x10`; it is moved
-//!   to `x0`, the C ABI's first argument.
+//!   to `x0`, the C ABI's first argument. For `enter3` the JIT also passes
+//!   the hooked method's caller's stack pointer in `x11`
+//!   (`REG_PROFILER_ENTER_ARG_CALLER_SP`), moved to `x1`, the second.
 //! * WithInfo (`enter3_with_info`, ...): called by the runtime's stub with
 //!   the C ABI, `(FunctionIDOrClientID, COR_PRF_ELT_INFO)` already in
 //!   `x0`, `x1`, where the handler takes them.
@@ -74,8 +76,9 @@ macro_rules! elt_asm {
             "clrprof_elt_data {tailcall_info_slot}",
             "{tailcall_info_slot}: .quad {noop}",
             ".text",
-            // name, slot, register holding the ID on entry.
-            ".macro clrprof_elt_trampoline name, slot, id",
+            // name, slot, register holding the ID on entry, register holding
+            // the handler's second argument on entry.
+            ".macro clrprof_elt_trampoline name, slot, id, second",
             "  .p2align 2",
             "  clrprof_elt_function \\name",
             "\\name:",
@@ -99,6 +102,9 @@ macro_rules! elt_asm {
             "  .ifnc \\id, x0",
             "  mov x0, \\id",
             "  .endif",
+            "  .ifnc \\second, x1",
+            "  mov x1, \\second",
+            "  .endif",
             "  blr x16",
             "  ldp q6, q7, [sp, #192]",
             "  ldp q4, q5, [sp, #160]",
@@ -117,12 +123,12 @@ macro_rules! elt_asm {
             "  .cfi_endproc",
             "  clrprof_elt_end \\name",
             ".endm",
-            "clrprof_elt_trampoline {enter}, {enter_slot}, x10",
-            "clrprof_elt_trampoline {leave}, {leave_slot}, x10",
-            "clrprof_elt_trampoline {tailcall}, {tailcall_slot}, x10",
-            "clrprof_elt_trampoline {enter_info}, {enter_info_slot}, x0",
-            "clrprof_elt_trampoline {leave_info}, {leave_info_slot}, x0",
-            "clrprof_elt_trampoline {tailcall_info}, {tailcall_info_slot}, x0",
+            "clrprof_elt_trampoline {enter}, {enter_slot}, x10, x11",
+            "clrprof_elt_trampoline {leave}, {leave_slot}, x10, x1",
+            "clrprof_elt_trampoline {tailcall}, {tailcall_slot}, x10, x1",
+            "clrprof_elt_trampoline {enter_info}, {enter_info_slot}, x0, x1",
+            "clrprof_elt_trampoline {leave_info}, {leave_info_slot}, x0, x1",
+            "clrprof_elt_trampoline {tailcall_info}, {tailcall_info_slot}, x0, x1",
             ".purgem clrprof_elt_trampoline",
             ".purgem clrprof_elt_function",
             ".purgem clrprof_elt_data",

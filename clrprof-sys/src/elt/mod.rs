@@ -143,6 +143,16 @@ mod x86_64_win64;
 /// profiler's `FunctionIDMapper` returned for it.
 pub type EltHandler = unsafe extern "C" fn(function_id_or_client_id: usize);
 
+/// A fast-path enter handler that also takes the second value the enter
+/// trampoline passes: the hooked method's caller's stack pointer, i.e. the
+/// stack address just above the return address of the call that entered
+/// the method, as the JIT computes it for the runtime's own enter stub
+/// (`profiledRsp` there; in `r15` on x86-64 System V, `rdx` on Windows
+/// x64, `x11` on AArch64: the JIT's `REG_PROFILER_ENTER_ARG_CALLER_SP`).
+/// A live caller's value is strictly greater than its callee's (the stack
+/// grows down). An [`EltHandler`] in the same slot simply ignores it.
+pub type EltEnterHandler = unsafe extern "C" fn(function_id_or_client_id: usize, caller_sp: usize);
+
 /// A WithInfo ELT handler: receives the function or client ID and the
 /// `COR_PRF_ELT_INFO` handle, valid only during the call, for
 /// `GetFunctionEnter3Info` / `GetFunctionLeave3Info` / `GetFunctionTailcall3Info`.
@@ -370,6 +380,18 @@ pub unsafe fn set_enter3_handler(handler: Option<EltHandler>) {
     Slot::Enter.store(handler.map(|f| f as usize));
 }
 
+/// Installs (or with `None`, removes) an enter handler that takes the
+/// caller's stack pointer as well (see [`EltEnterHandler`]); it replaces
+/// whatever [`set_enter3_handler`] installed.
+///
+/// # Safety
+///
+/// As for [`set_enter3_handler`].
+#[cfg(clrprof_elt)]
+pub unsafe fn set_enter3_handler_with_caller_sp(handler: Option<EltEnterHandler>) {
+    Slot::Enter.store(handler.map(|f| f as usize));
+}
+
 /// Installs (or removes) the handler the leave trampoline calls.
 ///
 /// # Safety
@@ -390,7 +412,9 @@ pub unsafe fn set_tailcall3_handler(handler: Option<EltHandler>) {
     Slot::Tailcall.store(handler.map(|f| f as usize));
 }
 
-/// The handler the enter trampoline currently calls.
+/// The handler the enter trampoline currently calls (one installed with
+/// [`set_enter3_handler_with_caller_sp`] too: compare its address, do not
+/// call it through this type).
 #[cfg(clrprof_elt)]
 pub fn enter3_handler() -> Option<EltHandler> {
     load_handler(Slot::Enter)

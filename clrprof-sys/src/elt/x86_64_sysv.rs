@@ -4,10 +4,12 @@
 //! Each trampoline keeps exactly what its caller expects back and no more
 //! (the JIT's `RBM_PROFILER_*_TRASH` sets for System V; see `mod.rs`):
 //!
-//! * `enter3`: called from jitted code with the ID in `r14`; keeps the
-//!   argument registers `rdi rsi rdx rcx r8 r9` and all 128 bits of
-//!   `xmm0`-`xmm7` (the JIT may find `rax`, `r10`, `r11` and
-//!   `xmm8`-`xmm15` clobbered). Frame `0xB8` bytes.
+//! * `enter3`: called from jitted code with the ID in `r14` and the
+//!   hooked method's caller's stack pointer in `r15` (the JIT's
+//!   `REG_PROFILER_ENTER_ARG_0/1` for System V), passed to the handler as
+//!   its two arguments; keeps the argument registers `rdi rsi rdx rcx r8
+//!   r9` and all 128 bits of `xmm0`-`xmm7` (the JIT may find `rax`, `r10`,
+//!   `r11` and `xmm8`-`xmm15` clobbered). Frame `0xB8` bytes.
 //! * `leave3`, `tailcall3`: ID in `rdi`; keep the return registers `rax
 //!   rdx` and all 128 bits of `xmm0 xmm1`. Frame `0x38` bytes.
 //! * WithInfo (`enter3_with_info`, ...): called with the C ABI,
@@ -75,7 +77,8 @@ macro_rules! elt_asm {
             "clrprof_elt_data {tailcall_info_slot}",
             "{tailcall_info_slot}: .quad {noop}",
             ".text",
-            // Fast-path enter: name, slot. ID in r14; keeps the argument
+            // Fast-path enter: name, slot. ID in r14, the caller's stack
+            // pointer in r15, passed in rdi, rsi; keeps the argument
             // registers.
             ".macro clrprof_elt_enter_trampoline name, slot",
             "  .p2align 4",
@@ -99,6 +102,7 @@ macro_rules! elt_asm {
             "  mov qword ptr [rsp + 0xA0], r8",
             "  mov qword ptr [rsp + 0xA8], r9",
             "  mov rdi, r14",
+            "  mov rsi, r15",
             "  call qword ptr [rip + \\slot]",
             "  mov r9, qword ptr [rsp + 0xA8]",
             "  mov r8, qword ptr [rsp + 0xA0]",

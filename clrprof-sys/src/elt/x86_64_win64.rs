@@ -4,7 +4,9 @@
 //! code the register harness proves under Wine.
 //!
 //! In both variants the ID is in `rcx` on entry, the C ABI's first
-//! argument: jitted code puts it there for the fast path, and the runtime's
+//! argument: jitted code puts it there for the fast path (with, for
+//! `enter3`, the hooked method's caller's stack pointer in `rdx`, the
+//! second, which the handler receives unchanged), and the runtime's
 //! stub calls the WithInfo hooks with the C ABI, `(FunctionIDOrClientID,
 //! COR_PRF_ELT_INFO)` in `rcx`, `rdx`. Each trampoline keeps what its
 //! caller expects back (the JIT's `RBM_PROFILER_*_TRASH` for Windows):

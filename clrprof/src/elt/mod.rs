@@ -789,7 +789,7 @@ fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Re
     // function: see `Record`), never unwind (every user call is inside
     // `contain`), and are plain functions of this library.
     unsafe {
-        elt::set_enter3_handler(Some(fast_enter::<H>));
+        elt::set_enter3_handler_with_caller_sp(Some(fast_enter::<H>));
         elt::set_leave3_handler(Some(fast_leave::<H>));
         elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
     }
@@ -996,10 +996,15 @@ unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
     unsafe { &*(client as *const Entry<H>) }
 }
 
-unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
+/// The fast-path enter handler. `caller_sp` is the hooked method's caller's
+/// stack pointer, which the JIT passes beside the ID (see
+/// `clrprof_sys::elt::EltEnterHandler`); the shadow stacks use it to find
+/// frames that returned without a leave hook.
+unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize, caller_sp: usize) {
     // SAFETY: [callback-args] the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
+    shadow_stack::set_entering_caller_sp(caller_sp);
     contain::<ENTER>(|| e.hooks().enter(&e.hooked));
 }
 

@@ -24,6 +24,24 @@
 //! and popping write a few words of the thread's own stack: no allocation,
 //! no lock. Deeper frames than the capacity are counted, not stored.
 //!
+//! A frame that returns without its leave hook (a .NET 11 runtime-async
+//! method that suspends, dotnet/runtime issue 122488; a frame an exception
+//! ended while the profiler did not receive the unwind callbacks) is popped
+//! as *suspended* at the first later event that proves it gone:
+//!
+//! * a leave hook naming a frame below it (the caller's leave);
+//! * on the ELT fast path, an enter hook whose method's caller's stack
+//!   pointer (which the JIT passes to the hook, see
+//!   `clrprof_sys::elt::EltEnterHandler`) is not below the frame's own: a
+//!   live caller's is always strictly above its callee's, as the stack
+//!   grows down. This also repairs a thread-pool thread on which a resumed
+//!   runtime-async method suspended again, at the next method the thread
+//!   runs, where no hooked caller below ever leaves.
+//!
+//! Until then the frame stays on its thread's stack (a runtime-async method
+//! reports nothing when it suspends), so a thread whose last hooked method
+//! suspended keeps that frame until its next hooked call.
+//!
 //! Any thread can read any stack at any moment ([`snapshot`],
 //! [`for_each_thread`]): the owner brackets every change with a sequence
 //! counter and readers retry until they copied a consistent state (a
@@ -73,12 +91,13 @@ pub struct StackStats {
     /// Leave/tailcall hooks whose function was neither the top frame nor
     /// found below it.
     pub mismatches: u64,
-    /// Frames popped because a leave hook named a frame below them: frames
-    /// that ended without a leave hook of their own. On .NET 11 these are
-    /// runtime-async methods that suspended (the runtime calls Enter on
-    /// every resume but no Leave on suspension, dotnet/runtime issue
-    /// 122488); on earlier runtimes, frames an exception ended while the
-    /// profiler did not receive the unwind callbacks.
+    /// Frames that ended without a leave hook of their own, popped when a
+    /// leave hook named a frame below them or (ELT fast path) when an enter
+    /// hook's caller stack pointer showed they had returned. On .NET 11
+    /// these are runtime-async methods that suspended (the runtime calls
+    /// Enter on every resume but no Leave on suspension, dotnet/runtime
+    /// issue 122488); on earlier runtimes, frames an exception ended while
+    /// the profiler did not receive the unwind callbacks.
     pub suspended: u64,
 }
 
@@ -97,6 +116,9 @@ struct ThreadStack {
     mismatches: AtomicU64,
     suspended: AtomicU64,
     frames: Box<[AtomicUsize]>,
+    /// The caller stack pointer of each stored frame (0: unknown) — owner
+    /// only.
+    caller_sps: Box<[AtomicUsize]>,
     /// Pending unwinds: the function being unwound — owner only.
     unwinds: [AtomicUsize; UNWIND_NESTING],
     /// Bit `n`: the function of pending unwind `n` was the top frame.
@@ -118,6 +140,7 @@ impl ThreadStack {
             mismatches: AtomicU64::new(0),
             suspended: AtomicU64::new(0),
             frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
+            caller_sps: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
             unwind_matches: AtomicU64::new(0),
             unwind_level: AtomicUsize::new(0),
@@ -154,11 +177,17 @@ impl ThreadStack {
     }
 
     #[inline(always)]
-    fn push(&self, frame: usize) {
+    fn push(&self, frame: usize, caller_sp: usize) {
         let s = self.begin();
-        let d = self.depth.load(Ordering::Relaxed);
+        let mut d = self.depth.load(Ordering::Relaxed);
+        if caller_sp != 0 {
+            d = self.pop_returned(d, caller_sp);
+        }
         if let Some(slot) = self.frames.get(d) {
             slot.store(frame, Ordering::Relaxed);
+        }
+        if let Some(slot) = self.caller_sps.get(d) {
+            slot.store(caller_sp, Ordering::Relaxed);
         }
         self.depth.store(d + 1, Ordering::Relaxed);
         if d + 1 > self.max_depth.load(Ordering::Relaxed) {
@@ -167,6 +196,36 @@ impl ThreadStack {
         self.pushes
             .store(self.pushes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.end(s);
+    }
+
+    /// Pops (as suspended) the stored top frames that cannot be callers of
+    /// a method entered with `caller_sp`: those whose own caller stack
+    /// pointer is not above it. Inside `begin`/`end`. Returns the new depth.
+    #[inline(always)]
+    fn pop_returned(&self, depth: usize, caller_sp: usize) -> usize {
+        let mut d = depth;
+        while d > 0 {
+            let Some(top_sp) = self
+                .caller_sps
+                .get(d - 1)
+                .map(|c| c.load(Ordering::Relaxed))
+            else {
+                // Frames beyond the capacity are not stored: unknown.
+                break;
+            };
+            if top_sp == 0 || top_sp > caller_sp {
+                break;
+            }
+            d -= 1;
+        }
+        if d != depth {
+            self.depth.store(d, Ordering::Relaxed);
+            self.suspended.store(
+                self.suspended.load(Ordering::Relaxed) + (depth - d) as u64,
+                Ordering::Relaxed,
+            );
+        }
+        d
     }
 
     /// The top frame, if stored.
@@ -352,6 +411,36 @@ impl Drop for Release {
 thread_local! {
     static CURRENT: Cell<*const ThreadStack> = const { Cell::new(core::ptr::null()) };
     static RELEASE: Release = const { Release };
+    /// The caller stack pointer of the method whose enter hook is running
+    /// on this thread (0: none known), set by the SDK's fast-path enter
+    /// handler and taken by [`enter`].
+    static ENTERING_CALLER_SP: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Records the caller stack pointer the JIT passed to the enter hook now
+/// running on this thread, for the [`enter`] it makes.
+#[inline(always)]
+pub(crate) fn set_entering_caller_sp(caller_sp: usize) {
+    let _ = ENTERING_CALLER_SP.try_with(|c| c.set(caller_sp));
+}
+
+/// Takes the caller stack pointer recorded for the enter hook running on
+/// this thread; 0 when none was, or when the value is not a stack address
+/// above this call (the caller of a method in its prolog is above every
+/// frame of the hook, and within 1 MiB of it: a method's fixed frame at
+/// its prolog is far smaller).
+#[inline(always)]
+fn take_entering_caller_sp() -> usize {
+    let sp = ENTERING_CALLER_SP.try_with(|c| c.replace(0)).unwrap_or(0);
+    if sp == 0 {
+        return 0;
+    }
+    let here = &sp as *const usize as usize;
+    if sp > here && sp - here < (1 << 20) {
+        sp
+    } else {
+        0
+    }
 }
 
 fn os_thread_id() -> u64 {
@@ -412,11 +501,14 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
     f(unsafe { &*ptr })
 }
 
-/// The enter hook's part: pushes `function`.
+/// The enter hook's part: pushes `function`. Called from the enter hook on
+/// the ELT fast path, it first pops the frames the method's caller stack
+/// pointer shows returned without their leave hook (see the module docs).
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
     let frame = function.function().0;
-    with_current(|s| s.push(frame));
+    let caller_sp = take_entering_caller_sp();
+    with_current(|s| s.push(frame, caller_sp));
 }
 
 /// The leave hook's part: pops the top frame (counting a mismatch if it is
@@ -588,5 +680,51 @@ mod tests {
         leave(a);
         let stats = snapshot(me, &mut frames).unwrap();
         assert_eq!(stats.underflows, 1);
+    }
+
+    /// An enter as the fast path makes it: the JIT's caller stack pointer
+    /// recorded first, `offset` bytes above a local of the caller.
+    fn enter_at(function: &Hooked<()>, top_of_stack: usize, offset: usize) {
+        set_entering_caller_sp(top_of_stack + offset);
+        enter(function);
+    }
+
+    #[test]
+    fn an_enter_above_a_frame_pops_it_as_returned() {
+        std::thread::spawn(|| {
+            let local = 0u8;
+            let base = &local as *const u8 as usize;
+            let (dispatch_a, callee, dispatch_b) = (record(0xA000), record(0xB000), record(0xC000));
+            // A thread-pool thread: the unhooked dispatcher resumes A (its
+            // caller stack pointer 0x800 above here), A calls B (0x700),
+            // B suspends, A suspends: both return without a leave hook.
+            enter_at(dispatch_a, base, 0x800);
+            enter_at(callee, base, 0x700);
+            assert_eq!(current_depth(), 2);
+            // The dispatcher's next resume, from the same call site: A and
+            // B returned.
+            enter_at(dispatch_b, base, 0x800);
+            assert_eq!(current_depth(), 1);
+            leave(dispatch_b);
+            let mut frames = Vec::new();
+            let stats = snapshot(current_os_thread(), &mut frames).unwrap();
+            assert_eq!(stats.depth, 0);
+            assert_eq!((stats.pushes, stats.pops, stats.suspended), (3, 1, 2));
+            assert_eq!((stats.mismatches, stats.underflows), (0, 0));
+            // A callee (lower caller stack pointer) keeps its callers; an
+            // implausible value (not above this thread's frames) is ignored.
+            enter_at(dispatch_a, base, 0x800);
+            enter_at(callee, base, 0x700);
+            set_entering_caller_sp(1);
+            enter(dispatch_b);
+            assert_eq!(current_depth(), 3);
+            leave(dispatch_b);
+            leave(callee);
+            leave(dispatch_a);
+            let stats = snapshot(current_os_thread(), &mut frames).unwrap();
+            assert_eq!((stats.depth, stats.suspended, stats.mismatches), (0, 2, 0));
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -126,9 +126,35 @@ impl RuntimeHandle {
     /// runtime's `GCLOHThreshold` setting (`DOTNET_GCLOHThreshold` /
     /// `COMPlus_GCLOHThreshold`, hexadecimal, or
     /// `System.GC.LOHThreshold` in runtimeconfig.json) changes it.
+    ///
+    /// From .NET 9 on (ICorProfilerInfo15) the runtime answers the GC's own
+    /// threshold (`IGCHeap::GetLOHThreshold`, the GC's
+    /// `loh_size_threshold`, since dotnet/runtime PR 95485 capped the
+    /// setting by the region size), which the GC sets from its
+    /// configuration when it initializes its heap. A profiler loaded at
+    /// startup runs `Initialize` before that, so there the runtime answers
+    /// 85,000 whatever the setting (measured on 9.0.23, 10.0.15 and
+    /// 11.0.0). The SDK refuses the call there with
+    /// [`Error::RuntimeVersion`] (`CORPROF_E_NOT_YET_AVAILABLE`, the
+    /// runtime not called): ask from any later callback. .NET Core 3.1 and
+    /// .NET 8 answer the setting from `Initialize` on. (A thread of the
+    /// profiler's own that asks at the very moment `Initialize` returns may
+    /// still race the GC's initialization.)
     pub fn loh_object_size_threshold(&self) -> Result<u32> {
         const CALL: &str = "ICorProfilerInfo10::GetLOHObjectSizeThreshold";
         let i10 = self.raw_info10(CALL)?;
+        if self.version() >= 15 && !self.gc_heap_initialized() {
+            return Err(Error::RuntimeVersion {
+                hr: sys::HRESULT(KnownHresult::CORPROF_E_NOT_YET_AVAILABLE as i32),
+                call: CALL,
+                called: false,
+                why: "from .NET 9 on the runtime answers the GC's threshold, which the GC sets \
+                      when it initializes its heap, after the profiler's Initialize; asked from \
+                      Initialize it answers the default 85,000 whatever the GCLOHThreshold \
+                      setting: ask from a later callback"
+                    .into(),
+            });
+        }
         let mut threshold = 0u32;
         check(
             // SAFETY: [plain-call] valid out pointer.
@@ -334,6 +360,41 @@ mod tests {
             "ICorProfilerInfo10::",
         );
         assert_eq!(old.call_count("GetLOHObjectSizeThreshold"), 0);
+    }
+
+    #[test]
+    fn loh_threshold_refused_before_the_gc_heap_of_net9() {
+        // .NET 9 (Info15): the GC's threshold, set after Initialize.
+        let fake = FakeRuntime::with_info_version(15);
+        fake.state().heap.loh_threshold = Some(0x30000);
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns (none).
+        let info = unsafe { fake.profiler_info() };
+        match info.loh_object_size_threshold().unwrap_err() {
+            Error::RuntimeVersion {
+                hr, called, call, ..
+            } => {
+                assert_eq!(hr.0 as u32, 0x8013_135B, "CORPROF_E_NOT_YET_AVAILABLE");
+                assert!(!called);
+                assert!(call.ends_with("GetLOHObjectSizeThreshold"));
+            }
+            other => panic!("expected RuntimeVersion, got {other:?}"),
+        }
+        assert_eq!(fake.call_count("GetLOHObjectSizeThreshold"), 0);
+        // Once Initialize returned, and for a profiler loaded by attach.
+        fake.state().initialized = true;
+        // SAFETY: [test-fake] as above.
+        let info = unsafe { fake.profiler_info() };
+        assert_eq!(info.loh_object_size_threshold().unwrap(), 196_608);
+        fake.state().initialized = false;
+        // SAFETY: [test-fake] as above.
+        let attached = unsafe { fake.profiler_info_attached() };
+        assert_eq!(attached.loh_object_size_threshold().unwrap(), 196_608);
+        // .NET 8 (Info14) answers the setting from Initialize on.
+        let net8 = FakeRuntime::with_info_version(14);
+        net8.state().heap.loh_threshold = Some(0x30000);
+        // SAFETY: [test-fake] as above.
+        let info = unsafe { net8.profiler_info() };
+        assert_eq!(info.loh_object_size_threshold().unwrap(), 196_608);
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub use crate::runtimes::{RuntimeInfo, RuntimeType};
 use clrprof_sys as sys;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use windows_core::{IUnknown, Interface};
 
@@ -117,6 +117,11 @@ macro_rules! info_versions {
             /// Reasons the runtime may call into this library after a
             /// detach (see [`RuntimeHandle::pin_library`]).
             library_pins: AtomicUsize,
+            /// `false` while a runtime that loaded the profiler at startup
+            /// has not yet initialized its GC heap: until the profiler's
+            /// `Initialize` returned (the runtime initializes the GC after
+            /// it, ceemain.cpp `EEStartupHelper`). Always `true` by attach.
+            gc_heap_initialized: AtomicBool,
         }
 
         impl RuntimeHandle {
@@ -157,6 +162,7 @@ macro_rules! info_versions {
                         component_masks: AtomicU64::new(0),
                         gate: gate::Gate::new(),
                         library_pins: AtomicUsize::new(0),
+                        gc_heap_initialized: AtomicBool::new(attached),
                     }),
                     in_callback: true,
                 })
@@ -632,6 +638,22 @@ impl RuntimeHandle {
     /// `true` if the profiler was loaded by attach (`InitializeForAttach`).
     pub fn is_attached(&self) -> bool {
         self.inner.attached
+    }
+
+    /// Records whether the runtime's GC heap is initialized: set when the
+    /// `Initialize` of a profiler loaded at startup returned, as the runtime
+    /// initializes its GC heap next, before it issues any further callback
+    /// or runs managed code.
+    pub(crate) fn set_gc_heap_initialized(&self, initialized: bool) {
+        self.inner
+            .gc_heap_initialized
+            .store(initialized, Ordering::Release);
+    }
+
+    /// `false` while the runtime's GC heap is not initialized yet (during
+    /// the `Initialize` of a profiler loaded at startup).
+    pub(crate) fn gc_heap_initialized(&self) -> bool {
+        self.inner.gc_heap_initialized.load(Ordering::Acquire)
     }
 
     /// `true` if `other` is a handle of the same runtime (the object the

@@ -15,7 +15,7 @@
 //! [`il::verify`](crate::il::verify()) and a type check of every instruction
 //! the layer added before it is handed out. Methods the
 //! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
-//! `jmp`, vararg methods), never built.
+//! `jmp`, vararg methods, .NET 11 runtime-async methods), never built.
 //!
 //! An instance constructor of a reference type is wrapped *after* its call
 //! to the base (or chained `this(...)`) constructor: field initializers and
@@ -710,6 +710,12 @@ impl Prepared<'_> {
     }
 }
 
+/// `MethodImplAttributes.Async` (.NET 11, `CorMethodImpl` 0x2000): a
+/// runtime-async method, whose body the runtime compiles with suspension
+/// points and whose `ret` pushes the awaited value, not the declared
+/// `Task`/`ValueTask` (dotnet/runtime docs/design/specs/runtime-async.md).
+const MI_ASYNC: u32 = 0x2000;
+
 fn prepare<'m>(
     info: &ProfilerInfo,
     module: ModuleId<'m>,
@@ -735,6 +741,14 @@ fn prepare<'m>(
     let sig = MethodSig::parse(&props.signature)?;
     if sig.calling_convention & 0x0f == sys::IMAGE_CEE_CS_CALLCONV_VARARG as u8 {
         return Err(cannot("it is a vararg method"));
+    }
+    if props.impl_flags & MI_ASYNC != 0 {
+        return Err(cannot(
+            "it is a runtime-async method (MethodImplOptions.Async, .NET 11): its `ret` returns \
+             the awaited value (T for Task<T>, nothing for Task), not its declared return type, \
+             which the wrapper's return-value local and exit handler assume, and it suspends and \
+             resumes inside the wrapper's try",
+        ));
     }
     let il = info.il_function_body(module, method)?;
     if il.is_empty() {
@@ -878,7 +892,8 @@ fn constructor_split(
 /// `handler`. See the module docs for the shape.
 ///
 /// Fails with [`Error::CannotWrap`] for a method the shape cannot keep
-/// (`tail.` calls, `jmp`, `arglist`, vararg signatures, no IL), with the
+/// (`tail.` calls, `jmp`, `arglist`, vararg signatures, no IL, a .NET 11
+/// runtime-async method), with the
 /// runtime's error when its IL or metadata cannot be read, and with
 /// [`Error::CannotWrap`] if the built body fails [`verify`](crate::il::verify()) (a bug here or
 /// a body that was invalid to start with).

@@ -47,7 +47,7 @@ use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, Profiler, ProfilerInfo, Result, RuntimePolicy,
 };
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -501,7 +501,23 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("suspended", t.suspended)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
-            shadow_stack::for_each_thread(|thread, s, _| {
+            // The frames still on a stack at the end, by name (a
+            // runtime-async method that suspended last on its thread).
+            let mut names: HashMap<usize, Box<str>> = HashMap::new();
+            if let Some(runtime) = runtime.get() {
+                runtime.for_each_function(|f| {
+                    names.insert(f.function().0, f.data().name.clone());
+                });
+            }
+            shadow_stack::for_each_thread(|thread, s, frames| {
+                let mut left = String::from("[");
+                for (i, f) in frames.iter().enumerate() {
+                    if i > 0 {
+                        left.push(',');
+                    }
+                    push_json_string(&mut left, names.get(&f.function().0).map_or("?", |n| n));
+                }
+                left.push(']');
                 self.out
                     .record("shadow-thread")
                     .num("thread", thread)
@@ -509,6 +525,8 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                     .num("pushes", s.pushes)
                     .num("pops", s.pops)
                     .num("unwound", s.unwound)
+                    .num("suspended", s.suspended)
+                    .raw("left", &left)
                     .write();
             });
         }

@@ -343,7 +343,8 @@ pub struct FakeState {
     /// change of an immutable flag with `E_FAIL`, by the rules of the
     /// version in [`runtime`](Self::runtime) (before .NET 10
     /// `DISABLE_INLINING` and `DISABLE_OPTIMIZATIONS` are immutable and
-    /// refused after attach; dotnet/runtime PR 113924).
+    /// refused after attach; dotnet/runtime PR 113924), and its GC heap is
+    /// initialized (`GetLOHObjectSizeThreshold` answers from .NET 9 on).
     pub initialized: bool,
     /// `GetEventMask` / `SetEventMask`.
     pub event_mask: u32,
@@ -568,15 +569,22 @@ impl FakeRuntime {
     }
 
     fn handle_with(&self, attached: bool) -> &RuntimeHandle {
-        self.state().attached = attached;
-        self.handles[attached as usize].get_or_init(|| {
+        let initialized = {
+            let mut st = self.state();
+            st.attached = attached;
+            st.initialized
+        };
+        let handle = self.handles[attached as usize].get_or_init(|| {
             // SAFETY: [test-fake, interface-version] the fake implements ICorProfilerInfo15 and its bases; it
             // never dereferences the IDs passed to it.
             match unsafe { RuntimeHandle::from_unknown(&self.unknown(), attached) } {
                 Ok(info) => info,
                 Err(e) => panic!("the fake always answers QueryInterface(ICorProfilerInfo): {e}"),
             }
-        })
+        });
+        // The runtime initializes its GC heap once `Initialize` returned.
+        handle.set_gc_heap_initialized(attached || initialized);
+        handle
     }
 }
 
