@@ -296,6 +296,14 @@ pub fn app_command(leg: &Leg, wine: Option<&Wine>, spec: &RunSpec) -> Result<(Co
     }
     cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1");
     cmd.env("DOTNET_CLI_TELEMETRY_OPTOUT", "1");
+    if leg.is_wine() && leg.major() >= 10 {
+        // Wine 8 with .NET 10 and W^X on (the runtime's default) dies
+        // finalizing dynamic methods, without any profiler (tests/runtime/
+        // wine.rs shows it on every run): the leg runs with the code heap
+        // mapped once, as `DOTNET_EnableWriteXorExecute=0` asks. A spec may
+        // set it back.
+        cmd.env("DOTNET_EnableWriteXorExecute", "0");
+    }
     if let Some(p) = &spec.profiler {
         let lib = crate::manifest::absolute(&p.path);
         let (lib_text, out_text) = match leg.os {

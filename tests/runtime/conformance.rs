@@ -1019,10 +1019,6 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "conformance assembly/ALCTest: assemblies of collectible contexts unload, each AssemblyUnloadStarted with its Finished",
             assembly,
-        )
-        .exclude_leg(
-            crate::wine::WINE_NET10_LEG,
-            crate::wine::WINE_NET10_DYNAMIC_METHODS,
         ),
         Scenario::new(
             "conformance dynamicoptimization: COR_PRF_DISABLE_OPTIMIZATIONS applies per module at load; switching it after Initialize",

@@ -142,9 +142,5 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![Scenario::new(
         "eventpipe: a typed event round trip from a profiler, the runtime's GC events, provider callbacks",
         eventpipe_scenario,
-    )
-    .exclude_leg(
-        crate::wine::WINE_NET10_LEG,
-        crate::wine::WINE_NET10_DYNAMIC_METHODS,
     )]
 }

@@ -20,7 +20,6 @@ use clrprof_testing::wine::to_wine_path;
 use clrprof_testing::Os;
 
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
-use crate::wine::{WINE_NET10_DYNAMIC_METHODS, WINE_NET10_LEG};
 use serde_json::Value;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -725,8 +724,7 @@ pub fn scenarios() -> Vec<Scenario> {
             "profiles: allocation estimates per site within 25 %, byte split within 15 points",
             allocations,
         )
-        .exclusive()
-        .exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS),
+        .exclusive(),
         Scenario::new(
             "profiles: allocation estimates through the ObjectAllocated fallback",
             allocations_object_allocated,
@@ -756,14 +754,12 @@ pub fn scenarios() -> Vec<Scenario> {
             "profiles: continuous mode, one file per kind and period, periods add up",
             continuous,
         )
-        .exclusive()
-        .exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS),
+        .exclusive(),
         Scenario::new(
             "profiles: continuous uploads per kind to an HTTP endpoint with headers",
             continuous_http,
         )
-        .exclusive()
-        .exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS),
+        .exclusive(),
         Scenario::new(
             "profiles: cpu and wall profiles in files of their own",
             cpu_and_wall_files,

@@ -35,7 +35,6 @@
 
 use crate::attach::{attach_retrying, start_longrun, wait_for_events, Trigger};
 use crate::exceptions::WINE_NET8_LEG;
-use crate::wine::{WINE_NET10_DYNAMIC_METHODS, WINE_NET10_LEG};
 use clrprof_testing::background::read_records;
 use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
@@ -62,10 +61,6 @@ struct App {
     throws: bool,
     /// Compiled with `/unsafe`.
     unsafe_code: bool,
-    /// Its run under the torture profiler (EventPipe session included)
-    /// finalizes dynamic methods, which kills the runtime of the .NET 10
-    /// leg under Wine (see [`crate::wine`]).
-    finalizes_dynamic_methods: bool,
 }
 
 /// Families every app reaches.
@@ -131,7 +126,6 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
-            finalizes_dynamic_methods: true,
         },
         App {
             name: "lcg",
@@ -144,7 +138,6 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
-            finalizes_dynamic_methods: true,
         },
         App {
             name: "alloc",
@@ -158,7 +151,6 @@ fn apps() -> Vec<App> {
             ],
             throws: false,
             unsafe_code: false,
-            finalizes_dynamic_methods: false,
         },
         App {
             name: "heap",
@@ -167,7 +159,6 @@ fn apps() -> Vec<App> {
             callbacks: &["garbage_collection_started", "handle_created"],
             throws: false,
             unsafe_code: false,
-            finalizes_dynamic_methods: true,
         },
         App {
             name: "busy",
@@ -182,7 +173,6 @@ fn apps() -> Vec<App> {
             // One managed exception, but after the runtime's internal ones.
             throws: true,
             unsafe_code: false,
-            finalizes_dynamic_methods: false,
         },
         App {
             name: "exceptions",
@@ -197,7 +187,6 @@ fn apps() -> Vec<App> {
             ],
             throws: true,
             unsafe_code: false,
-            finalizes_dynamic_methods: false,
         },
         App {
             name: "eltargs",
@@ -206,7 +195,6 @@ fn apps() -> Vec<App> {
             callbacks: &[],
             throws: false,
             unsafe_code: true,
-            finalizes_dynamic_methods: false,
         },
     ]
 }
@@ -427,7 +415,6 @@ fn app_scenario(app: App) -> Scenario {
         app.name
     );
     let throws = app.throws;
-    let finalizes_dynamic_methods = app.finalizes_dynamic_methods;
     let s = Scenario::new(&name, move |case| {
         let path = case.app_with(
             app.name,
@@ -476,11 +463,7 @@ fn app_scenario(app: App) -> Scenario {
     } else {
         s
     };
-    if finalizes_dynamic_methods {
-        s.exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS)
-    } else {
-        s
-    }
+    s
 }
 
 /// Attach and detach cycles of the torture profiler to the `longrun` app.
@@ -658,9 +641,7 @@ pub fn scenarios() -> Vec<Scenario> {
             "torture: the mismatch family, every API that takes two things that must belong together fed the wrong partner",
             mismatch_family,
         )
-        .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
-        // Its lcg app, as the app scenario's.
-        .exclude_leg(WINE_NET10_LEG, WINE_NET10_DYNAMIC_METHODS),
+        .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE),
     );
     all.push(
         Scenario::new(

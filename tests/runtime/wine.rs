@@ -14,7 +14,10 @@
 //! header stored just before the method's code, null here, for its count
 //! of unwind infos). With `DOTNET_EnableWriteXorExecute=0` (the code heap
 //! mapped once instead of twice) it never happens; win-x64-8.0 and
-//! linux-x64-10.0 run the same apps.
+//! linux-x64-10.0 run the same apps. So the rig runs the win-x64-10.0 leg
+//! with `DOTNET_EnableWriteXorExecute=0` (`clrprof_testing::run`), and
+//! every scenario runs there; the scenario below sets W^X back on to show
+//! the fault is Wine's, and fails (saying the setting can go) once it is not.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario};
 use clrprof_testing::run::{Exit, Outcome};
@@ -23,19 +26,7 @@ use clrprof_testing::wine::to_wine_path;
 /// The leg of .NET 10 under Wine.
 pub const WINE_NET10_LEG: &str = "win-x64-10.0";
 
-/// Why scenarios whose runs finalize dynamic methods are left out of
-/// [`WINE_NET10_LEG`].
-pub const WINE_NET10_DYNAMIC_METHODS: &str =
-    "Wine 8 + .NET 10.0.15 with W^X on (the default) die finalizing dynamic methods after an \
-     EventPipe session or in collectible contexts: 'Internal CLR error (0x80131506)' in \
-     DynamicResolver+DestroyScout.Finalize, the finalizer reading a null code header at \
-     coreclr.dll RVA 0x106362 (unwind-info unpublishing) right after RtlDeleteGrowableFunctionTable; \
-     without any profiler (scenario 'wine: dynamic-method finalizers ...': the conformance app's \
-     alc test, the eventpipe app with a session started by DOTNET_EnableEventPipe), never with \
-     DOTNET_EnableWriteXorExecute=0 (these scenarios then pass), never on win-x64-8.0 or \
-     linux-x64-10.0";
-
-/// `true` when `outcome` is the death [`WINE_NET10_DYNAMIC_METHODS`] names.
+/// `true` when `outcome` is the death the module docs describe.
 fn died_finalizing_a_dynamic_method(outcome: &Outcome) -> bool {
     outcome.exit != Exit::Code(0)
         && outcome.stderr.contains("0x80131506")
@@ -78,7 +69,7 @@ fn on_and_off(
         return Err(format!(
             "{what}, W^X on: no longer dies finalizing a dynamic method ({:?}, stderr {:?}); \
              the Wine leg's fact changed: run the scenarios excluded for it \
-             (WINE_NET10_DYNAMIC_METHODS) and lift the exclusions",
+             (see tests/runtime/wine.rs): the rig's DOTNET_EnableWriteXorExecute=0 for this leg can go",
             on.exit, on.stderr
         )
         .into());
@@ -116,6 +107,6 @@ pub fn scenarios() -> Vec<Scenario> {
     )
     .only_on(
         &[WINE_NET10_LEG],
-        "a fact of the .NET 10 leg under Wine (WINE_NET10_DYNAMIC_METHODS)",
+        "a fact of the .NET 10 leg under Wine (see tests/runtime/wine.rs)",
     )]
 }
