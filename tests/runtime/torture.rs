@@ -458,12 +458,11 @@ fn app_scenario(app: App) -> Scenario {
             .collect();
         c.require(&families, &callbacks)
     });
-    let s = if throws {
+    if throws {
         s.exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
     } else {
         s
-    };
-    s
+    }
 }
 
 /// Attach and detach cycles of the torture profiler to the `longrun` app.
