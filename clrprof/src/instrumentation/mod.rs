@@ -767,8 +767,13 @@ fn prepare<'m>(
     let local_types = types.to_vec();
     let first_local =
         u16::try_from(local_count).map_err(|_| cannot("it has more locals than IL can index"))?;
-    let returns =
-        !matches!(sig.ret, TypeSig::Primitive(e) if u32::from(e) == sys::ELEMENT_TYPE_VOID);
+    // Custom modifiers looked through: an `init` accessor returns
+    // `modreq(IsExternalInit) void`, which returns nothing.
+    let mut ret = &sig.ret;
+    while let TypeSig::Modified { inner, .. } = ret {
+        ret = inner;
+    }
+    let returns = !matches!(ret, TypeSig::Primitive(e) if u32::from(*e) == sys::ELEMENT_TYPE_VOID);
     let split = constructor_split(import, &props, &sig, &original).map_err(|e| match e {
         Error::Usage(why) => cannot(&why),
         e => e,
