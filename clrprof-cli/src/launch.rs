@@ -318,6 +318,17 @@ pub fn output_files(request: &Request) -> Vec<PathBuf> {
 /// directory, and every output file is created empty (a run never appends
 /// to the records of the last one). The errors name the path.
 pub fn prepare_outputs(request: &Request) -> Result<()> {
+    check_output_dirs(request)?;
+    for file in output_files(request) {
+        std::fs::File::create(&file)
+            .map_err(|e| Error::new(format!("cannot write the output {}: {e}", file.display())))?;
+    }
+    Ok(())
+}
+
+/// The directory part of [`prepare_outputs`]: the `--output-dir` created,
+/// an `--output`'s directory present.
+fn check_output_dirs(request: &Request) -> Result<()> {
     if let Some(dir) = &request.output_dir {
         let dir = absolute(dir);
         std::fs::create_dir_all(&dir).map_err(|e| {
@@ -337,10 +348,6 @@ pub fn prepare_outputs(request: &Request) -> Result<()> {
                 parent.display()
             )));
         }
-    }
-    for file in output_files(request) {
-        std::fs::File::create(&file)
-            .map_err(|e| Error::new(format!("cannot write the output {}: {e}", file.display())))?;
     }
     Ok(())
 }
@@ -536,6 +543,7 @@ pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
                 })
         })
         .flatten();
+    check_output_dirs(request)?;
     preflight(request, target, mux.as_deref())?;
     prepare_outputs(request)?;
     let mut cmd = std::process::Command::new(&launch.program);
