@@ -158,6 +158,33 @@ impl JsonLines {
         self
     }
 
+    /// Writes to the file `path` (appending) instead of the one the
+    /// variable names: for a profiler told where to write another way, such
+    /// as the `output=<path>` that `clrprof attach` adds to the client data
+    /// (`ClientData::get("output")` in `initialize_for_attach`). Call it
+    /// before the first record. Fails, naming the path, when the file
+    /// cannot be opened, and when this writer has opened its output already.
+    pub fn open(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let mut opened = false;
+        self.sink.get_or_init(|| {
+            opened = true;
+            self.new_sink(Box::new(file))
+        });
+        if opened {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "{}: this writer has opened its output already",
+                path.display()
+            )))
+        }
+    }
+
     fn sink(&self) -> &Sink {
         self.sink.get_or_init(|| {
             let (target, error) = open_target(self.var, std::env::var_os(self.var));
@@ -165,6 +192,12 @@ impl JsonLines {
                 // At error level: on stderr unless CLRPROF_LOG=off.
                 log::error!("{e}");
             }
+            self.new_sink(target)
+        })
+    }
+
+    fn new_sink(&self, target: Box<dyn Write + Send>) -> Arc<Sink> {
+        {
             let interval = self.interval.unwrap_or_else(|| {
                 std::env::var("CLRPROF_FLUSH_MS")
                     .ok()
@@ -184,7 +217,7 @@ impl JsonLines {
             let weak = Arc::downgrade(&sink);
             crate::exit::register_flush(weak);
             sink
-        })
+        }
     }
 
     /// Starts a record `{"event":"<event>", ...}`. After
@@ -362,6 +395,30 @@ mod tests {
         assert!(open_target("CLRPROF_OUTPUT", Some(ok.into_os_string()))
             .1
             .is_none());
+    }
+
+    #[test]
+    fn open_writes_to_the_named_file_once() {
+        let path = temp_file("opened-explicitly.jsonl");
+        let out = JsonLines::from_env("CLRPROF_TEST_NEVER_SET");
+        out.open(&path).unwrap();
+        out.record("attached").write();
+        out.flush();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"event\":\"attached\"}\n"
+        );
+        let again = out.open(&path).unwrap_err().to_string();
+        assert_eq!(
+            again,
+            format!(
+                "{}: this writer has opened its output already",
+                path.display()
+            )
+        );
+        let missing = path.with_file_name("no-such-dir").join("x.jsonl");
+        let e = JsonLines::default().open(&missing).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: ", missing.display())), "{e}");
     }
 
     fn temp_file(name: &str) -> std::path::PathBuf {
