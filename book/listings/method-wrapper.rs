@@ -1,5 +1,5 @@
-//! Wraps every method of the app's `App` class: counts the calls and the
-//! exceptions that leave them, written to `CLRPROF_OUTPUT` at the end.
+//! Wraps the app's `App::Square`: counts its calls and the exceptions that
+//! leave it, written to `CLRPROF_OUTPUT` at the end.
 
 use clrprof::instrumentation::{self, Entry, Exit, MethodHandler};
 use clrprof::output::JsonLines;
@@ -55,7 +55,7 @@ impl Profiler for Wrapper {
         let Ok(name) = info.function_name(function) else {
             return;
         };
-        if name.starts_with("App::") && !name.ends_with("::.ctor") {
+        if name == "App::Square" {
             if let Err(e) = self.wrap(info, function) {
                 self.out.record("error").str("method", &name).str("error", &e.to_string()).write();
             }
