@@ -7,8 +7,10 @@
 //! `CORECLR_PROFILER_PATH_64` / `_32` / `_ARM64` win over the plain name when
 //! set. .NET 11 and later read each of them under a `DOTNET_` prefix too
 //! (dotnet/runtime PR 121646; `DOTNET_ENABLE_PROFILING`, `DOTNET_PROFILER`,
-//! `DOTNET_PROFILER_PATH`, ...), which the doctor accepts and notes for
-//! older runtimes. It then loads the library, calls its `DllGetClassObject` export with
+//! `DOTNET_PROFILER_PATH`, ...); .NET 10 and older do not (measured on every
+//! leg: `tests/runtime/doctor.rs`). The doctor works out which runtime would
+//! start (`--runtime`, or the framework beside the command's host) and
+//! checks the variables that runtime reads. The runtime then loads the library, calls its `DllGetClassObject` export with
 //! the CLSID and calls `Initialize` on the object it gets. When any step fails
 //! the application simply runs without the profiler, and on Linux the runtime
 //! says nothing about it. The doctor checks each step it can check without
@@ -138,44 +140,110 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Checks the loading variables in `env` for a runtime `target`.
+/// The first .NET major version that reads the profiler variables under
+/// their `DOTNET_` names too (dotnet/runtime PR 121646).
+pub const DOTNET_FORMS_SINCE: u32 = 11;
+
+/// Whether a runtime of `version` (`major.minor.patch`) reads the
+/// `DOTNET_` forms of the profiler variables; `None` when the version is
+/// not known. Measured on every leg by `tests/runtime/doctor.rs`.
+pub fn reads_dotnet_forms(version: Option<&str>) -> Option<bool> {
+    let major: u32 = version?.split('.').next()?.parse().ok()?;
+    Some(major >= DOTNET_FORMS_SINCE)
+}
+
+/// `DOTNET_<rest>` for `CORECLR_<rest>`.
+fn dotnet_form(known: &str) -> String {
+    format!("DOTNET_{}", known.trim_start_matches("CORECLR_"))
+}
+
+/// Checks the loading variables in `env` for a runtime `target` of
+/// `version` (`major.minor.patch`, `None` when unknown): the `DOTNET_`
+/// forms count only for a runtime that reads them.
 pub fn check_environment(
     env: &BTreeMap<String, String>,
     target: Target,
+    version: Option<&str>,
 ) -> (Vec<Finding>, Request) {
     let mut out = Vec::new();
     let mut request = Request::default();
 
     // .NET 11 and later also read every profiler variable under a DOTNET_
     // prefix (dotnet/runtime PR 121646); older runtimes read only CORECLR_.
+    let reads = reads_dotnet_forms(version);
+    let runtime = match version {
+        Some(v) => format!(".NET {v}"),
+        None => "this runtime".to_string(),
+    };
     let mut effective = env.clone();
+    // The name each effective variable was read under (its DOTNET_ form
+    // when only that one is set and read), for the report.
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    // DOTNET_ forms set without their CORECLR_ name, which this runtime ignores.
+    let mut ignored: BTreeMap<String, String> = BTreeMap::new();
     for known in KNOWN.iter().chain(NOTIFICATION.iter()) {
-        let dotnet = format!("DOTNET_{}", known.trim_start_matches("CORECLR_"));
+        let dotnet = dotnet_form(known);
         let Some(value) = env.get(&dotnet) else {
             continue;
         };
-        match env.get(*known) {
-            None => {
+        match (env.get(*known), reads) {
+            (None, Some(true)) => {
                 out.push(finding(
                     Level::Note,
                     format!(
-                        "{dotnet} is read by .NET 11 and later (dotnet/runtime PR 121646); \
-                         .NET 10 and older read only {known}: set {known} too for them"
+                        "{dotnet} is read by {runtime} (.NET {DOTNET_FORMS_SINCE} and later read the \
+                         DOTNET_ forms; .NET 10 and older only {known}: set {known} for them)"
                     ),
                 ));
                 effective.insert(known.to_string(), value.clone());
+                names.insert(known.to_string(), dotnet);
             }
-            Some(v) if v != value => out.push(finding(
+            (None, Some(false)) => {
+                ignored.insert(known.to_string(), dotnet);
+            }
+            (None, None) => {
+                out.push(finding(
+                    Level::Warning,
+                    format!(
+                        "{dotnet} is read only by .NET {DOTNET_FORMS_SINCE} and later; .NET 10 and \
+                         older ignore it and need {known} (which runtime will start is not known \
+                         here: give the command after `--`, or --runtime)"
+                    ),
+                ));
+                effective.insert(known.to_string(), value.clone());
+                names.insert(known.to_string(), dotnet);
+            }
+            (Some(v), Some(false)) => out.push(finding(
+                Level::Note,
+                format!("{dotnet} is set but {runtime} reads only {known}={v}"),
+            )),
+            (Some(v), _) if v != value => out.push(finding(
                 Level::Warning,
                 format!(
-                    "{dotnet}={value} and {known}={v} differ: a .NET 11 runtime reads both names; \
-                     set one value"
+                    "{dotnet}={value} and {known}={v} differ: a .NET {DOTNET_FORMS_SINCE} runtime \
+                     reads both names; set one value"
                 ),
             )),
-            Some(_) => {}
+            (Some(_), _) => {}
         }
     }
     let env = &effective;
+    let name_of = |known: &str| -> String {
+        names
+            .get(known)
+            .cloned()
+            .unwrap_or_else(|| known.to_string())
+    };
+    // What to add to "X is not set" when only the DOTNET_ form is.
+    let unread = |known: &str| -> String {
+        match ignored.get(known) {
+            Some(dotnet) => format!(
+                "; {dotnet} is set, but {runtime} does not read it (the DOTNET_ forms are read \
+                 from .NET {DOTNET_FORMS_SINCE} on): set {known}"
+            ),
+            None => String::new(),
+        }
+    };
 
     // Notification profilers: a list whose last entry has no trailing `;`
     // loses that entry on runtimes before dotnet/runtime PR 130584.
@@ -214,7 +282,7 @@ pub fn check_environment(
         if let Some(rest) = upper.strip_prefix("DOTNET_") {
             let bare = format!("CORECLR_{rest}");
             if KNOWN.contains(&bare.as_str()) || NOTIFICATION.contains(&bare.as_str()) {
-                // Read by .NET 11+, noted above.
+                // Read by .NET 11+, judged above.
                 continue;
             }
         }
@@ -254,25 +322,33 @@ pub fn check_environment(
         }
     }
 
+    let enable = name_of(ENABLE);
     match env.get(ENABLE).map(String::as_str) {
-        Some("1") => out.push(finding(Level::Ok, format!("{ENABLE}=1"))),
+        Some("1") => out.push(finding(Level::Ok, format!("{enable}=1"))),
         Some(v) => out.push(finding(
             Level::Error,
-            format!("{ENABLE}={v:?}: profiling is enabled only by the value 1"),
+            format!("{enable}={v:?}: profiling is enabled only by the value 1"),
         )),
         None => out.push(finding(
             Level::Error,
-            format!("{ENABLE} is not set: the runtime loads no profiler without {ENABLE}=1"),
+            format!(
+                "{ENABLE} is not set: the runtime loads no profiler without {ENABLE}=1{}",
+                unread(ENABLE)
+            ),
         )),
     }
 
+    let profiler = name_of(PROFILER);
     match env.get(PROFILER) {
         None => out.push(finding(
             Level::Error,
-            format!("{PROFILER} is not set: it names the profiler class, e.g. {{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}}"),
+            format!(
+                "{PROFILER} is not set: it names the profiler class, e.g. {{8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}}{}",
+                unread(PROFILER)
+            ),
         )),
         Some(v) if is_braced_guid(&v.to_ascii_uppercase()) => {
-            out.push(finding(Level::Ok, format!("{PROFILER}={v}")));
+            out.push(finding(Level::Ok, format!("{profiler}={v}")));
             request.clsid = Some(v.to_ascii_uppercase());
         }
         Some(v) => {
@@ -282,7 +358,7 @@ pub fn check_environment(
             };
             out.push(finding(
                 Level::Error,
-                format!("{PROFILER}={v:?} is not a braced CLSID {{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}}{hint}"),
+                format!("{profiler}={v:?} is not a braced CLSID {{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}}{hint}"),
             ));
         }
     }
@@ -314,10 +390,14 @@ pub fn check_environment(
         (None, Some(p)) => request.path = Some((PATH.to_string(), p.clone())),
         (None, None) => out.push(finding(
             Level::Error,
-            format!("neither {PATH} nor {specific} is set: the runtime does not know which library to load"),
+            format!(
+                "neither {PATH} nor {specific} is set: the runtime does not know which library to load{}",
+                if ignored.contains_key(specific) { unread(specific) } else { unread(PATH) }
+            ),
         )),
     }
     if let Some((var, value)) = &request.path {
+        let var = &name_of(var);
         let absolute = if target.windows {
             let b = value.as_bytes();
             (b.len() > 2 && b[1] == b':' && (b[2] == b'\\' || b[2] == b'/'))
@@ -350,6 +430,54 @@ pub fn check_library(
     target: Target,
     env: &BTreeMap<String, String>,
 ) -> Vec<Finding> {
+    let (mut out, data) = check_binary(path, clsid, target);
+    let Some(data) = data else {
+        return out;
+    };
+    match object::File::parse(&*data) {
+        Ok(file) if file.format() == BinaryFormat::Elf => {
+            out.extend(check_elf_needed(path, &data, env))
+        }
+        Ok(file) if file.format() == BinaryFormat::Pe => {
+            out.extend(check_pe_imports(path, &file, env))
+        }
+        _ => {}
+    }
+    out
+}
+
+/// What the first bytes of a file say it is.
+fn magic_format(data: &[u8]) -> Option<&'static str> {
+    if data.starts_with(b"\x7fELF") {
+        Some("ELF")
+    } else if data.starts_with(b"MZ") {
+        Some("PE")
+    } else if data.starts_with(b"!<arch>\n") {
+        Some("archive")
+    } else if [
+        [0xfe, 0xed, 0xfa, 0xcf],
+        [0xcf, 0xfa, 0xed, 0xfe],
+        [0xca, 0xfe, 0xba, 0xbe],
+    ]
+    .iter()
+    .any(|m| data.starts_with(m))
+    {
+        Some("Mach-O")
+    } else {
+        None
+    }
+}
+
+/// The checks of the library file alone, which `clrprof run` makes before
+/// it starts anything: readable, a shared library of the runtime's format
+/// and architecture, `DllGetClassObject` exported, serving `clsid`. Returns
+/// the findings and the file's bytes when it is a library worth reading
+/// further.
+pub fn check_binary(
+    path: &Path,
+    clsid: Option<&str>,
+    target: Target,
+) -> (Vec<Finding>, Option<Vec<u8>>) {
     let mut out = Vec::new();
     let data = match std::fs::read(path) {
         Ok(d) => d,
@@ -358,20 +486,60 @@ pub fn check_library(
                 Level::Error,
                 format!("cannot read {}: {e}", path.display()),
             ));
-            return out;
+            return (out, None);
         }
     };
+    let wanted = if target.windows {
+        "a PE .dll"
+    } else if cfg!(target_os = "macos") {
+        "a Mach-O .dylib"
+    } else {
+        "an ELF .so"
+    };
+    match magic_format(&data) {
+        Some("archive") => {
+            out.push(finding(
+                Level::Error,
+                format!(
+                    "{} is a static archive (an .rlib or .a), which no runtime can load: build the \
+                     crate as a shared library, `[lib] crate-type = [\"cdylib\"]` in its Cargo.toml \
+                     (`clrprof new` does), and pass {wanted} (target/debug/lib<name>.so, <name>.dll)",
+                    path.display()
+                ),
+            ));
+            return (out, None);
+        }
+        Some(found) if (found == "PE") != target.windows => {
+            out.push(finding(
+                Level::Error,
+                format!(
+                    "{} is {} {found} file, but the runtime is a {} runtime, which loads {wanted} \
+                     file{}",
+                    path.display(),
+                    if found == "ELF" { "an" } else { "a" },
+                    if target.windows { "Windows" } else { "Linux" },
+                    if target.windows {
+                        " (build with --target x86_64-pc-windows-gnu)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+            return (out, None);
+        }
+        _ => {}
+    }
     let file = match object::File::parse(&*data) {
         Ok(f) => f,
         Err(e) => {
             out.push(finding(
                 Level::Error,
                 format!(
-                    "{} is not a shared library the doctor can read ({e})",
+                    "{} is not a shared library the doctor can read ({e}); the runtime loads {wanted}",
                     path.display()
                 ),
             ));
-            return out;
+            return (out, None);
         }
     };
     let format = file.format();
@@ -458,13 +626,8 @@ pub fn check_library(
             format!("the library serves {}", marked.join(", ")),
         )),
     }
-
-    match format {
-        BinaryFormat::Elf => out.extend(check_elf_needed(path, &data, env)),
-        BinaryFormat::Pe => out.extend(check_pe_imports(path, &file, env)),
-        _ => {}
-    }
-    out
+    drop(file);
+    (out, Some(data))
 }
 
 /// `DT_NEEDED` entries and `DT_RUNPATH`/`DT_RPATH` of an ELF library.
@@ -744,6 +907,17 @@ pub fn summarize(evidence: &RunEvidence) -> Vec<Finding> {
                 evidence.records.len()
             ),
         ));
+    } else if evidence
+        .log
+        .iter()
+        .any(|l| l.contains("does not serve CLSID"))
+    {
+        // Reported above: the class factory refused, no profiler was created.
+        out.push(finding(
+            Level::Note,
+            "no records: the library was loaded but served no class for that CLSID, so no \
+             profiler was created and Initialize never ran",
+        ));
     } else if !evidence.log.is_empty() {
         out.push(finding(
             Level::Error,
@@ -801,7 +975,7 @@ fn print(findings: &[Finding]) {
 
 /// The runtime a command would start: a `.exe` or Wine itself means a
 /// Windows x86_64 runtime under Wine; anything else, the host's.
-fn target_of(command: &[OsString], library: Option<&Path>) -> Target {
+pub fn target_of(command: &[OsString], library: Option<&Path>) -> Target {
     if let Some(first) = command.first() {
         let p = Path::new(first);
         if clrprof_testing::wine::is_wine_command(p)
@@ -828,10 +1002,52 @@ fn target_of(command: &[OsString], library: Option<&Path>) -> Target {
     }
 }
 
+/// The runtime a leg runs.
+pub fn target_of_leg(leg: &clrprof_testing::manifest::Leg) -> Target {
+    Target {
+        windows: crate::runtime::is_windows(leg),
+        arch: match leg.arch {
+            clrprof_testing::manifest::Arch::Arm64 => Architecture::Aarch64,
+            clrprof_testing::manifest::Arch::X64 => Architecture::X86_64,
+        },
+    }
+}
+
 /// The `clrprof doctor` command. Exits 1 when an error was found.
-pub fn run(profiler: Option<&Path>, command: &[OsString]) -> Result<ExitCode> {
+pub fn run(
+    profiler: Option<&Path>,
+    runtime: Option<&str>,
+    command: &[OsString],
+) -> Result<ExitCode> {
     let mut env = env_snapshot();
-    let target = target_of(command, profiler);
+    let leg = match runtime {
+        Some(r) => {
+            let found = crate::runtime::found(profiler);
+            Some(crate::runtime::resolve(r, &found)?.clone())
+        }
+        None => None,
+    };
+    let command = match &leg {
+        Some(l) if !command.is_empty() => crate::runtime::command_on(l, command)?,
+        _ => command.to_vec(),
+    };
+    let command = command.as_slice();
+    let target = match &leg {
+        Some(l) => target_of_leg(l),
+        None => target_of(command, profiler),
+    };
+    let version = leg
+        .as_ref()
+        .map(|l| l.version.clone())
+        .or_else(|| crate::runtime::version_of_command(command));
+    match (&version, &leg) {
+        (Some(v), Some(l)) => println!("runtime: .NET {v} ({})", l.name),
+        (Some(v), None) => println!("runtime: .NET {v} (the framework beside the command's host)"),
+        (None, _) => println!(
+            "runtime: not known (give the command after `--`, or --runtime LEG|VERSION): the \
+             variables are checked for any runtime"
+        ),
+    }
     // With --profiler and no variables, check (and run) as `clrprof run` would.
     if let Some(lib) = profiler {
         let launch = crate::launch::plan(
@@ -851,7 +1067,7 @@ pub fn run(profiler: Option<&Path>, command: &[OsString]) -> Result<ExitCode> {
     }
     let mut all = Vec::new();
     println!("environment:");
-    let (found, request) = check_environment(&env, target);
+    let (found, request) = check_environment(&env, target, version.as_deref());
     print(&found);
     all.extend(found);
 
@@ -1019,7 +1235,7 @@ mod tests {
     #[test]
     fn a_complete_environment_passes() {
         let e = env(&[(ENABLE, "1"), (PROFILER, CLSID), (PATH, "/opt/p/libp.so")]);
-        let (f, req) = check_environment(&e, LINUX);
+        let (f, req) = check_environment(&e, LINUX, None);
         assert!(errors(&f).is_empty(), "{f:?}");
         assert_eq!(req.clsid.as_deref(), Some(CLSID));
         assert_eq!(
@@ -1028,27 +1244,69 @@ mod tests {
         );
     }
 
+    /// Exactly what `clrprof doctor` prints for the three `DOTNET_` forms
+    /// alone: by the runtime's version (measured per leg by
+    /// tests/runtime/doctor.rs), and when the version is not known.
     #[test]
-    fn dotnet_prefixed_variables_are_accepted_and_noted() {
-        // .NET 11 (dotnet/runtime PR 121646) reads DOTNET_ beside CORECLR_.
+    fn dotnet_prefixed_variables_count_for_the_runtimes_that_read_them() {
         let e = env(&[
             ("DOTNET_ENABLE_PROFILING", "1"),
             ("DOTNET_PROFILER", CLSID),
             ("DOTNET_PROFILER_PATH", "/opt/p/libp.so"),
         ]);
-        let (f, req) = check_environment(&e, LINUX);
+        let lines = |f: &[Finding]| -> Vec<String> {
+            f.iter()
+                .map(|f| format!("{:?} {}", f.level, f.message))
+                .collect()
+        };
+        // .NET 8 reads only the CORECLR_ names: three errors, each naming
+        // the DOTNET_ form it ignores.
+        let (f, req) = check_environment(&e, LINUX, Some("8.0.34"));
+        assert_eq!(
+            lines(&f),
+            [
+                "Error CORECLR_ENABLE_PROFILING is not set: the runtime loads no profiler without \
+                 CORECLR_ENABLE_PROFILING=1; DOTNET_ENABLE_PROFILING is set, but .NET 8.0.34 does not \
+                 read it (the DOTNET_ forms are read from .NET 11 on): set CORECLR_ENABLE_PROFILING",
+                "Error CORECLR_PROFILER is not set: it names the profiler class, e.g. \
+                 {8C3D4D6A-2E7B-4F0E-9B61-3A1B2C4D5E6F}; DOTNET_PROFILER is set, but .NET 8.0.34 does \
+                 not read it (the DOTNET_ forms are read from .NET 11 on): set CORECLR_PROFILER",
+                "Error neither CORECLR_PROFILER_PATH nor CORECLR_PROFILER_PATH_64 is set: the runtime \
+                 does not know which library to load; DOTNET_PROFILER_PATH is set, but .NET 8.0.34 \
+                 does not read it (the DOTNET_ forms are read from .NET 11 on): set CORECLR_PROFILER_PATH",
+            ]
+        );
+        assert_eq!(req, Request::default());
+        // .NET 11 reads them: the checks pass under their DOTNET_ names.
+        let (f, req) = check_environment(&e, LINUX, Some("11.0.0"));
         assert!(errors(&f).is_empty(), "{f:?}");
         assert_eq!(req.clsid.as_deref(), Some(CLSID));
+        assert!(has(&f, Level::Ok, "DOTNET_ENABLE_PROFILING=1"), "{f:?}");
         assert!(
-            has(
-                &f,
-                Level::Note,
-                "DOTNET_PROFILER is read by .NET 11 and later"
-            ),
+            has(&f, Level::Ok, &format!("DOTNET_PROFILER={CLSID}")),
             "{f:?}"
         );
-        assert!(has(&f, Level::Note, "read only CORECLR_PROFILER"), "{f:?}");
-        assert!(!f.iter().any(|x| x.level == Level::Warning), "{f:?}");
+        assert!(
+            has(&f, Level::Ok, "DOTNET_PROFILER_PATH=/opt/p/libp.so"),
+            "{f:?}"
+        );
+        assert!(
+            has(&f, Level::Note, "DOTNET_PROFILER is read by .NET 11.0.0"),
+            "{f:?}"
+        );
+        // Unknown runtime: a warning per variable, never "ok CORECLR_...".
+        let (f, _) = check_environment(&e, LINUX, None);
+        assert!(errors(&f).is_empty(), "{f:?}");
+        assert_eq!(
+            f.iter().filter(|f| f.level == Level::Warning).count(),
+            3,
+            "{f:?}"
+        );
+        assert!(
+            has(&f, Level::Warning, "DOTNET_ENABLE_PROFILING is read only by .NET 11 and later; .NET 10 and older ignore it"),
+            "{f:?}"
+        );
+        assert!(!has(&f, Level::Ok, "CORECLR_"), "{f:?}");
         // Both names with different values.
         let e = env(&[
             (ENABLE, "1"),
@@ -1056,8 +1314,17 @@ mod tests {
             (PROFILER, CLSID),
             (PATH, "/opt/p/libp.so"),
         ]);
-        let (f, _) = check_environment(&e, LINUX);
+        let (f, _) = check_environment(&e, LINUX, None);
         assert!(has(&f, Level::Warning, "differ"), "{f:?}");
+        let (f, _) = check_environment(&e, LINUX, Some("10.0.15"));
+        assert!(
+            has(&f, Level::Note, "DOTNET_ENABLE_PROFILING is set but .NET 10.0.15 reads only CORECLR_ENABLE_PROFILING=1"),
+            "{f:?}"
+        );
+        assert_eq!(reads_dotnet_forms(Some("10.0.15")), Some(false));
+        assert_eq!(reads_dotnet_forms(Some("11.0.0")), Some(true));
+        assert_eq!(reads_dotnet_forms(Some("3.1.3")), Some(false));
+        assert_eq!(reads_dotnet_forms(None), None);
     }
 
     #[test]
@@ -1068,24 +1335,24 @@ mod tests {
             "CORECLR_NOTIFICATION_PROFILERS".into(),
             format!("/a.so={CLSID};/b.so={CLSID}"),
         );
-        let (f, _) = check_environment(&e, LINUX);
+        let (f, _) = check_environment(&e, LINUX, None);
         assert!(has(&f, Level::Warning, "PR 130584"), "{f:?}");
         e.insert(
             "CORECLR_NOTIFICATION_PROFILERS".into(),
             format!("/a.so={CLSID};/b.so={CLSID};"),
         );
-        let (f, _) = check_environment(&e, LINUX);
+        let (f, _) = check_environment(&e, LINUX, None);
         assert!(!has(&f, Level::Warning, "PR 130584"), "{f:?}");
         assert!(!has(&f, Level::Warning, "misspelling"), "{f:?}");
     }
 
     #[test]
     fn missing_variables_are_errors() {
-        let (f, req) = check_environment(&env(&[]), LINUX);
+        let (f, req) = check_environment(&env(&[]), LINUX, None);
         assert_eq!(errors(&f).len(), 3, "{f:?}");
         assert!(has(&f, Level::Error, "CORECLR_ENABLE_PROFILING is not set"));
         assert_eq!(req, Request::default());
-        let (f, _) = check_environment(&env(&[(ENABLE, "true")]), LINUX);
+        let (f, _) = check_environment(&env(&[(ENABLE, "true")]), LINUX, None);
         assert!(has(&f, Level::Error, "only by the value 1"));
     }
 
@@ -1098,7 +1365,7 @@ mod tests {
             ("DOTNET_ENABLE_PROFILING", "1"),
             ("CORECLR_PROFILR", CLSID),
         ]);
-        let (f, _) = check_environment(&e, LINUX);
+        let (f, _) = check_environment(&e, LINUX, None);
         assert!(
             has(
                 &f,
@@ -1119,8 +1386,8 @@ mod tests {
         assert!(
             has(
                 &f,
-                Level::Note,
-                "DOTNET_ENABLE_PROFILING is read by .NET 11 and later"
+                Level::Warning,
+                "DOTNET_ENABLE_PROFILING is read only by .NET 11 and later"
             ),
             "{f:?}"
         );
@@ -1133,7 +1400,7 @@ mod tests {
             "{f:?}"
         );
         // Unrelated variables are left alone.
-        let (f, _) = check_environment(&env(&[("HOME", "/root"), ("PATH", "/bin")]), LINUX);
+        let (f, _) = check_environment(&env(&[("HOME", "/root"), ("PATH", "/bin")]), LINUX, None);
         assert!(!f.iter().any(|f| f.level == Level::Warning), "{f:?}");
     }
 
@@ -1146,7 +1413,7 @@ mod tests {
             ("CORECLR_PROFILER_PATH_64", "/b.so"),
             ("CORECLR_PROFILER_PATH_32", "/c.so"),
         ]);
-        let (f, req) = check_environment(&e, LINUX);
+        let (f, req) = check_environment(&e, LINUX, None);
         assert!(
             has(
                 &f,
@@ -1168,7 +1435,7 @@ mod tests {
             windows: false,
             arch: Architecture::Aarch64,
         };
-        let (_, req) = check_environment(&e, arm);
+        let (_, req) = check_environment(&e, arm, None);
         assert_eq!(req.path.unwrap().1, "/a.so", "an arm64 runtime ignores _64");
     }
 
@@ -1179,7 +1446,7 @@ mod tests {
             (PROFILER, "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9"),
             (PATH, "libp.so"),
         ]);
-        let (f, _) = check_environment(&e, LINUX);
+        let (f, _) = check_environment(&e, LINUX, None);
         assert!(has(&f, Level::Error, "is not an absolute path"), "{f:?}");
         assert!(
             has(
@@ -1190,7 +1457,7 @@ mod tests {
             "{f:?}"
         );
         let e = env(&[(ENABLE, "1"), (PROFILER, CLSID), (PATH, "Z:\\work\\p.dll")]);
-        let (f, _) = check_environment(&e, WINDOWS);
+        let (f, _) = check_environment(&e, WINDOWS, None);
         assert!(errors(&f).is_empty(), "{f:?}");
         assert_eq!(
             wine_to_unix("Z:\\work\\p.dll"),
@@ -1255,6 +1522,73 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_clsid_is_not_reported_as_a_failed_initialize() {
+        let refused = RunEvidence {
+            framework: Some("/rt/shared/Microsoft.NETCore.App/10.0.15".into()),
+            log: vec![format!(
+                "[clrprof WARN clrprof::factory] DllGetClassObject: this library does not serve CLSID {CLSID:?}"
+            )],
+            records: vec![],
+            python: false,
+        };
+        let f = summarize(&refused);
+        assert!(
+            has(&f, Level::Error, "CLSID mismatch reported by the profiler"),
+            "{f:?}"
+        );
+        assert!(!has(&f, Level::Error, "Initialize failed"), "{f:?}");
+        assert!(has(&f, Level::Note, "Initialize never ran"), "{f:?}");
+    }
+
+    #[test]
+    fn archives_and_libraries_of_the_wrong_os_are_named() {
+        let dir = std::env::temp_dir().join(format!(
+            "clrprof-doctor-b-{}",
+            clrprof_testing::unique_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rlib = dir.join("libmy_profiler.rlib");
+        std::fs::write(
+            &rlib,
+            b"!<arch>\n/               0           0     0     0       8         `\n",
+        )
+        .unwrap();
+        let (f, data) = check_binary(&rlib, None, LINUX);
+        assert!(data.is_none());
+        assert_eq!(
+            errors(&f),
+            [format!(
+                "{} is a static archive (an .rlib or .a), which no runtime can load: build the crate \
+                 as a shared library, `[lib] crate-type = [\"cdylib\"]` in its Cargo.toml (`clrprof \
+                 new` does), and pass an ELF .so (target/debug/lib<name>.so, <name>.dll)",
+                rlib.display()
+            )]
+        );
+        let pe = dir.join("p.dll");
+        std::fs::write(&pe, b"MZ\x90\0 not really a dll").unwrap();
+        let (f, _) = check_binary(&pe, None, LINUX);
+        assert_eq!(
+            errors(&f),
+            [format!(
+                "{} is a PE file, but the runtime is a Linux runtime, which loads an ELF .so file",
+                pe.display()
+            )]
+        );
+        // This test's own executable stands for an ELF library.
+        let elf = std::env::current_exe().unwrap();
+        let (f, _) = check_binary(&elf, None, WINDOWS);
+        assert_eq!(
+            errors(&f),
+            [format!(
+                "{} is an ELF file, but the runtime is a Windows runtime, which loads a PE .dll file \
+                 (build with --target x86_64-pc-windows-gnu)",
+                elf.display()
+            )]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn levenshtein() {
         assert_eq!(distance("CORECLR_PROFILER", "CORECLR_PROFILER"), 0);
         assert_eq!(distance("CORECLR_PROFILR", "CORECLR_PROFILER"), 1);
@@ -1316,7 +1650,7 @@ mod tests {
                     has(
                         &f,
                         Level::Error,
-                        "is a Pe file, but the runtime is a Linux runtime"
+                        "is a PE file, but the runtime is a Linux runtime"
                     ),
                     "{f:?}"
                 );

@@ -11,7 +11,14 @@
 //! here, and with `--output-dir DIR` each profiler gets its own
 //! `CLRPROF_OUTPUT`, `DIR/<library file stem>.jsonl` (`<stem>-<n>.jsonl` for
 //! a library named a second time), the multiplexer's own records going to
-//! `DIR/clrprof-mux.jsonl`.
+//! `DIR/clrprof-mux.jsonl` (`CLRPROF_MUX_OUTPUT`: the process's
+//! `CLRPROF_OUTPUT` stays unset, so no child can take that file for its own).
+//!
+//! Before it starts anything, `run` checks what the runtime would refuse
+//! silently (the doctor's checks of the library file: format, architecture,
+//! export, CLSID), that the program exists (for `dotnet`, it lists the
+//! runtimes `--runtime` can pick), and that the output can be written: each
+//! output file is created empty, so a run never appends to the last one's.
 
 use clrprof_testing::clsid::{normalize_clsid, single_clsid};
 use clrprof_testing::wine::{find_wine_loader, is_wine_command, to_wine_path};
@@ -46,10 +53,15 @@ pub struct Request {
     pub profiler_env: Vec<String>,
     /// The multiplexer library (default: searched, see [`find_mux`]).
     pub mux: Option<PathBuf>,
+    /// `--runtime LEG|VERSION`: the host CMD runs on.
+    pub runtime: Option<String>,
 }
 
 /// The multiplexer's list of profilers (`path={CLSID};...`).
 pub const MUX_PROFILERS: &str = "CLRPROF_MUX_PROFILERS";
+
+/// The multiplexer's own records file (clrprof-mux's `config::OUTPUT_VAR`).
+pub const MUX_OUTPUT: &str = "CLRPROF_MUX_OUTPUT";
 
 /// The multiplexer's variable `NAME` for child `n` only: `CLRPROF_MUX_<n>_<NAME>`.
 fn child_var(n: usize, name: &str) -> String {
@@ -96,7 +108,9 @@ fn mux_file_name(windows: bool) -> &'static str {
 
 /// Finds the multiplexer library: `$CLRPROF_MUX_LIBRARY`, else the file
 /// (`libclrprof_mux.so`, `clrprof_mux.dll` for Windows profilers) next to
-/// one of the profilers, else next to this executable.
+/// one of the profilers, in the `mux` folder of the clrprof cache of the
+/// current crate or of a profiler's (where `clrprof build-mux` puts it), or
+/// next to this executable.
 pub fn find_mux(profilers: &[PathBuf], windows: bool) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("CLRPROF_MUX_LIBRARY") {
         return Ok(absolute(Path::new(&p)));
@@ -106,6 +120,17 @@ pub fn find_mux(profilers: &[PathBuf], windows: bool) -> Result<PathBuf> {
         .iter()
         .filter_map(|p| p.parent().map(Path::to_path_buf))
         .collect();
+    dirs.push(crate::build_mux::mux_dir(
+        &clrprof_testing::manifest::default_cache_dir(),
+    ));
+    for p in profilers {
+        if let Some(cache) = p
+            .parent()
+            .and_then(clrprof_testing::manifest::find_cache_from)
+        {
+            dirs.push(crate::build_mux::mux_dir(&cache));
+        }
+    }
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
@@ -117,8 +142,15 @@ pub fn find_mux(profilers: &[PathBuf], windows: bool) -> Result<PathBuf> {
         .find(|p| p.is_file())
         .ok_or_else(|| {
             Error::new(format!(
-                "several profilers need the multiplexer {name}, found neither next to a profiler nor next to clrprof: build it (`cargo build -p clrprof-mux{}`), or name it with --mux or $CLRPROF_MUX_LIBRARY",
-                if windows { " --target x86_64-pc-windows-gnu" } else { "" }
+                "several profilers need the multiplexer {name}, found neither next to a profiler, \
+                 nor in the crate's target/clrprof-cache/mux, nor next to clrprof: build it with \
+                 `clrprof build-mux{}` in your profiler crate, or name it with --mux or \
+                 $CLRPROF_MUX_LIBRARY",
+                if windows {
+                    " --target x86_64-pc-windows-gnu"
+                } else {
+                    ""
+                }
             ))
         })
 }
@@ -231,7 +263,7 @@ pub fn plan_request(
             if let Some(dir) = &request.output_dir {
                 let dir = absolute(dir);
                 launch.env.push((
-                    "CLRPROF_OUTPUT".to_string(),
+                    MUX_OUTPUT.to_string(),
                     for_runtime(&dir.join("clrprof-mux.jsonl"))?,
                 ));
                 for (i, (path, _)) in children.iter().enumerate() {
@@ -250,6 +282,120 @@ pub fn plan_request(
             Ok(launch)
         }
     }
+}
+
+/// The files a run writes, as this machine names them: `--output`, or in
+/// `--output-dir` one per profiler and, with several, the multiplexer's.
+pub fn output_files(request: &Request) -> Vec<PathBuf> {
+    if let Some(out) = &request.output {
+        return vec![absolute(out)];
+    }
+    let Some(dir) = &request.output_dir else {
+        return Vec::new();
+    };
+    let dir = absolute(dir);
+    let paths: Vec<PathBuf> = request
+        .profilers
+        .iter()
+        .map(|p| split_profiler(p).0)
+        .collect();
+    let mut files = Vec::new();
+    if paths.len() > 1 {
+        files.push(dir.join("clrprof-mux.jsonl"));
+    }
+    for (i, path) in paths.iter().enumerate() {
+        let earlier = paths.len() > 1
+            && paths[..i]
+                .iter()
+                .any(|p| absolute(p).file_stem() == absolute(path).file_stem());
+        files.push(output_file(&dir, path, earlier.then_some(i + 1)));
+    }
+    files
+}
+
+/// Makes sure the outputs can be written before anything starts: the
+/// `--output-dir` is created, an `--output` must be in an existing
+/// directory, and every output file is created empty (a run never appends
+/// to the records of the last one). The errors name the path.
+pub fn prepare_outputs(request: &Request) -> Result<()> {
+    check_output_dirs(request)?;
+    for file in output_files(request) {
+        std::fs::File::create(&file)
+            .map_err(|e| Error::new(format!("cannot write the output {}: {e}", file.display())))?;
+    }
+    Ok(())
+}
+
+/// The directory part of [`prepare_outputs`]: the `--output-dir` created,
+/// an `--output`'s directory present.
+fn check_output_dirs(request: &Request) -> Result<()> {
+    if let Some(dir) = &request.output_dir {
+        let dir = absolute(dir);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Error::new(format!(
+                "--output-dir {}: cannot create it: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    if let Some(out) = &request.output {
+        let out = absolute(out);
+        let parent = out.parent().unwrap_or(Path::new("/"));
+        if !parent.is_dir() {
+            return Err(Error::new(format!(
+                "--output {}: the directory {} does not exist",
+                out.display(),
+                parent.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The checks of `clrprof doctor` that need no run, made on every library
+/// the runtime would load (the profilers, and the multiplexer with
+/// several): an error here means the app would run without the profiler,
+/// silently. Returns the error listing what is wrong.
+pub fn preflight(
+    request: &Request,
+    target: crate::doctor::Target,
+    mux: Option<&Path>,
+) -> Result<()> {
+    let mut libraries: Vec<(PathBuf, Option<String>)> = request
+        .profilers
+        .iter()
+        .map(|p| {
+            let (path, clsid) = split_profiler(p);
+            let clsid = if request.profilers.len() == 1 {
+                request.clsid.clone().or(clsid)
+            } else {
+                clsid
+            };
+            (absolute(&path), clsid)
+        })
+        .collect();
+    if let Some(m) = mux {
+        libraries.push((m.to_path_buf(), None));
+    }
+    let mut problems = Vec::new();
+    for (path, clsid) in &libraries {
+        let clsid = clsid.as_deref().map(normalize_clsid).transpose()?;
+        let (findings, _) = crate::doctor::check_binary(path, clsid.as_deref(), target);
+        problems.extend(
+            findings
+                .into_iter()
+                .filter(|f| f.level == crate::doctor::Level::Error)
+                .map(|f| f.message),
+        );
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(format!(
+        "the runtime would not load the profiler, and the app would run without it:\n  {}\n\
+         (`clrprof doctor --profiler LIB -- CMD` checks the rest)",
+        problems.join("\n  ")
+    )))
 }
 
 /// `DIR/<library file stem>.jsonl`, or `DIR/<stem>-<n>.jsonl`.
@@ -355,13 +501,51 @@ fn provisioned_wine_prefix(profiler: &Path) -> Option<PathBuf> {
 /// Runs the command. On Unix the process *becomes* CMD (exec), so its exit
 /// status and its signals are exactly CMD's; elsewhere the status is passed on.
 pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
-    let launch = plan_request(request, command, find_wine_loader().as_deref())?;
     let profiler = request
         .profilers
         .first()
         .map(|p| split_profiler(p).0)
         .unwrap_or_default();
     let profiler = profiler.as_path();
+    let (command, target) = match &request.runtime {
+        Some(r) => {
+            let found = crate::runtime::found(Some(profiler));
+            let leg = crate::runtime::resolve(r, &found)?;
+            (
+                crate::runtime::command_on(leg, command)?,
+                crate::doctor::target_of_leg(leg),
+            )
+        }
+        None => (
+            command.to_vec(),
+            crate::doctor::target_of(command, Some(profiler)),
+        ),
+    };
+    let command = command.as_slice();
+    let program = Path::new(
+        command
+            .first()
+            .ok_or_else(|| Error::new("no command given after `--`"))?,
+    );
+    if !crate::runtime::program_exists(program) {
+        return Err(crate::runtime::missing_program(program, Some(profiler)));
+    }
+    let launch = plan_request(request, command, find_wine_loader().as_deref())?;
+    let mux = (request.profilers.len() > 1)
+        .then(|| {
+            launch
+                .env
+                .iter()
+                .find(|(k, _)| k == "CORECLR_PROFILER_PATH")
+                .map(|(_, v)| match v.strip_prefix("Z:") {
+                    Some(rest) => PathBuf::from(rest.replace('\\', "/")),
+                    None => PathBuf::from(v),
+                })
+        })
+        .flatten();
+    check_output_dirs(request)?;
+    preflight(request, target, mux.as_deref())?;
+    prepare_outputs(request)?;
     let mut cmd = std::process::Command::new(&launch.program);
     cmd.args(&launch.args);
     // Variants with a suffix take precedence in the runtime; drop inherited ones.
@@ -375,8 +559,8 @@ pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
     for (k, v) in &launch.env {
         cmd.env(k, v);
     }
-    // Under Wine without a chosen prefix, use the one `cargo xtask provision`
-    // prepared: it has the bcryptprimitives.dll stand-in that Rust-built
+    // Under Wine without a chosen prefix, use the one `clrprof provision`
+    // prepared (in this repository, `cargo xtask provision`): it has the bcryptprimitives.dll stand-in that Rust-built
     // profiler DLLs need on Wine 8.
     let under_wine = command
         .first()
@@ -392,8 +576,8 @@ pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
             }
             None => eprintln!(
                 "clrprof: warning: WINEPREFIX is unset and no provisioned prefix was found \
-                 (cargo xtask provision); a Rust-built profiler DLL needs the \
-                 bcryptprimitives.dll stand-in that prefix has"
+                 (`clrprof provision` in your profiler crate prepares one); a Rust-built \
+                 profiler DLL needs the bcryptprimitives.dll stand-in that prefix has"
             ),
         }
     }
@@ -545,7 +729,18 @@ mod tests {
                 a.display()
             )
         );
-        assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), Some("/out/clrprof-mux.jsonl"));
+        // The multiplexer's file is its own variable: a child reading
+        // CLRPROF_OUTPUT outside its Initialize finds nothing, never that file.
+        assert_eq!(
+            env_of(&l, "CLRPROF_MUX_OUTPUT"),
+            Some("/out/clrprof-mux.jsonl")
+        );
+        assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), None);
+        assert_eq!(
+            output_files(&req),
+            ["clrprof-mux", "liba", "libb", "liba-3"]
+                .map(|n| PathBuf::from(format!("/out/{n}.jsonl")))
+        );
         assert_eq!(
             env_of(&l, "CLRPROF_MUX_1_CLRPROF_OUTPUT"),
             Some("/out/liba.jsonl")
@@ -610,6 +805,81 @@ mod tests {
         let l = plan_request(&r, &cmd, None).unwrap();
         assert_eq!(env_of(&l, "CLRPROF_OUTPUT"), Some("/out/libc1.jsonl"));
         assert_eq!(env_of(&l, "X"), Some("1"));
+    }
+
+    #[test]
+    fn outputs_are_checked_created_and_emptied_before_the_run() {
+        let dir = std::env::temp_dir().join(format!(
+            "clrprof-cli-out-{}",
+            clrprof_testing::unique_suffix()
+        ));
+        let lib = fake_library("libout.so", true);
+        // An --output in a directory that does not exist: an error naming it.
+        let mut r = request(&[&lib], None);
+        r.output = Some(dir.join("nodir").join("x.jsonl"));
+        assert_eq!(
+            prepare_outputs(&r).unwrap_err().to_string(),
+            format!(
+                "--output {}: the directory {} does not exist",
+                dir.join("nodir").join("x.jsonl").display(),
+                dir.join("nodir").display()
+            )
+        );
+        // An --output-dir that does not exist is created; a second run's
+        // files start empty.
+        let out = dir.join("made");
+        let r = request(&[&lib], Some(&out));
+        prepare_outputs(&r).unwrap();
+        let file = out.join("libout.jsonl");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+        std::fs::write(&file, "{\"event\":\"runtime\"}\n").unwrap();
+        prepare_outputs(&r).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+        // A directory where the file should be cannot be written.
+        let mut r = request(&[&lib], None);
+        r.output = Some(out.clone());
+        let e = prepare_outputs(&r).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("cannot write the output {}: ", out.display())),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn preflight_refuses_what_the_runtime_would_not_load() {
+        let linux = crate::doctor::Target {
+            windows: false,
+            arch: object::Architecture::X86_64,
+        };
+        let rlib = fake_library("libmine.rlib", false);
+        std::fs::write(&rlib, b"!<arch>\n").unwrap();
+        let e = preflight(&request(&[&rlib], None), linux, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "the runtime would not load the profiler, and the app would run without it:\n  {} is a static archive",
+                rlib.display()
+            )),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("(`clrprof doctor --profiler LIB -- CMD` checks the rest)"),
+            "{e}"
+        );
+        let pe = fake_library("w.dll", true);
+        std::fs::write(&pe, format!("MZ CLRPROF_CLSID:{CLSID}")).unwrap();
+        let e = preflight(&request(&[&pe], None), linux, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "{} is a PE file, but the runtime is a Linux runtime",
+                pe.display()
+            )),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The `clrprof` command line tool.
 //!
-//! * `clrprof run --profiler LIB [--clsid GUID] [--output PATH] -- CMD [ARGS...]`
+//! * `clrprof run [--runtime LEG] --profiler LIB [--clsid GUID] [--output PATH] -- CMD [ARGS...]`
 //!   runs CMD with the profiler loaded at runtime startup; with several
 //!   `--profiler`s (and `--output-dir DIR`), through the profiler multiplexer;
+//! * `clrprof compile APP.cs --runtime LEG` compiles a C# program for a
+//!   provisioned runtime, without a .NET SDK;
+//! * `clrprof build-mux` builds the multiplexer into the crate's cache (for
+//!   a CLI installed with `cargo install`);
 //! * `clrprof attach --pid PID --profiler LIB [--clsid GUID] [--client-data STR] [--timeout-ms N]`
 //!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
@@ -13,19 +17,22 @@
 //!   runtimes (.NET Core 3.1 and .NET 8, Linux and Windows under Wine) and a
 //!   C# compiler into the current crate's `target/clrprof-cache`: the same
 //!   provisioning as this repository's `cargo xtask provision`;
-//! * `clrprof doctor [--profiler LIB] [-- CMD ...]` explains why a profiler does not load;
+//! * `clrprof doctor [--profiler LIB] [--runtime LEG] [-- CMD ...]` explains why a profiler does not load;
 //! * `clrprof new NAME` scaffolds a profiler crate with a real-runtime test.
 
 mod attach;
+mod build_mux;
+mod compile;
 mod convert;
 mod doctor;
 mod flamegraph;
 mod launch;
 mod new;
+mod runtime;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Run, inspect and test CLR profilers built with clrprof.
@@ -46,8 +53,12 @@ enum Command {
     /// With several --profiler options the runtime loads the profiler
     /// multiplexer (clrprof-mux), which loads them all, each seeing what it
     /// would see alone; with --output-dir DIR each writes
-    /// DIR/<library file stem>.jsonl. Without WINEPREFIX set, Wine runs use
-    /// the prefix `cargo xtask provision` prepared. Exits with CMD's status.
+    /// DIR/<library file stem>.jsonl. With --runtime, CMD (`app.dll ARGS` or
+    /// `dotnet app.dll ARGS`) runs on a runtime `clrprof runtimes` lists.
+    /// Before starting, it refuses a library the runtime would not load (the
+    /// checks of `clrprof doctor`: format, architecture, export, CLSID) and
+    /// an output it cannot write. Without WINEPREFIX set, Wine runs use the
+    /// prefix `clrprof provision` prepared. Exits with CMD's status.
     Run {
         /// The profiler library (.so, or .dll for Windows runtimes under
         /// Wine); `LIB={CLSID}` picks a class of a library with several.
@@ -57,19 +68,29 @@ enum Command {
         /// CLSID of the profiler class (one profiler); default: the one marked in LIB.
         #[arg(long)]
         clsid: Option<String>,
-        /// File the profiler writes its JSON Lines records to (CLRPROF_OUTPUT; one profiler).
+        /// File the profiler writes its JSON Lines records to (CLRPROF_OUTPUT;
+        /// one profiler), created empty first; its directory must exist.
         #[arg(long, conflicts_with = "output_dir")]
         output: Option<PathBuf>,
-        /// Directory where each profiler writes DIR/<library file stem>.jsonl
-        /// (its own CLRPROF_OUTPUT) and the multiplexer DIR/clrprof-mux.jsonl.
+        /// Directory (created if missing) where each profiler writes
+        /// DIR/<library file stem>.jsonl (its own CLRPROF_OUTPUT) and the
+        /// multiplexer DIR/clrprof-mux.jsonl (CLRPROF_MUX_OUTPUT), each
+        /// created empty first.
         #[arg(long)]
         output_dir: Option<PathBuf>,
+        /// The runtime to run CMD on: a leg (`linux-x64-10.0`) or a version
+        /// (`10.0`) of those `clrprof runtimes` lists, e.g. the ones
+        /// `clrprof provision` installed into this crate. CMD is then
+        /// `app.dll ARGS` or `dotnet app.dll ARGS`.
+        #[arg(long, value_name = "LEG|VERSION")]
+        runtime: Option<String>,
         /// A variable for one profiler only, N:NAME=VALUE (N counts the
         /// --profiler options from 1); repeatable.
         #[arg(long = "profiler-env", value_name = "N:NAME=VALUE")]
         profiler_env: Vec<String>,
         /// The multiplexer library (default: $CLRPROF_MUX_LIBRARY, or
-        /// libclrprof_mux.so / clrprof_mux.dll next to a profiler or to clrprof).
+        /// libclrprof_mux.so / clrprof_mux.dll next to a profiler, in the
+        /// crate's target/clrprof-cache/mux (`clrprof build-mux`), or next to clrprof).
         #[arg(long)]
         mux: Option<PathBuf>,
         /// The command and its arguments, after `--`.
@@ -109,8 +130,9 @@ enum Command {
     /// per line, e.g. the sampler example's output), speedscope JSON or pprof
     /// (`.pb.gz`), told apart by their content.
     Flamegraph {
-        /// The profile file.
-        folded: PathBuf,
+        /// The profile file: folded stacks, speedscope JSON or pprof.
+        #[arg(value_name = "PROFILE")]
+        profile: PathBuf,
         /// The SVG to write.
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
@@ -136,6 +158,42 @@ enum Command {
     },
     /// List the runtime legs found (runtime manifest, $CLRPROF_RUNTIME_MANIFEST, installed dotnet).
     Runtimes,
+    /// Compile a one-file C# program for a runtime, without a .NET SDK:
+    /// writes APP.dll and APP.runtimeconfig.json into --out (default: the
+    /// current directory), with the C# compiler `clrprof provision` brought
+    /// (Roslyn, against that runtime's reference assemblies).
+    Compile {
+        /// The C# source file.
+        source: PathBuf,
+        /// The runtime to compile for: a leg or a version `clrprof runtimes` lists.
+        #[arg(long, value_name = "LEG|VERSION")]
+        runtime: String,
+        /// Directory for APP.dll and APP.runtimeconfig.json.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Allow `unsafe` code.
+        #[arg(long = "unsafe")]
+        allow_unsafe: bool,
+    },
+    /// Build the profiler multiplexer (needed to run several profilers at
+    /// once) into the crate's target/clrprof-cache/mux, where `clrprof run`
+    /// finds it: for a clrprof installed with `cargo install`, which
+    /// installs no library. Builds clrprof-mux of this clrprof's version
+    /// with cargo.
+    BuildMux {
+        /// The cache directory (default: $CLRPROF_CACHE, else the crate's target/clrprof-cache).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Build for this target, e.g. x86_64-pc-windows-gnu for Windows runtimes.
+        #[arg(long)]
+        target: Option<String>,
+        /// Build the clrprof-mux of this local checkout instead of crates.io's.
+        #[arg(long, value_name = "CLRPROF_CHECKOUT")]
+        local: Option<PathBuf>,
+        /// A debug build (faster to build; the default is a release build).
+        #[arg(long)]
+        debug: bool,
+    },
     /// Install the test runtimes (.NET Core 3.1 and .NET 8 for Linux, and for
     /// Windows under Wine), a Wine prefix and a C# compiler into this crate's
     /// target/clrprof-cache (or $CLRPROF_CACHE), where `cargo test` finds
@@ -161,6 +219,10 @@ enum Command {
         /// The profiler library (default: the one the variables name).
         #[arg(long)]
         profiler: Option<PathBuf>,
+        /// The runtime the profiler is for, as for `clrprof run` (default: the
+        /// one CMD's host starts): which variables it reads depends on its version.
+        #[arg(long, value_name = "LEG|VERSION")]
+        runtime: Option<String>,
         /// A command to run with diagnostics on, after `--`.
         #[arg(last = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -189,6 +251,7 @@ fn main() -> ExitCode {
             output_dir,
             profiler_env,
             mux,
+            runtime,
             command,
         } => launch::run(
             &launch::Request {
@@ -198,6 +261,7 @@ fn main() -> ExitCode {
                 output_dir,
                 profiler_env,
                 mux,
+                runtime,
             },
             &command,
         ),
@@ -222,12 +286,28 @@ fn main() -> ExitCode {
             toolchains,
         } => provision(cache.as_deref(), strict, toolchains),
         Command::Flamegraph {
-            folded,
+            profile,
             output,
             title,
-        } => flamegraph::run(&folded, &output, title.as_deref()),
+        } => flamegraph::run(&profile, &output, title.as_deref()),
         Command::Convert { input, output, to } => convert::run(&input, &output, to),
-        Command::Doctor { profiler, command } => doctor::run(profiler.as_deref(), &command),
+        Command::Compile {
+            source,
+            runtime,
+            out,
+            allow_unsafe,
+        } => compile::run(&source, &runtime, out.as_deref(), allow_unsafe),
+        Command::BuildMux {
+            cache,
+            target,
+            local,
+            debug,
+        } => build_mux::run(cache.as_deref(), target.as_deref(), local.as_deref(), debug),
+        Command::Doctor {
+            profiler,
+            runtime,
+            command,
+        } => doctor::run(profiler.as_deref(), runtime.as_deref(), &command),
         Command::New { name, path, local } => new::run(&name, path.as_deref(), local.as_deref()),
     };
     match result {
@@ -254,29 +334,43 @@ fn provision(
     toolchains: bool,
 ) -> Result<ExitCode, clrprof_testing::Error> {
     let strict = strict || std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    let target = match cache {
-        Some(_) => PathBuf::from("target"),
-        None => match clrprof_testing::build::workspace_root() {
-            Ok(root) => root.join("target"),
-            Err(e) if std::env::var_os("CLRPROF_CACHE").is_none() => {
-                return Err(clrprof_testing::Error::new(format!(
-                    "run `clrprof provision` inside your profiler crate, or pass --cache DIR ({e})"
-                )))
-            }
-            Err(_) => PathBuf::from("target"),
-        },
+    let dir = match cache {
+        Some(c) => clrprof_testing::provision::cache_dir(Some(c), Path::new("target")),
+        None => cache_for_crate()?,
     };
-    let dir = clrprof_testing::provision::cache_dir(cache, &target);
     let options = clrprof_testing::provision::Options { strict, toolchains };
     let manifest = clrprof_testing::provision::provision(&dir, &options)?;
     clrprof_testing::provision::print_manifest(&manifest);
     Ok(ExitCode::SUCCESS)
 }
 
+/// The clrprof cache of the crate around the current directory
+/// (`$CLRPROF_CACHE`, else its `target/clrprof-cache`).
+pub(crate) fn cache_for_crate() -> Result<PathBuf, clrprof_testing::Error> {
+    let target = match clrprof_testing::build::workspace_root() {
+        Ok(root) => root.join("target"),
+        Err(e) if std::env::var_os("CLRPROF_CACHE").is_none() => {
+            return Err(clrprof_testing::Error::new(format!(
+                "run this inside your profiler crate, or pass --cache DIR ({e})"
+            )))
+        }
+        Err(_) => PathBuf::from("target"),
+    };
+    Ok(clrprof_testing::provision::cache_dir(None, &target))
+}
+
 fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
     let found = clrprof_testing::discover();
     if found.sources.is_empty() {
-        println!("no runtimes found");
+        println!(
+            "no runtimes found: no runtime manifest at {} and no `dotnet` on PATH; run \
+             `clrprof provision` in your profiler crate and `clrprof runtimes` there (or set \
+             CLRPROF_CACHE to that crate's target/clrprof-cache)",
+            found
+                .cache_dir()
+                .join(clrprof_testing::manifest::MANIFEST_FILE)
+                .display()
+        );
     } else {
         println!("runtimes from: {}", found.sources.join(", "));
     }

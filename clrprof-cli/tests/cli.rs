@@ -1,128 +1,162 @@
-//! The `clrprof` binary end to end, on the broken-profiler fixture (a real
-//! ELF / PE library carrying the CLSID marker) and plain shell commands.
+//! The `clrprof` binary as a user meets it: what it says when something is
+//! off, exactly (no runtime needed).
 
-use clrprof_testing::fixtures::{broken_profiler, BrokenBuild, BROKEN_PROFILER_CLSID};
-use clrprof_testing::Os;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn clrprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_clrprof"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_clrprof"));
+    for var in [
+        "CLRPROF_CACHE",
+        "CLRPROF_RUNTIME_MANIFEST",
+        "CARGO_TARGET_DIR",
+        "CLRPROF_MUX_LIBRARY",
+    ] {
+        c.env_remove(var);
+    }
+    c
 }
 
-fn scratch() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("clrprof-cli");
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "clrprof-cli-it-{name}-{}",
+        clrprof_testing::unique_suffix()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-#[test]
-fn clsid_reads_the_marker_of_an_elf_library() {
-    let lib = broken_profiler(Os::Linux, BrokenBuild::Standard, &scratch()).unwrap();
-    let out = clrprof().arg("clsid").arg(&lib.path).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!("{BROKEN_PROFILER_CLSID}\n")
-    );
+/// A library carrying a CLSID marker, as `#[profiler]` writes one.
+fn marked(dir: &Path, name: &str, head: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    let mut bytes = head.to_vec();
+    bytes.extend_from_slice(b" CLRPROF_CLSID:{0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9} ");
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn output(c: &mut Command) -> (Option<i32>, String, String) {
+    let o = c.output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
-fn clsid_reads_the_marker_of_a_pe_library_when_mingw_is_present() {
-    let Ok(lib) = broken_profiler(Os::Windows, BrokenBuild::Standard, &scratch()) else {
-        eprintln!("x86_64-w64-mingw32-gcc missing: PE case not checked");
-        return;
-    };
-    let out = clrprof().arg("clsid").arg(&lib.path).output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!("{BROKEN_PROFILER_CLSID}\n")
+fn dotnet_not_on_path_points_at_the_runtimes() {
+    let dir = scratch("path");
+    let lib = marked(&dir, "libp.so", b"\x7fELF");
+    let (code, stdout, stderr) = output(
+        clrprof()
+            .current_dir(&dir)
+            .env("PATH", "")
+            .env("CLRPROF_CACHE", dir.join("cache"))
+            .args(["run", "--profiler"])
+            .arg(&lib)
+            .args(["--", "dotnet", "app.dll"]),
     );
+    assert_eq!((code, stdout.as_str()), (Some(2), ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "clrprof: error: cannot run \"dotnet\": it is not on PATH. Run the app on a runtime \
+             `clrprof runtimes` lists with --runtime LEG (e.g. `--runtime linux-x64-10.0 -- \
+             app.dll`), or give the host's path:\n  none: run `clrprof provision` in your profiler \
+             crate (it installs them into target/clrprof-cache), then run clrprof there, or point \
+             CLRPROF_CACHE at that folder (looked in {})\n",
+            dir.join("cache").display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn clsid_fails_without_a_marker() {
-    let out = clrprof()
-        .arg("clsid")
-        .arg(env!("CARGO_BIN_EXE_clrprof"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+fn an_rlib_is_refused_before_the_app_starts() {
+    let dir = scratch("rlib");
+    let rlib = marked(&dir, "libmy_profiler.rlib", b"!<arch>\n");
+    let (code, stdout, stderr) = output(
+        clrprof()
+            .current_dir(&dir)
+            .args(["run", "--profiler"])
+            .arg(&rlib)
+            .args(["--", "sh", "-c", "echo the app ran"]),
+    );
+    assert_eq!((code, stdout.as_str()), (Some(2), ""), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "clrprof: error: the runtime would not load the profiler, and the app would run without \
+             it:\n  {} is a static archive (an .rlib or .a), which no runtime can load: build the \
+             crate as a shared library, `[lib] crate-type = [\"cdylib\"]` in its Cargo.toml \
+             (`clrprof new` does), and pass an ELF .so (target/debug/lib<name>.so, <name>.dll)\n\
+             (`clrprof doctor --profiler LIB -- CMD` checks the rest)\n",
+            rlib.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_output_in_a_missing_directory_is_an_error_naming_it() {
+    let dir = scratch("out");
+    let lib = marked(&dir, "libp.so", b"\x7fELF");
+    let (code, _, stderr) = output(
+        clrprof()
+            .current_dir(&dir)
+            .args(["run", "--output", "nodir/x.jsonl", "--profiler"])
+            .arg(&lib)
+            .args(["--", "sh", "-c", "true"]),
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        format!(
+            "clrprof: error: --output {}: the directory {} does not exist\n",
+            dir.join("nodir/x.jsonl").display(),
+            dir.join("nodir").display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn several_profilers_without_a_multiplexer_say_how_to_build_one() {
+    let dir = scratch("mux");
+    let a = marked(&dir, "liba.so", b"\x7fELF");
+    let b = marked(&dir, "libb.so", b"\x7fELF");
+    let (code, _, stderr) = output(
+        clrprof()
+            .current_dir(&dir)
+            .env("CLRPROF_CACHE", dir.join("cache"))
+            .arg("run")
+            .arg("--profiler")
+            .arg(&a)
+            .arg("--profiler")
+            .arg(&b)
+            .args(["--", "sh", "-c", "true"]),
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        "clrprof: error: several profilers need the multiplexer libclrprof_mux.so, found neither \
+         next to a profiler, nor in the crate's target/clrprof-cache/mux, nor next to clrprof: \
+         build it with `clrprof build-mux` in your profiler crate, or name it with --mux or \
+         $CLRPROF_MUX_LIBRARY\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn flamegraph_names_its_input_a_profile() {
+    let (code, stdout, _) = output(clrprof().args(["flamegraph", "--help"]));
+    assert_eq!(code, Some(0));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("marker"),
-        "{out:?}"
+        stdout.contains("Usage: clrprof flamegraph [OPTIONS] --output <OUTPUT> <PROFILE>"),
+        "{stdout}"
     );
-}
-
-#[test]
-fn run_sets_the_variables_and_passes_the_exit_status_on() {
-    let lib = broken_profiler(Os::Linux, BrokenBuild::Standard, &scratch()).unwrap();
-    let out = clrprof()
-        .arg("run")
-        .arg("--profiler")
-        .arg(&lib.path)
-        .args(["--output", "/tmp/x.jsonl", "--", "sh", "-c"])
-        .arg("echo $CORECLR_ENABLE_PROFILING $CORECLR_PROFILER $CORECLR_PROFILER_PATH $CLRPROF_OUTPUT; exit 7")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(7), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!(
-            "1 {BROKEN_PROFILER_CLSID} {} /tmp/x.jsonl\n",
-            lib.path.display()
-        )
-    );
-}
-
-/// clrprof-mux's CLSID (its marker).
-const MUX: &str = "{366DABA3-098B-4669-961C-4FBE18ECC9B9}";
-
-#[test]
-fn run_with_several_profilers_sets_up_the_multiplexer() {
-    let lib = broken_profiler(Os::Linux, BrokenBuild::Standard, &scratch()).unwrap();
-    let mux = scratch().join("libclrprof_mux_stand_in.so");
-    // A stand-in with the multiplexer's marker: the command below loads nothing.
-    std::fs::write(&mux, format!("CLRPROF_CLSID:{MUX}")).unwrap();
-    let out_dir = scratch().join("several");
-    let out = clrprof()
-        .arg("run")
-        .args(["--profiler"])
-        .arg(&lib.path)
-        .args(["--profiler"])
-        .arg(format!("{}={BROKEN_PROFILER_CLSID}", lib.path.display()))
-        .arg("--mux")
-        .arg(&mux)
-        .arg("--output-dir")
-        .arg(&out_dir)
-        .args(["--profiler-env", "2:CLRPROF_BROKEN_MODE=hang-in-initialize"])
-        .args(["--", "sh", "-c"])
-        .arg("echo $CORECLR_PROFILER $CORECLR_PROFILER_PATH; echo $CLRPROF_MUX_PROFILERS; echo $CLRPROF_OUTPUT $CLRPROF_MUX_1_CLRPROF_OUTPUT $CLRPROF_MUX_2_CLRPROF_OUTPUT $CLRPROF_MUX_2_CLRPROF_BROKEN_MODE")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let lib = lib.path.display();
-    let dir = out_dir.display();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!(
-            "{} {}\n{lib}={BROKEN_PROFILER_CLSID};{lib}={BROKEN_PROFILER_CLSID}\n{dir}/clrprof-mux.jsonl {dir}/libbroken_profiler.jsonl {dir}/libbroken_profiler-2.jsonl hang-in-initialize\n",
-            MUX,
-            mux.display()
-        )
-    );
-}
-
-#[cfg(unix)]
-#[test]
-fn run_passes_a_signal_death_on() {
-    use std::os::unix::process::ExitStatusExt;
-    let lib = broken_profiler(Os::Linux, BrokenBuild::Standard, &scratch()).unwrap();
-    let status = clrprof()
-        .arg("run")
-        .arg("--profiler")
-        .arg(&lib.path)
-        .args(["--", "sh", "-c", "kill -TERM $$"])
-        .status()
-        .unwrap();
-    assert_eq!(status.signal(), Some(15));
+    let (_, help, _) = output(clrprof().args(["run", "--help"]));
+    assert!(!help.contains("xtask"), "{help}");
+    assert!(help.contains("--runtime <LEG|VERSION>"), "{help}");
 }

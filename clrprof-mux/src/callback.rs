@@ -104,9 +104,14 @@ impl Multiplexer {
                 return e.hresult();
             }
         };
-        // The multiplexer's own records go to the process's CLRPROF_OUTPUT:
-        // opened now, before any child's variables are set.
-        let out = JsonLines::default();
+        // The multiplexer's own records go to CLRPROF_MUX_OUTPUT (what
+        // `clrprof run --output-dir` sets), else to the process's
+        // CLRPROF_OUTPUT: opened now, before any child's variables are set.
+        let out = if std::env::var_os(config::OUTPUT_VAR).is_some() {
+            JsonLines::from_env(config::OUTPUT_VAR)
+        } else {
+            JsonLines::default()
+        };
         write_runtime_record(&out, &runtime);
         let specs = match attach {
             Some(data) if !data.is_empty() => config::from_client_data(data),
@@ -178,16 +183,26 @@ impl Multiplexer {
         })
     }
 
-    /// `ICorProfilerCallback::Shutdown`: to every child, then the
-    /// multiplexer's records are flushed.
+    /// `ICorProfilerCallback::Shutdown`: to every child, each with its own
+    /// variables set again (as during its `Initialize`: a child that reads
+    /// `CLRPROF_OUTPUT` when it finishes gets its own file, not the
+    /// process's value), then the multiplexer's records are flushed.
     pub(crate) unsafe fn on_Shutdown(&self) -> HRESULT {
-        let _ = self.fan_out(routes::Shutdown, 1, |c| {
+        let Some(shared) = self.shared.get() else {
+            return S_OK;
+        };
+        for child in shared.children.iter() {
+            let Some(loaded) = child.receiver(routes::Shutdown, 1) else {
+                continue;
+            };
+            let overrides = guard("clrprof-mux Shutdown", None, || {
+                Some(Overrides::set(&child.spec.env))
+            });
             // SAFETY: [interface-version, mux-forward] every child implements ICorProfilerCallback; no arguments.
-            unsafe { (c.vtbl::<ICorProfilerCallback_Vtbl>().Shutdown)(c.this()) }
-        });
-        if let Some(shared) = self.shared.get() {
-            guard("clrprof-mux Shutdown", (), || shared.out.flush());
+            let _ = unsafe { (loaded.vtbl::<ICorProfilerCallback_Vtbl>().Shutdown)(loaded.this()) };
+            guard("clrprof-mux Shutdown", (), || drop(overrides));
         }
+        guard("clrprof-mux Shutdown", (), || shared.out.flush());
         S_OK
     }
 

@@ -15,10 +15,12 @@
 //! `CLRPROF_MUX_<n>_<NAME>=value` sets `NAME=value` for child `n` only:
 //! the multiplexer puts it into the process environment while it creates
 //! child `n` (`DllGetClassObject`, `CreateInstance`) and while the child's
-//! `Initialize` runs, and restores the previous value afterwards. That is
-//! how each child gets its own `CLRPROF_OUTPUT`, or two copies of one
-//! tracer get different filters. A child that reads its environment later
-//! (after `Initialize` returned) sees the process's own values.
+//! `Initialize` runs, and again while its `Shutdown` runs, and restores the
+//! previous value afterwards. That is how each child gets its own
+//! `CLRPROF_OUTPUT`, or two copies of one tracer get different filters. A
+//! child that reads its environment at another time (a callback, or its
+//! finish at process exit when the host never shuts the runtime down) sees
+//! the process's own values: read what you need in `initialize`.
 //! `CLRPROF_MUX_<n>_CLIENT_DATA` is not an environment variable: it is the
 //! client data child `n` receives in `InitializeForAttach`.
 //!
@@ -31,6 +33,13 @@ use windows_core::GUID;
 
 /// The variable naming the child profilers.
 pub const PROFILERS_VAR: &str = "CLRPROF_MUX_PROFILERS";
+
+/// The file of the multiplexer's own records (default: the process's
+/// `CLRPROF_OUTPUT`). `clrprof run --output-dir DIR` sets it to
+/// `DIR/clrprof-mux.jsonl` and leaves `CLRPROF_OUTPUT` alone, so that no
+/// child, reading `CLRPROF_OUTPUT` whenever it likes, can take the
+/// multiplexer's file for its own.
+pub const OUTPUT_VAR: &str = "CLRPROF_MUX_OUTPUT";
 
 /// The prefix of the per-child variables (`CLRPROF_MUX_<n>_<NAME>`).
 pub const CHILD_PREFIX: &str = "CLRPROF_MUX_";

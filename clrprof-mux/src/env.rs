@@ -1,11 +1,12 @@
 //! A child's own variables, set in the process environment while the child
-//! is created and initialized (see [`crate::config`]).
+//! is created and initialized, and while it shuts down (see [`crate::config`]).
 //!
 //! The process environment is one table for the whole process: while a
 //! child's variables are set, another thread that reads the environment sees
 //! them too. The multiplexer changes it only during its own `Initialize` (or
 //! `InitializeForAttach`), when the runtime runs no managed code of the
-//! application yet at startup; the runtime itself copies the environment at
+//! application yet at startup, and during `Shutdown`, when it runs none any
+//! more; the runtime itself copies the environment at
 //! its start (its managed `Environment` reads that copy), so managed code
 //! never sees the change. Native threads of the host that read the
 //! environment at that moment can; under attach that is the one visible

@@ -31,8 +31,8 @@
 //!   another; every entry point of the multiplexer runs under clrprof's
 //!   panic guard or is panic-free by construction.
 //!
-//! The multiplexer writes its own JSON Lines records (to the process's
-//! `CLRPROF_OUTPUT`): the runtime record, one `child` record per child
+//! The multiplexer writes its own JSON Lines records (to `CLRPROF_MUX_OUTPUT`,
+//! else the process's `CLRPROF_OUTPUT`): the runtime record, one `child` record per child
 //! (`initialized` with its masks, or `dropped` with the stage, `HRESULT` and
 //! reason), one `elt` record when children hook (`pass-through` or
 //! `fan-out`), and `initialized` with the count of active children.

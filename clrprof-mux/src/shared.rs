@@ -160,7 +160,7 @@ pub(crate) struct Shared {
     /// The union last given to the runtime (low | high << 32), and the lock
     /// that orders mask changes.
     applied: Mutex<u64>,
-    /// The multiplexer's own records (`CLRPROF_OUTPUT` of the process).
+    /// The multiplexer's own records (`CLRPROF_MUX_OUTPUT`, else the process's `CLRPROF_OUTPUT`).
     pub out: JsonLines,
     pub rejit: Requests,
     /// How the ELT hooks are served, once decided.

@@ -471,6 +471,7 @@ fn provision_wine(cache: &Path) -> Result<Wine> {
     if !prefix.join("system.reg").is_file() {
         println!("provision: initialising Wine prefix {}", prefix.display());
         std::fs::create_dir_all(&prefix)?;
+        let log = cache.join("wineboot.log");
         let status = Command::new(&loader)
             .args(["wineboot", "--init"])
             .env("WINEPREFIX", &prefix)
@@ -480,11 +481,19 @@ fn provision_wine(cache: &Path) -> Result<Wine> {
             .env("WINEDLLOVERRIDES", "mscoree,mshtml=")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
+            // Wine's chatter on a prefix's first start (`failed to open
+            // ...rundll32.exe: c0000135`, "configuration ... has been
+            // updated") goes to a file, shown only if the step fails (a
+            // file, not a pipe: the wineserver it starts would hold a pipe
+            // open long after wineboot ends).
+            .stderr(Stdio::from(std::fs::File::create(&log)?))
             .status()
             .map_err(|e| format!("cannot run {}: {e}", loader.display()))?;
         if !status.success() {
-            return Err(format!("wineboot --init failed ({status})").into());
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("wineboot --init failed ({status}): {}", said.trim()).into());
         }
+        let _ = std::fs::remove_file(&log);
         wait_for_wineserver(&loader, &prefix);
         if !prefix.join("system.reg").is_file() {
             return Err(format!("wineboot left no system.reg in {}", prefix.display()).into());

@@ -4,15 +4,18 @@
 //! process, and the generated COM glue does not catch panics. Every callback,
 //! class-factory method, export and ELT handler therefore runs its Rust code
 //! through [`guard`]: a panic is caught, logged through the SDK's log facade
-//! (never printed to the application's stderr), and replaced by a value that
-//! is harmless for that entry point.
+//! at error level (on stderr by default, one line with the location and one
+//! saying it was contained; `CLRPROF_LOG=off` silences it, see
+//! [`crate::logging`]), and replaced by a value that is harmless for that
+//! entry point.
 //!
 //! [`guard`] is on the path of every callback, so its fast path is only
 //! `catch_unwind` (free until something panics): no thread-local, no
 //! atomic. Where a panic's message goes is decided by the panic hook, which
 //! the SDK installs once the runtime has found a profiler class in this
 //! library (the class factory does it): from then on every panic in the
-//! process that reaches the hook is logged, not printed; before (unit tests, a
+//! process that reaches the hook is logged, not printed by Rust's default
+//! hook; before (unit tests, a
 //! library used outside a runtime) panics keep the previous hook. The entry
 //! point is named when the guard catches the panic.
 

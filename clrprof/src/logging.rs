@@ -4,12 +4,16 @@
 //! own logger first, the SDK installs a small sink at load time, configured
 //! by the environment of the profiled process:
 //!
-//! - `CLRPROF_LOG` = `off` (default) | `error` | `warn` | `info` | `debug` | `trace`
+//! - `CLRPROF_LOG` = `off` | `error` (default) | `warn` | `info` | `debug` | `trace`
 //! - `CLRPROF_LOG_FILE` = a path to append to (default: the process's stderr)
 //!
-//! Off by default, because the profiler is a guest in someone else's process
-//! and must not change its output. When off, a log call costs one atomic load.
-//! The sink never calls into the runtime, so it never allocates managed memory.
+//! Errors only by default: the profiler is a guest in someone else's process
+//! and must not change its output while all is well, but what goes wrong
+//! (a panic the SDK contained, an output file that cannot be opened, a
+//! method the runtime refused) is said, on stderr, where the user looks.
+//! `CLRPROF_LOG=off` silences even that; an unknown value keeps the default.
+//! Below the enabled level a log call costs one atomic load. The sink never
+//! calls into the runtime, so it never allocates managed memory.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -59,12 +63,12 @@ pub fn init_from_env() {
             .map(str::to_ascii_lowercase)
             .as_deref()
         {
-            Ok("error") => log::LevelFilter::Error,
+            Ok("off") => return,
             Ok("warn") => log::LevelFilter::Warn,
             Ok("info") => log::LevelFilter::Info,
             Ok("debug") => log::LevelFilter::Debug,
             Ok("trace") => log::LevelFilter::Trace,
-            _ => return,
+            _ => log::LevelFilter::Error,
         };
         let file = std::env::var_os("CLRPROF_LOG_FILE")
             .and_then(|p| {

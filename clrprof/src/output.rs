@@ -105,6 +105,32 @@ impl Flush for Sink {
     }
 }
 
+/// The writer for the file `path` names (opened for appending), else
+/// stderr; with the error that sent the records to stderr instead of a
+/// file that was named, naming the variable and the path.
+fn open_target(
+    var: &str,
+    path: Option<std::ffi::OsString>,
+) -> (Box<dyn Write + Send>, Option<String>) {
+    let Some(path) = path else {
+        return (Box::new(std::io::stderr()), None);
+    };
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(f) => (Box::new(f), None),
+        Err(e) => (
+            Box::new(std::io::stderr()),
+            Some(format!(
+                "{var}={}: cannot open it ({e}); the records go to stderr",
+                std::path::Path::new(&path).display()
+            )),
+        ),
+    }
+}
+
 impl Default for JsonLines {
     fn default() -> Self {
         Self::from_env("CLRPROF_OUTPUT")
@@ -113,7 +139,8 @@ impl Default for JsonLines {
 
 impl JsonLines {
     /// Writes to the file named by environment variable `var` (appending), or
-    /// to stderr when it is unset or cannot be opened.
+    /// to stderr when it is unset or cannot be opened (then an error naming
+    /// the path is logged, which the default log level shows on stderr).
     pub const fn from_env(var: &'static str) -> Self {
         JsonLines {
             var,
@@ -131,18 +158,46 @@ impl JsonLines {
         self
     }
 
+    /// Writes to the file `path` (appending) instead of the one the
+    /// variable names: for a profiler told where to write another way, such
+    /// as the `output=<path>` that `clrprof attach` adds to the client data
+    /// (`ClientData::get("output")` in `initialize_for_attach`). Call it
+    /// before the first record. Fails, naming the path, when the file
+    /// cannot be opened, and when this writer has opened its output already.
+    pub fn open(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let mut opened = false;
+        self.sink.get_or_init(|| {
+            opened = true;
+            self.new_sink(Box::new(file))
+        });
+        if opened {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "{}: this writer has opened its output already",
+                path.display()
+            )))
+        }
+    }
+
     fn sink(&self) -> &Sink {
         self.sink.get_or_init(|| {
-            let target: Box<dyn Write + Send> = match std::env::var_os(self.var).and_then(|p| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .ok()
-            }) {
-                Some(f) => Box::new(f),
-                None => Box::new(std::io::stderr()),
-            };
+            let (target, error) = open_target(self.var, std::env::var_os(self.var));
+            if let Some(e) = error {
+                // At error level: on stderr unless CLRPROF_LOG=off.
+                log::error!("{e}");
+            }
+            self.new_sink(target)
+        })
+    }
+
+    fn new_sink(&self, target: Box<dyn Write + Send>) -> Arc<Sink> {
+        {
             let interval = self.interval.unwrap_or_else(|| {
                 std::env::var("CLRPROF_FLUSH_MS")
                     .ok()
@@ -162,7 +217,7 @@ impl JsonLines {
             let weak = Arc::downgrade(&sink);
             crate::exit::register_flush(weak);
             sink
-        })
+        }
     }
 
     /// Starts a record `{"event":"<event>", ...}`. After
@@ -318,6 +373,52 @@ mod tests {
         let mut s = String::new();
         push_json_string(&mut s, "a\"b\\c\nd\u{1}é");
         assert_eq!(s, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
+
+    #[test]
+    fn an_output_that_cannot_be_opened_is_an_error_naming_it() {
+        let missing = std::env::temp_dir()
+            .join(format!("clrprof-out-missing-{}", std::process::id()))
+            .join("x.jsonl");
+        let (_, error) = open_target("CLRPROF_OUTPUT", Some(missing.clone().into_os_string()));
+        let error = error.expect("a file in a missing directory cannot be opened");
+        assert!(
+            error.starts_with(&format!(
+                "CLRPROF_OUTPUT={}: cannot open it (",
+                missing.display()
+            )),
+            "{error}"
+        );
+        assert!(error.ends_with("); the records go to stderr"), "{error}");
+        assert!(open_target("CLRPROF_OUTPUT", None).1.is_none());
+        let ok = temp_file("opened.jsonl");
+        assert!(open_target("CLRPROF_OUTPUT", Some(ok.into_os_string()))
+            .1
+            .is_none());
+    }
+
+    #[test]
+    fn open_writes_to_the_named_file_once() {
+        let path = temp_file("opened-explicitly.jsonl");
+        let out = JsonLines::from_env("CLRPROF_TEST_NEVER_SET");
+        out.open(&path).unwrap();
+        out.record("attached").write();
+        out.flush();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"event\":\"attached\"}\n"
+        );
+        let again = out.open(&path).unwrap_err().to_string();
+        assert_eq!(
+            again,
+            format!(
+                "{}: this writer has opened its output already",
+                path.display()
+            )
+        );
+        let missing = path.with_file_name("no-such-dir").join("x.jsonl");
+        let e = JsonLines::default().open(&missing).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: ", missing.display())), "{e}");
     }
 
     fn temp_file(name: &str) -> std::path::PathBuf {

@@ -4,8 +4,10 @@
 //! after `cargo xtask provision` (or let `cargo xtask test` do both).
 
 mod attach;
+mod book;
 mod broken;
 mod conformance;
+mod doctor;
 mod elt;
 mod eventpipe;
 mod events;
@@ -71,6 +73,8 @@ fn main() {
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
         .chain(mux::scenarios())
+        .chain(doctor::scenarios())
+        .chain(book::scenarios())
         .chain(mux::python_scenarios())
         .chain(conformance::scenarios())
         .chain(scopes::scenarios())

@@ -923,6 +923,105 @@ fn cli_run(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// `clrprof run --profiler sampler --profiler jit-tracer --output-dir DIR`:
+/// the sampler reads `CLRPROF_OUTPUT` when it finishes (in `Shutdown`) and
+/// writes its folded stacks there. That is its own `DIR/<stem>.jsonl`; the
+/// multiplexer's `DIR/clrprof-mux.jsonl` keeps its records (issue 39: the
+/// sampler once replaced it with its stacks and left no file of its own).
+fn child_output_at_finish(case: &Case<'_>) -> CaseResult {
+    let app = case.app("hot")?;
+    case.profiler("clrprof-mux")?;
+    let cli = crate::exits::native_cli()?;
+    let sampler = case.profiler("sampler")?;
+    let jit = case.profiler("jit-tracer")?;
+    let dir = case.spec(&app).work_dir;
+    let out = dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut cmd = std::process::Command::new(&cli);
+    cmd.arg("run");
+    for p in [&sampler, &jit] {
+        cmd.arg("--profiler")
+            .arg(format!("{}={}", p.path.display(), p.clsid));
+    }
+    // The directory does not exist yet: `clrprof run` creates it.
+    cmd.arg("--output-dir")
+        .arg(&out)
+        .arg("--")
+        .arg(&case.leg().host);
+    match case.leg().os {
+        Os::Linux => cmd.arg(&app),
+        Os::Windows => {
+            let wine = clrprof_testing::discover()
+                .wine()
+                .cloned()
+                .ok_or("Windows leg without Wine")?;
+            cmd.env("WINEPREFIX", &wine.prefix);
+            cmd.arg(to_wine_path(&app)?)
+        }
+    };
+    cmd.arg("1");
+    for var in [
+        "CORECLR_ENABLE_PROFILING",
+        "CLRPROF_OUTPUT",
+        "CLRPROF_MUX_OUTPUT",
+        "CLRPROF_MUX_PROFILERS",
+        "CLRPROF_SAMPLER_RECORDS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let done = clrprof_testing::run::run_captured(cmd, std::time::Duration::from_secs(120), &dir)?;
+    if done.exit != clrprof_testing::run::Exit::Code(0) {
+        return Err(format!("clrprof run ended {:?}; stderr: {}", done.exit, done.stderr).into());
+    }
+    let stem = |p: &Profiler| {
+        p.path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (mux, bad) = read_records(&out.join("clrprof-mux.jsonl"));
+    let initialized = mux
+        .iter()
+        .filter(|r| r["event"] == "child" && r["status"] == "initialized")
+        .count();
+    if !bad.is_empty() || initialized != 2 {
+        return Err(format!(
+            "the multiplexer's file was not its own: {initialized} children initialized in {mux:?}, not JSON: {bad:?}"
+        )
+        .into());
+    }
+    let folded_path = out.join(format!("{}.jsonl", stem(&sampler)));
+    let folded = std::fs::read_to_string(&folded_path)
+        .map_err(|e| format!("{}: {e}", folded_path.display()))?;
+    let stacks: Vec<&str> = folded.lines().collect();
+    let well_formed = |l: &str| {
+        l.rsplit_once(' ')
+            .is_some_and(|(stack, n)| !stack.is_empty() && n.parse::<u64>().is_ok())
+    };
+    if stacks.is_empty()
+        || !stacks.iter().all(|l| well_formed(l))
+        || !stacks.iter().any(|l| l.contains("Hot.Program::Spin"))
+    {
+        return Err(format!(
+            "the sampler's own file {} holds no folded stacks with Hot.Program::Spin: {:?}",
+            folded_path.display(),
+            &stacks[..stacks.len().min(5)]
+        )
+        .into());
+    }
+    let (jit_records, _) = read_records(&out.join(format!("{}.jsonl", stem(&jit))));
+    if !jit_records
+        .iter()
+        .any(|r| r["event"] == "jit" && r["method"] == "Hot.Program::Spin")
+    {
+        return Err(format!("jit-tracer's file has no Hot.Program::Spin: {jit_records:?}").into());
+    }
+    Ok(())
+}
+
 /// The multiplexer in CPython hosting .NET 10 through pythonnet, which never
 /// shuts the runtime down: every child finishes at process exit.
 fn under_pythonnet(case: &Case<'_>) -> CaseResult {
@@ -1258,6 +1357,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "mux: clrprof run with three --profiler options and --output-dir",
             cli_run,
+        ),
+        Scenario::new(
+            "mux: a child reading CLRPROF_OUTPUT in finish writes its own file, the multiplexer keeps its own",
+            child_output_at_finish,
         ),
         Scenario::new(
             "mux: attach (a child that cannot is dropped), detach once every child asked",

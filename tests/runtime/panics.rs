@@ -1,6 +1,8 @@
 //! Panic containment inside real runtimes: a profiler that panics in every
 //! callback it enables (and, in a second run, in `initialize`) leaves the
-//! application's output and exit code exactly as without any profiler.
+//! application's output and exit code exactly as without any profiler; at
+//! the default log level (`CLRPROF_LOG` unset) each contained panic is said
+//! on stderr, with its location.
 
 use clrprof_testing::harness::Scenario;
 
@@ -63,7 +65,8 @@ fn compare_class(
     let plain = case.run(case.spec(&app))?;
     plain.check()?;
     let profiler = case.profiler_class("test-profilers", class)?;
-    let mut spec = case.spec(&app).profiler(profiler);
+    // CLRPROF_LOG's default (an unknown value falls back to it): errors.
+    let mut spec = case.spec(&app).profiler(profiler).env("CLRPROF_LOG", "");
     if let Some(p) = panic_in {
         spec = spec.env("CLRPROF_PANIC_IN", p);
     }
@@ -76,10 +79,28 @@ fn compare_class(
         )
         .into());
     }
-    if traced.stderr != plain.stderr {
+    // The app's own stderr is unchanged; beside it, at the default log
+    // level, the SDK says where each panic happened and that it was contained.
+    let (logged, app_stderr): (Vec<&str>, Vec<&str>) = traced
+        .stderr
+        .lines()
+        .partition(|l| l.starts_with("[clrprof ERROR "));
+    if app_stderr != plain.stderr.lines().collect::<Vec<_>>() {
         return Err(format!(
             "stderr changed:\nwithout: {:?}\nwith:    {:?}",
             plain.stderr, traced.stderr
+        )
+        .into());
+    }
+    let located = logged
+        .iter()
+        .any(|l| l.contains("] panic in profiler code at ") && l.contains(".rs:"));
+    let contained = logged
+        .iter()
+        .any(|l| l.ends_with("; contained, the runtime gets the harmless result"));
+    if !located || !contained {
+        return Err(format!(
+            "with CLRPROF_LOG unset, expected the panics' locations and \"contained\" on stderr, got: {logged:?}"
         )
         .into());
     }
