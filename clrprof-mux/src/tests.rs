@@ -321,3 +321,25 @@ fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
     shared.phase.store(PHASE_RUNNING, Ordering::SeqCst);
     assert_eq!(v3(&proxies[0]), CORPROF_E_CALL_ONLY_FROM_INIT);
 }
+
+#[test]
+fn the_skip_of_objects_allocated_by_class_reaches_the_runtime_only_when_every_gc_child_asks() {
+    use crate::routes::{GarbageCollectionStarted, ObjectsAllocatedByClass};
+    use crate::shared::union_of;
+    let skip = u64::from(COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC) << 32;
+    let gc = u64::from(COR_PRF_MONITOR_GC);
+    let jit = u64::from(COR_PRF_MONITOR_JIT_COMPILATION);
+    // .NET 11 stops ObjectsAllocatedByClass for the whole multiplexer when
+    // the union has the skip: kept out while a GC child wants the callback.
+    assert_eq!(union_of(&[gc | skip, gc]), gc);
+    assert_eq!(union_of(&[gc | skip, gc | skip, jit]), gc | skip | jit);
+    assert_eq!(union_of(&[gc | skip, jit]), gc | skip | jit);
+    assert_eq!(union_of(&[skip, gc]), gc);
+    assert_eq!(union_of(&[]), 0);
+    // Routed to the children that did not ask to skip it; the other GC
+    // callbacks reach both.
+    assert!(ObjectsAllocatedByClass.delivers(gc));
+    assert!(!ObjectsAllocatedByClass.delivers(gc | skip));
+    assert!(!ObjectsAllocatedByClass.delivers(jit));
+    assert!(GarbageCollectionStarted.delivers(gc | skip));
+}

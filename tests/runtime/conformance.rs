@@ -455,6 +455,80 @@ fn gc_callbacks(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// `COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC` (.NET 11,
+/// dotnet/runtime PR 123177), whose value no readable `corprof.idl` gives:
+/// every runtime accepts and stores every high bit above the known ones
+/// (no validation, so acceptance says nothing); with the SDK's value
+/// (`0x200`) beside `MONITOR_GC`, .NET 11 sends no `ObjectsAllocatedByClass`
+/// while all ten collections still start and finish, and the older
+/// runtimes send it at every collection; on .NET 11 every other unknown
+/// bit together (`0xFFFFFC00`) leaves it on.
+fn gc_skip(case: &Case<'_>) -> CaseResult {
+    const CLSID: &str = "{0FC54C4F-6BD3-494D-A11A-B32DE3FBCB76}";
+    let skip = clrprof::HighEventMask::MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC.bits();
+    let (_, traced) = run_pair(case, CLSID, &["gc"], &[])?;
+    let probed: Vec<(u64, i64, i64)> = traced
+        .events("high_bit")
+        .map(|r| {
+            (
+                num(r, "bit"),
+                r["hr"].as_i64().unwrap_or(-1),
+                r["stored"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, i64, i64)> = (9..32).map(|b| (b, 0, 1i64 << b)).collect();
+    if probed != want {
+        return Err(format!(
+            "SetEventMask2 of each unknown high bit (bit, hr, stored): {probed:?}, expected every one accepted and stored"
+        )
+        .into());
+    }
+    let by_class = |traced: &Outcome, high: u32| -> R<u64> {
+        let mask = one(traced, "mask")?;
+        if num(mask, "high") != u64::from(high) || mask["hr"] != 0 {
+            return Err(format!("the mask with high {high:#x}: {mask}").into());
+        }
+        let g = one(traced, "gcs")?;
+        if num(g, "starts") < 10 || num(g, "starts") != num(g, "finishes") {
+            return Err(format!(
+                "high {high:#x}: expected at least 10 collections, each started and finished: {g}"
+            )
+            .into());
+        }
+        Ok(num(g, "by_class_calls"))
+    };
+    let honoured = major(case) >= 11;
+    let calls = by_class(&traced, skip)?;
+    let starts = num(one(&traced, "gcs")?, "starts");
+    if honoured && calls != 0 || !honoured && calls < starts {
+        return Err(format!(
+            "with MONITOR_GC and the skip flag ({skip:#x}), {calls} ObjectsAllocatedByClass for {starts} collections on .NET {}: expected {}",
+            major(case),
+            if honoured { "none" } else { "one per collection at least" }
+        )
+        .into());
+    }
+    if honoured {
+        let others = !(skip | 0x1ff);
+        let (_, traced) = run_pair(
+            case,
+            CLSID,
+            &["gc"],
+            &[("CLRPROF_GCSKIP_HIGH", &format!("{others:x}"))],
+        )?;
+        let calls = by_class(&traced, others)?;
+        let starts = num(one(&traced, "gcs")?, "starts");
+        if calls < starts {
+            return Err(format!(
+                "every other unknown high bit ({others:#x}) stopped ObjectsAllocatedByClass too: {calls} calls for {starts} collections"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 fn gc_allocate(case: &Case<'_>) -> CaseResult {
     let (_, traced) = run_pair(
         case,
@@ -1008,6 +1082,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "conformance exception: one exception's callbacks in the runtime test's exact sequence, no funclets",
             exception,
+        ),
+        Scenario::new(
+            "conformance gc/gcskipobjectsallocatedbyclasscallback: the skip flag's value (0x200), honoured from .NET 11, accepted and ignored before",
+            gc_skip,
         ),
         Scenario::new(
             "conformance gc/gc: GC starts and finishes pair, pinned objects among roots and references",
