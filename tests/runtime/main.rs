@@ -35,6 +35,7 @@ mod sxs;
 mod torture;
 mod tracers;
 mod unload;
+mod versions;
 mod wrap;
 
 use clrprof_testing::harness::Harness;
@@ -78,6 +79,7 @@ fn main() {
         .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(provenance::scenarios())
+        .chain(versions::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);

@@ -328,6 +328,27 @@ fn exceptions_every(case: &Case<'_>, every: &str) -> CaseResult {
         return Err("the app printed no thrown lines".into());
     }
     let end = r.record("event-profiles")?;
+    // Each exception's stack (root first) is the app's, out to the
+    // throwing method: no frame of the runtime's exception dispatch (.NET 9
+    // and later run it as managed code of CoreLib, System.Runtime.EH) after
+    // the thrower or anywhere else; .NET 11 runs Main through
+    // System.Environment::CallEntryPoint, the outermost frame.
+    let entry = case.leg().major() >= 11;
+    for s in &pb.samples {
+        let ty = s.labels.get("type").map(String::as_str).unwrap_or("");
+        let thrower = lines.iter().find(|l| l[1] == ty).map(|l| l[0]);
+        let mut want = vec!["Profiles.Program::Main", thrower.unwrap_or("?")];
+        if entry {
+            want.insert(0, "System.Environment::CallEntryPoint");
+        }
+        if s.frames != want {
+            return Err(format!(
+                "an exception sample of type {ty:?} has the stack {:?}, expected {want:?}",
+                s.frames
+            )
+            .into());
+        }
+    }
     for line in &lines {
         let (method, ty, n): (&str, &str, i64) =
             (line[0], line[1], line[2].parse().map_err(|_| "bad count")?);
