@@ -247,6 +247,19 @@ impl Shared {
         let Some(child) = self.children.get(k) else {
             return E_INVALIDARG;
         };
+        // A multiplexer loaded by attach refuses, as the SDK refuses its own
+        // profiler (clrprof::MaskRules::refuse_after_attach), the flags this
+        // runtime's version does not allow after attach
+        // (`DISABLE_INLINING`, `DISABLE_OPTIMIZATIONS` before .NET 10),
+        // without calling the runtime; other flags are left to the runtime.
+        if self.attached
+            && self
+                .rules()
+                .refuse_after_attach(clrprof::EventMask::from_bits_retain(low), "SetEventMask")
+                .is_some()
+        {
+            return CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER;
+        }
         let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
         let (old_low, old_high) = child.masks();
         // Immutable flags are fixed once Initialize returned (corprof.idl:

@@ -24,13 +24,19 @@ fn spec(index: usize) -> ChildSpec {
 
 /// A multiplexer state over the fake with `n` active children and their proxies.
 fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
+    setup_as(n, false)
+}
+
+/// [`setup`], the multiplexer loaded by attach when `attached`.
+fn setup_as(n: usize, attached: bool) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
     let fake = FakeRuntime::new();
+    fake.state().attached = attached;
     // SAFETY: [test-fake] the fake's IUnknown is its profiler-info object.
-    let runtime = unsafe { RealInfo::new(&fake.unknown(), false) }.unwrap();
+    let runtime = unsafe { RealInfo::new(&fake.unknown(), attached) }.unwrap();
     let out = JsonLines::from_env("CLRPROF_MUX_TEST_NO_OUTPUT");
     let shared = Arc::new(Shared::new(
         runtime,
-        false,
+        attached,
         (1..=n).map(spec).collect(),
         out,
     ));
@@ -342,4 +348,30 @@ fn the_skip_of_objects_allocated_by_class_reaches_the_runtime_only_when_every_gc
     assert!(!ObjectsAllocatedByClass.delivers(gc | skip));
     assert!(!ObjectsAllocatedByClass.delivers(jit));
     assert!(GarbageCollectionStarted.delivers(gc | skip));
+}
+
+#[test]
+fn an_attached_multiplexer_refuses_the_net10_attach_flags_of_older_runtimes_itself() {
+    for (major, allowed) in [(8u16, false), (9, false), (10, true), (11, true)] {
+        let (fake, _shared, proxies) = setup_as(1, true);
+        fake.state().runtime.major = major;
+        let before = fake.call_count("SetEventMask");
+        let hr = set_mask(
+            &proxies[0],
+            COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_DISABLE_INLINING,
+        );
+        if allowed {
+            assert_eq!(hr, S_OK, ".NET {major}");
+            assert_eq!(fake.call_count("SetEventMask"), before + 1, ".NET {major}");
+        } else {
+            // Refused as the SDK refuses its own profiler, before the
+            // runtime is called.
+            assert_eq!(
+                hr, CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER,
+                ".NET {major}"
+            );
+            assert_eq!(fake.call_count("SetEventMask"), before, ".NET {major}");
+            assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+        }
+    }
 }
