@@ -182,13 +182,29 @@ fn assembly(case: &Case<'_>) -> CaseResult {
 const E_FAIL: i64 = 0x8000_4005_u32 as i32 as i64;
 
 fn dynamic_optimization(case: &Case<'_>) -> CaseResult {
+    // The runtime's test switches COR_PRF_DISABLE_OPTIMIZATIONS; the same
+    // with COR_PRF_DISABLE_INLINING shows that flag follows the same rule
+    // from .NET 10 on: switched after Initialize, it applies to the modules
+    // that load while it is on (and at startup, to every module).
+    for flag in ["optimizations", "inlining"] {
+        dynamic_flag(case, flag).map_err(|e| match e {
+            Verdict::Failed(m) => Verdict::Failed(format!("DISABLE_{}: {m}", flag.to_uppercase())),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+fn dynamic_flag(case: &Case<'_>, flag: &str) -> CaseResult {
     const CLSID: &str = "{1B3C4D57-1E33-4DFD-891B-2AB4DE102EE6}";
+    let flag_env = ("CLRPROF_CONFORMANCE_DYNOPT_FLAG", flag);
     // The runtime's test: switched on after the first copy loaded, off
     // again after the second.
-    let (_, traced) = run_pair(case, CLSID, &["dynopt"], &[])?;
-    // COR_PRF_DISABLE_OPTIMIZATIONS became mutable in .NET 10 (dotnet/runtime
-    // PR 113924); before, it is immutable after Initialize and the switch
-    // is refused, so every copy is optimized.
+    let (_, traced) = run_pair(case, CLSID, &["dynopt"], &[flag_env])?;
+    // COR_PRF_DISABLE_OPTIMIZATIONS and COR_PRF_DISABLE_INLINING became
+    // mutable in .NET 10 (dotnet/runtime PR 113924); before, they are
+    // immutable after Initialize and the switch is refused, so every copy
+    // is optimized and inlines.
     let switchable = major(case) >= 10;
     let hrs: Vec<i64> = traced
         .events("switch")
@@ -231,7 +247,7 @@ fn dynamic_optimization(case: &Case<'_>) -> CaseResult {
         case,
         CLSID,
         &["dynopt"],
-        &[("CLRPROF_CONFORMANCE_DYNOPT", "startup")],
+        &[("CLRPROF_CONFORMANCE_DYNOPT", "startup"), flag_env],
     )?;
     let hrs: Vec<i64> = traced
         .events("switch")
@@ -1068,7 +1084,7 @@ pub fn scenarios() -> Vec<Scenario> {
             assembly,
         ),
         Scenario::new(
-            "conformance dynamicoptimization: COR_PRF_DISABLE_OPTIMIZATIONS applies per module at load; switching it after Initialize",
+            "conformance dynamicoptimization: COR_PRF_DISABLE_OPTIMIZATIONS and COR_PRF_DISABLE_INLINING apply per module at load; switching them after Initialize",
             dynamic_optimization,
         ),
         Scenario::new(
