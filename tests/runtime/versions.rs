@@ -19,7 +19,9 @@
 //!   out of its method makes .NET 9.0.23 report the method's search and
 //!   unwind frames twice each; 3.1.3, 8.0.34, 10.0.15 and 11.0.0 report
 //!   them once, and a finally throwing while an exception unwinds or a
-//!   catch block throwing is reported once on every runtime.
+//!   catch block throwing is reported once on every runtime; the SDK's ELT
+//!   shadow stacks pop each unwound frame once under the repeat (the same
+//!   counts on every leg).
 
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
 use clrprof_testing::callbacks::{check_exceptions_with, ExceptionAccount, ExceptionRules};
@@ -300,8 +302,44 @@ fn funclet_duplicates(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// The SDK's shadow stacks under the funclet repeat: the call-tracer's ELT
+/// shadow stacks pop a frame at its `ExceptionUnwindFunctionLeave` only if
+/// it was the top frame at its `ExceptionUnwindFunctionEnter`, so .NET
+/// 9.0.23's second unwind report of a method whose finally throws pops
+/// nothing: every stack ends balanced and the frames unwound are the same
+/// on every runtime.
+fn funclet_shadow_stacks(case: &Case<'_>) -> CaseResult {
+    let (_, traced) = crate::elt::run_pair(
+        case,
+        "funclets",
+        &[],
+        &[
+            ("CLRPROF_ELT", "fastpath"),
+            ("CLRPROF_CALLS_FILTER", "Funclets."),
+            ("CLRPROF_SHADOW", "1"),
+        ],
+    )?;
+    let shadow = crate::elt::check_shadow(&traced, true)?;
+    // Hooked: Main, the three case methods, five Throws and five
+    // CaseException constructors; the five exceptions unwind the five
+    // Throws and the three case methods (each once).
+    let n = |k: &str| shadow[k].as_u64().unwrap_or(u64::MAX);
+    if (n("pushes"), n("pops"), n("unwound"), n("max_depth")) != (14, 6, 8, 4) {
+        return Err(format!(
+            "shadow stacks (pushes, pops, unwound, max depth) should be (14, 6, 8, 4): {shadow}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     vec![
+        Scenario::new(
+            "version rules: shadow stacks stay balanced under the funclet repeat",
+            funclet_shadow_stacks,
+        )
+        .exclude_leg(WINE_NET8_LEG, WINE_NET8_REASON),
         Scenario::new(
             "version rules: DoStackSnapshot of the current thread from an ELT enter hook (fast path E_FAIL everywhere; WithInfo walks before .NET 10, E_FAIL from 10 on)",
             elt_walk,
