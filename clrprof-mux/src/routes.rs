@@ -21,6 +21,10 @@ pub(crate) struct Route {
     pub low: u32,
     /// `COR_PRF_HIGH_MONITOR` flags, any of which delivers the callback.
     pub high: u32,
+    /// `COR_PRF_HIGH_MONITOR` flags any of which keeps the callback from
+    /// the child although `low` or `high` would deliver it (the runtime's
+    /// negative flags, e.g. .NET 11's skip of `ObjectsAllocatedByClass`).
+    pub unless_high: u32,
 }
 
 impl Route {
@@ -28,14 +32,23 @@ impl Route {
     pub const ALWAYS: Route = Route {
         low: u32::MAX,
         high: u32::MAX,
+        unless_high: 0,
     };
 
     const fn low(low: u32) -> Route {
-        Route { low, high: 0 }
+        Route {
+            low,
+            high: 0,
+            unless_high: 0,
+        }
     }
 
     const fn high(high: u32) -> Route {
-        Route { low: 0, high }
+        Route {
+            low: 0,
+            high,
+            unless_high: 0,
+        }
     }
 
     /// Whether a child with these masks receives the callback.
@@ -43,7 +56,8 @@ impl Route {
     pub fn delivers(self, masks: u64) -> bool {
         let low = masks as u32;
         let high = (masks >> 32) as u32;
-        self == Route::ALWAYS || low & self.low != 0 || high & self.high != 0
+        self == Route::ALWAYS
+            || (low & self.low != 0 || high & self.high != 0) && high & self.unless_high == 0
     }
 }
 
@@ -61,10 +75,12 @@ const GC: Route = Route::low(COR_PRF_MONITOR_GC);
 const GC_OR_BASIC: Route = Route {
     low: COR_PRF_MONITOR_GC,
     high: COR_PRF_HIGH_BASIC_GC,
+    unless_high: 0,
 };
 const GC_OR_MOVED: Route = Route {
     low: COR_PRF_MONITOR_GC,
     high: COR_PRF_HIGH_MONITOR_GC_MOVED_OBJECTS,
+    unless_high: 0,
 };
 const EXCEPTIONS: Route = Route::low(COR_PRF_MONITOR_EXCEPTIONS);
 const CLR_EXCEPTIONS: Route = Route::low(COR_PRF_MONITOR_CLR_EXCEPTIONS);
@@ -125,8 +141,16 @@ pub(crate) const MovedReferences: Route = GC_OR_MOVED;
 pub(crate) const ObjectAllocated: Route = Route {
     low: COR_PRF_MONITOR_OBJECT_ALLOCATED | COR_PRF_ENABLE_OBJECT_ALLOCATED,
     high: COR_PRF_HIGH_MONITOR_LARGEOBJECT_ALLOCATED | COR_PRF_HIGH_MONITOR_PINNEDOBJECT_ALLOCATED,
+    unless_high: 0,
 };
-pub(crate) const ObjectsAllocatedByClass: Route = GC;
+/// `MONITOR_GC`, unless the child asked to skip it
+/// (`COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC`, .NET 11:
+/// the runtime then sends none, see `Shared::union_with`).
+pub(crate) const ObjectsAllocatedByClass: Route = Route {
+    low: COR_PRF_MONITOR_GC,
+    high: 0,
+    unless_high: COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC,
+};
 pub(crate) const ObjectReferences: Route = GC;
 pub(crate) const RootReferences: Route = GC;
 pub(crate) const ExceptionThrown: Route = EXCEPTIONS;

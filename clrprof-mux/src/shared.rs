@@ -247,6 +247,19 @@ impl Shared {
         let Some(child) = self.children.get(k) else {
             return E_INVALIDARG;
         };
+        // A multiplexer loaded by attach refuses, as the SDK refuses its own
+        // profiler (clrprof::MaskRules::refuse_after_attach), the flags this
+        // runtime's version does not allow after attach
+        // (`DISABLE_INLINING`, `DISABLE_OPTIMIZATIONS` before .NET 10),
+        // without calling the runtime; other flags are left to the runtime.
+        if self.attached
+            && self
+                .rules()
+                .refuse_after_attach(clrprof::EventMask::from_bits_retain(low), "SetEventMask")
+                .is_some()
+        {
+            return CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER;
+        }
         let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
         let (old_low, old_high) = child.masks();
         // Immutable flags are fixed once Initialize returned (corprof.idl:
@@ -295,19 +308,29 @@ impl Shared {
         }
     }
 
-    /// The union of every active child's masks, with child `k`'s replaced by `masks`.
+    /// The union of every active child's masks, with child `k`'s replaced
+    /// by `masks`.
+    ///
+    /// A negative flag is in the union only when no child needs what it
+    /// takes away: `COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC`
+    /// stops the runtime's `ObjectsAllocatedByClass` for the whole
+    /// multiplexer (seen on .NET 11.0.0), so it is given to the runtime only
+    /// while every child with `COR_PRF_MONITOR_GC` asked for it.
     fn union_with(&self, k: usize, masks: u64) -> u64 {
-        self.children
+        let all: Vec<u64> = self
+            .children
             .iter()
             .enumerate()
             .filter(|(j, c)| *j == k || c.active.load(Ordering::Acquire))
-            .fold(0, |u, (j, c)| {
-                u | if j == k {
+            .map(|(j, c)| {
+                if j == k {
                     masks
                 } else {
                     c.masks.load(Ordering::Relaxed)
                 }
             })
+            .collect();
+        union_of(&all)
     }
 
     fn apply(&self, union: u64) -> HRESULT {
@@ -381,6 +404,21 @@ impl Shared {
             child.detach_requested.store(false, Ordering::SeqCst);
         }
         hr
+    }
+}
+
+/// The masks (low | high << 32) the runtime must have for children with
+/// `masks`: their union, without a negative flag some child would lose
+/// callbacks to (see [`Shared::union_with`]).
+pub(crate) fn union_of(masks: &[u64]) -> u64 {
+    const SKIP: u64 = (COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC as u64) << 32;
+    const GC: u64 = COR_PRF_MONITOR_GC as u64;
+    let union = masks.iter().fold(0, |u, m| u | m);
+    let by_class_wanted = masks.iter().any(|m| m & GC != 0 && m & SKIP == 0);
+    if by_class_wanted {
+        union & !SKIP
+    } else {
+        union
     }
 }
 

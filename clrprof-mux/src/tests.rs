@@ -24,13 +24,19 @@ fn spec(index: usize) -> ChildSpec {
 
 /// A multiplexer state over the fake with `n` active children and their proxies.
 fn setup(n: usize) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
+    setup_as(n, false)
+}
+
+/// [`setup`], the multiplexer loaded by attach when `attached`.
+fn setup_as(n: usize, attached: bool) -> (FakeRuntime, Arc<Shared>, Vec<ProxyRef>) {
     let fake = FakeRuntime::new();
+    fake.state().attached = attached;
     // SAFETY: [test-fake] the fake's IUnknown is its profiler-info object.
-    let runtime = unsafe { RealInfo::new(&fake.unknown(), false) }.unwrap();
+    let runtime = unsafe { RealInfo::new(&fake.unknown(), attached) }.unwrap();
     let out = JsonLines::from_env("CLRPROF_MUX_TEST_NO_OUTPUT");
     let shared = Arc::new(Shared::new(
         runtime,
-        false,
+        attached,
         (1..=n).map(spec).collect(),
         out,
     ));
@@ -320,4 +326,52 @@ fn hooks_are_refused_after_initialize_and_legacy_hooks_do_not_compose() {
     assert_eq!(v3(&proxies[1]), S_OK, "two v3 children compose");
     shared.phase.store(PHASE_RUNNING, Ordering::SeqCst);
     assert_eq!(v3(&proxies[0]), CORPROF_E_CALL_ONLY_FROM_INIT);
+}
+
+#[test]
+fn the_skip_of_objects_allocated_by_class_reaches_the_runtime_only_when_every_gc_child_asks() {
+    use crate::routes::{GarbageCollectionStarted, ObjectsAllocatedByClass};
+    use crate::shared::union_of;
+    let skip = u64::from(COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC) << 32;
+    let gc = u64::from(COR_PRF_MONITOR_GC);
+    let jit = u64::from(COR_PRF_MONITOR_JIT_COMPILATION);
+    // .NET 11 stops ObjectsAllocatedByClass for the whole multiplexer when
+    // the union has the skip: kept out while a GC child wants the callback.
+    assert_eq!(union_of(&[gc | skip, gc]), gc);
+    assert_eq!(union_of(&[gc | skip, gc | skip, jit]), gc | skip | jit);
+    assert_eq!(union_of(&[gc | skip, jit]), gc | skip | jit);
+    assert_eq!(union_of(&[skip, gc]), gc);
+    assert_eq!(union_of(&[]), 0);
+    // Routed to the children that did not ask to skip it; the other GC
+    // callbacks reach both.
+    assert!(ObjectsAllocatedByClass.delivers(gc));
+    assert!(!ObjectsAllocatedByClass.delivers(gc | skip));
+    assert!(!ObjectsAllocatedByClass.delivers(jit));
+    assert!(GarbageCollectionStarted.delivers(gc | skip));
+}
+
+#[test]
+fn an_attached_multiplexer_refuses_the_net10_attach_flags_of_older_runtimes_itself() {
+    for (major, allowed) in [(8u16, false), (9, false), (10, true), (11, true)] {
+        let (fake, _shared, proxies) = setup_as(1, true);
+        fake.state().runtime.major = major;
+        let before = fake.call_count("SetEventMask");
+        let hr = set_mask(
+            &proxies[0],
+            COR_PRF_MONITOR_JIT_COMPILATION | COR_PRF_DISABLE_INLINING,
+        );
+        if allowed {
+            assert_eq!(hr, S_OK, ".NET {major}");
+            assert_eq!(fake.call_count("SetEventMask"), before + 1, ".NET {major}");
+        } else {
+            // Refused as the SDK refuses its own profiler, before the
+            // runtime is called.
+            assert_eq!(
+                hr, CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER,
+                ".NET {major}"
+            );
+            assert_eq!(fake.call_count("SetEventMask"), before, ".NET {major}");
+            assert_eq!(set_mask(&proxies[0], COR_PRF_MONITOR_JIT_COMPILATION), S_OK);
+        }
+    }
 }

@@ -30,8 +30,11 @@
 //!
 //! .NET 10's randomized `AllocationSampled` event (keyword
 //! `AllocationSampling`) is decoded too ([`decode_allocation_sampled`],
-//! [`upscale_sampled`]); the profiles enable it only on runtimes of
-//! major version 10 and later (none of the SDK's test legs).
+//! [`upscale_sampled`]); the profiles take allocations from it on runtimes
+//! of major version 10 and later, and from `GCAllocationTick` on .NET 5 to
+//! 9 (the profiles scenarios check, on every leg, which events the runtime
+//! delivered: `AllocationSampled` only on 10.0.15 and 11.0.0,
+//! `GCAllocationTick` only on 8.0.34 and 9.0.23).
 //!
 //! On runtimes without EventPipe from a profiler (.NET Core 3.1) the
 //! fallback is `ObjectAllocated` for every object, whose cost is the
@@ -467,6 +470,10 @@ pub struct EventProfilesStats {
     /// keywords bring more than the events the profiles use: per-GC events
     /// come with the `GC` keyword).
     pub events_delivered: u64,
+    /// `GCAllocationTick` events delivered, whatever the allocation source.
+    pub ticks_delivered: u64,
+    /// `AllocationSampled` events delivered, whatever the allocation source.
+    pub sampled_delivered: u64,
 }
 
 /// Where the allocation profile comes from.
@@ -526,6 +533,8 @@ pub struct EventProfiles {
     failures: AtomicU64,
     events_with_stack: AtomicU64,
     events_delivered: AtomicU64,
+    ticks_delivered: AtomicU64,
+    sampled_delivered: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -608,6 +617,8 @@ impl EventProfiles {
             failures: AtomicU64::new(0),
             events_with_stack: AtomicU64::new(0),
             events_delivered: AtomicU64::new(0),
+            ticks_delivered: AtomicU64::new(0),
+            sampled_delivered: AtomicU64::new(0),
             last_error: Mutex::new(None),
         });
         let now = SystemTime::now();
@@ -688,6 +699,8 @@ impl EventProfiles {
             failures: self.failures.load(Relaxed),
             events_with_stack: self.events_with_stack.load(Relaxed),
             events_delivered: self.events_delivered.load(Relaxed),
+            ticks_delivered: self.ticks_delivered.load(Relaxed),
+            sampled_delivered: self.sampled_delivered.load(Relaxed),
         }
     }
 
@@ -787,6 +800,15 @@ impl EventProfiles {
         self.events_delivered.fetch_add(1, Relaxed);
         if !event.stack.is_empty() {
             self.events_with_stack.fetch_add(1, Relaxed);
+        }
+        match event.event_id {
+            GC_ALLOCATION_TICK => {
+                self.ticks_delivered.fetch_add(1, Relaxed);
+            }
+            ALLOCATION_SAMPLED => {
+                self.sampled_delivered.fetch_add(1, Relaxed);
+            }
+            _ => {}
         }
         match event.event_id {
             GC_ALLOCATION_TICK if self.alloc_source == AllocSource::AllocationTick => {

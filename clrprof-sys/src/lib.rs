@@ -13,10 +13,12 @@ pub mod corprof;
 pub mod elt;
 pub mod hresults;
 pub mod metadata;
+pub mod newer;
 pub mod types;
 
 pub use corhdr::*;
 pub use corprof::*;
 pub use hresults::*;
 pub use metadata::*;
+pub use newer::*;
 pub use types::*;

@@ -26,9 +26,16 @@
 //! .NET 10 (dotnet/runtime PR 113924) moved `COR_PRF_DISABLE_INLINING` and
 //! `COR_PRF_DISABLE_OPTIMIZATIONS` out of `COR_PRF_MONITOR_IMMUTABLE` and
 //! into `COR_PRF_ALLOWABLE_AFTER_ATTACH`: from .NET 10 on they may be
-//! switched after `Initialize` (each applies to code the JIT compiles from
-//! then on; `DISABLE_OPTIMIZATIONS` is read per module as it loads) and
-//! requested by a profiler loaded by attach. Older runtimes refuse both.
+//! switched after `Initialize` and requested by a profiler loaded by
+//! attach. Older runtimes refuse both. Set in `Initialize`, each applies to
+//! every module; switched later, or requested by attach, each applies to
+//! the modules that load from then on: the code of modules already loaded
+//! is still compiled with optimizations and inlining (measured inside
+//! 10.0.15 and 11.0.0: the scenarios "conformance dynamicoptimization" and
+//! "attach: DISABLE_INLINING or DISABLE_OPTIMIZATIONS from
+//! InitializeForAttach ...", where the JIT does not inline, nor asks
+//! `JITInlining`, in a module loaded after the switch, and still does both
+//! in the modules loaded before).
 //! So the typed [`AttachEventMask`] has these two flags (what the newest
 //! runtime accepts compiles), and [`MaskRules`] — the rules of the runtime
 //! actually running — decides at run time:
@@ -36,7 +43,8 @@
 //! refuses them on an attached pre-.NET 10 runtime before calling it, and
 //! explains the runtime's `E_FAIL` when a pre-.NET 10 runtime refuses a
 //! change of them after `Initialize`, both as
-//! [`Error::RuntimeVersion`] naming the versions.
+//! [`Error::RuntimeVersion`] naming the versions (seen on .NET Core 3.1.3,
+//! 8.0.34 and 9.0.23).
 
 use bitflags::bitflags;
 use clrprof_sys as sys;
@@ -89,9 +97,10 @@ bitflags! {
         const ENABLE_INPROC_DEBUGGING = sys::COR_PRF_ENABLE_INPROC_DEBUGGING;
         /// Keeps IL-to-native maps (`GetILToNativeMapping`). Immutable.
         const ENABLE_JIT_MAPS = sys::COR_PRF_ENABLE_JIT_MAPS;
-        /// Disables inlining everywhere. Immutable before .NET 10; from
-        /// .NET 10 on it may change after `Initialize` and after attach
-        /// (see [`MaskRules`]).
+        /// Disables inlining: set in `Initialize`, everywhere. Immutable
+        /// before .NET 10; from .NET 10 on it may change after `Initialize`
+        /// and after attach, and then applies to the modules that load from
+        /// then on (see the [module docs](self) and [`MaskRules`]).
         const DISABLE_INLINING = sys::COR_PRF_DISABLE_INLINING;
         /// Disables JIT optimisations. Immutable before .NET 10; from .NET 10
         /// on it may change after `Initialize` and after attach, and applies
@@ -140,6 +149,26 @@ bitflags! {
         const MONITOR_EVENT_PIPE = sys::COR_PRF_HIGH_MONITOR_EVENT_PIPE;
         /// `ObjectAllocated` for pinned-heap objects only.
         const MONITOR_PINNEDOBJECT_ALLOCATED = sys::COR_PRF_HIGH_MONITOR_PINNEDOBJECT_ALLOCATED;
+        /// `COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC`
+        /// (`0x200`, dotnet/runtime PR 123177): with
+        /// [`EventMask::MONITOR_GC`], no `ObjectsAllocatedByClass`
+        /// callbacks, which otherwise cost a walk of the heap at every
+        /// collection; the other GC callbacks still arrive. Only .NET 11
+        /// and later honour it.
+        ///
+        /// No `corprof.idl` readable here defines it: its value was
+        /// established inside the .NET 11.0.0 runtime, where of every
+        /// high bit above `MONITOR_PINNEDOBJECT_ALLOCATED` offered alone
+        /// beside `MONITOR_GC`, only `0x200` stops `ObjectsAllocatedByClass`
+        /// while every collection's `GarbageCollectionStarted` and
+        /// `Finished` still arrive. `SetEventMask2` accepts and stores any
+        /// high bit on every runtime (.NET Core 3.1.3 to 11.0.0 seen), so
+        /// runtimes before .NET 11 accept this flag and go on calling
+        /// `ObjectsAllocatedByClass` at every collection (proven on 3.1.3,
+        /// 8.0.34, 9.0.23 and 10.0.15: the scenario "conformance
+        /// gc/gcskipobjectsallocatedbyclasscallback").
+        const MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC =
+            sys::COR_PRF_HIGH_MONITOR_GC_SKIP_ALLOCATED_BY_CLASS_STATISTIC;
     }
 }
 
@@ -178,10 +207,12 @@ bitflags! {
         /// See [`EventMask::ENABLE_REJIT`].
         const ENABLE_REJIT = sys::COR_PRF_ENABLE_REJIT;
         /// See [`EventMask::DISABLE_INLINING`]. .NET 10 and later only
-        /// (dotnet/runtime PR 113924); refused on older runtimes.
+        /// (dotnet/runtime PR 113924); refused on older runtimes. Applies
+        /// to the modules that load after the attach only.
         const DISABLE_INLINING = sys::COR_PRF_DISABLE_INLINING;
         /// See [`EventMask::DISABLE_OPTIMIZATIONS`]. .NET 10 and later only
-        /// (dotnet/runtime PR 113924); refused on older runtimes.
+        /// (dotnet/runtime PR 113924); refused on older runtimes. Applies
+        /// to the modules that load after the attach only.
         const DISABLE_OPTIMIZATIONS = sys::COR_PRF_DISABLE_OPTIMIZATIONS;
     }
 }

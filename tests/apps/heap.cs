@@ -8,7 +8,10 @@
 // - a Heap.Shown held in a static, read by the profiler: two strings (one a
 //   literal), a long[] and a null reference;
 // - after each collection a Heap.Checkpoint, the profiler's cue to look;
-// - two byte arrays around the large-object threshold given as argument.
+// - two byte arrays around the large-object threshold given as argument;
+// - three Heap.Listed held in a static array for the whole run (what a
+//   walk of the GC heap must find, with the one Shown and, until round 3,
+//   the one Dropped; the Kept and the Pinned are unreachable from the app).
 // Prints its own account: the state of the released object per round and
 // the values of the objects.
 using System;
@@ -58,6 +61,12 @@ namespace Heap
         }
     }
 
+    public class Listed
+    {
+        public int Number;
+        public Listed(int n) { Number = n; }
+    }
+
     public class Checkpoint
     {
         public int Round;
@@ -68,6 +77,7 @@ namespace Heap
     {
         static Dropped dropped;
         static Shown shown;
+        static Listed[] listed;
         static object sink;
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -84,6 +94,16 @@ namespace Heap
             Keep(new Pinned(7));
             dropped = new Dropped(9);
             shown = new Shown(5);
+            listed = new Listed[] { new Listed(1), new Listed(2), new Listed(3) };
+        }
+
+        // The checkpoint is allocated here, not in Main: no frame that lives
+        // on keeps a reference to it (an unoptimised Main reports its
+        // temporaries live until they are overwritten).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Cue(int round)
+        {
+            Keep(new Checkpoint(round));
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
@@ -122,13 +142,14 @@ namespace Heap
                 if (round == 3)
                     Release();
                 Collect();
-                Keep(new Checkpoint(round));
+                Cue(round);
                 Console.WriteLine("round " + round + " dropped " + DroppedState());
             }
             Large(threshold);
             Console.WriteLine("kept 42 kept-42 42,84,126");
             Console.WriteLine("shown 5 shown-5 a literal label 5,6");
             Console.WriteLine("large " + threshold + " and " + (threshold - 1000));
+            Console.WriteLine("listed " + listed.Length);
             GC.KeepAlive(shown);
             return 0;
         }

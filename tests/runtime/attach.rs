@@ -53,11 +53,25 @@ fn app_path(case: &Case<'_>, p: &Path) -> R<String> {
 }
 
 pub(crate) fn start_longrun(case: &Case<'_>, env: &[(&str, &str)]) -> R<Running> {
+    start_longrun_probed(case, env, None)
+}
+
+/// [`start_longrun`], with the app's probe file (`longrun`'s third
+/// argument: once it exists the app calls its `Probe` method once and
+/// writes `<probe>.done`).
+pub(crate) fn start_longrun_probed(
+    case: &Case<'_>,
+    env: &[(&str, &str)],
+    probe: Option<&Path>,
+) -> R<Running> {
     let app = case.app("longrun")?;
     let mut spec = case.spec(&app);
     let stop = spec.work_dir.join("stop");
     let ready = spec.work_dir.join("ready");
     spec.args = vec![app_path(case, &stop)?, app_path(case, &ready)?];
+    if let Some(p) = probe {
+        spec.args.push(app_path(case, p)?);
+    }
     for (k, v) in env {
         spec = spec.env(k, v);
     }
@@ -592,6 +606,170 @@ fn startup_detach(case: &Case<'_>) -> R<()> {
     Ok(())
 }
 
+/// `longrun`'s probe: creates the probe file, waits for the app to have run
+/// `Probe` in its own module and in a copy loaded then (its `.done` file),
+/// and returns, for each, whether `Twice` was inlined into `Probe` (the
+/// app's own account: which method called `Deep`).
+pub(crate) fn run_probe(probe: &Path) -> R<(bool, bool)> {
+    std::fs::write(probe, "go").map_err(|e| format!("{}: {e}", probe.display()))?;
+    let mut done = probe.as_os_str().to_owned();
+    done.push(".done");
+    let result = wait_for_file(Path::new(&done), Duration::from_secs(60))?;
+    // Probe(20) = Twice(20) + 1.
+    let inlined = |line: Option<&str>| match line.map(str::trim) {
+        Some("41 Probe") => Ok(true),
+        Some("41 Twice") => Ok(false),
+        other => Err(format!("Probe answered {other:?} ({result:?})")),
+    };
+    let mut lines = result.lines();
+    Ok((inlined(lines.next())?, inlined(lines.next())?))
+}
+
+/// `COR_PRF_DISABLE_INLINING` and `COR_PRF_DISABLE_OPTIMIZATIONS` asked for
+/// in `InitializeForAttach` (dotnet/runtime PR 113924 put them in
+/// `COR_PRF_ALLOWABLE_AFTER_ATTACH` in .NET 10). For each request the app
+/// then runs its `Probe` twice, in its own module (loaded before the
+/// attach) and in a copy of its assembly loaded after it, with the
+/// attach-tracer recording the JIT's compilations and inlinings, and the
+/// app saying whether `Twice` was inlined into `Probe`:
+/// - none: inlined in both, the JIT asking `JITInlining` twice, on every
+///   leg;
+/// - `DISABLE_INLINING`, or `DISABLE_OPTIMIZATIONS`, alone: from .NET 10
+///   on the runtime holds the flag (`GetEventMask`) and applies it to the
+///   modules that load from then on, as after `Initialize`: the copy is not
+///   inlined (no `JITInlining` for it), the app's own module still is.
+///   Before .NET 10 the SDK refuses the mask before calling the runtime
+///   (`Error::RuntimeVersion` in the log: "would answer 0x8013136f
+///   CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER"), the attach fails with
+///   that code, and the app goes on unprofiled, inlining in both.
+fn disable_flags_at_attach(case: &Case<'_>) -> R<()> {
+    let tracer = case.profiler("attach-tracer")?;
+    let trigger = Trigger::for_case(case)?;
+    let net10 = case.leg().major() >= 10;
+    let inlining = clrprof::sys::COR_PRF_DISABLE_INLINING as u64;
+    let optimizations = clrprof::sys::COR_PRF_DISABLE_OPTIMIZATIONS as u64;
+    for (disable, flags) in [
+        ("", 0),
+        ("inlining", inlining),
+        ("optimizations", optimizations),
+    ] {
+        let what = if disable.is_empty() {
+            "no flag"
+        } else {
+            disable
+        };
+        let dir = case.spec(Path::new(&format!("disable-{}", flags))).work_dir;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (probe, log, records) = (
+            dir.join("probe"),
+            dir.join("sdk.log"),
+            dir.join("tracer.jsonl"),
+        );
+        for p in [&probe, &log, &records] {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_file(dir.join("probe.done"));
+        let log_path = trigger.target_path(&log)?;
+        let run = start_longrun_probed(
+            case,
+            &[("CLRPROF_LOG", "error"), ("CLRPROF_LOG_FILE", &log_path)],
+            Some(&probe),
+        )?;
+        let data = format!(
+            "output={};inlining=1;disable={disable}",
+            trigger.target_path(&records)?
+        );
+        let attached = trigger.attach(run.pid, &tracer, &data)?;
+        let refused_here = !net10 && flags != 0;
+        match (&attached, refused_here) {
+            (Ok(()), false) => {
+                let r = wait_for_events(&records, "attach_complete", 1, Duration::from_secs(30))?;
+                let mask = r
+                    .iter()
+                    .find(|r| r["event"] == "attach_complete")
+                    .and_then(|r| r["mask"].as_u64())
+                    .unwrap_or(0);
+                if mask & (inlining | optimizations) != flags {
+                    return Err(format!(
+                        "{what}: the runtime holds the mask {mask:#x} after the attach"
+                    )
+                    .into());
+                }
+            }
+            (Err(refused), true) => {
+                if !refused
+                    .message
+                    .contains("CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER")
+                {
+                    return Err(format!(
+                        "{what}: the attach was refused with {:?}, expected CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER",
+                        refused.message
+                    )
+                    .into());
+                }
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if !(text.contains(
+                    "would answer 0x8013136f CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER",
+                ) && text.contains(".NET 10")
+                    && text.contains("PR 113924"))
+                {
+                    return Err(format!(
+                        "{what}: the SDK's log has no refusal before the runtime call (Error::RuntimeVersion): {text:?}"
+                    )
+                    .into());
+                }
+            }
+            (Ok(()), true) => {
+                return Err(format!(
+                    "{what}: the attach succeeded on .NET {}, expected the SDK to refuse it",
+                    case.leg().major()
+                )
+                .into())
+            }
+            (Err(refused), false) => {
+                return Err(format!("{what}: the attach failed: {}", refused.message).into())
+            }
+        }
+        let inlined = run_probe(&probe)?;
+        let (tracer_records, _) = clrprof_testing::background::read_records(&records);
+        run.stop_and_check()?;
+        let compiled = tracer_records
+            .iter()
+            .filter(|r| r["event"] == "compiled" && r["name"] == "LongRun.Program::Probe")
+            .count();
+        let asked: Vec<&str> = tracer_records
+            .iter()
+            .filter(|r| r["event"] == "inlining" && r["caller"] == "LongRun.Program::Probe")
+            .filter_map(|r| r["callee"].as_str())
+            .collect();
+        // (own module, copy loaded after the attach), Probe compiled while
+        // attached, JITInlining asked for it.
+        let applied = flags != 0 && !refused_here;
+        // Under Wine the JIT's optimised compile of Probe, with the inline,
+        // is redone in MinOpts (see conformance unittest/inlining): the app
+        // never sees Twice inlined there, and JITInlining is the evidence.
+        let want_inlined = if case.leg().os == Os::Windows {
+            (false, false)
+        } else {
+            (true, !applied)
+        };
+        let want_compiled = if refused_here { 0 } else { 2 };
+        let want_asked = match (refused_here, applied) {
+            (true, _) => vec![],
+            (false, true) => vec!["LongRun.Program::Twice"],
+            (false, false) => vec!["LongRun.Program::Twice"; 2],
+        };
+        if (inlined, compiled, &asked) != (want_inlined, want_compiled, &want_asked) {
+            return Err(format!(
+                "{what} on .NET {}: inlined (own module, copy) {inlined:?}, Probe compiled {compiled} times while attached, JITInlining asked {asked:?}; expected {want_inlined:?}, {want_compiled}, {want_asked:?}",
+                case.leg().major()
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 fn startup_port(case: &Case<'_>) -> R<()> {
     let tracer = case.profiler("attach-tracer")?;
     // Unix socket paths are limited to ~108 bytes: keep it short.
@@ -738,6 +916,10 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new("attach: 20 attach/detach cycles into one running app", cycles),
         Scenario::new("attach: MONITOR_GC from InitializeForAttach, collections reported", gc_after_attach),
         Scenario::new("attach: a second attach is PROFILER_ALREADY_ACTIVE, explained", already_active),
+        Scenario::new(
+            "attach: DISABLE_INLINING or DISABLE_OPTIMIZATIONS from InitializeForAttach: from .NET 10 held and applied to modules loaded after the attach, before refused by the SDK without calling the runtime",
+            disable_flags_at_attach,
+        ),
         Scenario::new(
             "attach: detach refused while a profiler thread runs; profiler dropped after ProfilerDetachSucceeded",
             drop_after_detach,

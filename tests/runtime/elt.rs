@@ -23,7 +23,7 @@ const VARIANTS: [&str; 2] = ["fastpath", "withinfo"];
 
 /// Runs `app` (with `args`) plainly and under call-tracer with `env`;
 /// checks both runs and that stdout is identical.
-fn run_pair(
+pub(crate) fn run_pair(
     case: &Case<'_>,
     app: &str,
     args: &[&str],

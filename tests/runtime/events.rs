@@ -418,10 +418,18 @@ fn exceptions(case: &Case<'_>) -> Result<(), Verdict> {
             (thrown, caught, filters, finallys)
         )
     })?;
-    // Nested: inside a catch, the rethrow and inside a finally; the rethrow abandons one catch.
-    require(account.nested == 3 && account.abandoned == 1, || {
-        format!("expected 3 nested exceptions and 1 abandoned handler, got {account:?}")
-    })?;
+    // Nested: inside a catch, the rethrow and inside a finally; the rethrow
+    // abandons one catch. No frame is reported twice, on .NET 9 either (its
+    // repeats are of a method whose finally throws on the normal way out,
+    // which this app has not: the versions scenarios).
+    require(
+        account.nested == 3 && account.abandoned == 1 && account.duplicated_frames == 0,
+        || {
+            format!(
+                "expected 3 nested exceptions, 1 abandoned handler, no frame twice, got {account:?}"
+            )
+        },
+    )?;
     Ok(())
 }
 

@@ -14,8 +14,10 @@
 //!   through `GCLOHThreshold` once the GC heap is initialized (and already
 //!   in `Initialize` on 3.1 and 8; from .NET 9 on the runtime would answer
 //!   the default there, and the SDK refuses the call), and the GC puts the
-//!   app's arrays on either side of it accordingly; `EnumerateGCHeapObjects` is `Unsupported`
-//!   without Info15.
+//!   app's arrays on either side of it accordingly; `EnumerateGCHeapObjects`
+//!   is `Unsupported` without Info15, and with it (.NET 9+) two walks right
+//!   after the app's collections count by class exactly the objects the app
+//!   keeps reachable (`gc_heap_walks`).
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::Outcome;
@@ -244,8 +246,13 @@ fn heap_scenario(case: &Case<'_>, threshold: u32) -> CaseResult {
     }
     if version < 15 {
         checks.push("gc_heap_walk_unsupported");
+    } else {
+        checks.push("gc_heap_walk");
     }
     require_checks(&traced, &checks)?;
+    if version >= 15 {
+        gc_heap_walks(&plain.stdout, &traced)?;
+    }
     // The threshold the runtime reports is the one it was started with,
     // once its GC heap is initialized. In Initialize, .NET 3.1 and 8 answer
     // it too (the EE's own reading of the setting); from .NET 9 on the
@@ -330,6 +337,49 @@ fn heap_scenario(case: &Case<'_>, threshold: u32) -> CaseResult {
             || nongc["text_listed"] != false
         {
             return Err(format!("the non-GC heap on {runtime}: {nongc}").into());
+        }
+    }
+    Ok(())
+}
+
+/// The two walks of the GC heap (Info15, .NET 9+), in rounds 1 and 3 right
+/// after the app's induced collections, count by class exactly what the
+/// app keeps reachable: its `listed` Heap.Listed, the one Heap.Shown, the
+/// Heap.Dropped until round 3 (released before that round's collections),
+/// no Heap.Kept and no Heap.Pinned (unreachable since `Make`: collected in
+/// round 1), and the Heap.Checkpoint just allocated (the walk runs in its
+/// `ObjectAllocated`: the object is on the heap already).
+fn gc_heap_walks(stdout: &str, traced: &Outcome) -> CaseResult {
+    let listed: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("listed "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or("the app printed no listed line")?;
+    let walks: Vec<&serde_json::Value> = traced.events("gc_heap_walk").collect();
+    let rounds: Vec<u64> = walks.iter().filter_map(|w| w["round"].as_u64()).collect();
+    if rounds != [1, 3] {
+        return Err(
+            format!("GC heap walks in rounds {rounds:?}, expected [1, 3]: {walks:?}").into(),
+        );
+    }
+    for w in &walks {
+        let round = w["round"].as_u64().unwrap_or(0);
+        let want = serde_json::json!({
+            "Heap.Program": 0,
+            "Heap.Kept": 0,
+            "Heap.Pinned": 0,
+            "Heap.Dropped": if round < 3 { 1 } else { 0 },
+            "Heap.Shown": 1,
+            "Heap.Listed": listed,
+            "Heap.Checkpoint": 1,
+        });
+        let objects = w["objects"].as_u64().unwrap_or(0);
+        if w["classes"] != want || w["class_unreadable"] != 0 || objects < listed + 2 {
+            return Err(format!(
+                "round {round}: the GC heap walk counted {} ({objects} objects, {} of unreadable class), the app keeps {want}",
+                w["classes"], w["class_unreadable"]
+            )
+            .into());
         }
     }
     Ok(())

@@ -38,6 +38,7 @@ mod sxs;
 mod torture;
 mod tracers;
 mod unload;
+mod versions;
 mod wine;
 mod wrap;
 
@@ -85,6 +86,7 @@ fn main() {
         .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(provenance::scenarios())
+        .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());
     for scenario in scenarios {

@@ -5,9 +5,11 @@
 //! type and throwing method exact (every one kept, and 1 in 10 kept with
 //! weight 10). Each profile is read from its own `.pb.gz` file.
 //!
-//! Sources per leg: .NET 8 legs take allocations from the runtime's
-//! `GCAllocationTick` events and contention from `ContentionStop` through
-//! the profiler's EventPipe session; .NET Core 3.1 has no EventPipe from a
+//! Sources per leg: .NET 10 and 11 take allocations from the runtime's
+//! `AllocationSampled` events, .NET 8 and 9 from `GCAllocationTick`
+//! (checked: the events the runtime delivered are of that source only, and
+//! all counted), and contention from `ContentionStop`, through the
+//! profiler's EventPipe session; .NET Core 3.1 has no EventPipe from a
 //! profiler (no ICorProfilerInfo12), so allocations come from the
 //! `ObjectAllocated` fallback and the lock profile must be reported
 //! unavailable (checked). The win-x64 .NET 8 leg hangs at a process's
@@ -185,8 +187,9 @@ fn allocations_from(
     }
     let (plain, r) = run(case, &[scale, "alloc"], &env)?;
     let source = r.record("profiles")?["alloc_source"].as_str().unwrap_or("");
-    // .NET 10 and later sample allocations themselves (AllocationSampled):
-    // the legs of the hosted-runner workflow that install them.
+    // .NET 10 and later sample allocations themselves (AllocationSampled),
+    // .NET 5 to 9 raise GCAllocationTick, .NET Core 3.1 has no EventPipe
+    // session from a profiler (ObjectAllocated).
     let want = if is_31(case) || forced {
         "object-allocated"
     } else if case.leg().major() >= 10 {
@@ -200,6 +203,25 @@ fn allocations_from(
     let end = r.record("event-profiles")?;
     if end["failures"] != 0 {
         return Err(format!("failures in the event profiles: {end}").into());
+    }
+    // The runtime delivered the events of that source, and only those: the
+    // profile's events are all of them.
+    let n = |k: &str| end[k].as_u64().unwrap_or(u64::MAX);
+    let (ticks, sampled, counted) = (
+        n("ticks_delivered"),
+        n("sampled_delivered"),
+        n("alloc_events"),
+    );
+    let delivered_ok = match source {
+        "allocation-sampled" => sampled > 0 && sampled == counted && ticks == 0,
+        "gc-allocation-tick" => ticks > 0 && ticks == counted && sampled == 0,
+        _ => ticks == 0 && sampled == 0 && counted == 0,
+    };
+    if !delivered_ok {
+        return Err(format!(
+            "allocation source {source}: the runtime delivered {ticks} GCAllocationTick and {sampled} AllocationSampled events, the profile counted {counted}"
+        )
+        .into());
     }
     // What the runtime hands the profiler's session: no stack IPs with the
     // events on .NET 8.0.4 (the profile walks the allocating thread).
@@ -328,6 +350,27 @@ fn exceptions_every(case: &Case<'_>, every: &str) -> CaseResult {
         return Err("the app printed no thrown lines".into());
     }
     let end = r.record("event-profiles")?;
+    // Each exception's stack (root first) is the app's, out to the
+    // throwing method: no frame of the runtime's exception dispatch (.NET 9
+    // and later run it as managed code of CoreLib, System.Runtime.EH) after
+    // the thrower or anywhere else; .NET 11 runs Main through
+    // System.Environment::CallEntryPoint, the outermost frame.
+    let entry = case.leg().major() >= 11;
+    for s in &pb.samples {
+        let ty = s.labels.get("type").map(String::as_str).unwrap_or("");
+        let thrower = lines.iter().find(|l| l[1] == ty).map(|l| l[0]);
+        let mut want = vec!["Profiles.Program::Main", thrower.unwrap_or("?")];
+        if entry {
+            want.insert(0, "System.Environment::CallEntryPoint");
+        }
+        if s.frames != want {
+            return Err(format!(
+                "an exception sample of type {ty:?} has the stack {:?}, expected {want:?}",
+                s.frames
+            )
+            .into());
+        }
+    }
     for line in &lines {
         let (method, ty, n): (&str, &str, i64) =
             (line[0], line[1], line[2].parse().map_err(|_| "bad count")?);

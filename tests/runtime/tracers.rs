@@ -188,7 +188,10 @@ fn exception_sequence(case: &Case<'_>) -> Result<(), Verdict> {
         .into());
     }
     let thrown = number_after(&plain.stdout, "thrown = ")?;
-    if account.thrown as u64 != thrown || o.events("exception").count() as u64 != thrown {
+    if account.thrown as u64 != thrown
+        || o.events("exception").count() as u64 != thrown
+        || account.duplicated_frames != 0
+    {
         return Err(format!("sequence counts {account:?}, the app threw {thrown}").into());
     }
     Ok(())

@@ -297,39 +297,24 @@ impl<'s> ProfilerInfo<'s> {
     /// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::event_mask::EventMask::ENABLE_STACK_SNAPSHOT)
     /// (otherwise the runtime answers `CORPROF_E_INCONSISTENT_WITH_FLAGS`).
     ///
-    /// From inside an ELT hook the walk depends on the runtime: .NET 8 and 9
-    /// on Linux x64 walk; .NET 10 on Linux x64 answers `E_FAIL`
-    /// (dotnet/runtime issue 130220, the hooks' frames have no
-    /// managed-to-native transition), which this returns as
-    /// [`Error::RuntimeVersion`] naming the versions; Windows x64 answers
-    /// `CORPROF_E_STACKSNAPSHOT_UNSAFE` there on .NET 9 and 10 (the same
-    /// issue's fix discussion, PR 132301). Keep a shadow stack
-    /// ([`crate::elt::shadow_stack`]) for stacks at ELT time.
+    /// There is no walk from inside an ELT hook: the hooks get no
+    /// `ProfilerInfo`. The runtime's own answer there (a current-thread
+    /// `DoStackSnapshot` through the raw interface from an enter hook,
+    /// measured by the scenario "version rules: DoStackSnapshot of the current
+    /// thread from an ELT enter hook"): from fast-path hooks `E_FAIL` on
+    /// every runtime (.NET Core 3.1.3, 8.0.34, 9.0.23, 10.0.15, 11.0.0);
+    /// from WithInfo hooks the stack up to the hooked method on 3.1.3,
+    /// 8.0.34 and 9.0.23, and `E_FAIL` from 10.0.15 on, 11.0.0 included, on
+    /// Linux x64 and on Windows x64 under Wine (dotnet/runtime issue
+    /// 130220; its fix, PR 132301, was closed unmerged). Keep a shadow
+    /// stack ([`crate::elt::shadow_stack`]) for stacks at ELT time.
     pub fn walk_current_thread(
         &self,
         options: WalkOptions,
         mut visit: impl FnMut(Frame<'_>) -> Walk,
     ) -> Result<WalkEnd> {
         // SAFETY: [stack-snapshot] thread 0 means the calling thread, valid while it runs; no context.
-        let result = unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) };
-        match result {
-            Err(Error::Runtime { hr, call })
-                if hr.0 as u32 == 0x8000_4005 && elt_walk_fails_here(self) =>
-            {
-                Err(Error::RuntimeVersion {
-                    hr,
-                    call,
-                    called: true,
-                    why:
-                        "a walk of the current thread answers E_FAIL on .NET 10 on Linux x64 when \
-                          it is made from inside an ELT hook (dotnet/runtime issue 130220; .NET 8 \
-                          and 9 walk there); walk from another callback, or keep an ELT shadow \
-                          stack (clrprof::elt::shadow_stack)"
-                            .into(),
-                })
-            }
-            other => other,
-        }
+        unsafe { do_stack_snapshot(self, 0, options, None, &mut visit) }
     }
 
     // provenance: suspension-partners
@@ -401,14 +386,4 @@ pub(crate) fn push_frame(buffer: &mut FrameBuffer, frame: &Frame<'_>) -> Walk {
     } else {
         Walk::Stop
     }
-}
-
-/// Whether this is the platform and runtime of dotnet/runtime issue 130220:
-/// .NET 10 (CoreCLR) on Linux x64, where `DoStackSnapshot` of the current
-/// thread from an ELT hook answers `E_FAIL`.
-fn elt_walk_fails_here(info: &ProfilerInfo<'_>) -> bool {
-    cfg!(all(target_os = "linux", target_arch = "x86_64"))
-        && info
-            .runtime_information()
-            .is_ok_and(|r| r.runtime_type == crate::RuntimeType::CoreClr && r.major == 10)
 }

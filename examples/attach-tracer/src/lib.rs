@@ -11,14 +11,25 @@
 //!   `InitializeForAttach`, which is the one place the runtime accepts
 //!   `COR_PRF_MONITOR_GC` after attach: on that thread it turns concurrent
 //!   GC off for the profiler; later requests fail with
-//!   `CORPROF_E_CONCURRENT_GC_NOT_PROFILABLE`.
+//!   `CORPROF_E_CONCURRENT_GC_NOT_PROFILABLE`;
+//! - `disable=inlining,optimizations` (either or both): also ask for
+//!   `COR_PRF_DISABLE_INLINING` / `COR_PRF_DISABLE_OPTIMIZATIONS` in
+//!   `InitializeForAttach`. .NET 10 and later allow them after attach; on
+//!   older runtimes the SDK refuses the mask before calling the runtime
+//!   (`Error::RuntimeVersion`, in the log), so the attach fails with
+//!   `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`;
+//! - `inlining=1`: record each method JIT-compiled while attached
+//!   (`{"event":"compiled","name":NAME}`, not dynamic methods) and each
+//!   inlining the JIT asks about (`{"event":"inlining","caller":NAME,
+//!   "callee":NAME}`, `JITInlining`).
 //!
 //! Records (JSON Lines), per attach:
 //! `{"event":"runtime",...}`, `{"event":"attached","client_data":TEXT}`;
 //! at `ProfilerAttachComplete` one `{"event":"module","name":PATH}` per module
 //! loaded (the catch-up enumeration and racing load callbacks, de-duplicated)
-//! and `{"event":"attach_complete","modules":N,"functions":F}`, `F` being the
-//! functions JIT-compiled before the attach (`EnumJITedFunctions`); with `detach_after_ms`,
+//! and `{"event":"attach_complete","modules":N,"functions":F,"mask":M}`, `F`
+//! being the functions JIT-compiled before the attach (`EnumJITedFunctions`),
+//! `M` the low event mask the runtime holds (`GetEventMask`); with `detach_after_ms`,
 //! `{"event":"detach_requested","jit":N}` and finally
 //! `{"event":"detached","jit":N,"dynamic_jit":M,"gc":G}` from
 //! `ProfilerDetachSucceeded`: `N` JIT compilations of methods
@@ -169,6 +180,8 @@ pub struct AttachTracer {
     detach_after_ms: Mutex<Option<u64>>,
     detacher: Mutex<Option<ProfilerThread<()>>>,
     detached: AtomicBool,
+    /// `inlining=1`: JIT compilations and inlinings are recorded.
+    inlining: AtomicBool,
 }
 
 impl AttachTracer {
@@ -230,6 +243,15 @@ impl Profiler for AttachTracer {
         if data.get("gc") == Some("1") {
             mask |= AttachEventMask::MONITOR_GC;
         }
+        for flag in data.get("disable").unwrap_or("").split(',') {
+            match flag {
+                "inlining" => mask |= AttachEventMask::DISABLE_INLINING,
+                "optimizations" => mask |= AttachEventMask::DISABLE_OPTIMIZATIONS,
+                _ => {}
+            }
+        }
+        self.inlining
+            .store(data.get("inlining") == Some("1"), Ordering::Relaxed);
         Ok(mask.into())
     }
 
@@ -243,9 +265,11 @@ impl Profiler for AttachTracer {
             .get()
             .map(|c| c.enumerated())
             .unwrap_or_default();
+        let mask = info.event_mask().map(|m| m.low.bits()).unwrap_or(0);
         Line::new("attach_complete")
             .num("modules", modules as u64)
             .num("functions", functions as u64)
+            .num("mask", u64::from(mask))
             .write(self.out());
         self.out().flush();
         let Some(ms) = self.detach_after_ms.lock().ok().and_then(|d| *d) else {
@@ -290,12 +314,35 @@ impl Profiler for AttachTracer {
 
     fn jit_compilation_finished(
         &self,
-        _info: &ProfilerInfo,
-        _function: FunctionId<'_>,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
         _status: HRESULT,
         _safe: bool,
     ) {
         self.shared.jit.fetch_add(1, Ordering::Relaxed);
+        if self.inlining.load(Ordering::Relaxed) {
+            if let Ok(name) = info.function_name(function) {
+                Line::new("compiled").str("name", &name).write(self.out());
+                self.out().flush();
+            }
+        }
+    }
+
+    fn jit_inlining(
+        &self,
+        info: &ProfilerInfo,
+        caller: FunctionId<'_>,
+        callee: FunctionId<'_>,
+    ) -> bool {
+        if self.inlining.load(Ordering::Relaxed) {
+            let name = |f| info.function_name(f).unwrap_or_else(|e| format!("<{e}>"));
+            Line::new("inlining")
+                .str("caller", &name(caller))
+                .str("callee", &name(callee))
+                .write(self.out());
+            self.out().flush();
+        }
+        true
     }
 
     fn garbage_collection_started(

@@ -703,6 +703,8 @@ impl SamplerProfiler {
             .num("failures", stats.failures)
             .num("events_with_stack", stats.events_with_stack)
             .num("events_delivered", stats.events_delivered)
+            .num("ticks_delivered", stats.ticks_delivered)
+            .num("sampled_delivered", stats.sampled_delivered)
             .str("last_error", &events.last_error().unwrap_or_default())
             .write();
     }

@@ -1290,8 +1290,8 @@ impl ICorProfilerInfo2_Impl for FakeInfo_Impl {
         context: *const BYTE,
         contextSize: ULONG32,
     ) -> HRESULT {
-        // Recorded, and a forced failure answered (e.g. .NET 10's `E_FAIL`
-        // from an ELT hook, dotnet/runtime issue 130220); no stacks.
+        // Recorded, and a forced failure answered (e.g. `E_FAIL`); no
+        // stacks.
         let _st = enter!(self, "DoStackSnapshot", thread);
         E_NOTIMPL
     }

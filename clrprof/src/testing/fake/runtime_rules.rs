@@ -141,9 +141,14 @@ fn core_clr_31_reports_4_and_gets_the_old_rules() {
 }
 
 #[test]
-fn walk_from_an_elt_hook_names_the_net10_linux_x64_defect() {
+fn a_failed_walk_of_the_current_thread_keeps_the_runtimes_error_on_every_version() {
+    // The ELT hooks get no ProfilerInfo, so a walk of the current thread
+    // comes from a callback, where the runtime's E_FAIL is not the ELT
+    // defect of dotnet/runtime issue 130220 (measured inside 3.1.3 to
+    // 11.0.0: the scenario "version rules: DoStackSnapshot of the current
+    // thread from an ELT enter hook"); it is reported as it is.
     use crate::stackwalk::{Walk, WalkOptions};
-    for (major, named) in [(9u16, false), (10, true), (11, false)] {
+    for major in [4u16, 8, 9, 10, 11] {
         let fake = fake_of(major);
         fake.fail("DoStackSnapshot", HRESULT(0x8000_4005_u32 as i32));
         // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
@@ -151,15 +156,9 @@ fn walk_from_an_elt_hook_names_the_net10_linux_x64_defect() {
         let err = info
             .walk_current_thread(WalkOptions::default(), |_| Walk::Continue)
             .unwrap_err();
-        let is_named = matches!(&err, Error::RuntimeVersion { .. });
-        let expected = named && cfg!(all(target_os = "linux", target_arch = "x86_64"));
-        assert_eq!(is_named, expected, ".NET {major}: {err:?}");
-        if is_named {
-            let text = err.to_string();
-            assert!(
-                text.contains("130220") && text.contains(".NET 10"),
-                "{text}"
-            );
-        }
+        assert!(
+            matches!(&err, Error::Runtime { hr, .. } if hr.0 as u32 == 0x8000_4005),
+            ".NET {major}: {err:?}"
+        );
     }
 }
