@@ -29,6 +29,7 @@ mod pprof;
 mod profiles;
 mod provenance;
 mod readers;
+mod review36;
 mod sampling;
 mod scopes;
 mod sxs;
@@ -78,6 +79,7 @@ fn main() {
         .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(provenance::scenarios())
+        .chain(review36::scenarios())
         .chain(torture::scenarios());
     for scenario in scenarios {
         harness = harness.scenario(scenario);
