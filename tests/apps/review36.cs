@@ -137,7 +137,7 @@ namespace Review
                 for (int j = 0; j < 20; j++)
                 {
                     sum += bi.Get() + bs.Get().Length + t.Foo() + c.Get() + Big<int>.Count(j) + lcg(i, j);
-                    sum += bi.V05() + bs.V15() + Id(j) + Id("x" + j).Length;
+                    sum += bi.V05() + bs.V15() + Id(j) + Id("x" + j).Length + new Tiny { X = j }.Foo();
                     sum += Statics.Number + Statics.Name.Length + Statics2.A3 + Statics2.S2.Length + Statics.Boxed.A;
                 }
                 Thread.Sleep(1);

@@ -13,6 +13,7 @@ const PROBES: &[(&str, &str)] = &[
     ("il-map", "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3604}"),
     ("epoch", "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3605}"),
     ("dynamic-body", "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3606}"),
+    ("rejit-in-coop", "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3608}"),
 ];
 
 fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
@@ -34,7 +35,7 @@ fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
             spec = spec.env(k, &v);
         }
     }
-    let traced = case.run(spec)?;
+    let traced = case.run(spec.timeout(std::time::Duration::from_secs(60)))?;
     if let Ok(dir) = std::env::var("REVIEW36_DUMP") {
         let path = std::path::Path::new(&dir).join(format!("{}-{probe}.jsonl", case.leg().name));
         let mut text = String::new();
