@@ -146,6 +146,7 @@ namespace Review
             churn.Join();
             collector.Join();
             Console.WriteLine("sum " + sum);
+            Console.WriteLine("types " + typeof(Program).Assembly.GetTypes().Length);
             return 0;
         }
     }
