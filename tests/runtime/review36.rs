@@ -118,11 +118,84 @@ fn handlers_in_plugin_context(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// The side-by-side host (linux-x64-8.0 with linux-x64-3.1, concurrently)
+/// on the `review36` app under the sxs probe: every use of one runtime's
+/// partner in the other runtime's scope must be refused, and both apps
+/// must print their normal output.
+fn side_by_side(case: &Case<'_>) -> CaseResult {
+    use clrprof_testing::run::{run_captured, Exit};
+    const OTHER: &str = "linux-x64-3.1";
+    let here = case.leg().clone();
+    let other = case
+        .other_leg(OTHER)
+        .cloned()
+        .ok_or("the linux-x64-3.1 leg is not available")?;
+    let app = case.app_compiled_for("review36", OTHER)?;
+    let alone = case.run(case.spec(&app))?;
+    alone.check()?;
+    let profiler = case.profiler_class(
+        "review36-profiler",
+        "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A360A}",
+    )?;
+    let dir = app
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join("review36-sxs");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let output = dir.join("records.jsonl");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_clrprof-sxs-host"));
+    cmd.arg("--concurrent")
+        .arg(clrprof_testing::sxs::framework_dir(&other))
+        .arg(&app)
+        .arg(clrprof_testing::sxs::framework_dir(&here))
+        .arg(&app)
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("CORECLR_ENABLE_PROFILING", "1")
+        .env("CORECLR_PROFILER", &profiler.clsid)
+        .env("CORECLR_PROFILER_PATH", &profiler.path)
+        .env("CLRPROF_OUTPUT", &output);
+    let out =
+        run_captured(cmd, std::time::Duration::from_secs(180), &dir).map_err(|e| e.to_string())?;
+    let records = std::fs::read_to_string(&output).unwrap_or_default();
+    eprintln!("    sxs records:\n{records}");
+    if !matches!(out.exit, Exit::Code(0)) {
+        return Err(format!("host failed: {:?}; stderr: {}", out.exit, out.stderr).into());
+    }
+    let mut want: Vec<&str> = alone.stdout.lines().chain(alone.stdout.lines()).collect();
+    let mut got: Vec<&str> = out.stdout.lines().collect();
+    want.sort_unstable();
+    got.sort_unstable();
+    if want != got {
+        return Err(format!("the apps' output changed: {got:?}, expected {want:?}").into());
+    }
+    for line in records.lines().filter(|l| l.contains("\"event\":\"sxs\"")) {
+        let accepted = (line.contains("of_other_runtime") && line.contains("\"outcome\":\"ok"))
+            || line.contains("\"outcome\":\"Some(Some(")
+            || (line.contains("named_through_fence") && !line.contains("\"outcome\":\"0\""));
+        if accepted {
+            return Err(format!("a partner of the other runtime was accepted: {line}").into());
+        }
+    }
+    if !records.contains("rejit_thread_of_other_runtime") {
+        return Err("the other runtime never tried".into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
-    std::iter::once(Scenario::new(
-        "review36: managed handlers seen in a plugin context",
-        handlers_in_plugin_context,
-    ))
+    [
+        Scenario::new(
+            "review36: managed handlers seen in a plugin context",
+            handlers_in_plugin_context,
+        ),
+        Scenario::new(
+            "review36: side-by-side partners of the other runtime",
+            side_by_side,
+        )
+        .only_on(&["linux-x64-8.0"], "the side-by-side host loads both Linux runtimes into one process; it runs once, on the linux-x64-8.0 leg"),
+    ]
+    .into_iter()
     .chain(PROBES.iter().map(|(probe, _)| {
         let probe: &'static str = probe;
         Scenario::new(&format!("review36: {probe}"), move |case: &Case<'_>| {
