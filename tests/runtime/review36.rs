@@ -183,11 +183,73 @@ fn side_by_side(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// Two classes of the review36 library as two children of the
+/// multiplexer (one library, shared statics): a GcHandle child A made,
+/// asked for its object in child B's scope, must be refused.
+fn mux_handle(case: &Case<'_>) -> CaseResult {
+    let app = case.app("review36")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check()?;
+    let mux = case.profiler("clrprof-mux")?;
+    let a = case.profiler_class(
+        "review36-profiler",
+        "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A360B}",
+    )?;
+    let b = case.profiler_class(
+        "review36-profiler",
+        "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A360C}",
+    )?;
+    let list = format!(
+        "{}={};{}={}",
+        a.path.display(),
+        a.clsid,
+        b.path.display(),
+        b.clsid
+    );
+    let traced = case.run(
+        case.spec(&app)
+            .profiler(mux)
+            .env("CLRPROF_MUX_PROFILERS", &list),
+    )?;
+    let records: Vec<String> = traced
+        .records
+        .iter()
+        .filter(|r| r["event"] == "mux_handle" || r["event"] == "child")
+        .map(|r| r.to_string())
+        .collect();
+    eprintln!("    mux records: {records:#?}");
+    if traced.stdout != plain.stdout || format!("{:?}", traced.exit) != format!("{:?}", plain.exit)
+    {
+        return Err(format!(
+            "the app changed under the multiplexer: {:?} {:?}\nstderr: {}",
+            traced.exit,
+            traced.stdout,
+            traced.stderr.chars().take(1500).collect::<String>()
+        )
+        .into());
+    }
+    let used: Vec<&String> = records
+        .iter()
+        .filter(|r| r.contains("other child"))
+        .collect();
+    if used.is_empty() {
+        return Err("child B never tried the handle".into());
+    }
+    if let Some(r) = used.iter().find(|r| r.contains("\"outcome\":\"ok")) {
+        return Err(format!("child B got child A's handle's object: {r}").into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     [
         Scenario::new(
             "review36: managed handlers seen in a plugin context",
             handlers_in_plugin_context,
+        ),
+        Scenario::new(
+            "review36: a GcHandle of another child of the multiplexer",
+            mux_handle,
         ),
         Scenario::new(
             "review36: side-by-side partners of the other runtime",
