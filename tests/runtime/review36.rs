@@ -1,8 +1,47 @@
-//! Review 36 (provenance): exploratory runs of the `review36-profiler`
-//! attacks on the `review36` app. Each run's records go to
-//! `$REVIEW36_DUMP/<leg>-<probe>.jsonl` when that variable is set; the
-//! scenario fails when the app's exit status or output changed under the
-//! profiler.
+//! Review 36 (provenance): safe-code attacks of the `review36-profiler`
+//! fixture (`#![forbid(unsafe_code)]`) inside real runtimes, each compared
+//! with the app run without a profiler.
+//!
+//! Failing now (the host is hurt):
+//! - "review36: managed handlers seen in a plugin context": entry
+//!   token-module / `ManagedHandlers` (clrprof/src/instrumentation/mod.rs,
+//!   `ManagedHandlers::module_loaded` ~987, `wrap_managed` ~1047). The
+//!   handlers note the handler assembly in *any* module load (the marker
+//!   says "only read and compared"), and `wrap_managed` then accepts them
+//!   for a module of another load context. The `review36alc` app loads
+//!   wraphandlers.dll into a plugin `AssemblyLoadContext`; the profiler
+//!   wraps `ReviewAlc.Target::Work` (default context) as documented; the
+//!   method's new `AssemblyRef` cannot bind there: unhandled
+//!   `FileNotFoundException`, SIGABRT, on 3.1, 8.0 and 10.0 (the SDK's
+//!   promise: "never a FileNotFoundException in the application").
+//! - "review36: emit": entry token-module, its third claim ("a token
+//!   handed to `MetaDataEmit` only becomes part of new rows ..., which
+//!   only IL uses"; clrprof/src/metadata_emit.rs `define_static_class`
+//!   ~349). Reflection reads new TypeDef rows too: a class defined with the
+//!   app's sealed `Review.Tiny` (or a TypeRef row the module lacks) as its
+//!   base makes the app's `Assembly.GetTypes()` throw
+//!   `ReflectionTypeLoadException`: SIGABRT on 3.1, 8.0 and 10.0, with or
+//!   without `ApplyMetaData` (`REVIEW_EMIT=object` defines a valid class:
+//!   the app then lives).
+//! - "review36: rejit-in-coop" (not a pair; safe code hanging the host):
+//!   `ReJitThread::request_rejit` (clrprof/src/il/rejit.rs ~339) from
+//!   `ObjectAllocated`, a scope the SDK itself marks as blocking
+//!   collections, waits for a `RequestReJIT` that waits for this thread:
+//!   the app hangs forever on 3.1, 8.0 and 10.0.
+//!
+//! Passing (the pair was refused by the SDK or answered harmlessly by the
+//! runtime): tokens (`function_from_token_and_type_args` with classes that
+//! do not declare the method: COR_E_TYPELOAD for generic ones, the
+//! method's own FunctionID for non-generic ones), rejit-ids (made-up ReJIT
+//! IDs: the default version's code), fields (every static getter with
+//! every field on every class: the field's own address), il-map (a map of
+//! offsets no body has), epoch (GC-triggering calls between two reads of
+//! a new string in `ObjectAllocated`, with a thread collecting: no move),
+//! dynamic-body (a dynamic method's `GetFunctionInfo` token is nil: `wrap`
+//! refuses), the side-by-side partners and the multiplexer's `GcHandle`.
+//!
+//! Each probe run's records go to `$REVIEW36_DUMP/<leg>-<probe>.jsonl`
+//! when that variable is set.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario};
 
