@@ -280,14 +280,15 @@ fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
     } else {
         println!("runtimes from: {}", found.sources.join(", "));
     }
-    for leg in &found.legs {
+    for leg in found.legs.iter().chain(found.hosted.iter()) {
         let os = match leg.os {
+            clrprof_testing::Os::Linux if leg.is_emulated() => "linux (qemu)",
             clrprof_testing::Os::Linux => "linux",
             clrprof_testing::Os::Windows if leg.is_wine() => "windows (Wine)",
             clrprof_testing::Os::Windows => "windows",
         };
         println!(
-            "{:<15} {:<8} {:<15} {}",
+            "{:<24} {:<8} {:<15} {}",
             leg.name,
             leg.version,
             os,
@@ -295,7 +296,7 @@ fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
         );
     }
     for missing in &found.missing {
-        println!("{:<15} missing: {}", missing.name, missing.reason);
+        println!("{:<24} missing: {}", missing.name, missing.reason);
     }
     Ok(ExitCode::SUCCESS)
 }

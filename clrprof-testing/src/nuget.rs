@@ -388,10 +388,10 @@ pub fn first_http_source(config: &str) -> Option<String> {
                             sources.push((k, v));
                         }
                     }
-                    ("disabledPackageSources", "add") => {
-                        if attr("value").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-                            disabled.extend(attr("key"));
-                        }
+                    ("disabledPackageSources", "add")
+                        if attr("value").is_some_and(|v| v.eq_ignore_ascii_case("true")) =>
+                    {
+                        disabled.extend(attr("key"));
                     }
                     _ => {}
                 }

@@ -306,9 +306,26 @@ pub fn unhandled_exception_seen() {
 /// first, and `ExceptionSearchCatcherFound` when a frame will catch. A search
 /// that leaves the outermost frame, having searched as many frames as were
 /// counted, with no catcher found, is an unhandled exception: on Linux
-/// (3.1.23 and 8.0.4 observed) the runtime prints it and aborts right after,
+/// (3.1 and 8.0 observed) the runtime prints it and aborts right after,
 /// with no further callback. An exception thrown during the first pass (in a
 /// filter) is tracked on its own, innermost first.
+///
+/// .NET 9 and later (the managed exception handling ported from NativeAOT)
+/// end the first pass of an unhandled exception without the outermost
+/// frame's `ExceptionSearchFunctionLeave` (seen on 9.0.23, 10.0.15 and
+/// 11.0.0: `ExceptionSearchFunctionEnter` for `Main`, then the runtime's
+/// own managed code formatting the exception, then `abort()`). So when the
+/// search enters the thread's outermost frame and that method has no
+/// `catch` or `filter` clause at all (read from its IL), no frame can catch:
+/// the exception is unhandled there already, on every runtime. The same
+/// holds when the outermost frame is one of the runtime's own entry points,
+/// an `[UnmanagedCallersOnly]` method of `System.Private.CoreLib` through
+/// which native code calls managed code (.NET 11 runs `Main` through
+/// `System.Environment::CallEntryPoint`, whose handler only hands the
+/// exception to the runtime, which reports it as unhandled and aborts). An
+/// outermost method of the app with a `catch` or `filter` clause is still
+/// decided at its leave, as above (on .NET 9+ an exception that its clauses
+/// do not catch is then not seen).
 pub(crate) mod unhandled {
     use crate::ids::{FunctionId, ObjectId};
     use crate::info::ProfilerInfo;
@@ -331,8 +348,16 @@ pub(crate) mod unhandled {
             thrown(info);
         }
 
-        fn exception_search_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
-            search_enter(function.as_sys());
+        fn exception_search_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
+            if search_enter(function.as_sys()) && cannot_catch(info, function) {
+                // The outermost frame cannot catch: unhandled (see above).
+                let _ = PENDING.try_with(|p| {
+                    if let Ok(mut p) = p.try_borrow_mut() {
+                        p.pop();
+                    }
+                });
+                super::unhandled_exception_seen();
+            }
         }
 
         fn exception_search_function_leave(&self, _info: &ProfilerInfo) {
@@ -390,16 +415,61 @@ pub(crate) mod unhandled {
         });
     }
 
-    /// `ExceptionSearchFunctionEnter(function)` on this thread.
-    pub(crate) fn search_enter(function: usize) {
-        let _ = PENDING.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                if let Some(top) = p.last_mut() {
-                    top.searched += 1;
-                    top.last_searched = function;
-                }
-            }
-        });
+    /// `ExceptionSearchFunctionEnter(function)` on this thread; `true` when
+    /// the search has reached the thread's outermost managed frame.
+    pub(crate) fn search_enter(function: usize) -> bool {
+        PENDING
+            .try_with(|p| match p.try_borrow_mut() {
+                Ok(mut p) => match p.last_mut() {
+                    Some(top) => {
+                        top.searched += 1;
+                        top.last_searched = function;
+                        top.searched >= top.frames && function == top.outermost
+                    }
+                    None => false,
+                },
+                Err(_) => false,
+            })
+            .unwrap_or(false)
+    }
+
+    /// Whether no exception stops in `function`, the thread's outermost
+    /// managed frame: it has no `catch` and no `filter` clause in its IL, or
+    /// it is one of the runtime's own `[UnmanagedCallersOnly]` entry points
+    /// in `System.Private.CoreLib` (see the module docs). `false` when that
+    /// cannot be read (a dynamic method, a method without IL): the search's
+    /// leave decides.
+    fn cannot_catch(info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+        use crate::il::body::{ClauseKind, MethodBody};
+        use crate::info::MetaDataOpen;
+        let Ok(where_) = info.function_info(function) else {
+            return false;
+        };
+        let runtime_entry = info
+            .module_info(where_.module)
+            .is_ok_and(|m| m.name.ends_with("System.Private.CoreLib.dll"))
+            && info
+                .module_metadata(where_.module, MetaDataOpen::Read)
+                .and_then(|md| {
+                    md.custom_attribute(
+                        crate::ids::MdToken(where_.token.0),
+                        "System.Runtime.InteropServices.UnmanagedCallersOnlyAttribute",
+                    )
+                })
+                .is_ok_and(|a| a.is_some());
+        if runtime_entry {
+            return true;
+        }
+        let Ok(il) = info.il_function_body(where_.module, where_.token) else {
+            return false;
+        };
+        match MethodBody::parse(il) {
+            Ok(body) => !body
+                .clauses
+                .iter()
+                .any(|c| matches!(c.kind, ClauseKind::Catch(_) | ClauseKind::Filter(_))),
+            Err(_) => false,
+        }
     }
 
     /// `ExceptionSearchCatcherFound` on this thread: the innermost pending

@@ -1,4 +1,4 @@
-"""A real third-party host: CPython driving .NET 8 through pythonnet.
+"""A real third-party host: CPython driving .NET (10 in the tests) through pythonnet.
 
 Usage: host.py DOTNET_ROOT PYHELPER_DLL [READY_FILE STOP_FILE]
 

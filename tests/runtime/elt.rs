@@ -662,16 +662,21 @@ fn lcg_args_scenario() -> Scenario {
 }
 
 pub fn scenarios() -> Vec<Scenario> {
+    use clrprof_testing::manifest::ARM64_LEG;
     let mut v = Vec::new();
     for variant in VARIANTS {
-        v.push(counts_scenario(variant));
+        // The arm64 tier: exact counts (the trampolines preserve the
+        // argument and return registers) and shadow stacks through
+        // exceptions, in both variants.
+        v.push(counts_scenario(variant).also_on(&[ARM64_LEG]));
         v.push(all_methods_scenario(variant));
-        v.push(exceptions_scenario(variant));
+        v.push(exceptions_scenario(variant).also_on(&[ARM64_LEG]));
         v.push(stress_scenario(variant));
         v.push(tailcall_scenario(variant));
     }
-    v.push(args_scenario());
-    v.push(struct_args_scenario());
+    // WithInfo argument and return-value decoding on arm64 too.
+    v.push(args_scenario().also_on(&[ARM64_LEG]));
+    v.push(struct_args_scenario().also_on(&[ARM64_LEG]));
     v.push(lcg_args_scenario());
     v
 }

@@ -85,5 +85,6 @@ pub fn scenarios() -> Vec<Scenario> {
             return Err("no module record for the app's own jit.dll".into());
         }
         Ok(())
-    })]
+    })
+    .also_on(&[clrprof_testing::manifest::ARM64_LEG])]
 }

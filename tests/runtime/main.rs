@@ -28,6 +28,7 @@ mod panics;
 mod pprof;
 mod profiles;
 mod provenance;
+mod provisioning;
 mod readers;
 mod review36;
 mod sampling;
@@ -55,6 +56,7 @@ fn main() {
         .chain(sampling::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
+        .chain(provisioning::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
         .chain(attach::scenarios())

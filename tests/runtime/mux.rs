@@ -923,7 +923,7 @@ fn cli_run(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
-/// The multiplexer in CPython hosting .NET 8 through pythonnet, which never
+/// The multiplexer in CPython hosting .NET 10 through pythonnet, which never
 /// shuts the runtime down: every child finishes at process exit.
 fn under_pythonnet(case: &Case<'_>) -> CaseResult {
     let host = crate::exits::PythonHost::new(case)?;
@@ -986,7 +986,14 @@ fn under_pythonnet(case: &Case<'_>) -> CaseResult {
     for (tracer, p) in tracers.iter().zip(&profilers) {
         let stem = p.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let (records, bad) = read_records(&dir.join(format!("{stem}.jsonl")));
-        if let Err(e) = crate::exits::check_python_tracer(tracer, &records, &bad, &dir, truth) {
+        if let Err(e) = crate::exits::check_python_tracer(
+            tracer,
+            &case.leg().version,
+            &records,
+            &bad,
+            &dir,
+            truth,
+        ) {
             failures.push(format!("{tracer}: {e}"));
         }
     }
@@ -1267,6 +1274,6 @@ pub fn python_scenarios() -> Vec<Scenario> {
     )
     .only_on(
         &[clrprof_testing::manifest::PYTHONNET_LEG],
-        "CPython hosting .NET 8 through pythonnet",
+        "CPython hosting .NET 10 through pythonnet",
     )]
 }

@@ -714,22 +714,28 @@ fn cpu_and_wall_files(case: &Case<'_>) -> CaseResult {
 
 const ALLOC_31: &str = "the fallback is the only allocation source on .NET Core 3.1: the main allocation scenario checks it there";
 
+/// The allocation estimates rest on walks within a budget of time: with
+/// another case loading the machine beside them (under Wine most of all),
+/// fewer samples are walked and the estimates spread wider, so these
+/// scenarios run alone.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
             "profiles: allocation estimates per site within 25 %, byte split within 15 points",
             allocations,
-        ),
+        )
+        .exclusive(),
         Scenario::new(
             "profiles: allocation estimates through the ObjectAllocated fallback",
             allocations_object_allocated,
         )
         .exclude_leg("linux-x64-3.1", ALLOC_31)
-        .exclude_leg("win-x64-3.1", ALLOC_31),
+        .exclusive(),
         Scenario::new(
             "profiles: allocation estimates with a walk budget that walks under half the samples",
             allocations_part_walked,
-        ),
+        )
+        .exclusive(),
         Scenario::new(
             "profiles: lock contention count and delay on the contending method",
             contention,
@@ -747,11 +753,13 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "profiles: continuous mode, one file per kind and period, periods add up",
             continuous,
-        ),
+        )
+        .exclusive(),
         Scenario::new(
             "profiles: continuous uploads per kind to an HTTP endpoint with headers",
             continuous_http,
-        ),
+        )
+        .exclusive(),
         Scenario::new(
             "profiles: cpu and wall profiles in files of their own",
             cpu_and_wall_files,

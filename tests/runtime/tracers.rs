@@ -220,13 +220,16 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "alloc-tracer: exact counts per type, one record per GC",
             alloc_counts,
-        ),
-        Scenario::new("exception-tracer: one exception, every leg", exception_once),
+        )
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
+        Scenario::new("exception-tracer: one exception, every leg", exception_once)
+            .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
             "exception-tracer: thrown and caught counts, throwers",
             exception_counts,
         )
-        .exclude_leg(WINE_NET8_LEG, WINE_NET8_REASON),
+        .exclude_leg(WINE_NET8_LEG, WINE_NET8_REASON)
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
             "exception-tracer: types match the app's own account",
             exception_types,

@@ -277,7 +277,8 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "method-wrapper: every shape wrapped at JIT, tiered compilation on",
             jit_tiering_on,
-        ),
+        )
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
             "method-wrapper: every shape wrapped at JIT, tiered compilation off",
             jit_tiering_off,
@@ -285,11 +286,13 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "method-wrapper: wrapped by ReJIT for one phase and unwrapped by revert",
             rejit_scenario,
-        ),
+        )
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
             "method-wrapper: arguments and return values by the method's types; a replaced return value",
             values_scenario,
-        ),
+        )
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
             "method-wrapper: the type of every exception leaving a wrapped method, as the app caught it",
             exception_types_scenario,

@@ -24,20 +24,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The legs of the table, in column order.
-pub const LEGS: [&str; 4] = [
-    "linux-x64-3.1",
-    "linux-x64-8.0",
-    "win-x64-3.1",
-    "win-x64-8.0",
-];
-
-/// The legs of the CI workflow (`.github/workflows/runtimes.yml`, ubuntu x64
-/// with .NET 9, 10 and 11 installed) shown beside them: a cell is filled
-/// from results of that leg when the summary has them (the workflow's
-/// `harness-summary.json` artifacts, `--summary FILE`), and says **CI**
-/// until then.
-pub const CI_LEGS: [&str; 3] = ["linux-x64-9.0", "linux-x64-10.0", "linux-x64-11.0"];
+/// The legs of the table, in column order: one column per runtime version
+/// and OS, every standard leg of the harness.
+pub const LEGS: [&str; 7] = clrprof_testing::manifest::STANDARD_LEGS;
 
 /// Areas that hold the runner and the test profilers, not tests.
 const NOT_TEST_AREAS: [&str; 2] = ["common", "native"];
@@ -89,11 +78,10 @@ pub struct Test {
     pub reason: Option<String>,
     #[serde(default)]
     pub facts: Vec<String>,
-    /// What of the test belongs to a CI leg (.NET 9, 10, 11) and what is
-    /// proven here meanwhile (fake-runtime unit tests); its CI cells say
-    /// **CI** even without a scenario.
+    /// What a .NET 9, 10 or 11 test checks and how the scenarios prove it
+    /// on those legs (listed under the table).
     #[serde(default)]
-    pub ci: Option<String>,
+    pub net9_plus: Option<String>,
 }
 
 /// One case of the harness's results.
@@ -368,12 +356,10 @@ fn render(
          runtime versions, follow the table.\n\n",
     );
     page.push_str(
-        "The last columns are the legs of the CI workflow \
-         (`.github/workflows/runtimes.yml`: .NET 9, 10 and 11 installed on \
-         ubuntu x64), which cannot run here: **CI** means the cell is filled \
-         from the workflow's results (its `harness-summary.json` artifacts, \
-         `cargo xtask conformance --summary FILE`) once it has run; what each \
-         .NET 9-11 test needs is listed under the table.\n\n",
+        "One column per leg: the runtime version and OS the scenarios ran on \
+         (runtime packs from NuGet; the Windows legs under Wine). The tests of \
+         .NET 9, 10 and 11 features are listed under the table with what \
+         proves them.\n\n",
     );
     let _ = write!(
         page,
@@ -382,11 +368,8 @@ fn render(
     for leg in LEGS {
         let _ = write!(page, " {leg} |");
     }
-    for leg in CI_LEGS {
-        let _ = write!(page, " {leg} (CI) |");
-    }
     page.push_str("\n|---|---|---|");
-    for _ in LEGS.iter().chain(CI_LEGS.iter()) {
+    for _ in LEGS.iter() {
         page.push_str("---|");
     }
     page.push('\n');
@@ -417,14 +400,7 @@ fn render(
             escape(&t.checks),
             listed.join("<br>")
         );
-        for (leg, ci_leg) in LEGS
-            .iter()
-            .map(|l| (l, false))
-            .chain(CI_LEGS.iter().map(|l| (l, true)))
-        {
-            // A CI leg that has not run here shows "CI" where a scenario
-            // or a CI note exists; a local leg without a result is a problem.
-            let ran = results.is_some_and(|r| r.keys().any(|(_, l)| l == leg));
+        for leg in LEGS.iter() {
             let text = match cell(&existing, leg, results) {
                 Cell::Passed => "passed".to_string(),
                 Cell::Failed(why) => {
@@ -436,13 +412,8 @@ fn render(
                     "**FAILED**".to_string()
                 }
                 Cell::Skipped(_) => "skipped".to_string(),
-                Cell::NotRun | Cell::NoScenario
-                    if ci_leg && !ran && (!existing.is_empty() || t.ci.is_some()) =>
-                {
-                    "CI".to_string()
-                }
                 Cell::NotRun => {
-                    if !ci_leg && check && results.is_some() && !existing.is_empty() {
+                    if check && results.is_some() && !existing.is_empty() {
                         problems.push(format!("{}: no result on {leg}", t.file));
                     }
                     "not run".to_string()
@@ -454,13 +425,13 @@ fn render(
         page.push('\n');
     }
 
-    page.push_str("\n## The .NET 9, 10 and 11 tests: CI, and what is proven here\n\n");
-    for t in data.test.iter().filter(|t| t.ci.is_some()) {
+    page.push_str("\n## The .NET 9, 10 and 11 tests\n\n");
+    for t in data.test.iter().filter(|t| t.net9_plus.is_some()) {
         let _ = writeln!(
             page,
             "- `{}`: {}",
             t.file,
-            t.ci.as_deref().unwrap_or("").trim()
+            t.net9_plus.as_deref().unwrap_or("").trim()
         );
     }
 

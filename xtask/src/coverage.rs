@@ -93,9 +93,12 @@ pub const NOT_WRAPPED: &[(&str, &str)] = &[
 /// runtimes' sources and binaries (book/src/info-versions.md).
 pub const RUNTIME_INTERFACES: &[(&str, u32, u32)] = &[
     ("linux-x64-3.1", 11, 9),
-    ("win-x64-3.1", 11, 9),
     ("linux-x64-8.0", 14, 11),
+    ("linux-x64-9.0", 15, 11),
+    ("linux-x64-10.0", 15, 11),
+    ("linux-x64-11.0", 15, 11),
     ("win-x64-8.0", 14, 11),
+    ("win-x64-10.0", 15, 11),
 ];
 
 /// Interfaces without a version number of their own, and the Info or
@@ -752,7 +755,7 @@ fn legs_for(interface: &str) -> String {
     if legs.is_empty() {
         "none (no leg's runtime has it)".to_string()
     } else if legs.len() == RUNTIME_INTERFACES.len() {
-        "all four".to_string()
+        "every leg".to_string()
     } else {
         legs.join(", ")
     }
@@ -921,8 +924,8 @@ implements the wrapper (a wrapper the SDK itself uses, e.g. inside the
 sampler, lists only the scenarios whose profilers call it directly).
 **Legs**: where a scenario exercises the wrapper, the
 legs whose runtime implements the interface (see [Info versions per
-runtime](info-versions.md)): `all four` is linux-x64-3.1, win-x64-3.1,
-linux-x64-8.0 and win-x64-8.0. A scenario may still leave a leg out for a
+runtime](info-versions.md)): `every leg` is linux-x64-3.1, 8.0, 9.0, 10.0
+and 11.0 and win-x64-8.0 and 10.0. A scenario may still leave a leg out for a
 known defect (the harness says which, e.g. repeated exceptions under Wine
 with .NET 8).
 
