@@ -361,6 +361,12 @@ macro_rules! forward {
             S_OK
         })
     };
+    ($self:ident, in $scope:expr, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_in($entry, $scope, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
 }
 
 /// As `forward!`, for callbacks that receive `ObjectID`s ([`Scope::NoGc`]).
@@ -864,6 +870,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.held_suspends.suspend_started();
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendStarted",
             |p, info| p.runtime_suspend_started(info, SuspendReason::from_sys(suspendReason))
         )
@@ -871,6 +878,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeSuspendFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendFinished",
             |p, info| {
                 self.deliver_held_suspends(p, info);
@@ -881,6 +889,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeSuspendAborted(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendAborted",
             |p, info| {
                 self.deliver_held_suspends(p, info);
@@ -891,6 +900,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeResumeStarted(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeResumeStarted",
             |p, info| p.runtime_resume_started(info)
         )
@@ -898,6 +908,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeResumeFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeResumeFinished",
             |p, info| p.runtime_resume_finished(info)
         )
@@ -911,6 +922,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         }
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeThreadSuspended",
             |p, info| p.runtime_thread_suspended(info, id!(ThreadId, threadId))
         )
@@ -918,6 +930,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeThreadResumed(&self, threadId: ThreadID) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeThreadResumed",
             |p, info| p.runtime_thread_resumed(info, id!(ThreadId, threadId))
         )
@@ -1248,6 +1261,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionStarted",
             |p, info| p.garbage_collection_started(
                 info,
@@ -1271,6 +1285,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
     unsafe fn GarbageCollectionFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionFinished",
             |p, info| p.garbage_collection_finished(info)
         )
@@ -2198,6 +2213,106 @@ mod tests {
         assert_eq!(seen[3].1.initial_object, Some(OBJECT));
         let handle_created: Vec<_> = seen[3].1.refused.iter().filter(|(_, r)| *r).collect();
         assert_eq!(handle_created, [&("object_references", true)]);
+    }
+
+    /// Records, per callback, whether a wait for a runtime suspension is
+    /// refused there.
+    #[derive(Default)]
+    struct WaitProbe {
+        seen: std::sync::Mutex<Vec<(&'static str, bool)>>,
+    }
+
+    impl WaitProbe {
+        fn note(&self, what: &'static str, info: &ProfilerInfo<'_>) {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((what, info.wait_would_deadlock().is_some()));
+        }
+    }
+
+    impl Profiler for Arc<WaitProbe> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok((EventMask::MONITOR_GC
+                | EventMask::MONITOR_SUSPENDS
+                | EventMask::MONITOR_MODULE_LOADS
+                | EventMask::MONITOR_JIT_COMPILATION
+                | EventMask::MONITOR_OBJECT_ALLOCATED)
+                .into())
+        }
+        fn module_load_finished(
+            &self,
+            info: &ProfilerInfo,
+            _module: crate::callback::Loaded<ModuleId<'_>>,
+        ) {
+            self.note("ModuleLoadFinished", info);
+        }
+        fn jit_compilation_started(&self, info: &ProfilerInfo, _f: FunctionId<'_>, _safe: bool) {
+            self.note("JITCompilationStarted", info);
+        }
+        fn object_allocated(&self, info: &ProfilerInfo, _o: ObjectId<'_>, _c: ClassId<'_>) {
+            self.note("ObjectAllocated", info);
+        }
+        fn garbage_collection_started(&self, info: &ProfilerInfo, _g: GenerationSet, _r: GcReason) {
+            self.note("GarbageCollectionStarted", info);
+        }
+        fn garbage_collection_finished(&self, info: &ProfilerInfo) {
+            self.note("GarbageCollectionFinished", info);
+        }
+        fn runtime_suspend_started(&self, info: &ProfilerInfo, _r: SuspendReason) {
+            self.note("RuntimeSuspendStarted", info);
+        }
+        fn runtime_suspend_finished(&self, info: &ProfilerInfo) {
+            self.note("RuntimeSuspendFinished", info);
+        }
+        fn runtime_resume_started(&self, info: &ProfilerInfo) {
+            self.note("RuntimeResumeStarted", info);
+        }
+    }
+
+    #[test]
+    fn scopes_say_where_a_wait_for_a_suspension_would_hang() {
+        let fake = FakeRuntime::with_info_version(10);
+        let probe = Arc::new(WaitProbe::default());
+        let p = probe.clone();
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: [plain-call] valid IID and out pointer.
+        let hr = unsafe { create_instance(move || p, &ICorProfilerCallback4::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback4 reference.
+        let cb = unsafe { ICorProfilerCallback4::from_raw(ppv) };
+        // SAFETY: [test-fake, plain-call] the fake's IUnknown is a valid
+        // profiler-info object; the other arguments are plain values no
+        // callback here dereferences (an empty generation list).
+        unsafe {
+            assert_eq!(cb.Initialize(fake.unknown().as_raw()).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x2000, HRESULT(0)).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x3000, HRESULT(0)).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x2000, HRESULT(-1)).0, 0);
+            assert_eq!(cb.JITCompilationStarted(0x1234, 1).0, 0);
+            assert_eq!(cb.ObjectAllocated(0x7000, 0x100).0, 0);
+            assert_eq!(cb.RuntimeSuspendStarted(1).0, 0);
+            assert_eq!(cb.RuntimeSuspendFinished().0, 0);
+            assert_eq!(cb.GarbageCollectionStarted(0, core::ptr::null(), 0).0, 0);
+            assert_eq!(cb.GarbageCollectionFinished().0, 0);
+            assert_eq!(cb.RuntimeResumeStarted().0, 0);
+        }
+        let seen = probe.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                ("ModuleLoadFinished", false),
+                ("ModuleLoadFinished", false),
+                ("ModuleLoadFinished", false),
+                ("JITCompilationStarted", false),
+                ("ObjectAllocated", true),
+                ("RuntimeSuspendStarted", true),
+                ("RuntimeSuspendFinished", true),
+                ("GarbageCollectionStarted", true),
+                ("GarbageCollectionFinished", true),
+                ("RuntimeResumeStarted", true),
+            ]
+        );
     }
 
     #[test]

@@ -360,6 +360,13 @@ pub(crate) enum Scope {
     /// (through the registrar the SDK sets for the call, see
     /// [`crate::component`]).
     Initialize,
+    /// A callback the runtime issues while it is suspended, or while the
+    /// thread that is suspending it holds the thread store
+    /// (`GarbageCollectionStarted` / `Finished`, the `RuntimeSuspend*`,
+    /// `RuntimeResume*` and `RuntimeThread*` callbacks): the suspension
+    /// waits for this callback, so no other suspension can start until it
+    /// returns. Otherwise as [`Scope::Callback`].
+    Suspended,
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -390,6 +397,32 @@ impl<'s> ProfilerInfo<'s> {
     /// `true` in the `Initialize` / `InitializeForAttach` scope.
     pub(crate) fn in_initialize(&self) -> bool {
         matches!(self.scope, Scope::Initialize)
+    }
+
+    /// Why this thread must not wait here for another thread that calls
+    /// into the runtime for something that suspends it or may start a
+    /// garbage collection (`RequestReJIT`, `RequestRevert`): `None` where it
+    /// may. A runtime suspension (a collection is one) waits until every
+    /// thread in cooperative mode reaches a safe point, and only one
+    /// suspension runs at a time; the runtime's rule is to call
+    /// `RequestReJIT` from a thread of the profiler's own, never from a
+    /// callback thread the runtime waits for (corprof.idl and the
+    /// `ICorProfilerInfo4::RequestReJIT` remarks).
+    pub(crate) fn wait_would_deadlock(&self) -> Option<&'static str> {
+        match self.scope {
+            Scope::NoGc => Some(
+                "this scope blocks garbage collections and runtime suspensions until it returns \
+                 (a callback that receives ObjectIDs runs in cooperative mode; a runtime \
+                 suspension is one), and the request suspends the runtime or may start a \
+                 collection, which would wait for this thread",
+            ),
+            Scope::GcRelocating | Scope::Suspended => Some(
+                "the runtime is suspended (a garbage collection or another suspension) until this \
+                 callback returns, and the request needs a suspension of its own, which waits \
+                 for this one to end",
+            ),
+            Scope::Callback | Scope::Initialize => None,
+        }
     }
 
     /// Fails with [`Error::GcMayRun`] unless [`gc_blocked`](Self::gc_blocked).
