@@ -515,8 +515,16 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
+        // A successful load's callback is the module's load scope (what
+        // `ManagedHandlers::module_loaded` checks it is called in).
+        let scope = if succeeded(hrStatus) {
+            Scope::ModuleLoad(RawModuleId(moduleId))
+        } else {
+            Scope::Callback
+        };
         forward!(
             self,
+            in scope,
             "ICorProfilerCallback::ModuleLoadFinished",
             |p, info| {
                 if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
@@ -2216,18 +2224,19 @@ mod tests {
     }
 
     /// Records, per callback, whether a wait for a runtime suspension is
-    /// refused there.
+    /// refused there and whether the scope is the load of module 0x2000.
     #[derive(Default)]
     struct WaitProbe {
-        seen: std::sync::Mutex<Vec<(&'static str, bool)>>,
+        seen: std::sync::Mutex<Vec<(&'static str, bool, bool)>>,
     }
 
     impl WaitProbe {
         fn note(&self, what: &'static str, info: &ProfilerInfo<'_>) {
-            self.seen
-                .lock()
-                .unwrap()
-                .push((what, info.wait_would_deadlock().is_some()));
+            self.seen.lock().unwrap().push((
+                what,
+                info.wait_would_deadlock().is_some(),
+                info.in_load_of(RawModuleId(0x2000)),
+            ));
         }
     }
 
@@ -2271,7 +2280,7 @@ mod tests {
     }
 
     #[test]
-    fn scopes_say_where_a_wait_for_a_suspension_would_hang() {
+    fn scopes_say_where_a_wait_for_a_suspension_would_hang_and_which_module_loads() {
         let fake = FakeRuntime::with_info_version(10);
         let probe = Arc::new(WaitProbe::default());
         let p = probe.clone();
@@ -2301,16 +2310,16 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("ModuleLoadFinished", false),
-                ("ModuleLoadFinished", false),
-                ("ModuleLoadFinished", false),
-                ("JITCompilationStarted", false),
-                ("ObjectAllocated", true),
-                ("RuntimeSuspendStarted", true),
-                ("RuntimeSuspendFinished", true),
-                ("GarbageCollectionStarted", true),
-                ("GarbageCollectionFinished", true),
-                ("RuntimeResumeStarted", true),
+                ("ModuleLoadFinished", false, true),
+                ("ModuleLoadFinished", false, false),
+                ("ModuleLoadFinished", false, false),
+                ("JITCompilationStarted", false, false),
+                ("ObjectAllocated", true, false),
+                ("RuntimeSuspendStarted", true, false),
+                ("RuntimeSuspendFinished", true, false),
+                ("GarbageCollectionStarted", true, false),
+                ("GarbageCollectionFinished", true, false),
+                ("RuntimeResumeStarted", true, false),
             ]
         );
     }

@@ -367,6 +367,9 @@ pub(crate) enum Scope {
     /// waits for this callback, so no other suspension can start until it
     /// returns. Otherwise as [`Scope::Callback`].
     Suspended,
+    /// `ModuleLoadFinished` of this (successfully loaded) module, on the
+    /// thread that loaded it. Otherwise as [`Scope::Callback`].
+    ModuleLoad(crate::ids::RawModuleId),
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -399,6 +402,12 @@ impl<'s> ProfilerInfo<'s> {
         matches!(self.scope, Scope::Initialize)
     }
 
+    /// `true` in the `ModuleLoadFinished` callback of `module`, on the
+    /// thread that loaded it.
+    pub(crate) fn in_load_of(&self, module: crate::ids::RawModuleId) -> bool {
+        matches!(self.scope, Scope::ModuleLoad(m) if m == module)
+    }
+
     /// Why this thread must not wait here for another thread that calls
     /// into the runtime for something that suspends it or may start a
     /// garbage collection (`RequestReJIT`, `RequestRevert`): `None` where it
@@ -421,7 +430,7 @@ impl<'s> ProfilerInfo<'s> {
                  callback returns, and the request needs a suspension of its own, which waits \
                  for this one to end",
             ),
-            Scope::Callback | Scope::Initialize => None,
+            Scope::Callback | Scope::Initialize | Scope::ModuleLoad(_) => None,
         }
     }
 
