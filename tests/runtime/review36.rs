@@ -2,32 +2,40 @@
 //! fixture (`#![forbid(unsafe_code)]`) inside real runtimes, each compared
 //! with the app run without a profiler.
 //!
-//! Failing now (the host is hurt):
+//! The three routes the review found, and what the scenarios now assert
+//! (each failed before its fix: the host died or hung):
 //! - "review36: managed handlers seen in a plugin context": entry
-//!   token-module / `ManagedHandlers` (clrprof/src/instrumentation/mod.rs,
-//!   `ManagedHandlers::module_loaded` ~987, `wrap_managed` ~1047). The
-//!   handlers note the handler assembly in *any* module load (the marker
-//!   says "only read and compared"), and `wrap_managed` then accepts them
-//!   for a module of another load context. The `review36alc` app loads
-//!   wraphandlers.dll into a plugin `AssemblyLoadContext`; the profiler
-//!   wraps `ReviewAlc.Target::Work` (default context) as documented; the
-//!   method's new `AssemblyRef` cannot bind there: unhandled
-//!   `FileNotFoundException`, SIGABRT, on 3.1, 8.0 and 10.0 (the SDK's
-//!   promise: "never a FileNotFoundException in the application").
-//! - "review36: emit": entry token-module, its third claim ("a token
-//!   handed to `MetaDataEmit` only becomes part of new rows ..., which
-//!   only IL uses"; clrprof/src/metadata_emit.rs `define_static_class`
-//!   ~349). Reflection reads new TypeDef rows too: a class defined with the
-//!   app's sealed `Review.Tiny` (or a TypeRef row the module lacks) as its
-//!   base makes the app's `Assembly.GetTypes()` throw
-//!   `ReflectionTypeLoadException`: SIGABRT on 3.1, 8.0 and 10.0, with or
-//!   without `ApplyMetaData` (`REVIEW_EMIT=object` defines a valid class:
-//!   the app then lives).
+//!   handlers-load-context (`ManagedHandlers::module_loaded`,
+//!   `wrap_managed`, clrprof/src/instrumentation/handlers.rs). The handlers
+//!   noted their assembly in *any* module load, so wrap_managed accepted
+//!   them for a module of another load context: the `review36alc` app
+//!   loads wraphandlers.dll into a plugin `AssemblyLoadContext`, the
+//!   profiler wraps `ReviewAlc.Target::Work` (default context), and the
+//!   method's new `AssemblyRef` could not bind: unhandled
+//!   `FileNotFoundException`, SIGABRT, on 3.1, 8.0 and 10.0. Now the
+//!   handlers serve only the first load of their assembly, made by the
+//!   runtime's startup hook code into the default context: the plugin-only
+//!   load is refused (`Error::CannotWrap` naming `LoadPlugin`), a hook load
+//!   followed by the plugin load is refused (a second load), a hook load
+//!   alone wraps `Work` (the handlers count 1000 calls); the app's output
+//!   and exit status are those of the run without the profiler.
+//! - "review36: emit": entry token-module, whose third claim said new
+//!   metadata rows are read only by IL. Reflection reads new TypeDef rows
+//!   too: a class defined with the app's sealed `Review.Tiny` (or a TypeRef
+//!   row the module lacks) as its base made the app's
+//!   `Assembly.GetTypes()` throw `ReflectionTypeLoadException`: SIGABRT on
+//!   3.1, 8.0 and 10.0. Now `define_static_class(name)` takes no base (the
+//!   SDK derives from the module's own `System.Object`; trybuild
+//!   `static_class_base_is_the_sdks`) and refuses a name the module has;
+//!   `define_static_method` refuses a name and signature the class has. The
+//!   app counts one type more and runs on.
 //! - "review36: rejit-in-coop" (not a pair; safe code hanging the host):
-//!   `ReJitThread::request_rejit` (clrprof/src/il/rejit.rs ~339) from
-//!   `ObjectAllocated`, a scope the SDK itself marks as blocking
-//!   collections, waits for a `RequestReJIT` that waits for this thread:
-//!   the app hangs forever on 3.1, 8.0 and 10.0.
+//!   `ReJitThread::request_rejit` from `ObjectAllocated`, a scope the SDK
+//!   marks as blocking collections, waited for a `RequestReJIT` that waits
+//!   for this thread: the app hung on 3.1 and 10.0 (on 8.0 in some runs).
+//!   Now refused at once (`Error::WouldDeadlock`); "review36: rejit from
+//!   ModuleLoadFinished waits" is the control (a preemptive callback: the
+//!   request is answered).
 //!
 //! Passing (the pair was refused by the SDK or answered harmlessly by the
 //! runtime): tokens (`function_from_token_and_type_args` with classes that
@@ -56,7 +64,15 @@ const PROBES: &[(&str, &str)] = &[
     ("emit", "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3609}"),
 ];
 
-fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
+/// Runs the app with and without the probe (with `env` and the
+/// `REVIEW_*` variables of the harness's environment), fails unless the
+/// exit status and output are the same (the emit probe's app counts one
+/// type more: `types N+1`), and returns the probe's run.
+fn run_probe(
+    case: &Case<'_>,
+    probe: &str,
+    env: &[(&str, &str)],
+) -> Result<clrprof_testing::run::Outcome, clrprof_testing::harness::Verdict> {
     let clsid = PROBES
         .iter()
         .find(|(n, _)| *n == probe)
@@ -72,13 +88,17 @@ fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
     let mut spec = case.spec(&app).profiler(profiler);
     for k in [
         "REVIEW_EPOCH",
-        "REVIEW_EMIT",
         "REVIEW_EMIT_APPLY",
         "REVIEW_EMIT_METHOD",
+        "REVIEW_EMIT_EXISTING",
+        "REVIEW_REJIT_FROM",
     ] {
         if let Ok(v) = std::env::var(k) {
             spec = spec.env(k, &v);
         }
+    }
+    for (k, v) in env {
+        spec = spec.env(k, v);
     }
     let traced = case.run(spec.timeout(std::time::Duration::from_secs(60)))?;
     if let Ok(dir) = std::env::var("REVIEW36_DUMP") {
@@ -105,13 +125,22 @@ fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
         let _ = std::fs::write(path, text);
     }
     // A class the emit probe adds is one more type for the app's
-    // `GetTypes()` (that is what injecting a type is for): there only the
-    // exit status is compared.
-    let same_output = traced.stdout == plain.stdout
-        || (probe == "emit" && traced.stdout.lines().next() == plain.stdout.lines().next());
-    if !same_output || format!("{:?}", traced.exit) != format!("{:?}", plain.exit) {
+    // `GetTypes()` (that is what injecting a type is for).
+    let want = if probe == "emit" {
+        plain
+            .stdout
+            .lines()
+            .map(|l| match l.strip_prefix("types ").map(str::parse::<u32>) {
+                Some(Ok(n)) => format!("types {}\n", n + 1),
+                _ => format!("{l}\n"),
+            })
+            .collect()
+    } else {
+        plain.stdout.clone()
+    };
+    if traced.stdout != want || format!("{:?}", traced.exit) != format!("{:?}", plain.exit) {
         return Err(format!(
-            "the app changed under the {probe} probe:\nwithout ({:?}): {:?}\nwith    ({:?}): {:?}\nstderr: {}",
+            "the app changed under the {probe} probe:\nwithout ({:?}): {:?}\nwant: {want:?}\nwith    ({:?}): {:?}\nstderr: {}",
             plain.exit,
             plain.stdout,
             traced.exit,
@@ -120,39 +149,244 @@ fn run_probe(case: &Case<'_>, probe: &str) -> CaseResult {
         )
         .into());
     }
+    Ok(traced)
+}
+
+/// The one record `event` of a run, with `fields` equal to these values.
+fn expect_record(
+    traced: &clrprof_testing::run::Outcome,
+    event: &str,
+    fields: &[(&str, &str)],
+) -> CaseResult {
+    let records: Vec<_> = traced.events(event).collect();
+    let [record] = records[..] else {
+        return Err(format!("{} `{event}` records: {records:?}", records.len()).into());
+    };
+    for (k, v) in fields {
+        if record[*k].as_str() != Some(*v) {
+            return Err(format!("`{event}`.{k} = {}, want {v:?}", record[*k]).into());
+        }
+    }
     Ok(())
 }
 
-/// The managed-handlers probe on the `review36alc` app, whose plugin
-/// context holds the handler assembly.
+/// Review 36's route: `ReJitThread::request_rejit` from `ObjectAllocated`
+/// hung the app (3.1 and 10.0 every run, 8.0 in some); now it is refused
+/// at once.
+fn rejit_in_coop(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "rejit-in-coop", &[])?;
+    expect_record(
+        &traced,
+        "rejit",
+        &[
+            ("scope", "ObjectAllocated"),
+            (
+                "outcome",
+                "err ReJitThread::request_rejit refused (nothing was requested): waiting here \
+                 would hang the application: this scope blocks garbage collections and runtime \
+                 suspensions until it returns (a callback that receives ObjectIDs runs in \
+                 cooperative mode; a runtime suspension is one), and the request suspends the \
+                 runtime or may start a collection, which would wait for this thread; ask from a \
+                 callback that runs in preemptive mode (JITCompilationStarted of another method, \
+                 a profiler thread's own loop), or queue the request (request_rejit_async, \
+                 unsafe) and keep the modules loaded until it is answered",
+            ),
+        ],
+    )
+}
+
+/// The same request from the app module's `ModuleLoadFinished` (a
+/// preemptive callback) waits for the runtime's answer and the app runs on.
+fn rejit_from_module_load(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(
+        case,
+        "rejit-in-coop",
+        &[("REVIEW_REJIT_FROM", "module-load")],
+    )?;
+    expect_record(
+        &traced,
+        "rejit",
+        &[("scope", "ModuleLoadFinished"), ("outcome", "ok ()")],
+    )
+}
+
+/// Review 36's route: a class defined with a sealed base made the app's
+/// `GetTypes()` throw. Now the SDK derives it from the module's own
+/// `System.Object` (the TypeRef the app's classes use) and refuses a name
+/// the module has; the app counts one type more and runs on.
+fn emit(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "emit", &[])?;
+    let records: Vec<_> = traced.events("emit").collect();
+    let defined = records
+        .first()
+        .and_then(|r| r["defined"].as_str())
+        .unwrap_or_default();
+    if !defined.starts_with("ok MdTypeDef(") {
+        return Err(format!("Review.Injected not defined: {records:?}").into());
+    }
+    expect_record(
+        &traced,
+        "emit",
+        &[
+            (
+                "duplicate",
+                "err the module already defines a type named `Review.Tiny`; a second TypeDef of \
+                 that name would make its types fail to load (Assembly.GetTypes() in the \
+                 application included)",
+            ),
+            (
+                "duplicate_method",
+                "err `Review.Tiny` already has a method `Touch` of this signature",
+            ),
+            ("same_base_as_tiny", "true"),
+            ("base_name", "ok \"System.Object\""),
+            ("base_scope", "ok \"System.Runtime\""),
+            ("applied", "ok ()"),
+        ],
+    )
+}
+
+/// What wrapping `ReviewAlc.Target::Work` with the C# handlers must give,
+/// per way of loading the handler assembly.
+struct HandlersCase<'a> {
+    /// Loaded as a startup hook (`DOTNET_STARTUP_HOOKS`).
+    hook: bool,
+    /// Loaded by the app into its plugin context (`REVIEW_HANDLERS`).
+    plugin: bool,
+    /// The plugin context is collectible, and unloaded before the calls
+    /// (`REVIEW_COLLECTIBLE=1`).
+    collectible: bool,
+    /// `accepted` of each `handlers_module` record, in load order.
+    judged: &'static [&'static str],
+    /// The `wrap_managed` outcome.
+    wrap: &'a str,
+    /// Lines the handlers add to the app's output.
+    added: &'static [&'static str],
+}
+
+const HOOK: &str = "load it as a startup hook (DOTNET_STARTUP_HOOKS=<path to the assembly>), \
+                    which the runtime loads into the default load context, where the wrapped \
+                    methods of every load context bind it";
+
+/// The managed-handlers probe on the `review36alc` app: the handler
+/// assembly loaded only into the app's plugin context (the review's route:
+/// was a FileNotFoundException and SIGABRT, now refused), only into a
+/// collectible plugin context that the app unloads (refused), as a startup
+/// hook and again into the plugin context (refused: a second load), and as
+/// a startup hook only (wrapped). Each run's output and exit status equal
+/// the run without the profiler (plus, when wrapped, the handlers' count).
 fn handlers_in_plugin_context(case: &Case<'_>) -> CaseResult {
     let app = case.app("review36alc")?;
-    let handlers = case.app("wraphandlers")?;
-    let handlers = handlers.to_string_lossy().to_string();
-    let plain = case.run(case.spec(&app).env("REVIEW_HANDLERS", &handlers))?;
-    plain.check()?;
+    let handlers = crate::mux::target_path(case, &case.app("wraphandlers")?)?;
     let profiler = case.profiler_class(
         "review36-profiler",
         "{7A4C2E19-5B3D-4F6A-8C21-9E0D1B2A3607}",
     )?;
-    let traced = case.run(
-        case.spec(&app)
-            .env("REVIEW_HANDLERS", &handlers)
-            .profiler(profiler),
-    )?;
-    let records: Vec<String> = traced.records.iter().map(|r| r.to_string()).collect();
-    eprintln!("    records: {records:?}");
-    if traced.stdout != plain.stdout || format!("{:?}", traced.exit) != format!("{:?}", plain.exit)
-    {
-        return Err(format!(
-            "the app changed under the profiler:\nwithout ({:?}): {:?}\nwith    ({:?}): {:?}\nstderr: {}",
-            plain.exit,
-            plain.stdout,
-            traced.exit,
-            traced.stdout,
-            traced.stderr.chars().take(1500).collect::<String>()
-        )
-        .into());
+    let plugin_only = format!(
+        "err cannot wrap ReviewAlc.Target::Work: the application loaded `wraphandlers` itself \
+         (it was loaded by `ReviewAlc.Program::LoadPlugin`), into a load context the SDK \
+         cannot see; {HOOK}; the method was left unchanged"
+    );
+    let collectible = format!(
+        "err cannot wrap ReviewAlc.Target::Work: `wraphandlers` is in a collectible or dynamic \
+         assembly, which no context but its own binds and which may unload; {HOOK}; the method \
+         was left unchanged"
+    );
+    let cases = [
+        HandlersCase {
+            hook: false,
+            plugin: true,
+            collectible: false,
+            judged: &["false"],
+            wrap: &plugin_only,
+            added: &[],
+        },
+        HandlersCase {
+            hook: false,
+            plugin: true,
+            collectible: true,
+            judged: &["false"],
+            wrap: &collectible,
+            added: &[],
+        },
+        HandlersCase {
+            hook: true,
+            plugin: true,
+            collectible: false,
+            judged: &["true", "false"],
+            wrap: "err cannot wrap ReviewAlc.Target::Work: `wraphandlers` was loaded a second \
+                   time (another file, or another load context) after the startup hook's load; \
+                   a method of that context may bind its reference to that copy; the method was \
+                   left unchanged",
+            added: &[],
+        },
+        HandlersCase {
+            hook: true,
+            plugin: false,
+            collectible: false,
+            judged: &["true"],
+            wrap: "ok ()",
+            added: &["managed-wrapped ReviewAlc.Target::Work 1000 1000 0"],
+        },
+    ];
+    for c in &cases {
+        let spec = |with_profiler: bool| {
+            let mut spec = case.spec(&app);
+            if c.plugin {
+                spec = spec.env("REVIEW_HANDLERS", &handlers);
+            }
+            if c.hook {
+                spec = spec.env("DOTNET_STARTUP_HOOKS", &handlers);
+            }
+            if c.collectible {
+                spec = spec.env("REVIEW_COLLECTIBLE", "1");
+            }
+            if with_profiler {
+                spec = spec.profiler(profiler.clone());
+            }
+            spec
+        };
+        let plain = case.run(spec(false))?;
+        plain.check()?;
+        let traced = case.run(spec(true))?;
+        let judged: Vec<String> = traced
+            .events("handlers_module")
+            .map(|r| r["accepted"].as_str().unwrap_or("?").to_string())
+            .collect();
+        let wraps: Vec<String> = traced
+            .events("wrap_managed")
+            .map(|r| r["outcome"].as_str().unwrap_or("?").to_string())
+            .collect();
+        let mut want_stdout = plain.stdout.clone();
+        for line in c.added {
+            want_stdout.push_str(line);
+            want_stdout.push('\n');
+        }
+        let what = format!(
+            "hook {}, plugin {}, collectible {}",
+            c.hook, c.plugin, c.collectible
+        );
+        if traced.stdout != want_stdout
+            || format!("{:?}", traced.exit) != format!("{:?}", plain.exit)
+        {
+            return Err(format!(
+                "{what}: the app changed under the profiler:\nwithout ({:?}): {:?}\nwant: \
+                 {want_stdout:?}\nwith    ({:?}): {:?}\nstderr: {}",
+                plain.exit,
+                plain.stdout,
+                traced.exit,
+                traced.stdout,
+                traced.stderr.chars().take(1500).collect::<String>()
+            )
+            .into());
+        }
+        if judged != c.judged || wraps != [c.wrap] {
+            return Err(format!(
+                "{what}: judged {judged:?} (want {:?}), wrap_managed {wraps:?} (want {:?})",
+                c.judged, c.wrap
+            )
+            .into());
+        }
     }
     Ok(())
 }
@@ -289,6 +523,11 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "review36: a GcHandle of another child of the multiplexer",
             mux_handle,
+        )
+        .exclude_leg(
+            "linux-x64-3.1",
+            "GC handles are ICorProfilerInfo13 (.NET 7 and later): on .NET Core 3.1 child A's \
+             create_handle is Error::Unsupported (Info11 there), so there is no handle to try",
         ),
         Scenario::new(
             "review36: side-by-side partners of the other runtime",
@@ -297,11 +536,24 @@ pub fn scenarios() -> Vec<Scenario> {
         .only_on(&["linux-x64-8.0"], "the side-by-side host loads both Linux runtimes into one process; it runs once, on the linux-x64-8.0 leg"),
     ]
     .into_iter()
-    .chain(PROBES.iter().map(|(probe, _)| {
-        let probe: &'static str = probe;
-        Scenario::new(&format!("review36: {probe}"), move |case: &Case<'_>| {
-            run_probe(case, probe)
-        })
-    }))
+    .chain([
+        Scenario::new("review36: rejit-in-coop", rejit_in_coop),
+        Scenario::new(
+            "review36: rejit from ModuleLoadFinished waits",
+            rejit_from_module_load,
+        ),
+        Scenario::new("review36: emit", emit),
+    ])
+    .chain(
+        PROBES
+            .iter()
+            .filter(|(probe, _)| !matches!(*probe, "rejit-in-coop" | "emit"))
+            .map(|(probe, _)| {
+                let probe: &'static str = probe;
+                Scenario::new(&format!("review36: {probe}"), move |case: &Case<'_>| {
+                    run_probe(case, probe, &[]).map(|_| ())
+                })
+            }),
+    )
     .collect()
 }
