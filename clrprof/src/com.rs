@@ -122,8 +122,18 @@ impl<P: Profiler> CallbackObject<P> {
         entry: &'static str,
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
+        self.dispatch_loading_in(entry, Scope::Callback, f)
+    }
+
+    /// [`Self::dispatch_loading`] in `scope` (a module's own load scope).
+    fn dispatch_loading_in(
+        &self,
+        entry: &'static str,
+        scope: Scope,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
         let _loading = crate::info::AssemblyLoading::enter();
-        self.dispatch_in(entry, Scope::Callback, f)
+        self.dispatch_in(entry, scope, f)
     }
 
     #[inline]
@@ -371,6 +381,12 @@ macro_rules! forward {
             S_OK
         })
     };
+    (loading $self:ident, in $scope:expr, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_loading_in($entry, $scope, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
     (loading $self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch_loading($entry, |$p, $info| {
             $body;
@@ -387,6 +403,12 @@ macro_rules! forward {
     };
     ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch($entry, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
+    ($self:ident, in $scope:expr, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_in($entry, $scope, |$p, $info| {
             $body;
             S_OK
         })
@@ -539,8 +561,16 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         )
     }
     unsafe fn ModuleLoadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
+        // A successful load's callback is the module's load scope (what
+        // `ManagedHandlers::module_loaded` checks it is called in).
+        let scope = if succeeded(hrStatus) {
+            Scope::ModuleLoad(RawModuleId(moduleId))
+        } else {
+            Scope::Callback
+        };
         forward!(
             loading self,
+            in scope,
             "ICorProfilerCallback::ModuleLoadFinished",
             |p, info| {
                 if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
@@ -894,6 +924,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.held_suspends.suspend_started();
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendStarted",
             |p, info| p.runtime_suspend_started(info, SuspendReason::from_sys(suspendReason))
         )
@@ -901,6 +932,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeSuspendFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendFinished",
             |p, info| {
                 self.deliver_held_suspends(p, info);
@@ -911,6 +943,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeSuspendAborted(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeSuspendAborted",
             |p, info| {
                 self.deliver_held_suspends(p, info);
@@ -921,6 +954,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeResumeStarted(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeResumeStarted",
             |p, info| p.runtime_resume_started(info)
         )
@@ -928,6 +962,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeResumeFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeResumeFinished",
             |p, info| p.runtime_resume_finished(info)
         )
@@ -941,6 +976,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         }
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeThreadSuspended",
             |p, info| p.runtime_thread_suspended(info, id!(ThreadId, threadId))
         )
@@ -948,6 +984,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn RuntimeThreadResumed(&self, threadId: ThreadID) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback::RuntimeThreadResumed",
             |p, info| p.runtime_thread_resumed(info, id!(ThreadId, threadId))
         )
@@ -1278,6 +1315,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionStarted",
             |p, info| p.garbage_collection_started(
                 info,
@@ -1301,6 +1339,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
     unsafe fn GarbageCollectionFinished(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionFinished",
             |p, info| p.garbage_collection_finished(info)
         )
@@ -2360,6 +2399,107 @@ mod tests {
         assert_eq!(seen[3].1.initial_object, Some(OBJECT));
         let handle_created: Vec<_> = seen[3].1.refused.iter().filter(|(_, r)| *r).collect();
         assert_eq!(handle_created, [&("object_references", true)]);
+    }
+
+    /// Records, per callback, whether a wait for a runtime suspension is
+    /// refused there and whether the scope is the load of module 0x2000.
+    #[derive(Default)]
+    struct WaitProbe {
+        seen: std::sync::Mutex<Vec<(&'static str, bool, bool)>>,
+    }
+
+    impl WaitProbe {
+        fn note(&self, what: &'static str, info: &ProfilerInfo<'_>) {
+            self.seen.lock().unwrap().push((
+                what,
+                info.wait_would_deadlock().is_some(),
+                info.in_load_of(RawModuleId(0x2000)),
+            ));
+        }
+    }
+
+    impl Profiler for Arc<WaitProbe> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok((EventMask::MONITOR_GC
+                | EventMask::MONITOR_SUSPENDS
+                | EventMask::MONITOR_MODULE_LOADS
+                | EventMask::MONITOR_JIT_COMPILATION
+                | EventMask::MONITOR_OBJECT_ALLOCATED)
+                .into())
+        }
+        fn module_load_finished(
+            &self,
+            info: &ProfilerInfo,
+            _module: crate::callback::Loaded<ModuleId<'_>>,
+        ) {
+            self.note("ModuleLoadFinished", info);
+        }
+        fn jit_compilation_started(&self, info: &ProfilerInfo, _f: FunctionId<'_>, _safe: bool) {
+            self.note("JITCompilationStarted", info);
+        }
+        fn object_allocated(&self, info: &ProfilerInfo, _o: ObjectId<'_>, _c: ClassId<'_>) {
+            self.note("ObjectAllocated", info);
+        }
+        fn garbage_collection_started(&self, info: &ProfilerInfo, _g: GenerationSet, _r: GcReason) {
+            self.note("GarbageCollectionStarted", info);
+        }
+        fn garbage_collection_finished(&self, info: &ProfilerInfo) {
+            self.note("GarbageCollectionFinished", info);
+        }
+        fn runtime_suspend_started(&self, info: &ProfilerInfo, _r: SuspendReason) {
+            self.note("RuntimeSuspendStarted", info);
+        }
+        fn runtime_suspend_finished(&self, info: &ProfilerInfo) {
+            self.note("RuntimeSuspendFinished", info);
+        }
+        fn runtime_resume_started(&self, info: &ProfilerInfo) {
+            self.note("RuntimeResumeStarted", info);
+        }
+    }
+
+    #[test]
+    fn scopes_say_where_a_wait_for_a_suspension_would_hang_and_which_module_loads() {
+        let fake = FakeRuntime::with_info_version(10);
+        let probe = Arc::new(WaitProbe::default());
+        let p = probe.clone();
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: [plain-call] valid IID and out pointer.
+        let hr = unsafe { create_instance(move || p, &ICorProfilerCallback4::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback4 reference.
+        let cb = unsafe { ICorProfilerCallback4::from_raw(ppv) };
+        // SAFETY: [test-fake, plain-call] the fake's IUnknown is a valid
+        // profiler-info object; the other arguments are plain values no
+        // callback here dereferences (an empty generation list).
+        unsafe {
+            assert_eq!(cb.Initialize(fake.unknown().as_raw()).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x2000, HRESULT(0)).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x3000, HRESULT(0)).0, 0);
+            assert_eq!(cb.ModuleLoadFinished(0x2000, HRESULT(-1)).0, 0);
+            assert_eq!(cb.JITCompilationStarted(0x1234, 1).0, 0);
+            assert_eq!(cb.ObjectAllocated(0x7000, 0x100).0, 0);
+            assert_eq!(cb.RuntimeSuspendStarted(1).0, 0);
+            assert_eq!(cb.RuntimeSuspendFinished().0, 0);
+            assert_eq!(cb.GarbageCollectionStarted(0, core::ptr::null(), 0).0, 0);
+            assert_eq!(cb.GarbageCollectionFinished().0, 0);
+            assert_eq!(cb.RuntimeResumeStarted().0, 0);
+        }
+        let seen = probe.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                ("ModuleLoadFinished", false, true),
+                ("ModuleLoadFinished", false, false),
+                ("ModuleLoadFinished", false, false),
+                ("JITCompilationStarted", false, false),
+                ("ObjectAllocated", true, false),
+                ("RuntimeSuspendStarted", true, false),
+                ("RuntimeSuspendFinished", true, false),
+                ("GarbageCollectionStarted", true, false),
+                ("GarbageCollectionFinished", true, false),
+                ("RuntimeResumeStarted", true, false),
+            ]
+        );
     }
 
     #[test]

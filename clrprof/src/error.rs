@@ -169,6 +169,17 @@ pub enum Error {
         /// What was given, what it belongs to, and what to do instead.
         why: String,
     },
+    /// The call would wait, in the scope it was made in, for work the
+    /// runtime cannot finish until that scope ends (a ReJIT request, which
+    /// suspends the runtime, waited for from a callback the runtime's
+    /// suspension waits for): the application would hang. Nothing was
+    /// requested. Its `HRESULT` is `CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`.
+    WouldDeadlock {
+        /// The call that refused.
+        call: &'static str,
+        /// Why this scope cannot wait, and where to call instead.
+        why: String,
+    },
 }
 
 impl Error {
@@ -190,6 +201,9 @@ impl Error {
                 HRESULT(KnownHresult::E_INVALIDARG as i32)
             }
             Error::Detached { .. } => HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
+            Error::WouldDeadlock { .. } => {
+                HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as i32)
+            }
             _ => HRESULT(KnownHresult::E_FAIL as i32),
         }
     }
@@ -317,6 +331,11 @@ impl fmt::Display for Error {
             Error::WrongPartner { call, why } => {
                 write!(f, "{call} refused (nothing was handed to the runtime): {why}")
             }
+            Error::WouldDeadlock { call, why } => write!(
+                f,
+                "{call} refused (nothing was requested): waiting here would hang the \
+                 application: {why}"
+            ),
             Error::Detached { call } => write!(
                 f,
                 "{call} not called: the runtime no longer takes calls from this profiler \

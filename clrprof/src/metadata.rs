@@ -413,6 +413,133 @@ impl<'m> MetaDataImport<'m> {
         })
     }
 
+    /// `EnumTypeRefs`: every type reference (TypeRef row) of the module.
+    pub fn type_refs(&self) -> Result<Vec<MdTypeRef>> {
+        const CALL: &str = "IMetaDataImport::EnumTypeRefs";
+        // The TypeRef table has at most 2^24 rows (a token's row number).
+        const MAX_ROWS: usize = 0x00ff_ffff;
+        let mut refs = Vec::new();
+        let mut handle: sys::HCORENUM = core::ptr::null_mut();
+        let mut chunk = [0u32; 64];
+        let result = loop {
+            let mut n = 0u32;
+            // SAFETY: [buffer-protocol, local-memory] `chunk` has room for the 64 tokens the call
+            // is told of; `handle` is the enumeration this loop owns (null: the
+            // metadata opens one), closed below.
+            let hr = unsafe {
+                self.import
+                    .EnumTypeRefs(&mut handle, chunk.as_mut_ptr(), 64, &mut n)
+            };
+            if let Err(e) = check(hr, CALL) {
+                break Err(e);
+            }
+            let n = (n as usize).min(chunk.len());
+            refs.extend(chunk[..n].iter().map(|&t| MdTypeRef(t)));
+            if n == 0 || hr.0 == KnownHresult::S_FALSE as i32 {
+                break Ok(refs);
+            }
+            if refs.len() > MAX_ROWS {
+                break Err(Error::InconsistentAnswer { call: CALL });
+            }
+        };
+        if !handle.is_null() {
+            // SAFETY: [plain-call] `handle` is the enumeration EnumTypeRefs opened above,
+            // closed once.
+            unsafe { self.import.CloseEnum(handle) };
+        }
+        result
+    }
+
+    /// `IMetaDataAssemblyImport::GetAssemblyRefProps`: the simple name of an
+    /// assembly reference of this module.
+    pub fn assembly_ref_name(&self, assembly_ref: MdAssemblyRef) -> Result<String> {
+        let asm = self.assembly.as_ref().ok_or(Error::Runtime {
+            hr: windows_core::HRESULT(KnownHresult::E_NOINTERFACE as i32),
+            call: "QueryInterface(IMetaDataAssemblyImport)",
+        })?;
+        let (mut key, mut key_len, mut hash, mut hash_len, mut flags) = (
+            core::ptr::null::<core::ffi::c_void>(),
+            0u32,
+            core::ptr::null::<core::ffi::c_void>(),
+            0u32,
+            0u32,
+        );
+        fill_string(
+            "IMetaDataAssemblyImport::GetAssemblyRefProps",
+            |cap, needed, buf| {
+                // SAFETY: [ffi-abi] ASSEMBLYMETADATA is plain C data (integers and
+                // null pointers with zero counts); all-zero asks for no arrays.
+                let mut md: sys::ASSEMBLYMETADATA = unsafe { core::mem::zeroed() };
+                // SAFETY: [buffer-protocol, plain-call] `buf` has `cap` WCHARs; the other out values
+                // are locals; a token of another table is refused by HRESULT.
+                unsafe {
+                    asm.GetAssemblyRefProps(
+                        assembly_ref.0,
+                        &mut key,
+                        &mut key_len,
+                        buf,
+                        cap,
+                        needed,
+                        &mut md,
+                        &mut hash,
+                        &mut hash_len,
+                        &mut flags,
+                    )
+                }
+            },
+        )
+    }
+
+    /// `FindTypeDefByName`: a type defined in this module (`Namespace.Name`,
+    /// or a nested type's own name with its enclosing type).
+    pub fn find_type_def(
+        &self,
+        name: &str,
+        enclosing: Option<MdTypeDef>,
+    ) -> Result<Option<MdTypeDef>> {
+        let wname = to_wide(name);
+        let mut tok = 0u32;
+        // SAFETY: [nul-terminated] `wname` is NUL-terminated; read-only lookup.
+        let hr = unsafe {
+            self.import
+                .FindTypeDefByName(wname.as_ptr(), enclosing.map_or(0, |t| t.0), &mut tok)
+        };
+        match check(hr, "IMetaDataImport::FindTypeDefByName") {
+            Ok(()) => Ok(Some(MdTypeDef(tok))),
+            Err(e) if e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `FindMethod`: a method of `type_def` by name and exact signature.
+    pub fn find_method(
+        &self,
+        type_def: MdTypeDef,
+        name: &str,
+        signature: &[u8],
+    ) -> Result<Option<MdMethodDef>> {
+        let wname = to_wide(name);
+        let len = u32::try_from(signature.len())
+            .map_err(|_| Error::InvalidArgument("a signature longer than 4 GiB"))?;
+        let mut tok = 0u32;
+        // SAFETY: [nul-terminated, local-memory] `wname` is NUL-terminated and `signature` is `len`
+        // readable bytes; read-only lookup.
+        let hr = unsafe {
+            self.import.FindMethod(
+                type_def.0,
+                wname.as_ptr(),
+                signature.as_ptr(),
+                len,
+                &mut tok,
+            )
+        };
+        match check(hr, "IMetaDataImport::FindMethod") {
+            Ok(()) => Ok(Some(MdMethodDef(tok))),
+            Err(e) if e.hresult().0 == KnownHresult::CLDB_E_RECORD_NOTFOUND as i32 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A method's readable signature: `int Ns.Type::Method(string, int[])`.
     pub fn method_signature(&self, method: MdMethodDef) -> Result<String> {
         let props = self.method_props(method)?;

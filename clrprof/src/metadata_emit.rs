@@ -289,64 +289,105 @@ impl<'m> MetaDataEmit<'m> {
         Ok(MdTypeRef(tok))
     }
 
-    /// `FindTypeDefByName`: a type defined in this module.
+    /// `FindTypeDefByName`: a type defined in this module (see
+    /// [`MetaDataImport::find_type_def`]).
     pub fn find_type_def(
         &self,
         name: &str,
         enclosing: Option<MdTypeDef>,
     ) -> Result<Option<MdTypeDef>> {
-        let wname = to_wide(name);
-        let mut tok = 0u32;
-        // SAFETY: [nul-terminated] `wname` is NUL-terminated; read-only lookup.
-        let hr = unsafe {
-            self.import.raw().FindTypeDefByName(
-                wname.as_ptr(),
-                enclosing.map_or(0, |t| t.0),
-                &mut tok,
-            )
-        };
-        match check(hr, "IMetaDataImport::FindTypeDefByName") {
-            Ok(()) => Ok(Some(MdTypeDef(tok))),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.import.find_type_def(name, enclosing)
     }
 
-    /// `FindMethod`: a method of `type_def` by name and signature.
+    /// `FindMethod`: a method of `type_def` by name and signature (see
+    /// [`MetaDataImport::find_method`]).
     pub fn find_method(
         &self,
         type_def: MdTypeDef,
         name: &str,
         signature: &[u8],
     ) -> Result<Option<MdMethodDef>> {
-        let wname = to_wide(name);
-        let mut tok = 0u32;
-        // SAFETY: [nul-terminated, local-memory] as in `find_member_ref`.
-        let hr = unsafe {
-            self.import.raw().FindMethod(
-                type_def.0,
-                wname.as_ptr(),
-                signature.as_ptr(),
-                len_u32(signature.len())?,
-                &mut tok,
-            )
-        };
-        match check(hr, "IMetaDataImport::FindMethod") {
-            Ok(()) => Ok(Some(MdMethodDef(tok))),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(e),
+        self.import.find_method(type_def, name, signature)
+    }
+
+    /// The token this module names `System.Object` by: the TypeDef in
+    /// CoreLib itself; elsewhere its TypeRef through one of its references
+    /// to a core library (`System.Runtime`, `System.Private.CoreLib`,
+    /// `mscorlib`, `netstandard`, which all forward `System.Object` to
+    /// CoreLib's), defined through such a reference when the module has
+    /// none to `System.Object` yet.
+    fn object_type(&self) -> Result<MdToken> {
+        const CORE: &[&str] = &[
+            "System.Runtime",
+            "System.Private.CoreLib",
+            "mscorlib",
+            "netstandard",
+        ];
+        if self.import.assembly_props()?.name == "System.Private.CoreLib" {
+            if let Some(object) = self.import.find_type_def("System.Object", None)? {
+                return Ok(MdToken(object.0));
+            }
+        }
+        let mut core_scope = None;
+        for type_ref in self.import.type_refs()? {
+            let (name, scope) = self.import.type_ref_props(type_ref)?;
+            if scope.table() != sys::mdtAssemblyRef || scope.rid() == 0 {
+                continue;
+            }
+            let assembly = self.import.assembly_ref_name(MdAssemblyRef(scope.0))?;
+            if !CORE.contains(&assembly.as_str()) {
+                continue;
+            }
+            if name == "System.Object" {
+                return Ok(MdToken(type_ref.0));
+            }
+            core_scope.get_or_insert(scope);
+        }
+        match core_scope {
+            Some(scope) => Ok(MdToken(self.type_ref(scope, "System.Object")?.0)),
+            None => Err(Error::Usage(
+                "the module references no core library (System.Runtime, \
+                 System.Private.CoreLib, mscorlib or netstandard), so it has no name for \
+                 System.Object to derive a class from"
+                    .to_string(),
+            )),
         }
     }
 
     /// `DefineTypeDef` of a new public static class `name` (`Namespace.Name`;
-    /// abstract, sealed, `beforefieldinit`) deriving from `extends` (e.g.
-    /// the `System.Object` reference an existing class of the module uses,
-    /// from [`MetaDataImport::type_def_props`](crate::metadata::MetaDataImport::type_def_props)).
+    /// abstract, sealed, `beforefieldinit`) deriving from `System.Object`,
+    /// which the SDK names itself (the module's own reference to it, see
+    /// below): a static class can have no other base, and the runtime loads
+    /// every TypeDef of a module when the application asks for them
+    /// (`Assembly.GetTypes()`), so a base it cannot derive from (a sealed
+    /// class, a reference the module does not have) would throw
+    /// `ReflectionTypeLoadException` in the application (review 36).
+    /// Refuses ([`Error::Usage`]) a name the module already defines (two
+    /// TypeDefs of one name make the module's types fail to load) and a
+    /// module that references no core library.
+    ///
+    /// `System.Object` is CoreLib's own TypeDef in CoreLib, and elsewhere
+    /// the module's TypeRef to it through one of its references to a core
+    /// library (`System.Runtime`, `System.Private.CoreLib`, `mscorlib` or
+    /// `netstandard`), defined through such a reference if the module has
+    /// no TypeRef to `System.Object` yet.
+    ///
     /// Add methods with [`define_static_method`](Self::define_static_method);
     /// after the module's `ModuleLoadFinished`,
     /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
     /// makes the runtime find the new type.
-    pub fn define_static_class(&self, name: &str, extends: MdToken) -> Result<MdTypeDef> {
+    pub fn define_static_class(&self, name: &str) -> Result<MdTypeDef> {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument("a class needs a name"));
+        }
+        if self.import.find_type_def(name, None)?.is_some() {
+            return Err(Error::Usage(format!(
+                "the module already defines a type named `{name}`; a second TypeDef of that \
+                 name would make its types fail to load (Assembly.GetTypes() in the \
+                 application included)"
+            )));
+        }
+        let extends = self.object_type()?;
         let wname = to_wide(name);
         let mut tok = 0u32;
         let flags =
@@ -374,7 +415,11 @@ impl<'m> MetaDataEmit<'m> {
     /// [`ProfilerInfo::set_il_function_body`](crate::ProfilerInfo::set_il_function_body)
     /// before it is first called, and after `ModuleLoadFinished` call
     /// [`ProfilerInfo::apply_metadata`](crate::ProfilerInfo::apply_metadata)
-    /// before IL that calls it is compiled.
+    /// before IL that calls it is compiled. Refuses ([`Error::Usage`]) a
+    /// name and signature `class` already has: the runtime's type loader
+    /// reads the class's method rows when the class loads (also for the
+    /// application's reflection), and two of one name and signature are
+    /// one member defined twice.
     pub fn define_static_method(
         &self,
         class: MdTypeDef,
@@ -382,6 +427,16 @@ impl<'m> MetaDataEmit<'m> {
         signature: &[u8],
     ) -> Result<MdMethodDef> {
         check_static_signature(signature)?;
+        // A row of this module's TypeDef table (an error otherwise).
+        self.import.type_def_props(class)?;
+        if self.import.find_method(class, name, signature)?.is_some() {
+            return Err(Error::Usage(format!(
+                "`{}` already has a method `{name}` of this signature",
+                self.import
+                    .type_name(class)
+                    .unwrap_or_else(|_| format!("{:#010x}", class.0))
+            )));
+        }
         let wname = to_wide(name);
         let mut tok = 0u32;
         let flags = sys::mdPublic | sys::mdStatic | sys::mdHideBySig;

@@ -32,6 +32,7 @@ mod profiles;
 mod provenance;
 mod provisioning;
 mod readers;
+mod review36;
 mod sampling;
 mod scopes;
 mod sxs;
@@ -86,6 +87,7 @@ fn main() {
         .chain(modern::scenarios())
         .chain(large::scenarios())
         .chain(provenance::scenarios())
+        .chain(review36::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

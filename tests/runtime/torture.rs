@@ -320,6 +320,8 @@ const MUST_REFUSE: &[&str] = &[
     "thread_list",
     "shape_arguments",
     "id_runtime",
+    "handlers_context",
+    "rejit_wait",
 ];
 
 /// The cases whose partner the runtime validates (an answer names another

@@ -5,12 +5,15 @@
 //! - the profiler must have set [`EventMask::ENABLE_REJIT`](crate::event_mask::EventMask::ENABLE_REJIT)
 //!   in `Initialize` (else `CORPROF_E_REJIT_NOT_ENABLED`) and implement
 //!   `ICorProfilerCallback4` (clrprof always does);
-//! - `RequestReJIT` and `RequestRevert` suspend the runtime to patch code.
-//!   Called on a thread that is inside a runtime callback (module load,
-//!   JIT, ...) this can deadlock against the locks that callback holds, so
-//!   they belong on a thread of the profiler's own; [`ReJitThread`] is that
-//!   thread. It calls `InitializeCurrentThread` first, as the runtime asks of
-//!   profiler threads that will call Info methods which suspend;
+//! - `RequestReJIT` and `RequestRevert` suspend the runtime to patch code
+//!   or may start a garbage collection. Called on a thread that is inside a
+//!   runtime callback (module load, JIT, ...) this can deadlock against the
+//!   locks that callback holds, so they belong on a thread of the
+//!   profiler's own; [`ReJitThread`] is that thread. It calls
+//!   `InitializeCurrentThread` first, as the runtime asks of profiler
+//!   threads that will call Info methods which suspend. Its waiting
+//!   requests refuse a scope the suspension would wait for (cooperative
+//!   mode, a suspension in progress: [`Error::WouldDeadlock`]);
 //! - `RequestReJITWithInliners` (Info10, .NET Core 3.0+) also re-JITs every
 //!   method the runtime compiled with one of the requested methods inlined
 //!   (the runtime tracks inlining while ReJIT is enabled), so a rewritten
@@ -243,6 +246,33 @@ impl ReJitThread {
         })
     }
 
+    /// Refuses to wait in a scope the runtime's suspension waits for:
+    /// `RequestReJIT` and `RequestRevert` suspend the runtime (.NET Core
+    /// 3.x: `ReJitManager::UpdateActiveILVersions` calls
+    /// `ThreadSuspend::SuspendEE(SUSPEND_FOR_REJIT)`) or may trigger a
+    /// collection (`GC_TRIGGERS` in rejit.cpp on every version; corprof's
+    /// remarks: "RequestReJIT typically suspends the runtime ... call it
+    /// from a thread the profiler created, not from a callback thread").
+    /// The request runs on this thread's own thread, but the caller waits
+    /// for its answer: from a callback in cooperative mode (one that
+    /// receives `ObjectID`s) or one the runtime issues while suspended,
+    /// the suspension waits for the caller and the caller for it, and the
+    /// application hangs (review 36: `ObjectAllocated` on 3.1, 8.0, 10.0).
+    fn may_wait(info: &ProfilerInfo, call: &'static str) -> Result<()> {
+        match info.wait_would_deadlock() {
+            None => Ok(()),
+            Some(why) => Err(Error::WouldDeadlock {
+                call,
+                why: format!(
+                    "{why}; ask from a callback that runs in preemptive mode \
+                     (JITCompilationStarted of another method, a profiler thread's own loop), \
+                     or queue the request (request_rejit_async, unsafe) and keep the modules \
+                     loaded until it is answered"
+                ),
+            }),
+        }
+    }
+
     fn refuse_collectible_before_net5(
         &self,
         call: &'static str,
@@ -329,10 +359,14 @@ impl ReJitThread {
     /// the runtime the thread was spawned for, else [`Error::WrongPartner`]. The new IL is asked for later, in
     /// `GetReJITParameters`, when each method is next called.
     ///
-    /// Waiting inside a runtime callback is safe only where the callback
-    /// holds no lock the runtime's suspension needs; `JITCompilationStarted`
-    /// of an unrelated method and a managed-to-profiler call are such places,
-    /// `ModuleLoadFinished` is not.
+    /// It waits, so it refuses ([`Error::WouldDeadlock`], nothing requested)
+    /// in a scope the runtime's suspension would wait for: a callback that
+    /// receives `ObjectID`s (`ObjectAllocated`, `ExceptionThrown`, ...,
+    /// which run in cooperative mode), a runtime suspension the profiler
+    /// made, and the callbacks the runtime issues while it is suspended or
+    /// collecting (`GarbageCollectionStarted`, `RuntimeSuspendFinished`,
+    /// `MovedReferences2`, ...). `JITCompilationStarted` of an unrelated
+    /// method is a place to wait.
     ///
     /// On .NET Core 3.x a method of a collectible assembly is refused with
     /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
@@ -342,6 +376,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         self.same_runtime(info, "ReJitThread::request_rejit")?;
+        Self::may_wait(info, "ReJitThread::request_rejit")?;
         self.refuse_collectible_before_net5("ICorProfilerInfo4::RequestReJIT", methods)?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] we block below until the thread has answered, so the IDs
@@ -366,6 +401,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         self.same_runtime(info, "ReJitThread::request_rejit_with_inliners")?;
+        Self::may_wait(info, "ReJitThread::request_rejit_with_inliners")?;
         self.refuse_collectible_before_net5(
             "ICorProfilerInfo10::RequestReJITWithInliners",
             methods,
@@ -379,13 +415,16 @@ impl ReJitThread {
     }
 
     // provenance: id-runtime
-    /// Requests a revert and waits; returns the per-method status.
+    /// Requests a revert and waits; returns the per-method status. Where
+    /// it may wait: as for [`request_rejit`](Self::request_rejit)
+    /// (`RequestRevert` suspends the runtime like `RequestReJIT`).
     pub fn request_revert(
         &self,
         info: &ProfilerInfo,
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<Vec<HRESULT>> {
         self.same_runtime(info, "ReJitThread::request_revert")?;
+        Self::may_wait(info, "ReJitThread::request_revert")?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] as in `request_rejit`.
         let rx = unsafe { self.request_revert_async(raw)? };
@@ -457,6 +496,57 @@ mod tests {
         // SAFETY: [test-fake] no modules are involved, and the fake lacks Info10.
         let raw = unsafe { info.request_rejit_with_inliners_raw(ReJitFlags::empty(), &[]) };
         assert!(matches!(raw, Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn requests_refuse_to_wait_where_a_suspension_waits_for_the_caller() {
+        use crate::info::Scope;
+        let fake = FakeRuntime::with_info_version(10);
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        let one = [(m, MdMethodDef(0x0600_0001))];
+        for (scope, why) in [
+            (
+                Scope::NoGc,
+                "this scope blocks garbage collections and runtime suspensions",
+            ),
+            (Scope::Suspended, "the runtime is suspended"),
+            (Scope::GcRelocating, "the runtime is suspended"),
+        ] {
+            // SAFETY: [test-fake] as above.
+            let there = unsafe { fake.profiler_info_in(scope) };
+            let refused = [
+                thread.request_rejit(&there, &one).unwrap_err(),
+                thread
+                    .request_rejit_with_inliners(&there, ReJitFlags::empty(), &one)
+                    .unwrap_err(),
+                thread.request_revert(&there, &one).unwrap_err(),
+            ];
+            let calls = [
+                "ReJitThread::request_rejit",
+                "ReJitThread::request_rejit_with_inliners",
+                "ReJitThread::request_revert",
+            ];
+            for (e, call) in refused.iter().zip(calls) {
+                assert!(
+                    matches!(e, Error::WouldDeadlock { call: c, why: w } if *c == call && w.starts_with(why)),
+                    "{e:?}"
+                );
+                assert!(e.is(crate::error::KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE));
+                assert!(
+                    e.to_string().contains("refused (nothing was requested)"),
+                    "{e}"
+                );
+            }
+        }
+        // A callback in preemptive mode (JITCompilationStarted) waits.
+        thread.request_rejit(&info, &one).unwrap();
+        thread.stop();
+        assert_eq!(fake.calls_of("RequestReJIT").len(), 1);
+        assert_eq!(fake.calls_of("RequestRevert").len(), 0);
+        assert_eq!(fake.calls_of("RequestReJITWithInliners").len(), 0);
     }
 
     #[test]

@@ -366,6 +366,16 @@ pub(crate) enum Scope {
     /// (through the registrar the SDK sets for the call, see
     /// [`crate::component`]).
     Initialize,
+    /// A callback the runtime issues while it is suspended, or while the
+    /// thread that is suspending it holds the thread store
+    /// (`GarbageCollectionStarted` / `Finished`, the `RuntimeSuspend*`,
+    /// `RuntimeResume*` and `RuntimeThread*` callbacks): the suspension
+    /// waits for this callback, so no other suspension can start until it
+    /// returns. Otherwise as [`Scope::Callback`].
+    Suspended,
+    /// `ModuleLoadFinished` of this (successfully loaded) module, on the
+    /// thread that loaded it. Otherwise as [`Scope::Callback`].
+    ModuleLoad(crate::ids::RawModuleId),
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -396,6 +406,38 @@ impl<'s> ProfilerInfo<'s> {
     /// `true` in the `Initialize` / `InitializeForAttach` scope.
     pub(crate) fn in_initialize(&self) -> bool {
         matches!(self.scope, Scope::Initialize)
+    }
+
+    /// `true` in the `ModuleLoadFinished` callback of `module`, on the
+    /// thread that loaded it.
+    pub(crate) fn in_load_of(&self, module: crate::ids::RawModuleId) -> bool {
+        matches!(self.scope, Scope::ModuleLoad(m) if m == module)
+    }
+
+    /// Why this thread must not wait here for another thread that calls
+    /// into the runtime for something that suspends it or may start a
+    /// garbage collection (`RequestReJIT`, `RequestRevert`): `None` where it
+    /// may. A runtime suspension (a collection is one) waits until every
+    /// thread in cooperative mode reaches a safe point, and only one
+    /// suspension runs at a time; the runtime's rule is to call
+    /// `RequestReJIT` from a thread of the profiler's own, never from a
+    /// callback thread the runtime waits for (corprof.idl and the
+    /// `ICorProfilerInfo4::RequestReJIT` remarks).
+    pub(crate) fn wait_would_deadlock(&self) -> Option<&'static str> {
+        match self.scope {
+            Scope::NoGc => Some(
+                "this scope blocks garbage collections and runtime suspensions until it returns \
+                 (a callback that receives ObjectIDs runs in cooperative mode; a runtime \
+                 suspension is one), and the request suspends the runtime or may start a \
+                 collection, which would wait for this thread",
+            ),
+            Scope::GcRelocating | Scope::Suspended => Some(
+                "the runtime is suspended (a garbage collection or another suspension) until this \
+                 callback returns, and the request needs a suspension of its own, which waits \
+                 for this one to end",
+            ),
+            Scope::Callback | Scope::Initialize | Scope::ModuleLoad(_) => None,
+        }
     }
 
     /// Fails with [`Error::GcMayRun`] unless [`gc_blocked`](Self::gc_blocked).

@@ -62,9 +62,11 @@
 //! [`Arguments::get`] and [`Thrown`]).
 
 mod build;
+mod handlers;
 mod typecheck;
 mod values;
 
+pub use handlers::ManagedHandlers;
 pub use values::{Arguments, Primitive, ReturnValue};
 
 use crate::error::{Error, Result};
@@ -732,7 +734,7 @@ fn prepare<'m>(
         why: why.to_string(),
     };
     if let Some(h) = handlers {
-        h.check(&name)?;
+        h.check(info, &name)?;
         if import.assembly_props().is_ok_and(|a| a.name == h.assembly) {
             return Err(cannot("it belongs to the handler assembly"));
         }
@@ -960,91 +962,6 @@ pub fn wrap<'m, H: MethodHandler>(
     })
 }
 
-/// Handlers written in C#: two static methods of a type in an assembly the
-/// application loads before its own code runs (a startup hook:
-/// `DOTNET_STARTUP_HOOKS=<path to the assembly>`, .NET Core 3.0+, which also
-/// makes name-only references to it bind in the default load context).
-///
-/// ```csharp
-/// public static class Handlers {
-///     // `args`: the declared arguments, boxed (`ref`/pointer ones null).
-///     public static object OnEntry(string method, object[] args) { ... }
-///     // `returnValue` boxed (null for void or after an exception); the
-///     // result is what the method returns (ignored for void and after an
-///     // exception, which goes on after the handler).
-///     public static object OnExit(string method, object state, object returnValue, object exception) { ... }
-/// }
-/// ```
-///
-/// The layer refuses to wrap until [`module_loaded`](Self::module_loaded)
-/// has seen the assembly loaded with the expected version, so a missing or
-/// conflicting handler assembly is a clear [`Error::CannotWrap`], never a
-/// `FileNotFoundException` in the application.
-#[derive(Debug)]
-pub struct ManagedHandlers {
-    assembly: String,
-    version: [u16; 4],
-    type_name: String,
-    /// The version the application loaded, once seen.
-    loaded: OnceLock<[u16; 4]>,
-}
-
-impl ManagedHandlers {
-    /// Handlers in `type_name` (`Namespace.Type`) of assembly `assembly`
-    /// (simple name) of `version`.
-    pub fn new(assembly: &str, version: [u16; 4], type_name: &str) -> Self {
-        ManagedHandlers {
-            assembly: assembly.to_string(),
-            version,
-            type_name: type_name.to_string(),
-            loaded: OnceLock::new(),
-        }
-    }
-
-    // provenance: none: the module's assembly name is only read and compared
-    /// Call from `ModuleLoadFinished`: notes the handler assembly when this
-    /// is its module. Returns `true` for it.
-    pub fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>) -> bool {
-        let Ok(props) = info
-            .module_metadata(module, crate::info::MetaDataOpen::Read)
-            .and_then(|md| md.assembly_props())
-        else {
-            return false;
-        };
-        if props.name != self.assembly {
-            return false;
-        }
-        let (a, b, c, d) = props.version;
-        let _ = self.loaded.set([a, b, c, d]);
-        true
-    }
-
-    /// `Ok` when the handler assembly is loaded with the expected version.
-    fn check(&self, method: &str) -> Result<()> {
-        let v = |v: [u16; 4]| format!("{}.{}.{}.{}", v[0], v[1], v[2], v[3]);
-        match self.loaded.get() {
-            None => Err(Error::CannotWrap {
-                method: method.to_string(),
-                why: format!(
-                    "the handler assembly `{}` is not loaded; load it before the application's \
-                     code runs (DOTNET_STARTUP_HOOKS=<path to {}.dll>)",
-                    self.assembly, self.assembly
-                ),
-            }),
-            Some(loaded) if *loaded != self.version => Err(Error::CannotWrap {
-                method: method.to_string(),
-                why: format!(
-                    "the application loaded `{}` {}, the handlers were built for {}",
-                    self.assembly,
-                    v(*loaded),
-                    v(self.version)
-                ),
-            }),
-            Some(_) => Ok(()),
-        }
-    }
-}
-
 // provenance: token-module
 /// Builds a wrapped body of `method` in `module` whose entry and exits call
 /// the C# handlers of `handlers` (see [`ManagedHandlers`]):
@@ -1062,8 +979,11 @@ impl ManagedHandlers {
 ///   inner `finally` blocks, as with CallTarget).
 ///
 /// Fails like [`wrap`], for a method returning a `ref`, for a method of the
-/// handler assembly, and while the handler assembly is not loaded with the
-/// expected version.
+/// handler assembly, and ([`Error::CannotWrap`], with the reason) unless
+/// `handlers` accepted a load of their assembly in this runtime with the
+/// expected version: the first load of that name, made by the runtime's
+/// startup hook code into the default load context, where this method's
+/// reference binds whatever its own load context (see [`ManagedHandlers`]).
 pub fn wrap_managed<'m>(
     info: &ProfilerInfo,
     module: ModuleId<'m>,

@@ -565,22 +565,123 @@ fn the_managed_shape_boxes_arguments_catches_rethrows_and_unboxes_the_return_val
 }
 
 #[test]
-fn managed_handlers_refuse_until_their_assembly_is_loaded_with_their_version() {
+fn managed_handlers_serve_only_a_startup_hook_load_of_their_version_in_that_runtime() {
+    use super::handlers::Seen;
+    use crate::testing::fake::FakeRuntime;
+    // Two runtimes of one side-by-side process.
+    let (a, b) = (FakeRuntime::new(), FakeRuntime::new());
+    // SAFETY: [test-fake] the fakes describe no memory the SDK reads.
+    let (ia, ib) = unsafe { (a.profiler_info(), b.profiler_info()) };
     let h = ManagedHandlers::new("Handlers", [1, 2, 0, 0], "Ns.Handlers");
-    let e = h.check("Ns.T::M").unwrap_err().to_string();
-    assert!(
-        e.contains("`Handlers` is not loaded") && e.contains("DOTNET_STARTUP_HOOKS"),
-        "{e}"
+    let e = h.check(&ia, "Ns.T::M").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "cannot wrap Ns.T::M: the handler assembly `Handlers` is not loaded; load it before \
+         the application's code runs (DOTNET_STARTUP_HOOKS=<path to Handlers.dll>); the \
+         method was left unchanged"
     );
-    h.loaded.set([2, 0, 0, 0]).unwrap();
-    let e = h.check("Ns.T::M").unwrap_err().to_string();
+    h.note(
+        &ia.handle(),
+        Seen::Accepted {
+            module: RawModuleId(0x10),
+            version: [2, 0, 0, 0],
+        },
+    );
+    let e = h.check(&ia, "Ns.T::M").unwrap_err().to_string();
     assert!(
         e.contains("loaded `Handlers` 2.0.0.0, the handlers were built for 1.2.0.0"),
         "{e}"
     );
     let ok = ManagedHandlers::new("Handlers", [1, 2, 0, 0], "Ns.Handlers");
-    ok.loaded.set([1, 2, 0, 0]).unwrap();
-    assert!(ok.check("Ns.T::M").is_ok());
+    ok.note(
+        &ia.handle(),
+        Seen::Accepted {
+            module: RawModuleId(0x10),
+            version: [1, 2, 0, 0],
+        },
+    );
+    assert!(ok.check(&ia, "Ns.T::M").is_ok());
+    // The other runtime's methods bind in its own default context, which
+    // has not loaded the handlers.
+    let e = ok.check(&ib, "Ns.T::M").unwrap_err();
+    assert!(
+        matches!(&e, Error::CannotWrap { why, .. } if why.contains("`Handlers` is not loaded")),
+        "{e}"
+    );
+    // A load that cannot serve: every method is refused with its reason.
+    ok.note(
+        &ib.handle(),
+        Seen::Refused {
+            module: RawModuleId(0x20),
+            why: "it was loaded by `App.Program::LoadPlugin`".into(),
+        },
+    );
+    let e = ok.check(&ib, "Ns.T::M").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "cannot wrap Ns.T::M: it was loaded by `App.Program::LoadPlugin`; the method was left \
+         unchanged"
+    );
+    assert!(ok.check(&ia, "Ns.T::M").is_ok());
+}
+
+#[test]
+fn the_startup_hook_rule_accepts_only_the_runtimes_hook_code_with_corelib_above_it() {
+    use super::handlers::{loaded_by_startup_hook, FrameFact};
+    let core = |n: &str| FrameFact {
+        name: n.into(),
+        corelib: true,
+    };
+    let other = |n: &str| FrameFact {
+        name: n.into(),
+        corelib: false,
+    };
+    let load = core("System.Runtime.Loader.AssemblyLoadContext::LoadFromAssemblyPath");
+    let hook = core("System.StartupHookProvider::CallStartupHook");
+    // DOTNET_STARTUP_HOOKS: AssemblyLoadContext.Default.LoadFromAssemblyPath
+    // called by the runtime's startup hook code.
+    assert_eq!(
+        loaded_by_startup_hook(&[load.clone(), hook.clone()]),
+        Ok(())
+    );
+    // Review 36: the app loads it into a plugin context.
+    assert_eq!(
+        loaded_by_startup_hook(&[
+            load.clone(),
+            other("ReviewAlc.Program::LoadPlugin"),
+            other("ReviewAlc.Program::Main"),
+        ]),
+        Err("it was loaded by `ReviewAlc.Program::LoadPlugin`".into())
+    );
+    // A `Resolving` handler (or a hook's `Initialize`) between the load and
+    // the hook code chose where it went.
+    assert_eq!(
+        loaded_by_startup_hook(&[
+            load.clone(),
+            other("Plugins.Loader::OnResolving"),
+            core("System.Runtime.Loader.AssemblyLoadContext::ResolveUsingEvent"),
+            hook.clone(),
+        ]),
+        Err("it was loaded by `Plugins.Loader::OnResolving`".into())
+    );
+    // A dynamic method (no token) is never CoreLib's code, whatever its module.
+    assert_eq!(
+        loaded_by_startup_hook(&[load.clone(), other("function 0x1234"), hook.clone()]),
+        Err("it was loaded by `function 0x1234`".into())
+    );
+    // An application class named like the runtime's is not of CoreLib.
+    assert_eq!(
+        loaded_by_startup_hook(&[other("System.StartupHookProvider::CallStartupHook")]),
+        Err("it was loaded by `System.StartupHookProvider::CallStartupHook`".into())
+    );
+    assert_eq!(
+        loaded_by_startup_hook(&[load]),
+        Err("it was loaded by the runtime's own code, not its startup hook code".into())
+    );
+    assert_eq!(
+        loaded_by_startup_hook(&[]),
+        Err("no managed code was on the loading thread's stack".into())
+    );
 }
 
 #[test]

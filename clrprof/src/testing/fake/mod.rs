@@ -533,6 +533,15 @@ impl FakeRuntime {
         ProfilerInfo::scoped(self.handle_with(false), Scope::NoGc)
     }
 
+    /// A scope of the given kind over the fake, as loaded at startup.
+    ///
+    /// # Safety
+    /// As for [`profiler_info`](Self::profiler_info).
+    #[cfg(test)]
+    pub(crate) unsafe fn profiler_info_in(&self, scope: Scope) -> ProfilerInfo<'_> {
+        ProfilerInfo::scoped(self.handle_with(false), scope)
+    }
+
     /// A callback scope over the fake, as loaded by attach.
     ///
     /// # Safety
