@@ -32,6 +32,7 @@ mod provisioning;
 mod readers;
 mod sampling;
 mod scopes;
+mod server;
 mod sxs;
 mod torture;
 mod tracers;
@@ -73,6 +74,7 @@ fn main() {
         .chain(mux::python_scenarios())
         .chain(conformance::scenarios())
         .chain(scopes::scenarios())
+        .chain(server::scenarios())
         .chain(readers::scenarios())
         .chain(lifecycle::scenarios())
         .chain(frames::scenarios())
