@@ -8,7 +8,7 @@
 //! `127.0.0.1`).
 //!
 //! Every answer is read whole (`Content-Length` or chunked), its status
-//! checked, and its body hashed: [`LoadResult::bodies`] holds the hash of
+//! checked, and its body kept once per path: [`LoadResult::bodies`] holds
 //! each path's body, and a body that differs from
 //! [`LoadSpec::expected`] (the same path's body in another run, e.g. one
 //! without a profiler) or from an earlier answer of the same run counts as
@@ -35,9 +35,9 @@ pub struct LoadSpec {
     pub requests: u64,
     /// Longest the run lasts (no new request is sent after it).
     pub duration: Duration,
-    /// Body hashes each path must answer (by index into `paths`); paths
+    /// Bodies each path must answer (by index into `paths`); paths
     /// missing here are checked only against the run's own answers.
-    pub expected: HashMap<usize, u64>,
+    pub expected: Arc<HashMap<usize, Vec<u8>>>,
 }
 
 /// What a run measured.
@@ -55,8 +55,8 @@ pub struct LoadResult {
     /// Requests sent per path (by index into the spec's `paths`),
     /// answered or not.
     pub sent: Vec<u64>,
-    /// Body hash per path index, of the answers seen.
-    pub bodies: HashMap<usize, u64>,
+    /// Body per path index, of the answers seen.
+    pub bodies: HashMap<usize, Vec<u8>>,
     /// Latency of each answered request, µs, sorted.
     pub latencies_us: Vec<u32>,
     /// From the first request sent to the last answer.
@@ -83,11 +83,6 @@ impl LoadResult {
     pub fn total_sent(&self) -> u64 {
         self.sent.iter().sum()
     }
-}
-
-/// FNV-1a of a body.
-fn hash(body: &[u8]) -> u64 {
-    crate::content_hash(&[body])
 }
 
 struct Shared {
@@ -142,7 +137,7 @@ struct Local {
     mismatched: u64,
     errors: Vec<String>,
     sent: Vec<u64>,
-    bodies: HashMap<usize, u64>,
+    bodies: HashMap<usize, Vec<u8>>,
     latencies: Vec<u32>,
 }
 
@@ -193,14 +188,12 @@ fn connection(shared: &Shared) {
                 local
                     .latencies
                     .push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
-                let h = hash(&body);
                 let expected = spec
                     .expected
                     .get(&index)
-                    .copied()
-                    .or_else(|| local.bodies.get(&index).copied());
+                    .or_else(|| local.bodies.get(&index));
                 match expected {
-                    Some(e) if e != h => {
+                    Some(e) if *e != body => {
                         local.mismatched += 1;
                         note(
                             &mut local.errors,
@@ -212,7 +205,7 @@ fn connection(shared: &Shared) {
                     }
                     _ => {}
                 }
-                local.bodies.entry(index).or_insert(h);
+                local.bodies.entry(index).or_insert_with(|| body.clone());
             }
             Ok(status) => {
                 local.failed += 1;
@@ -237,9 +230,9 @@ fn connection(shared: &Shared) {
     for (total, n) in r.sent.iter_mut().zip(&local.sent) {
         *total += n;
     }
-    for (index, h) in local.bodies {
+    for (index, b) in local.bodies {
         match r.bodies.get(&index) {
-            Some(&other) if other != h => {
+            Some(other) if *other != b => {
                 r.mismatched += 1;
                 let path = spec.paths[index].clone();
                 note(
@@ -248,7 +241,7 @@ fn connection(shared: &Shared) {
                 );
             }
             _ => {
-                r.bodies.insert(index, h);
+                r.bodies.insert(index, b);
             }
         }
     }
@@ -462,7 +455,7 @@ mod tests {
             connections: 1,
             requests: 30,
             duration: Duration::from_secs(20),
-            expected: HashMap::new(),
+            expected: Arc::default(),
         };
         let r = run(&spec).unwrap();
         assert_eq!(r.total_sent(), 30);
@@ -473,7 +466,7 @@ mod tests {
             "{:?}",
             r.errors
         );
-        assert_eq!(r.bodies[&0], hash(b"hello"));
+        assert_eq!(r.bodies[&0], b"hello");
         assert_eq!(r.latencies_us.len(), 20);
         assert!(r.percentile_us(0.5) <= r.percentile_us(0.99));
         // A body that changes within the run is a mismatch, and so is one
@@ -481,7 +474,7 @@ mod tests {
         let spec = LoadSpec {
             paths: vec!["/b".into()],
             requests: 4,
-            expected: HashMap::new(),
+            expected: Arc::default(),
             ..spec
         };
         let r = run(&spec).unwrap();
@@ -489,7 +482,7 @@ mod tests {
         let spec = LoadSpec {
             paths: vec!["/a".into()],
             requests: 3,
-            expected: [(0usize, hash(b"other"))].into_iter().collect(),
+            expected: Arc::new([(0usize, b"other".to_vec())].into_iter().collect()),
             ..spec
         };
         let r = run(&spec).unwrap();

@@ -20,6 +20,7 @@ use clrprof_testing::run::Outcome;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The endpoints, in the order requests cycle through them.
@@ -114,7 +115,7 @@ fn serve(
     profiler: Option<&str>,
     env: &[(&str, String)],
     requests: u64,
-    expected: &HashMap<usize, u64>,
+    expected: &Arc<HashMap<usize, Vec<u8>>>,
 ) -> Result<Served, Verdict> {
     let mut spec = case.spec(app).timeout(Duration::from_secs(120));
     if let Some(p) = profiler {
@@ -258,8 +259,8 @@ fn under_load(case: &Case<'_>) -> CaseResult {
         },
     )?;
     // The answers without a profiler: every path at least once.
-    let reference = serve(case, &app, None, &[], 1000, &HashMap::new())?;
-    let expected = reference.load.bodies.clone();
+    let reference = serve(case, &app, None, &[], 1000, &Arc::default())?;
+    let expected = Arc::new(reference.load.bodies);
     if expected.len() != 1000 {
         return Err(format!("the reference run saw {} paths", expected.len()).into());
     }
