@@ -10,7 +10,8 @@
 //     GET /async?n=N      awaits a 1 ms timer, then a SemaphoreSlim(4)
 //     GET /sort?n=N       allocates 12 000 pseudo-random ints, sorts them
 //     GET /exception?n=N  throws and catches an exception when N % 100 == 0
-//     GET /lock?n=N       a short computation under one lock all requests share
+//     GET /lock?n=N       a computation under one lock all requests share (held
+//                         2 ms longer when N % 20 == 0)
 //     GET /stats          the service's own account (JSON, below)
 //     GET /shutdown       stops the service; it prints its account and exits 0
 // Each endpoint checks its own result (the JSON read back equals the order,
@@ -252,12 +253,16 @@ namespace Shop
             long value;
             lock (ledgerLock)
             {
-                // A short critical section every request of this kind takes.
+                // A critical section every request of this kind takes; one
+                // in 20 holds the lock across a slow call (2 ms), as a
+                // lock held around I/O does.
                 ulong h = (ulong)n;
-                for (int i = 0; i < 60000; i++)
+                for (int i = 0; i < 20000; i++)
                     h = h * 6364136223846793005ul + 1442695040888963407ul;
                 ledger[n % ledger.Length] += 1;
                 value = (long)(h >> 1);
+                if (n % 20 == 0)
+                    Thread.Sleep(2);
             }
             Account.Add(Account.Lock, t, b);
             return Results.Text("lock " + n + " " + value + "\n");

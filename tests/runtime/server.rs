@@ -107,14 +107,16 @@ struct Served {
 }
 
 /// Runs the service (with `profiler` and `env` when given), sends
-/// `requests` requests over 8 connections, checks the account and every
-/// answer against `expected`, and stops the service.
+/// `requests` requests over 8 connections, then `lock_burst` requests to
+/// the lock endpoint alone (all 8 connections contending for its lock),
+/// checks the account and every answer against `expected`, and stops the
+/// service.
 fn serve(
     case: &Case<'_>,
     app: &Path,
     profiler: Option<&str>,
     env: &[(&str, String)],
-    requests: u64,
+    (requests, lock_burst): (u64, u64),
     expected: &Arc<HashMap<usize, Vec<u8>>>,
 ) -> Result<Served, Verdict> {
     let mut spec = case.spec(app).timeout(Duration::from_secs(120));
@@ -135,11 +137,30 @@ fn serve(
         duration: Duration::from_secs(60),
         expected: expected.clone(),
     });
+    // The lock endpoint's paths, and their answers, by index.
+    let lock: Vec<usize> = (0..paths.len())
+        .filter(|j| paths[*j].starts_with("/lock?"))
+        .collect();
+    let burst = (lock_burst > 0).then(|| {
+        load::run(&LoadSpec {
+            addr,
+            paths: lock.iter().map(|j| paths[*j].clone()).collect(),
+            connections: 8,
+            requests: lock_burst,
+            duration: Duration::from_secs(60),
+            expected: Arc::new(
+                lock.iter()
+                    .enumerate()
+                    .filter_map(|(k, j)| Some((k, expected.get(j)?.clone())))
+                    .collect(),
+            ),
+        })
+    });
     let stats = load::get(addr, "/stats");
     let _ = load::get(addr, "/shutdown");
     let outcome = app.finish(Duration::from_secs(60))?;
     outcome.check_exit()?;
-    let result = result?;
+    let mut result = result?;
     let (status, stats) = stats?;
     if status != 200 {
         return Err(format!("/stats: HTTP {status}: {stats}").into());
@@ -153,7 +174,24 @@ fn serve(
         )
         .into());
     }
-    check_account(&account, &paths, &result)?;
+    // The burst's requests, counted on the paths they took.
+    let mut all = result.clone();
+    if let Some(burst) = burst {
+        let burst = burst?;
+        all.failed += burst.failed;
+        all.mismatched += burst.mismatched;
+        all.errors.extend(burst.errors.iter().cloned());
+        for (k, n) in burst.sent.iter().enumerate() {
+            all.sent[lock[k]] += n;
+        }
+        if burst.total_sent() != lock_burst {
+            return Err(
+                format!("{} of {lock_burst} lock requests sent", burst.total_sent()).into(),
+            );
+        }
+    }
+    check_account(&account, &paths, &all)?;
+    result.sent = all.sent;
     println!(
         "    {}: {} {requests} requests in {:.1} s ({:.0}/s, p99 {:.1} ms), run {:.1} s",
         case.leg().name,
@@ -259,7 +297,7 @@ fn under_load(case: &Case<'_>) -> CaseResult {
         },
     )?;
     // The answers without a profiler: every path at least once.
-    let reference = serve(case, &app, None, &[], 1000, &Arc::default())?;
+    let reference = serve(case, &app, None, &[], (1000, 0), &Arc::default())?;
     let expected = Arc::new(reference.load.bodies);
     if expected.len() != 1000 {
         return Err(format!("the reference run saw {} paths", expected.len()).into());
@@ -275,7 +313,7 @@ fn under_load(case: &Case<'_>) -> CaseResult {
             ("CLRPROF_SAMPLER_RATE", "100".into()),
             ("CLRPROF_SAMPLER_PROFILES", "cpu,wall".into()),
         ],
-        requests,
+        (requests, 0),
         &expected,
     )?;
     let cpu = decode_file(&sampled.work.join("records.jsonl.cpu.pb.gz"))?;
@@ -298,7 +336,7 @@ fn under_load(case: &Case<'_>) -> CaseResult {
             ("CLRPROF_SAMPLER_CONTINUOUS_URL", url),
             ("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "1".into()),
         ],
-        requests,
+        (requests, 400),
         &expected,
     )?;
     let uploads = endpoint.requests();
@@ -377,7 +415,7 @@ fn under_load(case: &Case<'_>) -> CaseResult {
             ("CLRPROF_WRAP_FILTER", WRAP_FILTER.into()),
             ("CLRPROF_WRAP_TIME", "1".into()),
         ],
-        requests,
+        (requests, 0),
         &expected,
     )?;
     check_wrapped(&wrapped)?;
