@@ -235,6 +235,9 @@ struct Figures {
     tool_cpu_s: f64,
     peak_rss_mib: f64,
     requests: u64,
+    /// The sampler's account of itself (its `samples` record, whole run):
+    /// ticks, threads, and per tick the µs of each phase.
+    sampler: Option<Value>,
 }
 
 impl Figures {
@@ -249,6 +252,7 @@ impl Figures {
             "tool_cpu_s": self.tool_cpu_s,
             "peak_rss_mib": self.peak_rss_mib,
             "requests": self.requests,
+            "sampler": self.sampler,
         })
     }
 }
@@ -503,11 +507,26 @@ fn run_once(
     let result = drive(o, addr, pid, tool.as_ref().map(|t| t.id()), expected);
     let stats = load::get(addr, "/stats");
     let rss = peak_rss_mib(pid);
-    if let Some(t) = tool.as_mut() {
-        stop_tool(t, c.name, work)?;
-    }
+    // A tool that does not end its session within a minute of Ctrl+C (seen
+    // now and then with dotnet-trace on a loaded machine) ends when the
+    // service exits.
+    let stopped = match tool.as_mut() {
+        Some(t) => stop_tool(t, c.name, work, Duration::from_secs(60))?,
+        None => true,
+    };
     let _ = load::get(addr, "/shutdown");
     let outcome = service.finish(Duration::from_secs(120))?;
+    if let Some(t) = tool.as_mut().filter(|_| !stopped) {
+        println!(
+            "    ({} did not stop within 60 s of SIGINT; the service's exit ended it)",
+            c.name
+        );
+        if !wait_tool(t, c.name, work, Duration::from_secs(60))? {
+            let _ = t.kill();
+            let _ = t.wait();
+            return Err(format!("{} did not stop, even when the service exited", c.name).into());
+        }
+    }
     outcome.check_exit()?;
     let (warm, measured, cpu_s, tool_cpu_s) = result?;
     let (status, stats) = stats?;
@@ -527,6 +546,7 @@ fn run_once(
         tool_cpu_s,
         peak_rss_mib: rss,
         requests,
+        sampler: sampler_phases(&work.join("records.jsonl.jsonl")),
     };
     let mut bodies = warm.bodies;
     bodies.extend(measured.bodies);
@@ -611,6 +631,31 @@ fn check_account(account: &Value, warm: &LoadResult, measured: &LoadResult) -> c
         .into());
     }
     Ok(())
+}
+
+/// The sampler's `samples` record (see examples/sampler): ticks, threads
+/// and the µs per tick of each phase of its sampling thread (late,
+/// suspend, walk, resume, count; its CPU time), for where the time goes.
+fn sampler_phases(records: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(records).ok()?;
+    let r: Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "samples")?;
+    let ticks = r["ticks"].as_u64()?.max(1) as f64;
+    let per_tick = |k: &str| r[k].as_f64().unwrap_or(0.0) / ticks / 1000.0;
+    Some(json!({
+        "ticks": r["ticks"],
+        "samples": r["samples"],
+        "threads": r["threads"],
+        "refused": r["refused"],
+        "late_us_per_tick": per_tick("late_ns"),
+        "suspend_us_per_tick": per_tick("suspend_ns"),
+        "walk_us_per_tick": per_tick("walk_ns"),
+        "resume_us_per_tick": per_tick("resume_ns"),
+        "count_us_per_tick": per_tick("count_ns"),
+        "thread_cpu_us_per_tick": per_tick("thread_cpu_ns"),
+    }))
 }
 
 /// utime + stime of a process, seconds (`/proc/<pid>/stat`, USER_HZ 100).
@@ -786,26 +831,30 @@ fn attach(
 }
 
 /// Stops a peer tool as a user at its terminal would (Ctrl+C: `SIGINT`;
-/// it ends its session, rundown included) and waits for it.
-fn stop_tool(child: &mut Child, name: &str, work: &Path) -> crate::Result {
+/// it ends its session, rundown included) and waits up to `wait` for it:
+/// whether it exited.
+fn stop_tool(child: &mut Child, name: &str, work: &Path, wait: Duration) -> crate::Result<bool> {
     let _ = Command::new("kill")
         .args(["-s", "INT", &child.id().to_string()])
         .status();
+    wait_tool(child, name, work, wait)
+}
+
+/// Waits up to `wait` for a peer tool to exit: whether it did.
+fn wait_tool(child: &mut Child, name: &str, work: &Path, wait: Duration) -> crate::Result<bool> {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(120) {
+    while start.elapsed() < wait {
         if let Some(status) = child.try_wait()? {
             // dotnet-counters ends by the signal itself.
             let by_sigint = std::os::unix::process::ExitStatusExt::signal(&status) == Some(2);
             if !status.success() && !by_sigint {
                 println!("    ({name} exited with {status}; see {})", work.display());
             }
-            return Ok(());
+            return Ok(true);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!("{name} did not stop within 120 s of SIGINT").into())
+    Ok(false)
 }
 
 // ---- the chart ----
