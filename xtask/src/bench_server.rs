@@ -756,10 +756,15 @@ fn unpack_tools(nupkg: &Path, dir: &Path) -> crate::Result {
 }
 
 /// `dotnet exec` of the leg with a tool (rolled forward to the leg's
-/// runtime: a tool built for an older .NET runs on it).
+/// runtime: a tool built for an older .NET runs on it), with `SIGINT` at
+/// its default disposition: a shell that starts the bench in the background
+/// hands its children `SIGINT` ignored, and the runtime then keeps it
+/// ignored, so Ctrl+C would not stop the tool.
 fn tool_command(setup: &Setup, dll: &Path) -> Command {
-    let mut cmd = setup.leg.host_command();
-    cmd.arg("exec")
+    let mut cmd = Command::new("env");
+    cmd.arg("--default-signal=INT")
+        .arg(&setup.leg.host)
+        .arg("exec")
         .arg("--roll-forward")
         .arg("LatestMajor")
         .arg(dll)
