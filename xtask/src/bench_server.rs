@@ -932,7 +932,7 @@ fn chart(path: &Path, labels: &[(&str, &str)], rows: &[LegRows]) -> crate::Resul
             .iter()
             .flat_map(|(_, r)| r.iter().map(|(_, t, p)| if pick == 0 { *t } else { *p }))
             .fold(0.0f64, f64::max)
-            * 1.45;
+            * 1.6;
         // Configurations top down, a horizontal bar per leg.
         let mut chart = ChartBuilder::on(panel)
             .caption(title, ("sans-serif", 16))
