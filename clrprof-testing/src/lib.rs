@@ -27,6 +27,7 @@ pub mod csharp;
 pub mod fixtures;
 pub mod harness;
 pub mod http;
+pub mod load;
 pub mod manifest;
 pub mod nuget;
 pub mod profiler_env;

@@ -35,6 +35,7 @@ mod readers;
 mod review36;
 mod sampling;
 mod scopes;
+mod server;
 mod sxs;
 mod torture;
 mod tracers;
@@ -80,6 +81,7 @@ fn main() {
         .chain(mux::python_scenarios())
         .chain(conformance::scenarios())
         .chain(scopes::scenarios())
+        .chain(server::scenarios())
         .chain(readers::scenarios())
         .chain(lifecycle::scenarios())
         .chain(frames::scenarios())

@@ -17,6 +17,7 @@ const BENCHES: &[Bench] = &[
     ("dispatch", crate::bench_dispatch::main),
     ("memory", crate::bench_memory::main),
     ("wrap", crate::bench_wrap::main),
+    ("server", crate::bench_server::main),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {

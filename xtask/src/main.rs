@@ -9,6 +9,7 @@ mod bench_memory;
 mod bench_mux;
 mod bench_profiles;
 mod bench_sampler;
+mod bench_server;
 mod bench_wrap;
 mod book;
 mod conformance;

@@ -2,7 +2,8 @@
 //! through [`clrprof::instrumentation`].
 //!
 //! Every method whose name (`Namespace.Type::Method`) starts with
-//! `CLRPROF_WRAP_FILTER` is wrapped: its entry handler counts the call, its
+//! `CLRPROF_WRAP_FILTER` (or with one of its comma-separated prefixes) is
+//! wrapped: its entry handler counts the call, its
 //! exit handler a normal return or an exceptional exit. When the profiler
 //! finishes it writes one
 //! `{"event":"wrapped","method":NAME,"enter":N,"return":N,"exception":N}`
@@ -38,6 +39,9 @@
 //!   assembly as a startup hook (`DOTNET_STARTUP_HOOKS`). The C# handlers
 //!   keep their own counts; this profiler reports no `wrapped` records then,
 //!   only refusals.
+//! - `CLRPROF_WRAP_TIME=1`: the handlers also time every call (entry to
+//!   exit, on every way out); the `wrapped` records then carry `"ns"`, the
+//!   calls' total time in nanoseconds (for `cargo xtask bench server`).
 //! - `CLRPROF_WRAP_BENCH=1` (for `cargo xtask bench wrap`): the handlers read
 //!   the `int` second argument and the `long` return value of every call and
 //!   sum them; one `{"event":"wrap_bench","calls":N,"args":S,"returns":S}`
@@ -66,6 +70,8 @@ struct Tally {
     enter: AtomicU64,
     ret: AtomicU64,
     exception: AtomicU64,
+    /// Total time of the calls, ns (`CLRPROF_WRAP_TIME`).
+    nanos: AtomicU64,
 }
 
 /// The handler of one method: counts (no state: nothing is allocated per
@@ -98,6 +104,27 @@ impl MethodHandler for Counter {
 
     fn on_exit(&self, call: &mut Exit<'_>, _: ()) {
         self.exit(call);
+    }
+}
+
+/// `CLRPROF_WRAP_TIME`: counts and times every call.
+struct Timer {
+    counter: Counter,
+}
+
+impl MethodHandler for Timer {
+    /// When the call began.
+    type State = std::time::Instant;
+
+    fn on_entry(&self, _: &Entry<'_>) -> std::time::Instant {
+        self.counter.tally.enter.fetch_add(1, Ordering::Relaxed);
+        std::time::Instant::now()
+    }
+
+    fn on_exit(&self, call: &mut Exit<'_>, start: std::time::Instant) {
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counter.tally.nanos.fetch_add(ns, Ordering::Relaxed);
+        self.counter.exit(call);
     }
 }
 
@@ -205,9 +232,11 @@ enum Mode {
 
 /// Settings read once in `Initialize`.
 struct Config {
-    filter: String,
+    /// Name prefixes; empty: nothing is wrapped.
+    filter: Vec<String>,
     mode: Mode,
     args: bool,
+    time: bool,
     bench: bool,
     inliners: bool,
     cycles: Option<u32>,
@@ -265,7 +294,7 @@ impl MethodWrapper {
 
     fn selected(&self, name: &str) -> bool {
         self.config()
-            .is_some_and(|c| !c.filter.is_empty() && name.starts_with(c.filter.as_str()))
+            .is_some_and(|c| c.filter.iter().any(|p| name.starts_with(p.as_str())))
     }
 
     /// Builds the wrapped body of `method` with the handler for its name.
@@ -300,6 +329,8 @@ impl MethodWrapper {
         } else if config.args {
             let out = self.out.clone();
             instrumentation::wrap(info, module, method, Arc::new(Recorder { counter, out }))
+        } else if config.time {
+            instrumentation::wrap(info, module, method, Arc::new(Timer { counter }))
         } else {
             instrumentation::wrap(info, module, method, Arc::new(counter))
         }
@@ -464,9 +495,16 @@ impl Profiler for MethodWrapper {
             Some((m.to_string(), n.parse().ok()?))
         });
         let _ = self.config.set(Config {
-            filter: std::env::var("CLRPROF_WRAP_FILTER").unwrap_or_default(),
+            filter: std::env::var("CLRPROF_WRAP_FILTER")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect(),
             mode,
             args: std::env::var("CLRPROF_WRAP_ARGS").is_ok_and(|v| v == "1"),
+            time: std::env::var("CLRPROF_WRAP_TIME").is_ok_and(|v| v == "1"),
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
             inliners: mode == Mode::ReJit
                 && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
@@ -609,14 +647,19 @@ impl Profiler for MethodWrapper {
                     .collect()
             })
             .unwrap_or_default();
+        let time = self.config().is_some_and(|c| c.time);
         for (name, t) in tallies {
-            self.out
+            let mut record = self
+                .out
                 .record("wrapped")
                 .str("method", &name)
                 .num("enter", t.enter.load(Ordering::Relaxed))
                 .num("return", t.ret.load(Ordering::Relaxed))
-                .num("exception", t.exception.load(Ordering::Relaxed))
-                .write();
+                .num("exception", t.exception.load(Ordering::Relaxed));
+            if time {
+                record = record.num("ns", t.nanos.load(Ordering::Relaxed));
+            }
+            record.write();
         }
         if self.config().is_some_and(|c| c.bench) {
             self.out
