@@ -231,6 +231,7 @@ impl<P: Profiler> CallbackObject<P> {
             // declines quietly. Runtimes without Info3 (1.x/2.0) cannot say
             // which they are and are treated as selected.
             if let Ok(info) = runtime.runtime_information() {
+                crate::exit::note_runtime_major(info.major);
                 if !crate::runtimes::registry().initialize(self.slot, info, P::runtime_policy()) {
                     // Declined: the runtime releases this object and deletes
                     // its Info object next; nothing may call it any more.

@@ -14,7 +14,8 @@
 //! | `Main` returns, `Environment.Exit(n)` | the runtime shuts down in order; `Shutdown` arrives | `Shutdown`, right after [`Profiler::shutdown`] |
 //! | detach | `ProfilerDetachSucceeded` is the last callback | there, after [`Profiler::profiler_detach_succeeded`] |
 //! | host never shuts down, `exit()` from native code | no `Shutdown`; the C library runs its exit handlers | an `atexit` handler (Unix, and the CRT's per-DLL table on Windows, run at `DLL_PROCESS_DETACH`) |
-//! | SIGTERM (Linux) | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
+//! | SIGTERM (Linux), .NET Core 3.1 to 9 | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
+//! | SIGTERM (Linux), .NET 10 and later | no orderly exit: the runtime no longer handles SIGTERM (dotnet/runtime PR 115494; the documented .NET 10 breaking change), and the process dies of the signal unless the app registered a handler (`PosixSignalRegistration`, or a host's such as `UseConsoleLifetime`) | the SIGTERM handler, which finishes, then passes the signal on (an app's own handler still runs, but what the app does after it is no longer recorded) |
 //! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | a SIGINT handler installed on top of the runtime's, which finishes and then calls it |
 //! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
 //! | unhandled managed exception (Windows) | under Wine the process ends with neither the top-level filter nor exit handlers running (seen with the watch turned off) | the watch of "Unhandled exceptions on Linux" below; also a top-level exception filter installed on top of the runtime's, which finishes and passes on, for an exception that reaches it |
@@ -55,6 +56,21 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
 use std::time::{Duration, Instant};
+
+/// The highest major version of CoreCLR seen initializing in this process
+/// (0 before any): decides what SIGTERM means (see the module docs).
+static RUNTIME_MAJOR: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// Notes a runtime of major version `major` (from `Initialize`).
+pub(crate) fn note_runtime_major(major: u16) {
+    RUNTIME_MAJOR.fetch_max(major, Ordering::Relaxed);
+}
+
+/// Whether a runtime in this process ends on SIGTERM without an orderly
+/// exit: .NET 10 and later no longer handle the signal.
+fn sigterm_ends_without_shutdown() -> bool {
+    RUNTIME_MAJOR.load(Ordering::Relaxed) >= 10
+}
 
 /// The longest the process-exit path waits for a lock another thread holds.
 pub const EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -602,11 +618,13 @@ mod platform {
         let Some(prev) = previous(sig) else {
             return;
         };
-        // With a handler before ours, SIGTERM ends in an orderly exit (the
-        // runtime's handler: `Shutdown`, then the exit handlers), while SIGINT is
-        // sent again with the default action (the runtime's handler): finish
-        // now. With no handler before ours the default action ends the process.
-        if sig == libc::SIGINT || is_default(prev) {
+        // With a handler before ours, SIGTERM ends in an orderly exit on
+        // .NET Core 3.1 to 9 (the runtime's handler: `Shutdown`, then the exit
+        // handlers), while SIGINT is sent again with the default action (the
+        // runtime's handler): finish now. .NET 10 and later leave SIGTERM to
+        // the app: finish now too. With no handler before ours the default
+        // action ends the process.
+        if sig == libc::SIGINT || is_default(prev) || super::sigterm_ends_without_shutdown() {
             super::finish_process(if sig == libc::SIGINT {
                 "SIGINT"
             } else {

@@ -725,7 +725,9 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "pprof: continuous periods to a directory, hot method changes halfway, memory bounded over 50+ periods",
             continuous_directory,
-        ),
+        )
+        // The periods follow the app's phases in time: run alone.
+        .exclusive(),
         Scenario::new(
             "pprof: continuous uploads to an endpoint refusing every other one lose only the refused periods",
             continuous_http,

@@ -368,14 +368,18 @@ fn cpu_and_wall(case: &Case<'_>) -> CaseResult {
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
+        // The app's own measure of Spin's share of the time, which a case
+        // running beside it lowers: these run alone.
         Scenario::new("sampling: hot method dominates, stacks well formed", hot_method)
-            .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
+            .also_on(&[clrprof_testing::manifest::ARM64_LEG])
+            .exclusive(),
         // Timings: CPU time split between threads, which another case's
         // load beside it would move.
         Scenario::new("sampling: CPU time goes to the spinning thread, wall time to both", cpu_and_wall)
             .exclusive(),
         Scenario::new("sampling: shadow-stack fallback, hot method dominates, stacks well formed", hot_method_shadow)
-            .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
+            .also_on(&[clrprof_testing::manifest::ARM64_LEG])
+            .exclusive(),
         Scenario::new("sampling: 10 s, 4 threads, 1 kHz, no crash or deadlock", long_multithreaded)
             .only_on(&["linux-x64-10.0"], "the 10 s run runs on one leg only (the newest LTS) to keep CI time low; the 2 s scenarios cover every leg"),
     ]
