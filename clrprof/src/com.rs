@@ -2211,7 +2211,7 @@ mod tests {
                 + version(info.class_from_token_and_type_args(module, MdTypeDef::from_rid(2), &[]))
                 + version(info.function_from_token_and_type_args(
                     module,
-                    crate::MdToken(0x0600_0001),
+                    crate::ids::MdToken(0x0600_0001),
                     class,
                     &[],
                 ));
@@ -2232,7 +2232,11 @@ mod tests {
         fn module_load_started(&self, info: &ProfilerInfo, _m: RawModuleId) {
             self.try_loads("ModuleLoadStarted", info);
         }
-        fn module_load_finished(&self, info: &ProfilerInfo, _m: crate::Loaded<ModuleId<'_>>) {
+        fn module_load_finished(
+            &self,
+            info: &ProfilerInfo,
+            _m: crate::callback::Loaded<ModuleId<'_>>,
+        ) {
             self.try_loads("ModuleLoadFinished", info);
         }
         fn module_attached_to_assembly(
@@ -2243,10 +2247,18 @@ mod tests {
         ) {
             self.try_loads("ModuleAttachedToAssembly", info);
         }
-        fn assembly_load_finished(&self, info: &ProfilerInfo, _a: crate::Loaded<AssemblyId<'_>>) {
+        fn assembly_load_finished(
+            &self,
+            info: &ProfilerInfo,
+            _a: crate::callback::Loaded<AssemblyId<'_>>,
+        ) {
             self.try_loads("AssemblyLoadFinished", info);
         }
-        fn class_load_finished(&self, info: &ProfilerInfo, _c: crate::Loaded<ClassId<'_>>) {
+        fn class_load_finished(
+            &self,
+            info: &ProfilerInfo,
+            _c: crate::callback::Loaded<ClassId<'_>>,
+        ) {
             self.try_loads("ClassLoadFinished", info);
         }
     }

@@ -75,7 +75,7 @@ pub trait Component: Send + Sync + 'static {
         &self,
         info: &ProfilerInfo,
         thread: ThreadId<'_>,
-        name: crate::WideStr<'_>,
+        name: crate::wide::WideStr<'_>,
     ) {
     }
     /// `ModuleLoadFinished` (MONITOR_MODULE_LOADS), before the profiler.

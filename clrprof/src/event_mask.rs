@@ -289,15 +289,15 @@ impl MaskRules {
     /// The rules of the runtime that answered `GetRuntimeInformation` with
     /// `info`. CoreCLR before .NET 5 reports 4.x, .NET Framework is
     /// `Desktop`: both get the old rules.
-    pub fn for_runtime(info: &crate::RuntimeInfo) -> MaskRules {
+    pub fn for_runtime(info: &crate::runtimes::RuntimeInfo) -> MaskRules {
         Self::for_version(info.runtime_type, info.major)
     }
 
     /// The rules of a runtime of type `runtime_type` reporting major
     /// version `major` (as `GetRuntimeInformation` reports it).
-    pub fn for_version(runtime_type: crate::RuntimeType, major: u16) -> MaskRules {
+    pub fn for_version(runtime_type: crate::runtimes::RuntimeType, major: u16) -> MaskRules {
         MaskRules {
-            net10: runtime_type == crate::RuntimeType::CoreClr && major >= 10,
+            net10: runtime_type == crate::runtimes::RuntimeType::CoreClr && major >= 10,
         }
     }
 
@@ -483,7 +483,7 @@ mod tests {
 
     #[test]
     fn disable_flags_are_immutable_before_net10_only() {
-        use crate::RuntimeType::{CoreClr, Desktop};
+        use crate::runtimes::RuntimeType::{CoreClr, Desktop};
         assert_eq!(EventMask::IMMUTABLE.bits(), sys::COR_PRF_MONITOR_IMMUTABLE);
         for (ty, major, net10) in [
             (CoreClr, 4, false), // .NET Core 3.1 reports 4.0.30319

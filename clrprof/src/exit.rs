@@ -27,6 +27,11 @@
 //! `Shutdown` on another thread still finishes once. Waits at process exit are
 //! bounded: a lock held by a thread that the exit interrupted (or that
 //! Windows already ended) is given up on after [`EXIT_WAIT`], never waited on forever.
+//! The bounded locks ([`lock_until`], [`lock_unless_exiting`]) and the
+//! process-exit flag ([`process_exiting`]) live in a module of their own at
+//! the bottom of the crate, re-exported here: the threads and writers that
+//! take them sit below this module, which orchestrates finishing on top of
+//! the callbacks, the components and the stack walks.
 //!
 //! What may run where: at process exit the runtime may be half gone (its
 //! threads still run during `exit()`, or were already ended on Windows, where
@@ -53,9 +58,11 @@
 //! [`Profiler::shutdown`]: crate::callback::Profiler::shutdown
 //! [`Profiler::profiler_detach_succeeded`]: crate::callback::Profiler::profiler_detach_succeeded
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
+use std::time::Instant;
+
+pub use crate::exiting::{lock_unless_exiting, lock_until, process_exiting, EXIT_WAIT};
 
 /// The highest major version of CoreCLR seen initializing in this process
 /// (0 before any): decides what SIGTERM means (see the module docs).
@@ -71,9 +78,6 @@ pub(crate) fn note_runtime_major(major: u16) {
 fn sigterm_ends_without_shutdown() -> bool {
     RUNTIME_MAJOR.load(Ordering::Relaxed) >= 10
 }
-
-/// The longest the process-exit path waits for a lock another thread holds.
-pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// Something with buffered output to write out (an output writer).
 ///
@@ -114,35 +118,6 @@ struct Registry {
     flushers: Vec<Weak<dyn Flush>>,
 }
 
-/// Set once the process is ending (the first [`finish_process`]): from
-/// then on the SDK's writers wait for their locks at most [`EXIT_WAIT`],
-/// since a thread the system has ended may hold one forever (on Windows,
-/// `ExitProcess` ends every other thread before the exit handlers run).
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// Whether the process is ending: [`finish_process`] has begun (an exit
-/// hook, a signal, or an unhandled exception). Code that takes a lock
-/// another thread could hold at that moment should then wait with
-/// [`lock_until`] rather than block.
-pub fn process_exiting() -> bool {
-    EXITING.load(Ordering::Relaxed)
-}
-
-/// Locks `m`: blocking while the process runs, and at most [`EXIT_WAIT`]
-/// once it is ending ([`process_exiting`]); `None` when that wait ran out.
-pub fn lock_unless_exiting<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    if process_exiting() {
-        lock_until(m, Instant::now() + EXIT_WAIT)
-    } else {
-        Some(m.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-#[cfg(test)]
-pub(crate) fn mark_exiting_for_tests() {
-    EXITING.store(true, Ordering::Relaxed);
-}
-
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     slots: Vec::new(),
     flushers: Vec::new(),
@@ -150,23 +125,6 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 
 fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Locks `m`, waiting at most until `deadline`; poisoning is ignored (the
-/// state is a plain value, valid whatever panicked).
-pub fn lock_until<T>(m: &Mutex<T>, deadline: Instant) -> Option<MutexGuard<'_, T>> {
-    loop {
-        match m.try_lock() {
-            Ok(g) => return Some(g),
-            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => {
-                if Instant::now() >= deadline {
-                    return None;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-    }
 }
 
 /// The finishing state of one profiler object, held by the SDK's callback object.
@@ -285,7 +243,7 @@ fn flush_all(last: bool) {
 /// writer for the last time. What the process hooks call; safe to call more
 /// than once (later calls only flush).
 pub fn finish_process(reason: &'static str) {
-    EXITING.store(true, Ordering::Relaxed);
+    crate::exiting::mark_exiting();
     let deadline = Instant::now() + EXIT_WAIT;
     let slots: Vec<Arc<Slot>> = match lock_until(&REGISTRY, deadline) {
         Some(r) => r.slots.clone(),
@@ -794,7 +752,7 @@ mod tests {
     impl crate::callback::Profiler for Finishing {
         fn initialize(
             &self,
-            _info: &crate::ProfilerInfo,
+            _info: &crate::info::ProfilerInfo,
         ) -> crate::error::Result<crate::event_mask::EventMasks> {
             Ok(crate::event_mask::EventMask::empty().into())
         }
@@ -844,15 +802,6 @@ mod tests {
         }
         h.release();
         assert_eq!(r.finished.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn lock_until_gives_up_on_a_held_lock() {
-        let m = Mutex::new(0);
-        let _held = m.lock().unwrap();
-        let t = Instant::now();
-        assert!(lock_until(&m, Instant::now() + Duration::from_millis(30)).is_none());
-        assert!(t.elapsed() >= Duration::from_millis(30));
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub mod error;
 pub mod event_mask;
 pub mod eventpipe;
 pub mod exit;
+mod exiting;
 pub mod factory;
 pub mod gc;
 pub mod guard;

@@ -323,7 +323,7 @@ mod tests {
         assert!(components
             .masks()
             .high
-            .contains(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
+            .contains(crate::event_mask::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
         // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
         let info = unsafe { fake.profiler_info() };
         fake_ids!(fake; f = function_id(0x20));

@@ -88,7 +88,7 @@ impl Sink {
     /// ignored: a panic while holding the lock cannot leave a partial line
     /// in the buffer (lines are appended whole).
     fn lock(&self) -> Option<MutexGuard<'_, SinkState>> {
-        crate::exit::lock_unless_exiting(&self.state)
+        crate::exiting::lock_unless_exiting(&self.state)
     }
 }
 
@@ -366,7 +366,7 @@ pub fn push_json_string(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exit::EXIT_WAIT;
+    use crate::exiting::EXIT_WAIT;
 
     #[test]
     fn escapes_json_strings() {
@@ -655,7 +655,7 @@ mod tests {
         // A thread that ended while it held the writer's lock: the lock is
         // never released.
         std::mem::forget(out.sink().state.lock().unwrap());
-        crate::exit::mark_exiting_for_tests();
+        crate::exiting::mark_exiting();
         let start = Instant::now();
         out.record("after").write();
         out.flush();

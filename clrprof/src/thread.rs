@@ -99,7 +99,7 @@ impl<T> ProfilerThread<T> {
         // thread the system ended (at process exit) may hold it forever.
         let mut slot = match deadline {
             None => lock.lock().unwrap_or_else(|p| p.into_inner()),
-            Some(deadline) => crate::exit::lock_until(lock, deadline)?,
+            Some(deadline) => crate::exiting::lock_until(lock, deadline)?,
         };
         loop {
             if let Some(r) = slot.take() {

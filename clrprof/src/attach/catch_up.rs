@@ -128,7 +128,7 @@ pub trait CatchUpHandler: Send + Sync + 'static {
     /// `ModuleLoadFinished`.
     ///
     /// On .NET 9 no type can be loaded here (`class_from_token` and the
-    /// other calls that may load types answer [`Error::RuntimeVersion`](crate::Error::RuntimeVersion)):
+    /// other calls that may load types answer [`Error::RuntimeVersion`](crate::error::Error::RuntimeVersion)):
     /// the module's assembly may still be loading (book: *IDs*, "Type
     /// loads during an assembly's load").
     fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, found: Found) -> bool {
@@ -430,8 +430,8 @@ mod tests {
     impl CatchUpHandler for Arc<Loader> {
         fn module_loaded(&self, info: &ProfilerInfo, module: ModuleId<'_>, _: Found) -> bool {
             let refused = matches!(
-                info.class_from_token(module, crate::MdTypeDef::from_rid(2)),
-                Err(crate::Error::RuntimeVersion { called: false, .. })
+                info.class_from_token(module, crate::ids::MdTypeDef::from_rid(2)),
+                Err(crate::error::Error::RuntimeVersion { called: false, .. })
             );
             self.refused
                 .lock()

@@ -1147,7 +1147,7 @@ mod tests {
         assert!(components
             .masks()
             .high
-            .contains(crate::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
+            .contains(crate::event_mask::HighEventMask::MONITOR_DYNAMIC_FUNCTION_UNLOADS));
         assert!(components
             .masks()
             .low

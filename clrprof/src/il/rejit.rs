@@ -279,7 +279,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         let runtime = self.runtime.runtime_information()?;
-        if runtime.runtime_type != crate::RuntimeType::CoreClr || runtime.major >= 5 {
+        if runtime.runtime_type != crate::runtimes::RuntimeType::CoreClr || runtime.major >= 5 {
             return Ok(());
         }
         let info = ProfilerInfo::scoped(&self.runtime, crate::info::Scope::Callback);

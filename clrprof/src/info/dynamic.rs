@@ -100,8 +100,8 @@ impl<'s> ProfilerInfo<'s> {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::Error;
     use crate::testing::fake::{fake_ids, FakeDynamic, FakeFunction, FakeModule, FakeRuntime};
-    use crate::Error;
     use std::sync::Arc;
 
     fn world() -> FakeRuntime {

@@ -28,8 +28,8 @@ impl<'s> ProfilerInfo<'s> {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::Error;
     use crate::testing::fake::{fake_ids, FakeObject, FakeRuntime};
-    use crate::Error;
 
     #[test]
     fn size_as_usize_and_unknown_objects() {

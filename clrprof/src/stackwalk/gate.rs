@@ -51,7 +51,7 @@ impl ThreadGate {
     /// first thread on, the SDK delivers `ThreadCreated` and
     /// `ThreadDestroyed` to it.
     pub fn register(
-        info: &crate::ProfilerInfo,
+        info: &crate::info::ProfilerInfo,
     ) -> crate::error::Result<std::sync::Arc<ThreadGate>> {
         let gate = std::sync::Arc::new(ThreadGate {
             runtime: info.runtime_slot().0,
@@ -131,11 +131,15 @@ impl crate::component::Component for GateComponent {
         crate::event_mask::EventMask::MONITOR_THREADS.into()
     }
 
-    fn thread_created(&self, _info: &crate::ProfilerInfo, thread: crate::ids::ThreadId<'_>) {
+    fn thread_created(&self, _info: &crate::info::ProfilerInfo, thread: crate::ids::ThreadId<'_>) {
         self.0.thread_created(thread.to_raw());
     }
 
-    fn thread_destroyed(&self, _info: &crate::ProfilerInfo, thread: crate::ids::ThreadId<'_>) {
+    fn thread_destroyed(
+        &self,
+        _info: &crate::info::ProfilerInfo,
+        thread: crate::ids::ThreadId<'_>,
+    ) {
         self.0.thread_destroyed(thread.to_raw());
     }
 }

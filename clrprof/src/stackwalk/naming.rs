@@ -253,12 +253,12 @@ impl<'t> FrameNamer<'t> {
     /// is live), when no unload began since the buffer was stamped; any
     /// other frame is named from `names`' cache or as [`UNKNOWN_FRAME`].
     /// A frame of another namer (a nested resolve) is refused with
-    /// [`Error::WrongPartner`](crate::Error::WrongPartner).
+    /// [`Error::WrongPartner`](crate::error::Error::WrongPartner).
     pub fn name(&self, names: &NameCache, frame: FrameRef<'_>) -> Result<FrameName> {
         let sample = match self.buffer.samples().get(frame.sample()) {
             Some(s) if frame.serial == self.serial => s,
             _ => {
-                return Err(crate::Error::WrongPartner {
+                return Err(crate::error::Error::WrongPartner {
                     call: "stackwalk::FrameNamer::name",
                     why: format!(
                         "frame {} of stack {} belongs to another resolve's buffer; a namer \
@@ -271,7 +271,7 @@ impl<'t> FrameNamer<'t> {
         // Read from the held buffer, not from the caller: the ID is this
         // buffer's frame at that position.
         let Some(&function) = self.buffer.frames(sample).get(frame.index()) else {
-            return Err(crate::Error::WrongPartner {
+            return Err(crate::error::Error::WrongPartner {
                 call: "stackwalk::FrameNamer::name",
                 why: format!(
                     "stack {} has no frame {}; a namer names only the frames it hands out",

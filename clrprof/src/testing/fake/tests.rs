@@ -543,7 +543,7 @@ fn a_namer_names_only_the_frames_of_its_own_buffer() {
     assert!(
         matches!(
             e,
-            crate::Error::WrongPartner {
+            crate::error::Error::WrongPartner {
                 call: "stackwalk::FrameNamer::name",
                 ..
             }
@@ -590,6 +590,9 @@ fn tags_and_name_caches_answer_only_for_their_runtime() {
     fake_ids!(fake; f = function_id(F_INNER));
     let calls = fake.state().calls.len();
     let e = NameCache::new().function_name(&info, f).unwrap_err();
-    assert!(matches!(e, crate::Error::NotRegistered { .. }), "{e}");
+    assert!(
+        matches!(e, crate::error::Error::NotRegistered { .. }),
+        "{e}"
+    );
     assert_eq!(fake.state().calls.len(), calls);
 }
