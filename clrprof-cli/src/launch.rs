@@ -358,7 +358,7 @@ fn check_output_dirs(request: &Request) -> Result<()> {
 /// silently. Returns the error listing what is wrong.
 pub fn preflight(
     request: &Request,
-    target: crate::doctor::Target,
+    target: crate::checks::Target,
     mux: Option<&Path>,
 ) -> Result<()> {
     let mut libraries: Vec<(PathBuf, Option<String>)> = request
@@ -380,11 +380,11 @@ pub fn preflight(
     let mut problems = Vec::new();
     for (path, clsid) in &libraries {
         let clsid = clsid.as_deref().map(normalize_clsid).transpose()?;
-        let (findings, _) = crate::doctor::check_binary(path, clsid.as_deref(), target);
+        let (findings, _) = crate::checks::check_binary(path, clsid.as_deref(), target);
         problems.extend(
             findings
                 .into_iter()
-                .filter(|f| f.level == crate::doctor::Level::Error)
+                .filter(|f| f.level == crate::checks::Level::Error)
                 .map(|f| f.message),
         );
     }
@@ -513,12 +513,12 @@ pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
             let leg = crate::runtime::resolve(r, &found)?;
             (
                 crate::runtime::command_on(leg, command)?,
-                crate::doctor::target_of_leg(leg),
+                crate::checks::target_of_leg(leg),
             )
         }
         None => (
             command.to_vec(),
-            crate::doctor::target_of(command, Some(profiler)),
+            crate::checks::target_of(command, Some(profiler)),
         ),
     };
     let command = command.as_slice();
@@ -848,7 +848,7 @@ mod tests {
 
     #[test]
     fn preflight_refuses_what_the_runtime_would_not_load() {
-        let linux = crate::doctor::Target {
+        let linux = crate::checks::Target {
             windows: false,
             arch: object::Architecture::X86_64,
         };

@@ -22,6 +22,7 @@
 
 mod attach;
 mod build_mux;
+mod checks;
 mod compile;
 mod convert;
 mod doctor;
