@@ -31,8 +31,8 @@
 // Without `http-upload`, the HTTP sink only reports that it is missing.
 #![cfg_attr(not(feature = "http-upload"), allow(unused_imports, unused_variables))]
 
-pub use super::upload::UploadOptions;
 use super::upload::{Pending, Uploads};
+pub use super::upload::{PeriodSink, UploadOptions};
 use super::{lock, Profile, Sampler};
 use clrprof::error::{Error, Result};
 use clrprof::thread::ProfilerThread;
@@ -40,25 +40,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Where each period goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PeriodSink {
-    /// A file per period in this directory (created if missing):
-    /// `clrprof-<pid>-<index>.pb.gz`, written whole (a temporary file renamed).
-    Directory(PathBuf),
-    /// An HTTP `POST` of the `.pb.gz` bytes to this URL, with
-    /// `format=pprof&from=<unix s>&until=<unix s>&sampleRate=<Hz>` added to
-    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (an
-    /// `https://` URL needs the `https-upload` feature). A period counts as
-    /// delivered on a 2xx answer.
-    Http {
-        /// The endpoint.
-        url: String,
-        /// The longest one upload may take (connect, send, answer).
-        timeout: Duration,
-    },
-}
 
 /// How the continuous mode runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

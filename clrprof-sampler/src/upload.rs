@@ -4,15 +4,37 @@
 //!
 //! The queue logic ([`Uploads`]) does not know HTTP: it takes a send
 //! function, so it is the same for any transport and is tested on its own;
-//! the HTTP request itself is made in [`super::continuous`].
+//! the HTTP request itself is made by [`Poster`], which both continuous
+//! modes (`continuous`, `event_upload`) prepare from their
+//! [`PeriodSink`].
 
 // Without `http-upload` nothing sends the periods' bytes or URLs.
 #![cfg_attr(not(feature = "http-upload"), allow(dead_code))]
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// How periods are uploaded (with [`PeriodSink::Http`](super::PeriodSink::Http)).
+/// Where each period goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeriodSink {
+    /// A file per period in this directory (created if missing):
+    /// `clrprof-<pid>-<index>.pb.gz`, written whole (a temporary file renamed).
+    Directory(PathBuf),
+    /// An HTTP `POST` of the `.pb.gz` bytes to this URL, with
+    /// `format=pprof&from=<unix s>&until=<unix s>&sampleRate=<Hz>` added to
+    /// its query, e.g. `http://pyroscope:4040/ingest?name=my.app` (an
+    /// `https://` URL needs the `https-upload` feature). A period counts as
+    /// delivered on a 2xx answer.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// The longest one upload may take (connect, send, answer).
+        timeout: Duration,
+    },
+}
+
+/// How periods are uploaded (with [`PeriodSink::Http`]).
 ///
 /// The default sends each period once, keeps nothing when it fails, and
 /// adds no header and no `name`/`spyName` parameter.
@@ -140,10 +162,9 @@ impl Poster {
     /// endpoint (which needs the `http-upload` feature). Returns the poster
     /// and the upload timeout of one request.
     pub(crate) fn prepare(
-        sink: &crate::continuous::PeriodSink,
+        sink: &PeriodSink,
         options: &UploadOptions,
     ) -> clrprof::error::Result<(Poster, Duration)> {
-        use crate::continuous::PeriodSink;
         use clrprof::error::Error;
         let timeout = match sink {
             PeriodSink::Directory(dir) => {
