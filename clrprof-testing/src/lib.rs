@@ -101,6 +101,24 @@ pub fn unique_suffix() -> String {
     )
 }
 
+/// Adds the execute bits (`0o755`) to a file's mode: scripts written and
+/// native programs unpacked from runtime packs. Nothing to do on Windows.
+#[cfg(unix)]
+pub(crate) fn make_executable(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut perms = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .permissions();
+    perms.set_mode(perms.mode() | 0o755);
+    std::fs::set_permissions(path, perms)?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub(crate) fn make_executable(_path: &std::path::Path) -> Result<()> {
+    Ok(())
+}
+
 /// A stable 64-bit FNV-1a hash, used to name cache entries by content.
 pub fn content_hash(parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;

@@ -51,7 +51,7 @@ fn write_script(cache: &Path, name: &str, text: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     if std::fs::read_to_string(&path).ok().as_deref() != Some(text) {
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-        make_executable(&path)?;
+        crate::make_executable(&path)?;
     }
     Ok(path)
 }
@@ -441,22 +441,6 @@ fn provision_pythonnet(cache: &Path) -> Result<Pythonnet> {
 
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
-#[cfg(unix)]
-pub(crate) fn make_executable(path: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut perms = std::fs::metadata(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .permissions();
-    perms.set_mode(perms.mode() | 0o755);
-    std::fs::set_permissions(path, perms)?;
-    Ok(())
-}
-
-#[cfg(not(unix))]
-pub(crate) fn make_executable(_path: &Path) -> Result<()> {
-    Ok(())
 }
 
 /// The Wine prefix provisioning initialises under `cache`.

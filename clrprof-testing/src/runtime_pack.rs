@@ -366,7 +366,7 @@ fn extract_prefix(
             .map_err(|e| Error::new(format!("{}: {e}", path.display())))?;
         #[cfg(unix)]
         if entry.unix_mode().is_some_and(|m| m & 0o111 != 0) || is_native_executable(&relative) {
-            crate::provision::make_executable(&path)?;
+            crate::make_executable(&path)?;
         }
         written.push(relative);
     }
