@@ -1090,7 +1090,7 @@ pub fn build_report(inputs: Inputs) -> Report {
             Err(e) => problems.push(format!("{rel}: cannot parse: {e}")),
         }
     }
-    let section = crate::provenance::section(&entries, &found, &|t| tests.resolve(t));
+    let section = crate::provenance::section(RULES, &entries, &found, &|t| tests.resolve(t));
     problems.extend(section.problems);
     notes.extend(section.notes);
     let mut markdown = render(

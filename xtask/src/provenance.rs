@@ -366,8 +366,10 @@ pub struct Section {
     pub notes: Vec<String>,
 }
 
-/// Checks the entries and the functions found, and renders the section.
+/// Checks the entries and the functions found, and renders the section;
+/// `rules` is the file the entries come from, named in the problems.
 pub fn section(
+    rules: &str,
     entries: &[Entry],
     found: &[Found],
     resolve: &dyn Fn(&str) -> Result<String, String>,
@@ -379,15 +381,13 @@ pub fn section(
         if !names.insert(e.name.as_str()) {
             problems.push(format!(
                 "{}: provenance entry `{}` is defined twice",
-                super::ledger::RULES,
-                e.name
+                rules, e.name
             ));
         }
         if e.enforced.is_empty() {
             problems.push(format!(
                 "{}: provenance entry `{}` says nothing enforces it",
-                super::ledger::RULES,
-                e.name
+                rules, e.name
             ));
         }
         for how in &e.enforced {
@@ -395,7 +395,7 @@ pub fn section(
             if !KINDS.contains(&kind) {
                 problems.push(format!(
                     "{}: provenance entry `{}`: `{how}` does not start with one of {}",
-                    super::ledger::RULES,
+                    rules,
                     e.name,
                     KINDS.join(", ")
                 ));
@@ -404,17 +404,12 @@ pub fn section(
         if e.tests.is_empty() {
             problems.push(format!(
                 "{}: provenance entry `{}` names no test",
-                super::ledger::RULES,
-                e.name
+                rules, e.name
             ));
         }
         for t in &e.tests {
             if let Err(err) = resolve(t) {
-                problems.push(format!(
-                    "{}: provenance entry `{}`: {err}",
-                    super::ledger::RULES,
-                    e.name
-                ));
+                problems.push(format!("{}: provenance entry `{}`: {err}", rules, e.name));
             }
         }
     }
@@ -430,9 +425,7 @@ pub fn section(
                 } else {
                     problems.push(format!(
                         "{}:{}: `// provenance: {n}` names no [[provenance]] entry of {}",
-                        f.file,
-                        f.line,
-                        super::ledger::RULES
+                        f.file, f.line, rules
                     ));
                 }
             }
@@ -453,7 +446,7 @@ pub fn section(
                     .map(|v| format!("`{v}`"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                super::ledger::RULES
+                rules
             )),
             Marker::None if f.values.iter().any(|v| v == "ObjectId") => objects += 1,
             Marker::None => scoped += 1,
@@ -579,6 +572,9 @@ pub fn section(
 mod tests {
     use super::*;
 
+    /// The rules file the problems name.
+    const RULES: &str = "xtask/ledger/rules.toml";
+
     fn entry(name: &str) -> Entry {
         Entry {
             name: name.into(),
@@ -643,7 +639,7 @@ mod tests {
             vec!["ProfilerInfo", "ModuleId", "MdMethodDef"],
             "a slice of pairs counts each"
         );
-        let s = section(&[entry("body-method")], &found, &ok);
+        let s = section(RULES, &[entry("body-method")], &found, &ok);
         assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
         assert!(s.problems[0].starts_with(
             "clrprof/src/a.rs:8: `WrappedBody::install` takes `WrappedBody`, `ProfilerInfo` that may have to belong together"
@@ -661,7 +657,7 @@ mod tests {
         let mut bad = entry("other");
         bad.enforced = vec!["hope: it works".into()];
         bad.tests.clear();
-        let s = section(&[bad], &found, &ok);
+        let s = section(RULES, &[bad], &found, &ok);
         assert!(s
             .problems
             .iter()
