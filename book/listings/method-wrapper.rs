@@ -1,7 +1,7 @@
 //! Wraps the app's `App::Square`: counts its calls and the exceptions that
 //! leave it, written to `CLRPROF_OUTPUT` at the end.
 
-use clrprof::instrumentation::{self, Entry, Exit, MethodHandler};
+use clrprof_instrumentation::{self as instrumentation, Entry, Exit, MethodHandler};
 use clrprof::output::JsonLines;
 use clrprof::{profiler, EventMask, EventMasks, FunctionId, Profiler, ProfilerInfo, Result};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -39,9 +39,9 @@
 //! initializers, the call) runs outside the wrapper, and the prologue and
 //! the `try` start after it ([`Split`]).
 
-use crate::error::{Error, Result};
-use crate::ids::{MdSignature, MdToken};
-use crate::il::{ClauseKind, ExceptionClause, HeaderFormat, Label, MethodBody, OpCode, Operand};
+use clrprof::error::{Error, Result};
+use clrprof::ids::{MdSignature, MdToken};
+use clrprof::il::{ClauseKind, ExceptionClause, HeaderFormat, Label, MethodBody, OpCode, Operand};
 
 /// What [`build`] needs besides the original body.
 #[derive(Clone, Debug)]
@@ -58,7 +58,7 @@ pub(crate) struct Plan {
     /// `calli` signature of the exit probe: unmanaged `void(native int, int64, native int, native int)`.
     pub exit_sig: MdSignature,
     /// TypeSpec of `object`, the catch clause's type.
-    pub object: crate::ids::MdTypeSpec,
+    pub object: clrprof::ids::MdTypeSpec,
     /// The new local signature: the original locals, then S, P, X (`pinned
     /// object`) and (for a method returning a value) R.
     pub local_sig: MdSignature,
@@ -175,7 +175,7 @@ pub(crate) fn base_call(
 /// native int)`) and of the exit probe (unmanaged `void(native int, int64,
 /// native int, native int)`), matching their Rust declarations.
 pub(crate) fn probe_sigs() -> Result<(Vec<u8>, Vec<u8>)> {
-    use crate::metadata_emit::{PrimitiveType as P, SigBuilder, UnmanagedCallConv};
+    use clrprof::metadata_emit::{PrimitiveType as P, SigBuilder, UnmanagedCallConv};
     let p = SigBuilder::primitive;
     let enter =
         SigBuilder::unmanaged_calli(UnmanagedCallConv::StdCall, &p(P::I8), &[&p(P::I), &p(P::I)])?;
@@ -500,7 +500,7 @@ pub(crate) fn local_sig(
     added: &[&[u8]],
     return_type: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
-    use crate::metadata_emit::SigBuilder;
+    use clrprof::metadata_emit::SigBuilder;
     let n = u32::try_from(added.len())
         .unwrap_or(u32::MAX)
         .saturating_add(u32::from(return_type.is_some()));
@@ -527,20 +527,20 @@ pub(crate) fn local_sig(
 #[derive(Clone, Debug)]
 pub(crate) struct ManagedPlan {
     /// The method's name, a user string of its module.
-    pub name: crate::ids::MdString,
+    pub name: clrprof::ids::MdString,
     /// MemberRef of `object OnEntry(string, object[])`.
-    pub on_entry: crate::ids::MdMemberRef,
+    pub on_entry: clrprof::ids::MdMemberRef,
     /// MemberRef of `object OnExit(string, object, object, object)`.
-    pub on_exit: crate::ids::MdMemberRef,
+    pub on_exit: clrprof::ids::MdMemberRef,
     /// TypeSpec of `object` (for `newarr` and the catch clause).
-    pub object: crate::ids::MdTypeSpec,
+    pub object: clrprof::ids::MdTypeSpec,
     /// Per declared parameter: the TypeSpec to box it with, or `None` to
     /// pass null (`ref`, pointer and `TypedReference` parameters).
-    pub params: Vec<Option<crate::ids::MdTypeSpec>>,
+    pub params: Vec<Option<clrprof::ids::MdTypeSpec>>,
     /// Index of the first declared parameter (1 with `this`).
     pub first_arg: u16,
     /// The return type's TypeSpec (`None` for `void`).
-    pub ret: Option<crate::ids::MdTypeSpec>,
+    pub ret: Option<clrprof::ids::MdTypeSpec>,
     /// The new local signature: the original locals, then S (`object`), X
     /// (`object`) and, for a method returning a value, R.
     pub local_sig: MdSignature,
@@ -579,7 +579,7 @@ pub(crate) fn build_managed(original: &MethodBody, plan: &ManagedPlan) -> Result
         .map_err(|_| Error::InvalidArgument("the wrapper's locals"))?;
     let s = plan.first_local;
     let name = Operand::Token(MdToken(plan.name.0));
-    let tok = |t: crate::ids::MdTypeSpec| Operand::Token(MdToken(t.0));
+    let tok = |t: clrprof::ids::MdTypeSpec| Operand::Token(MdToken(t.0));
 
     let n = i32::try_from(plan.params.len())
         .map_err(|_| Error::InvalidArgument("too many parameters"))?;

@@ -1,11 +1,11 @@
 //! [`ManagedHandlers`]: which load of the C# handler assembly the wrapped
 //! bodies may call into (the rule is in the type's docs).
 
-use crate::error::{Error, Result};
-use crate::ids::{ModuleId, RawModuleId};
-use crate::info::{MetaDataOpen, ModuleFlags, ProfilerInfo, RuntimeHandle};
-use crate::metadata::MetaDataImport;
-use crate::stackwalk::{Walk, WalkOptions};
+use clrprof::error::{Error, Result};
+use clrprof::ids::{ModuleId, RawModuleId};
+use clrprof::info::{MetaDataOpen, ModuleFlags, ProfilerInfo, RuntimeHandle};
+use clrprof::metadata::MetaDataImport;
+use clrprof::stackwalk::{Walk, WalkOptions};
 use clrprof_sys as sys;
 use std::sync::Mutex;
 
@@ -32,15 +32,15 @@ use std::sync::Mutex;
 /// into the default load context, where the wrapped methods of every load
 /// context bind its name, with the expected version and the handler type.
 /// The SDK walks the loading thread's stack for that: the profiler needs
-/// [`EventMask::ENABLE_STACK_SNAPSHOT`](crate::EventMask::ENABLE_STACK_SNAPSHOT),
+/// [`EventMask::ENABLE_STACK_SNAPSHOT`](clrprof::EventMask::ENABLE_STACK_SNAPSHOT),
 /// which the SDK asks for unless
-/// [`Profiler::watch_unhandled_exceptions`](crate::Profiler::watch_unhandled_exceptions)
+/// [`Profiler::watch_unhandled_exceptions`](clrprof::Profiler::watch_unhandled_exceptions)
 /// is `false`. A load into another context, a second load, or a profiler
 /// attached after the load refuses every method, with the reason.
 ///
 /// # The rule, and the runtime code it rests on
 ///
-/// A body [`wrap_managed`](crate::instrumentation::wrap_managed) builds calls the handlers
+/// A body [`wrap_managed`](clrprof::wrap_managed) builds calls the handlers
 /// through an AssemblyRef the layer adds to the wrapped method's module:
 /// the runtime binds it by name in that module's load context when the
 /// method is first compiled, and a name it cannot bind is a

@@ -12,7 +12,7 @@
 //! class ([`Exit::exception`]) when an exception leaves, and rethrows it. The original exception clauses stay, nested inside the new
 //! one; tiny headers become fat; the locals signature gains the wrapper's
 //! locals; max stack is recomputed; and the body must pass
-//! [`il::verify`](crate::il::verify()) and a type check of every instruction
+//! [`il::verify`](clrprof::il::verify()) and a type check of every instruction
 //! the layer added before it is handed out. Methods the
 //! shape cannot keep are refused with [`Error::CannotWrap`] (`tail.` calls,
 //! `jmp`, vararg methods, .NET 11 runtime-async methods), never built.
@@ -34,7 +34,7 @@
 //! wrapper on in a running process, and off with `RequestRevert`.
 //!
 //! ```no_run
-//! use clrprof::instrumentation::{self, Entry, Exit, MethodHandler};
+//! use clrprof_instrumentation::{Entry, Exit, MethodHandler};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! #[derive(Default)]
@@ -69,12 +69,12 @@ mod values;
 pub use handlers::ManagedHandlers;
 pub use values::{Arguments, Primitive, ReturnValue};
 
-use crate::error::{Error, Result};
-use crate::ids::{ClassId, FunctionId, MdMethodDef, MdToken, ModuleId, RawModuleId};
-use crate::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
-use crate::info::{IlMapEntry, ProfilerInfo, RuntimeHandle, Scope};
-use crate::metadata_emit::{PrimitiveType, SigBuilder};
-use crate::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
+use clrprof::error::{Error, Result};
+use clrprof::ids::{ClassId, FunctionId, MdMethodDef, MdToken, ModuleId, RawModuleId};
+use clrprof::il::{recompute_max_stack, verify, MetaDataCallSites, MethodBody};
+use clrprof::info::{IlMapEntry, ProfilerInfo, RuntimeHandle};
+use clrprof::metadata_emit::{PrimitiveType, SigBuilder};
+use clrprof::signature::{local_var_sig, return_type_bytes, MethodSig, TypeSig};
 use clrprof_sys as sys;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -183,7 +183,7 @@ pub struct Exit<'c> {
 /// out: the handler runs in preemptive mode, where a GC may run at any
 /// time, and although the pinned exception stays in place, every reference
 /// it holds (`Message`, `InnerException`, the stack trace) may move while
-/// the handler reads it, so no [`ObjectId`](crate::ObjectId) of it or read
+/// the handler reads it, so no [`ObjectId`](clrprof::ObjectId) of it or read
 /// through it is sound here (the SDK only hands out `ObjectId`s in scopes
 /// where no GC can run; see `inspect.rs`). `Message` is therefore not read;
 /// an agent that needs it uses the C# handler shape
@@ -258,7 +258,7 @@ mod namer {
 
     type Request = (
         RuntimeHandle,
-        crate::ids::RawClassId,
+        clrprof::ids::RawClassId,
         SyncSender<Result<String>>,
     );
 
@@ -278,13 +278,17 @@ mod namer {
         // pinned local) and blocks on `reply` until this answer: the instance, hence
         // its class, stays alive and loaded while the ID is used here.
         let class = unsafe { class.assume_valid() };
-        let name = ProfilerInfo::scoped(&runtime, Scope::Callback).class_name(class);
+        // SAFETY: [id-scope] this is the SDK's class-name thread (started with
+        // `clrprof::thread::spawn` in `start`), which opens no other scope; the
+        // one ID passed through the scope is `class`, alive as said above.
+        let info = unsafe { ProfilerInfo::sdk_thread_scope(&runtime) };
+        let name = info.class_name(class);
         let _ = reply.send(name);
     }
 
     fn start() -> Option<Sender<Request>> {
         let (tx, rx) = channel::<Request>();
-        let thread = crate::thread::spawn("clrprof-class-names", move || loop {
+        let thread = clrprof::thread::spawn("clrprof-class-names", move || loop {
             match rx.recv_timeout(IDLE) {
                 Ok(request) => answer(request),
                 Err(RecvTimeoutError::Timeout) => {
@@ -324,7 +328,7 @@ mod namer {
     pub(crate) fn wait_until_stopped() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         while NAMER.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-            || crate::thread::running_except_current()
+            || clrprof::thread::running_except_current()
                 .iter()
                 .any(|n| n == "clrprof-class-names")
         {
@@ -508,7 +512,7 @@ extern "system" fn exit_probe<H: MethodHandler>(
         // TypeHandle, the ClassID GetClassFromObject returns) in managed code, where no GC
         // marks it; the object stays alive in the handler's pinned local until this call
         // returns, so its class stays loaded for the call, the lifetime given here.
-        class: unsafe { crate::ids::RawClassId(exception_class).assume_valid() },
+        class: unsafe { clrprof::ids::RawClassId(exception_class).assume_valid() },
         runtime: &r.runtime,
     });
     let mut exit = Exit {
@@ -611,15 +615,15 @@ impl<'m> WrappedBody<'m> {
     /// through the control the runtime gave for it, with its IL map.
     ///
     /// The control belongs to one method (the ReJIT request's module and
-    /// token, [`FunctionControl::module`](crate::rejit::FunctionControl::module)
-    /// and [`method`](crate::rejit::FunctionControl::method)); a body made
+    /// token, [`FunctionControl::module`](clrprof::rejit::FunctionControl::module)
+    /// and [`method`](clrprof::rejit::FunctionControl::method)); a body made
     /// for another method would run that method's IL on this one's
     /// arguments (the third soundness review: `InvalidProgramException`, a
     /// fatal `AccessViolationException`, or a wrong result). So a control of
     /// another method is refused with [`Error::WrongPartner`], before
     /// anything reaches the runtime; the method then keeps the IL it had
     /// (the runtime compiles its original body again).
-    pub fn install_in_rejit(&self, control: &crate::rejit::FunctionControl) -> Result<()> {
+    pub fn install_in_rejit(&self, control: &clrprof::rejit::FunctionControl) -> Result<()> {
         self.same_method(
             "instrumentation::WrappedBody::install_in_rejit",
             control.module(),
@@ -670,7 +674,7 @@ fn unreachable_registered() -> ! {
 /// What both shapes read first: the method's metadata, signature, IL and
 /// locals, with the refusals they share.
 struct Prepared<'m> {
-    emit: crate::metadata_emit::MetaDataEmit<'m>,
+    emit: clrprof::metadata_emit::MetaDataEmit<'m>,
     name: String,
     signature: Vec<u8>,
     sig: MethodSig,
@@ -701,7 +705,7 @@ impl Prepared<'_> {
     }
 
     /// Max stack, encoding and `il::verify` of a built body.
-    fn finish(&self, mut body: MethodBody) -> Result<crate::il::WrittenBody> {
+    fn finish(&self, mut body: MethodBody) -> Result<clrprof::il::WrittenBody> {
         let sites = MetaDataCallSites(self.emit.import());
         recompute_max_stack(&mut body, self.returns, &sites)
             .map_err(|e| self.cannot(e.to_string()))?;
@@ -763,7 +767,7 @@ fn prepare<'m>(
     let local_blob = if original.local_var_sig.0 == 0 {
         Vec::new()
     } else {
-        crate::il::standalone_sig(import, original.local_var_sig)?
+        clrprof::il::standalone_sig(import, original.local_var_sig)?
     };
     let (local_count, types) = local_var_sig(&local_blob)?;
     let local_types = types.to_vec();
@@ -800,7 +804,7 @@ fn prepare<'m>(
 /// an `Exception`, so what the wrapper's catch gets is always an exception,
 /// never an array, whose method table is its `ClassID` (on runtimes where
 /// arrays' type handles are type descriptors it is not).
-fn wraps_non_exception_throws(import: &crate::metadata::MetaDataImport<'_>) -> bool {
+fn wraps_non_exception_throws(import: &clrprof::metadata::MetaDataImport<'_>) -> bool {
     const NAME: &[u8] = b"WrapNonExceptionThrows";
     let Ok(Some(blob)) = import.custom_attribute(
         MdToken(0x2000_0001),
@@ -841,8 +845,8 @@ fn instantiates(blob: &[u8], class: MdToken) -> bool {
 /// other method (value-type and static constructors included) is wrapped
 /// whole. `Error::Usage` says why such a constructor cannot be wrapped.
 fn constructor_split(
-    import: &crate::metadata::MetaDataImport<'_>,
-    props: &crate::metadata::MethodProps,
+    import: &clrprof::metadata::MetaDataImport<'_>,
+    props: &clrprof::metadata::MethodProps,
     sig: &MethodSig,
     original: &MethodBody,
 ) -> Result<build::Split> {
@@ -861,7 +865,7 @@ fn constructor_split(
     }
     let class = MdToken(props.class.0);
     let base_spec = (base.0 >> 24 == 0x1b)
-        .then(|| import.type_spec_blob(crate::ids::MdTypeSpec(base.0)).ok())
+        .then(|| import.type_spec_blob(clrprof::ids::MdTypeSpec(base.0)).ok())
         .flatten();
     // The type itself or its base: the TypeDef, the `extends` token, a
     // TypeSpec of the same blob as a generic base, or a TypeSpec
@@ -873,7 +877,7 @@ fn constructor_split(
         if parent.0 >> 24 != 0x1b {
             return false;
         }
-        let Ok(blob) = import.type_spec_blob(crate::ids::MdTypeSpec(parent.0)) else {
+        let Ok(blob) = import.type_spec_blob(clrprof::ids::MdTypeSpec(parent.0)) else {
             return false;
         };
         base_spec.as_deref() == Some(&blob[..]) || instantiates(&blob, class)
@@ -883,12 +887,12 @@ fn constructor_split(
             .method_props(MdMethodDef(t.0))
             .is_ok_and(|m| m.name == ".ctor" && own_or_base(MdToken(m.class.0))),
         0x0a => import
-            .member_ref_props(crate::ids::MdMemberRef(t.0))
+            .member_ref_props(clrprof::ids::MdMemberRef(t.0))
             .is_ok_and(|m| m.name == ".ctor" && own_or_base(m.parent)),
         _ => false,
     };
     let sites = MetaDataCallSites(import);
-    let depths = crate::il::analyze(original, false, &sites)?.depths;
+    let depths = clrprof::il::analyze(original, false, &sites)?.depths;
     build::base_call(original, &depths, &is_own_ctor)
         .map(build::Split::After)
         .map_err(|why| Error::Usage(why.to_string()))
@@ -902,7 +906,7 @@ fn constructor_split(
 /// (`tail.` calls, `jmp`, `arglist`, vararg signatures, no IL, a .NET 11
 /// runtime-async method), with the
 /// runtime's error when its IL or metadata cannot be read, and with
-/// [`Error::CannotWrap`] if the built body fails [`verify`](crate::il::verify()) (a bug here or
+/// [`Error::CannotWrap`] if the built body fails [`verify`](clrprof::il::verify()) (a bug here or
 /// a body that was invalid to start with).
 pub fn wrap<'m, H: MethodHandler>(
     info: &ProfilerInfo,
@@ -1009,7 +1013,7 @@ pub fn wrap_managed<'m>(
         .sig
         .params
         .iter()
-        .zip(crate::signature::param_type_bytes(&p.signature)?)
+        .zip(clrprof::signature::param_type_bytes(&p.signature)?)
     {
         let plain = |t: &TypeSig| {
             !matches!(
@@ -1029,19 +1033,19 @@ pub fn wrap_managed<'m>(
     }
     let object = emit.type_spec(&SigBuilder::primitive(PrimitiveType::Object))?;
     let scope = emit.assembly_ref(&handlers.assembly, handlers.version)?;
-    let class = emit.type_ref(crate::ids::MdToken(scope.0), &handlers.type_name)?;
+    let class = emit.type_ref(clrprof::ids::MdToken(scope.0), &handlers.type_name)?;
     // object OnEntry(string, object[]); object OnExit(string, object, object, object)
     let (o, st) = (
         sys::ELEMENT_TYPE_OBJECT as u8,
         sys::ELEMENT_TYPE_STRING as u8,
     );
     let on_entry = emit.member_ref(
-        crate::ids::MdToken(class.0),
+        clrprof::ids::MdToken(class.0),
         "OnEntry",
         &[0x00, 2, o, st, sys::ELEMENT_TYPE_SZARRAY as u8, o],
     )?;
     let on_exit = emit.member_ref(
-        crate::ids::MdToken(class.0),
+        clrprof::ids::MdToken(class.0),
         "OnExit",
         &[0x00, 4, o, st, o, o, o],
     )?;

@@ -3,8 +3,8 @@
 
 use super::build::{self, build, local_sig, Plan};
 use super::*;
-use crate::ids::{MdSignature, MdToken};
-use crate::il::{CallSite, ClauseKind, ExceptionClause, Label, OpCode, Operand};
+use clrprof::ids::{MdSignature, MdToken};
+use clrprof::il::{CallSite, ClauseKind, ExceptionClause, Label, OpCode, Operand};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -37,7 +37,7 @@ fn plan(returns: bool, arguments: Option<u16>, first_local: u16) -> Plan {
         exit: 0x2000,
         enter_sig: ENTER_SIG,
         exit_sig: EXIT_SIG,
-        object: crate::ids::MdTypeSpec(0x1b00_0001),
+        object: clrprof::ids::MdTypeSpec(0x1b00_0001),
         local_sig: MdSignature(0x1100_0003),
         first_local,
         returns,
@@ -166,7 +166,7 @@ fn the_original_clauses_stay_inner_and_the_wrappers_is_last() {
     b.push_labeled(l_fin, OpCode::ENDFINALLY, Operand::None);
     b.push_labeled(l_ret, OpCode::RET, Operand::None);
     let _ = l_outer_end;
-    b.format = crate::il::HeaderFormat::Fat;
+    b.format = clrprof::il::HeaderFormat::Fat;
     b.clauses = vec![
         ExceptionClause {
             kind: ClauseKind::Catch(MdToken(0x0100_0001)),
@@ -327,7 +327,7 @@ impl MethodHandler for Recorder {
 const OOPS: usize = 0x5100;
 
 fn oops_runtime() -> RuntimeHandle {
-    use crate::testing::fake::{FakeClass, FakeMetaData, FakeModule, FakeRuntime};
+    use clrprof::testing::fake::{FakeClass, FakeMetaData, FakeModule, FakeRuntime};
     static FAKE: OnceLock<FakeRuntime> = OnceLock::new();
     let fake = FAKE.get_or_init(|| {
         let fake = FakeRuntime::new();
@@ -375,11 +375,9 @@ fn registered_recorder() -> (Arc<Recorder>, *const Registered) {
 
 #[test]
 fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value() {
-    // The exit handler's type_name starts the SDK's class-name thread: keep
-    // the tests that expect no SDK thread out until it has stopped again.
-    let _serial = crate::thread::TEST_REGISTRY
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    // The exit handler's type_name starts the SDK's class-name thread; no
+    // other test of this crate starts a profiler thread (the SDK's tests
+    // that expect none run in the SDK's own test binary).
     let (handler, id) = registered_recorder();
     // The wrapped frame: argument homes and the return local.
     let (a0, a1, a2) = (41i32, 2.5f64, 0usize);
@@ -413,7 +411,7 @@ fn probes_read_arguments_by_the_methods_own_types_and_replace_the_return_value()
     );
     namer::wait_until_stopped();
     assert!(
-        !crate::thread::running_except_current()
+        !clrprof::thread::running_except_current()
             .iter()
             .any(|n| n == "clrprof-class-names"),
         "the class-name thread exits when idle, so a detach is not refused for it"
@@ -507,15 +505,15 @@ fn without_arguments_the_table_is_null_and_reads_fail() {
 
 // ---- the managed-handler shape ----
 
-fn managed_plan(ret: bool, params: Vec<Option<crate::ids::MdTypeSpec>>) -> build::ManagedPlan {
+fn managed_plan(ret: bool, params: Vec<Option<clrprof::ids::MdTypeSpec>>) -> build::ManagedPlan {
     build::ManagedPlan {
-        name: crate::ids::MdString(0x7000_0001),
-        on_entry: crate::ids::MdMemberRef(0x0a00_0001),
-        on_exit: crate::ids::MdMemberRef(0x0a00_0002),
-        object: crate::ids::MdTypeSpec(0x1b00_0001),
+        name: clrprof::ids::MdString(0x7000_0001),
+        on_entry: clrprof::ids::MdMemberRef(0x0a00_0001),
+        on_exit: clrprof::ids::MdMemberRef(0x0a00_0002),
+        object: clrprof::ids::MdTypeSpec(0x1b00_0001),
         params,
         first_arg: 0,
-        ret: ret.then_some(crate::ids::MdTypeSpec(0x1b00_0002)),
+        ret: ret.then_some(clrprof::ids::MdTypeSpec(0x1b00_0002)),
         local_sig: MdSignature(0x1100_0004),
         first_local: 0,
         split: build::Split::Whole,
@@ -541,7 +539,10 @@ fn managed_sites() -> HashMap<MdToken, CallSite> {
 
 #[test]
 fn the_managed_shape_boxes_arguments_catches_rethrows_and_unboxes_the_return_value() {
-    let plan = managed_plan(true, vec![Some(crate::ids::MdTypeSpec(0x1b00_0003)), None]);
+    let plan = managed_plan(
+        true,
+        vec![Some(clrprof::ids::MdTypeSpec(0x1b00_0003)), None],
+    );
     let mut body = build::build_managed(&two_returns(), &plan).expect("build");
     recompute_max_stack(&mut body, true, &managed_sites()).expect("max stack");
     let written = body.write().expect("write");
@@ -567,7 +568,7 @@ fn the_managed_shape_boxes_arguments_catches_rethrows_and_unboxes_the_return_val
 #[test]
 fn managed_handlers_serve_only_a_startup_hook_load_of_their_version_in_that_runtime() {
     use super::handlers::Seen;
-    use crate::testing::fake::FakeRuntime;
+    use clrprof::testing::fake::FakeRuntime;
     // Two runtimes of one side-by-side process.
     let (a, b) = (FakeRuntime::new(), FakeRuntime::new());
     // SAFETY: [test-fake] the fakes describe no memory the SDK reads.
@@ -805,7 +806,7 @@ fn ctor_sites() -> HashMap<MdToken, CallSite> {
 }
 
 fn split_of(body: &MethodBody) -> core::result::Result<usize, &'static str> {
-    let depths = crate::il::analyze(body, false, &ctor_sites())
+    let depths = clrprof::il::analyze(body, false, &ctor_sites())
         .unwrap()
         .depths;
     build::base_call(body, &depths, &|t| t == BASE_CTOR)
@@ -987,7 +988,7 @@ fn a_wrapped_body_is_installed_only_in_the_rejit_control_of_its_method() {
         let ptr = windows_core::Interface::as_raw(&raw);
         // SAFETY: [test-fake] `raw` lives for the test; the method is the one this test names.
         unsafe {
-            crate::rejit::FunctionControl::from_raw_borrowed(
+            clrprof::rejit::FunctionControl::from_raw_borrowed(
                 ptr,
                 RawModuleId(module),
                 MdMethodDef(token),

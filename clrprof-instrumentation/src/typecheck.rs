@@ -4,9 +4,9 @@
 //! instruction gets operands of the types it needs (ECMA-335 III.1.5) and
 //! that each call gets the types its signature declares.
 
-use crate::error::{Error, Result};
-use crate::ids::MdToken;
-use crate::il::{Label, MethodBody, OpCode, Operand};
+use clrprof::error::{Error, Result};
+use clrprof::ids::MdToken;
+use clrprof::il::{Label, MethodBody, OpCode, Operand};
 use std::collections::HashMap;
 
 /// The evaluation-stack types the added code uses.

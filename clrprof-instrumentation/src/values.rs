@@ -11,8 +11,8 @@
 //! place, typed by the method's own signature, which the SDK bound to the
 //! wrapper when it built the body.
 
-use crate::error::{Error, Result};
-use crate::signature::TypeSig;
+use clrprof::error::{Error, Result};
+use clrprof::signature::TypeSig;
 use clrprof_sys as sys;
 
 mod sealed {
@@ -119,7 +119,7 @@ fn mismatch<T: Primitive>(t: &TypeSig, what: &str) -> Error {
 
 fn describe(t: &TypeSig) -> String {
     match t {
-        TypeSig::Primitive(e) => crate::signature::primitive_name(*e).to_string(),
+        TypeSig::Primitive(e) => clrprof::signature::primitive_name(*e).to_string(),
         TypeSig::Modified { inner, .. } => describe(inner),
         TypeSig::ByRef(_) => "a `ref` (its target may be on the GC heap, which may move)".into(),
         TypeSig::Var(n) => format!("the type's generic parameter !{n}"),

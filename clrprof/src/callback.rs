@@ -616,7 +616,7 @@ pub trait Profiler: Send + Sync + 'static {
     /// ([`FunctionControl::module`](crate::rejit::FunctionControl::module),
     /// [`method`](crate::rejit::FunctionControl::method)): a wrapped body of
     /// another method is refused by
-    /// [`WrappedBody::install_in_rejit`](crate::instrumentation::WrappedBody::install_in_rejit).
+    /// `WrappedBody::install_in_rejit` (crate `clrprof-instrumentation`).
     fn get_rejit_parameters(
         &self,
         info: &ProfilerInfo,

@@ -148,7 +148,7 @@ pub enum Error {
         /// The call that was not made.
         call: &'static str,
     },
-    /// The method-wrapping layer ([`crate::instrumentation`]) refused a
+    /// The method-wrapping layer (crate `clrprof-instrumentation`) refused a
     /// method whose body it cannot wrap without changing what it does (a
     /// `tail.` call, `jmp`, a vararg signature, ...). Nothing was installed.
     CannotWrap {

@@ -67,7 +67,6 @@ pub mod ids;
 pub mod il;
 pub mod info;
 pub mod inspect;
-pub mod instrumentation;
 pub mod logging;
 pub mod metadata;
 pub mod metadata_emit;

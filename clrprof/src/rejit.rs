@@ -48,7 +48,7 @@ pub struct AssemblyReference<'a> {
 /// method's new version). The control knows that method
 /// ([`module`](Self::module), [`method`](Self::method)), so what is
 /// installed through it can be checked against it:
-/// [`WrappedBody::install_in_rejit`](crate::instrumentation::WrappedBody::install_in_rejit)
+/// `WrappedBody::install_in_rejit` (crate `clrprof-instrumentation`)
 /// refuses a body of another method ([`Error::WrongPartner`]).
 pub struct FunctionControl {
     raw: sys::ICorProfilerFunctionControl,

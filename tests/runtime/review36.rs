@@ -6,7 +6,7 @@
 //! (each failed before its fix: the host died or hung):
 //! - "review36: managed handlers seen in a plugin context": entry
 //!   handlers-load-context (`ManagedHandlers::module_loaded`,
-//!   `wrap_managed`, clrprof/src/instrumentation/handlers.rs). The handlers
+//!   `wrap_managed`, clrprof-instrumentation/src/handlers.rs). The handlers
 //!   noted their assembly in *any* module load, so wrap_managed accepted
 //!   them for a module of another load context: the `review36alc` app
 //!   loads wraphandlers.dll into a plugin `AssemblyLoadContext`, the

@@ -1,4 +1,4 @@
-//! Method wrapping in real runtimes (clrprof::instrumentation through the
+//! Method wrapping in real runtimes (clrprof-instrumentation through the
 //! method-wrapper example, on apps/wrap.cs, whose own account of every
 //! call and exceptional exit is the ground truth):
 //! - at JIT time, every shape (static, instance, value-type `this`, generic

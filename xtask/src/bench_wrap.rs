@@ -1,5 +1,5 @@
 //! `cargo xtask bench wrap`: what wrapping a method costs per call
-//! (`clrprof::instrumentation` through the method-wrapper example), against
+//! (`clrprof-instrumentation` through the method-wrapper example), against
 //! the IL example's entry counter and call-tracer's WithInfo ELT hooks, on
 //! the ELT benchmark's workload (`benches/elt/workload.cs`: a tight loop of
 //! calls to `Bench.Workload::Step(long, int)`, never inlined).

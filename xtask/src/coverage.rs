@@ -508,7 +508,11 @@ struct UnitTest {
 
 fn unit_tests(root: &Path) -> Vec<UnitTest> {
     let mut out = Vec::new();
-    for dir in ["clrprof/src", "clrprof/tests"] {
+    for dir in [
+        "clrprof/src",
+        "clrprof/tests",
+        "clrprof-instrumentation/src",
+    ] {
         for file in crate::workspace::rust_files(&root.join(dir)) {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
@@ -916,7 +920,8 @@ one. Callbacks are covered by the `Profiler` trait's methods, marked the same
 way. A method without a wrapper has a line with its reason in
 `NOT_WRAPPED` (`xtask/src/coverage.rs`).
 
-**Tests.** Unit tests: `#[test]` functions of `clrprof/src` and
+**Tests.** Unit tests: `#[test]` functions of `clrprof/src`,
+`clrprof-instrumentation/src` and
 `clrprof/tests` whose body calls the wrapper (or implements it, for trait
 methods), mostly against the fake runtime. Real-runtime scenarios: those of
 `tests/runtime` that run a fixture or example profiler whose source calls or

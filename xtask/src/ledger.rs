@@ -12,7 +12,8 @@
 //! # The tag convention (for everyone who writes `unsafe`)
 //!
 //! Every `unsafe { .. }` block and `unsafe impl` in `clrprof/src`,
-//! `clrprof-mux/src`, `clrprof-sampler/src` and `clrprof-sys/src` has a `// SAFETY:` comment whose
+//! `clrprof-instrumentation/src`, `clrprof-mux/src`, `clrprof-sampler/src`
+//! and `clrprof-sys/src` has a `// SAFETY:` comment whose
 //! text starts with the rules it relies on in brackets:
 //!
 //! ```text
@@ -43,6 +44,7 @@ use syn::visit::Visit;
 /// The source trees the ledger covers (relative to the workspace root).
 pub const SCANNED: &[&str] = &[
     "clrprof/src",
+    "clrprof-instrumentation/src",
     "clrprof-mux/src",
     "clrprof-sampler/src",
     "clrprof-sys/src",
@@ -242,7 +244,11 @@ pub struct TestIndex {
 impl TestIndex {
     fn build(root: &Path) -> TestIndex {
         let mut index = TestIndex::default();
-        for ui in ["clrprof/tests/ui", "clrprof-sampler/tests/ui"] {
+        for ui in [
+            "clrprof/tests/ui",
+            "clrprof-instrumentation/tests/ui",
+            "clrprof-sampler/tests/ui",
+        ] {
             for p in crate::workspace::rust_files(&root.join(ui)) {
                 if p.with_extension("stderr").is_file() {
                     if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
@@ -254,6 +260,8 @@ impl TestIndex {
         for dir in [
             "clrprof/src",
             "clrprof/tests",
+            "clrprof-instrumentation/src",
+            "clrprof-instrumentation/tests",
             "clrprof-mux/src",
             "clrprof-mux/tests",
             "clrprof-sampler/src",

@@ -1,7 +1,7 @@
 // The exception's ClassId an exit handler gets is valid for the call only
 // (its instance is held alive by the wrapped frame while the handler runs):
 // a handler cannot keep it past the call.
-use clrprof::instrumentation::{Entry, Exit, MethodHandler};
+use clrprof_instrumentation::{Entry, Exit, MethodHandler};
 use clrprof::ClassId;
 use std::sync::Mutex;
 

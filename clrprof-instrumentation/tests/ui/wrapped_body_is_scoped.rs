@@ -2,7 +2,7 @@
 // be kept for a later JIT compilation or ReJIT control (of another method,
 // or after its module unloaded), where nothing would pair it with the
 // method it wraps (review 36).
-use clrprof::instrumentation::{wrap, Entry, Exit, MethodHandler, WrappedBody};
+use clrprof_instrumentation::{wrap, Entry, Exit, MethodHandler, WrappedBody};
 use clrprof::{FunctionId, ProfilerInfo};
 use std::sync::{Arc, Mutex};
 

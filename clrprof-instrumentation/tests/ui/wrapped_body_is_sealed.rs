@@ -3,7 +3,7 @@
 // cannot make one from bytes of its own (its fields are private and it has
 // no constructor but `instrumentation::wrap`), so it cannot install
 // arbitrary IL through the safe installers.
-use clrprof::instrumentation::WrappedBody;
+use clrprof_instrumentation::WrappedBody;
 
 fn forge<'m>() -> WrappedBody<'m> {
     WrappedBody {

@@ -84,7 +84,8 @@ impl MetaDataCallSites<'_, '_> {
 
 /// `GetSigFromToken`: the blob of a StandAloneSig (a `calli` site or a
 /// local-variable signature), copied.
-pub(crate) fn standalone_sig(md: &MetaDataImport<'_>, token: MdSignature) -> Result<Vec<u8>> {
+// provenance: token-module
+pub fn standalone_sig(md: &MetaDataImport<'_>, token: MdSignature) -> Result<Vec<u8>> {
     let (mut blob, mut len) = (core::ptr::null::<u8>(), 0u32);
     crate::error::check(
         // SAFETY: [plain-call] out pointers are locals.

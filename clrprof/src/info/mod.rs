@@ -390,6 +390,20 @@ impl<'s> ProfilerInfo<'s> {
         }
     }
 
+    /// Lends `runtime` for a callback scope on a thread of the SDK's own:
+    /// what the SDK's companion crates use on the threads they start
+    /// (`clrprof-instrumentation`'s class-name thread). Not a public API.
+    ///
+    /// # Safety
+    /// The calling thread was started with [`crate::thread::spawn`] by SDK
+    /// code and has no other scope open for its whole use of the returned
+    /// value; every ID passed through it is one whose validity the caller
+    /// proves itself (as the SDK's own threads do).
+    #[doc(hidden)]
+    pub unsafe fn sdk_thread_scope(runtime: &'s RuntimeHandle) -> Self {
+        Self::scoped(runtime, Scope::Callback)
+    }
+
     /// An owned handle to this runtime, to keep beyond the scope.
     pub fn handle(&self) -> RuntimeHandle {
         self.runtime.clone()
@@ -410,7 +424,8 @@ impl<'s> ProfilerInfo<'s> {
 
     /// `true` in the `ModuleLoadFinished` callback of `module`, on the
     /// thread that loaded it.
-    pub(crate) fn in_load_of(&self, module: crate::ids::RawModuleId) -> bool {
+    // provenance: none: the module ID is only compared with the scope's, never handed to the runtime
+    pub fn in_load_of(&self, module: crate::ids::RawModuleId) -> bool {
         matches!(self.scope, Scope::ModuleLoad(m) if m == module)
     }
 

@@ -1,5 +1,5 @@
 //! method-wrapper: wraps managed methods with handlers written in safe Rust
-//! through [`clrprof::instrumentation`].
+//! through [`clrprof_instrumentation`].
 //!
 //! Every method whose name (`Namespace.Type::Method`) starts with
 //! `CLRPROF_WRAP_FILTER` (or with one of its comma-separated prefixes) is
@@ -52,13 +52,15 @@
 //! `{"event":"wrap_refused","method":..,"why":..}` and left as it was.
 
 use clrprof::il::{ReJitFlags, ReJitThread};
-use clrprof::instrumentation::{self, Arguments, Entry, Exit, MethodHandler, ReturnValue};
 use clrprof::output::JsonLines;
 use clrprof::rejit::FunctionControl;
 use clrprof::thread::ProfilerThread;
 use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, MdMethodDef, ModuleId, Profiler, ProfilerInfo,
     RawModuleId, Result,
+};
+use clrprof_instrumentation::{
+    self as instrumentation, Arguments, Entry, Exit, MethodHandler, ReturnValue,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
