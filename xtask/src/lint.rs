@@ -11,6 +11,7 @@ const DOCUMENTED: &[&str] = &[
     "clrprof",
     "clrprof-sys",
     "clrprof-macros",
+    "clrprof-instrumentation",
     "clrprof-mux",
     "clrprof-sampler",
     "clrprof-testing",

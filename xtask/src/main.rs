@@ -22,6 +22,7 @@ mod ledger;
 mod lint;
 mod measure;
 mod msvc;
+mod package;
 mod provenance;
 mod provision;
 mod test;
@@ -42,6 +43,7 @@ commands:
   msvc        build the SDK for x86_64-pc-windows-msvc and check the trampolines' unwind data
   gen-sys     regenerate clrprof-sys from corprof.idl / cor.h
   gen-mux     regenerate clrprof-mux's forwarding layer from clrprof-sys (--check: verify it)
+  package     cargo package of every crate meant for crates.io, offline (--verify: build each from its .crate)
   book        check the listings and build the mdBook tutorial into target/book
   coverage    generate book/src/coverage.md (--check: fail if stale or a corprof.idl method is unaccounted for)
   ledger      generate book/src/soundness-ledger.md: every unsafe block's runtime rule, its enforcement and tests
@@ -72,6 +74,7 @@ fn main() {
         "msvc" => msvc::main(rest),
         "gen-sys" => gen_sys::main(rest),
         "gen-mux" => gen_mux::main(rest),
+        "package" => package::main(rest),
         "book" => book::main(rest),
         "coverage" => coverage::main(rest),
         "conformance" => conformance::main(rest),

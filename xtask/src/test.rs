@@ -4,7 +4,8 @@
 //! compiler → build the example profilers for Linux and Windows →
 //! `cargo test --workspace` (native tests, and the real-runtime harness of
 //! `tests/`, which runs every scenario on every leg) → the conformance table
-//! (`xtask/src/conformance.rs`, from those results) → the book → lint → the
+//! (`xtask/src/conformance.rs`, from those results) → the book → lint →
+//! `cargo package` of every publishable crate (`xtask/src/package.rs`) → the
 //! coverage table of the profiling API (`xtask/src/coverage.rs`) → the soundness
 //! ledger (`xtask/src/ledger.rs`: untagged `unsafe`, missing tests, stale page) → the cross-target
 //! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
@@ -100,6 +101,11 @@ pub fn main(args: &[String]) -> crate::Result {
     }
     step("lint: cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings");
     step_failures.extend(crate::lint::run());
+
+    step("package: cargo package of every crate meant for crates.io (offline)");
+    if let Err(e) = crate::package::run(&root, false) {
+        step_failures.push(e.to_string());
+    }
 
     step(
         "coverage: every corprof.idl method wrapped or with a reason; book/src/coverage.md current",
