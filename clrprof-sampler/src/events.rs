@@ -44,6 +44,7 @@
 //! runtime's ticks.
 
 use crate::budget::WalkBudget;
+use crate::interner::Names;
 use clrprof::eventpipe::payload::{decode_utf16le, Reader};
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
 use clrprof::info::CorElementType;
@@ -333,10 +334,8 @@ impl Default for EventProfilesConfig {
 /// Values per (type label, stack) of one profile kind.
 #[derive(Clone, Debug, Default)]
 pub struct KindProfile {
-    names: Vec<Arc<str>>,
-    by_name: HashMap<Arc<str>, u32>,
-    labels: Vec<Arc<str>>,
-    by_label: HashMap<Arc<str>, u32>,
+    names: Names,
+    labels: Names,
     rows: HashMap<(Option<u32>, Vec<u32>), [u64; 2]>,
     start: Option<SystemTime>,
 }
@@ -347,40 +346,24 @@ pub const MAX_TYPE_LABELS: usize = 1000;
 pub const OTHER_TYPES: &str = "(other types)";
 
 impl KindProfile {
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&i) = self.by_name.get(name) {
-            return i;
-        }
-        let i = self.names.len() as u32;
-        let name: Arc<str> = name.into();
-        self.names.push(name.clone());
-        self.by_name.insert(name, i);
-        i
-    }
-
     fn label(&mut self, label: &str) -> u32 {
-        if let Some(&i) = self.by_label.get(label) {
+        if let Some(i) = self.labels.find(label) {
             return i;
         }
-        let label = if self.labels.len() >= MAX_TYPE_LABELS {
-            OTHER_TYPES
-        } else {
-            label
-        };
-        if let Some(&i) = self.by_label.get(label) {
-            return i;
+        if self.labels.len() >= MAX_TYPE_LABELS {
+            return self.labels.intern(OTHER_TYPES);
         }
-        let i = self.labels.len() as u32;
-        let label: Arc<str> = label.into();
-        self.labels.push(label.clone());
-        self.by_label.insert(label, i);
-        i
+        self.labels.intern(label)
     }
 
     /// Adds `values` to (`type_label`, `stack`), the stack leaf first.
     pub fn add(&mut self, type_label: Option<&str>, leaf_first: &[&str], values: [u64; 2]) {
         let label = type_label.map(|l| self.label(l));
-        let stack: Vec<u32> = leaf_first.iter().rev().map(|f| self.intern(f)).collect();
+        let stack: Vec<u32> = leaf_first
+            .iter()
+            .rev()
+            .map(|f| self.names.intern(f))
+            .collect();
         let row = self.rows.entry((label, stack)).or_default();
         row[0] = row[0].saturating_add(values[0]);
         row[1] = row[1].saturating_add(values[1]);
@@ -390,8 +373,8 @@ impl KindProfile {
     pub fn rows(&self) -> impl Iterator<Item = (Option<&str>, Vec<&str>, [u64; 2])> {
         self.rows.iter().map(|((l, s), v)| {
             (
-                l.map(|l| &*self.labels[l as usize]),
-                s.iter().map(|&f| &*self.names[f as usize]).collect(),
+                l.and_then(|l| self.labels.get(l)),
+                s.iter().filter_map(|&f| self.names.get(f)).collect(),
                 *v,
             )
         })

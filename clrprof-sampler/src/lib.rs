@@ -137,6 +137,7 @@ pub mod continuous;
 mod cpu;
 pub mod event_upload;
 pub mod events;
+mod interner;
 pub mod kinds;
 pub mod pprof;
 mod profile;

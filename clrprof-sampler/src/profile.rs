@@ -1,5 +1,6 @@
 //! The sampled profile: distinct stacks per thread, with counts.
 
+use super::interner::Names;
 use super::stacks::StackMap;
 use clrprof::ids::RawThreadId;
 use clrprof::output::push_json_string;
@@ -19,8 +20,7 @@ use std::time::SystemTime;
 /// `alloc_objects`/`alloc_space` sample types beside the CPU ones.
 #[derive(Default, Debug, Clone)]
 pub struct Profile {
-    names: Vec<Arc<str>>,
-    by_name: HashMap<Arc<str>, u32>,
+    names: Names,
     /// The module (file name) of each frame name, where known, as an index
     /// into `module_names`.
     modules: Vec<Option<u32>>,
@@ -59,14 +59,7 @@ impl Profile {
 
     /// The index of frame name `name`, adding it if new.
     pub fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&i) = self.by_name.get(name) {
-            return i;
-        }
-        let i = self.names.len() as u32;
-        let name: Arc<str> = name.into();
-        self.names.push(name.clone());
-        self.by_name.insert(name, i);
-        i
+        self.names.intern(name)
     }
 
     /// The index of frame name `name` of module `module` (a file name,
@@ -196,7 +189,6 @@ impl Profile {
     pub fn take_period(&mut self, now: SystemTime) -> Profile {
         let period = Profile {
             names: self.names.clone(),
-            by_name: self.by_name.clone(),
             modules: self.modules.clone(),
             module_names: self.module_names.clone(),
             stacks: self.stacks.take(),
@@ -218,7 +210,7 @@ impl Profile {
 
     /// Distinct frame names so far.
     pub fn frame_names(&self) -> &[Arc<str>] {
-        &self.names
+        self.names.as_slice()
     }
 
     /// The module of frame `index`, where known.
@@ -285,7 +277,7 @@ impl Profile {
                 line.push(';');
             }
             // Folded format separators must not appear inside a frame.
-            let name = self.names.get(i as usize).map(|n| &**n).unwrap_or("?");
+            let name = self.names.get(i).unwrap_or("?");
             line.extend(name.chars().map(|c| match c {
                 ';' => ':',
                 '\n' | '\r' => ' ',
@@ -335,7 +327,7 @@ impl Profile {
         s.push_str("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"clrprof\",\"name\":");
         push_json_string(&mut s, name);
         s.push_str(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
-        for (i, n) in self.names.iter().enumerate() {
+        for (i, n) in self.names.as_slice().iter().enumerate() {
             if i > 0 {
                 s.push(',');
             }
