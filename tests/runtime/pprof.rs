@@ -5,16 +5,15 @@
 //! messages), after gunzip.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::http::{Response, TestServer};
 use clrprof_testing::run::{Outcome, RunSpec};
 use clrprof_testing::wine::to_wine_path;
 use clrprof_testing::Os;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 // ---- a minimal protobuf reader ----
@@ -576,76 +575,25 @@ fn continuous_directory(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
-/// What the test endpoint received: (accepted?, request line, body) per upload.
-type Requests = Arc<Mutex<Vec<(bool, String, Vec<u8>)>>>;
-
-/// A pprof-upload endpoint that refuses every other upload (HTTP 503).
-struct FlakyServer {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    /// (accepted?, query, body) per request.
-    requests: Requests,
-}
-
-impl FlakyServer {
-    fn start() -> Result<FlakyServer, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (stop.clone(), requests.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let _ = serve(stream, &r);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Ok(FlakyServer {
-            port,
-            stop,
-            requests,
-        })
-    }
-}
-
-impl Drop for FlakyServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(
-    mut stream: TcpStream,
-    requests: &Mutex<Vec<(bool, String, Vec<u8>)>>,
-) -> std::io::Result<()> {
-    let Some((head, body)) = read_http_request(&mut stream)? else {
-        return Ok(());
-    };
-    let query = head.lines().next().unwrap_or("").to_string();
-    let mut r = requests.lock().unwrap_or_else(|e| e.into_inner());
-    let accept = r.len().is_multiple_of(2);
-    r.push((accept, query, body));
-    drop(r);
-    let answer: &[u8] = if accept {
-        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    } else {
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    };
-    stream.write_all(answer)?;
-    stream.flush()
+/// A pprof-upload endpoint that refuses every other upload (HTTP 503): the
+/// first, third, ... request is answered 200. It serves one connection at a
+/// time and records requests in arrival order, so the `n`th recorded
+/// request was accepted when `n` is even.
+fn flaky_server() -> Result<TestServer, String> {
+    let answered = AtomicUsize::new(0);
+    TestServer::start(move |_| {
+        let accept = answered.fetch_add(1, Ordering::SeqCst).is_multiple_of(2);
+        Response::new(if accept { 200 } else { 503 }, Vec::new())
+    })
+    .map_err(|e| format!("test endpoint: {e}"))
 }
 
 /// Continuous mode uploading to a local endpoint that refuses every other
 /// upload: the refused periods are reported and counted as lost, every
 /// other one arrives whole, and nothing else is lost.
 fn continuous_http(case: &Case<'_>) -> CaseResult {
-    let server = FlakyServer::start()?;
-    let url = format!("http://127.0.0.1:{}/ingest?name=clrprof.test", server.port);
+    let server = flaky_server()?;
+    let url = format!("{}/ingest?name=clrprof.test", server.url());
     let (_outcome, records, _) = run_continuous(
         case,
         &["3", "1"],
@@ -653,11 +601,12 @@ fn continuous_http(case: &Case<'_>) -> CaseResult {
         &[("CLRPROF_SAMPLER_CONTINUOUS_URL", url)],
         None,
     )?;
-    let requests = server
-        .requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let requests: Vec<(bool, String, Vec<u8>)> = server
+        .requests()
+        .into_iter()
+        .enumerate()
+        .map(|(n, r)| (n % 2 == 0, r.line, r.body))
+        .collect();
     drop(server);
     let periods: Vec<&Value> = records.iter().filter(|r| r["event"] == "period").collect();
     let summary = records
@@ -733,43 +682,4 @@ pub fn scenarios() -> Vec<Scenario> {
             continuous_http,
         ),
     ]
-}
-
-/// Reads one HTTP/1.1 request (head and a `Content-Length` body) from a
-/// test endpoint's connection; `None` if the peer closed before a head.
-pub(crate) fn read_http_request(
-    stream: &mut TcpStream,
-) -> std::io::Result<Option<(String, Vec<u8>)>> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body = buf[head_end..].to_vec();
-    Ok(Some((head, body)))
 }

@@ -17,17 +17,14 @@
 //! excluded there and its continuous run takes allocations only.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::http::{Response, TestServer};
 use clrprof_testing::run::{Outcome, RunSpec};
 use clrprof_testing::wine::to_wine_path;
 use clrprof_testing::Os;
 
 use crate::exceptions::{WINE_NET8_LEG, WINE_NET8_REASON};
 use serde_json::Value;
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct Run {
@@ -514,61 +511,6 @@ fn continuous(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
-/// One request the test endpoint got: its head (request line and headers)
-/// and body.
-type Requests = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// A local HTTP endpoint that records every request and answers 200.
-struct Endpoint {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    requests: Requests,
-}
-
-impl Endpoint {
-    fn start() -> Result<Endpoint, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let requests: Requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (stop.clone(), requests.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let _ = serve(stream, &r);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Ok(Endpoint {
-            port,
-            stop,
-            requests,
-        })
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(mut stream: TcpStream, requests: &Mutex<Vec<(String, Vec<u8>)>>) -> std::io::Result<()> {
-    let Some((head, body)) = crate::pprof::read_http_request(&mut stream)? else {
-        return Ok(());
-    };
-    requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((head, body));
-    stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    stream.flush()
-}
-
 /// Continuous mode uploading to an HTTP endpoint with headers: one `POST`
 /// per kind and period, each carrying both headers and Pyroscope's query
 /// parameters, each body a pprof of one kind's sample types only (type
@@ -580,11 +522,10 @@ fn continuous_http(case: &Case<'_>) -> CaseResult {
     } else {
         "alloc,exception"
     };
-    let server = Endpoint::start()?;
-    let url = format!(
-        "http://127.0.0.1:{}/ingest?name=clrprof.profiles",
-        server.port
-    );
+    // A local endpoint that records every request and answers 200.
+    let server = TestServer::start(|_| Response::new(200, Vec::new()))
+        .map_err(|e| format!("test endpoint: {e}"))?;
+    let url = format!("{}/ingest?name=clrprof.profiles", server.url());
     let app = case.app("profiles")?;
     let mut plain = case.spec(&app);
     plain.args = vec!["1".into(), parts.into()];
@@ -611,11 +552,7 @@ fn continuous_http(case: &Case<'_>) -> CaseResult {
         return Err("app output changed under the profiler".into());
     }
     let records = read_records(&records_path)?;
-    let requests = server
-        .requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let requests = server.requests();
     let periods = records
         .iter()
         .filter(|r| r["event"] == "kind-period")
@@ -628,17 +565,17 @@ fn continuous_http(case: &Case<'_>) -> CaseResult {
         .into());
     }
     let mut per_kind = std::collections::BTreeMap::<String, Vec<crate::pprof::Pb>>::new();
-    for (head, body) in &requests {
-        let line = head.lines().next().unwrap_or("");
-        let has = |h: &str| head.lines().any(|l| l.eq_ignore_ascii_case(h));
+    for request in &requests {
+        let line = &request.line;
+        let has = |h: &str| request.headers.iter().any(|l| l.eq_ignore_ascii_case(h));
         if !line.starts_with("POST /ingest?name=clrprof.profiles&format=pprof&from=")
             || !line.contains("&spyName=clrprof")
             || !has("Authorization: Bearer s3cret=")
             || !has("X-Scope-OrgID: team-a")
         {
-            return Err(format!("upload without the query or headers: {head:?}").into());
+            return Err(format!("upload without the query or headers: {request:?}").into());
         }
-        let pb = crate::pprof::decode(body)?;
+        let pb = crate::pprof::decode(&request.body)?;
         let kind = match pb.sample_types.first().map(|(t, _)| t.as_str()) {
             Some("alloc_objects") => "alloc",
             Some("exceptions") => "exception",
