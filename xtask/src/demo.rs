@@ -116,12 +116,12 @@ pub fn main(args: &[String]) -> crate::Result {
                 let dir = cache.join("demo").join(package).join(&leg.name);
                 let plain = run_app(leg, runtimes.wine(), &RunSpec::new(&dll, dir.join("plain")))
                     .map_err(|e| e.to_string())?;
-                let traced = run_app(
-                    leg,
-                    runtimes.wine(),
-                    &RunSpec::new(&dll, dir.join("traced")).profiler(profiler),
-                )
-                .map_err(|e| e.to_string())?;
+                let mut spec = RunSpec::new(&dll, dir.join("traced")).profiler(profiler);
+                if package == "method-wrapper" {
+                    // The wrapper wraps the methods its filter names: the app's own.
+                    spec = spec.env("CLRPROF_WRAP_FILTER", APP_NAMESPACE);
+                }
+                let traced = run_app(leg, runtimes.wine(), &spec).map_err(|e| e.to_string())?;
                 if package == "sampler" {
                     // The sampler writes folded stacks to CLRPROF_OUTPUT and
                     // its JSON Lines records next to it (issue 10's layout).
@@ -188,6 +188,34 @@ fn describe_sampler(dir: &std::path::Path, output_unchanged: bool) -> Result<Str
     ))
 }
 
+/// The sample app's namespace (`tests/apps/jit.cs`): its own methods.
+const APP_NAMESPACE: &str = "Jit.";
+
+/// The method wrapper's account: one `wrapped` record per method name with
+/// its `enter`, `return` and `exception` counts.
+fn describe_wrapped<'a>(wrapped: impl Iterator<Item = &'a serde_json::Value>) -> String {
+    let mut methods: Vec<(&str, u64)> = Vec::new();
+    let (mut returns, mut exceptions) = (0u64, 0u64);
+    for r in wrapped {
+        let count = |k: &str| r[k].as_u64().unwrap_or(0);
+        methods.push((r["method"].as_str().unwrap_or("?"), count("enter")));
+        returns += count("return");
+        exceptions += count("exception");
+    }
+    let calls: u64 = methods.iter().map(|(_, n)| n).sum();
+    methods.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let most: Vec<String> = methods
+        .iter()
+        .take(3)
+        .map(|(m, n)| format!("{m} {n}"))
+        .collect();
+    format!(
+        "{} methods wrapped, {calls} calls counted ({returns} returns, {exceptions} exceptions); most called: {}",
+        methods.len(),
+        most.join(", ")
+    )
+}
+
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
@@ -235,6 +263,14 @@ fn describe(o: &Outcome, output_unchanged: bool) -> String {
                     .collect();
                 parts.push(format!("{n} modules loaded ({})", names.join(", ")));
             }
+            "wrapped" => parts.push(describe_wrapped(o.events("wrapped"))),
+            "wrapper_panics" => {
+                let panics: u64 = o
+                    .events("wrapper_panics")
+                    .filter_map(|r| r["count"].as_u64())
+                    .sum();
+                parts.push(format!("{panics} handler panics"));
+            }
             other => parts.push(format!("{n} {other} records")),
         }
     }
@@ -244,4 +280,24 @@ fn describe(o: &Outcome, output_unchanged: bool) -> String {
         "APP OUTPUT CHANGED".into()
     });
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_wrapped;
+    use serde_json::json;
+
+    #[test]
+    fn the_wrapper_account_counts_methods_and_calls() {
+        let records = [
+            json!({"event": "wrapped", "method": "Jit.Counter::Add", "enter": 100, "return": 100, "exception": 0}),
+            json!({"event": "wrapped", "method": "Jit.Program::Fib", "enter": 21891, "return": 21891, "exception": 0}),
+            json!({"event": "wrapped", "method": "Jit.Program::Main", "enter": 1, "return": 0, "exception": 1}),
+        ];
+        assert_eq!(
+            describe_wrapped(records.iter()),
+            "3 methods wrapped, 21992 calls counted (21991 returns, 1 exceptions); \
+             most called: Jit.Program::Fib 21891, Jit.Counter::Add 100, Jit.Program::Main 1"
+        );
+    }
 }
