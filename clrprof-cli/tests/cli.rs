@@ -5,7 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn clrprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_clrprof"));
+    clrprof_at(Path::new(env!("CARGO_BIN_EXE_clrprof")))
+}
+
+/// The binary at `exe` (a copy of it), with the variables that would point
+/// it elsewhere removed.
+fn clrprof_at(exe: &Path) -> Command {
+    let mut c = Command::new(exe);
     for var in [
         "CLRPROF_CACHE",
         "CLRPROF_RUNTIME_MANIFEST",
@@ -126,8 +132,16 @@ fn several_profilers_without_a_multiplexer_say_how_to_build_one() {
     let dir = scratch("mux");
     let a = marked(&dir, "liba.so", b"\x7fELF");
     let b = marked(&dir, "libb.so", b"\x7fELF");
+    // `run` also looks for the multiplexer next to its own executable, where
+    // a build of the workspace puts one (target/debug/libclrprof_mux.so):
+    // run a copy of the binary that has none beside it.
+    let exe = dir.join("bin").join("clrprof");
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_clrprof"), &exe).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_clrprof"), &exe).unwrap();
+    }
     let (code, _, stderr) = output(
-        clrprof()
+        clrprof_at(&exe)
             .current_dir(&dir)
             .env("CLRPROF_CACHE", dir.join("cache"))
             .arg("run")
