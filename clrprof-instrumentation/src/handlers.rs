@@ -40,7 +40,7 @@ use std::sync::Mutex;
 ///
 /// # The rule, and the runtime code it rests on
 ///
-/// A body [`wrap_managed`](clrprof::wrap_managed) builds calls the handlers
+/// A body [`wrap_managed`](crate::wrap_managed) builds calls the handlers
 /// through an AssemblyRef the layer adds to the wrapped method's module:
 /// the runtime binds it by name in that module's load context when the
 /// method is first compiled, and a name it cannot bind is a
