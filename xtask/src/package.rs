@@ -18,9 +18,12 @@
 //! `[package.metadata.docs.rs]`: [`check_manifest`]), every file the crate
 //! names is packaged, and the dependencies resolve. With `--verify`, cargo
 //! also builds each packaged crate from its `.crate` file alone (which
-//! catches a source file the package leaves out); that rebuilds every
-//! dependency once more, so `cargo xtask test` runs it without `--verify`
-//! after the workspace build has compiled the same sources.
+//! catches a source file the package leaves out; a sibling it depends on is
+//! still the patched workspace copy, whose own package is verified in the
+//! same run). That builds every dependency once more in `target/package`
+//! (about a minute here after the first time), so `cargo xtask test` runs it
+//! without `--verify`, after the workspace build has compiled the same
+//! sources.
 
 use std::path::Path;
 use std::process::Command;
@@ -131,19 +134,22 @@ fn package_args(verify: bool) -> Vec<String> {
 /// crate does not use (each crate uses only its own siblings' patches).
 fn without_patch_noise(stderr: &str) -> String {
     let mut out = String::new();
-    let mut in_help = false;
+    let mut in_warning = false;
     for line in stderr.lines() {
-        if line.starts_with("warning: patch `") {
+        if line.starts_with("warning: patch `")
+            || line.starts_with("help: Check that the patched package")
+        {
+            in_warning = true;
             continue;
         }
-        if line.starts_with("help: Check that the patched package") {
-            in_help = true;
+        // The warning's continuation: its help text, and while verifying
+        // `|` and `= help: perhaps you meant` with the packaged copy's path.
+        let continued =
+            line.starts_with("      ") || line.starts_with("  |") || line.starts_with("  = ");
+        if in_warning && continued {
             continue;
         }
-        if in_help && line.starts_with("      ") {
-            continue;
-        }
-        in_help = false;
+        in_warning = false;
         out.push_str(line);
         out.push('\n');
     }
@@ -303,10 +309,17 @@ mod tests {
                    warning: patch `b v0.1.0 (/w/b)` was not used in the crate graph\n\
                    help: Check that the patched package version and available features are compatible\n      \
                    with the dependency requirements.\n    \
-                   Packaged 6 files, 12KiB\n";
+                   Packaged 6 files, 12KiB\n   \
+                   Verifying a v0.1.0 (/w/a)\n\
+                   warning: patch `a v0.1.0 (/w/a)` was not used in the crate graph\n  \
+                   |\n  \
+                   = help: perhaps you meant one of the following:\n          \
+                   \t/w/target/package/a-0.1.0\n    \
+                   Finished `dev` profile\n";
         assert_eq!(
             without_patch_noise(out),
-            "   Packaging a v0.1.0 (/w/a)\n    Packaged 6 files, 12KiB\n"
+            "   Packaging a v0.1.0 (/w/a)\n    Packaged 6 files, 12KiB\n   \
+             Verifying a v0.1.0 (/w/a)\n    Finished `dev` profile\n"
         );
     }
 
