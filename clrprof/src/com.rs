@@ -677,12 +677,17 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITCompilationStarted", wants crate::event_mask::EventMask::MONITOR_JIT_COMPILATION,
-            |p, info| p.jit_compilation_started(
-                info,
-                id!(FunctionId, functionId),
-                b(fIsSafeToBlock)
-            )
+            "ICorProfilerCallback::JITCompilationStarted",
+            |p, info| {
+                let function = id!(FunctionId, functionId);
+                // Every compilation is counted, whoever asked for the event:
+                // the method-wrapping layer installs a body only at a
+                // method's first (`instrumentation::installs`).
+                let _compiling = crate::instrumentation::compilation_started(info, function);
+                if self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION) {
+                    p.jit_compilation_started(info, function, b(fIsSafeToBlock))
+                }
+            }
         )
     }
     unsafe fn JITCompilationFinished(

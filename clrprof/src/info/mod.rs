@@ -942,6 +942,12 @@ impl RuntimeHandle {
             }
         }
         check(hr, call)?;
+        // The method-wrapping layer installs bodies at JIT time only while
+        // it has seen every compilation (`instrumentation::installs`).
+        crate::instrumentation::runtime_mask_set(
+            masks.low.contains(EventMask::MONITOR_JIT_COMPILATION),
+            self.inner.attached,
+        );
         Ok(())
     }
 
