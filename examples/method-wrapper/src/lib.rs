@@ -15,6 +15,12 @@
 //!   compiled; when `<namespace>.Rejit::Begin` is compiled every noted
 //!   method is re-JITted with its wrapper, and when `<namespace>.Rejit::End`
 //!   is compiled they are reverted, so only the calls in between count.
+//! - `CLRPROF_WRAP_EVERY=1` (JIT mode): every `JITCompilationStarted` of a
+//!   selected method builds and installs its wrapper, as the book's short
+//!   listing does, instead of the first one only. The later compilations
+//!   (tier 1, an on-stack replacement of a running loop) are refused by the
+//!   SDK (`Error::CannotWrap`, a `wrap_refused` record each): the method
+//!   keeps the body installed at its first compilation.
 //! - `CLRPROF_WRAP_ARGS=1`: also one
 //!   `{"event":"call","method":..,"args":[..],"return":..,"threw":bool}` per
 //!   call, each primitive argument and the return value as the method's own
@@ -239,6 +245,7 @@ struct Config {
     time: bool,
     bench: bool,
     inliners: bool,
+    every: bool,
     cycles: Option<u32>,
     replace: Option<(String, i32)>,
     managed: Option<instrumentation::ManagedHandlers>,
@@ -508,6 +515,7 @@ impl Profiler for MethodWrapper {
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
             inliners: mode == Mode::ReJit
                 && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
+            every: mode == Mode::Jit && std::env::var("CLRPROF_WRAP_EVERY").is_ok_and(|v| v == "1"),
             managed: std::env::var("CLRPROF_WRAP_MANAGED")
                 .ok()
                 .and_then(|v| managed_handlers(&v)),
@@ -584,7 +592,7 @@ impl Profiler for MethodWrapper {
             return;
         };
         let key = (fi.module.to_raw(), fi.token);
-        let Some(mode) = self.config().map(|c| c.mode) else {
+        let Some((mode, config_every)) = self.config().map(|c| (c.mode, c.every)) else {
             return;
         };
         {
@@ -598,7 +606,7 @@ impl Profiler for MethodWrapper {
                 }
                 return;
             }
-            if !s.wrapped.insert(key) {
+            if !s.wrapped.insert(key) && !config_every {
                 return;
             }
         }
