@@ -301,6 +301,10 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
         Scenario::new(
+            "method-wrapper: methods with hot loops wrapped from their second compilation (the on-stack replacement): refused, the app unharmed",
+            osr_late_scenario,
+        ),
+        Scenario::new(
             "method-wrapper: wrapped by ReJIT for one phase and unwrapped by revert",
             rejit_scenario,
         )
@@ -668,16 +672,19 @@ const LOOPS: [&str; 3] = [
 
 /// apps/wraposr.cs, whose methods run hot loops at their first calls, under
 /// the method-wrapper installing at every `JITCompilationStarted` of them
-/// (`CLRPROF_WRAP_EVERY=1`, as the book's short listing does). The runtime
-/// compiles each loop again while its tier-0 frame runs (on-stack
-/// replacement, .NET 7 and later with tiered compilation) and announces that
-/// compilation too: the SDK must refuse to install there (the compilation
-/// continues the running frame at an IL offset of the body it came from),
-/// and the wrapped calls must be the app's account, its output the same as
-/// without the profiler. Where the leg writes the JIT's list of compiled
-/// methods to a file (`DOTNET_JitStdOutFile`, linux legs from .NET 8 on),
-/// that list must show an OSR compilation of every loop method.
-fn osr_scenario(case: &Case<'_>) -> CaseResult {
+/// (`CLRPROF_WRAP_EVERY=1`, as the book's listing did before it kept a set).
+/// The runtime compiles each loop again while its tier-0 frame runs
+/// (on-stack replacement, .NET 7 and later with tiered compilation) and
+/// announces that compilation too: the SDK must refuse to install there
+/// (the compilation continues the running frame at an IL offset of the body
+/// it came from), and the wrapped calls must be the app's account, its
+/// output the same as without the profiler. With `late`, the first
+/// compilation is passed over (`CLRPROF_WRAP_SKIP=1`): the install at the
+/// OSR compilation is refused too and nothing is wrapped. Where the leg
+/// writes the JIT's list of compiled methods to a file
+/// (`DOTNET_JitStdOutFile`, linux legs from .NET 8 on), that list must show
+/// an OSR compilation of every loop method.
+fn osr_case(case: &Case<'_>, late: bool) -> CaseResult {
     let leg = case.leg();
     let major: u32 = leg
         .version
@@ -690,16 +697,19 @@ fn osr_scenario(case: &Case<'_>) -> CaseResult {
     let osr = major >= 7;
     let listed = osr && leg.os == clrprof_testing::manifest::Os::Linux;
     let list = std::env::temp_dir().join(format!(
-        "clrprof-wraposr-{}-{}.txt",
+        "clrprof-wraposr-{}-{}-{late}.txt",
         leg.name,
         std::process::id()
     ));
     let _ = std::fs::remove_file(&list);
     let list_str = list.display().to_string();
-    let env = [
+    let mut env = vec![
         ("CLRPROF_WRAP_FILTER", "Osr.Target."),
         ("CLRPROF_WRAP_EVERY", "1"),
     ];
+    if late {
+        env.push(("CLRPROF_WRAP_SKIP", "1"));
+    }
     let mut traced_env = Vec::new();
     if listed {
         traced_env.push(("DOTNET_JitStdOutFile", list_str.as_str()));
@@ -708,26 +718,32 @@ fn osr_scenario(case: &Case<'_>) -> CaseResult {
     let (_plain, traced) = run_app_pair(case, "wraposr", &env, &traced_env, &[])?;
     let compiled = std::fs::read_to_string(&list).unwrap_or_default();
     let _ = std::fs::remove_file(&list);
-    compare(
-        &LOOPS,
-        &app_account(&traced.stdout, "account"),
-        &wrapped(&traced),
-    )?;
-    // Every refusal is of a later compilation of a method the layer wrapped
-    // at its first one; with OSR every loop method has one at least.
+    let mut expected = app_account(&traced.stdout, "account");
+    let why = if late {
+        // Nothing wrapped: each method ran its own IL.
+        for counts in expected.values_mut() {
+            *counts = (0, 0, 0);
+        }
+        "already compiled its IL"
+    } else {
+        "already wrapped"
+    };
+    compare(&LOOPS, &expected, &wrapped(&traced))?;
+    // Every refusal is of a later compilation, for `why`; with OSR every
+    // loop method has one at least.
     let mut refusals: BTreeMap<&str, u64> = BTreeMap::new();
     let mut others = Vec::new();
     for r in traced.events("wrap_refused") {
         let method = r["method"].as_str().unwrap_or("");
         match LOOPS.iter().find(|m| **m == method) {
-            Some(m) if r["why"].as_str().unwrap_or("").contains("already wrapped") => {
+            Some(m) if r["why"].as_str().unwrap_or("").contains(why) => {
                 *refusals.entry(m).or_default() += 1;
             }
             _ => others.push(r.to_string()),
         }
     }
     if !others.is_empty() {
-        return Err(format!("refusals other than of a method already wrapped: {others:?}").into());
+        return Err(format!("refusals other than {why:?}: {others:?}").into());
     }
     if osr && refusals.len() != LOOPS.len() {
         return Err(format!(
@@ -755,6 +771,14 @@ fn osr_scenario(case: &Case<'_>) -> CaseResult {
             .into());
         }
     }
-    eprintln!("    note: later compilations refused (already wrapped): {refusals:?}");
+    eprintln!("    note: later compilations refused ({why}): {refusals:?}");
     Ok(())
+}
+
+fn osr_scenario(case: &Case<'_>) -> CaseResult {
+    osr_case(case, false)
+}
+
+fn osr_late_scenario(case: &Case<'_>) -> CaseResult {
+    osr_case(case, true)
 }

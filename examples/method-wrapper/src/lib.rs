@@ -21,6 +21,11 @@
 //!   (tier 1, an on-stack replacement of a running loop) are refused by the
 //!   SDK (`Error::CannotWrap`, a `wrap_refused` record each): the method
 //!   keeps the body installed at its first compilation.
+//! - `CLRPROF_WRAP_SKIP=N` (JIT mode): the first `N` compilations of each
+//!   selected method are passed over (it runs its own IL), the wrapper is
+//!   installed from the next: the SDK refuses it (a later compilation, which
+//!   may continue a running frame of the earlier code) and the method stays
+//!   unwrapped.
 //! - `CLRPROF_WRAP_ARGS=1`: also one
 //!   `{"event":"call","method":..,"args":[..],"return":..,"threw":bool}` per
 //!   call, each primitive argument and the return value as the method's own
@@ -66,7 +71,7 @@ use clrprof::{
     profiler, EventMask, EventMasks, FunctionId, MdMethodDef, ModuleId, Profiler, ProfilerInfo,
     RawModuleId, Result,
 };
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -246,6 +251,7 @@ struct Config {
     bench: bool,
     inliners: bool,
     every: bool,
+    skip: u32,
     cycles: Option<u32>,
     replace: Option<(String, i32)>,
     managed: Option<instrumentation::ManagedHandlers>,
@@ -274,6 +280,8 @@ struct State {
     /// Methods wrapped at JIT time (never twice: later compilations and
     /// other instantiations use the body already set).
     wrapped: HashSet<MethodKey>,
+    /// Compilations of each method seen (`CLRPROF_WRAP_SKIP`).
+    compilations: HashMap<MethodKey, u32>,
     /// Methods seen compiled (ReJIT mode), and those re-JITted now.
     candidates: Vec<MethodKey>,
     rejitted: Vec<MethodKey>,
@@ -516,6 +524,11 @@ impl Profiler for MethodWrapper {
             inliners: mode == Mode::ReJit
                 && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
             every: mode == Mode::Jit && std::env::var("CLRPROF_WRAP_EVERY").is_ok_and(|v| v == "1"),
+            skip: std::env::var("CLRPROF_WRAP_SKIP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|_| mode == Mode::Jit)
+                .unwrap_or(0),
             managed: std::env::var("CLRPROF_WRAP_MANAGED")
                 .ok()
                 .and_then(|v| managed_handlers(&v)),
@@ -592,7 +605,7 @@ impl Profiler for MethodWrapper {
             return;
         };
         let key = (fi.module.to_raw(), fi.token);
-        let Some((mode, config_every)) = self.config().map(|c| (c.mode, c.every)) else {
+        let Some((mode, every, skip)) = self.config().map(|c| (c.mode, c.every, c.skip)) else {
             return;
         };
         {
@@ -606,7 +619,12 @@ impl Profiler for MethodWrapper {
                 }
                 return;
             }
-            if !s.wrapped.insert(key) && !config_every {
+            let seen = s.compilations.entry(key).or_default();
+            *seen = seen.saturating_add(1);
+            if *seen <= skip {
+                return;
+            }
+            if !s.wrapped.insert(key) && !every {
                 return;
             }
         }
