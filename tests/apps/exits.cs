@@ -11,6 +11,9 @@
 //   unhandled-thread  Rounds on a new Thread
 //   unhandled-pool    Rounds on a thread-pool thread
 //   unhandled-recursive  Main calls itself; the inner Main runs Rounds
+//   unhandled-finalizer  finalizers on the finalizer thread: one of class
+//                     Catching throws and catches, then one of class
+//                     Escaping throws an exception nobody catches
 //   wait              prints "ready" and sleeps until a signal ends it
 // The second argument is the number of exceptions to throw and catch (default
 // 5; 0 on the win-x64 .NET 8 leg, whose Wine defect hangs a second exception).
@@ -31,6 +34,33 @@ namespace Exits
     public class ExitException : Exception
     {
         public ExitException(string message) : base(message) { }
+    }
+
+    // Finalizers: the runtime's finalizer thread calls them (from native
+    // code on .NET Core 3.1: each finalizer is then that thread's outermost
+    // managed frame, a different method for each class).
+    public class Catching
+    {
+        ~Catching()
+        {
+            try
+            {
+                throw new ExitException("in a finalizer");
+            }
+            catch (ExitException)
+            {
+                Console.WriteLine("finalizer: thrown = 1, caught = 1");
+                Console.Out.Flush();
+            }
+        }
+    }
+
+    public class Escaping
+    {
+        ~Escaping()
+        {
+            Program.Unhandled();
+        }
     }
 
     public static class Program
@@ -84,7 +114,13 @@ namespace Exits
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        static void Unhandled()
+        static void Garbage<T>() where T : new()
+        {
+            new T();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static void Unhandled()
         {
             throw new ExitException("unhandled on purpose");
         }
@@ -197,6 +233,15 @@ namespace Exits
                     break;
                 case "unhandled-pool":
                     ThreadPool.QueueUserWorkItem(_ => Rounds(false));
+                    Thread.Sleep(Timeout.Infinite);
+                    break;
+                case "unhandled-finalizer":
+                    Garbage<Catching>();
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
+                    Garbage<Escaping>();
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
                     Thread.Sleep(Timeout.Infinite);
                     break;
                 case "unhandled-recursive":
