@@ -46,7 +46,11 @@
 //! `ExceptionSearchCatcherFound`. [`unhandled_exception_seen`] is the hook for
 //! that moment: the SDK's watch (below) calls it when a search leaves the
 //! outermost managed frame without a catcher, and the SDK finishes there. The
-//! watch costs a stack walk per thrown exception; a profiler turns it off with
+//! watch walks a thread's stack at the thread's first exception, again when
+//! the outermost frame it kept has changed, and once more when an
+//! exception's search reaches that frame's function (see the book's
+//! "Exit paths and hosts" chapter); an exception caught before that costs no walk.
+//! A profiler turns the watch off with
 //! [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions).
 //!
 //! [`Profiler::finish`]: crate::callback::Profiler::finish
@@ -322,7 +326,9 @@ pub fn unhandled_exception_seen() {
 /// with no catcher found is an unhandled exception: on Linux (3.1 and 8.0
 /// observed) the runtime prints it and aborts right after, with no further
 /// callback. An exception thrown during the first pass (in a filter) is
-/// tracked on its own, innermost first.
+/// tracked on its own, innermost first; one caught there ends at its
+/// catching frame's `ExceptionSearchFunctionLeave`, which the runtime sends
+/// right after `ExceptionSearchCatcherFound`.
 ///
 /// .NET 9 and later (the managed exception handling ported from NativeAOT)
 /// end the first pass of an unhandled exception without the outermost
@@ -345,8 +351,8 @@ pub fn unhandled_exception_seen() {
 ///
 /// Knowing the outermost managed frame takes a walk of the whole stack (a
 /// synchronous `DoStackSnapshot`), about 18 000 instructions on a short
-/// stack, six times what the runtime itself adds to an exception for the
-/// profiling API. The watch therefore walks rarely:
+/// stack (benches/README.md), six times what the runtime itself adds to an
+/// exception for the profiling API. The watch therefore walks rarely:
 ///
 /// - **One walk, kept per thread.** At an `ExceptionThrown` the watch walks
 ///   only when it has no walk of this thread yet, or when the outermost
