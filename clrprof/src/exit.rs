@@ -48,9 +48,9 @@
 //! outermost managed frame without a catcher, and the SDK finishes there. The
 //! watch walks a thread's stack at the thread's first exception, again when
 //! the outermost frame it kept has changed, and once more when an
-//! exception's search reaches that frame's function (see the book's
-//! "Exit paths and hosts" chapter); an exception caught before that costs no walk.
-//! A profiler turns the watch off with
+//! exception's search reaches that frame's function (see the book's "Exit
+//! paths and hosts" chapter); an exception caught before that costs no
+//! walk. A profiler turns the watch off with
 //! [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions).
 //!
 //! [`Profiler::finish`]: crate::callback::Profiler::finish
