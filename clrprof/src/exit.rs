@@ -732,6 +732,13 @@ pub(crate) mod unhandled {
             });
             c
         });
+        log::debug!(
+            "unhandled-exception watch: a search entered the outermost function {f:#x} ({}), which {}",
+            info.function_name(function)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            if cannot { "cannot catch" } else { "may catch" }
+        );
         if !cannot {
             with_thread(|t| {
                 if let Some(top) = t.top() {

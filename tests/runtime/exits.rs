@@ -518,6 +518,15 @@ fn unhandled_shape(case: &Case<'_>, mode: &'static str) -> CaseResult {
     Ok(())
 }
 
+/// Why an unhandled exception in a finalizer is not checked on .NET 10.
+const FINALIZER_NET10: &str = "on .NET 10 the finalizer thread's outermost managed frame, \
+     System.GC::RunFinalizers, has a filter clause (it offers the exception to the handler of \
+     .NET 10's ExceptionHandling.SetUnhandledExceptionHandler), and .NET 9 and later end an \
+     unhandled exception's first pass without that frame's ExceptionSearchFunctionLeave: the \
+     watch does not see this exception (seen on 10.0.15: the search enters RunFinalizers, which \
+     may catch, and no callback follows; the watch decides by the rule it had when it walked at \
+     every throw). 9.0 and 11.0 run it";
+
 pub fn scenarios() -> Vec<Scenario> {
     const LINUX: [&str; 5] = [
         "linux-x64-3.1",
@@ -562,7 +571,9 @@ pub fn scenarios() -> Vec<Scenario> {
             "exit paths: unhandled exception in a finalizer after another class's caught one",
             |c| unhandled_shape(c, "unhandled-finalizer"),
         )
-        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON)
+        .exclude_leg("linux-x64-10.0", FINALIZER_NET10)
+        .exclude_leg("win-x64-10.0", FINALIZER_NET10),
         Scenario::new(
             "exit paths: unhandled exception under a recursive Main",
             |c| unhandled_shape(c, "unhandled-recursive"),
