@@ -710,9 +710,22 @@ pub(crate) mod unhandled {
     /// frame, and no exception can stop there).
     pub(crate) fn search_enter(info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
         let f = function.as_sys();
-        let reached = with_thread(|t| t.enter(f));
-        // The common case: a frame above the outermost one.
-        reached == Some(true) && entered_outermost(info, function)
+        // The common cases, in one visit of the thread's state: a frame
+        // above the outermost function, or a frame of it that may catch
+        // (known from an earlier exception; decided at its leave).
+        let slow = with_thread(|t| {
+            if !t.enter(f) {
+                return false;
+            }
+            if t.bottom.function == f && t.bottom.cannot_catch == Some(false) {
+                if let Some(top) = t.top() {
+                    top.in_outermost = true;
+                }
+                return false;
+            }
+            true
+        });
+        slow == Some(true) && entered_outermost(info, function)
     }
 
     /// The search entered a frame of the thread's outermost function.
@@ -725,6 +738,13 @@ pub(crate) mod unhandled {
             .flatten();
         let cannot = known.unwrap_or_else(|| {
             let c = cannot_catch(info, function);
+            log::debug!(
+                "unhandled-exception watch: a search entered the outermost function {f:#x} ({}), which {}",
+                info.function_name(function)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                if c { "cannot catch" } else { "may catch" }
+            );
             with_thread(|t| {
                 if t.bottom.function == f {
                     t.bottom.cannot_catch = Some(c);
@@ -732,13 +752,6 @@ pub(crate) mod unhandled {
             });
             c
         });
-        log::debug!(
-            "unhandled-exception watch: a search entered the outermost function {f:#x} ({}), which {}",
-            info.function_name(function)
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            if cannot { "cannot catch" } else { "may catch" }
-        );
         if !cannot {
             with_thread(|t| {
                 if let Some(top) = t.top() {
@@ -886,16 +899,37 @@ pub(crate) mod unhandled {
         (got == 0 && size != 0).then_some((low, low.checked_add(size)?))
     }
 
-    /// The calling thread's stack, `[low, high)`, as the system reports it.
+    /// The calling thread's stack, `[low, high)`, as the system reports it
+    /// (`GetCurrentThreadStackLimits`, Windows 8 and later, looked up at run
+    /// time so that the library still loads on Windows 7, which .NET Core
+    /// 3.1 supports; there `None`, and the watch walks at every throw).
     #[cfg(all(target_arch = "x86_64", windows))]
     fn stack_bounds() -> Option<(usize, usize)> {
+        use core::ffi::c_void;
+        type Limits = unsafe extern "system" fn(*mut usize, *mut usize);
         #[link(name = "kernel32")]
         extern "system" {
-            fn GetCurrentThreadStackLimits(low: *mut usize, high: *mut usize);
+            fn GetModuleHandleW(name: *const u16) -> *mut c_void;
+            fn GetProcAddress(module: *mut c_void, name: *const u8) -> *mut c_void;
         }
+        let kernel32: Vec<u16> = "kernel32.dll\0".encode_utf16().collect();
+        // SAFETY: [os-api, nul-terminated] a NUL-terminated UTF-16 name; kernel32 is
+        // loaded in every process and the handle is not owned (nothing to close).
+        let module = unsafe { GetModuleHandleW(kernel32.as_ptr()) };
+        if module.is_null() {
+            return None;
+        }
+        // SAFETY: [os-api, nul-terminated] a module handle from above and a NUL-terminated name.
+        let f = unsafe { GetProcAddress(module, c"GetCurrentThreadStackLimits".as_ptr().cast()) };
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: [os-api] GetCurrentThreadStackLimits is declared
+        // `VOID WINAPI GetCurrentThreadStackLimits(PULONG_PTR, PULONG_PTR)`.
+        let limits: Limits = unsafe { core::mem::transmute::<*mut c_void, Limits>(f) };
         let (mut low, mut high) = (0usize, 0usize);
-        // SAFETY: [os-api] two out pointers to locals (Windows 8 and later).
-        unsafe { GetCurrentThreadStackLimits(&mut low, &mut high) };
+        // SAFETY: [os-api] the function looked up above, with two out pointers to locals.
+        unsafe { limits(&mut low, &mut high) };
         (low < high).then_some((low, high))
     }
 
