@@ -388,8 +388,9 @@ pub fn unhandled_exception_seen() {
 /// see that the outermost frame changed and the process ends without
 /// `finish`. It never decides early: every decision comes from a walk made
 /// during that exception's search. On other architectures (aarch64) no
-/// word of the stack identifies the frame cheaply, and the watch walks at
-/// every `ExceptionThrown`, as before.
+/// word of the stack identifies the frame cheaply, and on Windows before 8
+/// the system does not tell the stack's bounds: the watch walks at every
+/// `ExceptionThrown` there, as before.
 pub(crate) mod unhandled {
     use crate::ids::{FunctionId, ObjectId};
     use crate::info::ProfilerInfo;
