@@ -71,7 +71,9 @@ pub(crate) fn note_runtime_major(major: u16) {
 }
 
 /// Whether a runtime in this process ends on SIGTERM without an orderly
-/// exit: .NET 10 and later no longer handle the signal.
+/// exit: .NET 10 and later no longer handle the signal (Unix only: Windows
+/// has no SIGTERM to handle).
+#[cfg(unix)]
 fn sigterm_ends_without_shutdown() -> bool {
     RUNTIME_MAJOR.load(Ordering::Relaxed) >= 10
 }
