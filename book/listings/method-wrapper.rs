@@ -4,7 +4,7 @@
 use clrprof_instrumentation::{self as instrumentation, Entry, Exit, MethodHandler};
 use clrprof::output::JsonLines;
 use clrprof::{profiler, EventMask, EventMasks, FunctionId, Profiler, ProfilerInfo, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Default)]
@@ -31,6 +31,10 @@ impl MethodHandler for Calls {
 pub struct Wrapper {
     out: JsonLines,
     calls: Arc<Calls>,
+    /// Set at the method's first compilation: the later ones (tier 1, an
+    /// on-stack replacement of a running loop) compile the body installed
+    /// then, and the SDK would refuse a second one.
+    wrapped: AtomicBool,
 }
 
 impl Wrapper {
@@ -55,7 +59,7 @@ impl Profiler for Wrapper {
         let Ok(name) = info.function_name(function) else {
             return;
         };
-        if name == "App::Square" {
+        if name == "App::Square" && !self.wrapped.swap(true, Ordering::Relaxed) {
             if let Err(e) = self.wrap(info, function) {
                 self.out.record("error").str("method", &name).str("error", &e.to_string()).write();
             }

@@ -63,6 +63,7 @@
 
 mod build;
 mod handlers;
+mod installs;
 mod typecheck;
 mod values;
 
@@ -568,13 +569,29 @@ impl<'m> WrappedBody<'m> {
 
     // provenance: wrapped-body-method
     /// Installs the body from `JITCompilationStarted` of `function` (which
-    /// must be the wrapped method): `SetILFunctionBody` with a copy from the
-    /// module's allocator, then `SetILInstrumentedCodeMap`. Every later
-    /// compilation of the method (all its instantiations, tier 1) uses it;
-    /// code already compiled does not. Fails with [`Error::WrongPartner`]
-    /// for another function (its module and token, as `GetFunctionInfo`
-    /// gives them, differ from the wrapped method's), before anything is
-    /// installed.
+    /// must be the wrapped method) at the method's first compilation:
+    /// `SetILFunctionBody` with a copy from the module's allocator, then
+    /// `SetILInstrumentedCodeMap`. Every later compilation of the method
+    /// (all its instantiations, tier 1, an on-stack replacement of a
+    /// running loop) uses it; code already compiled does not. Fails with
+    /// [`Error::WrongPartner`] for another function (its module and token,
+    /// as `GetFunctionInfo` gives them, differ from the wrapped method's),
+    /// before anything is installed.
+    ///
+    /// `JITCompilationStarted` comes for those later compilations too, and
+    /// a method's IL is replaced only once, before the JIT compiled any of
+    /// it: the installation is refused with [`Error::CannotWrap`], nothing
+    /// installed, when a body of the method was installed before, when the
+    /// JIT already compiled the method (this function or another
+    /// instantiation of it; precompiled ReadyToRun code is not the JIT's),
+    /// when it is not made from this function's `JITCompilationStarted` on
+    /// its thread, and when the profiler cannot tell (it attached, or
+    /// `MONITOR_JIT_COMPILATION` was not in its mask from `Initialize` on).
+    /// An on-stack replacement continues a running frame at an IL offset
+    /// of the body that frame was compiled from, so a body installed later
+    /// would have the JIT refuse the method (`InvalidProgramException` in
+    /// the application). A method that already runs is wrapped with ReJIT
+    /// ([`install_in_rejit`](Self::install_in_rejit)).
     pub fn install_at_jit(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<()> {
         let fi = info.function_info(function)?;
         self.same_method(
@@ -583,6 +600,7 @@ impl<'m> WrappedBody<'m> {
             fi.token,
             "the function being compiled",
         )?;
+        self.never_compiled(info, function)?;
         let buffer = info
             .il_function_body_allocator(self.module)?
             .alloc_copy(&self.bytes)?;
@@ -593,21 +611,38 @@ impl<'m> WrappedBody<'m> {
         // library (pinned for the process's life) through `calli` signatures that match their
         // Rust declarations, or two static methods through MemberRefs whose signatures the
         // layer defined, with arguments boxed by their declared types (a handler type that
-        // does not match is a managed MissingMethodException, not memory misuse).
-        unsafe { info.set_il_function_body(self.module, self.token, buffer)? };
+        // does not match is a managed MissingMethodException, not memory misuse). It is the
+        // method's one IL replacement, made in its first JIT compilation (`compilations::claim`:
+        // no code of the method was compiled from another IL, and compilations starting
+        // meanwhile wait for it), so every compilation, an on-stack replacement's included,
+        // compiles the IL the code it continues came from.
+        let set = || unsafe { info.set_il_function_body(self.module, self.token, buffer) };
+        installs::install(
+            (self.module.to_raw(), self.token),
+            Some(function.to_raw()),
+            set,
+        )
+        .map_err(|why| self.cannot(why))??;
         info.set_il_instrumented_code_map(function, true, &self.map)
     }
 
     // provenance: wrapped-body-method
     /// Installs the body for the next compilation of the method without a
     /// `FunctionID` (e.g. from `ModuleLoadFinished`): `SetILFunctionBody`
-    /// only, no IL map.
+    /// only, no IL map. Refused like [`install_at_jit`](Self::install_at_jit)
+    /// when a body of the method was installed before, when the JIT
+    /// compiled any of the method already, and when the profiler cannot
+    /// tell.
     pub fn install(&self, info: &ProfilerInfo) -> Result<()> {
         let buffer = info
             .il_function_body_allocator(self.module)?
             .alloc_copy(&self.bytes)?;
-        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified.
-        unsafe { info.set_il_function_body(self.module, self.token, buffer) }
+        // SAFETY: [wrapped-frame] as in `install_at_jit`: a body `wrap` built and verified,
+        // the method's one IL replacement, before any JIT compilation of the method.
+        let set = || unsafe { info.set_il_function_body(self.module, self.token, buffer) };
+        installs::install((self.module.to_raw(), self.token), None, set)
+            .map_err(|why| self.cannot(why))?
+            .map(|_| ())
     }
 
     // provenance: wrapped-body-method
@@ -634,6 +669,26 @@ impl<'m> WrappedBody<'m> {
         // for the method whose new version `control` sets (checked just above).
         unsafe { control.set_il_function_body(&self.bytes)? };
         control.set_il_instrumented_code_map(&self.map)
+    }
+
+    /// `Error::CannotWrap` of the wrapped method, for `why`.
+    fn cannot(&self, why: impl Into<String>) -> Error {
+        Error::CannotWrap {
+            method: self.method().name().to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// `Ok` when the JIT has not compiled `function` yet, else (or when
+    /// that cannot be told) the refusal to install.
+    fn never_compiled(&self, info: &ProfilerInfo, function: FunctionId<'_>) -> Result<()> {
+        match installs::jit_compiled(info, function) {
+            Ok(false) => Ok(()),
+            Ok(true) => Err(self.cannot(installs::ALREADY_COMPILED)),
+            Err(e) => Err(self.cannot(format!(
+                "whether the JIT already compiled it could not be told ({e})"
+            ))),
+        }
     }
 
     /// `Ok` when (`module`, `token`) is the wrapped method, else the
@@ -737,6 +792,9 @@ fn prepare<'m>(
         method: name.clone(),
         why: why.to_string(),
     };
+    if installs::is_installed((module.to_raw(), method)) {
+        return Err(cannot(installs::ALREADY_WRAPPED));
+    }
     if let Some(h) = handlers {
         h.check(info, &name)?;
         if import.assembly_props().is_ok_and(|a| a.name == h.assembly) {

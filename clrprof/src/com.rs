@@ -677,12 +677,21 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback::JITCompilationStarted", wants crate::event_mask::EventMask::MONITOR_JIT_COMPILATION,
-            |p, info| p.jit_compilation_started(
-                info,
-                id!(FunctionId, functionId),
-                b(fIsSafeToBlock)
-            )
+            "ICorProfilerCallback::JITCompilationStarted",
+            |p, info| {
+                let function = id!(FunctionId, functionId);
+                // Every compilation is counted, whoever asked for the event:
+                // a method's IL is replaced at JIT time only in its first
+                // (`compilations`).
+                let key = info
+                    .function_info(function)
+                    .ok()
+                    .map(|fi| (fi.module.to_raw(), fi.token));
+                let _compiling = crate::compilations::compilation_started(function.to_raw(), key);
+                if self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION) {
+                    p.jit_compilation_started(info, function, b(fIsSafeToBlock))
+                }
+            }
         )
     }
     unsafe fn JITCompilationFinished(

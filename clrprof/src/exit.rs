@@ -51,7 +51,11 @@
 //! `ExceptionSearchCatcherFound`. [`unhandled_exception_seen`] is the hook for
 //! that moment: the SDK's watch (below) calls it when a search leaves the
 //! outermost managed frame without a catcher, and the SDK finishes there. The
-//! watch costs a stack walk per thrown exception; a profiler turns it off with
+//! watch walks a thread's stack at the thread's first exception, again when
+//! the outermost frame it kept has changed, and once more when an
+//! exception's search reaches that frame's function (see the book's "Exit
+//! paths and hosts" chapter); an exception caught before that costs no
+//! walk. A profiler turns the watch off with
 //! [`Profiler::watch_unhandled_exceptions`](crate::callback::Profiler::watch_unhandled_exceptions).
 //!
 //! [`Profiler::finish`]: crate::callback::Profiler::finish
@@ -74,7 +78,9 @@ pub(crate) fn note_runtime_major(major: u16) {
 }
 
 /// Whether a runtime in this process ends on SIGTERM without an orderly
-/// exit: .NET 10 and later no longer handle the signal.
+/// exit: .NET 10 and later no longer handle the signal (Unix only: Windows
+/// has no SIGTERM to handle).
+#[cfg(unix)]
 fn sigterm_ends_without_shutdown() -> bool {
     RUNTIME_MAJOR.load(Ordering::Relaxed) >= 10
 }
@@ -273,16 +279,16 @@ pub fn unhandled_exception_seen() {
 /// says so, as it does by default) asks for `MONITOR_EXCEPTIONS` and
 /// `ENABLE_STACK_SNAPSHOT` (both may be set and cleared at any time, also
 /// after attach); a profiler that did not ask for them itself does not see
-/// the exception callbacks (see [`crate::component`]). Per thread: at
-/// `ExceptionThrown` it counts the managed frames of the thread and notes the
-/// outermost (a synchronous stack snapshot); the first pass then calls
-/// `ExceptionSearchFunctionEnter`/`Leave` once per managed frame, innermost
-/// first, and `ExceptionSearchCatcherFound` when a frame will catch. A search
-/// that leaves the outermost frame, having searched as many frames as were
-/// counted, with no catcher found, is an unhandled exception: on Linux
-/// (3.1 and 8.0 observed) the runtime prints it and aborts right after,
-/// with no further callback. An exception thrown during the first pass (in a
-/// filter) is tracked on its own, innermost first.
+/// the exception callbacks (see [`crate::component`]). The first pass of an
+/// exception calls `ExceptionSearchFunctionEnter`/`Leave` once per managed
+/// frame, innermost first, and `ExceptionSearchCatcherFound` when a frame
+/// will catch. A search that leaves the thread's outermost managed frame
+/// with no catcher found is an unhandled exception: on Linux (3.1 and 8.0
+/// observed) the runtime prints it and aborts right after, with no further
+/// callback. An exception thrown during the first pass (in a filter) is
+/// tracked on its own, innermost first; one caught there ends at its
+/// catching frame's `ExceptionSearchFunctionLeave`, which the runtime sends
+/// right after `ExceptionSearchCatcherFound`.
 ///
 /// .NET 9 and later (the managed exception handling ported from NativeAOT)
 /// end the first pass of an unhandled exception without the outermost
@@ -300,9 +306,56 @@ pub fn unhandled_exception_seen() {
 /// outermost method of the app with a `catch` or `filter` clause is still
 /// decided at its leave, as above (on .NET 9+ an exception that its clauses
 /// do not catch is then not seen).
+///
+/// ## Which frame is the outermost, at production cost
+///
+/// Knowing the outermost managed frame takes a walk of the whole stack (a
+/// synchronous `DoStackSnapshot`), about 18 000 instructions on a short
+/// stack (benches/README.md), six times what the runtime itself adds to an
+/// exception for the profiling API. The watch therefore walks rarely:
+///
+/// - **One walk, kept per thread.** At an `ExceptionThrown` the watch walks
+///   only when it has no walk of this thread yet, or when the outermost
+///   frame the last walk saw is no longer where it was. That walk (with the
+///   frames' register contexts) tells the outermost frame's function, its
+///   stack pointer and its instruction pointer, which is the return address
+///   of the call that frame is making. On x86-64 a `call` stores that
+///   return address at the caller's stack pointer minus 8, so while the
+///   frame is live and still in the same call, that stack word holds it.
+///   Before trusting the kept walk, the watch reads that one word (inside
+///   the live part of its own thread's stack, whose bounds it reads from
+///   the system once per thread) and compares it: one load. Any difference
+///   (the frame returned, native code entered managed code elsewhere, the
+///   frame calls from another place) means a new walk, so a thread whose
+///   outermost frame changes (CPython through pythonnet, native threads
+///   calling back into managed code, the main thread's start-up code before
+///   `Main`) is walked again when it matters, not trusted blindly.
+/// - **A confirming walk only where an exception gets to.** A search that
+///   enters a frame of the kept outermost function may be in that frame or
+///   in a recursive call of it higher up. Where the watch would decide
+///   (the frame cannot catch, at its enter; or the search leaves it with no
+///   catcher) it walks the stack again, right then, and decides only when
+///   the search has entered as many frames as that walk counts and the walk
+///   ends in this function: exactly the test of a walk at every throw. An
+///   exception caught before it reaches that function, which is nearly all
+///   of them, costs no walk.
+///
+/// What the kept walk can still miss: a thread whose outermost frame
+/// returned, after which native code called managed code again so that a
+/// frame of the new call chain leaves the old frame's return-address word
+/// unwritten (padding, an unused slot) *and* an exception is unhandled at
+/// the new outermost frame before any other walk: the watch then does not
+/// see that the outermost frame changed and the process ends without
+/// `finish`. It never decides early: every decision comes from a walk made
+/// during that exception's search. On other architectures (aarch64) no
+/// word of the stack identifies the frame cheaply, and on Windows before 8
+/// the system does not tell the stack's bounds: the watch walks at every
+/// `ExceptionThrown` there, as before.
 pub(crate) mod unhandled {
     use crate::ids::{FunctionId, ObjectId};
     use crate::info::ProfilerInfo;
+    use crate::stackwalk::{Walk, WalkOptions};
+    use std::cell::RefCell;
 
     /// The SDK component that feeds the functions below.
     pub(crate) struct Watch;
@@ -323,19 +376,15 @@ pub(crate) mod unhandled {
         }
 
         fn exception_search_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
-            if search_enter(function.as_sys()) && cannot_catch(info, function) {
-                // The outermost frame cannot catch: unhandled (see above).
-                let _ = PENDING.try_with(|p| {
-                    if let Ok(mut p) = p.try_borrow_mut() {
-                        p.pop();
-                    }
-                });
+            if search_enter(info, function) {
                 super::unhandled_exception_seen();
             }
         }
 
-        fn exception_search_function_leave(&self, _info: &ProfilerInfo) {
-            search_leave();
+        fn exception_search_function_leave(&self, info: &ProfilerInfo) {
+            if search_leave(info) {
+                super::unhandled_exception_seen();
+            }
         }
 
         fn exception_search_catcher_found(&self, _info: &ProfilerInfo, _function: FunctionId<'_>) {
@@ -343,68 +392,386 @@ pub(crate) mod unhandled {
         }
     }
 
-    use crate::stackwalk::{Walk, WalkOptions};
-    use std::cell::RefCell;
+    /// Whether a kept walk can be checked cheaply here (see the module docs):
+    /// a `call` stores its return address at the caller's stack pointer
+    /// minus 8 (x86-64), and the system tells the thread's stack bounds.
+    const KEEPS_WALK: bool = cfg!(all(
+        target_arch = "x86_64",
+        any(target_os = "linux", windows)
+    ));
 
+    /// Where a thread's outermost managed frame was at its last walk.
+    #[derive(Clone, Copy)]
+    struct Bottom {
+        /// Its function (raw `FunctionID`; 0: no walk yet).
+        function: usize,
+        /// Its stack pointer and instruction pointer (the return address of
+        /// the call it was making); `sp` 0 when the walk gave no context.
+        sp: usize,
+        ip: usize,
+        /// Whether no exception can stop in `function` ([`cannot_catch`]),
+        /// once asked.
+        cannot_catch: Option<bool>,
+    }
+
+    /// One exception's first pass on this thread.
+    #[derive(Clone, Copy)]
     struct Pending {
-        /// Managed frames on the thread when it threw.
-        frames: usize,
-        /// The outermost of them (raw `FunctionID`).
+        /// The outermost managed frame's function (raw `FunctionID`; 0 when
+        /// not known, and then nothing is decided for this exception).
         outermost: usize,
-        /// Frames the first pass has searched so far, and the last one.
+        /// The managed frames a walk during this exception counted; 0 while
+        /// the exception relies on the kept walk.
+        frames: usize,
+        /// Frames the search has entered so far.
         searched: usize,
-        last_searched: usize,
+        /// The search is in a frame of `outermost` that may catch: decide at
+        /// its leave.
+        in_outermost: bool,
+        /// A catcher was found: the exception's search ends at the leave of
+        /// the catching frame, which follows (see [`ThreadWatch::leave`]).
+        caught: bool,
+    }
+
+    impl Pending {
+        const NONE: Pending = Pending {
+            outermost: 0,
+            frames: 0,
+            searched: 0,
+            in_outermost: false,
+            caught: false,
+        };
+    }
+
+    /// A thread's exceptions nest (a throw in a filter) at most a few deep.
+    const MAX_PENDING: usize = 16;
+
+    /// The watch's state of one thread.
+    struct ThreadWatch {
+        bottom: Bottom,
+        /// The thread's stack, `[low, high)`; `(0, 0)` when not known.
+        stack: (usize, usize),
+        stack_read: bool,
+        /// Exceptions in their first pass, oldest first.
+        pending: [Pending; MAX_PENDING],
+        depth: usize,
+    }
+
+    impl ThreadWatch {
+        const NEW: ThreadWatch = ThreadWatch {
+            bottom: Bottom {
+                function: 0,
+                sp: 0,
+                ip: 0,
+                cannot_catch: None,
+            },
+            stack: (0, 0),
+            stack_read: false,
+            pending: [Pending::NONE; MAX_PENDING],
+            depth: 0,
+        };
+
+        /// The kept outermost function, when its frame is still where the
+        /// last walk saw it, in the same call.
+        fn bottom_in_place(&self) -> Option<usize> {
+            let b = &self.bottom;
+            if !KEEPS_WALK || b.function == 0 || b.sp == 0 {
+                return None;
+            }
+            let slot = b.sp.checked_sub(core::mem::size_of::<usize>())?;
+            (read_live_stack(slot, self.stack)? == b.ip).then_some(b.function)
+        }
+
+        /// Keeps what a walk saw.
+        fn learn(&mut self, w: &Walked) {
+            if w.outermost != self.bottom.function {
+                self.bottom.cannot_catch = None;
+            }
+            self.bottom.function = w.outermost;
+            self.bottom.sp = w.sp;
+            self.bottom.ip = w.ip;
+            if KEEPS_WALK && !self.stack_read {
+                self.stack_read = true;
+                self.stack = stack_bounds().unwrap_or((0, 0));
+            }
+        }
+
+        /// A new exception: the oldest is forgotten when the stack is full
+        /// (an exception whose first pass ended without a callback saying
+        /// so, e.g. one crossing a native frame, stays until then).
+        fn push(&mut self, p: Pending) {
+            if self.depth == MAX_PENDING {
+                self.pending.copy_within(1.., 0);
+                self.depth -= 1;
+            }
+            self.pending[self.depth] = p;
+            self.depth += 1;
+        }
+
+        /// `ExceptionSearchFunctionEnter(f)`: counts the frame for the
+        /// innermost exception; whether `f` is that exception's outermost
+        /// function.
+        fn enter(&mut self, f: usize) -> bool {
+            // An exception caught without the catching frame's leave
+            // (not observed) ends here.
+            while self.top().is_some_and(|p| p.caught) {
+                self.pop();
+            }
+            match self.top() {
+                Some(top) => {
+                    top.searched += 1;
+                    f != 0 && f == top.outermost
+                }
+                None => false,
+            }
+        }
+
+        /// `ExceptionSearchCatcherFound`: the innermost exception is
+        /// handled; it is forgotten at the catching frame's leave, which
+        /// the runtime sends next (so that leave is not taken for a frame
+        /// of an exception this one is nested in, e.g. one whose filter
+        /// threw and caught it).
+        fn caught(&mut self) {
+            if let Some(top) = self.top() {
+                top.caught = true;
+            }
+        }
+
+        /// `ExceptionSearchFunctionLeave`: the function of the frame left,
+        /// when it is the innermost exception's outermost function and may
+        /// have caught (to decide there); forgets an exception whose
+        /// catching frame this is.
+        fn leave(&mut self) -> Option<usize> {
+            let top = self.top()?;
+            if top.caught {
+                self.pop();
+                return None;
+            }
+            core::mem::take(&mut top.in_outermost).then_some(top.outermost)
+        }
+
+        fn pop(&mut self) {
+            self.depth = self.depth.saturating_sub(1);
+        }
+
+        fn top(&mut self) -> Option<&mut Pending> {
+            self.depth
+                .checked_sub(1)
+                .and_then(|i| self.pending.get_mut(i))
+        }
     }
 
     thread_local! {
-        static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+        static THREAD: RefCell<ThreadWatch> = const { RefCell::new(ThreadWatch::NEW) };
+    }
+
+    /// Runs `f` on this thread's state; `None` while it is borrowed (a
+    /// callback re-entered) or gone (the thread is ending).
+    fn with_thread<R>(f: impl FnOnce(&mut ThreadWatch) -> R) -> Option<R> {
+        THREAD
+            .try_with(|t| t.try_borrow_mut().ok().map(|mut t| f(&mut t)))
+            .ok()
+            .flatten()
+    }
+
+    /// What a walk of the calling thread saw.
+    struct Walked {
+        /// Managed frames.
+        frames: usize,
+        /// The outermost one: its function, stack pointer (0 when unknown)
+        /// and instruction pointer.
+        outermost: usize,
+        sp: usize,
+        ip: usize,
+    }
+
+    /// Walks the calling thread's stack (a synchronous snapshot) at `when`
+    /// (for the log); `None` when the walk failed or found no managed frame.
+    fn walk(info: &ProfilerInfo, when: &str) -> Option<Walked> {
+        let mut w = Walked {
+            frames: 0,
+            outermost: 0,
+            sp: 0,
+            ip: 0,
+        };
+        let options = WalkOptions {
+            register_context: KEEPS_WALK,
+        };
+        let walked = info.walk_current_thread(options, |frame| {
+            let f = frame.raw_function().0;
+            if f != 0 {
+                w.frames += 1;
+                w.outermost = f;
+                w.ip = frame.ip;
+                w.sp = frame.context.and_then(context_sp).unwrap_or(0);
+            }
+            Walk::Continue
+        });
+        log::debug!(
+            "unhandled-exception watch: walked at {when}: {} managed frames, outermost {:#x} ({:?})",
+            w.frames,
+            w.outermost,
+            walked
+        );
+        (walked.is_ok() && w.frames > 0).then_some(w)
+    }
+
+    /// The stack pointer in a frame's register context (a platform
+    /// `CONTEXT`; on x86-64 Windows and the runtime's PAL alike, `Rsp` at
+    /// offset 0x98).
+    fn context_sp(context: &[u8]) -> Option<usize> {
+        if !KEEPS_WALK {
+            return None;
+        }
+        const RSP: usize = 0x98;
+        let bytes = context.get(RSP..RSP + core::mem::size_of::<usize>())?;
+        Some(usize::from_ne_bytes(bytes.try_into().ok()?))
     }
 
     /// `ExceptionThrown` on this thread.
     pub(crate) fn thrown(info: &ProfilerInfo) {
-        let (mut frames, mut outermost) = (0usize, 0usize);
-        let walked = info.walk_current_thread(WalkOptions::default(), |frame| {
-            let f = frame.raw_function().0;
-            if f != 0 {
-                frames += 1;
-                outermost = f;
+        // The common case: the kept walk still holds.
+        let kept = with_thread(|t| match t.bottom_in_place() {
+            Some(outermost) => {
+                t.push(Pending {
+                    outermost,
+                    ..Pending::NONE
+                });
+                true
             }
-            Walk::Continue
+            None => false,
         });
-        if walked.is_err() || frames == 0 {
-            return;
+        if kept == Some(false) {
+            thrown_walk(info);
         }
-        let _ = PENDING.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                // A thread's exceptions nest at most a few deep; keep it bounded.
-                if p.len() < 16 {
-                    p.push(Pending {
-                        frames,
-                        outermost,
-                        searched: 0,
-                        last_searched: 0,
-                    });
+    }
+
+    /// `ExceptionThrown` without a kept walk to rely on: walks.
+    #[cold]
+    #[inline(never)]
+    fn thrown_walk(info: &ProfilerInfo) {
+        let pending = match walk(info, "ExceptionThrown") {
+            Some(w) => {
+                with_thread(|t| t.learn(&w));
+                Pending {
+                    outermost: w.outermost,
+                    frames: w.frames,
+                    ..Pending::NONE
                 }
             }
-        });
+            // Still tracked, so that its search does not count for an
+            // exception it is nested in; it decides nothing.
+            None => Pending::NONE,
+        };
+        with_thread(|t| t.push(pending));
     }
 
     /// `ExceptionSearchFunctionEnter(function)` on this thread; `true` when
-    /// the search has reached the thread's outermost managed frame.
-    pub(crate) fn search_enter(function: usize) -> bool {
-        PENDING
-            .try_with(|p| match p.try_borrow_mut() {
-                Ok(mut p) => match p.last_mut() {
-                    Some(top) => {
-                        top.searched += 1;
-                        top.last_searched = function;
-                        top.searched >= top.frames && function == top.outermost
-                    }
-                    None => false,
-                },
-                Err(_) => false,
-            })
-            .unwrap_or(false)
+    /// the exception is unhandled (the function is the thread's outermost
+    /// frame, and no exception can stop there).
+    pub(crate) fn search_enter(info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+        let f = function.as_sys();
+        // The common cases, in one visit of the thread's state: a frame
+        // above the outermost function, or a frame of it that may catch
+        // (known from an earlier exception; decided at its leave).
+        let slow = with_thread(|t| {
+            if !t.enter(f) {
+                return false;
+            }
+            if t.bottom.function == f && t.bottom.cannot_catch == Some(false) {
+                if let Some(top) = t.top() {
+                    top.in_outermost = true;
+                }
+                return false;
+            }
+            true
+        });
+        slow == Some(true) && entered_outermost(info, function)
+    }
+
+    /// The search entered a frame of the thread's outermost function.
+    #[cold]
+    #[inline(never)]
+    fn entered_outermost(info: &ProfilerInfo, function: FunctionId<'_>) -> bool {
+        let f = function.as_sys();
+        let known = with_thread(|t| (t.bottom.function == f).then_some(t.bottom.cannot_catch))
+            .flatten()
+            .flatten();
+        let cannot = known.unwrap_or_else(|| {
+            let c = cannot_catch(info, function);
+            log::debug!(
+                "unhandled-exception watch: a search entered the outermost function {f:#x} ({}), which {}",
+                info.function_name(function)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                if c { "cannot catch" } else { "may catch" }
+            );
+            with_thread(|t| {
+                if t.bottom.function == f {
+                    t.bottom.cannot_catch = Some(c);
+                }
+            });
+            c
+        });
+        if !cannot {
+            with_thread(|t| {
+                if let Some(top) = t.top() {
+                    top.in_outermost = true;
+                }
+            });
+            return false;
+        }
+        at_outermost(info, f)
+    }
+
+    /// `ExceptionSearchFunctionLeave` on this thread; `true` when the
+    /// search leaves the thread's outermost frame with no catcher found.
+    pub(crate) fn search_leave(info: &ProfilerInfo) -> bool {
+        let left = with_thread(ThreadWatch::leave).flatten();
+        match left {
+            Some(f) => at_outermost(info, f),
+            None => false,
+        }
+    }
+
+    /// Whether the frame of `f` that the search of this thread's innermost
+    /// exception is in is the thread's outermost managed frame: the search
+    /// has entered as many frames as a walk during this exception counts,
+    /// and that walk ends in `f`. Walks now when the exception relied on
+    /// the kept walk. `true` also forgets the exception (it is unhandled).
+    #[cold]
+    #[inline(never)]
+    fn at_outermost(info: &ProfilerInfo, f: usize) -> bool {
+        let Some((frames, searched)) =
+            with_thread(|t| t.top().map(|p| (p.frames, p.searched))).flatten()
+        else {
+            return false;
+        };
+        let frames = if frames != 0 {
+            frames
+        } else {
+            let Some(w) = walk(info, "the outermost function's search") else {
+                return false;
+            };
+            let n = w.frames;
+            let outermost = w.outermost;
+            with_thread(|t| {
+                t.learn(&w);
+                if let Some(top) = t.top() {
+                    top.frames = n;
+                    top.outermost = outermost;
+                }
+            });
+            if outermost != f {
+                return false;
+            }
+            n
+        };
+        let unhandled = searched >= frames;
+        if unhandled {
+            with_thread(ThreadWatch::pop);
+        }
+        unhandled
     }
 
     /// Whether no exception stops in `function`, the thread's outermost
@@ -449,33 +816,171 @@ pub(crate) mod unhandled {
     /// `ExceptionSearchCatcherFound` on this thread: the innermost pending
     /// exception is handled.
     pub(crate) fn catcher_found() {
-        let _ = PENDING.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.pop();
-            }
-        });
+        with_thread(ThreadWatch::caught);
     }
 
-    /// `ExceptionSearchFunctionLeave` on this thread.
-    pub(crate) fn search_leave() {
-        let unhandled = PENDING
-            .try_with(|p| match p.try_borrow_mut() {
-                Ok(mut p) => match p.last() {
-                    // Both: as many frames searched as the thread had, and
-                    // the one just left is its outermost.
-                    Some(top)
-                        if top.searched >= top.frames && top.last_searched == top.outermost =>
-                    {
-                        p.pop();
-                        true
-                    }
-                    _ => false,
-                },
-                Err(_) => false,
-            })
-            .unwrap_or(false);
-        if unhandled {
-            super::unhandled_exception_seen();
+    /// The word at `slot` of the calling thread's own stack `[low, high)`,
+    /// when `slot` lies in its live part: above this function's own frame
+    /// (so in the frame of a function that has not returned) and below the
+    /// stack's base. `None` otherwise (and on a thread running on another
+    /// stack than the one the system gave it).
+    #[inline(never)]
+    fn read_live_stack(slot: usize, (low, high): (usize, usize)) -> Option<usize> {
+        let marker = 0u8;
+        let here = core::hint::black_box(&marker) as *const u8 as usize;
+        let size = core::mem::size_of::<usize>();
+        let live = low <= here && here < slot && slot.checked_add(size)? <= high;
+        if !live || slot % core::mem::align_of::<usize>() != 0 {
+            return None;
+        }
+        // SAFETY: [own-stack] `slot` is aligned and lies between this
+        // function's own frame and the base of the calling thread's stack
+        // (both checked above), in frames that have not returned: mapped,
+        // readable, and written only by this thread, which is here.
+        Some(unsafe { core::ptr::read_volatile(slot as *const usize) })
+    }
+
+    /// The calling thread's stack, `[low, high)`, as the system reports it.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn stack_bounds() -> Option<(usize, usize)> {
+        // SAFETY: [ffi-abi] pthread_attr_t is a plain C struct; the call below initialises it.
+        let mut attr: libc::pthread_attr_t = unsafe { core::mem::zeroed() };
+        // SAFETY: [os-api] the calling thread's own attributes into a local,
+        // destroyed below.
+        if unsafe { libc::pthread_getattr_np(libc::pthread_self(), &mut attr) } != 0 {
+            return None;
+        }
+        let mut addr: *mut core::ffi::c_void = core::ptr::null_mut();
+        let mut size = 0usize;
+        // SAFETY: [os-api] `attr` was initialised by pthread_getattr_np; out pointers are locals.
+        let got = unsafe { libc::pthread_attr_getstack(&attr, &mut addr, &mut size) };
+        // SAFETY: [os-api] destroys the attributes initialised above, once.
+        unsafe { libc::pthread_attr_destroy(&mut attr) };
+        let low = addr as usize;
+        (got == 0 && size != 0).then_some((low, low.checked_add(size)?))
+    }
+
+    /// The calling thread's stack, `[low, high)`, as the system reports it
+    /// (`GetCurrentThreadStackLimits`, Windows 8 and later, looked up at run
+    /// time so that the library still loads on Windows 7, which .NET Core
+    /// 3.1 supports; there `None`, and the watch walks at every throw).
+    #[cfg(all(target_arch = "x86_64", windows))]
+    fn stack_bounds() -> Option<(usize, usize)> {
+        use core::ffi::c_void;
+        type Limits = unsafe extern "system" fn(*mut usize, *mut usize);
+        #[link(name = "kernel32")]
+        extern "system" {
+            fn GetModuleHandleW(name: *const u16) -> *mut c_void;
+            fn GetProcAddress(module: *mut c_void, name: *const u8) -> *mut c_void;
+        }
+        let kernel32: Vec<u16> = "kernel32.dll\0".encode_utf16().collect();
+        // SAFETY: [os-api, nul-terminated] a NUL-terminated UTF-16 name; kernel32 is
+        // loaded in every process and the handle is not owned (nothing to close).
+        let module = unsafe { GetModuleHandleW(kernel32.as_ptr()) };
+        if module.is_null() {
+            return None;
+        }
+        // SAFETY: [os-api, nul-terminated] a module handle from above and a NUL-terminated name.
+        let f = unsafe { GetProcAddress(module, c"GetCurrentThreadStackLimits".as_ptr().cast()) };
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: [os-api] GetCurrentThreadStackLimits is declared
+        // `VOID WINAPI GetCurrentThreadStackLimits(PULONG_PTR, PULONG_PTR)`.
+        let limits: Limits = unsafe { core::mem::transmute::<*mut c_void, Limits>(f) };
+        let (mut low, mut high) = (0usize, 0usize);
+        // SAFETY: [os-api] the function looked up above, with two out pointers to locals.
+        unsafe { limits(&mut low, &mut high) };
+        (low < high).then_some((low, high))
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", any(target_os = "linux", windows))))]
+    fn stack_bounds() -> Option<(usize, usize)> {
+        None
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A caller's local, read back through [`read_live_stack`] from a
+        /// function it calls; an address below the reader's frame, or
+        /// outside the stack, is refused.
+        #[test]
+        fn own_stack_reads_a_callers_live_frame_only() {
+            #[inline(never)]
+            fn read_from_callee(slot: usize, stack: (usize, usize)) -> Option<usize> {
+                core::hint::black_box(read_live_stack(slot, stack))
+            }
+            let Some(stack) = stack_bounds() else {
+                // No bounds here (another architecture): nothing is read.
+                assert!(!core::hint::black_box(KEEPS_WALK));
+                assert_eq!(read_live_stack(0x1000, (0, 0)), None);
+                return;
+            };
+            let word: usize = 0x5eed_1234;
+            let slot = core::hint::black_box(&word) as *const usize as usize;
+            assert_eq!(read_from_callee(slot, stack), Some(0x5eed_1234));
+            // Outside the stack, or with no bounds: refused.
+            assert_eq!(read_from_callee(slot, (0, 0)), None);
+            assert_eq!(read_from_callee(stack.1, stack), None);
+            // Unaligned: refused.
+            assert_eq!(read_from_callee(slot + 1, stack), None);
+            // Below the reader's own frame (a dead frame): refused.
+            assert_eq!(read_from_callee(stack.0 + 64, stack), None);
+        }
+
+        /// An exception thrown and caught inside a filter, during another
+        /// exception's first pass: its catching frame's leave ends it and
+        /// is not taken for a frame of the outer exception, whose count
+        /// and outermost-frame decision carry on.
+        #[test]
+        fn a_nested_exception_caught_in_a_filter_leaves_the_outer_intact() {
+            const MAIN: usize = 0x10;
+            const ROUND: usize = 0x20;
+            const FILTER: usize = 0x30;
+            let mut t = ThreadWatch::NEW;
+            t.push(Pending {
+                outermost: MAIN,
+                ..Pending::NONE
+            });
+            // The outer search: Round, whose filter runs...
+            assert!(!t.enter(ROUND));
+            // ...and throws: the inner exception, caught in the filter.
+            t.push(Pending {
+                outermost: MAIN,
+                ..Pending::NONE
+            });
+            assert!(!t.enter(FILTER));
+            t.caught();
+            assert_eq!(t.leave(), None);
+            assert_eq!(t.depth, 1);
+            // The outer search goes on: Round's leave, then Main.
+            assert_eq!(t.leave(), None);
+            assert!(t.enter(MAIN));
+            assert_eq!(t.top().map(|p| p.searched), Some(2));
+            // Main may catch: decided at its leave.
+            if let Some(top) = t.top() {
+                top.in_outermost = true;
+            }
+            assert_eq!(t.leave(), Some(MAIN));
+            // A leave is taken once.
+            assert_eq!(t.leave(), None);
+        }
+
+        /// The nesting bound forgets the oldest exception, never the newest.
+        #[test]
+        fn a_full_pending_stack_forgets_the_oldest() {
+            let mut t = ThreadWatch::NEW;
+            for i in 1..=MAX_PENDING + 3 {
+                t.push(Pending {
+                    outermost: i,
+                    ..Pending::NONE
+                });
+            }
+            assert_eq!(t.depth, MAX_PENDING);
+            assert_eq!(t.top().map(|p| p.outermost), Some(MAX_PENDING + 3));
+            assert_eq!(t.pending[0].outermost, 4);
         }
     }
 }

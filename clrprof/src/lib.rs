@@ -50,6 +50,7 @@ pub mod attach;
 pub mod buffer;
 pub mod callback;
 mod com;
+pub mod compilations;
 pub mod component;
 pub mod detach;
 pub mod elt;

@@ -4,6 +4,16 @@
 //   exit N            Environment.Exit(N)
 //   native-exit N     the C library's exit(N), called through P/Invoke
 //   unhandled         an exception nobody catches
+//   unhandled-rounds  Rounds (below) on the main thread: exceptions caught
+//                     from one call site of Main, then one nobody catches
+//   unhandled-filter  the same, the last one passing a filter that throws
+//                     and catches an exception of its own, then declines
+//   unhandled-thread  Rounds on a new Thread
+//   unhandled-pool    Rounds on a thread-pool thread
+//   unhandled-recursive  Main calls itself; the inner Main runs Rounds
+//   unhandled-finalizer  finalizers on the finalizer thread: one of class
+//                     Catching throws and catches, then one of class
+//                     Escaping throws an exception nobody catches
 //   wait              prints "ready" and sleeps until a signal ends it
 // The second argument is the number of exceptions to throw and catch (default
 // 5; 0 on the win-x64 .NET 8 leg, whose Wine defect hangs a second exception).
@@ -24,6 +34,33 @@ namespace Exits
     public class ExitException : Exception
     {
         public ExitException(string message) : base(message) { }
+    }
+
+    // Finalizers: the runtime's finalizer thread calls them (from native
+    // code on .NET Core 3.1: each finalizer is then that thread's outermost
+    // managed frame, a different method for each class).
+    public class Catching
+    {
+        ~Catching()
+        {
+            try
+            {
+                throw new ExitException("in a finalizer");
+            }
+            catch (ExitException)
+            {
+                Console.WriteLine("finalizer: thrown = 1, caught = 1");
+                Console.Out.Flush();
+            }
+        }
+    }
+
+    public class Escaping
+    {
+        ~Escaping()
+        {
+            Program.Unhandled();
+        }
     }
 
     public static class Program
@@ -77,14 +114,89 @@ namespace Exits
         }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
-        static void Unhandled()
+        static void Garbage<T>() where T : new()
+        {
+            new T();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static void Unhandled()
         {
             throw new ExitException("unhandled on purpose");
+        }
+
+        const int RoundsCaught = 3;
+        static int roundsThrown, roundsCaught;
+
+        // Throws and catches RoundsCaught exceptions from one call site, so
+        // that the thread's outermost frame stays in the same call; then an
+        // exception nobody catches (through a filter that declines when
+        // `filter` is set).
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Rounds(bool filter)
+        {
+            for (int i = 0; i <= RoundsCaught; i++)
+                Round(i, filter);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Round(int i, bool filter)
+        {
+            if (i < RoundsCaught)
+            {
+                roundsThrown++;
+                try
+                {
+                    Throw(i);
+                }
+                catch (ExitException)
+                {
+                    roundsCaught++;
+                }
+                return;
+            }
+            Console.WriteLine("rounds: thrown = " + roundsThrown + ", caught = " + roundsCaught);
+            Console.Out.Flush();
+            if (!filter)
+            {
+                Unhandled();
+                return;
+            }
+            try
+            {
+                Unhandled();
+            }
+            catch (ExitException e) when (Declines(e))
+            {
+                Console.WriteLine("caught by the filter");
+            }
+        }
+
+        // A filter that throws and catches an exception of its own (an
+        // exception nested in the first pass of another), then declines.
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static bool Declines(Exception e)
+        {
+            try
+            {
+                Throw(-1);
+            }
+            catch (ExitException)
+            {
+                Console.WriteLine("filter: thrown = 1, caught = 1");
+                Console.Out.Flush();
+            }
+            return false;
         }
 
         public static int Main(string[] args)
         {
             string mode = args.Length > 0 ? args[0] : "return";
+            if (mode == "recursive-inner")
+            {
+                Rounds(false);
+                return 4;
+            }
             int exceptions = args.Length > 2 ? int.Parse(args[2]) : 5;
             int status = 0;
             if (args.Length > 1 && args[1] != "-")
@@ -108,6 +220,32 @@ namespace Exits
                 case "unhandled":
                     Unhandled();
                     break;
+                case "unhandled-rounds":
+                    Rounds(false);
+                    break;
+                case "unhandled-filter":
+                    Rounds(true);
+                    break;
+                case "unhandled-thread":
+                    var thread = new Thread(() => Rounds(false));
+                    thread.Start();
+                    thread.Join();
+                    break;
+                case "unhandled-pool":
+                    ThreadPool.QueueUserWorkItem(_ => Rounds(false));
+                    Thread.Sleep(Timeout.Infinite);
+                    break;
+                case "unhandled-finalizer":
+                    Garbage<Catching>();
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
+                    Garbage<Escaping>();
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
+                    Thread.Sleep(Timeout.Infinite);
+                    break;
+                case "unhandled-recursive":
+                    return Main(new[] { "recursive-inner" });
                 case "wait":
                     Console.WriteLine("ready");
                     Console.Out.Flush();

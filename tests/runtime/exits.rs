@@ -65,6 +65,9 @@ enum Path {
     EnvironmentExit,
     NativeExit,
     Unhandled,
+    /// Another shape of unhandled exception: the app's mode (see
+    /// [`unhandled_shape`]).
+    Shape(&'static str),
     Signal(i32),
 }
 
@@ -75,6 +78,7 @@ impl Path {
             Path::EnvironmentExit => ("exit", "7"),
             Path::NativeExit => ("native-exit", "9"),
             Path::Unhandled => ("unhandled", "-"),
+            Path::Shape(mode) => (mode, "-"),
             Path::Signal(_) => ("wait", "-"),
         };
         vec![mode.into(), status.into(), exceptions.to_string()]
@@ -429,6 +433,100 @@ fn check_continuous(records: &[Value], dir: &std::path::Path, thrown: u64) -> Re
     Ok(())
 }
 
+/// An unhandled exception in another shape than `Main` calling a method
+/// that throws: the app (mode `mode`) first throws and catches exceptions
+/// from one call site of its thread's outermost frame (the watch's kept walk
+/// of that thread is then reused), then throws one nobody catches. With the
+/// exception-tracer, which writes an exception with no catcher only in its
+/// `finish`, the process must end as it does without a profiler and the
+/// records must hold every exception the app counted, caught, and the last
+/// one with no catcher: `finish` ran before the runtime ended the process.
+fn unhandled_shape(case: &Case<'_>, mode: &'static str) -> CaseResult {
+    let path = Path::Shape(mode);
+    let (plain, _) = run(case, path, None)?;
+    let aborted = match plain.exit {
+        Exit::Signal(SIGABRT) => true,
+        Exit::Code(_) => case.leg().is_wine() && plain.stderr.contains("Unhandled exception"),
+        _ => false,
+    };
+    if !aborted {
+        return Err(format!(
+            "without a profiler the app ended with {:?}; stderr: {:?}",
+            plain.exit,
+            tail(&plain.stderr)
+        )
+        .into());
+    }
+    // The app's own count: every "thrown = T, caught = C" line it printed
+    // (Work's, the rounds', the filter's, the finalizer's).
+    let mut thrown = 0;
+    let mut caught = 0;
+    for line in plain.stdout.lines().filter(|l| l.contains("thrown = ")) {
+        thrown += number_after(line, "thrown = ")?;
+        caught += number_after(line, "caught = ")?;
+    }
+    let (with, _) = run(case, path, Some("exception-tracer"))?;
+    let (a, b) = (app_output(&with.stdout), app_output(&plain.stdout));
+    if with.exit != plain.exit || a != b {
+        return Err(format!(
+            "the app ended with {:?} and printed {a:?}; without a profiler {:?} and {b:?}; stderr: {:?}",
+            with.exit,
+            plain.exit,
+            tail(&with.stderr)
+        )
+        .into());
+    }
+    if !with.bad_records.is_empty() {
+        return Err(format!("invalid JSON Lines: {:?}", with.bad_records).into());
+    }
+    let ours: Vec<&Value> = with
+        .records
+        .iter()
+        .filter(|r| r["event"] == "exception" && r["type"] == "Exits.ExitException")
+        .collect();
+    let by_app = ours
+        .iter()
+        .filter(|r| {
+            r["catcher"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Exits."))
+        })
+        .count() as u64;
+    let no_catcher: Vec<&&Value> = ours.iter().filter(|r| r["catcher"].is_null()).collect();
+    let last = ours
+        .iter()
+        .filter(|r| r["thrower"] == "Exits.Program::Unhandled")
+        .collect::<Vec<_>>();
+    // The last exception has no catcher; or (.NET Core 3.1, a Thread) the
+    // thread's start code catches it and throws it again (the rethrow
+    // then has none).
+    let rethrown = last.len() == 1
+        && last[0]["catcher"] == "System.Threading.ExecutionContext::RunInternal"
+        && no_catcher.len() == 1
+        && no_catcher[0]["thrower"]
+            == "System.Runtime.ExceptionServices.ExceptionDispatchInfo::Throw";
+    let plain_last = last.len() == 1 && last[0]["catcher"].is_null() && no_catcher.len() == 1;
+    let total = thrown + 1 + u64::from(rethrown);
+    if by_app != caught || !(plain_last || rethrown) || ours.len() as u64 != total {
+        return Err(format!(
+            "{by_app} caught by the app / {} with no catcher of {} records; the app: {thrown} thrown, {caught} caught, 1 unhandled: {ours:?}",
+            no_catcher.len(),
+            ours.len()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Why an unhandled exception in a finalizer is not checked on .NET 10.
+const FINALIZER_NET10: &str = "on .NET 10 the finalizer thread's outermost managed frame, \
+     System.GC::RunFinalizers, has a filter clause (it offers the exception to the handler of \
+     .NET 10's ExceptionHandling.SetUnhandledExceptionHandler), and .NET 9 and later end an \
+     unhandled exception's first pass without that frame's ExceptionSearchFunctionLeave: the \
+     watch does not see this exception (seen on 10.0.15: the search enters RunFinalizers, which \
+     may catch, and no callback follows; the watch decides by the rule it had when it walked at \
+     every throw). 9.0 and 11.0 run it";
+
 pub fn scenarios() -> Vec<Scenario> {
     const LINUX: [&str; 5] = [
         "linux-x64-3.1",
@@ -450,6 +548,37 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new("exit paths: unhandled exception", |c| {
             exits_with_path(c, Path::Unhandled)
         }),
+        Scenario::new(
+            "exit paths: unhandled exception after caught ones, same call site",
+            |c| unhandled_shape(c, "unhandled-rounds"),
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        Scenario::new(
+            "exit paths: unhandled exception past a filter that throws",
+            |c| unhandled_shape(c, "unhandled-filter"),
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        Scenario::new("exit paths: unhandled exception on a Thread", |c| {
+            unhandled_shape(c, "unhandled-thread")
+        })
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        Scenario::new(
+            "exit paths: unhandled exception on a thread-pool thread",
+            |c| unhandled_shape(c, "unhandled-pool"),
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
+        Scenario::new(
+            "exit paths: unhandled exception in a finalizer after another class's caught one",
+            |c| unhandled_shape(c, "unhandled-finalizer"),
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON)
+        .exclude_leg("linux-x64-10.0", FINALIZER_NET10)
+        .exclude_leg("win-x64-10.0", FINALIZER_NET10),
+        Scenario::new(
+            "exit paths: unhandled exception under a recursive Main",
+            |c| unhandled_shape(c, "unhandled-recursive"),
+        )
+        .exclude_leg(WINE_NET8_LEG, crate::exceptions::WINE_NET8_REASON),
         Scenario::new("exit paths: SIGTERM", |c| {
             exits_with_path(c, Path::Signal(SIGTERM))
         })

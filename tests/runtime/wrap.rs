@@ -75,7 +75,19 @@ fn run_pair(
     env: &[(&str, &str)],
     changed: &[(&str, &str)],
 ) -> Result<(Outcome, Outcome), Verdict> {
-    let app = case.app("wrap")?;
+    run_app_pair(case, "wrap", env, &[], changed)
+}
+
+/// [`run_pair`] on the app `name` (of `tests/apps`), with `traced_env`
+/// set in the profiled run only.
+fn run_app_pair(
+    case: &Case<'_>,
+    name: &str,
+    env: &[(&str, &str)],
+    traced_env: &[(&str, &str)],
+    changed: &[(&str, &str)],
+) -> Result<(Outcome, Outcome), Verdict> {
+    let app = case.app(name)?;
     // The app throws no exception on the leg that hangs on a process's
     // second one (WRAP_NO_THROW leaves out the shapes that must throw).
     let no_throw = if case.leg().name == WINE_NET8_LEG {
@@ -97,7 +109,7 @@ fn run_pair(
         .spec(&app)
         .env("WRAP_NO_THROW", no_throw)
         .profiler(profiler);
-    for (k, v) in env {
+    for (k, v) in env.iter().chain(traced_env) {
         spec = spec.env(k, v);
     }
     let traced = case.run(spec)?;
@@ -282,6 +294,15 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "method-wrapper: every shape wrapped at JIT, tiered compilation off",
             jit_tiering_off,
+        ),
+        Scenario::new(
+            "method-wrapper: methods with hot loops wrapped at every compilation (on-stack replacement of the running loop)",
+            osr_scenario,
+        )
+        .also_on(&[clrprof_testing::manifest::ARM64_LEG]),
+        Scenario::new(
+            "method-wrapper: methods with hot loops wrapped from their second compilation (the on-stack replacement): refused, the app unharmed",
+            osr_late_scenario,
         ),
         Scenario::new(
             "method-wrapper: wrapped by ReJIT for one phase and unwrapped by revert",
@@ -640,4 +661,124 @@ fn managed_refusals(case: &Case<'_>) -> CaseResult {
         }
     }
     Ok(())
+}
+
+/// The loop methods of apps/wraposr.cs.
+const LOOPS: [&str; 3] = [
+    "Osr.Target.Loops::Guarded",
+    "Osr.Target.Loops::Sum",
+    "Osr.Target.Loops::ThenThrow",
+];
+
+/// apps/wraposr.cs, whose methods run hot loops at their first calls, under
+/// the method-wrapper installing at every `JITCompilationStarted` of them
+/// (`CLRPROF_WRAP_EVERY=1`, as the book's listing did before it kept a set).
+/// The runtime compiles each loop again while its tier-0 frame runs
+/// (on-stack replacement, .NET 7 and later with tiered compilation) and
+/// announces that compilation too: the SDK must refuse to install there
+/// (the compilation continues the running frame at an IL offset of the body
+/// it came from), and the wrapped calls must be the app's account, its
+/// output the same as without the profiler. With `late`, the first
+/// compilation is passed over (`CLRPROF_WRAP_SKIP=1`): the install at the
+/// OSR compilation is refused too and nothing is wrapped. Where the leg
+/// writes the JIT's list of compiled methods to a file
+/// (`DOTNET_JitStdOutFile`, linux legs from .NET 8 on), that list must show
+/// an OSR compilation of every loop method.
+fn osr_case(case: &Case<'_>, late: bool) -> CaseResult {
+    let leg = case.leg();
+    let major: u32 = leg
+        .version
+        .split('.')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // On-stack replacement is on by default from .NET 7 (x64 and arm64);
+    // 3.1 compiles methods with loops optimized at once.
+    let osr = major >= 7;
+    let listed = osr && leg.os == clrprof_testing::manifest::Os::Linux;
+    let list = std::env::temp_dir().join(format!(
+        "clrprof-wraposr-{}-{}-{late}.txt",
+        leg.name,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&list);
+    let list_str = list.display().to_string();
+    let mut env = vec![
+        ("CLRPROF_WRAP_FILTER", "Osr.Target."),
+        ("CLRPROF_WRAP_EVERY", "1"),
+    ];
+    if late {
+        env.push(("CLRPROF_WRAP_SKIP", "1"));
+    }
+    let mut traced_env = Vec::new();
+    if listed {
+        traced_env.push(("DOTNET_JitStdOutFile", list_str.as_str()));
+        traced_env.push(("DOTNET_JitDisasmSummary", "1"));
+    }
+    let (_plain, traced) = run_app_pair(case, "wraposr", &env, &traced_env, &[])?;
+    let compiled = std::fs::read_to_string(&list).unwrap_or_default();
+    let _ = std::fs::remove_file(&list);
+    let mut expected = app_account(&traced.stdout, "account");
+    let why = if late {
+        // Nothing wrapped: each method ran its own IL.
+        for counts in expected.values_mut() {
+            *counts = (0, 0, 0);
+        }
+        "already compiled its IL"
+    } else {
+        "already wrapped"
+    };
+    compare(&LOOPS, &expected, &wrapped(&traced))?;
+    // Every refusal is of a later compilation, for `why`; with OSR every
+    // loop method has one at least.
+    let mut refusals: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut others = Vec::new();
+    for r in traced.events("wrap_refused") {
+        let method = r["method"].as_str().unwrap_or("");
+        match LOOPS.iter().find(|m| **m == method) {
+            Some(m) if r["why"].as_str().unwrap_or("").contains(why) => {
+                *refusals.entry(m).or_default() += 1;
+            }
+            _ => others.push(r.to_string()),
+        }
+    }
+    if !others.is_empty() {
+        return Err(format!("refusals other than {why:?}: {others:?}").into());
+    }
+    if osr && refusals.len() != LOOPS.len() {
+        return Err(format!(
+            "later compilations refused per method {refusals:?}: every loop method should have one (its on-stack replacement)"
+        )
+        .into());
+    }
+    if listed {
+        // `JIT compiled Osr.Target.Loops:Sum(int) [Tier1-OSR @0x19 ...`
+        let missing: Vec<&str> = LOOPS
+            .iter()
+            .copied()
+            .filter(|m| {
+                let jit_name = m.replace("::", ":");
+                !compiled.lines().any(|l| {
+                    l.contains(&format!("JIT compiled {jit_name}(")) && l.contains("Tier1-OSR")
+                })
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "no on-stack replacement of {missing:?} in the JIT's list ({} lines): {compiled:?}",
+                compiled.lines().count()
+            )
+            .into());
+        }
+    }
+    eprintln!("    note: later compilations refused ({why}): {refusals:?}");
+    Ok(())
+}
+
+fn osr_scenario(case: &Case<'_>) -> CaseResult {
+    osr_case(case, false)
+}
+
+fn osr_late_scenario(case: &Case<'_>) -> CaseResult {
+    osr_case(case, true)
 }

@@ -957,6 +957,12 @@ impl RuntimeHandle {
             }
         }
         check(hr, call)?;
+        // IL is replaced at JIT time only while the SDK has seen every
+        // compilation (`compilations`).
+        crate::compilations::runtime_mask_set(
+            masks.low.contains(EventMask::MONITOR_JIT_COMPILATION),
+            self.inner.attached,
+        );
         Ok(())
     }
 

@@ -15,6 +15,17 @@
 //!   compiled; when `<namespace>.Rejit::Begin` is compiled every noted
 //!   method is re-JITted with its wrapper, and when `<namespace>.Rejit::End`
 //!   is compiled they are reverted, so only the calls in between count.
+//! - `CLRPROF_WRAP_EVERY=1` (JIT mode): every `JITCompilationStarted` of a
+//!   selected method builds and installs its wrapper, as the book's short
+//!   listing does, instead of the first one only. The later compilations
+//!   (tier 1, an on-stack replacement of a running loop) are refused by the
+//!   SDK (`Error::CannotWrap`, a `wrap_refused` record each): the method
+//!   keeps the body installed at its first compilation.
+//! - `CLRPROF_WRAP_SKIP=N` (JIT mode): the first `N` compilations of each
+//!   selected method are passed over (it runs its own IL), the wrapper is
+//!   installed from the next: the SDK refuses it (a later compilation, which
+//!   may continue a running frame of the earlier code) and the method stays
+//!   unwrapped.
 //! - `CLRPROF_WRAP_ARGS=1`: also one
 //!   `{"event":"call","method":..,"args":[..],"return":..,"threw":bool}` per
 //!   call, each primitive argument and the return value as the method's own
@@ -62,7 +73,7 @@ use clrprof::{
 use clrprof_instrumentation::{
     self as instrumentation, Arguments, Entry, Exit, MethodHandler, ReturnValue,
 };
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -241,6 +252,8 @@ struct Config {
     time: bool,
     bench: bool,
     inliners: bool,
+    every: bool,
+    skip: u32,
     cycles: Option<u32>,
     replace: Option<(String, i32)>,
     managed: Option<instrumentation::ManagedHandlers>,
@@ -269,6 +282,8 @@ struct State {
     /// Methods wrapped at JIT time (never twice: later compilations and
     /// other instantiations use the body already set).
     wrapped: HashSet<MethodKey>,
+    /// Compilations of each method seen (`CLRPROF_WRAP_SKIP`).
+    compilations: HashMap<MethodKey, u32>,
     /// Methods seen compiled (ReJIT mode), and those re-JITted now.
     candidates: Vec<MethodKey>,
     rejitted: Vec<MethodKey>,
@@ -510,6 +525,12 @@ impl Profiler for MethodWrapper {
             bench: std::env::var("CLRPROF_WRAP_BENCH").is_ok_and(|v| v == "1"),
             inliners: mode == Mode::ReJit
                 && std::env::var("CLRPROF_WRAP_INLINERS").is_ok_and(|v| v == "1"),
+            every: mode == Mode::Jit && std::env::var("CLRPROF_WRAP_EVERY").is_ok_and(|v| v == "1"),
+            skip: std::env::var("CLRPROF_WRAP_SKIP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|_| mode == Mode::Jit)
+                .unwrap_or(0),
             managed: std::env::var("CLRPROF_WRAP_MANAGED")
                 .ok()
                 .and_then(|v| managed_handlers(&v)),
@@ -586,7 +607,7 @@ impl Profiler for MethodWrapper {
             return;
         };
         let key = (fi.module.to_raw(), fi.token);
-        let Some(mode) = self.config().map(|c| c.mode) else {
+        let Some((mode, every, skip)) = self.config().map(|c| (c.mode, c.every, c.skip)) else {
             return;
         };
         {
@@ -600,7 +621,12 @@ impl Profiler for MethodWrapper {
                 }
                 return;
             }
-            if !s.wrapped.insert(key) {
+            let seen = s.compilations.entry(key).or_default();
+            *seen = seen.saturating_add(1);
+            if *seen <= skip {
+                return;
+            }
+            if !s.wrapped.insert(key) && !every {
                 return;
             }
         }
