@@ -460,12 +460,25 @@ fn app_scenario(app: App) -> Scenario {
             .collect();
         c.require(&families, &callbacks)
     });
-    if throws {
+    let s = if throws {
         s.exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE)
+    } else {
+        s
+    };
+    if app.name == "unload" {
+        s.exclude_leg(crate::wine::WINE_NET10_LEG, WINE_NET10_TORTURE_UNLOAD)
     } else {
         s
     }
 }
+
+const WINE_NET10_TORTURE_UNLOAD: &str = "under Wine 8, .NET 10.0.15 running the unload app \
+     (reflection invoking into collectible contexts) with the torture profiler dies with \
+     `Internal CLR error. (0x80131506)` at RuntimeMethodHandle.InvokeMethod in about one run \
+     in two even with DOTNET_EnableWriteXorExecute=0 (4 of 8 runs on 2026-11-28, at main f6a2b67 \
+     from before this wave's SDK changes as at 2b4e95b; the app alone exits 0 in every run); \
+     linux-x64-10.0 and win-x64-8.0 run it (see tests/runtime/wine.rs for the same fault with \
+     W^X on)";
 
 /// Attach and detach cycles of the torture profiler to the `longrun` app.
 fn attach_cycles(case: &Case<'_>) -> CaseResult {
