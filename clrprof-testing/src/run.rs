@@ -175,6 +175,15 @@ impl Outcome {
     /// `exited with status N; stderr: ...`.
     pub fn check_exit(&self) -> std::result::Result<(), String> {
         match self.exit {
+            // Wine says a thread's fault was unhandled and starts its
+            // debugger; the process then ends, in some runs with status 0
+            // (a crash in the broken-profiler fixture's Initialize on
+            // win-x64-10.0, 2026-11-28). A run that says so did not end well.
+            Exit::Code(0) if self.stderr.contains(WINE_UNHANDLED) => Err(format!(
+                "process died: {} (exit status 0, Wine); stderr: {:?}",
+                crash_under_wine(&self.stderr).unwrap_or("unhandled fault"),
+                tail(&self.stderr, 400)
+            )),
             Exit::Code(0) => Ok(()),
             Exit::Hung(after) => Err(format!(
                 "hung, killed after {}s, {}",
@@ -237,6 +246,10 @@ impl Outcome {
         Ok(())
     }
 }
+
+/// Wine's line for a fault no handler took (`wine: Unhandled page fault
+/// ...`, `wine: Unhandled exception ...`), before it starts its debugger.
+const WINE_UNHANDLED: &str = "wine: Unhandled ";
 
 /// Wine reports an unhandled Windows exception on stderr (the process exit
 /// status keeps only the low 8 bits of the NTSTATUS); recognise the common ones.
@@ -577,6 +590,15 @@ mod tests {
             vec![serde_json::json!({"event":"runtime","version":"8.0.4"})],
         );
         assert_eq!(good.check(), Ok(()));
+        let mut wine_fault = outcome(Exit::Code(0), vec![]);
+        wine_fault.stderr = "wine: Unhandled page fault on read access to 0000000000000004 at \
+                             address 000000000152D6E8 (thread 05cc), starting debugger...\n"
+            .into();
+        let died = wine_fault.check().unwrap_err();
+        assert!(
+            died.starts_with("process died: access violation (Windows exception 0xC0000005) (exit status 0, Wine)"),
+            "{died}"
+        );
     }
 
     #[test]
