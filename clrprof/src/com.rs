@@ -683,11 +683,13 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 // Every compilation is counted, whoever asked for the event:
                 // a method's IL is replaced at JIT time only in its first
                 // (`compilations`).
-                let key = info
-                    .function_info(function)
-                    .ok()
-                    .map(|fi| (fi.module.to_raw(), fi.token));
-                let _compiling = crate::compilations::compilation_started(function.to_raw(), key);
+                let _compiling = crate::compilations::counting().then(|| {
+                    let key = info
+                        .function_info(function)
+                        .ok()
+                        .map(|fi| (fi.module.to_raw(), fi.token));
+                    crate::compilations::compilation_started(function.to_raw(), key)
+                });
                 if self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION) {
                     p.jit_compilation_started(info, function, b(fIsSafeToBlock))
                 }

@@ -79,6 +79,12 @@ fn methods() -> MutexGuard<'static, BTreeMap<MethodKey, Method>> {
 /// mask was first set, 1 while it is complete, 2 for good once it is not.
 static COMPLETE: AtomicU8 = AtomicU8::new(0);
 
+/// Whether compilations are still worth counting: once the count is
+/// incomplete every claim is refused, whatever the table says.
+pub(crate) fn counting() -> bool {
+    COMPLETE.load(Ordering::SeqCst) != 2
+}
+
 /// Notes a mask the runtime accepted: the count stays complete while the
 /// mask has `MONITOR_JIT_COMPILATION` from the first one on, in a profiler
 /// that did not attach.
