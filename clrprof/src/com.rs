@@ -730,8 +730,10 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         self.dispatch(
             "ICorProfilerCallback::JITCachedFunctionSearchStarted",
             |p, info| {
-                let use_cached =
-                    p.jit_cached_function_search_started(info, id!(FunctionId, functionId));
+                // A component may have asked for cache searches (the code
+                // map); the profiler decides only if it asked too.
+                let use_cached = !self.wants(crate::event_mask::EventMask::MONITOR_CACHE_SEARCHES)
+                    || p.jit_cached_function_search_started(info, id!(FunctionId, functionId));
                 if !pbUseCachedFunction.is_null() {
                     // SAFETY: [callback-args] the runtime passes a valid out pointer (checked non-null).
                     unsafe { *pbUseCachedFunction = use_cached as BOOL };
@@ -748,11 +750,17 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback::JITCachedFunctionSearchFinished",
-            |p, info| p.jit_cached_function_search_finished(
-                info,
-                id!(FunctionId, functionId),
-                result == sys::COR_PRF_CACHED_FUNCTION_FOUND
-            )
+            |p, info| {
+                let found = result == sys::COR_PRF_CACHED_FUNCTION_FOUND;
+                if let (Some(c), true) = (self.components(), found) {
+                    c.each("JITCachedFunctionSearchFinished (component)", |c| {
+                        c.jit_cached_function_search_finished(info, id!(FunctionId, functionId))
+                    });
+                }
+                if self.wants(crate::event_mask::EventMask::MONITOR_CACHE_SEARCHES) {
+                    p.jit_cached_function_search_finished(info, id!(FunctionId, functionId), found)
+                }
+            }
         )
     }
     unsafe fn JITFunctionPitched(&self, functionId: FunctionID) -> HRESULT {
@@ -1546,13 +1554,24 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback4::ReJITCompilationFinished",
-            |p, info| p.rejit_compilation_finished(
-                info,
-                id!(FunctionId, functionId),
-                id!(ReJitId, rejitId),
-                hrStatus,
-                b(fIsSafeToBlock)
-            )
+            |p, info| {
+                if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
+                    c.each("ReJITCompilationFinished (component)", |c| {
+                        c.rejit_compilation_finished(
+                            info,
+                            id!(FunctionId, functionId),
+                            RawReJitId(rejitId),
+                        )
+                    });
+                }
+                p.rejit_compilation_finished(
+                    info,
+                    id!(FunctionId, functionId),
+                    id!(ReJitId, rejitId),
+                    hrStatus,
+                    b(fIsSafeToBlock),
+                )
+            }
         )
     }
     unsafe fn ReJITError(
@@ -1693,7 +1712,7 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
     ) -> HRESULT {
         forward!(
             self,
-            "ICorProfilerCallback8::DynamicMethodJITCompilationStarted",
+            "ICorProfilerCallback8::DynamicMethodJITCompilationStarted", wants crate::event_mask::EventMask::MONITOR_JIT_COMPILATION,
             |p, info| p.dynamic_method_jit_compilation_started(
                 info,
                 id!(FunctionId, functionId),
@@ -1712,12 +1731,21 @@ impl<P: Profiler> ICorProfilerCallback8_Impl for CallbackObject_Impl<P> {
         forward!(
             self,
             "ICorProfilerCallback8::DynamicMethodJITCompilationFinished",
-            |p, info| p.dynamic_method_jit_compilation_finished(
-                info,
-                id!(FunctionId, functionId),
-                hrStatus,
-                b(fIsSafeToBlock)
-            )
+            |p, info| {
+                if let (Some(c), true) = (self.components(), succeeded(hrStatus)) {
+                    c.each("DynamicMethodJITCompilationFinished (component)", |c| {
+                        c.dynamic_method_jit_compilation_finished(info, id!(FunctionId, functionId))
+                    });
+                }
+                if self.wants(crate::event_mask::EventMask::MONITOR_JIT_COMPILATION) {
+                    p.dynamic_method_jit_compilation_finished(
+                        info,
+                        id!(FunctionId, functionId),
+                        hrStatus,
+                        b(fIsSafeToBlock),
+                    )
+                }
+            }
         )
     }
 }

@@ -17,7 +17,9 @@
 //!
 //! # Order
 //! - Events that create or begin something (`ThreadCreated`,
-//!   `ModuleLoadFinished`, `JITCompilationFinished`, `ProfilerAttachComplete`,
+//!   `ModuleLoadFinished`, `JITCompilationFinished`, `ReJITCompilationFinished`,
+//!   `DynamicMethodJITCompilationFinished`, `JITCachedFunctionSearchFinished`,
+//!   `ProfilerAttachComplete`,
 //!   `ExceptionThrown`, `ExceptionSearchFunctionEnter`) reach components
 //!   **before** the profiler, so a
 //!   profiler's callback already sees the component up to date.
@@ -84,6 +86,27 @@ pub trait Component: Send + Sync + 'static {
     /// `JITCompilationFinished` (MONITOR_JIT_COMPILATION), before the
     /// profiler. Only successful compilations reach components.
     fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `JITCachedFunctionSearchFinished` (MONITOR_CACHE_SEARCHES), before
+    /// the profiler: precompiled (ReadyToRun) code of `function` was found
+    /// and will run. Only searches that found code reach components.
+    fn jit_cached_function_search_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// `ReJITCompilationFinished`, before the profiler. Only successful
+    /// compilations reach components.
+    fn rejit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: RawReJitId,
+    ) {
+    }
+    /// `DynamicMethodJITCompilationFinished` (Callback8, MONITOR_JIT_COMPILATION),
+    /// before the profiler. Only successful compilations reach components.
+    fn dynamic_method_jit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+    ) {
+    }
     /// `ModuleUnloadStarted` (MONITOR_MODULE_LOADS), after the profiler.
     fn module_unload_started(&self, info: &ProfilerInfo, module: ModuleId<'_>) {}
     /// `ClassUnloadStarted` (MONITOR_CLASS_LOADS), after the profiler.

@@ -52,6 +52,7 @@ pub mod callback;
 mod com;
 pub mod compilations;
 pub mod component;
+pub mod context;
 pub mod detach;
 pub mod elt;
 pub mod error;

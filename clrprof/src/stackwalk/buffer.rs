@@ -22,6 +22,21 @@ pub struct FrameBuffer {
     pub(crate) stamp: Option<(u64, u64)>,
 }
 
+/// How a stack of a [`FrameBuffer`] was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SampleKind {
+    /// At a tick, with the thread stopped by the runtime's suspension (or
+    /// pushed by a stack source): a sample of wall time, one period.
+    #[default]
+    Tick,
+    /// In the SDK's signal handler, when the thread's CPU-time timer fired:
+    /// a sample of CPU time, [`StackSample::weight_ns`] of it.
+    Cpu,
+    /// In the SDK's signal handler, asked for by the sampling thread: a
+    /// sample of wall time, [`StackSample::weight_ns`] of it.
+    Wall,
+}
+
 /// One walked stack inside a [`FrameBuffer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackSample {
@@ -31,6 +46,15 @@ pub struct StackSample {
     len: usize,
     /// `true` if the stack had more frames than fitted.
     pub truncated: bool,
+    /// How the stack was taken.
+    pub kind: SampleKind,
+    /// The time the sample stands for, in nanoseconds (CPU time for
+    /// [`SampleKind::Cpu`], wall time for [`SampleKind::Wall`]; 0 for
+    /// [`SampleKind::Tick`], which stands for one sampling period).
+    pub weight_ns: u64,
+    /// The thread's trace context when the stack was taken
+    /// ([`crate::context`]), if it had one.
+    pub context: Option<crate::context::TraceContext>,
     /// The runtime whose suspended `DoStackSnapshot` walked this stack, if
     /// the SDK walked it itself (see [`walked`](Self::walked)).
     walked_in: Option<RuntimeSlot>,
@@ -100,9 +124,42 @@ impl FrameBuffer {
             start: self.frames.len(),
             len: 0,
             truncated: false,
+            kind: SampleKind::Tick,
+            weight_ns: 0,
+            context: None,
             walked_in,
         });
         true
+    }
+
+    /// Starts a stack the SDK's signal handler took (its frames placed by
+    /// the code map: [`push_walked`](Self::push_walked)).
+    pub(crate) fn begin_signal(
+        &mut self,
+        thread: RawThreadId,
+        runtime: RuntimeSlot,
+        kind: SampleKind,
+        weight_ns: u64,
+        context: Option<crate::context::TraceContext>,
+        truncated: bool,
+    ) -> bool {
+        if !self.begin_as(thread, Some(runtime)) {
+            return false;
+        }
+        if let Some(s) = self.samples.last_mut() {
+            s.kind = kind;
+            s.weight_ns = weight_ns;
+            s.context = context;
+            s.truncated = truncated;
+        }
+        true
+    }
+
+    /// Sets the trace context of the stack being written.
+    pub(crate) fn set_context(&mut self, context: Option<crate::context::TraceContext>) {
+        if let Some(s) = self.samples.last_mut() {
+            s.context = context;
+        }
     }
 
     /// Appends a frame the runtime reported to the SDK's own walk.

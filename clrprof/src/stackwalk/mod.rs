@@ -83,14 +83,24 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 
 mod buffer;
+pub mod codemap;
+pub mod fpwalk;
 mod gate;
 pub(crate) mod naming;
 pub mod seeded;
+pub mod signals;
 mod suspend;
+pub mod threads;
 
-pub use buffer::{FrameBuffer, StackSample, ThreadList};
+pub use buffer::{FrameBuffer, SampleKind, StackSample, ThreadList};
+pub use codemap::{CodeMap, CodeMapStats};
+pub use fpwalk::StackBounds;
 pub use gate::ThreadGate;
-pub use naming::{FrameName, FrameNamer, FrameRef, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME};
+pub use naming::{
+    FrameName, FrameNamer, FrameRef, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME, UNPLACED,
+    UNPLACED_FRAME,
+};
+pub use signals::{SignalConfig, SignalSampling, SignalStats, SignalTick};
 pub use suspend::{spawn_sampling_thread, RuntimeSuspension, SamplingThread};
 
 /// What the walk closure wants next.

@@ -11,12 +11,52 @@ use crate::names::NameCache;
 use crate::runtimes::RuntimeSlot;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Name used for a run of unmanaged frames (a `FunctionID` of 0).
 pub const UNMANAGED_FRAME: &str = "[unmanaged]";
 /// Name used for a function whose name could not be resolved.
 pub const UNKNOWN_FRAME: &str = "[unknown]";
+/// Name used for an address of a stack that neither the code map nor the
+/// runtime could place in a function, and that lies in no native module
+/// ([`UNPLACED`]).
+pub const UNPLACED_FRAME: &str = "[unplaced]";
+
+/// The frame of a [`FrameBuffer`] for an address nothing could place (a
+/// value no `FunctionID` has: function descriptors are aligned). Never
+/// handed to the runtime; named [`UNPLACED_FRAME`].
+pub const UNPLACED: RawFunctionId = RawFunctionId(usize::MAX);
+
+/// Unloads begun in this process, counted by every fence after its hooks
+/// ran and before its own count: a stack taken outside any fence (a signal
+/// handler's) carries the epoch it was taken in, and its reader drops it
+/// when the epoch has moved since.
+static UNLOAD_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+// signal-context: one atomic load
+/// The process-wide unload epoch (see [`UNLOAD_EPOCH`]). Async-signal-safe.
+pub(crate) fn unload_epoch() -> u64 {
+    UNLOAD_EPOCH.load(SeqCst)
+}
+
+/// What began to unload, as the fence tells its hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unloading {
+    /// `ClassUnloadStarted` (the raw `ClassID`).
+    Class(usize),
+    /// `ModuleUnloadStarted` (the raw `ModuleID`).
+    Module(usize),
+    /// `DynamicMethodUnloaded`.
+    DynamicMethod(RawFunctionId),
+}
+
+/// SDK parts that keep something of loaded code and must drop it before an
+/// unload is counted (the [`CodeMap`](super::CodeMap)).
+pub(crate) trait UnloadHook: Send + Sync {
+    /// Called at the start of the unload callback, before the fence counts
+    /// the unload and before the runtime frees anything of it.
+    fn unloading(&self, what: Unloading);
+}
 
 /// Distinguishes fences, so a buffer stamped by one is not resolved
 /// against another's count.
@@ -52,6 +92,8 @@ pub struct UnloadFence {
     resolving: AtomicUsize,
     /// Dynamic methods unloaded since the last [`take_forgotten`](Self::take_forgotten).
     forgotten: Mutex<Vec<RawFunctionId>>,
+    /// Called at each unload before it is counted.
+    hooks: Mutex<Vec<Weak<dyn UnloadHook>>>,
 }
 
 impl UnloadFence {
@@ -67,6 +109,7 @@ impl UnloadFence {
             unloads: AtomicU64::new(0),
             resolving: AtomicUsize::new(0),
             forgotten: Mutex::new(Vec::new()),
+            hooks: Mutex::new(Vec::new()),
         });
         info.register(Arc::new(FenceComponent {
             fence: fence.clone(),
@@ -129,7 +172,26 @@ impl UnloadFence {
         })
     }
 
-    fn unloading(&self) {
+    /// Adds a hook called at every unload, before it is counted.
+    pub(crate) fn add_hook(&self, hook: Weak<dyn UnloadHook>) {
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
+    fn unloading(&self, what: Unloading) {
+        let hooks: Vec<Arc<dyn UnloadHook>> = self
+            .hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for hook in hooks {
+            hook.unloading(what);
+        }
+        UNLOAD_EPOCH.fetch_add(1, SeqCst);
         self.unloads.fetch_add(1, SeqCst);
         while self.resolving.load(SeqCst) != 0 {
             std::thread::yield_now();
@@ -218,6 +280,17 @@ impl<'t> FrameNamer<'t> {
             serial: NEXT_RESOLVE.fetch_add(1, SeqCst),
             unloads_unchanged: true,
         }
+    }
+
+    /// The scope the namer calls the runtime in (the sampling thread's).
+    pub(crate) fn info(&self) -> &ProfilerInfo<'t> {
+        &self.info
+    }
+
+    /// Whether no unload was counted between the buffer's stamp and this
+    /// resolve (then no unload can proceed until it ends).
+    pub(crate) fn unloads_unchanged(&self) -> bool {
+        self.unloads_unchanged
     }
 
     /// The stacks of the buffer being resolved.
@@ -323,6 +396,13 @@ pub(crate) fn frame_name(
             is_final: true,
         };
     }
+    if f == UNPLACED {
+        return FrameName {
+            function: UNPLACED_FRAME.into(),
+            module: None,
+            is_final: true,
+        };
+    }
     if !may_call_runtime {
         return match names.cached_function_name(f) {
             Some(n) => FrameName {
@@ -394,12 +474,12 @@ impl crate::component::Component for FenceComponent {
         }
     }
 
-    fn class_unload_started(&self, _info: &ProfilerInfo, _class: ClassId<'_>) {
-        self.fence.unloading();
+    fn class_unload_started(&self, _info: &ProfilerInfo, class: ClassId<'_>) {
+        self.fence.unloading(Unloading::Class(class.to_raw().0));
     }
 
-    fn module_unload_started(&self, _info: &ProfilerInfo, _module: ModuleId<'_>) {
-        self.fence.unloading();
+    fn module_unload_started(&self, _info: &ProfilerInfo, module: ModuleId<'_>) {
+        self.fence.unloading(Unloading::Module(module.to_raw().0));
     }
 
     fn dynamic_method_unloaded(&self, _info: &ProfilerInfo, function: RawFunctionId) {
@@ -408,7 +488,7 @@ impl crate::component::Component for FenceComponent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(function);
-        self.fence.unloading();
+        self.fence.unloading(Unloading::DynamicMethod(function));
     }
 }
 

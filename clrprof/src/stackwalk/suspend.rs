@@ -247,7 +247,13 @@ impl RuntimeSuspension<'_> {
             super::push_frame(buffer, &frame)
         });
         match walked {
-            Ok(Some(_)) => Ok(true),
+            Ok(Some(_)) => {
+                buffer.set_context(super::threads::context_of(
+                    self.thread.info.runtime_slot().0,
+                    thread.0,
+                ));
+                Ok(true)
+            }
             Ok(None) => {
                 buffer.abandon();
                 Ok(false)

@@ -1,0 +1,632 @@
+//! The code map: which managed function's native code holds an address.
+//!
+//! A stack taken without the runtime's help (a frame-pointer walk in a
+//! signal handler) is a list of instruction pointers. The runtime names an
+//! instruction pointer (`GetFunctionFromIP`), but only outside a signal
+//! handler, and only while the code is still there; the code map answers
+//! from the SDK's own memory instead, from any context, and only with
+//! functions that are loaded now.
+//!
+//! # What feeds it
+//! It is an SDK component ([`CodeMap::register`]): the SDK delivers to it
+//! - `JITCompilationFinished`: every native code version of the function
+//!   (`GetNativeCodeStartAddresses` and `GetCodeInfo4`, Info9; tier 0,
+//!   the instrumented tier, tier 1 and OSR bodies each have their own);
+//! - `ReJITCompilationFinished`: the versions of that ReJIT's IL;
+//! - `DynamicMethodJITCompilationFinished` (Info8 runtimes): dynamic
+//!   methods (`DynamicMethod`, compiled expressions, IL stubs);
+//! - `JITCachedFunctionSearchFinished` (`MONITOR_CACHE_SEARCHES`): code
+//!   precompiled as ReadyToRun, which the runtime does not jit.
+//!
+//! A function whose code is not published yet when its callback runs (the
+//! runtime sets a ReadyToRun method's code after the search callback) is
+//! kept as pending and looked up again from the sampling thread
+//! ([`CodeMap::update`]), inside an [`UnloadFence::resolve`] so that it
+//! cannot unload meanwhile.
+//!
+//! # Removal at unload, behind the fence
+//! The [`UnloadFence`] the map is registered with calls it at the start of
+//! `ClassUnloadStarted`, `ModuleUnloadStarted` and `DynamicMethodUnloaded`,
+//! before it counts the unload (and before any memory of the unloading code
+//! is freed). The map then drops the entries of that class, module or
+//! dynamic method, and of every generic instantiation (a method
+//! instantiated over a collectible type may belong to a class and a module
+//! that do not unload: the map cannot tell, so it lets them all go). So an
+//! entry the map returns names a function that was loaded at the moment of
+//! the look-up; a sample taken before an unload began is dropped by its
+//! reader (its unload epoch, [`unload_epoch`](super::naming::unload_epoch),
+//! differs).
+//!
+//! # Look-ups without a lock
+//! The entries are an immutable sorted array (and a short sorted array of
+//! recent additions) behind one atomic pointer. A writer (a JIT callback,
+//! under a mutex) builds a new snapshot and swaps the pointer; a reader
+//! counts itself in, loads the pointer, binary-searches, and counts itself
+//! out. Old snapshots are freed by a later writer once it has seen no reader
+//! in (every reader that could hold the old pointer has left). A look-up
+//! allocates nothing, takes no lock and makes no system call, so a signal
+//! handler may make it.
+
+use super::naming::{UnloadFence, UnloadHook, Unloading};
+use crate::error::Result;
+use crate::event_mask::{EventMask, EventMasks};
+use crate::ids::{FunctionId, RawFunctionId, RawReJitId};
+use crate::info::ProfilerInfo;
+use crate::runtimes::RuntimeSlot;
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, Weak};
+
+/// One range of native code of one function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    start: usize,
+    /// One past the last byte.
+    end: usize,
+    function: usize,
+    class: usize,
+    module: usize,
+    /// A generic instantiation (class or method type arguments): dropped at
+    /// every unload.
+    generic: bool,
+}
+
+/// A function to look up again ([`CodeMap::update`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    function: usize,
+    rejit: usize,
+    dynamic: bool,
+    /// Look-ups so far; given up after [`PENDING_TRIES`].
+    tries: u32,
+}
+
+/// Look-ups of a pending function before the map gives up on it (a
+/// function whose code never gets published: its compilation was
+/// abandoned, or the profiler declined a precompiled body).
+const PENDING_TRIES: u32 = 64;
+
+/// An immutable view of the map.
+struct Snapshot {
+    /// Sorted by `start`, not overlapping.
+    base: Arc<[Entry]>,
+    /// Sorted by `start`: additions since `base` was built.
+    recent: Box<[Entry]>,
+}
+
+impl Snapshot {
+    fn find(entries: &[Entry], ip: usize) -> Option<&Entry> {
+        // The last entry starting at or below `ip`.
+        let i = entries.partition_point(|e| e.start <= ip);
+        let e = entries.get(i.checked_sub(1)?)?;
+        (ip < e.end).then_some(e)
+    }
+
+    fn lookup(&self, ip: usize) -> Option<&Entry> {
+        Self::find(&self.recent, ip).or_else(|| Self::find(&self.base, ip))
+    }
+}
+
+struct Writer {
+    base: Arc<[Entry]>,
+    recent: Vec<Entry>,
+    /// Snapshots swapped out, freed once no reader can hold them.
+    retired: Vec<*mut Snapshot>,
+    /// Functions whose code was not published when their callback ran.
+    /// Cleared at every unload.
+    pending: Vec<Pending>,
+}
+
+// SAFETY: [local-memory] the raw pointers in `retired` are boxes this writer owns alone; they
+// are only freed under the writer's mutex.
+unsafe impl Send for Writer {}
+
+/// Which native code belongs to which managed function, for one runtime.
+/// See the [module docs](self).
+pub struct CodeMap {
+    slot: RuntimeSlot,
+    current: AtomicPtr<Snapshot>,
+    readers: AtomicUsize,
+    writer: Mutex<Writer>,
+    added: AtomicU64,
+    removed: AtomicU64,
+    /// Whether the runtime has Info9 (every native code version) and Info8
+    /// (dynamic methods).
+    has_info9: bool,
+}
+
+// SAFETY: [local-memory] `current` points to a snapshot only readers share (immutable);
+// everything else is atomics or behind the mutex.
+unsafe impl Sync for CodeMap {}
+// SAFETY: [local-memory] as above: the snapshots are owned by the map.
+unsafe impl Send for CodeMap {}
+
+/// Counters of a code map.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CodeMapStats {
+    /// Code ranges in the map now.
+    pub ranges: usize,
+    /// Ranges added so far.
+    pub added: u64,
+    /// Ranges removed at unloads so far.
+    pub removed: u64,
+    /// Functions whose code was not yet published, to look up again.
+    pub pending: usize,
+}
+
+/// Additions kept in the short array before it is merged into the base:
+/// at least this many, or a quarter of the base (so each entry is copied a
+/// bounded number of times on average).
+const RECENT_MIN: usize = 256;
+
+impl CodeMap {
+    fn new(slot: RuntimeSlot, has_info9: bool) -> CodeMap {
+        let empty: Arc<[Entry]> = Arc::from(Vec::new());
+        let first = Box::into_raw(Box::new(Snapshot {
+            base: empty.clone(),
+            recent: Box::new([]),
+        }));
+        CodeMap {
+            slot,
+            current: AtomicPtr::new(first),
+            readers: AtomicUsize::new(0),
+            writer: Mutex::new(Writer {
+                base: empty,
+                recent: Vec::new(),
+                retired: Vec::new(),
+                pending: Vec::new(),
+            }),
+            added: AtomicU64::new(0),
+            removed: AtomicU64::new(0),
+            has_info9,
+        }
+    }
+
+    /// A code map for the runtime of `info`, registered as an SDK component
+    /// (call it from `Initialize`), whose entries `fence` removes before it
+    /// counts an unload. The SDK adds `MONITOR_JIT_COMPILATION` and
+    /// `MONITOR_CACHE_SEARCHES` to the event mask (the fence adds the
+    /// unload events).
+    ///
+    /// Code compiled before the map was registered (before an attach) is
+    /// not in it.
+    pub fn register(info: &ProfilerInfo, fence: &Arc<UnloadFence>) -> Result<Arc<CodeMap>> {
+        let map = Arc::new(CodeMap::new(info.runtime_slot(), info.has_info(9)));
+        let hook: Arc<dyn UnloadHook> = map.clone();
+        fence.add_hook(Arc::downgrade(&hook));
+        info.register(Arc::new(CodeMapComponent {
+            map: Arc::downgrade(&map),
+            _hook: hook,
+        }))?;
+        Ok(map)
+    }
+
+    /// The runtime this map describes.
+    pub fn runtime_slot(&self) -> RuntimeSlot {
+        self.slot
+    }
+
+    // signal-context: atomic counter, atomic load, binary search of an immutable array; no call
+    /// The function whose native code holds `ip`, if the map knows one.
+    ///
+    /// The ID is raw: it names a function that was loaded at the moment of
+    /// the look-up, and says nothing of how long it stays loaded (see the
+    /// [module docs](self)). Lock-free and allocation-free; callable from a
+    /// signal handler.
+    pub fn lookup(&self, ip: usize) -> Option<RawFunctionId> {
+        self.readers.fetch_add(1, SeqCst);
+        let snapshot = self.current.load(SeqCst);
+        // SAFETY: [local-memory] `snapshot` was the current one after this reader counted itself
+        // in, so no writer frees it before the reader counts itself out
+        // (a writer frees a swapped-out snapshot only after it saw no
+        // reader in, after the swap).
+        let found = unsafe { &*snapshot }
+            .lookup(ip)
+            .map(|e| RawFunctionId(e.function));
+        self.readers.fetch_sub(1, SeqCst);
+        found
+    }
+
+    /// The map's counters.
+    pub fn stats(&self) -> CodeMapStats {
+        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        CodeMapStats {
+            ranges: w.base.len() + w.recent.len(),
+            added: self.added.load(SeqCst),
+            removed: self.removed.load(SeqCst),
+            pending: w.pending.len(),
+        }
+    }
+
+    /// Publishes the writer's state as the new snapshot and frees the
+    /// snapshots no reader can hold any more.
+    fn publish(&self, w: &mut Writer) {
+        if w.recent.len() > RECENT_MIN.max(w.base.len() / 4) {
+            let mut all: Vec<Entry> = Vec::with_capacity(w.base.len() + w.recent.len());
+            all.extend_from_slice(&w.base);
+            all.append(&mut w.recent);
+            all.sort_unstable_by_key(|e| e.start);
+            w.base = Arc::from(all);
+        }
+        let next = Box::into_raw(Box::new(Snapshot {
+            base: w.base.clone(),
+            recent: w.recent.clone().into_boxed_slice(),
+        }));
+        let old = self.current.swap(next, SeqCst);
+        w.retired.push(old);
+        self.reclaim(w);
+    }
+
+    fn reclaim(&self, w: &mut Writer) {
+        // A reader that holds an old pointer counted itself in before it
+        // loaded it; seeing none in now, after the swap, means none does.
+        if self.readers.load(SeqCst) == 0 {
+            for old in w.retired.drain(..) {
+                // SAFETY: [local-memory] a snapshot made by `Box::into_raw` in `publish` or `new`,
+                // swapped out (no longer current), that no reader holds (above); freed once.
+                drop(unsafe { Box::from_raw(old) });
+            }
+        }
+    }
+
+    /// Adds the ranges of one code version, skipping ranges already known
+    /// (a function reported again: another tier, another callback).
+    fn add_ranges(
+        &self,
+        w: &mut Writer,
+        function: usize,
+        owner: (usize, usize, bool),
+        chunks: &[crate::info::functions::CodeChunk],
+    ) -> usize {
+        let mut added = 0;
+        for c in chunks.iter().filter(|c| c.size > 0) {
+            let known = Snapshot::find(&w.base, c.start)
+                .or_else(|| Snapshot::find(&w.recent, c.start))
+                .is_some();
+            if known {
+                continue;
+            }
+            let entry = Entry {
+                start: c.start,
+                end: c.start.saturating_add(c.size),
+                function,
+                class: owner.0,
+                module: owner.1,
+                generic: owner.2,
+            };
+            let at = w.recent.partition_point(|e| e.start <= entry.start);
+            w.recent.insert(at, entry);
+            added += 1;
+        }
+        self.added.fetch_add(added as u64, SeqCst);
+        added
+    }
+
+    /// Looks up and adds every native code version of `function`'s IL
+    /// version `rejit`; `false` if the runtime gave no code yet.
+    fn add_function(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: RawReJitId,
+        dynamic: bool,
+    ) -> bool {
+        self.add_function_try(info, function, rejit, dynamic, 0)
+    }
+
+    fn add_function_try(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: RawReJitId,
+        dynamic: bool,
+        tries: u32,
+    ) -> bool {
+        let owner = if dynamic {
+            (0, 0, false)
+        } else {
+            match info.function_info2(function) {
+                Ok((fi, method_args)) => {
+                    let class_args = if fi.class.to_raw().0 == 0 {
+                        // Shared code or a method of an array type: no class
+                        // to hear unload for.
+                        true
+                    } else {
+                        info.class_info(fi.class)
+                            .map(|c| !c.type_args.is_empty())
+                            .unwrap_or(true)
+                    };
+                    (
+                        fi.class.to_raw().0,
+                        fi.module.to_raw().0,
+                        class_args || !method_args.is_empty(),
+                    )
+                }
+                Err(_) => (0, 0, true),
+            }
+        };
+        let mut versions: Vec<Vec<crate::info::functions::CodeChunk>> = Vec::new();
+        if self.has_info9 {
+            if let Ok(starts) = info.native_code_versions(function, rejit) {
+                for code in starts {
+                    if let Ok(chunks) = info.code_info4(code) {
+                        versions.push(chunks);
+                    }
+                }
+            }
+        }
+        if versions.is_empty() && rejit.0 == 0 {
+            if let Ok(chunks) = info.code_info2(function) {
+                versions.push(chunks);
+            }
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut added = 0;
+        for chunks in &versions {
+            added += self.add_ranges(&mut w, function.to_raw().0, owner, chunks);
+        }
+        if versions.iter().all(|v| v.iter().all(|c| c.size == 0)) {
+            let (f, r) = (function.to_raw().0, rejit.0);
+            let known = w
+                .pending
+                .iter()
+                .any(|p| p.function == f && p.rejit == r && p.dynamic == dynamic);
+            if !known && tries < PENDING_TRIES && w.pending.len() < 65_536 {
+                w.pending.push(Pending {
+                    function: f,
+                    rejit: r,
+                    dynamic,
+                    tries: tries + 1,
+                });
+            }
+            return false;
+        }
+        if added > 0 {
+            self.publish(&mut w);
+        }
+        true
+    }
+
+    // provenance: none: every pending FunctionID was recorded from a callback since the last unload; any unload clears the list before the fence counts it, and this runs inside the fence's resolve
+    /// Looks up the functions whose code was not yet published when their
+    /// callback ran. Call it from the sampling thread inside
+    /// [`UnloadFence::resolve`] of the fence this map was registered with
+    /// (`namer` is that resolve's): the pending IDs were reported since the
+    /// last unload began (each unload clears them), and no unload can
+    /// proceed until the resolve ends. Returns how many were found.
+    pub fn update(&self, namer: &super::FrameNamer<'_>) -> usize {
+        let info = namer.info();
+        if info.runtime_slot() != self.slot || !namer.unloads_unchanged() {
+            return 0;
+        }
+        let pending = {
+            let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            self.reclaim(&mut w);
+            std::mem::take(&mut w.pending)
+        };
+        let mut found = 0;
+        for p in pending {
+            // SAFETY: [id-scope] the ID was reported by a compilation callback of this
+            // runtime after the last unload began (every unload clears the
+            // pending list under the writer's mutex before the fence counts
+            // it), and this runs inside the fence's resolve with no unload
+            // counted since the namer's buffer was stamped: any unload that
+            // begins now waits in the fence until the resolve ends.
+            let function = unsafe { RawFunctionId(p.function).assume_valid() };
+            if self.add_function_try(info, function, RawReJitId(p.rejit), p.dynamic, p.tries) {
+                found += 1;
+            }
+        }
+        found
+    }
+
+    /// For the SDK's tests: adds a range directly.
+    #[cfg(test)]
+    pub(crate) fn insert_for_test(
+        &self,
+        start: usize,
+        size: usize,
+        function: usize,
+        generic: bool,
+    ) {
+        let mut w = self.writer.lock().unwrap();
+        self.add_ranges(
+            &mut w,
+            function,
+            (function + 1, function + 2, generic),
+            &[crate::info::functions::CodeChunk { start, size }],
+        );
+        self.publish(&mut w);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn new_for_test() -> CodeMap {
+        CodeMap::new(RuntimeSlot(0), true)
+    }
+}
+
+impl UnloadHook for CodeMap {
+    fn unloading(&self, what: Unloading) {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        w.pending.clear();
+        let keep = |e: &Entry| match what {
+            Unloading::Class(c) => e.class != c && !e.generic,
+            Unloading::Module(m) => e.module != m && !e.generic,
+            Unloading::DynamicMethod(f) => e.function != f.0,
+        };
+        let before = w.base.len() + w.recent.len();
+        if w.base.iter().any(|e| !keep(e)) {
+            let base: Vec<Entry> = w.base.iter().copied().filter(keep).collect();
+            w.base = Arc::from(base);
+        }
+        w.recent.retain(keep);
+        let removed = before - (w.base.len() + w.recent.len());
+        if removed > 0 {
+            self.removed.fetch_add(removed as u64, SeqCst);
+            self.publish(&mut w);
+        }
+    }
+}
+
+impl Drop for CodeMap {
+    fn drop(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        for old in w.retired.drain(..) {
+            // SAFETY: [local-memory] the map is being dropped: no reader holds a reference to it,
+            // so no reader holds any of its snapshots; each is freed once.
+            drop(unsafe { Box::from_raw(old) });
+        }
+        let current = *self.current.get_mut();
+        // SAFETY: [local-memory] as above, for the current snapshot.
+        drop(unsafe { Box::from_raw(current) });
+    }
+}
+
+/// The SDK component behind [`CodeMap::register`].
+struct CodeMapComponent {
+    map: Weak<CodeMap>,
+    /// Keeps the fence's hook alive as long as the component.
+    _hook: Arc<dyn UnloadHook>,
+}
+
+impl crate::component::Component for CodeMapComponent {
+    fn name(&self) -> &'static str {
+        "code-map"
+    }
+
+    fn masks(&self) -> EventMasks {
+        (EventMask::MONITOR_JIT_COMPILATION | EventMask::MONITOR_CACHE_SEARCHES).into()
+    }
+
+    fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
+        if let Some(map) = self.map.upgrade() {
+            map.add_function(info, function, RawReJitId(0), false);
+        }
+    }
+
+    fn jit_cached_function_search_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
+        if let Some(map) = self.map.upgrade() {
+            map.add_function(info, function, RawReJitId(0), false);
+        }
+    }
+
+    fn rejit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+        rejit: RawReJitId,
+    ) {
+        if let Some(map) = self.map.upgrade() {
+            map.add_function(info, function, rejit, false);
+        }
+    }
+
+    fn dynamic_method_jit_compilation_finished(
+        &self,
+        info: &ProfilerInfo,
+        function: FunctionId<'_>,
+    ) {
+        if let Some(map) = self.map.upgrade() {
+            map.add_function(info, function, RawReJitId(0), true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn looks_up_ranges_and_nothing_between_them() {
+        let map = CodeMap::new_for_test();
+        map.insert_for_test(0x1000, 0x100, 0xA0, false);
+        map.insert_for_test(0x3000, 0x10, 0xB0, false);
+        map.insert_for_test(0x2000, 0x80, 0xC0, false);
+        assert_eq!(map.lookup(0x1000), Some(RawFunctionId(0xA0)));
+        assert_eq!(map.lookup(0x10ff), Some(RawFunctionId(0xA0)));
+        assert_eq!(map.lookup(0x1100), None);
+        assert_eq!(map.lookup(0x0fff), None);
+        assert_eq!(map.lookup(0x2040), Some(RawFunctionId(0xC0)));
+        assert_eq!(map.lookup(0x300f), Some(RawFunctionId(0xB0)));
+        assert_eq!(map.lookup(0x3010), None);
+        // The same range again is not added twice.
+        map.insert_for_test(0x1000, 0x100, 0xA0, false);
+        assert_eq!(map.stats().ranges, 3);
+    }
+
+    #[test]
+    fn many_additions_merge_and_stay_sorted() {
+        let map = CodeMap::new_for_test();
+        // Added out of order, across several merges.
+        let n = 5000usize;
+        for i in 0..n {
+            let k = (i * 7919) % n;
+            map.insert_for_test(0x10_0000 + k * 0x40, 0x20, k + 1, false);
+        }
+        assert_eq!(map.stats().ranges, n);
+        for k in 0..n {
+            let start = 0x10_0000 + k * 0x40;
+            assert_eq!(map.lookup(start + 0x1f), Some(RawFunctionId(k + 1)));
+            assert_eq!(map.lookup(start + 0x20), None);
+        }
+    }
+
+    #[test]
+    fn unloads_remove_their_own_and_every_generic_entry() {
+        let map = CodeMap::new_for_test();
+        // insert_for_test gives class = function + 1, module = function + 2.
+        map.insert_for_test(0x1000, 0x10, 0x10, false);
+        map.insert_for_test(0x2000, 0x10, 0x20, false);
+        map.insert_for_test(0x3000, 0x10, 0x30, true);
+        map.insert_for_test(0x4000, 0x10, 0x40, false);
+        map.unloading(Unloading::Class(0x11));
+        assert_eq!(map.lookup(0x1000), None, "the class's own method");
+        assert_eq!(map.lookup(0x3000), None, "a generic instantiation");
+        assert_eq!(map.lookup(0x2000), Some(RawFunctionId(0x20)));
+        map.unloading(Unloading::Module(0x22));
+        assert_eq!(map.lookup(0x2000), None);
+        map.unloading(Unloading::DynamicMethod(RawFunctionId(0x40)));
+        assert_eq!(map.lookup(0x4000), None);
+        assert_eq!(map.stats().removed, 4);
+    }
+
+    /// Readers never see a freed snapshot while writers add and remove:
+    /// many threads looking up while one writes (run under Miri or ASan
+    /// this is the test that would catch a use after free; natively it
+    /// checks every answer is one of the ranges' own functions).
+    #[test]
+    fn lookups_race_writers_safely() {
+        let map = Arc::new(CodeMap::new_for_test());
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (map, stop) = (map.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut hits = 0u64;
+                    while !stop.load(SeqCst) {
+                        for k in 0..64usize {
+                            if let Some(f) = map.lookup(0x1_0000 + k * 0x100 + 5) {
+                                assert_eq!(f.0, k + 1, "an answer of another range");
+                                hits += 1;
+                            }
+                        }
+                    }
+                    hits
+                })
+            })
+            .collect();
+        for round in 0..300usize {
+            for k in 0..64usize {
+                map.insert_for_test(0x1_0000 + k * 0x100, 0x10, k + 1, k % 2 == 0);
+            }
+            map.unloading(if round % 2 == 0 {
+                Unloading::Class(usize::MAX)
+            } else {
+                Unloading::DynamicMethod(RawFunctionId(round % 64 + 1))
+            });
+        }
+        stop.store(true, SeqCst);
+        let hits: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+        assert!(hits > 0);
+    }
+}
