@@ -120,8 +120,8 @@ use clrprof::ids::{RawFunctionId, RawThreadId, ThreadId};
 use clrprof::info::{ProfilerInfo, RuntimeHandle};
 use clrprof::names::NameCache;
 use clrprof::stackwalk::{
-    spawn_sampling_thread, FrameBuffer, FrameName, SamplingThread, ThreadGate, ThreadList,
-    UnloadFence,
+    spawn_sampling_thread, FrameBuffer, FrameName, SampleKind, SamplingThread, ThreadGate,
+    ThreadList, UnloadFence,
 };
 use clrprof::thread::ProfilerThread;
 use core::sync::atomic::{
@@ -142,6 +142,7 @@ pub mod kinds;
 pub mod pprof;
 mod profile;
 mod shadow;
+pub mod signal;
 mod stacks;
 mod upload;
 
@@ -168,6 +169,25 @@ pub struct SamplerConfig {
     /// application's startup. Ignored after an attach (sampling starts at
     /// `ProfilerAttachComplete`).
     pub start_after_module_loads: usize,
+    /// Where stacks come from ([`Sampler::register`]).
+    pub source: SourceChoice,
+    /// With the signal source: threads asked for a wall-time sample per
+    /// tick, in turn (0: no wall profile). Each sample's weight is corrected
+    /// for the threads not asked.
+    pub wall_threads_per_tick: usize,
+}
+
+/// Which stack source [`Sampler::register`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SourceChoice {
+    /// The runtime's suspension (`SuspendRuntime`), the default for now.
+    #[default]
+    Auto,
+    /// Signals ([`signal::SignalSource`]), where the platform has them
+    /// (Linux, x86-64 and aarch64), with the suspension as the fallback.
+    Signals,
+    /// The runtime's suspension (`SuspendRuntime` and `DoStackSnapshot`).
+    SuspendRuntime,
 }
 
 impl Default for SamplerConfig {
@@ -177,6 +197,8 @@ impl Default for SamplerConfig {
             max_threads: 256,
             max_depth: 256,
             start_after_module_loads: 2,
+            source: SourceChoice::Auto,
+            wall_threads_per_tick: 5,
         }
     }
 }
@@ -206,8 +228,26 @@ pub trait StackSource: Send + 'static {
         gate: &ThreadGate,
         buffer: &mut FrameBuffer,
     ) -> Result<Tick>;
-    /// A short name for records (`suspend-runtime`, `shadow-stack`).
+    /// A short name for records (`suspend-runtime`, `shadow-stack`,
+    /// `signals`): the source that takes stacks now.
     fn method(&self) -> &'static str;
+    /// Why the source samples the way it does (e.g. why it fell back), if
+    /// it says.
+    fn reason(&self) -> Option<String> {
+        None
+    }
+    /// Called once when sampling starts, before the sampling thread runs
+    /// (e.g. to install a signal handler); an error stops the sampler.
+    fn prepare(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Called inside each tick's [`UnloadFence::resolve`], before the
+    /// frames are named (the signal source looks up code there).
+    fn resolving(&mut self, namer: &clrprof::stackwalk::FrameNamer<'_>) {
+        let _ = namer;
+    }
+    /// Called once when sampling ends, on the sampling thread.
+    fn finish(&mut self) {}
 }
 
 /// What one tick of a [`StackSource`] skipped.
@@ -222,6 +262,10 @@ pub struct Tick {
     /// Where the tick's time went, for sources that measure it (zero
     /// otherwise); added up in [`SamplerStats::phases`].
     pub phases: SamplerPhases,
+    /// What the signal source did this tick, when it ran.
+    pub signal: Option<clrprof::stackwalk::SignalTick>,
+    /// Set when the source changed its method this tick (why).
+    pub switched: Option<String>,
 }
 
 /// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
@@ -302,6 +346,48 @@ pub struct SamplerStats {
     /// the walks; read every 16 ticks and when it stops). 0 where the
     /// platform does not tell (only Unix does here).
     pub thread_cpu_ns: u64,
+    /// Signal source: what its ticks did, summed.
+    pub signal: SignalCounters,
+}
+
+/// What the signal source's ticks did, summed ([`SamplerStats::signal`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SignalCounters {
+    /// CPU-time samples (a thread's timer fired).
+    pub cpu_samples: u64,
+    /// Wall-time samples (asked for by the sampling thread).
+    pub wall_samples: u64,
+    /// Samples dropped because an unload began after they were taken.
+    pub unload_dropped: u64,
+    /// Frames placed by the code map.
+    pub placed_by_map: u64,
+    /// Leaf frames placed by the runtime (`GetFunctionFromIP`).
+    pub placed_by_runtime: u64,
+    /// Frames in native modules.
+    pub native_frames: u64,
+    /// Frames nothing could place (named `[unplaced]`).
+    pub unplaced_frames: u64,
+    /// Wall-time requests sent.
+    pub signalled: u64,
+    /// Timers made.
+    pub timers_made: u64,
+    /// Stacks that did not fit in the tick's buffer.
+    pub buffer_full: u64,
+}
+
+impl SignalCounters {
+    fn add(&mut self, t: &clrprof::stackwalk::SignalTick) {
+        self.cpu_samples += t.cpu_samples;
+        self.wall_samples += t.wall_samples;
+        self.unload_dropped += t.unload_dropped;
+        self.placed_by_map += t.placed_by_map;
+        self.placed_by_runtime += t.placed_by_runtime;
+        self.native_frames += t.native;
+        self.unplaced_frames += t.unplaced;
+        self.signalled += t.signalled;
+        self.timers_made += t.timers_made;
+        self.buffer_full += t.buffer_full;
+    }
 }
 
 /// CPU time of the calling thread, in nanoseconds, where the platform tells.
@@ -380,7 +466,10 @@ struct Shared {
     runtime: RuntimeHandle,
     config: SamplerConfig,
     names: Arc<NameCache>,
-    method: &'static str,
+    /// The source's method now, and why.
+    method: Mutex<(&'static str, Option<String>)>,
+    /// Summed signal-source counters.
+    signal: Mutex<SignalCounters>,
     gate: Arc<ThreadGate>,
     /// Keeps each tick's frames nameable until they are named.
     fence: Arc<UnloadFence>,
@@ -437,24 +526,46 @@ impl Sampler {
         config: SamplerConfig,
         names: Arc<NameCache>,
     ) -> Result<Arc<Sampler>> {
-        for (needs, call) in [
-            (10, "ICorProfilerInfo10::SuspendRuntime"),
-            (4, "ICorProfilerInfo4::EnumThreads"),
-        ] {
-            if !info.has_info(needs) {
-                return Err(Error::Unsupported {
-                    needs,
-                    has: info.version(),
-                    call,
-                });
+        let suspension = || -> Result<SuspendRuntimeSource> {
+            for (needs, call) in [
+                (10, "ICorProfilerInfo10::SuspendRuntime"),
+                (4, "ICorProfilerInfo4::EnumThreads"),
+            ] {
+                if !info.has_info(needs) {
+                    return Err(Error::Unsupported {
+                        needs,
+                        has: info.version(),
+                        call,
+                    });
+                }
             }
+            Ok(SuspendRuntimeSource::new(config.max_threads))
+        };
+        if config.source == SourceChoice::Signals {
+            if let Err(why) = clrprof::stackwalk::SignalSampling::supported() {
+                // The suspension, and the record says why not signals.
+                let sampler = Self::register_with_source(info, config, names, suspension()?)?;
+                *lock(&sampler.shared.method) = (
+                    "suspend-runtime",
+                    Some(format!("{why}; the runtime's suspension samples instead")),
+                );
+                return Ok(sampler);
+            }
+            let fence = UnloadFence::register(info)?;
+            let signals = clrprof::stackwalk::SignalSampling::register(
+                info,
+                &fence,
+                clrprof::stackwalk::SignalConfig {
+                    cpu_period: Some(config.period()),
+                    wall_threads_per_tick: config.wall_threads_per_tick,
+                    max_depth: config.max_depth,
+                    ..Default::default()
+                },
+            )?;
+            let source = signal::SignalSource::new(signals, config.period(), suspension().ok());
+            return Self::register_parts(info, config, names, fence, source);
         }
-        Self::register_with_source(
-            info,
-            config,
-            names,
-            SuspendRuntimeSource::new(config.max_threads),
-        )
+        Self::register_with_source(info, config, names, suspension()?)
     }
 
     // provenance: name-cache-runtime
@@ -464,6 +575,17 @@ impl Sampler {
         info: &ProfilerInfo,
         config: SamplerConfig,
         names: Arc<NameCache>,
+        source: S,
+    ) -> Result<Arc<Sampler>> {
+        let fence = UnloadFence::register(info)?;
+        Self::register_parts(info, config, names, fence, source)
+    }
+
+    fn register_parts<S: StackSource>(
+        info: &ProfilerInfo,
+        config: SamplerConfig,
+        names: Arc<NameCache>,
+        fence: Arc<UnloadFence>,
         source: S,
     ) -> Result<Arc<Sampler>> {
         names.register(info)?;
@@ -478,9 +600,10 @@ impl Sampler {
             runtime: info.handle(),
             config,
             names,
-            method: source.method(),
+            method: Mutex::new((source.method(), source.reason())),
+            signal: Mutex::new(SignalCounters::default()),
             gate: ThreadGate::register(info)?,
-            fence: UnloadFence::register(info)?,
+            fence,
             stop: AtomicBool::new(false),
             ticks: AtomicU64::new(0),
             samples: AtomicU64::new(0),
@@ -515,9 +638,16 @@ impl Sampler {
         lock(&self.shared.thread).is_some()
     }
 
-    /// Which source the sampler uses (`suspend-runtime`, `shadow-stack`, ...).
+    /// Which source the sampler uses now (`signals`, `suspend-runtime`,
+    /// `shadow-stack`, ...).
     pub fn method(&self) -> &'static str {
-        self.shared.method
+        lock(&self.shared.method).0
+    }
+
+    /// Why the sampler uses that source, when the source says (e.g. why
+    /// the signal source fell back to the suspension).
+    pub fn method_reason(&self) -> Option<String> {
+        lock(&self.shared.method).1.clone()
     }
 
     /// The counters so far.
@@ -531,6 +661,7 @@ impl Sampler {
             refused: s.refused.load(Relaxed),
             phases: s.phases.get(),
             thread_cpu_ns: s.thread_cpu_ns.load(Relaxed),
+            signal: *lock(&s.signal),
         }
     }
 
@@ -583,6 +714,8 @@ impl Shared {
         let Some(mut source) = lock(&self.source).take() else {
             return Ok(()); // started (or stopped) already
         };
+        source.prepare()?;
+        *lock(&self.method) = (source.method(), source.reason());
         let theirs = self.clone();
         let thread = spawn_sampling_thread(&self.runtime, "clrprof-sampler", 0, move |thread| {
             run(thread, &theirs, &mut *source)
@@ -730,6 +863,12 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             Ok(tick) => {
                 shared.skipped.fetch_add(tick.skipped, Relaxed);
                 shared.refused.fetch_add(tick.refused, Relaxed);
+                if let Some(signal) = &tick.signal {
+                    lock(&shared.signal).add(signal);
+                }
+                if tick.switched.is_some() {
+                    *lock(&shared.method) = (source.method(), tick.switched.clone());
+                }
                 if let Some(e) = tick.refusal {
                     if let Ok(mut last) = shared.last_refusal.lock() {
                         if last.is_none() {
@@ -762,6 +901,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         }
         let tick = shared.ticks.load(Relaxed);
         shared.fence.resolve(thread, &buffer, |namer| {
+            source.resolving(namer);
             let mut profile = lock(&shared.profile);
             let os_threads = lock(&shared.os_threads);
             for (n, sample) in namer.samples().iter().enumerate() {
@@ -785,6 +925,20 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         }
                     };
                     stack.push(index);
+                }
+                match sample.kind {
+                    // A signal source's samples carry their own weights.
+                    SampleKind::Cpu => {
+                        profile.add_cpu(sample.thread, &stack, sample.weight_ns);
+                        shared.samples.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    SampleKind::Wall => {
+                        profile.add_wall(sample.thread, &stack, sample.weight_ns, sample.truncated);
+                        shared.samples.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    SampleKind::Tick => {}
                 }
                 profile.add(sample.thread, &stack, sample.truncated);
                 // CPU time: what the thread's OS thread used since the tick
@@ -817,6 +971,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             }
         }
     }
+    source.finish();
     if let Some(cpu) = thread_cpu_ns() {
         shared.thread_cpu_ns.store(cpu, Relaxed);
     }

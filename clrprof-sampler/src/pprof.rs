@@ -10,7 +10,7 @@
 //!
 //! | pprof | from |
 //! |---|---|
-//! | `sample_type` | `samples`/`count` and `wall`/`nanoseconds` (count × sampling period); `cpu`/`nanoseconds` when the profile measured CPU time ([`Profile::add_cpu`]); `alloc_objects`/`count` and `alloc_space`/`bytes` when the profile holds allocations |
+//! | `sample_type` | `samples`/`count` and `wall`/`nanoseconds` (count × sampling period, or the samples' own weights when they carry them, [`Profile::add_wall`]); `cpu`/`nanoseconds` when the profile measured CPU time ([`Profile::add_cpu`]); `alloc_objects`/`count` and `alloc_space`/`bytes` when the profile holds allocations |
 //! | `period_type`, `period` | `wall`/`nanoseconds`, the sampler's period (1 s / rate) |
 //! | `mapping` | one per module (file name), `has_functions` |
 //! | `function` | one per frame name (`Namespace.Class::Method`), its module as `filename` |
@@ -347,11 +347,22 @@ impl Profile {
             Some((p.thread_name(t).unwrap_or(UNNAMED_THREAD), stack))
         }
         let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let weighted = self.wall_weighted();
         for (t, stack, n) in self.stacks() {
             if let Some(key) = row(self, t, stack) {
                 let v = merged.entry(key).or_insert_with(|| vec![0; width]);
                 v[0] = v[0].saturating_add(to_i64(n));
-                v[1] = v[1].saturating_add(to_i64(n).saturating_mul(period));
+                if !weighted {
+                    v[1] = v[1].saturating_add(to_i64(n).saturating_mul(period));
+                }
+            }
+        }
+        if weighted {
+            for (t, stack, ns) in self.wall_stacks() {
+                if let Some(key) = row(self, t, stack) {
+                    let v = merged.entry(key).or_insert_with(|| vec![0; width]);
+                    v[1] = v[1].saturating_add(to_i64(ns));
+                }
             }
         }
         if let Some(c) = cpu_col {
@@ -469,6 +480,15 @@ impl Profile {
         };
         let type_index = |name: &str| pb.sample_type.iter().position(|t| st(t.r#type) == name);
         let count_index = type_index("samples").unwrap_or(0);
+        let wall_index = type_index("wall").filter(|&w| w != count_index);
+        // Wall time that is not count × period anywhere: samples with weights.
+        let period = pb.period.max(0) as u64;
+        let weighted = wall_index.is_some_and(|w| {
+            pb.sample.iter().any(|s| {
+                let v = |i: usize| s.value.get(i).copied().unwrap_or(0).max(0) as u64;
+                v(w) != v(count_index).saturating_mul(period)
+            })
+        });
         let alloc = (type_index("alloc_objects"), type_index("alloc_space"));
         let cpu_index = type_index("cpu");
         let mut named: HashMap<&str, RawThreadId> = HashMap::new();
@@ -527,6 +547,11 @@ impl Profile {
             let n = value(count_index);
             if n > 0 {
                 p.add_n(thread, &stack, n, false);
+            }
+            if let (true, Some(w)) = (weighted, wall_index) {
+                if value(w) > 0 {
+                    p.add_wall_ns(thread, &stack, value(w));
+                }
             }
             if let Some(c) = cpu_index {
                 p.set_cpu_measured(true);
@@ -763,6 +788,31 @@ mod tests {
             .position(|n| &**n == "Hot.Program::Spin")
             .unwrap();
         assert_eq!(back.frame_module(spin as u32), Some("hot.exe"));
+    }
+
+    #[test]
+    fn weighted_wall_samples_write_their_weights_and_read_back() {
+        let mut p = Profile::new();
+        p.set_origin(Some("10.0.15"), 1_000_000);
+        let (main, wait) = (p.intern("Main"), p.intern("Wait"));
+        // Three samples of a thread asked in turn, each standing for 4 ms.
+        for _ in 0..3 {
+            p.add_wall(RawThreadId(0x10), &[main, wait], 4_000_000, false);
+        }
+        p.add_cpu(RawThreadId(0x10), &[main], 700);
+        assert!(p.wall_weighted());
+        let pb = p.to_pprof();
+        let row = pb
+            .sample
+            .iter()
+            .find(|s| s.location_id.len() == 2)
+            .expect("the Wait stack");
+        assert_eq!(row.value, [3, 12_000_000, 0], "count, weighted wall, cpu");
+        let back = Profile::from_pprof(&p.pprof_bytes()).unwrap();
+        assert!(back.wall_weighted());
+        let walls: Vec<u64> = back.wall_stacks().map(|(_, _, n)| n).collect();
+        assert_eq!(walls, [12_000_000]);
+        assert_eq!(back.samples(), 3);
     }
 
     #[test]

@@ -36,6 +36,12 @@ pub struct Profile {
     /// Whether CPU time was measured (the pprof output then has a
     /// `cpu/nanoseconds` sample type).
     cpu_measured: bool,
+    /// Wall time per (thread, stack), in nanoseconds, for samples that
+    /// carry their own weight (the signal source's); the `wall` column is
+    /// `count × period` for the others.
+    wall: StackMap<u64>,
+    /// Whether samples with their own wall-time weight were added.
+    wall_weighted: bool,
     /// Thread names (`Thread.Name`, from `ThreadNameChanged`), kept across
     /// periods: the pprof `thread` label.
     thread_names: HashMap<RawThreadId, Arc<str>>,
@@ -110,6 +116,35 @@ impl Profile {
             e.0 += count;
             e.1 += bytes;
         });
+    }
+
+    /// Counts one sample of `thread` with `stack` (root first, interned)
+    /// that stands for `nanos` of wall time (a signal source's sample of one
+    /// thread of several asked in turn: its weight is the tick's period
+    /// times the threads per thread asked). A profile with such samples
+    /// writes their weights in its `wall` column.
+    pub fn add_wall(&mut self, thread: RawThreadId, stack: &[u32], nanos: u64, truncated: bool) {
+        self.add_n(thread, stack, 1, truncated);
+        self.add_wall_ns(thread, stack, nanos);
+    }
+
+    /// Adds `nanos` of wall time to (`thread`, `stack`) without counting a
+    /// sample (see [`add_wall`](Self::add_wall)).
+    pub fn add_wall_ns(&mut self, thread: RawThreadId, stack: &[u32], nanos: u64) {
+        self.wall_weighted = true;
+        self.wall.update(thread, stack, |c| *c += nanos);
+    }
+
+    /// Whether samples carry their own wall-time weight
+    /// ([`add_wall`](Self::add_wall)).
+    pub fn wall_weighted(&self) -> bool {
+        self.wall_weighted
+    }
+
+    /// Weighted wall time per stack: (thread, root-first frame indices,
+    /// nanoseconds).
+    pub fn wall_stacks(&self) -> impl Iterator<Item = (RawThreadId, &[u32], u64)> {
+        self.wall.iter().map(|(t, s, n)| (t, s, *n))
     }
 
     /// Adds `nanos` of CPU time to (`thread`, `stack`) (root first,
@@ -195,6 +230,8 @@ impl Profile {
             allocations: self.allocations.take(),
             cpu: self.cpu.take(),
             cpu_measured: self.cpu_measured,
+            wall: self.wall.take(),
+            wall_weighted: self.wall_weighted,
             thread_names: self.thread_names.clone(),
             samples: std::mem::take(&mut self.samples),
             truncated: std::mem::take(&mut self.truncated),

@@ -162,6 +162,12 @@ fn hot_method_shadow(case: &Case<'_>) -> CaseResult {
     hot_method_from(case, "shadow-stack")
 }
 
+/// The same checks with the signal source (Linux: SIGPROF, per-thread
+/// CPU-time timers, frame-pointer walks).
+fn hot_method_signals(case: &Case<'_>) -> CaseResult {
+    hot_method_from(case, "signals")
+}
+
 fn hot_method_from(case: &Case<'_>, method: &str) -> CaseResult {
     let s = sample(
         case,
@@ -376,6 +382,9 @@ pub fn scenarios() -> Vec<Scenario> {
         // Timings: CPU time split between threads, which another case's
         // load beside it would move.
         Scenario::new("sampling: CPU time goes to the spinning thread, wall time to both", cpu_and_wall)
+            .exclusive(),
+        Scenario::new("sampling: signal source, hot method dominates, stacks well formed", hot_method_signals)
+            .also_on(&[clrprof_testing::manifest::ARM64_LEG])
             .exclusive(),
         Scenario::new("sampling: shadow-stack fallback, hot method dominates, stacks well formed", hot_method_shadow)
             .also_on(&[clrprof_testing::manifest::ARM64_LEG])

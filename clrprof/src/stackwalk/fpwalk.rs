@@ -97,6 +97,24 @@ const WORD: usize = core::mem::size_of::<usize>();
 /// Every word of `[lo, hi)` must be readable for the whole call (the
 /// calling thread's own stack, with `regs` taken on that thread).
 pub(crate) unsafe fn walk(regs: StartRegisters, lo: usize, hi: usize, out: &mut [usize]) -> Walked {
+    // SAFETY: [interrupted-stack] the caller's guarantee, passed on.
+    unsafe { walk_recording(regs, lo, hi, out, &mut []) }
+}
+
+// signal-context: reads words of [lo, hi) only, writes `out` and `records` only; no call
+/// [`walk`], also writing into `records[i]` (for the first `records.len()`
+/// frames) the address of the frame record that gave `out[i]` (`records[0]`
+/// is the stack pointer: the leaf has no record).
+///
+/// # Safety
+/// As for [`walk`].
+pub(crate) unsafe fn walk_recording(
+    regs: StartRegisters,
+    lo: usize,
+    hi: usize,
+    out: &mut [usize],
+    records: &mut [usize],
+) -> Walked {
     if out.is_empty() {
         return Walked {
             frames: 0,
@@ -110,6 +128,9 @@ pub(crate) unsafe fn walk(regs: StartRegisters, lo: usize, hi: usize, out: &mut 
         };
     }
     out[0] = regs.pc;
+    if let Some(r) = records.first_mut() {
+        *r = regs.sp;
+    }
     let mut n = 1;
     let mut fp = regs.fp;
     // The lowest address the next frame pointer may have.
@@ -141,12 +162,93 @@ pub(crate) unsafe fn walk(regs: StartRegisters, lo: usize, hi: usize, out: &mut 
             break WalkEnd::Outermost;
         }
         out[n] = ret;
+        if let Some(r) = records.get_mut(n) {
+            *r = fp;
+        }
         n += 1;
         // Strictly increasing: the next frame is above this one's two words.
         floor = fp + 2 * WORD;
         fp = next;
     };
     Walked { frames: n, end }
+}
+
+// signal-context: reads words of [lo, hi) only, calls `function_of` (the code map's look-up)
+/// Puts back the caller of a method that on-stack replacement (OSR)
+/// moved, found by [`walk_recording`] as two frames of one function.
+///
+/// A method running a loop at tier 0 that OSR transfers to optimized code
+/// keeps its tier-0 frame, and the OSR body is entered below it as if
+/// called (the runtime's `JIT_Patchpoint`: the stack pointer of the tier-0
+/// frame minus a word, which holds the return address of the patchpoint
+/// helper's call). The OSR body's frame record then holds that return
+/// address, which lies in the tier-0 code of the same method, and the frame
+/// pointer of the tier-0 frame's *caller*: the chain skips the tier-0
+/// frame's own record, and with it the method's real caller. Seen on .NET
+/// 10 (x86-64): `Spin` (OSR) → `Spin` (tier 0, the patchpoint's return)
+/// → `Main`, `Work` missing. On .NET 11 the slot holds the OSR body's own
+/// entry address instead (a "return address" at the start of a code
+/// version of the same function).
+///
+/// So where frame `i + 1` is in the same function as frame `i`
+/// (`function_of`, the code map; `leaf` for frame 0, whose address is an
+/// instruction, not a return address), the words between frame `i + 1`'s
+/// record and the next record are searched for the skipped one: a word
+/// equal to the next record's address followed by a managed return
+/// address. When found, that return address replaces frame `i + 1` (the
+/// patchpoint's return, which is not a frame of its own). Returns how many
+/// frames were put back.
+///
+/// # Safety
+/// As for [`walk`]: every word of `[lo, hi)` readable, and `records` as
+/// [`walk_recording`] wrote it for `out[..frames]` in the same bounds.
+pub(crate) unsafe fn restore_osr_callers(
+    out: &mut [usize],
+    records: &[usize],
+    frames: usize,
+    lo: usize,
+    hi: usize,
+    function_of: impl Fn(usize, bool) -> Option<usize>,
+) -> usize {
+    let n = frames.min(out.len()).min(records.len());
+    let mut restored = 0;
+    let mut prev = if n > 0 {
+        function_of(out[0], true)
+    } else {
+        None
+    };
+    let mut i = 0;
+    while i + 2 < n {
+        let next = function_of(out[i + 1], false);
+        // .NET 11 puts the OSR body's own entry address in the slot, not
+        // the patchpoint's return: taken as an instruction address, it is
+        // the same function too.
+        let same = prev.is_some() && (prev == next || prev == function_of(out[i + 1], true));
+        if same {
+            let (from, to) = (records[i + 1].saturating_add(2 * WORD), records[i + 2]);
+            let mut x = from;
+            // Both words of a record inside (from, to) and inside the stack.
+            while x >= lo && x % WORD == 0 && x + 2 * WORD <= to && x + 2 * WORD <= hi {
+                // SAFETY: [interrupted-stack] `x` and `x + WORD` lie inside [lo, hi),
+                // checked by the loop condition; the caller guarantees it readable.
+                let (w, r) = unsafe {
+                    (
+                        core::ptr::read_volatile(x as *const usize),
+                        core::ptr::read_volatile((x + WORD) as *const usize),
+                    )
+                };
+                if w == to && function_of(r, false).is_some() {
+                    out[i + 1] = r;
+                    restored += 1;
+                    break;
+                }
+                x += WORD;
+            }
+        }
+        prev = function_of(out[i + 1], false);
+        i += 1;
+    }
+    restored
 }
 
 /// The stack of the calling thread: the memory the system reserved for it
@@ -421,6 +523,88 @@ mod tests {
             &mut [],
         );
         assert_eq!((w.frames, w.end), (0, WalkEnd::Full));
+    }
+
+    /// An OSR body's record skips its tier-0 frame: the caller is found
+    /// between the two records and put back (the layout measured on .NET
+    /// 10, x86-64).
+    #[test]
+    fn the_caller_of_an_osr_method_is_put_back() {
+        let mut s = Fake::new(64);
+        // Functions by address: 0x1000.. Spin (OSR and tier 0 code),
+        // 0x2000.. Work, 0x3000.. Main.
+        let function_of = |ip: usize, leaf: bool| {
+            let at = if leaf { ip } else { ip - 1 };
+            match at >> 12 {
+                1 => Some(1),
+                2 => Some(2),
+                3 => Some(3),
+                _ => None,
+            }
+        };
+        let (osr, tier0, work) = (4, 20, 40);
+        // OSR record: the tier-0 frame's caller's record, and the
+        // patchpoint's return address in tier-0 Spin.
+        s.frame(osr, s.addr(work), 0x1050);
+        // The tier-0 record the chain skips: Work's record, return into Work.
+        s.frame(tier0, s.addr(work), 0x2030);
+        // Work's record: return into Main.
+        s.frame(work, 0, 0x3010);
+        let mut out = [0usize; 8];
+        let mut records = [0usize; 8];
+        let regs = StartRegisters {
+            pc: 0x1100,
+            sp: s.addr(0),
+            fp: s.addr(osr),
+        };
+        let (lo, hi) = s.bounds();
+        // SAFETY: [test-fake] the bounds are the vector's own memory.
+        let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
+        assert_eq!(&out[..w.frames], &[0x1100, 0x1050, 0x3010], "Work skipped");
+        // SAFETY: [test-fake] as above; `records` from this walk.
+        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        assert_eq!(n, 1);
+        assert_eq!(
+            &out[..w.frames],
+            &[0x1100, 0x2030, 0x3010],
+            "Spin, Work, Main"
+        );
+        // .NET 11: the slot holds the OSR body's entry (0x1000, the start
+        // of a code version; its byte before is in no function).
+        s.frame(osr, s.addr(work), 0x1000);
+        let function_of = |ip: usize, leaf: bool| {
+            let at = if leaf { ip } else { ip - 1 };
+            match at {
+                0x1000..=0x1fff => Some(1),
+                0x2000..=0x2fff => Some(2),
+                0x3000..=0x3fff => Some(3),
+                _ => None,
+            }
+        };
+        // SAFETY: [test-fake] as above.
+        let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
+        assert_eq!(function_of(0x1000, false), None);
+        // SAFETY: [test-fake] as above.
+        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        assert_eq!(n, 1);
+        assert_eq!(&out[..w.frames], &[0x1100, 0x2030, 0x3010]);
+        // Plain recursion (no record in between) is left alone.
+        let mut s = Fake::new(64);
+        s.frame(4, s.addr(20), 0x1050);
+        s.frame(20, 0, 0x3010);
+        let regs = StartRegisters {
+            pc: 0x1100,
+            sp: s.addr(0),
+            fp: s.addr(4),
+        };
+        let (lo, hi) = s.bounds();
+        let mut out = [0usize; 8];
+        // SAFETY: [test-fake] as above.
+        let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
+        // SAFETY: [test-fake] as above.
+        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        assert_eq!(n, 0);
+        assert_eq!(&out[..w.frames], &[0x1100, 0x1050, 0x3010]);
     }
 
     /// Garbage in the stack never makes the walk read outside it: random

@@ -101,6 +101,14 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 static TAKEN: AtomicU64 = AtomicU64::new(0);
 static FOREIGN: AtomicU64 = AtomicU64::new(0);
 static OFF_STACK: AtomicU64 = AtomicU64::new(0);
+/// The code map the handler consults (the owner's; leaked, so a handler
+/// that read the pointer never reads a freed map).
+static HANDLER_MAP: core::sync::atomic::AtomicPtr<CodeMap> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+/// Frames put back after an on-stack replacement, by the handler.
+static OSR_RESTORED: AtomicU64 = AtomicU64::new(0);
+/// Frames the handler checks for on-stack replacement (the first ones).
+const OSR_FRAMES: usize = 64;
 /// The disposition found before the SDK's, put back at stop.
 static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
 
@@ -181,6 +189,9 @@ pub struct SignalStats {
     pub off_stack: u64,
     /// Stacks a full ring could not take.
     pub ring_dropped: u64,
+    /// Callers of methods moved by on-stack replacement that the handler
+    /// put back ([`fpwalk::restore_osr_callers`]).
+    pub osr_restored: u64,
 }
 
 /// Signal-driven sampling for one runtime. See the [module docs](self).
@@ -274,6 +285,10 @@ impl SignalSampling {
             SeqCst,
         );
         threads::set_on_retire(delete_timer);
+        // Leaked on purpose: a handler may hold the pointer at any time.
+        let map = Arc::into_raw(self.map.clone()) as *mut CodeMap;
+        let old = HANDLER_MAP.swap(map, SeqCst);
+        let _ = old; // an earlier owner's map stays leaked
         if let Err(e) = install() {
             OWNER.store(u32::MAX, SeqCst);
             return Err(e);
@@ -309,6 +324,7 @@ impl SignalSampling {
             foreign: FOREIGN.load(Relaxed),
             off_stack: OFF_STACK.load(Relaxed),
             ring_dropped,
+            osr_restored: OSR_RESTORED.load(Relaxed),
         }
     }
 
@@ -752,10 +768,29 @@ mod imp {
         // interrupted frames up is mapped and live. The ring is never freed,
         // and this handler is its one producer (its own thread's, never
         // nested: SIGPROF is blocked while it runs). Context records are
-        // never freed.
+        // never freed, and neither is the handler's code map (leaked at start).
         unsafe {
             (*ring).produce(|meta, frames| {
-                let walked = fpwalk::walk(regs, lo, hi, frames);
+                let mut records = [0usize; OSR_FRAMES];
+                let walked = fpwalk::walk_recording(regs, lo, hi, frames, &mut records);
+                let map = HANDLER_MAP.load(SeqCst);
+                if !map.is_null() {
+                    let map = &*map;
+                    let restored = fpwalk::restore_osr_callers(
+                        frames,
+                        &records,
+                        walked.frames,
+                        lo,
+                        hi,
+                        |ip, leaf| {
+                            map.lookup(if leaf { ip } else { ip.wrapping_sub(1) })
+                                .map(|f| f.0)
+                        },
+                    );
+                    if restored > 0 {
+                        OSR_RESTORED.fetch_add(restored as u64, Relaxed);
+                    }
+                }
                 meta.frames = walked.frames as u32;
                 meta.end = walked.end as u8;
                 meta.kind = kind;

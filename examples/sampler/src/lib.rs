@@ -41,7 +41,10 @@
 //!   start and `{"event":"event-profiles",...}` at the end;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
 //! - `CLRPROF_SAMPLER_SOURCE` = `suspend-runtime` (default where the runtime
-//!   has it) | `shadow-stack`;
+//!   has it) | `signals` (Linux: `SIGPROF`, per-thread CPU-time timers, the
+//!   suspension as the fallback; [`clrprof_sampler::signal`]) | `shadow-stack`;
+//! - `CLRPROF_SAMPLER_WALL_THREADS`: with `signals`, threads asked for a
+//!   wall-time sample per tick, in turn (default 5; 0: no wall profile);
 //! - continuous mode ([`clrprof_sampler::continuous`]), on when one of these
 //!   is set: `CLRPROF_SAMPLER_CONTINUOUS_DIR` (a `.pb.gz` file per period in
 //!   that directory) or `CLRPROF_SAMPLER_CONTINUOUS_URL` (an HTTP `POST` per
@@ -166,7 +169,7 @@ impl EltHooks for ShadowHooks {
 fn wants_shadow_stacks(info: &ProfilerInfo) -> bool {
     match std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() {
         Ok("shadow-stack") => true,
-        Ok("suspend-runtime") => false,
+        Ok("suspend-runtime") | Ok("signals") => false,
         _ => !info.has_info(10) || !info.has_info(4),
     }
 }
@@ -324,6 +327,7 @@ impl SamplerProfiler {
                 .out
                 .record("sampling")
                 .str("method", sampler.method())
+                .str("reason", &sampler.method_reason().unwrap_or_default())
                 .num("rate_hz", u64::from(rate()))
                 .write(),
             (None, reason) => self
@@ -538,9 +542,24 @@ impl Profiler for SamplerProfiler {
                             }
                         }
                     }
+                    let sig = stats.signal;
+                    self.out
+                        .record("signal-samples")
+                        .num("cpu_samples", sig.cpu_samples)
+                        .num("wall_samples", sig.wall_samples)
+                        .num("unload_dropped", sig.unload_dropped)
+                        .num("placed_by_map", sig.placed_by_map)
+                        .num("placed_by_runtime", sig.placed_by_runtime)
+                        .num("native_frames", sig.native_frames)
+                        .num("unplaced_frames", sig.unplaced_frames)
+                        .num("signalled", sig.signalled)
+                        .num("timers_made", sig.timers_made)
+                        .num("buffer_full", sig.buffer_full)
+                        .write();
                     self.out
                         .record("samples")
                         .str("method", sampler.method())
+                        .str("reason", &sampler.method_reason().unwrap_or_default())
                         .num("samples", profile.samples())
                         .num("ticks", stats.ticks)
                         .num("threads", profile.threads() as u64)
@@ -607,7 +626,16 @@ impl SamplerProfiler {
                 .set("no cpu or wall profile asked for (CLRPROF_SAMPLER_PROFILES)".into());
             return Ok(masks);
         }
-        let config = SamplerConfig::at(rate());
+        let mut config = SamplerConfig::at(rate());
+        if std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() == Ok("signals") {
+            config.source = clrprof_sampler::SourceChoice::Signals;
+        }
+        if let Some(n) = std::env::var("CLRPROF_SAMPLER_WALL_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+        {
+            config.wall_threads_per_tick = n;
+        }
         let registered = if wants_shadow_stacks(info) {
             // ELT needs MONITOR_ENTERLEAVE, which only Initialize can set;
             // with exceptions the SDK keeps the shadow stacks balanced.
