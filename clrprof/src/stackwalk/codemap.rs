@@ -188,8 +188,18 @@ impl CodeMap {
     /// unload events).
     ///
     /// Code compiled before the map was registered (before an attach) is
-    /// not in it.
+    /// not in it. A fence of another runtime (which hears that runtime's
+    /// unloads, not this one's) is refused with [`Error::WrongPartner`](crate::error::Error::WrongPartner).
+    // provenance: fence-runtime
     pub fn register(info: &ProfilerInfo, fence: &Arc<UnloadFence>) -> Result<Arc<CodeMap>> {
+        if fence.runtime_slot() != info.runtime_slot() {
+            return Err(crate::error::Error::WrongPartner {
+                call: "stackwalk::CodeMap::register",
+                why: "the unload fence was registered with another runtime, whose unloads it \
+                      hears instead of this one's; register the map with this runtime's fence"
+                    .to_string(),
+            });
+        }
         let map = Arc::new(CodeMap::new(info.runtime_slot(), info.has_info(9)));
         let hook: Arc<dyn UnloadHook> = map.clone();
         fence.add_hook(Arc::downgrade(&hook));
@@ -534,7 +544,107 @@ impl crate::component::Component for CodeMapComponent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fake::{FakeClass, FakeCodeVersion, FakeFunction, FakeRuntime};
     use std::sync::atomic::AtomicBool;
+
+    const F: usize = 0x1000;
+    const G: usize = 0x1100;
+    const CLASS: usize = 0x5000;
+    const MODULE: usize = 0x2000;
+
+    /// F: a method of a plain class with a tier-0 and a tier-1 body; G: a
+    /// generic instantiation.
+    fn world() -> FakeRuntime {
+        let fake = FakeRuntime::with_info_version(10);
+        {
+            let mut st = fake.state();
+            st.classes.insert(
+                CLASS,
+                FakeClass {
+                    module: MODULE,
+                    ..Default::default()
+                },
+            );
+            st.functions.insert(
+                F,
+                FakeFunction {
+                    class: CLASS,
+                    module: MODULE,
+                    code: vec![(0x7000, 0x40)],
+                    versions: vec![FakeCodeVersion {
+                        rejit_id: 0,
+                        code: vec![(0xA000, 0x20)],
+                        il_map: Vec::new(),
+                    }],
+                    ..Default::default()
+                },
+            );
+            st.functions.insert(
+                G,
+                FakeFunction {
+                    class: CLASS,
+                    module: MODULE,
+                    type_args: vec![0x5100],
+                    code: vec![(0xB000, 0x10)],
+                    ..Default::default()
+                },
+            );
+        }
+        fake
+    }
+
+    #[test]
+    fn compilations_fill_the_map_and_unloads_empty_it_behind_the_fence() {
+        let fake = world();
+        let mut map = None;
+        let components = fake.initialize_components(false, |info| {
+            let fence = UnloadFence::register(info).unwrap();
+            map = Some((CodeMap::register(info, &fence).unwrap(), fence));
+        });
+        let (map, _fence) = map.unwrap();
+        // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+        let info = unsafe { fake.profiler_info() };
+        crate::testing::fake::fake_ids!(fake; f = function_id(F), g = function_id(G));
+        components.each("test", |c| c.jit_compilation_finished(&info, f));
+        components.each("test", |c| c.jit_cached_function_search_finished(&info, g));
+        assert_eq!(map.lookup(0x7010), Some(RawFunctionId(F)), "tier 0");
+        assert_eq!(map.lookup(0xA01f), Some(RawFunctionId(F)), "tier 1");
+        assert_eq!(map.lookup(0xB000), Some(RawFunctionId(G)));
+        assert_eq!(map.lookup(0xA020), None);
+        // Reported again (another tier's callback): nothing twice.
+        components.each("test", |c| c.jit_compilation_finished(&info, f));
+        assert_eq!(map.stats().ranges, 3);
+        // Another class unloads: only the generic instantiation goes.
+        crate::testing::fake::fake_ids!(fake; other = class_id(0x6000), class = class_id(CLASS));
+        components.each("test", |c| c.class_unload_started(&info, other));
+        assert_eq!(map.lookup(0xB000), None, "generic: dropped at any unload");
+        assert_eq!(map.lookup(0x7010), Some(RawFunctionId(F)));
+        // Its own class unloads: all of F's code goes, before the fence counts it.
+        let epoch = unload_epoch_now();
+        components.each("test", |c| c.class_unload_started(&info, class));
+        assert_eq!(map.lookup(0x7010), None);
+        assert_eq!(map.lookup(0xA000), None);
+        assert!(unload_epoch_now() > epoch);
+    }
+
+    fn unload_epoch_now() -> u64 {
+        super::super::naming::unload_epoch()
+    }
+
+    #[test]
+    fn a_fence_of_another_runtime_is_refused() {
+        let fake = world();
+        let mut refused = None;
+        let _ = fake.initialize_components(false, |info| {
+            let other = UnloadFence::for_test(RuntimeSlot(info.runtime_slot().0.wrapping_add(1)));
+            refused = Some(CodeMap::register(info, &other).err());
+        });
+        let e = refused.unwrap().expect("refused");
+        assert!(
+            matches!(e, crate::error::Error::WrongPartner { .. }),
+            "{e}"
+        );
+    }
 
     #[test]
     fn looks_up_ranges_and_nothing_between_them() {

@@ -172,6 +172,24 @@ impl UnloadFence {
         })
     }
 
+    /// A fence of runtime `slot` that hears nothing, for the SDK's tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(slot: RuntimeSlot) -> Arc<UnloadFence> {
+        Arc::new(UnloadFence {
+            id: NEXT_FENCE.fetch_add(1, SeqCst),
+            slot,
+            unloads: AtomicU64::new(0),
+            resolving: AtomicUsize::new(0),
+            forgotten: Mutex::new(Vec::new()),
+            hooks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The runtime whose unloads the fence hears.
+    pub(crate) fn runtime_slot(&self) -> RuntimeSlot {
+        self.slot
+    }
+
     /// Adds a hook called at every unload, before it is counted.
     pub(crate) fn add_hook(&self, hook: Weak<dyn UnloadHook>) {
         self.hooks

@@ -227,8 +227,10 @@ impl SignalSampling {
 
     /// Registers signal sampling for the runtime of `info` (from
     /// `Initialize`): the thread registry ([`threads::register`]) and a code
-    /// map ([`CodeMap::register`]) whose entries `fence` removes at unloads.
-    /// Nothing is interrupted before [`start`](Self::start).
+    /// map ([`CodeMap::register`]) whose entries `fence` removes at unloads
+    /// (a fence of another runtime is refused). Nothing is interrupted
+    /// before [`start`](Self::start).
+    // provenance: fence-runtime
     pub fn register(
         info: &ProfilerInfo,
         fence: &Arc<UnloadFence>,
@@ -1108,6 +1110,7 @@ mod tests {
         r.generation.fetch_add(1, SeqCst);
         assert!(send_wall(index, r), "queued");
         let stale = encode(index, r.generation.load(SeqCst).wrapping_sub(1));
+        // SAFETY: [test-fake] a plain C struct, valid when zeroed.
         let mut info: imp::SigInfo = unsafe { core::mem::zeroed() };
         info.signo = SAMPLING_SIGNAL;
         info.code = -1;
