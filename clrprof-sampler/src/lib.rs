@@ -369,6 +369,9 @@ pub struct SignalCounters {
     pub unplaced_frames: u64,
     /// Wall-time requests sent.
     pub signalled: u64,
+    /// Wall-time samples of threads still blocked where their last one was
+    /// taken (counted again without a signal).
+    pub wall_reused: u64,
     /// Timers made.
     pub timers_made: u64,
     /// Stacks that did not fit in the tick's buffer.
@@ -385,6 +388,7 @@ impl SignalCounters {
         self.native_frames += t.native;
         self.unplaced_frames += t.unplaced;
         self.signalled += t.signalled;
+        self.wall_reused += t.wall_reused;
         self.timers_made += t.timers_made;
         self.buffer_full += t.buffer_full;
     }

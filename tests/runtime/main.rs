@@ -34,6 +34,7 @@ mod provisioning;
 mod readers;
 mod review36;
 mod sampling;
+mod sampling_signals;
 mod scopes;
 mod server;
 mod sxs;
@@ -59,6 +60,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(sampling_signals::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())

@@ -223,6 +223,13 @@ impl CodeMap {
     /// [module docs](self)). Lock-free and allocation-free; callable from a
     /// signal handler.
     pub fn lookup(&self, ip: usize) -> Option<RawFunctionId> {
+        self.lookup_range(ip).map(|(f, _)| f)
+    }
+
+    // signal-context: as `lookup`
+    /// Like [`lookup`](Self::lookup), with the first byte of the code range
+    /// that holds `ip` (each native code version has its own ranges).
+    pub fn lookup_range(&self, ip: usize) -> Option<(RawFunctionId, usize)> {
         self.readers.fetch_add(1, SeqCst);
         let snapshot = self.current.load(SeqCst);
         // SAFETY: [local-memory] `snapshot` was the current one after this reader counted itself
@@ -231,7 +238,7 @@ impl CodeMap {
         // reader in, after the swap).
         let found = unsafe { &*snapshot }
             .lookup(ip)
-            .map(|e| RawFunctionId(e.function));
+            .map(|e| (RawFunctionId(e.function), e.start));
         self.readers.fetch_sub(1, SeqCst);
         found
     }
@@ -640,10 +647,7 @@ mod tests {
             refused = Some(CodeMap::register(info, &other).err());
         });
         let e = refused.unwrap().expect("refused");
-        assert!(
-            matches!(e, crate::error::Error::WrongPartner { .. }),
-            "{e}"
-        );
+        assert!(matches!(e, crate::error::Error::WrongPartner { .. }), "{e}");
     }
 
     #[test]

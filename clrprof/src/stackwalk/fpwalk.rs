@@ -190,13 +190,16 @@ pub(crate) unsafe fn walk_recording(
 /// entry address instead (a "return address" at the start of a code
 /// version of the same function).
 ///
-/// So where frame `i + 1` is in the same function as frame `i`
-/// (`function_of`, the code map; `leaf` for frame 0, whose address is an
-/// instruction, not a return address), the words between frame `i + 1`'s
-/// record and the next record are searched for the skipped one: a word
-/// equal to the next record's address followed by a managed return
+/// So where frame `i + 1` is in the same function as frame `i` but in
+/// another of its code versions, or lies at the very start of a code
+/// version of it (`function_of`, the code map: the function and the start
+/// of the code range holding an address; `leaf` for frame 0, whose address
+/// is an instruction, not a return address), the words between frame
+/// `i + 1`'s record and the next record are searched for the skipped one:
+/// a word equal to the next record's address followed by a managed return
 /// address. When found, that return address replaces frame `i + 1` (the
-/// patchpoint's return, which is not a frame of its own). Returns how many
+/// patchpoint's return, which is not a frame of its own). Plain recursion
+/// (one code version calling itself) is left alone. Returns how many
 /// frames were put back.
 ///
 /// # Safety
@@ -208,7 +211,7 @@ pub(crate) unsafe fn restore_osr_callers(
     frames: usize,
     lo: usize,
     hi: usize,
-    function_of: impl Fn(usize, bool) -> Option<usize>,
+    function_of: impl Fn(usize, bool) -> Option<(usize, usize)>,
 ) -> usize {
     let n = frames.min(out.len()).min(records.len());
     let mut restored = 0;
@@ -220,11 +223,13 @@ pub(crate) unsafe fn restore_osr_callers(
     let mut i = 0;
     while i + 2 < n {
         let next = function_of(out[i + 1], false);
-        // .NET 11 puts the OSR body's own entry address in the slot, not
-        // the patchpoint's return: taken as an instruction address, it is
-        // the same function too.
-        let same = prev.is_some() && (prev == next || prev == function_of(out[i + 1], true));
-        if same {
+        // .NET 10: another code version (tier 0) of the same function.
+        let other_version = matches!((prev, next), (Some(a), Some(b)) if a.0 == b.0 && a.1 != b.1);
+        // .NET 11: the OSR body's own entry address, the start of a code
+        // version of the same function.
+        let entry = matches!((prev, function_of(out[i + 1], true)),
+            (Some(a), Some(b)) if a.0 == b.0 && b.1 == out[i + 1]);
+        if other_version || entry {
             let (from, to) = (records[i + 1].saturating_add(2 * WORD), records[i + 2]);
             let mut x = from;
             // Both words of a record inside (from, to) and inside the stack.
@@ -533,12 +538,14 @@ mod tests {
         let mut s = Fake::new(64);
         // Functions by address: 0x1000.. Spin (OSR and tier 0 code),
         // 0x2000.. Work, 0x3000.. Main.
+        // Spin's tier-0 code at 0x1000, its OSR code at 0x1100.
         let function_of = |ip: usize, leaf: bool| {
             let at = if leaf { ip } else { ip - 1 };
-            match at >> 12 {
-                1 => Some(1),
-                2 => Some(2),
-                3 => Some(3),
+            match at {
+                0x1000..=0x10ff => Some((1, 0x1000)),
+                0x1100..=0x1fff => Some((1, 0x1100)),
+                0x2000..=0x2fff => Some((2, 0x2000)),
+                0x3000..=0x3fff => Some((3, 0x3000)),
                 _ => None,
             }
         };
@@ -569,31 +576,23 @@ mod tests {
             &[0x1100, 0x2030, 0x3010],
             "Spin, Work, Main"
         );
-        // .NET 11: the slot holds the OSR body's entry (0x1000, the start
-        // of a code version; its byte before is in no function).
-        s.frame(osr, s.addr(work), 0x1000);
-        let function_of = |ip: usize, leaf: bool| {
-            let at = if leaf { ip } else { ip - 1 };
-            match at {
-                0x1000..=0x1fff => Some(1),
-                0x2000..=0x2fff => Some(2),
-                0x3000..=0x3fff => Some(3),
-                _ => None,
-            }
-        };
+        // .NET 11: the slot holds the OSR body's entry (0x1100, the start
+        // of the OSR code version).
+        s.frame(osr, s.addr(work), 0x1100);
         // SAFETY: [test-fake] as above.
         let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
-        assert_eq!(function_of(0x1000, false), None);
         // SAFETY: [test-fake] as above.
         let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
         assert_eq!(n, 1);
         assert_eq!(&out[..w.frames], &[0x1100, 0x2030, 0x3010]);
-        // Plain recursion (no record in between) is left alone.
+        // Plain recursion (one code version) is left alone, even with a
+        // word in between that looks like a record.
         let mut s = Fake::new(64);
-        s.frame(4, s.addr(20), 0x1050);
+        s.frame(4, s.addr(20), 0x1150);
+        s.frame(10, s.addr(20), 0x2030);
         s.frame(20, 0, 0x3010);
         let regs = StartRegisters {
-            pc: 0x1100,
+            pc: 0x1120,
             sp: s.addr(0),
             fp: s.addr(4),
         };
@@ -604,7 +603,7 @@ mod tests {
         // SAFETY: [test-fake] as above.
         let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
         assert_eq!(n, 0);
-        assert_eq!(&out[..w.frames], &[0x1100, 0x1050, 0x3010]);
+        assert_eq!(&out[..w.frames], &[0x1120, 0x1150, 0x3010]);
     }
 
     /// Garbage in the stack never makes the walk read outside it: random

@@ -109,6 +109,12 @@ static HANDLER_MAP: core::sync::atomic::AtomicPtr<CodeMap> =
 static OSR_RESTORED: AtomicU64 = AtomicU64::new(0);
 /// Frames the handler checks for on-stack replacement (the first ones).
 const OSR_FRAMES: usize = 64;
+/// Signals the handler found the interrupted thread in the runtime's fault
+/// handling (`SIGSEGV` blocked in the interrupted context) and did not walk.
+static IN_FAULT: AtomicU64 = AtomicU64::new(0);
+/// The signals whose handlers run on an alternate stack, to whose masks
+/// the SDK added its own signal (taken out again at stop).
+static MASKED_IN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// The disposition found before the SDK's, put back at stop.
 static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
 
@@ -170,6 +176,9 @@ pub struct SignalTick {
     pub unplaced: u64,
     /// Threads asked for a wall-time sample.
     pub signalled: u64,
+    /// Wall-time samples of threads still blocked where their last one was
+    /// taken: counted again without interrupting them.
+    pub wall_reused: u64,
     /// Threads registered for this runtime now.
     pub threads: u64,
     /// Timers made this tick.
@@ -177,7 +186,7 @@ pub struct SignalTick {
 }
 
 /// Counters of the signal source so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SignalStats {
     /// Signals whose stack the handler took.
     pub taken: u64,
@@ -192,6 +201,12 @@ pub struct SignalStats {
     /// Callers of methods moved by on-stack replacement that the handler
     /// put back ([`fpwalk::restore_osr_callers`]).
     pub osr_restored: u64,
+    /// Signals that came while the thread was in the runtime's fault
+    /// handling (`SIGSEGV` blocked): not walked.
+    pub in_fault: u64,
+    /// The signals whose handlers run on an alternate stack and block the
+    /// SDK's signal while they run (the runtime's `SIGSEGV`).
+    pub masked_in: Vec<i32>,
 }
 
 /// Signal-driven sampling for one runtime. See the [module docs](self).
@@ -208,6 +223,30 @@ pub struct SignalSampling {
     cursor: AtomicUsize,
     info8: bool,
     natives: Mutex<NativeModules>,
+    /// Per registry entry: what the wall-time turn knows of its thread
+    /// (only the sampling thread touches it).
+    wall: Mutex<std::collections::HashMap<u32, WallState>>,
+}
+
+/// CPU time a thread may gain between two looks without having run on its
+/// own: the SDK's handler and the system call it restarted.
+const HANDLER_SLACK_NS: u64 = 100_000;
+
+/// What the wall-time turn knows of one thread.
+#[derive(Default)]
+struct WallState {
+    /// The entry's generation this state is of.
+    generation: u32,
+    /// The thread's CPU time at the last look.
+    cpu_seen: u64,
+    /// Whether it was asked for a sample at that look.
+    signalled: bool,
+    /// Its last wall-time stack, as placed (functions), with the unload
+    /// epoch it was taken in: the stack of a thread still blocked where it
+    /// was.
+    stack: Vec<RawFunctionId>,
+    truncated: bool,
+    epoch: Option<u64>,
 }
 
 impl SignalSampling {
@@ -239,6 +278,7 @@ impl SignalSampling {
         Self::supported().map_err(Error::Usage)?;
         threads::register(info)?;
         let map = CodeMap::register(info, fence)?;
+        info.register(Arc::new(FaultGuard))?;
         Ok(Arc::new(SignalSampling {
             slot: info.runtime_slot(),
             config: SignalConfig {
@@ -254,6 +294,7 @@ impl SignalSampling {
             cursor: AtomicUsize::new(0),
             info8: info.has_info(8),
             natives: Mutex::new(NativeModules::default()),
+            wall: Mutex::new(std::collections::HashMap::new()),
         }))
     }
 
@@ -327,6 +368,8 @@ impl SignalSampling {
             off_stack: OFF_STACK.load(Relaxed),
             ring_dropped,
             osr_restored: OSR_RESTORED.load(Relaxed),
+            in_fault: IN_FAULT.load(Relaxed),
+            masked_in: MASKED_IN.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 
@@ -400,11 +443,11 @@ impl SignalSampling {
                 }
                 live.push((index, r));
             }
-            self.drain(thread, r, epoch, buffer, &mut tick);
+            self.drain(thread, index, r, epoch, buffer, &mut tick);
         }
         tick.threads = live.len() as u64;
         if self.config.wall_threads_per_tick > 0 && !live.is_empty() {
-            self.signal_wall(&live, period_ns, &mut tick);
+            self.signal_wall(&live, period_ns, epoch, buffer, &mut tick);
         }
         Ok(tick)
     }
@@ -413,12 +456,14 @@ impl SignalSampling {
     fn drain(
         &self,
         thread: &SamplingThread,
+        index: u32,
         r: &ThreadRecord,
         epoch: u64,
         buffer: &mut FrameBuffer,
         tick: &mut SignalTick,
     ) {
         r.draining.store(1, SeqCst);
+        let generation = r.generation.load(SeqCst);
         let state = r.state.load(SeqCst);
         let ring = r.ring.load(SeqCst);
         if (state == LIVE || state == DEAD) && !ring.is_null() {
@@ -452,6 +497,7 @@ impl SignalSampling {
                         SampleKind::Cpu => tick.cpu_samples += 1,
                         _ => tick.wall_samples += 1,
                     }
+                    let first = buffer.samples().len() - 1;
                     let mut last_native = false;
                     for (i, &ip) in frames.iter().enumerate() {
                         let f = self.place(thread, &mut natives, ip, i == 0, tick);
@@ -467,6 +513,17 @@ impl SignalSampling {
                         }
                         if !buffer.push_walked(f) {
                             break;
+                        }
+                    }
+                    if kind == SampleKind::Wall {
+                        let sample = buffer.samples()[first];
+                        let mut wall = self.wall.lock().unwrap_or_else(|p| p.into_inner());
+                        let state = wall.entry(index).or_default();
+                        if state.generation == generation {
+                            state.stack.clear();
+                            state.stack.extend_from_slice(buffer.frames(&sample));
+                            state.truncated = sample.truncated;
+                            state.epoch = Some(epoch);
                         }
                     }
                 });
@@ -517,12 +574,25 @@ impl SignalSampling {
         UNPLACED
     }
 
-    /// Asks the next `wall_threads_per_tick` live threads in turn for a
-    /// wall-time sample.
+    /// Takes a wall-time sample of the next `wall_threads_per_tick` live
+    /// threads in turn.
+    ///
+    /// A thread that has used no CPU since the last look (beyond what the
+    /// SDK's own handler cost it) is blocked where it was: its last wall
+    /// stack is counted again, and it is not interrupted. So a thread
+    /// blocked in the kernel takes one signal per blocking episode, the
+    /// first look after it last ran. That matters beyond cost: a signal
+    /// makes a wait with a relative timeout that the base library restarts
+    /// on `EINTR` with the whole timeout (`SystemNative_Poll`, a socket
+    /// receive with `ReceiveTimeout`) start over, and signals at every tick
+    /// would keep such a wait from ever timing out; one per episode
+    /// lengthens it at most once.
     fn signal_wall(
         &self,
         live: &[(u32, &'static ThreadRecord)],
         period_ns: u64,
+        epoch: u64,
+        buffer: &mut FrameBuffer,
         tick: &mut SignalTick,
     ) {
         let n = self.config.wall_threads_per_tick.min(live.len());
@@ -531,13 +601,58 @@ impl SignalSampling {
         let weight =
             (period_ns as u128 * live.len() as u128 / n as u128).min(u64::MAX as u128) as u64;
         let start = self.cursor.fetch_add(n, Relaxed) % live.len();
+        let mut wall = self.wall.lock().unwrap_or_else(|p| p.into_inner());
         for k in 0..n {
             let (index, r) = live[(start + k) % live.len()];
+            let generation = r.generation.load(SeqCst);
+            let state = wall.entry(index).or_default();
+            if state.generation != generation {
+                *state = WallState {
+                    generation,
+                    ..WallState::default()
+                };
+            }
+            let cpu = thread_cpu_ns(r.tid.load(SeqCst)).unwrap_or(u64::MAX);
+            let ran = cpu.saturating_sub(state.cpu_seen);
+            let blocked = if state.signalled {
+                ran < HANDLER_SLACK_NS
+            } else {
+                ran == 0
+            };
+            state.cpu_seen = cpu;
+            if blocked && state.epoch == Some(epoch) && !state.stack.is_empty() {
+                let context = context_of(r);
+                let owner = RawThreadId(r.thread.load(SeqCst));
+                if buffer.begin_signal(
+                    owner,
+                    self.slot,
+                    SampleKind::Wall,
+                    weight,
+                    context,
+                    state.truncated,
+                ) {
+                    for &f in &state.stack {
+                        if !buffer.push_walked(f) {
+                            break;
+                        }
+                    }
+                    tick.wall_samples += 1;
+                    tick.wall_reused += 1;
+                } else {
+                    tick.buffer_full += 1;
+                }
+                state.signalled = false;
+                continue;
+            }
             r.wall_weight_ns.store(weight, SeqCst);
-            if send_wall(index, r) {
+            state.signalled = send_wall(index, r);
+            if state.signalled {
                 tick.signalled += 1;
             }
         }
+        wall.retain(|i, s| {
+            threads::record(*i).is_some_and(|r| r.generation.load(Relaxed) == s.generation)
+        });
     }
 
     /// Stops sampling: no more wall signals, every timer deleted, the
@@ -566,9 +681,77 @@ impl SignalSampling {
     }
 }
 
+/// Gives a thread its sampling signal back after the runtime's fault
+/// handling: see [`block_in_alternate_stack_handlers`](imp::block_in_alternate_stack_handlers).
+///
+/// The runtime's `SIGSEGV` handler (null references, stack overflow) runs
+/// on the thread's alternate signal stack, a few pages that a second signal
+/// frame does not fit in: a signal delivered there fails to be set up and
+/// the kernel kills the process (seen at 1 kHz on a null-reference storm,
+/// .NET 10 on x86-64 with AVX-512, whose signal frames are 3.4 KB; the
+/// runtime masks its own activation signal there for the same reason, as
+/// Datadog's and Pyroscope's .NET profilers do `SIGPROF`). So the SDK adds
+/// its signal to the mask of every handler that runs on an alternate stack.
+/// The runtime never returns from that handler for a managed exception: it
+/// switches back to the thread's stack and dispatches the exception from
+/// there, and unblocks only `SIGSEGV`. The first callback on the thread
+/// after the switch is `ExceptionThrown`; there the component unblocks the
+/// sampling signal again (one system call per exception).
+struct FaultGuard;
+
+impl crate::component::Component for FaultGuard {
+    fn name(&self) -> &'static str {
+        "signal-fault-guard"
+    }
+
+    fn masks(&self) -> crate::event_mask::EventMasks {
+        crate::event_mask::EventMask::MONITOR_EXCEPTIONS.into()
+    }
+
+    fn exception_thrown(&self, _info: &ProfilerInfo, _exception: crate::ids::ObjectId<'_>) {
+        if INSTALLED.load(Relaxed) {
+            imp::unblock_sampling_signal();
+        }
+    }
+}
+
 impl Drop for SignalSampling {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The trace context of `r`'s thread now, if it has a record.
+fn context_of(r: &ThreadRecord) -> Option<crate::context::TraceContext> {
+    let c = r.context.load(SeqCst);
+    // SAFETY: [local-memory] context records are never freed.
+    (!c.is_null()).then(|| unsafe { (*c).snapshot() }).flatten()
+}
+
+/// CPU time the kernel thread `tid` of this process has used, in
+/// nanoseconds (its CPU-time clock; `None` for a thread that ended).
+fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        if tid <= 0 {
+            return None;
+        }
+        let clock: libc::clockid_t = ((!tid) << 3) | 6;
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: [os-api] a valid out pointer; the kernel checks the clock (a thread of
+        // this process).
+        if unsafe { libc::clock_gettime(clock, &mut t) } != 0 {
+            return None;
+        }
+        Some((t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        None
     }
 }
 
@@ -700,6 +883,21 @@ mod imp {
         }
     }
 
+    // signal-context: one bit of the kernel's context struct
+    /// Whether the interrupted code ran with `SIGSEGV` blocked: inside the
+    /// runtime's fault handler (which blocks it while it runs, until it
+    /// unblocks it on the thread's own stack). Walking there is skipped, as
+    /// Datadog's .NET profiler does (their libunwind crashed in it).
+    fn in_fault_handling(uc: *mut c_void) -> bool {
+        // SAFETY: [callback-args] the kernel passes the interrupted context as a valid
+        // `ucontext_t` to an SA_SIGINFO handler; `uc_sigmask` starts with the
+        // kernel's 64-bit signal set (bit n - 1 for signal n).
+        let mask = unsafe { &(*(uc as *const libc::ucontext_t)).uc_sigmask };
+        // SAFETY: [ffi-abi] sigset_t is at least 8 bytes on Linux; read its first word.
+        let word = unsafe { core::ptr::read(mask as *const libc::sigset_t as *const u64) };
+        word & (1u64 << (libc::SIGSEGV - 1)) != 0
+    }
+
     // signal-context: the SDK's SIGPROF handler; everything it calls is marked
     /// The SDK's `SIGPROF` handler (see the [module docs](super)).
     pub(super) extern "C" fn on_signal(_sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) {
@@ -750,6 +948,11 @@ mod imp {
             FOREIGN.fetch_add(1, Relaxed);
             return;
         }
+        if in_fault_handling(uc) {
+            r.busy.store(0, SeqCst);
+            IN_FAULT.fetch_add(1, Relaxed);
+            return;
+        }
         let regs = registers(uc);
         let (lo, hi) = (r.stack_lo.load(Relaxed), r.stack_hi.load(Relaxed));
         if regs.sp < lo || regs.sp >= hi {
@@ -785,8 +988,8 @@ mod imp {
                         lo,
                         hi,
                         |ip, leaf| {
-                            map.lookup(if leaf { ip } else { ip.wrapping_sub(1) })
-                                .map(|f| f.0)
+                            map.lookup_range(if leaf { ip } else { ip.wrapping_sub(1) })
+                                .map(|(f, start)| (f.0, start))
                         },
                     );
                     if restored > 0 {
@@ -846,7 +1049,71 @@ mod imp {
         }
         *previous = Some(Previous(old));
         INSTALLED.store(true, SeqCst);
+        block_in_alternate_stack_handlers();
         Ok(())
+    }
+
+    /// Adds the sampling signal to the mask of every handler installed to
+    /// run on an alternate signal stack (`SA_ONSTACK`: the runtime's
+    /// `SIGSEGV`), so it never lands on that small stack (see
+    /// [`FaultGuard`]). The handlers themselves are left as they are.
+    pub(super) fn block_in_alternate_stack_handlers() {
+        let mut masked = MASKED_IN.lock().unwrap_or_else(|p| p.into_inner());
+        for sig in 1..=64 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP || sig == SAMPLING_SIGNAL {
+                continue;
+            }
+            // SAFETY: [ffi-abi] a plain C struct, valid when zeroed.
+            let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
+            // SAFETY: [os-api] reads a disposition into a valid out struct.
+            if unsafe { libc::sigaction(sig, core::ptr::null(), &mut action) } != 0 {
+                continue;
+            }
+            let handler =
+                action.sa_sigaction != libc::SIG_DFL && action.sa_sigaction != libc::SIG_IGN;
+            // SAFETY: [os-api] tests a member of a valid signal set.
+            let blocked = unsafe { libc::sigismember(&action.sa_mask, SAMPLING_SIGNAL) } == 1;
+            if handler && action.sa_flags & libc::SA_ONSTACK != 0 && !blocked {
+                if !masked.contains(&sig) {
+                    masked.push(sig);
+                }
+                // SAFETY: [os-api] adds a member to a valid signal set.
+                unsafe { libc::sigaddset(&mut action.sa_mask, SAMPLING_SIGNAL) };
+                // SAFETY: [os-api] installs the same handler, flags and mask plus one signal.
+                unsafe { libc::sigaction(sig, &action, core::ptr::null_mut()) };
+            }
+        }
+    }
+
+    /// Takes the sampling signal out of the masks it was added to.
+    fn unblock_in_alternate_stack_handlers() {
+        let masked = MASKED_IN.lock().unwrap_or_else(|p| p.into_inner());
+        for &sig in masked.iter() {
+            // SAFETY: [ffi-abi] a plain C struct, valid when zeroed.
+            let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
+            // SAFETY: [os-api] reads a disposition into a valid out struct.
+            if unsafe { libc::sigaction(sig, core::ptr::null(), &mut action) } != 0 {
+                continue;
+            }
+            // SAFETY: [os-api] removes a member of a valid signal set, then installs the
+            // same disposition without it.
+            unsafe {
+                libc::sigdelset(&mut action.sa_mask, SAMPLING_SIGNAL);
+                libc::sigaction(sig, &action, core::ptr::null_mut());
+            }
+        }
+    }
+
+    /// Unblocks the sampling signal on the calling thread.
+    pub(super) fn unblock_sampling_signal() {
+        // SAFETY: [ffi-abi] a plain C struct, valid when zeroed.
+        let mut set: libc::sigset_t = unsafe { core::mem::zeroed() };
+        // SAFETY: [os-api] a valid set; changes only the calling thread's mask.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, SAMPLING_SIGNAL);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
+        }
     }
 
     /// `Some(why)` when `SIGPROF`'s handler is no longer the SDK's.
@@ -963,6 +1230,7 @@ mod imp {
                 delete_timer(r);
             }
         });
+        unblock_in_alternate_stack_handlers();
         if !restore || !INSTALLED.load(SeqCst) {
             INSTALLED.store(false, SeqCst);
             return;
@@ -1004,6 +1272,7 @@ mod imp {
         false
     }
     pub(super) fn stop_all(_: bool) {}
+    pub(super) fn unblock_sampling_signal() {}
 }
 
 use imp::{delete_timer, install, make_timer, replaced, send_wall, stop_all};

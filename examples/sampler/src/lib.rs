@@ -543,8 +543,24 @@ impl Profiler for SamplerProfiler {
                         }
                     }
                     let sig = stats.signal;
+                    let handler = clrprof::stackwalk::SignalSampling::stats();
                     self.out
                         .record("signal-samples")
+                        .num("taken", handler.taken)
+                        .num("foreign", handler.foreign)
+                        .num("off_stack", handler.off_stack)
+                        .num("in_fault", handler.in_fault)
+                        .num("ring_dropped", handler.ring_dropped)
+                        .num("osr_restored", handler.osr_restored)
+                        .str(
+                            "masked_in",
+                            &handler
+                                .masked_in
+                                .iter()
+                                .map(|s| s.to_string())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                        )
                         .num("cpu_samples", sig.cpu_samples)
                         .num("wall_samples", sig.wall_samples)
                         .num("unload_dropped", sig.unload_dropped)
@@ -553,6 +569,7 @@ impl Profiler for SamplerProfiler {
                         .num("native_frames", sig.native_frames)
                         .num("unplaced_frames", sig.unplaced_frames)
                         .num("signalled", sig.signalled)
+                        .num("wall_reused", sig.wall_reused)
                         .num("timers_made", sig.timers_made)
                         .num("buffer_full", sig.buffer_full)
                         .write();
