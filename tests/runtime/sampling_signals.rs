@@ -140,13 +140,16 @@ fn blocking_calls(case: &Case<'_>) -> CaseResult {
             return Err(format!("the app printed no {line:?}: {:?}", s.plain.stdout).into());
         }
     }
-    // The blocked threads were interrupted: wall-time requests went out and
-    // came back as samples.
+    // The blocked threads were interrupted (once per blocking episode) and
+    // counted at every tick: requests went out, samples came back, and
+    // blocked threads were counted again where they were.
     let signalled = s.num("signal-samples", "signalled")?;
     let wall = s.num("signal-samples", "wall_samples")?;
-    if signalled < 1000 || wall < 500 {
+    let reused = s.num("signal-samples", "wall_reused")?;
+    if signalled < 100 || wall < 500 || reused == 0 {
         return Err(format!(
-            "{signalled} wall requests and {wall} wall samples: the threads were hardly interrupted"
+            "{signalled} wall requests, {wall} wall samples, {reused} of blocked threads: the \
+             threads were hardly interrupted"
         )
         .into());
     }

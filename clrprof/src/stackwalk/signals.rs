@@ -228,9 +228,10 @@ pub struct SignalSampling {
     wall: Mutex<std::collections::HashMap<u32, WallState>>,
 }
 
-/// CPU time a thread may gain between two looks without having run on its
-/// own: the SDK's handler and the system call it restarted.
-const HANDLER_SLACK_NS: u64 = 100_000;
+/// CPU time a thread may gain between two looks without having run on
+/// its own: the restart of the system call the SDK's signal interrupted
+/// (measured from the end of the handler), and the clock's granularity.
+const HANDLER_SLACK_NS: u64 = 50_000;
 
 /// What the wall-time turn knows of one thread.
 #[derive(Default)]
@@ -613,12 +614,15 @@ impl SignalSampling {
                 };
             }
             let cpu = thread_cpu_ns(r.tid.load(SeqCst)).unwrap_or(u64::MAX);
-            let ran = cpu.saturating_sub(state.cpu_seen);
-            let blocked = if state.signalled {
-                ran < HANDLER_SLACK_NS
+            // Since the last look, or since the handler ended the sample the
+            // last look asked for: no CPU (but the restart of the system
+            // call the signal interrupted) means still blocked.
+            let since = if state.signalled {
+                r.wall_cpu_after.load(SeqCst).max(state.cpu_seen)
             } else {
-                ran == 0
+                state.cpu_seen
             };
+            let blocked = cpu.saturating_sub(since) < HANDLER_SLACK_NS;
             state.cpu_seen = cpu;
             if blocked && state.epoch == Some(epoch) && !state.stack.is_empty() {
                 let context = context_of(r);
@@ -1010,7 +1014,24 @@ mod imp {
         }
         r.samples.fetch_add(1, Relaxed);
         TAKEN.fetch_add(1, Relaxed);
+        if kind == RingKind::Wall {
+            r.wall_cpu_after.store(own_cpu_ns(), Relaxed);
+        }
         r.busy.store(0, SeqCst);
+    }
+
+    // signal-context: one system call (clock_gettime, async-signal-safe)
+    /// The calling thread's CPU time, in nanoseconds (0 if the clock fails).
+    fn own_cpu_ns() -> u64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: [os-api] a valid out pointer; the calling thread's own CPU clock.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+            return 0;
+        }
+        (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
     }
 
     fn handler_address() -> usize {

@@ -71,6 +71,10 @@ pub(crate) struct ThreadRecord {
     pub(crate) timer: AtomicUsize,
     /// The weight of the next wall-time sample, set before the signal.
     pub(crate) wall_weight_ns: AtomicU64,
+    /// The thread's CPU time as the handler ended its last wall-time
+    /// sample (what a still-blocked thread has at the next look, give or
+    /// take the restart of its system call).
+    pub(crate) wall_cpu_after: AtomicU64,
     /// Stacks written, and signals whose stack was not walked because the
     /// interrupted stack pointer was not on the thread's stack.
     pub(crate) samples: AtomicU64,
@@ -93,6 +97,7 @@ impl ThreadRecord {
             context: AtomicPtr::new(core::ptr::null_mut()),
             timer: AtomicUsize::new(0),
             wall_weight_ns: AtomicU64::new(0),
+            wall_cpu_after: AtomicU64::new(0),
             samples: AtomicU64::new(0),
             off_stack: AtomicU64::new(0),
         }
