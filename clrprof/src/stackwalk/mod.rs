@@ -89,7 +89,7 @@ mod gate;
 pub(crate) mod naming;
 pub mod seeded;
 pub mod signals;
-mod suspend;
+pub(crate) mod suspend;
 pub mod threads;
 
 pub use buffer::{FrameBuffer, SampleKind, StackSample, ThreadList};
