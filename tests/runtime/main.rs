@@ -36,6 +36,7 @@ mod review36;
 mod sampling;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
 mod tracers;
@@ -72,6 +73,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
