@@ -25,14 +25,16 @@
 //!    at once, exactly as without the profiler ([`pass_on`]).
 //! 2. **The finisher thread** (`clrprof-signals`, started before the
 //!    handlers are installed, so no signal can come before it exists; a
-//!    signal that comes before it first waits is found in the futex word)
+//!    signal that comes before it first waits is found in the futex word;
+//!    it blocks every signal, so none meant for the process lands on it)
 //!    runs [`finish_process`](super::finish_process) on a worker thread and
 //!    waits for it at most [`signal_finish_wait`](super::signal_finish_wait) (10 s unless
 //!    [`set_signal_finish_wait`](super::set_signal_finish_wait) says otherwise): a `finish` that never
 //!    returns delays the signal, it does not swallow it.
 //! 3. **Then it sends the same signal again, to itself**, with the
 //!    original `siginfo` (`rt_tgsigqueueinfo`: sender and code unchanged),
-//!    marked as passing: the handler, on the finisher thread now, passes it
+//!    marked as passing, and unblocks it: the handler, on the finisher
+//!    thread now and in a real signal context, passes it
 //!    on to the disposition that was installed before ours (the runtime's
 //!    handler, which restores the default and sends the signal again;
 //!    another handler; or the default action, which the handler restores
@@ -332,8 +334,11 @@ mod wake {
 
 /// Sends `sig` to the calling thread again, with the handed-over `siginfo`
 /// where the system allows it (Linux: `rt_tgsigqueueinfo` to oneself keeps
-/// the original sender and code), else plainly.
+/// the original sender and code), else plainly; then unblocks it for the
+/// moment its handler runs (the finisher thread blocks every signal
+/// otherwise, so it never takes one meant for the process).
 fn resend(sig: i32) {
+    let mut queued = false;
     #[cfg(any(target_os = "linux", target_os = "android"))]
     if HAS_INFO.load(Ordering::Relaxed) {
         // SAFETY: [local-memory] the handler wrote the slot before its release store of
@@ -343,7 +348,7 @@ fn resend(sig: i32) {
         // SAFETY: [os-api] a thread-directed signal to the calling thread with a siginfo of
         // this process's own signal (the kernel allows any code when the target is
         // the caller); getpid and gettid have no preconditions.
-        let sent = unsafe {
+        queued = unsafe {
             let tid = libc::syscall(libc::SYS_gettid);
             libc::syscall(
                 libc::SYS_rt_tgsigqueueinfo,
@@ -352,13 +357,21 @@ fn resend(sig: i32) {
                 sig,
                 &info as *const libc::siginfo_t,
             )
-        };
-        if sent == 0 {
-            return;
-        }
+        } == 0;
     }
-    // SAFETY: [os-api] raise sends the signal to the calling thread.
-    unsafe { libc::raise(sig) };
+    if !queued {
+        // SAFETY: [os-api] raise sends the signal to the calling thread.
+        unsafe { libc::raise(sig) };
+    }
+    // SAFETY: [os-api] a valid, initialised signal set; the pending signal is delivered
+    // on the return from the first call, before the second blocks it again.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, core::ptr::null_mut());
+    }
 }
 
 /// Runs `finish_process` on a worker thread and waits at most
@@ -387,15 +400,14 @@ fn finish_bounded(sig: i32) -> bool {
 
 /// The finisher thread's loop (see the module docs).
 fn finisher() {
-    // SAFETY: [os-api] a valid, initialised signal set unblocks SIGINT and SIGTERM on
-    // this thread (it inherits its creator's mask), so the signal it sends
-    // itself is delivered on its return from the system call.
+    // Every signal meant for the process goes to another thread: a host
+    // that blocks SIGINT everywhere and takes it with `sigwait` still gets
+    // it (the workers started below inherit this mask).
+    // SAFETY: [os-api] a valid, initialised (full) signal set for this thread's mask.
     unsafe {
         let mut set: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut());
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, core::ptr::null_mut());
     }
     loop {
         let sig = wake::wait(&SIGNAL) as i32;
@@ -405,10 +417,10 @@ fn finisher() {
         STATE.store(PASSING, Ordering::SeqCst);
         resend(sig);
         // Here only if the process goes on (a handler before ours that does
-        // not end it). The signal sent to this thread was passed on before
-        // the system call returned; once it was, the next signal finishes
-        // again. If it was not (a handler installed above ours since), every
-        // later signal is passed on.
+        // not end it). The signal sent to this thread was passed on when it
+        // was unblocked; once it was, the next signal finishes again. If it
+        // was not (a handler installed above ours since), every later signal
+        // is passed on.
         if PASSED.load(Ordering::Acquire) != before {
             STATE.store(IDLE, Ordering::SeqCst);
         }
