@@ -15,9 +15,9 @@
 //! | detach | `ProfilerDetachSucceeded` is the last callback | there, after [`Profiler::profiler_detach_succeeded`] |
 //! | host never shuts down, `exit()` from native code | no `Shutdown`; the C library runs its exit handlers | an `atexit` handler (Unix, and the CRT's per-DLL table on Windows, run at `DLL_PROCESS_DETACH`) |
 //! | SIGTERM (Linux), .NET Core 3.1 to 9 | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
-//! | SIGTERM (Linux), .NET 10 and later | no orderly exit: the runtime no longer handles SIGTERM (dotnet/runtime PR 115494; the documented .NET 10 breaking change), and the process dies of the signal unless the app registered a handler (`PosixSignalRegistration`, or a host's such as `UseConsoleLifetime`) | the SIGTERM handler, which finishes, then passes the signal on (an app's own handler still runs, but what the app does after it is no longer recorded) |
-//! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | a SIGINT handler installed on top of the runtime's, which finishes and then calls it |
-//! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
+//! | SIGTERM (Linux), .NET 10 and later | no orderly exit: the runtime no longer handles SIGTERM (dotnet/runtime PR 115494; the documented .NET 10 breaking change), and the process dies of the signal unless the app registered a handler (`PosixSignalRegistration`, or a host's such as `UseConsoleLifetime`) | the SDK's finisher thread, woken by the SIGTERM handler, which then passes the signal on (an app's own handler still runs, but what the app does after it is no longer recorded) |
+//! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | the SDK's finisher thread, woken by a SIGINT handler installed on top of the runtime's; the thread then sends the signal again and the handler passes it to the runtime's |
+//! | a signal nobody handles | default action | the same thread; the handler then restores the default and raises the signal again |
 //! | unhandled managed exception (Windows) | under Wine the process ends with neither the top-level filter nor exit handlers running (seen with the watch turned off) | the watch of "Unhandled exceptions on Linux" below; also a top-level exception filter installed on top of the runtime's, which finishes and passes on, for an exception that reaches it |
 //! | unhandled managed exception (Linux) | the runtime prints it, restores the signal dispositions it saved when it started and calls `abort()`: no handler of ours can run | see [`crate::exit`]'s "Unhandled exceptions on Linux" below |
 //! | SIGKILL, power loss | nothing can run | `clrprof::output::JsonLines` flushes periodically, so at most one flush interval of records is lost |
@@ -32,6 +32,13 @@
 //! the bottom of the crate, re-exported here: the threads and writers that
 //! take them sit below this module, which orchestrates finishing on top of
 //! the callbacks, the components and the stack walks.
+//!
+//! No finishing runs inside a signal handler: a handler interrupts its
+//! thread anywhere (inside the profiler's own callback, holding its lock),
+//! so the handler only wakes an SDK thread, which finishes (waiting at most
+//! [`signal_finish_wait`]) and then has the signal passed on; a second
+//! signal while finishing is passed on at once (Unix; the `exit::signals`
+//! module docs say how, and the book's "Exit paths and hosts" chapter).
 //!
 //! What may run where: at process exit the runtime may be half gone (its
 //! threads still run during `exit()`, or were already ended on Windows, where
