@@ -185,7 +185,7 @@ fn hand_over(sig: i32, info: *mut libc::siginfo_t) {
         // (see `InfoSlot`).
         unsafe {
             core::ptr::write(
-                INFO.0.get().cast::<libc::siginfo_t>(),
+                UnsafeCell::get(&INFO.0).cast::<libc::siginfo_t>(),
                 core::ptr::read(info),
             )
         };
@@ -344,7 +344,7 @@ fn resend(sig: i32) {
         // SAFETY: [local-memory] the handler wrote the slot before its release store of
         // SIGNAL, which this thread has read (`wake::wait`).
         let info: libc::siginfo_t =
-            unsafe { core::ptr::read(INFO.0.get().cast::<libc::siginfo_t>()) };
+            unsafe { core::ptr::read(UnsafeCell::get(&INFO.0).cast::<libc::siginfo_t>()) };
         // SAFETY: [os-api] a thread-directed signal to the calling thread with a siginfo of
         // this process's own signal (the kernel allows any code when the target is
         // the caller); getpid and gettid have no preconditions.
