@@ -173,7 +173,7 @@ fn case_of(
     plain.args = vec!["alloc".into()];
     let plain = run_signalled(case, &plain, signals, Duration::from_secs(60))?;
     plain_end_is_known(&plain, signals[0].0)?;
-    let profiler = case.profiler("signals-profiler")?;
+    let profiler = case.profiler_class("signals-profiler", LOCKED_FINISH)?;
     for round in 1..=rounds {
         let mut spec = case.spec(&app).profiler(profiler.clone());
         spec.args = vec!["alloc".into()];
@@ -216,37 +216,132 @@ fn case_of(
     Ok(())
 }
 
+/// The fixture's classes.
+const LOCKED_FINISH: &str = "{3F6B2A41-8D7C-4E59-A1B0-42C9D8E7F615}";
+const FORCE_GC_IN_SUSPENSION: &str = "{3F6B2A41-8D7C-4E59-A1B0-42C9D8E7F616}";
+
+/// Route 7: `force_gc` inside the profiler's own runtime suspension, through
+/// the suspension's `ProfilerInfo` or a kept `RuntimeHandle`, from safe
+/// code. The probe must get its answer and the app go on (it then ends on
+/// Ctrl-C as without the profiler); the same call after the suspension
+/// (the control) must collect.
+fn force_gc_in_suspension(case: &Case<'_>, via: &str) -> CaseResult {
+    let app = case.app("signals")?;
+    let mut plain: RunSpec = case.spec(&app);
+    plain.args = vec!["alloc".into()];
+    let plain = run_signalled(case, &plain, &[(SIGINT, SETTLE)], Duration::from_secs(60))?;
+    plain_end_is_known(&plain, SIGINT)?;
+    let mut spec = case
+        .spec(&app)
+        .profiler(case.profiler_class("signals-profiler", FORCE_GC_IN_SUSPENSION)?)
+        .env("FORCEGC_VIA", via);
+    spec.args = vec!["alloc".into()];
+    let records = spec.work_dir.join("records.jsonl");
+    let runtimes = clrprof_testing::discover();
+    let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+    let start = Instant::now();
+    let answer = loop {
+        let (r, _) = clrprof_testing::background::read_records(&records);
+        if let Some(a) = r.iter().find(|r| r["event"] == "forcegc") {
+            break Some(a.clone());
+        }
+        if start.elapsed() > BOUND {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let Some(answer) = answer else {
+        let (r, _) = clrprof_testing::background::read_records(&records);
+        let out = bg.finish(Duration::from_secs(1))?;
+        return Err(format!(
+            "force_gc inside the suspension did not return within {}s (the app is held suspended: {:?}; records {r:?}); stderr: {}",
+            BOUND.as_secs(),
+            out.exit,
+            tail(&out.stderr)
+        )
+        .into());
+    };
+    eprintln!("    force_gc via {via}: {answer}");
+    std::thread::sleep(SETTLE);
+    kill(SIGINT, bg.id())?;
+    let with = bg.finish(BOUND)?;
+    same_end(&plain, &with, "after force_gc inside the suspension")?;
+    let inside = answer["inside"].as_str().unwrap_or("");
+    if !inside.starts_with("err ") || !inside.contains("runtime suspension") {
+        return Err(format!(
+            "force_gc inside the suspension must be refused by the SDK, naming the suspension: {answer}"
+        )
+        .into());
+    }
+    if answer["outside"].as_str() != Some("ok ()") {
+        return Err(format!("force_gc after the suspension must collect: {answer}").into());
+    }
+    Ok(())
+}
+
 /// A moment for the main thread to be inside its allocation loop.
 const SETTLE: Duration = Duration::from_millis(200);
+
+fn ctrl_c_in_locked_callback(c: &Case<'_>) -> CaseResult {
+    case_of(c, &[(SIGINT, SETTLE)], Finish::Locked, 3)
+}
+
+fn sigterm_in_locked_callback(c: &Case<'_>) -> CaseResult {
+    case_of(c, &[(SIGTERM, SETTLE)], Finish::Locked, 3)
+}
+
+fn ctrl_c_with_finish_that_never_returns(c: &Case<'_>) -> CaseResult {
+    case_of(c, &[(SIGINT, SETTLE)], Finish::Never { wait_ms: 1000 }, 1)
+}
+
+fn second_ctrl_c_while_finishing(c: &Case<'_>) -> CaseResult {
+    case_of(
+        c,
+        &[(SIGINT, SETTLE), (SIGINT, Duration::from_millis(300))],
+        Finish::Never { wait_ms: 600_000 },
+        1,
+    )
+}
+
+fn force_gc_via_info(c: &Case<'_>) -> CaseResult {
+    force_gc_in_suspension(c, "info")
+}
+
+fn force_gc_via_kept_handle(c: &Case<'_>) -> CaseResult {
+    force_gc_in_suspension(c, "handle")
+}
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
             "signals: Ctrl-C while a callback holds the lock finish takes (route 2)",
-            |c| case_of(c, &[(SIGINT, SETTLE)], Finish::Locked, 3),
+            ctrl_c_in_locked_callback,
         )
         .only_on(&LINUX, "POSIX signals"),
         Scenario::new(
             "signals: SIGTERM while a callback holds the lock finish takes (route 2)",
-            |c| case_of(c, &[(SIGTERM, SETTLE)], Finish::Locked, 3),
+            sigterm_in_locked_callback,
         )
         .only_on(&LINUX, "POSIX signals"),
         Scenario::new(
             "signals: Ctrl-C ends the process after a bounded wait when finish never returns",
-            |c| case_of(c, &[(SIGINT, SETTLE)], Finish::Never { wait_ms: 1000 }, 1),
+            ctrl_c_with_finish_that_never_returns,
         )
         .only_on(&LINUX, "POSIX signals"),
         Scenario::new(
             "signals: a second Ctrl-C while finish runs still ends the process",
-            |c| {
-                case_of(
-                    c,
-                    &[(SIGINT, SETTLE), (SIGINT, Duration::from_millis(300))],
-                    Finish::Never { wait_ms: 600_000 },
-                    1,
-                )
-            },
+            second_ctrl_c_while_finishing,
         )
         .only_on(&LINUX, "POSIX signals"),
+        Scenario::new(
+            "scopes: force_gc inside the profiler's runtime suspension, through its ProfilerInfo (route 7)",
+            force_gc_via_info,
+        )
+        .only_on(&LINUX, "the app is ended with Ctrl-C"),
+        Scenario::new(
+            "scopes: force_gc inside the profiler's runtime suspension, through a kept RuntimeHandle (route 7)",
+            force_gc_via_kept_handle,
+        )
+        .only_on(&LINUX, "the app is ended with Ctrl-C"),
     ]
 }

@@ -159,7 +159,7 @@ extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, context: *mut c_vo
         // default action ends the process.
         let finish_first =
             sig == libc::SIGINT || is_default(prev) || super::sigterm_ends_without_shutdown();
-        // SAFETY: [os-api] getpid is async-signal-safe (POSIX.1) and has no preconditions.
+        // SAFETY: [signal-handler, os-api] getpid is async-signal-safe (POSIX.1) and has no preconditions.
         let here = FINISHER_PID.load(Ordering::Acquire) == unsafe { libc::getpid() };
         match decide(finish_first, here, &STATE) {
             Action::HandOver => hand_over(sig, info),
@@ -180,7 +180,7 @@ fn hand_over(sig: i32, info: *mut libc::siginfo_t) {
     if info.is_null() {
         HAS_INFO.store(false, Ordering::Relaxed);
     } else {
-        // SAFETY: [os-api, local-memory] the kernel's siginfo is readable for the handler's
+        // SAFETY: [signal-handler, os-api, local-memory] the kernel's siginfo is readable for the handler's
         // duration; only the handler that moved STATE from IDLE writes the slot
         // (see `InfoSlot`).
         unsafe {
@@ -202,21 +202,21 @@ fn hand_over(sig: i32, info: *mut libc::siginfo_t) {
 // signal-context: async-signal-safe
 fn pass_on(sig: i32, prev: &libc::sigaction, info: *mut libc::siginfo_t, context: *mut c_void) {
     if is_default(prev) {
-        // SAFETY: [os-api] sigaction and raise are async-signal-safe (POSIX.1); `prev`
+        // SAFETY: [signal-handler, os-api] sigaction and raise are async-signal-safe (POSIX.1); `prev`
         // is a valid disposition read by sigaction itself.
         unsafe {
             libc::sigaction(sig, prev, core::ptr::null_mut());
             libc::raise(sig);
         }
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
-        // SAFETY: [os-api, ffi-abi] the previous disposition is a three-argument handler
+        // SAFETY: [signal-handler, os-api, ffi-abi] the previous disposition is a three-argument handler
         // (SA_SIGINFO), called with the arguments the kernel gave us.
         let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut c_void) =
             unsafe { core::mem::transmute(prev.sa_sigaction) };
         // signal-context: foreign: the handler installed before ours (the runtime's, a host's), called as the kernel would have called it
         f(sig, info, context);
     } else if !is_ignored(prev) {
-        // SAFETY: [os-api, ffi-abi] the previous disposition is a one-argument handler.
+        // SAFETY: [signal-handler, os-api, ffi-abi] the previous disposition is a one-argument handler.
         let f: extern "C" fn(i32) = unsafe { core::mem::transmute(prev.sa_sigaction) };
         // signal-context: foreign: the handler installed before ours, called as the kernel would have called it
         f(sig);
@@ -228,14 +228,14 @@ mod errno {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     // signal-context: async-signal-safe
     fn location() -> *mut i32 {
-        // SAFETY: [os-api] the C library's thread-local errno; async-signal-safe.
+        // SAFETY: [signal-handler, os-api] the C library's thread-local errno; async-signal-safe.
         unsafe { libc::__errno_location() }
     }
 
     #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
     // signal-context: async-signal-safe
     fn location() -> *mut i32 {
-        // SAFETY: [os-api] the C library's thread-local errno; async-signal-safe.
+        // SAFETY: [signal-handler, os-api] the C library's thread-local errno; async-signal-safe.
         unsafe { libc::__error() }
     }
 
@@ -256,7 +256,7 @@ mod errno {
         if p.is_null() {
             0
         } else {
-            // SAFETY: [os-api] a valid thread-local int of the C library.
+            // SAFETY: [signal-handler, os-api] a valid thread-local int of the C library.
             unsafe { core::ptr::read(p) }
         }
     }
@@ -265,7 +265,7 @@ mod errno {
     pub fn set(v: i32) {
         let p = location();
         if !p.is_null() {
-            // SAFETY: [os-api] a valid thread-local int of the C library.
+            // SAFETY: [signal-handler, os-api] a valid thread-local int of the C library.
             unsafe { core::ptr::write(p, v) }
         }
     }
@@ -280,7 +280,7 @@ mod wake {
     /// async-signal-safe).
     // signal-context: async-signal-safe
     pub fn wake(word: &AtomicU32) {
-        // SAFETY: [os-api] FUTEX_WAKE on an aligned u32 of this process; no memory is written.
+        // SAFETY: [signal-handler, os-api] FUTEX_WAKE on an aligned u32 of this process; no memory is written.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
