@@ -21,15 +21,15 @@ use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::{Exit, Outcome, RunSpec};
 use std::time::{Duration, Instant};
 
-const SIGINT: i32 = 2;
-const SIGTERM: i32 = 15;
+pub const SIGINT: i32 = 2;
+pub const SIGTERM: i32 = 15;
 
 /// How long a signalled process may take to end (the plain app ends at
 /// once; a hang is for ever).
-const BOUND: Duration = Duration::from_secs(20);
+pub const BOUND: Duration = Duration::from_secs(20);
 
 /// The legs with POSIX signals.
-const LINUX: [&str; 5] = [
+pub const LINUX: [&str; 5] = [
     "linux-x64-3.1",
     "linux-x64-8.0",
     "linux-x64-9.0",
@@ -51,34 +51,72 @@ fn kill(sig: i32, pid: u32) -> Result<(), Verdict> {
     }
 }
 
-/// Starts `spec`, waits for "ready" (up to `ready_within`), waits `settle`,
-/// then sends each signal after its delay; waits at most [`BOUND`] for the
-/// end. A later signal whose process has already ended is not an error.
+/// When a signal is sent.
+#[derive(Clone, Copy, Debug)]
+pub enum At {
+    /// This long after the app printed "ready".
+    AfterReady(Duration),
+    /// This long after the process started (it may still be starting).
+    AfterStart(Duration),
+}
+
+/// Starts `spec`, waits for "ready" (up to `ready_within`), then sends each
+/// signal after its delay; waits at most [`BOUND`] for the end. A later
+/// signal whose process has already ended is not an error.
 pub fn run_signalled(
     case: &Case<'_>,
     spec: &RunSpec,
     signals: &[(i32, Duration)],
     ready_within: Duration,
 ) -> Result<Outcome, Verdict> {
+    let mut at: Vec<(i32, At)> = Vec::new();
+    for (i, (sig, d)) in signals.iter().enumerate() {
+        at.push((
+            *sig,
+            if i == 0 {
+                At::AfterReady(*d)
+            } else {
+                At::AfterStart(*d)
+            },
+        ));
+    }
+    run_signalled_at(case, spec, &at, ready_within, BOUND)
+}
+
+/// As [`run_signalled`], each signal sent at its [`At`] (an `AfterStart`
+/// after the first signal counts from the previous signal), waiting at most
+/// `bound` for the end.
+pub fn run_signalled_at(
+    case: &Case<'_>,
+    spec: &RunSpec,
+    signals: &[(i32, At)],
+    ready_within: Duration,
+    bound: Duration,
+) -> Result<Outcome, Verdict> {
     let runtimes = clrprof_testing::discover();
     let bg = spawn_app(case.leg(), runtimes.wine(), spec)?;
     let stdout = spec.work_dir.join("stdout.txt");
     let start = Instant::now();
-    while !std::fs::read_to_string(&stdout).is_ok_and(|t| t.contains("ready")) {
-        if start.elapsed() > ready_within {
-            let out = bg.finish(Duration::from_secs(1))?;
-            return Err(format!(
-                "the app did not print \"ready\" within {}s; it ended {:?}; stderr: {}",
-                ready_within.as_secs(),
-                out.exit,
-                tail(&out.stderr)
-            )
-            .into());
+    for (i, (sig, at)) in signals.iter().enumerate() {
+        match at {
+            At::AfterReady(delay) => {
+                while !std::fs::read_to_string(&stdout).is_ok_and(|t| t.contains("ready")) {
+                    if start.elapsed() > ready_within {
+                        let out = bg.finish(Duration::from_secs(1))?;
+                        return Err(format!(
+                            "the app did not print \"ready\" within {}s; it ended {:?}; stderr: {}",
+                            ready_within.as_secs(),
+                            out.exit,
+                            tail(&out.stderr)
+                        )
+                        .into());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                std::thread::sleep(*delay);
+            }
+            At::AfterStart(delay) => std::thread::sleep(*delay),
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (i, (sig, delay)) in signals.iter().enumerate() {
-        std::thread::sleep(*delay);
         // The child is not reaped yet, so the pid is still the app's.
         match kill(*sig, bg.id()) {
             Ok(()) => {}
@@ -87,7 +125,7 @@ pub fn run_signalled(
         }
     }
     let sent = Instant::now();
-    let out = bg.finish(BOUND)?;
+    let out = bg.finish(bound)?;
     eprintln!(
         "    {}: ended {:?} {:.0} ms after the last signal",
         if spec.profiler.is_some() {
@@ -136,7 +174,7 @@ pub fn same_end(plain: &Outcome, with: &Outcome, what: &str) -> CaseResult {
 
 /// What the plain app must do on `sig`: die of it, or (SIGTERM before
 /// .NET 10) exit 143 after the runtime's orderly exit.
-fn plain_end_is_known(plain: &Outcome, sig: i32) -> CaseResult {
+pub fn plain_end_is_known(plain: &Outcome, sig: i32) -> CaseResult {
     match plain.exit {
         Exit::Signal(s) if s == sig => Ok(()),
         Exit::Code(143) if sig == SIGTERM => Ok(()),
