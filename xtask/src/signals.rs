@@ -10,21 +10,24 @@
 //! ```text
 //! // signal-context: handler
 //! // signal-context: async-signal-safe
+//! // signal-context: async-signal-safe: WHY
 //! ```
 //!
 //! `handler` marks a function installed as a signal handler; every function
-//! it reaches in the scanned crates must be marked `async-signal-safe`. In
-//! the comment lines directly above a statement:
+//! it reaches in the scanned crates must be marked `async-signal-safe`
+//! (either may give its reason after a colon). In the comment lines
+//! directly above a statement:
 //!
 //! ```text
 //! // signal-context: foreign: WHY
+//! // signal-context: bounds: WHY
 //! // signal-context: registers NAME
 //! ```
 //!
 //! `foreign: WHY` accepts the statement's calls the checker cannot vouch
-//! for (a function pointer: the handler installed before ours); `registers
-//! NAME` names the handler a registration installs when the checker cannot
-//! see it.
+//! for (a function pointer read from a value: the handler installed before
+//! ours); `bounds: WHY` its computed indexes; `registers NAME` names the
+//! handler a registration installs when the checker cannot see it.
 //!
 //! # What is checked
 //!
@@ -37,20 +40,24 @@
 //!   cannot name needs `registers NAME`.
 //! - **Calls inside a marked function** (closures included): a path call
 //!   resolves to the scanned crates' functions by module (`crate::`,
-//!   `super::`, `self::`, a module path, a single name in the caller's
-//!   module or else anywhere in its crate) or by type (`Type::f`,
-//!   `Self::f`); each must be marked. A call of a path outside the crates
-//!   must be on [`SAFE_PATHS`]; a method call resolves by name among the
-//!   caller's crate's methods (each must be marked) or is on
-//!   [`SAFE_METHODS`] (refused when an unmarked method of the crate has that
-//!   name). A call through a local value (a function pointer or closure)
-//!   needs `foreign`. Tuple-struct and enum constructors are accepted.
-//! - **Macros** other than [`SAFE_MACROS`] and **indexing** (`a[i]` panics
-//!   out of bounds) are refused.
+//!   `super::`, `self::`, a module path; a single name in the caller's
+//!   module, then each module around it, then its crate) or by type
+//!   (`Type::f`, `Self::f`); each must be marked. A call of a path outside
+//!   the crates must be on [`SAFE_PATHS`]; a method on [`SAFE_METHODS`] is
+//!   accepted on any receiver, any other method resolves by name among the
+//!   caller's crate's methods (each must be marked). A call through one of
+//!   the function's parameters is checked where the argument is written (a
+//!   closure literal there is visited; a function passed by path must be
+//!   marked); a call through a `let` binding needs `foreign`. Tuple-struct
+//!   and enum constructors are accepted.
+//! - **Macros** other than [`SAFE_MACROS`] and **computed indexes** (out of
+//!   bounds they panic) without `bounds` are refused; a constant index is
+//!   checked by the compiler.
 //!
 //! The check reads syntax, not types: calls hidden in `Drop`, operator
-//! traits and `Deref`, and integer overflow (a panic in debug builds) are
-//! for the reviewer. The page lists what it accepted, for that review.
+//! traits and `Deref`, a crate method sharing a listed method's name, and
+//! integer overflow (a panic in debug builds) are for the reviewer. The page
+//! lists what it accepted, for that review.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -103,6 +110,8 @@ pub const SAFE_PATHS: &[&str] = &[
     "mem::size_of",
     "mem::align_of",
     "MaybeUninit::uninit",
+    "slice::from_raw_parts",
+    "slice::from_raw_parts_mut",
     "OnceLock::get",
     "UnsafeCell::get",
     "atomic::fence",
@@ -110,9 +119,14 @@ pub const SAFE_PATHS: &[&str] = &[
     "hint::spin_loop",
 ];
 
-/// Methods outside the scanned crates that may run in a signal handler:
-/// atomics' (lock-free on every target the SDK builds for), raw pointers'
-/// and integers' own arithmetic, and plain queries.
+/// Methods that may run in a signal handler, on any receiver: atomics'
+/// (lock-free on every target the SDK builds for), raw pointers' and
+/// integers' own arithmetic, slices' and `Option`'s plain accessors (a
+/// closure passed to `map` is checked where it is written). A method is
+/// resolved by name, not type, so a method of the crates with a listed name
+/// is not told apart: the page lists the externals of each function, for
+/// the review. `get` is not listed (the crates' own `get`s lock); write
+/// `OnceLock::get(&x)` or `UnsafeCell::get(&x)`.
 pub const SAFE_METHODS: &[&str] = &[
     "load",
     "store",
@@ -148,6 +162,29 @@ pub const SAFE_METHODS: &[&str] = &[
     "is_empty",
     "min",
     "max",
+    "first",
+    "first_mut",
+    "last",
+    "last_mut",
+    "get_mut",
+    "split_at",
+    "split_at_mut",
+    "iter",
+    "iter_mut",
+    "copy_from_slice",
+    "to_ne_bytes",
+    "to_le_bytes",
+    "to_be_bytes",
+    "then_some",
+    "map",
+    "unwrap_or",
+    "copied",
+    "checked_mul",
+    "saturating_mul",
+    "count_ones",
+    "leading_zeros",
+    "trailing_zeros",
+    "abs_diff",
 ];
 
 /// Macros that expand to no call.
@@ -162,6 +199,8 @@ pub enum Marker {
     Handler,
     Safe,
     Foreign(String),
+    /// `bounds: WHY` above a statement that indexes with a computed index.
+    Bounds(String),
     Registers(Vec<String>),
     /// A `signal-context:` comment this checker does not know.
     Unknown(String),
@@ -174,12 +213,21 @@ fn parse_marker(line: &str) -> Option<Marker> {
         .trim_start()
         .strip_prefix(PREFIX)?
         .trim();
-    Some(if rest == "handler" {
+    // `handler` and `async-signal-safe` may be followed by `: WHY`.
+    let is = |keyword: &str| {
+        rest == keyword
+            || rest
+                .strip_prefix(keyword)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+    };
+    Some(if is("handler") {
         Marker::Handler
-    } else if rest == "async-signal-safe" {
+    } else if is("async-signal-safe") {
         Marker::Safe
     } else if let Some(why) = rest.strip_prefix("foreign:") {
         Marker::Foreign(why.trim().to_string())
+    } else if let Some(why) = rest.strip_prefix("bounds:") {
+        Marker::Bounds(why.trim().to_string())
     } else if let Some(names) = rest.strip_prefix("registers") {
         Marker::Registers(
             names
@@ -458,15 +506,20 @@ impl<'a> Index<'a> {
         let crate_ident = |k: &str| k.replace('-', "_");
         match qual {
             [] => {
-                let here: Vec<usize> = self
-                    .named(name)
-                    .filter(|&i| {
-                        let f = &self.funcs[i];
-                        f.self_ty.is_none() && f.krate == me.krate && f.module == me.module
-                    })
-                    .collect();
-                if !here.is_empty() {
-                    return here;
+                // The caller's module, then each module around it (a glob
+                // `use super::*` is the usual import), then the crate.
+                for depth in (0..=me.module.len()).rev() {
+                    let module = &me.module[..depth];
+                    let here: Vec<usize> = self
+                        .named(name)
+                        .filter(|&i| {
+                            let f = &self.funcs[i];
+                            f.self_ty.is_none() && f.krate == me.krate && f.module == module
+                        })
+                        .collect();
+                    if !here.is_empty() {
+                        return here;
+                    }
                 }
                 self.named(name)
                     .filter(|&i| self.funcs[i].self_ty.is_none() && self.funcs[i].krate == me.krate)
@@ -576,13 +629,56 @@ enum Use {
     },
     Index {
         line: usize,
+        stmt: usize,
+    },
+    /// A path passed as an argument (a function the callee may call).
+    Passed {
+        segs: Vec<String>,
+        line: usize,
     },
 }
 
 struct Body {
+    /// `let` bindings and closure parameters: a call through one needs
+    /// `foreign`.
     locals: BTreeSet<String>,
+    /// The function's parameters: a call through one is checked where the
+    /// argument is written (a closure literal is visited there; a function
+    /// passed by path must be marked, see [`Use::Passed`]).
+    params: BTreeSet<String>,
     uses: Vec<Use>,
     stmt: usize,
+}
+
+/// Whether a name is written as a constant (`SIGINT`, `REG_RIP`).
+fn is_constant_name(n: &str) -> bool {
+    n.chars().any(|c| c.is_ascii_uppercase())
+        && n.chars()
+            .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit())
+}
+
+impl Body {
+    /// Functions passed by path as arguments may be called by the callee.
+    fn passed(&mut self, args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) {
+        for a in args {
+            let mut e = a;
+            while let syn::Expr::Reference(r) = e {
+                e = &r.expr;
+            }
+            if let syn::Expr::Path(p) = e {
+                let segs = path_segs(&p.path);
+                let local = segs.len() == 1
+                    && (self.locals.contains(&segs[0]) || self.params.contains(&segs[0]));
+                let constant = segs.last().is_some_and(|s| is_constant_name(s));
+                if !local && !constant {
+                    self.uses.push(Use::Passed {
+                        segs,
+                        line: p.span().start().line,
+                    });
+                }
+            }
+        }
+    }
 }
 
 impl<'ast> Visit<'ast> for Body {
@@ -616,7 +712,12 @@ impl<'ast> Visit<'ast> for Body {
         match &*c.func {
             syn::Expr::Path(p) => {
                 let segs = path_segs(&p.path);
-                if segs.len() == 1 && self.locals.contains(&segs[0]) {
+                if segs.len() == 1
+                    && self.params.contains(&segs[0])
+                    && !self.locals.contains(&segs[0])
+                {
+                    // Checked where the argument is written.
+                } else if segs.len() == 1 && self.locals.contains(&segs[0]) {
                     self.uses.push(Use::Value {
                         what: segs[0].clone(),
                         line,
@@ -636,6 +737,7 @@ impl<'ast> Visit<'ast> for Body {
                 stmt: self.stmt,
             }),
         }
+        self.passed(&c.args);
         // The callee expression was classified above; visit its arguments.
         for a in &c.args {
             self.visit_expr(a);
@@ -646,6 +748,7 @@ impl<'ast> Visit<'ast> for Body {
     }
 
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        self.passed(&m.args);
         self.uses.push(Use::Method {
             name: m.method.to_string(),
             line: m.method.span().start().line,
@@ -667,9 +770,29 @@ impl<'ast> Visit<'ast> for Body {
     }
 
     fn visit_expr_index(&mut self, i: &'ast syn::ExprIndex) {
-        self.uses.push(Use::Index {
-            line: i.span().start().line,
-        });
+        // A constant index (a literal, a CONSTANT, `CONSTANT as usize`) of a
+        // fixed-size array is checked by the compiler; any other (a range
+        // included) may panic.
+        fn constant(e: &syn::Expr) -> bool {
+            match e {
+                syn::Expr::Lit(_) => true,
+                syn::Expr::Path(p) => p
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| is_constant_name(&s.ident.to_string())),
+                syn::Expr::Cast(c) => constant(&c.expr),
+                syn::Expr::Paren(p) => constant(&p.expr),
+                _ => false,
+            }
+        }
+        let constant = constant(&i.index);
+        if !constant {
+            self.uses.push(Use::Index {
+                line: i.span().start().line,
+                stmt: self.stmt,
+            });
+        }
         syn::visit::visit_expr_index(self, i);
     }
 }
@@ -833,6 +956,7 @@ struct Reached {
     root: Option<usize>,
     externals: BTreeSet<String>,
     foreign: Vec<(usize, String)>,
+    bounds: Vec<(usize, String)>,
 }
 
 /// Checks the files and renders the section.
@@ -844,8 +968,9 @@ pub fn section(files: &[(String, String)]) -> Section {
     for f in &funcs {
         if let Marker::Unknown(what) = &f.marker {
             problems.push(format!(
-                "{}:{}: `// {PREFIX} {what}` is no marker: write `handler` or `async-signal-safe` above a \
-                 function, `foreign: WHY` or `registers NAME` above a statement",
+                "{}:{}: `// {PREFIX} {what}` is no marker: write `// {PREFIX} async-signal-safe: {what}` \
+                 (or `handler: {what}` above a registered handler); above a statement, `foreign: WHY`, \
+                 `bounds: WHY` or `registers NAME`",
                 f.file, f.line
             ));
         }
@@ -927,7 +1052,8 @@ pub fn section(files: &[(String, String)]) -> Section {
             ..Reached::default()
         };
         let mut body = Body {
-            locals: f.params.iter().cloned().collect(),
+            locals: BTreeSet::new(),
+            params: f.params.iter().cloned().collect(),
             uses: Vec::new(),
             stmt: 0,
         };
@@ -958,7 +1084,8 @@ pub fn section(files: &[(String, String)]) -> Section {
                         } else {
                             problems.push(format!(
                                 "{}{from} calls `{shown}`, which is neither a marked function of the scanned \
-                                 crates nor on the async-signal-safe list (SAFE_PATHS in xtask/src/signals.rs)",
+                                 crates nor on the async-signal-safe list (SAFE_PATHS in xtask/src/signals.rs; \
+                                 write an imported function with its module: `atomic::fence`)",
                                 at(*line)
                             ));
                         }
@@ -984,6 +1111,10 @@ pub fn section(files: &[(String, String)]) -> Section {
                         here.foreign.push((*line, why));
                         continue;
                     }
+                    if SAFE_METHODS.contains(&name.as_str()) {
+                        here.externals.insert(format!(".{name}()"));
+                        continue;
+                    }
                     let targets = index.resolve_method(fi, name);
                     let unmarked: Vec<String> = targets
                         .iter()
@@ -1001,8 +1132,6 @@ pub fn section(files: &[(String, String)]) -> Section {
                         for t in targets {
                             queue.push_back((t, root));
                         }
-                    } else if SAFE_METHODS.contains(&name.as_str()) {
-                        here.externals.insert(format!(".{name}()"));
                     } else {
                         problems.push(format!(
                             "{}{from} calls `.{name}()`, which is neither a marked method of its crate nor on \
@@ -1029,11 +1158,31 @@ pub fn section(files: &[(String, String)]) -> Section {
                         ));
                     }
                 }
-                Use::Index { line } => problems.push(format!(
-                    "{}{from} indexes with `[..]`, which panics out of bounds (the panic machinery \
-                     allocates): use a checked form",
-                    at(*line)
-                )),
+                Use::Index { line, stmt } => match statement_marker(f, *stmt, *line) {
+                    Marker::Bounds(why) => here.bounds.push((*line, why)),
+                    _ => problems.push(format!(
+                        "{}{from} indexes with a computed `[..]`, which panics out of bounds (the panic \
+                         machinery allocates and locks): use a checked form, or say why it is in bounds \
+                         with `// {PREFIX} bounds: WHY` above the statement",
+                        at(*line)
+                    )),
+                },
+                Use::Passed { segs, line } => {
+                    for t in index.resolve_path(fi, segs) {
+                        if funcs[t].marked() {
+                            queue.push_back((t, root));
+                        } else {
+                            problems.push(format!(
+                                "{}{from} passes `{}` ({}:{}), which the callee may call, and it is not \
+                                 marked `// {PREFIX} async-signal-safe`",
+                                at(*line),
+                                segs.join("::"),
+                                funcs[t].file,
+                                funcs[t].line
+                            ));
+                        }
+                    }
+                }
             }
         }
         reached.insert(fi, here);
@@ -1098,6 +1247,20 @@ pub fn section(files: &[(String, String)]) -> Section {
     let _ = writeln!(md, "|---|---|---|");
     for (i, r) in &reached {
         for (_, why) in &r.foreign {
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {} |",
+                funcs[*i].path(),
+                funcs[*i].file,
+                why.replace('|', "\\|")
+            );
+        }
+    }
+    let _ = writeln!(md, "\n**Computed indexes**, accepted with their reason:\n");
+    let _ = writeln!(md, "| function | file | why in bounds |");
+    let _ = writeln!(md, "|---|---|---|");
+    for (i, r) in &reached {
+        for (_, why) in &r.bounds {
             let _ = writeln!(
                 md,
                 "| `{}` | {} | {} |",
@@ -1192,14 +1355,14 @@ fn wake(sig: i32) {
             .replace("// signal-context: async-signal-safe\nfn wake", "fn wake")
             .replace(
                 "    let f: extern",
-                "    log::debug!(\"x\");\n    let v = [1u8];\n    let _ = v[0];\n    let _ = Box::new(1);\n    let _ = v.clone();\n    let f: extern",
+                "    log::debug!(\"x\");\n    let v = [1u8];\n    let i = 0;\n    let _ = v[i];\n    let _ = v[0];\n    let _ = Box::new(1);\n    let _ = v.clone();\n    let f: extern",
             )
             .replace("    // signal-context: foreign: the previous handler\n", "");
         let s = run(&src);
         let want = [
-            "`on_signal` calls `wake` (clrprof/src/sig.rs:31), which is not marked",
+            "`on_signal` calls `wake` (clrprof/src/sig.rs:33), which is not marked",
             "`on_signal` uses `debug!`",
-            "`on_signal` indexes with `[..]`",
+            "`on_signal` indexes with a computed `[..]`",
             "`on_signal` calls `Box::new`, which is neither",
             "`on_signal` calls `.clone()`, which is neither",
             "`on_signal` calls through `f`",
@@ -1212,6 +1375,26 @@ fn wake(sig: i32) {
             );
         }
         assert_eq!(s.problems.len(), want.len(), "{:?}", s.problems);
+    }
+
+    #[test]
+    fn markers_may_give_a_reason_and_free_text_is_no_marker() {
+        let src = "
+// signal-context: handler: the SIGPROF handler
+extern \"C\" fn on_prof(_sig: i32) { walk(); other(); }
+// signal-context: async-signal-safe: reads words of the stack only
+fn walk() {}
+// signal-context: reads words of the stack only
+fn other() {}
+pub fn install() { unsafe { libc::signal(27, on_prof as usize) }; }
+";
+        let s = run(src);
+        assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
+        assert!(s.problems[0].starts_with(
+            "clrprof/src/sig.rs:7: `// signal-context: reads words of the stack only` is no marker: write \
+             `// signal-context: async-signal-safe: reads words of the stack only`"
+        ));
+        assert!(s.problems[1].contains("calls `other` (clrprof/src/sig.rs:7), which is not marked"));
     }
 
     #[test]
@@ -1242,29 +1425,52 @@ extern \"C\" fn on_prof(_sig: i32) {}
     }
 
     #[test]
-    fn method_calls_resolve_by_name_in_the_crate() {
+    fn methods_resolve_by_name_closures_by_where_they_are_written() {
         let src = "
 struct Ring;
 impl Ring {
     // signal-context: async-signal-safe
     fn push(&self, _v: u64) {}
+    fn flush(&self) {}
+    // signal-context: async-signal-safe
+    fn produce(&self, fill: impl FnOnce(&mut [u64])) {
+        let mut slot = [0u64; 4];
+        fill(&mut slot);
+    }
 }
-struct Other;
-impl Other {
-    fn store(&self) {}
-}
+fn helper() {}
 // signal-context: handler
 extern \"C\" fn on_prof(_sig: i32) {
     let r = Ring;
     r.push(1);
+    r.flush();
     WORD.store(1, Ordering::Relaxed);
+    r.produce(|s| { let n = s.len(); s[n - 1] = 1; });
+    let frames = [0u64; 8];
+    let k = 3;
+    // signal-context: bounds: k < 8, a constant
+    let _ = frames[k];
+    call_with(helper);
 }
+// signal-context: async-signal-safe
+fn call_with(f: fn()) { f() }
 ";
         let s = run(src);
-        assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
-        assert!(s.problems[0]
-            .contains("calls `.store()`, and these methods of that name are not marked"));
-        assert!(s.problems[0].contains("Other::store (clrprof/src/sig.rs:9)"));
+        let want = [
+            "clrprof/src/sig.rs:18: `on_prof` calls `.flush()`",
+            "clrprof/src/sig.rs:20: `on_prof` indexes with a computed `[..]`",
+            "clrprof/src/sig.rs:25: `on_prof` passes `helper` (clrprof/src/sig.rs:13)",
+        ];
+        assert_eq!(s.problems.len(), want.len(), "{:?}", s.problems);
+        for (p, w) in s.problems.iter().zip(want) {
+            assert!(p.starts_with(w), "{w}: {p}");
+        }
+        assert!(
+            s.markdown
+                .contains("| `sig::on_prof` | clrprof/src/sig.rs | k < 8, a constant |"),
+            "{}",
+            s.markdown
+        );
     }
 
     /// The SIGINT/SIGTERM handler as it was before the fourth review (main
