@@ -196,10 +196,10 @@ enum Finish {
 }
 
 /// Runs the plain app once and the profiled one `rounds` times (where the
-/// signal lands differs between runs: on .NET 8 and 9 the runtime's own
-/// SIGINT handler sits above ours and sends the signal again from its
-/// signal thread, and the kernel gives that one to the main thread in some
-/// runs only; before the fix 2 of 4 runs hung on 8.0, every run on 10.0).
+/// signal lands differs between runs: the runtime's console SIGINT handler
+/// sits above ours and sends the signal again from its signal thread, and
+/// on .NET 8 the kernel gave that one to the main thread in some runs only;
+/// before the fix 2 of 4 runs hung on 8.0, every run on 10.0).
 fn case_of(
     case: &Case<'_>,
     signals: &[(i32, Duration)],
@@ -324,8 +324,11 @@ fn ctrl_c_in_locked_callback(c: &Case<'_>) -> CaseResult {
     case_of(c, &[(SIGINT, SETTLE)], Finish::Locked, 3)
 }
 
+/// SIGTERM hung every run on 10.0 before the fix (no runtime handler sits
+/// above ours there); before .NET 10 the runtime's handler takes it to an
+/// orderly exit whatever the signal interrupted: one run each.
 fn sigterm_in_locked_callback(c: &Case<'_>) -> CaseResult {
-    case_of(c, &[(SIGTERM, SETTLE)], Finish::Locked, 3)
+    case_of(c, &[(SIGTERM, SETTLE)], Finish::Locked, 1)
 }
 
 fn ctrl_c_with_finish_that_never_returns(c: &Case<'_>) -> CaseResult {
