@@ -670,6 +670,15 @@ impl Delays {
     }
 }
 
+/// Why the loop gets Ctrl-C, never SIGTERM, on .NET Core 3.1 (the runtime's
+/// defect, shown without clrprof).
+const SIGTERM_NET31_ELT: &str = "on .NET Core 3.1.3 the orderly exit of a SIGTERM \
+     while a thread runs code with ELT WithInfo probes kills the process with SIGSEGV in the \
+     runtime's ProfileEnter, which reads the profiler interface the shutdown has released: \
+     the hand-written C profiler of benches/elt (CLRPROF_ELT=withinfo, no SDK) on the signals \
+     app's work loop died so in 9 of 16 runs (the torture profiler in 2 of 7), the same C \
+     profiler on 8.0.34 and 9.0.23 in none of 12 each";
+
 /// Ctrl-C or SIGTERM at random points while the torture profiler runs, in
 /// the `signals` app's `work` mode (allocations, exceptions, a thread, a
 /// collection, in a loop, printing only "ready"). Two runs, the signal of
@@ -702,6 +711,12 @@ fn signals_at_random_points(case: &Case<'_>) -> CaseResult {
         (SIGINT, SIGTERM)
     } else {
         (SIGTERM, SIGINT)
+    };
+    let first = if case.leg().name == "linux-x64-3.1" {
+        eprintln!("    torture signals: Ctrl-C in the loop: {SIGTERM_NET31_ELT}");
+        SIGINT
+    } else {
+        first
     };
 
     let at = At::AfterReady(delays.next(1000));
