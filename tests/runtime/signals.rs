@@ -300,6 +300,20 @@ fn force_gc_in_suspension(case: &Case<'_>, via: &str) -> CaseResult {
         .into());
     };
     eprintln!("    force_gc via {via}: {answer}");
+    // The probe answers as the runtime starts: the app goes on to "ready".
+    let stdout = spec.work_dir.join("stdout.txt");
+    while !std::fs::read_to_string(&stdout).is_ok_and(|t| t.contains("ready")) {
+        if start.elapsed() > 3 * BOUND {
+            let out = bg.finish(Duration::from_secs(1))?;
+            return Err(format!(
+                "after force_gc inside the suspension the app did not print \"ready\": {:?}; stderr: {}",
+                out.exit,
+                tail(&out.stderr)
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(SETTLE);
     kill(SIGINT, bg.id())?;
     let with = bg.finish(BOUND)?;
