@@ -73,7 +73,7 @@ impl ThreadContextRecord {
         }
     }
 
-    // signal-context: atomic loads of a record that is never freed; a bounded loop
+    // signal-context: async-signal-safe: atomic loads of a record that is never freed; a bounded loop
     /// The context held now; `None` when there is none, or when a write was
     /// under way at every try. Async-signal-safe: atomic loads only.
     #[inline]
@@ -91,7 +91,7 @@ impl ThreadContextRecord {
             let root = self.local_root_span_id.load(Relaxed);
             let endpoint = self.endpoint.load(Relaxed);
             // The loads above happen before the second read of the counter.
-            fence(Acquire);
+            core::sync::atomic::fence(Acquire);
             if self.seq.load(Relaxed) != before {
                 continue;
             }
@@ -99,7 +99,9 @@ impl ThreadContextRecord {
                 return None;
             }
             let mut trace_id = [0u8; 16];
+            // signal-context: bounds: the halves of a 16-byte array
             trace_id[..8].copy_from_slice(&t0.to_ne_bytes());
+            // signal-context: bounds: the halves of a 16-byte array
             trace_id[8..].copy_from_slice(&t1.to_ne_bytes());
             return Some(TraceContext {
                 trace_id,

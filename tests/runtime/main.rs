@@ -37,6 +37,7 @@ mod sampling;
 mod sampling_signals;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
 mod tracers;
@@ -74,6 +75,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())

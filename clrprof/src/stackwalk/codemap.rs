@@ -94,15 +94,35 @@ struct Snapshot {
 }
 
 impl Snapshot {
+    // signal-context: async-signal-safe: a binary search of an immutable slice
+    /// The entry of `entries` (sorted, not overlapping) that holds `ip`.
     fn find(entries: &[Entry], ip: usize) -> Option<&Entry> {
-        // The last entry starting at or below `ip`.
-        let i = entries.partition_point(|e| e.start <= ip);
-        let e = entries.get(i.checked_sub(1)?)?;
+        // `lo` ends as the number of entries starting at or below `ip`.
+        let (mut lo, mut hi) = (0usize, entries.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            // signal-context: bounds: `lo <= mid < hi <= entries.len()`
+            let start = entries[mid].start;
+            if start <= ip {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return None;
+        }
+        // signal-context: bounds: `0 < lo <= entries.len()`
+        let e = &entries[lo - 1];
         (ip < e.end).then_some(e)
     }
 
+    // signal-context: async-signal-safe: two binary searches
     fn lookup(&self, ip: usize) -> Option<&Entry> {
-        Self::find(&self.recent, ip).or_else(|| Self::find(&self.base, ip))
+        match Snapshot::find(&self.recent, ip) {
+            Some(e) => Some(e),
+            None => Snapshot::find(&self.base, ip),
+        }
     }
 }
 
@@ -215,7 +235,7 @@ impl CodeMap {
         self.slot
     }
 
-    // signal-context: atomic counter, atomic load, binary search of an immutable array; no call
+    // signal-context: async-signal-safe: atomic counter, atomic load, binary search of an immutable array; no call
     /// The function whose native code holds `ip`, if the map knows one.
     ///
     /// The ID is raw: it names a function that was loaded at the moment of
@@ -226,7 +246,7 @@ impl CodeMap {
         self.lookup_range(ip).map(|(f, _)| f)
     }
 
-    // signal-context: as `lookup`
+    // signal-context: async-signal-safe: as `lookup`
     /// Like [`lookup`](Self::lookup), with the first byte of the code range
     /// that holds `ip` (each native code version has its own ranges).
     pub fn lookup_range(&self, ip: usize) -> Option<(RawFunctionId, usize)> {
@@ -236,8 +256,7 @@ impl CodeMap {
         // in, so no writer frees it before the reader counts itself out
         // (a writer frees a swapped-out snapshot only after it saw no
         // reader in, after the swap).
-        let found = unsafe { &*snapshot }
-            .lookup(ip)
+        let found = Snapshot::lookup(unsafe { &*snapshot }, ip)
             .map(|e| (RawFunctionId(e.function), e.start));
         self.readers.fetch_sub(1, SeqCst);
         found

@@ -88,7 +88,7 @@ pub struct Walked {
 
 const WORD: usize = core::mem::size_of::<usize>();
 
-// signal-context: reads words of [lo, hi) only, writes `out` only; no call
+// signal-context: async-signal-safe: reads words of [lo, hi) only, writes `out` only; no call
 /// Follows the frame-pointer chain from `regs` inside `[lo, hi)` into `out`:
 /// `out[0]` is the program counter, the rest are return addresses, leaf
 /// first. Allocation-free, lock-free, calls nothing.
@@ -101,7 +101,7 @@ pub(crate) unsafe fn walk(regs: StartRegisters, lo: usize, hi: usize, out: &mut 
     unsafe { walk_recording(regs, lo, hi, out, &mut []) }
 }
 
-// signal-context: reads words of [lo, hi) only, writes `out` and `records` only; no call
+// signal-context: async-signal-safe: reads words of [lo, hi) only, writes `out` and `records` only; no call
 /// [`walk`], also writing into `records[i]` (for the first `records.len()`
 /// frames) the address of the frame record that gave `out[i]` (`records[0]`
 /// is the stack pointer: the leaf has no record).
@@ -161,6 +161,7 @@ pub(crate) unsafe fn walk_recording(
         if ret == 0 {
             break WalkEnd::Outermost;
         }
+        // signal-context: bounds: `n < out.len()`: the walk ends when `n == out.len()` above
         out[n] = ret;
         if let Some(r) = records.get_mut(n) {
             *r = fp;
@@ -173,7 +174,7 @@ pub(crate) unsafe fn walk_recording(
     Walked { frames: n, end }
 }
 
-// signal-context: reads words of [lo, hi) only, calls `function_of` (the code map's look-up)
+// signal-context: async-signal-safe: reads words of [lo, hi) only, calls `function_of` (the code map's look-up)
 /// Puts back the caller of a method that on-stack replacement (OSR)
 /// moved, found by [`walk_recording`] as two frames of one function.
 ///
@@ -222,15 +223,18 @@ pub(crate) unsafe fn restore_osr_callers(
     };
     let mut i = 0;
     while i + 2 < n {
-        let next = function_of(out[i + 1], false);
+        // signal-context: bounds: `i + 2 < n`, and `n` is at most both lengths
+        let (here, record, next_record) = (out[i + 1], records[i + 1], records[i + 2]);
+        let next = function_of(here, false);
         // .NET 10: another code version (tier 0) of the same function.
         let other_version = matches!((prev, next), (Some(a), Some(b)) if a.0 == b.0 && a.1 != b.1);
         // .NET 11: the OSR body's own entry address, the start of a code
         // version of the same function.
-        let entry = matches!((prev, function_of(out[i + 1], true)),
-            (Some(a), Some(b)) if a.0 == b.0 && b.1 == out[i + 1]);
+        let entry = matches!((prev, function_of(here, true)),
+            (Some(a), Some(b)) if a.0 == b.0 && b.1 == here);
+        let mut now = here;
         if other_version || entry {
-            let (from, to) = (records[i + 1].saturating_add(2 * WORD), records[i + 2]);
+            let (from, to) = (record.saturating_add(2 * WORD), next_record);
             let mut x = from;
             // Both words of a record inside (from, to) and inside the stack.
             while x >= lo && x % WORD == 0 && x + 2 * WORD <= to && x + 2 * WORD <= hi {
@@ -243,14 +247,18 @@ pub(crate) unsafe fn restore_osr_callers(
                     )
                 };
                 if w == to && function_of(r, false).is_some() {
-                    out[i + 1] = r;
+                    now = r;
                     restored += 1;
                     break;
                 }
                 x += WORD;
             }
         }
-        prev = function_of(out[i + 1], false);
+        if now != here {
+            // signal-context: bounds: `i + 1 < n <= out.len()`
+            out[i + 1] = now;
+        }
+        prev = function_of(now, false);
         i += 1;
     }
     restored

@@ -33,7 +33,7 @@ pub const UNPLACED: RawFunctionId = RawFunctionId(usize::MAX);
 /// when the epoch has moved since.
 static UNLOAD_EPOCH: AtomicU64 = AtomicU64::new(0);
 
-// signal-context: one atomic load
+// signal-context: async-signal-safe: one atomic load
 /// The process-wide unload epoch (see [`UNLOAD_EPOCH`]). Async-signal-safe.
 pub(crate) fn unload_epoch() -> u64 {
     UNLOAD_EPOCH.load(SeqCst)

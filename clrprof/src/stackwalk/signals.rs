@@ -84,7 +84,7 @@ fn encode(index: u32, generation: u32) -> usize {
     (MAGIC << 48) | ((generation as usize & 0xFFFF) << 32) | index as usize
 }
 
-// signal-context: arithmetic only
+// signal-context: async-signal-safe: arithmetic only
 fn decode(value: usize) -> Option<(u32, u32)> {
     (value >> 48 == MAGIC).then_some((value as u32, ((value >> 32) & 0xFFFF) as u32))
 }
@@ -857,7 +857,7 @@ mod imp {
     const _: () =
         assert!(core::mem::size_of::<SigInfo>() == core::mem::size_of::<libc::siginfo_t>());
 
-    // signal-context: reads the kernel's context struct; no call
+    // signal-context: async-signal-safe: reads the kernel's context struct; no call
     fn registers(uc: *mut c_void) -> StartRegisters {
         // SAFETY: [callback-args] the kernel passes the interrupted context as a valid
         // `ucontext_t` to an SA_SIGINFO handler, for the duration of the call.
@@ -883,11 +883,15 @@ mod imp {
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
             let _ = uc;
-            StartRegisters::default()
+            StartRegisters {
+                pc: 0,
+                sp: 0,
+                fp: 0,
+            }
         }
     }
 
-    // signal-context: one bit of the kernel's context struct
+    // signal-context: async-signal-safe: one bit of the kernel's context struct
     /// Whether the interrupted code ran with `SIGSEGV` blocked: inside the
     /// runtime's fault handler (which blocks it while it runs, until it
     /// unblocks it on the thread's own stack). Walking there is skipped, as
@@ -902,7 +906,7 @@ mod imp {
         word & (1u64 << (libc::SIGSEGV - 1)) != 0
     }
 
-    // signal-context: the SDK's SIGPROF handler; everything it calls is marked
+    // signal-context: handler: the SDK's SIGPROF handler; everything it calls is marked
     /// The SDK's `SIGPROF` handler (see the [module docs](super)).
     pub(super) extern "C" fn on_signal(_sig: i32, info: *mut libc::siginfo_t, uc: *mut c_void) {
         // SAFETY: [os-api] the calling thread's errno location, valid while it runs.
@@ -920,7 +924,7 @@ mod imp {
         unsafe { *errno = saved };
     }
 
-    // signal-context: atomics, the registry, the walk and the ring; gettid
+    // signal-context: async-signal-safe: atomics, the registry, the walk and the ring; gettid
     fn take(info: &SigInfo, uc: *mut c_void) {
         let (kind, overrun) = match info.code {
             SI_TIMER => (RingKind::Cpu, info.b.max(0) as u64),
@@ -1020,7 +1024,7 @@ mod imp {
         r.busy.store(0, SeqCst);
     }
 
-    // signal-context: one system call (clock_gettime, async-signal-safe)
+    // signal-context: async-signal-safe: one system call (clock_gettime, async-signal-safe)
     /// The calling thread's CPU time, in nanoseconds (0 if the clock fails).
     fn own_cpu_ns() -> u64 {
         let mut t = libc::timespec {
@@ -1059,6 +1063,7 @@ mod imp {
         }
         // SAFETY: [ffi-abi] a zeroed sigaction, then filled in.
         let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
+        // signal-context: registers on_signal
         new.sa_sigaction = handler_address();
         new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         // SAFETY: [os-api] a valid mask.

@@ -145,18 +145,24 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     f(state)
 }
 
-// signal-context: atomic loads of never-freed chunks
+// signal-context: async-signal-safe: atomic loads of never-freed chunks
 /// The entry numbered `index`, if its chunk exists. Lock-free and
 /// allocation-free (a signal handler finds its entry with it).
 pub(crate) fn record(index: u32) -> Option<&'static ThreadRecord> {
     let (c, i) = (index as usize / CHUNK, index as usize % CHUNK);
-    let chunk = CHUNKS.get(c)?.load(Acquire);
+    if c >= MAX_CHUNKS {
+        return None;
+    }
+    // signal-context: bounds: `c < MAX_CHUNKS`, checked just above
+    let chunk = CHUNKS[c].load(Acquire);
     if chunk.is_null() {
         return None;
     }
+    // `i < CHUNK` (a remainder): an element of the chunk.
+    let entry = (chunk as *const ThreadRecord).wrapping_add(i);
     // SAFETY: [local-memory] chunks are leaked boxes published with a release store after
-    // they were initialised, and never freed.
-    Some(unsafe { &(*chunk)[i] })
+    // they were initialised, and never freed; `entry` is one of its elements.
+    Some(unsafe { &*entry })
 }
 
 /// Every entry allocated so far, with its number (lock-free).
@@ -177,7 +183,7 @@ pub(crate) fn records() -> impl Iterator<Item = (u32, &'static ThreadRecord)> {
 }
 
 /// The kernel's id of the calling thread.
-// signal-context: one system call (gettid), async-signal-safe
+// signal-context: async-signal-safe: one system call (gettid), async-signal-safe
 pub(crate) fn gettid() -> i32 {
     #[cfg(target_os = "linux")]
     {
@@ -497,7 +503,7 @@ impl Ring {
         }
     }
 
-    // signal-context: atomics and writes into the ring's own preallocated slot; no call
+    // signal-context: async-signal-safe: atomics and writes into the ring's own preallocated slot; no call
     /// Writes one stack: `fill` gets the slot's metadata and frames. Returns
     /// `false` (and counts it) when the ring is full.
     ///
@@ -513,9 +519,10 @@ impl Ring {
         let slot = (head % self.slots) as usize;
         // SAFETY: [local-memory] slot `head` is between the consumer's tail and the
         // producer's head: only this producer touches it until the release
-        // store below; the frames are that slot's own range.
+        // store below; `slot < slots` (a remainder), the frames are that
+        // slot's own range.
         unsafe {
-            let meta = &mut *self.meta[slot].get();
+            let meta = &mut *self.slot_meta(slot);
             let frames = core::slice::from_raw_parts_mut(self.slot_frames(slot), self.depth);
             fill(meta, frames);
         }
@@ -537,7 +544,7 @@ impl Ring {
             // producer's release store of `head` (acquired above) and are not
             // written again until the tail moves past them.
             let (meta, frames) = unsafe {
-                let meta = &*self.meta[slot].get();
+                let meta = &*self.slot_meta(slot);
                 let len = (meta.frames as usize).min(self.depth);
                 (
                     meta,
@@ -550,11 +557,28 @@ impl Ring {
         n as usize
     }
 
-    /// The first frame of `slot`, with the provenance of the whole array.
+    // signal-context: async-signal-safe: pointer arithmetic only
+    /// The metadata of `slot` (`slot < slots`), with the provenance of the
+    /// whole array.
+    fn slot_meta(&self, slot: usize) -> *mut SlotMeta {
+        // `UnsafeCell<T>` has the layout of `T`.
+        self.meta
+            .as_ptr()
+            .wrapping_add(slot)
+            .cast::<SlotMeta>()
+            .cast_mut()
+    }
+
+    // signal-context: async-signal-safe: pointer arithmetic only
+    /// The first frame of `slot` (`slot < slots`), with the provenance of
+    /// the whole array of `slots * depth` cells.
     fn slot_frames(&self, slot: usize) -> *mut usize {
-        // SAFETY: [local-memory] `slot < self.slots`, so `slot * depth` is inside the
-        // array of `slots * depth` cells.
-        UnsafeCell::raw_get(unsafe { self.frames.as_ptr().add(slot * self.depth) })
+        // `UnsafeCell<T>` has the layout of `T`.
+        self.frames
+            .as_ptr()
+            .wrapping_add(slot.wrapping_mul(self.depth))
+            .cast::<usize>()
+            .cast_mut()
     }
 
     /// Forgets what the ring holds (no producer or consumer runs).
