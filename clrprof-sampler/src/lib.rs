@@ -180,7 +180,9 @@ pub struct SamplerConfig {
 /// Which stack source [`Sampler::register`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SourceChoice {
-    /// The runtime's suspension (`SuspendRuntime`), the default for now.
+    /// Signals where the platform has them (Linux on x86-64 and aarch64),
+    /// the runtime's suspension elsewhere (Windows) and where signals
+    /// cannot start.
     #[default]
     Auto,
     /// Signals ([`signal::SignalSource`]), where the platform has them
@@ -545,7 +547,12 @@ impl Sampler {
             }
             Ok(SuspendRuntimeSource::new(config.max_threads))
         };
-        if config.source == SourceChoice::Signals {
+        let signals = match config.source {
+            SourceChoice::Signals => true,
+            SourceChoice::Auto => clrprof::stackwalk::SignalSampling::supported().is_ok(),
+            SourceChoice::SuspendRuntime => false,
+        };
+        if signals {
             if let Err(why) = clrprof::stackwalk::SignalSampling::supported() {
                 // The suspension, and the record says why not signals.
                 let sampler = Self::register_with_source(info, config, names, suspension()?)?;

@@ -2,10 +2,11 @@
 // about 20 %. Prints its own ground truth: how long it ran and the share of
 // time each method got, measured with a Stopwatch.
 // Arguments: [seconds (default 2)] [threads (default 1)].
-// Benchmark mode: `work N [threads]` does a fixed amount of work (N rounds of
-// the loop in Spin, per thread) and prints `elapsed_ns T` (wall time) and,
-// on Linux, `cpu_ns C` (CPU time of the whole process, every thread, over
-// the same part).
+// Benchmark mode: `work N [threads] [idle]` does a fixed amount of work (N
+// rounds of the loop in Spin, per thread), beside `idle` threads (default
+// 0) that wait on one event the whole time, and prints `elapsed_ns T` (wall
+// time) and, on Linux, `cpu_ns C` (CPU time of the whole process, every
+// thread, over the same part).
 // Switch mode: `switch S` runs Spin only for S/2 seconds, then Cold only for
 // S/2 seconds (the hot method changes halfway), and prints
 // `switch_unix_ms T` (when it changed, Unix time in ms).
@@ -125,6 +126,16 @@ namespace Hot
         {
             long rounds = long.Parse(args[1]);
             int threads = args.Length > 2 ? int.Parse(args[2]) : 1;
+            int idle = args.Length > 3 ? int.Parse(args[3]) : 0;
+            var gate = new ManualResetEvent(false);
+            var idlers = new Thread[idle];
+            using var started = new CountdownEvent(idle);
+            for (int t = 0; t < idle; t++)
+            {
+                idlers[t] = new Thread(() => { started.Signal(); gate.WaitOne(); }) { IsBackground = true };
+                idlers[t].Start();
+            }
+            started.Wait();
             FixedWork(1000);
             ProcessCpuNs();
             long cpu0 = ProcessCpuNs();
@@ -140,6 +151,8 @@ namespace Hot
             long cpu1 = ProcessCpuNs();
             Console.WriteLine("elapsed_ns " + ns);
             if (cpu0 >= 0 && cpu1 >= 0) Console.WriteLine("cpu_ns " + (cpu1 - cpu0));
+            gate.Set();
+            foreach (var t in idlers) t.Join();
             return 0;
         }
 

@@ -384,7 +384,17 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new("sampling: CPU time goes to the spinning thread, wall time to both", cpu_and_wall)
             .exclusive(),
         Scenario::new("sampling: signal source, hot method dominates, stacks well formed", hot_method_signals)
-            .also_on(&[clrprof_testing::manifest::ARM64_LEG])
+            .only_on(
+                &[
+                    "linux-x64-3.1",
+                    "linux-x64-8.0",
+                    "linux-x64-9.0",
+                    "linux-x64-10.0",
+                    "linux-x64-11.0",
+                    clrprof_testing::manifest::ARM64_LEG,
+                ],
+                "signal sampling runs on Linux (x86-64 and arm64); the Windows legs sample with the runtime's suspension",
+            )
             .exclusive(),
         Scenario::new("sampling: shadow-stack fallback, hot method dominates, stacks well formed", hot_method_shadow)
             .also_on(&[clrprof_testing::manifest::ARM64_LEG])

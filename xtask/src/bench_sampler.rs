@@ -7,6 +7,13 @@
 //! Options: `--leg NAME` (default `linux-x64-8.0`), `--runs N` (default 7,
 //! at least 5), `--rounds N` (work per thread, default 2 000 000),
 //! `--threads N` (default 2). Writes `target/bench/sampler.json`.
+//!
+//! `--idle N[,N...]` measures instead what idle threads cost: the loop on
+//! one thread beside N threads waiting on one event (the `hot` app's
+//! `work` mode), without a profiler, under the sampler with the runtime's
+//! suspension and with signals, each at 100 Hz CPU and wall time (median
+//! of the runs, alternating); with `--rate HZ` another rate. Writes
+//! `target/bench/sampler-idle.json`.
 
 use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, RunSpec};
@@ -15,6 +22,8 @@ use std::time::Duration;
 pub fn main(args: &[String]) -> crate::Result {
     let (mut leg_name, mut runs, mut rounds, mut threads) =
         ("linux-x64-8.0".to_string(), 7usize, 2_000_000u64, 2u32);
+    let mut idle: Option<Vec<usize>> = None;
+    let mut rate = 100u32;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let value = it
@@ -25,11 +34,23 @@ pub fn main(args: &[String]) -> crate::Result {
             "--runs" => runs = value.parse()?,
             "--rounds" => rounds = value.parse()?,
             "--threads" => threads = value.parse()?,
+            "--rate" => rate = value.parse()?,
+            "--idle" => {
+                idle = Some(
+                    value
+                        .split(',')
+                        .map(|n| n.trim().parse::<usize>())
+                        .collect::<Result<_, _>>()?,
+                )
+            }
             other => return Err(format!("bench sampler: unknown option `{other}`").into()),
         }
     }
     if runs < 5 {
         return Err("bench sampler: --runs must be at least 5".into());
+    }
+    if let Some(idle) = idle {
+        return idle_threads(&leg_name, runs, rounds, rate, &idle);
     }
     let setup = Setup::open("sampler", &leg_name)?;
     let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
@@ -220,4 +241,94 @@ fn per_tick_json(runs: &mut [Phases]) -> serde_json::Value {
         "late_ns": med(|p| p.late),
         "thread_cpu_ns": med(|p| p.cpu),
     })
+}
+
+/// `--idle`: the loop's wall time beside `idle` waiting threads, plain and
+/// under each source at `rate`, as ratios to the plain run of the same N.
+fn idle_threads(
+    leg_name: &str,
+    runs: usize,
+    rounds: u64,
+    rate: u32,
+    idle: &[usize],
+) -> crate::Result {
+    let setup = Setup::open("sampler", leg_name)?;
+    let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
+    println!("==> build the sampler example (release)");
+    let profiler = setup.release_profiler("sampler")?;
+    let app = setup.app("tests/apps/hot.cs")?;
+    // (name, source; None = no profiler)
+    let configs: [(&str, Option<&str>); 3] = [
+        ("no-profiler", None),
+        ("suspend-runtime", Some("suspend-runtime")),
+        ("signals", Some("signals")),
+    ];
+    let mut results = serde_json::Map::new();
+    println!("==> {runs} alternating runs per N, the loop of {rounds} rounds on one thread, {rate} Hz, on {leg_name}");
+    for &n in idle {
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut taken: Vec<Vec<u64>> = vec![Vec::new(); configs.len()];
+        for round in 0..runs {
+            for (i, (name, source)) in configs.iter().enumerate() {
+                let work = out_dir
+                    .join("runs/sampler-idle")
+                    .join(n.to_string())
+                    .join(name)
+                    .join(round.to_string());
+                if work.exists() {
+                    std::fs::remove_dir_all(&work)?;
+                }
+                std::fs::create_dir_all(&work)?;
+                let mut spec = RunSpec::new(&app, &work)
+                    .timeout(Duration::from_secs(600))
+                    .env("DOTNET_TieredCompilation", "0")
+                    .env("COMPlus_TieredCompilation", "0");
+                spec.args = vec!["work".into(), rounds.to_string(), "1".into(), n.to_string()];
+                if let Some(source) = source {
+                    spec = spec
+                        .profiler(profiler.clone())
+                        .env("CLRPROF_SAMPLER_RATE", &rate.to_string())
+                        .env("CLRPROF_SAMPLER_SOURCE", source);
+                }
+                let outcome = run_app(leg, runtimes.wine(), &spec)?;
+                outcome.check_exit()?;
+                let ns = elapsed_ns(&outcome)?;
+                if source.is_some() {
+                    let (samples, _) = samples_record(&work.join("records.jsonl.jsonl"))?;
+                    taken[i].push(samples);
+                }
+                println!("  N={n:<5} round {round} {name:<16} {:>9.2} ms", ns / 1e6);
+                times[i].push(ns);
+            }
+        }
+        let med: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+        println!(
+            "  N={n}: plain {:.2} ms, suspend-runtime {:.3}, signals {:.3}",
+            med[0] / 1e6,
+            med[1] / med[0],
+            med[2] / med[0]
+        );
+        results.insert(
+            n.to_string(),
+            serde_json::json!({
+                "plain_ns": med[0],
+                "suspend_runtime_ratio": med[1] / med[0],
+                "signals_ratio": med[2] / med[0],
+                "suspend_runtime_samples": taken[1],
+                "signals_samples": taken[2],
+            }),
+        );
+    }
+    let json = serde_json::json!({
+        "idle": results,
+        "rate_hz": rate,
+        "runtime": leg.version,
+        "leg": leg.name,
+        "runs": runs,
+        "rounds": rounds,
+    });
+    let path = out_dir.join("sampler-idle.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
+    println!("wrote {}", path.display());
+    Ok(())
 }

@@ -86,6 +86,7 @@ mod buffer;
 pub mod codemap;
 pub mod fpwalk;
 mod gate;
+mod leaf;
 pub(crate) mod naming;
 pub mod seeded;
 pub mod signals;

@@ -57,6 +57,7 @@
 use super::buffer::{FrameBuffer, SampleKind};
 use super::codemap::CodeMap;
 use super::fpwalk::{self, StartRegisters};
+use super::leaf;
 use super::naming::{unload_epoch, UnloadFence, UNPLACED};
 use super::threads::{self, Ring, RingKind, ThreadRecord, DEAD, LIVE};
 use super::SamplingThread;
@@ -107,6 +108,11 @@ static HANDLER_MAP: core::sync::atomic::AtomicPtr<CodeMap> =
     core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
 /// Frames put back after an on-stack replacement, by the handler.
 static OSR_RESTORED: AtomicU64 = AtomicU64::new(0);
+/// Callers of managed leaves stopped in a prologue or at `ret`, put back.
+static CALLER_RESTORED: AtomicU64 = AtomicU64::new(0);
+/// Walks that started in native code and went on from a frame record
+/// found above the stack pointer.
+static SCANNED: AtomicU64 = AtomicU64::new(0);
 /// Frames the handler checks for on-stack replacement (the first ones).
 const OSR_FRAMES: usize = 64;
 /// Signals the handler found the interrupted thread in the runtime's fault
@@ -201,6 +207,12 @@ pub struct SignalStats {
     /// Callers of methods moved by on-stack replacement that the handler
     /// put back ([`fpwalk::restore_osr_callers`]).
     pub osr_restored: u64,
+    /// Callers of managed leaves stopped in a prologue or at `ret` that the
+    /// handler put back (see `stackwalk::leaf`).
+    pub caller_restored: u64,
+    /// Walks that began in native code without frame pointers and went on
+    /// from the first managed caller's frame record above the stack pointer.
+    pub scanned: u64,
     /// Signals that came while the thread was in the runtime's fault
     /// handling (`SIGSEGV` blocked): not walked.
     pub in_fault: u64,
@@ -369,6 +381,8 @@ impl SignalSampling {
             off_stack: OFF_STACK.load(Relaxed),
             ring_dropped,
             osr_restored: OSR_RESTORED.load(Relaxed),
+            caller_restored: CALLER_RESTORED.load(Relaxed),
+            scanned: SCANNED.load(Relaxed),
             in_fault: IN_FAULT.load(Relaxed),
             masked_in: MASKED_IN.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
@@ -891,6 +905,23 @@ mod imp {
         }
     }
 
+    // signal-context: async-signal-safe: reads the kernel's context struct; no call
+    /// The link register (arm64; 0 elsewhere).
+    fn link_register(uc: *mut c_void) -> usize {
+        #[cfg(target_arch = "aarch64")]
+        {
+            // SAFETY: [callback-args] the kernel passes the interrupted context as a valid
+            // `ucontext_t` to an SA_SIGINFO handler, for the duration of the call.
+            let uc = unsafe { &*(uc as *const libc::ucontext_t) };
+            uc.uc_mcontext.regs[30] as usize
+        }
+        #[cfg(not(target_arch = "aarch64"))]
+        {
+            let _ = uc;
+            0
+        }
+    }
+
     // signal-context: async-signal-safe: one bit of the kernel's context struct
     /// Whether the interrupted code ran with `SIGSEGV` blocked: inside the
     /// runtime's fault handler (which blocks it while it runs, until it
@@ -962,6 +993,7 @@ mod imp {
             return;
         }
         let regs = registers(uc);
+        let lr = link_register(uc);
         let (lo, hi) = (r.stack_lo.load(Relaxed), r.stack_hi.load(Relaxed));
         if regs.sp < lo || regs.sp >= hi {
             r.off_stack.fetch_add(1, Relaxed);
@@ -985,8 +1017,24 @@ mod imp {
         unsafe {
             (*ring).produce(|meta, frames| {
                 let mut records = [0usize; OSR_FRAMES];
-                let walked = fpwalk::walk_recording(regs, lo, hi, frames, &mut records);
                 let map = HANDLER_MAP.load(SeqCst);
+                let walked = if map.is_null() {
+                    fpwalk::walk_recording(regs, lo, hi, frames, &mut records)
+                } else {
+                    let map = &*map;
+                    let (walked, fix) =
+                        leaf::walk_from_leaf(regs, lr, lo, hi, frames, &mut records, |ip, leaf| {
+                            map.lookup_range(if leaf { ip } else { ip.wrapping_sub(1) })
+                                .map(|(f, start)| (f.0, start))
+                        });
+                    if fix.caller_restored {
+                        CALLER_RESTORED.fetch_add(1, Relaxed);
+                    }
+                    if fix.scanned {
+                        SCANNED.fetch_add(1, Relaxed);
+                    }
+                    walked
+                };
                 if !map.is_null() {
                     let map = &*map;
                     let restored = fpwalk::restore_osr_callers(

@@ -552,6 +552,8 @@ impl Profiler for SamplerProfiler {
                         .num("in_fault", handler.in_fault)
                         .num("ring_dropped", handler.ring_dropped)
                         .num("osr_restored", handler.osr_restored)
+                        .num("caller_restored", handler.caller_restored)
+                        .num("scanned", handler.scanned)
                         .str(
                             "masked_in",
                             &handler
@@ -644,8 +646,10 @@ impl SamplerProfiler {
             return Ok(masks);
         }
         let mut config = SamplerConfig::at(rate());
-        if std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() == Ok("signals") {
-            config.source = clrprof_sampler::SourceChoice::Signals;
+        match std::env::var("CLRPROF_SAMPLER_SOURCE").as_deref() {
+            Ok("signals") => config.source = clrprof_sampler::SourceChoice::Signals,
+            Ok("suspend-runtime") => config.source = clrprof_sampler::SourceChoice::SuspendRuntime,
+            _ => {}
         }
         if let Some(n) = std::env::var("CLRPROF_SAMPLER_WALL_THREADS")
             .ok()
