@@ -332,7 +332,10 @@ impl StackSource for SuspendRuntimeSource {
 pub struct SamplerStats {
     /// Ticks taken.
     pub ticks: u64,
-    /// Stacks recorded.
+    /// Stacks recorded as samples of wall time (every stack of the
+    /// suspension source; the wall-time samples of the signal source, whose
+    /// CPU-time samples are in [`SignalCounters::cpu_samples`]): the
+    /// profile's sample count.
     pub samples: u64,
     /// Threads that could not be walked (destroyed, refused, over the limit).
     pub skipped: u64,
@@ -939,9 +942,11 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 }
                 match sample.kind {
                     // A signal source's samples carry their own weights.
+                    // Counted in the signal counters, not in `samples`: the
+                    // profile's sample count (its `samples` column, the folded
+                    // counts) is of wall-time samples.
                     SampleKind::Cpu => {
                         profile.add_cpu(sample.thread, &stack, sample.weight_ns);
-                        shared.samples.fetch_add(1, Relaxed);
                         continue;
                     }
                     SampleKind::Wall => {
