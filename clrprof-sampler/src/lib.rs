@@ -181,8 +181,9 @@ pub struct SamplerConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SourceChoice {
     /// Signals where the platform has them (Linux on x86-64 and aarch64),
-    /// the runtime's suspension elsewhere (Windows) and where signals
-    /// cannot start.
+    /// the runtime's suspension elsewhere (Windows), where signals cannot
+    /// start, and after an attach (the code compiled before it is in no
+    /// code map).
     #[default]
     Auto,
     /// Signals ([`signal::SignalSource`]), where the platform has them
@@ -550,9 +551,13 @@ impl Sampler {
             }
             Ok(SuspendRuntimeSource::new(config.max_threads))
         };
+        // After an attach the code compiled before it is in no code map:
+        // the suspension names every frame there, so Auto takes it.
         let signals = match config.source {
             SourceChoice::Signals => true,
-            SourceChoice::Auto => clrprof::stackwalk::SignalSampling::supported().is_ok(),
+            SourceChoice::Auto => {
+                clrprof::stackwalk::SignalSampling::supported().is_ok() && !info.is_attached()
+            }
             SourceChoice::SuspendRuntime => false,
         };
         if signals {

@@ -460,7 +460,11 @@ fn app_scenario(app: App) -> Scenario {
             with.duration.as_secs_f64()
         ));
         mismatch_counts(&with.records).none_accepted()?;
-        let families: Vec<&str> = COMMON.iter().chain(app.families).copied().collect();
+        let mut families: Vec<&str> = COMMON.iter().chain(app.families).copied().collect();
+        // Signal sampling beside the suspension, where it runs (Linux).
+        if case.leg().os == Os::Linux {
+            families.push("signal_walk");
+        }
         let callbacks: Vec<&str> = COMMON_CALLBACKS
             .iter()
             .chain(app.callbacks)

@@ -208,7 +208,8 @@ impl CodeMap {
     /// unload events).
     ///
     /// Code compiled before the map was registered (before an attach) is
-    /// not in it. A fence of another runtime (which hears that runtime's
+    /// not in it; after an attach precompiled (ReadyToRun) code is not
+    /// either (`MONITOR_CACHE_SEARCHES` cannot be set then). A fence of another runtime (which hears that runtime's
     /// unloads, not this one's) is refused with [`Error::WrongPartner`](crate::error::Error::WrongPartner).
     // provenance: fence-runtime
     pub fn register(info: &ProfilerInfo, fence: &Arc<UnloadFence>) -> Result<Arc<CodeMap>> {
@@ -226,6 +227,7 @@ impl CodeMap {
         info.register(Arc::new(CodeMapComponent {
             map: Arc::downgrade(&map),
             _hook: hook,
+            attached: info.is_attached(),
         }))?;
         Ok(map)
     }
@@ -522,6 +524,9 @@ struct CodeMapComponent {
     map: Weak<CodeMap>,
     /// Keeps the fence's hook alive as long as the component.
     _hook: Arc<dyn UnloadHook>,
+    /// Loaded by attach: `MONITOR_CACHE_SEARCHES` is not allowed then, and
+    /// precompiled code is placed by the runtime at the leaf only.
+    attached: bool,
 }
 
 impl crate::component::Component for CodeMapComponent {
@@ -530,7 +535,11 @@ impl crate::component::Component for CodeMapComponent {
     }
 
     fn masks(&self) -> EventMasks {
-        (EventMask::MONITOR_JIT_COMPILATION | EventMask::MONITOR_CACHE_SEARCHES).into()
+        if self.attached {
+            EventMask::MONITOR_JIT_COMPILATION.into()
+        } else {
+            (EventMask::MONITOR_JIT_COMPILATION | EventMask::MONITOR_CACHE_SEARCHES).into()
+        }
     }
 
     fn jit_compilation_finished(&self, info: &ProfilerInfo, function: FunctionId<'_>) {
