@@ -494,9 +494,17 @@ fn attach_cycles(case: &Case<'_>) -> CaseResult {
         "output={};detach_after_ms=300",
         trigger.target_path(&run.records)?
     );
+    if case.leg().os == Os::Linux {
+        nothing_of_signals_left(run.pid, "before the first attach")?;
+    }
     for i in 1..=CYCLES {
         attach_retrying(&trigger, run.pid, &profiler, &data)?;
         wait_for_events(&run.records, "detached", i, Duration::from_secs(60))?;
+        // The profiler sampled with signals while attached: after its
+        // detach no SIGPROF handler and no timer of it is left.
+        if case.leg().os == Os::Linux {
+            nothing_of_signals_left(run.pid, &format!("after detach {i}"))?;
+        }
     }
     let records = run.stop_and_check()?;
     let attached = records.iter().filter(|r| r["event"] == "attached").count();
@@ -505,17 +513,23 @@ fn attach_cycles(case: &Case<'_>) -> CaseResult {
     }
     let c = counts(&records)?;
     c.report("attach/detach");
+    let mut families = vec![
+        "function_info",
+        "class_info",
+        "module_info",
+        "names",
+        "stack_walk",
+        "runtime_handle",
+        "enumerations",
+        "suspension",
+    ];
+    // It sampled with signals while attached (Linux): the check after each
+    // detach is not of a handler never installed.
+    if case.leg().os == Os::Linux {
+        families.push("signal_walk");
+    }
     c.require(
-        &[
-            "function_info",
-            "class_info",
-            "module_info",
-            "names",
-            "stack_walk",
-            "runtime_handle",
-            "enumerations",
-            "suspension",
-        ],
+        &families,
         &[
             "profiler_attach_complete",
             "profiler_detach_succeeded",
@@ -524,6 +538,31 @@ fn attach_cycles(case: &Case<'_>) -> CaseResult {
             "sdk_thread_suspension",
         ],
     )
+}
+
+/// No handler of `SIGPROF` (the kernel's `SigCgt` mask of the process) and
+/// no POSIX timer sending it (`/proc/<pid>/timers`) in process `pid`.
+fn nothing_of_signals_left(pid: u32, when: &str) -> CaseResult {
+    const SIGPROF: u32 = 27;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .ok_or("no SigCgt line in /proc/<pid>/status")?;
+    if caught & (1 << (SIGPROF - 1)) != 0 {
+        return Err(format!("{when}: SIGPROF still has a handler (SigCgt {caught:#x})").into());
+    }
+    let timers = std::fs::read_to_string(format!("/proc/{pid}/timers")).unwrap_or_default();
+    let sigprof_timers = timers
+        .lines()
+        .filter(|l| l.starts_with(&format!("signal: {SIGPROF}/")))
+        .count();
+    if sigprof_timers != 0 {
+        return Err(format!("{when}: {sigprof_timers} timers still send SIGPROF").into());
+    }
+    Ok(())
 }
 
 /// The torture profiler under the multiplexer, beside jit-tracer.
