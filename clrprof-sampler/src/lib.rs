@@ -1,7 +1,17 @@
 //! A sampling profiler: stacks of every managed thread, many times a second.
 //!
-//! [`Sampler::start`] starts the SDK's sampling thread
-//! ([`clrprof::stackwalk::spawn_sampling_thread`]). At each tick it
+//! Two sources take the stacks ([`SourceChoice`]):
+//!
+//! - **Signals** (the default on Linux, x86-64 and aarch64;
+//!   [`signal::SignalSource`]): nothing is stopped. Each thread's own
+//!   CPU-time timer interrupts it with `SIGPROF` once per period of *its*
+//!   CPU time, and the SDK's handler takes its stack by frame pointers on
+//!   the thread itself; each tick also asks a bounded number of threads in
+//!   turn for a wall-time sample. A thread that waits costs nothing. See
+//!   [`clrprof::stackwalk::signals`] for the handler's rules and
+//!   [`signal`] for the weights.
+//! - **The runtime's suspension** (Windows, and the fallback; the
+//!   [`SuspendRuntimeSource`]): at each tick the sampling thread
 //!
 //! 1. suspends the runtime (`ICorProfilerInfo10::SuspendRuntime`, .NET Core 3.0+),
 //! 2. lists the managed threads and walks each into a preallocated
@@ -10,6 +20,11 @@
 //! 3. resumes the runtime,
 //! 4. and only then resolves the functions to names through the
 //!    [`NameCache`] and counts each distinct stack, per thread.
+//!
+//! Either way the sampling thread names the frames after the stacks were
+//! taken, under the [`UnloadFence`], and counts them the same way.
+//! [`Sampler::method`] and [`Sampler::method_reason`] say which source runs
+//! and why (e.g. why the signal source fell back to the suspension).
 //!
 //! One suspension serves every thread of a tick. Each distinct `FunctionID`
 //! is named once, the first time it is seen (after the resume); later frames
@@ -29,6 +44,14 @@
 //! walks take a few µs per tick; naming and counting well under one.
 //!
 //! # CPU time
+//!
+//! With the signal source, CPU time is what the threads' CPU-time timers
+//! sample: each sample stands for the timer's interval times one plus its
+//! overruns, so a thread's total is its CPU time to within one interval
+//! (the kernel checks CPU timers at its scheduler tick, 4 ms at Debian's
+//! 250 Hz: at 1 kHz a running thread is sampled about 250 times a second,
+//! each sample weighing its overruns). What follows is the suspension
+//! source's way.
 //!
 //! Wall time is what the sample counts measure: every managed thread is
 //! walked at every tick, running or blocked. Beside it the sampler keeps a
@@ -68,25 +91,23 @@
 //! 0.9 ms. Under Wine the spinner got 1480 ms (3.1) and 610 ms (8.0) of
 //! 2 s on a shared machine, the sleeper 0.
 //!
-//! # Why no signal-based sampling on Linux
+//! # Which source, and why two
 //!
-//! A source that does not suspend the runtime would interrupt each managed
-//! thread with a signal and take its stack in the handler. That cannot be
-//! made sound with this API: `DoStackSnapshot` of another thread needs that
-//! thread stopped by the runtime (on Linux only inside `SuspendRuntime`;
-//! asynchronous and seeded walks are Windows-only), and no profiling-API
-//! call may be made from a signal handler (the runtime takes locks and
-//! allocates inside them, and the interrupted thread may hold those locks).
-//! Walking the stack in the handler without the runtime means following
-//! frame pointers, which jitted code and the runtime's own native frames do
-//! not all keep, so stacks would be wrong without any sign of it; and an
-//! instruction pointer kept for later must be turned into a `FunctionID`
-//! (`GetFunctionFromIP`) after the code it points into may have been
-//! unloaded and its memory reused. Only the interrupted instruction pointer
-//! itself (a profile of leaf functions, without callers) could be kept
-//! sound, by dropping every sample taken before an unload began (the
-//! protocol this sampler uses for names); it would not give the stacks the
-//! outputs here need, so the SDK does not offer a signal-based source.
+//! The suspension stops every managed thread at a safe point at every
+//! tick, running or not: its cost grows with the threads (measured beside
+//! idle threads, `cargo xtask bench sampler --idle`), and the samples land
+//! where the runtime stopped the threads (a GC poll, a loop's back edge),
+//! not where they were running (safepoint bias: the runtime's
+//! `Thread::<PollGC>g__PollGCWorker` as the leaf of a fifth of a
+//! compiler's running samples). Its walks are the runtime's own, exact to
+//! the inlined frame, and it works wherever `SuspendRuntime` does. The
+//! signal source stops nothing, costs only the threads that run, and sees
+//! the threads where they are; its stacks are frame-pointer walks, checked
+//! word by word, named through the SDK's code map
+//! ([`clrprof::stackwalk::CodeMap`]). It falls back to the suspension where
+//! it cannot start (another handler of `SIGPROF`, another runtime of the
+//! process sampling with signals), when another component replaces its
+//! handler, and after an attach (code compiled before it is in no code map).
 //!
 //! Stacks can also come from elsewhere (ELT shadow stacks on runtimes
 //! without `SuspendRuntime`): [`Sampler::register_with_source`] takes any

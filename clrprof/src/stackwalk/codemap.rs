@@ -34,7 +34,7 @@
 //! that do not unload: the map cannot tell, so it lets them all go). So an
 //! entry the map returns names a function that was loaded at the moment of
 //! the look-up; a sample taken before an unload began is dropped by its
-//! reader (its unload epoch, [`unload_epoch`](super::naming::unload_epoch),
+//! reader (its unload epoch, counted by every fence after its hooks,
 //! differs).
 //!
 //! # Look-ups without a lock

@@ -1,6 +1,6 @@
 //! Stack walks: `ICorProfilerInfo2::DoStackSnapshot`, made safe.
 //!
-//! Three kinds of walk, each with its own entry point:
+//! Four kinds of walk, each with its own entry point:
 //!
 //! * **Synchronous** ([`ProfilerInfo::walk_current_thread`]): the calling
 //!   thread walks its own stack, from inside a callback. Works on every
@@ -23,7 +23,19 @@
 //!   what to use instead (tested on both Linux legs). On Windows a profiler that suspended a thread itself can
 //!   also seed the walk with the thread's register context ([`seeded`]).
 //!
-//! Every walk calls a closure once per frame ([`Frame`]): a managed function
+//! * **By signal, on the thread itself** ([`signals`], Linux on x86-64 and
+//!   aarch64): no runtime call at all. A thread interrupted by the SDK's
+//!   `SIGPROF` takes its own stack by frame pointers ([`fpwalk`]), every
+//!   word checked against the stack bounds the thread registry
+//!   ([`threads`]) learned on the thread, into a preallocated ring; the
+//!   sampling thread places the instruction pointers with the [`CodeMap`]
+//!   (every native code version the JIT, ReJIT and ReadyToRun callbacks
+//!   reported, emptied behind the [`UnloadFence`]) and names them like any
+//!   walked frame. The rules of the handler (async-signal-safe, the
+//!   runtime's own signals, blocking calls, fault handling) are in
+//!   [`signals`].
+//!
+//! The runtime's walks call a closure once per frame ([`Frame`]): a managed function
 //! (its `FunctionID`), or a run of unmanaged frames (`FunctionID` 0, which
 //! the SDK reports as [`Frame::function`] `None`). The closure returns
 //! [`Walk::Continue`] or [`Walk::Stop`]; stopping makes the SDK's callback

@@ -6,8 +6,8 @@
 //! to that thread, `SIGEV_THREAD_ID`), or the sampling thread asks it for a
 //! wall-time sample (`rt_tgsigqueueinfo`). The SDK's handler runs on the
 //! interrupted thread and takes its stack by frame pointers
-//! ([`fpwalk`](super::fpwalk)) into the thread's preallocated ring
-//! ([`threads`](super::threads)); the sampling thread later turns the
+//! ([`fpwalk`]) into the thread's preallocated ring
+//! ([`threads`]); the sampling thread later turns the
 //! instruction pointers into functions with the [`CodeMap`] and hands them
 //! to the usual naming ([`UnloadFence::resolve`](super::UnloadFence::resolve)).
 //!
@@ -33,9 +33,35 @@
 //! async-profiler and Datadog's .NET profiler use). Like the runtime's own
 //! handlers, the SDK's is installed with `SA_RESTART`, so the system calls
 //! that restart after a handler do; those that never do (`nanosleep`,
-//! `poll`, `epoll_wait`, `select`, timed waits, see signal(7)) return
-//! `EINTR`, which the runtime and the base library already loop on, since
-//! the runtime's own activation signal interrupts them too.
+//! `poll`, `epoll_wait`, `select`, socket calls with a timeout, see
+//! signal(7)) return `EINTR`, which the runtime and the base library loop on
+//! (`SystemNative_Poll`, `SystemNative_Read`, the PAL's waits and sleeps),
+//! so no `EINTR` reaches the app. A loop that restarts a *relative* timeout
+//! whole (`poll` in `Socket.Poll`, a receive with `ReceiveTimeout`) would
+//! never time out under a signal at every tick (seen: `Socket.Poll` hung),
+//! so a thread blocked in the kernel is interrupted once per blocking
+//! episode: the wall-time turn sees from its CPU clock that it has not run
+//! since its last sample (beyond the restart of its system call) and
+//! counts that sample again instead (`SignalTick::wall_reused`).
+//!
+//! # The runtime's fault handling
+//! The runtime's `SIGSEGV` handler (null references, stack overflow) runs
+//! on the thread's small alternate signal stack; a second signal frame
+//! does not fit there (seen: a null-reference storm at 1 kHz killed the
+//! process at once, the kernel failing to deliver `SIGPROF` on that stack).
+//! So the SDK adds its signal to the mask of every handler installed to run
+//! on an alternate stack, as the runtime does its own activation signal,
+//! and unblocks it again at the thread's `ExceptionThrown` (the runtime
+//! never returns from that handler for a managed exception, and unblocks
+//! only `SIGSEGV`). A signal that still finds `SIGSEGV` blocked in the
+//! interrupted context (the thread inside the fault handler) is not walked.
+//!
+//! # What a frame-pointer walk does not see, and how it is helped
+//! The handler puts back the caller of a method moved by on-stack
+//! replacement (`fpwalk::restore_osr_callers`), of a method caught in its
+//! prologue or at its `ret`, and walks on from the first managed caller's
+//! frame record when the thread was caught in native code without frame
+//! pointers (the C library): see the `leaf` module.
 //!
 //! # When the handler does not walk
 //! - The interrupted stack pointer is not inside the thread's stack: the
@@ -44,6 +70,8 @@
 //!   stack-overflow stack). Counted as `off_stack`.
 //! - The entry is not live, or belongs to another thread (a signal that
 //!   raced the thread's end). Counted as `foreign`.
+//! - `SIGSEGV` is blocked in the interrupted context: the thread is inside
+//!   the runtime's fault handling. Counted as `in_fault`.
 //!
 //! # Stopping
 //! [`SignalSampling::stop`] (also at detach, and when the handler was
@@ -205,7 +233,7 @@ pub struct SignalStats {
     /// Stacks a full ring could not take.
     pub ring_dropped: u64,
     /// Callers of methods moved by on-stack replacement that the handler
-    /// put back ([`fpwalk::restore_osr_callers`]).
+    /// put back (`fpwalk::restore_osr_callers`).
     pub osr_restored: u64,
     /// Callers of managed leaves stopped in a prologue or at `ret` that the
     /// handler put back (see `stackwalk::leaf`).

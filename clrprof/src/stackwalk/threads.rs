@@ -15,7 +15,7 @@
 //! # Memory a handler may touch
 //! Entries live in chunks that are allocated in normal context and never
 //! freed; a signal handler finds its entry by number
-//! ([`record`]), lock-free. An entry is *live* only between its thread's
+//! (`record`), lock-free. An entry is *live* only between its thread's
 //! registration and retirement; a handler announces itself in the entry
 //! (`busy`) before it checks that the entry is live and is its own (its
 //! kernel thread id, its generation), and retirement marks the entry dead
@@ -23,7 +23,7 @@
 //! dead, or the retirement sees the handler and waits for it. The consumer
 //! (the sampling thread) announces itself the same way (`draining`).
 //!
-//! Each entry's ring ([`Ring`]) has one producer (the entry's own thread,
+//! Each entry's ring (`Ring`) has one producer (the entry's own thread,
 //! in the SDK's signal handler, which is never nested with itself: the
 //! signal is blocked while its handler runs) and one consumer (the one
 //! sampling thread that samples with signals).
