@@ -68,10 +68,15 @@ fn compiler(case: &Case<'_>) -> Result<Compiler, Verdict> {
 /// 300 classes of six methods each: loops, try/catch/finally, LINQ with
 /// lambdas, switches and generic collections (13,505 lines).
 fn generated_source() -> String {
+    generated_classes(300)
+}
+
+/// The generated source with `classes` classes (45 lines each).
+pub(crate) fn generated_classes(classes: usize) -> String {
     let mut s = String::from(
         "using System;\nusing System.Collections.Generic;\nusing System.Linq;\nnamespace Gen {\n",
     );
-    for c in 0..300 {
+    for c in 0..classes {
         let _ = writeln!(s, "public class C{c} {{");
         let _ = writeln!(s, "  int f{c}; List<int> xs = new List<int>();");
         for m in 0..6 {

@@ -251,6 +251,107 @@ fn handler_replaced(case: &Case<'_>) -> CaseResult {
     Ok(())
 }
 
+/// Roslyn (the rig's `csc.dll`, not ours, multi-threaded: it compiles
+/// method bodies in parallel, with the server GC) compiling half of the
+/// large program's generated source (6,750 lines), under each source at
+/// 100 Hz.
+/// Of the CPU time the profile holds, the share whose leaf is the runtime's
+/// GC-poll helper (`Thread::<PollGC>g__PollGCWorker`, where a suspension
+/// stops a running thread) must be at most 1 % with signals; the
+/// suspension's share is shown beside it.
+fn no_safepoint_bias(case: &Case<'_>) -> CaseResult {
+    let cache = case.cache_dir();
+    let csc = std::fs::read_dir(cache.join("roslyn"))
+        .map_err(|e| format!("no Roslyn in the cache: {e}"))?
+        .filter_map(|d| d.ok())
+        .map(|d| d.path().join("csc.dll"))
+        .find(|p| p.exists())
+        .ok_or("no roslyn/*/csc.dll in the cache")?;
+    let refs = cache.join("refs").join(&case.leg().version);
+    if !refs.join("System.Runtime.dll").exists() {
+        return Err(Verdict::Skipped(format!(
+            "no reference assemblies at {}",
+            refs.display()
+        )));
+    }
+    let dir = cache.join("large-program");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let source = dir.join("generated-roslyn.cs");
+    // 150 classes, 6,750 lines: half the large program's, a shorter run.
+    std::fs::write(&source, crate::large::generated_classes(150))
+        .map_err(|e| format!("source: {e}"))?;
+    let mut shares = Vec::new();
+    for method in ["signals", "suspend-runtime"] {
+        let mut spec = case
+            .spec(&csc)
+            .profiler(case.profiler("sampler")?)
+            .env("CLRPROF_SAMPLER_SOURCE", method)
+            .env("CLRPROF_SAMPLER_RATE", "100")
+            .timeout(Duration::from_secs(600));
+        let out = spec.work_dir.join("out.dll");
+        spec.args = vec![
+            "-nologo".into(),
+            "-nostdlib".into(),
+            "-target:library".into(),
+            format!("-out:{}", out.display()),
+        ];
+        for r in [
+            "System.Runtime.dll",
+            "System.Collections.dll",
+            "System.Linq.dll",
+        ] {
+            spec.args.push(format!("-r:{}", refs.join(r).display()));
+        }
+        spec.args.push(source.display().to_string());
+        let pprof_path = spec.work_dir.join("records.jsonl.pb.gz");
+        let outcome = case.run(spec)?;
+        outcome.check_exit()?;
+        if !out.exists() {
+            return Err(format!("Roslyn built nothing: {}", outcome.stdout).into());
+        }
+        let gz = std::fs::read(&pprof_path).map_err(|e| format!("no pprof file: {e}"))?;
+        let pb = crate::pprof::decode(&gz)?;
+        let cpu = pb
+            .sample_types
+            .iter()
+            .position(|(t, _)| t == "cpu")
+            .ok_or("no cpu column")?;
+        let (mut total, mut poll) = (0i64, 0i64);
+        for smp in &pb.samples {
+            let ns = smp.values[cpu];
+            total += ns;
+            if smp
+                .frames
+                .last()
+                .is_some_and(|leaf| leaf.contains("<PollGC>g__PollGCWorker"))
+            {
+                poll += ns;
+            }
+        }
+        if total < 100_000_000 {
+            return Err(format!(
+                "{method}: only {} ms of CPU time in the profile",
+                total / 1_000_000
+            )
+            .into());
+        }
+        shares.push((method, poll as f64 / total as f64, total));
+    }
+    println!(
+        "    {}: GC-poll helper as the leaf of {}",
+        case.leg().name,
+        shares
+            .iter()
+            .map(|(m, s, t)| format!("{:.2} % of {} ms of CPU ({m})", s * 100.0, t / 1_000_000))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if shares[0].1 > 0.01 {
+        return Err(format!("safepoint bias with signals: {:.2} %", shares[0].1 * 100.0).into());
+    }
+    Ok(())
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     let why = "signal sampling runs on Linux (x86-64 and arm64)";
     vec![
@@ -274,5 +375,14 @@ pub fn scenarios() -> Vec<Scenario> {
             handler_replaced,
         )
         .only_on(&LINUX, why),
+        Scenario::new(
+            "signal sampling: no safepoint bias: Roslyn compiling 6,750 lines in parallel, the GC-poll helper the leaf of at most 1 % of the CPU time",
+            no_safepoint_bias,
+        )
+        .only_on(
+            &["linux-x64-10.0"],
+            "one leg, the newest LTS (the rig's Roslyn runs on .NET 10 and later), keeps the CI time of two compiles low",
+        )
+        .exclusive(),
     ]
 }
