@@ -643,7 +643,7 @@ mod tests {
         components.each("test", |c| c.jit_compilation_finished(&info, f));
         components.each("test", |c| c.jit_cached_function_search_finished(&info, g));
         assert_eq!(map.lookup(0x7010), Some(RawFunctionId(F)), "tier 0");
-        assert_eq!(map.lookup(0xA01f), Some(RawFunctionId(F)), "tier 1");
+        assert_eq!(map.lookup(0xA01F), Some(RawFunctionId(F)), "tier 1");
         assert_eq!(map.lookup(0xB000), Some(RawFunctionId(G)));
         assert_eq!(map.lookup(0xA020), None);
         // Reported again (another tier's callback): nothing twice.

@@ -337,15 +337,6 @@ impl StackBounds {
         })
     }
 
-    /// Bounds made from numbers, for the SDK's tests.
-    #[cfg(test)]
-    pub(crate) fn for_test(lo: usize, hi: usize) -> StackBounds {
-        StackBounds {
-            lo,
-            hi,
-            _this_thread: PhantomData,
-        }
-    }
 }
 
 /// The stack pointer and frame pointer of the calling function.
