@@ -18,6 +18,7 @@ const BENCHES: &[Bench] = &[
     ("memory", crate::bench_memory::main),
     ("wrap", crate::bench_wrap::main),
     ("server", crate::bench_server::main),
+    ("gate", crate::bench_gate::main),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {
