@@ -480,6 +480,7 @@ fn acquire() -> *const ThreadStack {
             let _ = CURRENT.try_with(|c| c.set(ptr));
             // Registers the release at thread exit.
             let _ = RELEASE.try_with(|_| ());
+            super::shadow_stacks_in_use();
             return ptr;
         }
     }
@@ -507,7 +508,11 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
     let frame = function.function().0;
-    let caller_sp = take_entering_caller_sp();
+    let caller_sp = if super::passing_caller_sps() {
+        take_entering_caller_sp()
+    } else {
+        0
+    };
     with_current(|s| s.push(frame, caller_sp));
 }
 
@@ -691,6 +696,9 @@ mod tests {
 
     #[test]
     fn an_enter_above_a_frame_pops_it_as_returned() {
+        // As on a runtime that can suspend frames, once shadow stacks are
+        // in use (the fast path then passes caller stack pointers).
+        super::super::pass_caller_sps_for_tests();
         std::thread::spawn(|| {
             let local = 0u8;
             let base = &local as *const u8 as usize;
