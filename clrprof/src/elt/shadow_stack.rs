@@ -99,6 +99,11 @@ pub struct StackStats {
     /// issue 122488); on earlier runtimes, frames an exception ended while
     /// the profiler did not receive the unwind callbacks.
     pub suspended: u64,
+    /// Of [`suspended`](Self::suspended), the frames popped at an enter
+    /// hook whose caller stack pointer showed they had returned (the ELT
+    /// fast path on a runtime that can suspend frames, .NET 11 and later;
+    /// always 0 elsewhere).
+    pub suspended_at_enter: u64,
 }
 
 /// One thread's stack. Written only by its owner thread.
@@ -115,6 +120,7 @@ struct ThreadStack {
     underflows: AtomicU64,
     mismatches: AtomicU64,
     suspended: AtomicU64,
+    suspended_at_enter: AtomicU64,
     frames: Box<[AtomicUsize]>,
     /// The caller stack pointer of each stored frame (0: unknown) — owner
     /// only.
@@ -139,6 +145,7 @@ impl ThreadStack {
             underflows: AtomicU64::new(0),
             mismatches: AtomicU64::new(0),
             suspended: AtomicU64::new(0),
+            suspended_at_enter: AtomicU64::new(0),
             frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             caller_sps: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
@@ -157,6 +164,7 @@ impl ThreadStack {
             &self.underflows,
             &self.mismatches,
             &self.suspended,
+            &self.suspended_at_enter,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -220,10 +228,12 @@ impl ThreadStack {
         }
         if d != depth {
             self.depth.store(d, Ordering::Relaxed);
-            self.suspended.store(
-                self.suspended.load(Ordering::Relaxed) + (depth - d) as u64,
-                Ordering::Relaxed,
-            );
+            for c in [&self.suspended, &self.suspended_at_enter] {
+                c.store(
+                    c.load(Ordering::Relaxed) + (depth - d) as u64,
+                    Ordering::Relaxed,
+                );
+            }
         }
         d
     }
@@ -302,6 +312,7 @@ impl ThreadStack {
             underflows: self.underflows.load(Ordering::Relaxed),
             mismatches: self.mismatches.load(Ordering::Relaxed),
             suspended: self.suspended.load(Ordering::Relaxed),
+            suspended_at_enter: self.suspended_at_enter.load(Ordering::Relaxed),
         }
     }
 
@@ -373,6 +384,7 @@ static RETIRED: Mutex<StackStats> = Mutex::new(StackStats {
     underflows: 0,
     mismatches: 0,
     suspended: 0,
+    suspended_at_enter: 0,
 });
 
 fn add(total: &mut StackStats, st: StackStats) {
@@ -384,6 +396,7 @@ fn add(total: &mut StackStats, st: StackStats) {
     total.underflows += st.underflows;
     total.mismatches += st.mismatches;
     total.suspended += st.suspended;
+    total.suspended_at_enter += st.suspended_at_enter;
 }
 
 /// Gives the thread's stack back to the pool when the thread exits, after
@@ -718,6 +731,7 @@ mod tests {
             let stats = snapshot(current_os_thread(), &mut frames).unwrap();
             assert_eq!(stats.depth, 0);
             assert_eq!((stats.pushes, stats.pops, stats.suspended), (3, 1, 2));
+            assert_eq!(stats.suspended_at_enter, 2);
             assert_eq!((stats.mismatches, stats.underflows), (0, 0));
             // A callee (lower caller stack pointer) keeps its callers; an
             // implausible value (not above this thread's frames) is ignored.

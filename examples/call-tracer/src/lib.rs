@@ -499,6 +499,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("underflows", t.underflows)
                 .num("mismatches", t.mismatches)
                 .num("suspended", t.suspended)
+                .num("suspended_at_enter", t.suspended_at_enter)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
             // The frames still on a stack at the end, by name (a
@@ -526,6 +527,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                     .num("pops", s.pops)
                     .num("unwound", s.unwound)
                     .num("suspended", s.suspended)
+                    .num("suspended_at_enter", s.suspended_at_enter)
                     .raw("left", &left)
                     .write();
             });
