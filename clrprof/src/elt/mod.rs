@@ -632,6 +632,11 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
         self.release_where(info, |id, _| id == function.0);
     }
 
+    // Only with `EltOptions::with_exceptions`: the shadow stacks' unwinds.
+    fn receives_unwinds(&self) -> bool {
+        self.exceptions
+    }
+
     fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
         if self.exceptions {
             shadow_stack::unwind_function_enter(function.to_raw());
