@@ -130,6 +130,12 @@ enum Probe {
     /// The ELT workload with the fast path or WithInfo, with or without
     /// the leave hooks.
     Elt { with_info: bool, leave: bool },
+    /// The ELT workload on the fast path with enter and leave hooks, and
+    /// call-tracer keeping shadow stacks (`CLRPROF_SHADOW=1`), against the
+    /// C profiler's counting: reported, not gated (`--shadow`). On .NET 11
+    /// it includes what runtime-async frames cost every call (the caller
+    /// stack pointers the SDK passes there).
+    EltShadow,
     /// A dispatch workload.
     Dispatch(Workload),
 }
@@ -153,12 +159,14 @@ impl Probe {
                 with_info: true,
                 leave: true,
             } => "elt_withinfo_leave",
+            Probe::EltShadow => "elt_fastpath_shadow",
             Probe::Dispatch(w) => w.name(),
         }
     }
 
     fn goal(self) -> f64 {
         match self {
+            Probe::EltShadow => f64::INFINITY,
             Probe::Dispatch(Workload::ExceptionThrown) => EXCEPTIONS,
             _ => PARITY,
         }
@@ -166,7 +174,7 @@ impl Probe {
 
     fn units(self) -> u64 {
         match self {
-            Probe::Elt { .. } => ELT_CALLS,
+            Probe::Elt { .. } | Probe::EltShadow => ELT_CALLS,
             Probe::Dispatch(Workload::ExceptionThrown) => EXCEPTIONS_THROWN,
             Probe::Dispatch(_) => ALLOCATIONS,
         }
@@ -211,8 +219,13 @@ pub fn main(args: &[String]) -> crate::Result {
     let mut legs: Vec<String> = Vec::new();
     let mut only: Option<String> = None;
     let mut jobs = 2usize;
+    let mut shadow = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--shadow" {
+            shadow = true;
+            continue;
+        }
         let value = it
             .next()
             .ok_or_else(|| format!("bench gate: `{a}` needs a value"))?;
@@ -223,7 +236,7 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("bench gate: unknown option `{other}` {value}").into()),
         }
     }
-    let report = run(&legs, only.as_deref(), jobs.max(1))?;
+    let report = run(&legs, only.as_deref(), jobs.max(1), shadow)?;
     if !report.not_run.is_empty() {
         return Err(format!("bench gate: not run: {}", report.not_run.join("; ")).into());
     }
@@ -238,13 +251,13 @@ pub fn main(args: &[String]) -> crate::Result {
 /// The gate as `cargo xtask test` runs it: every default leg, two jobs.
 /// A missing valgrind or leg is in `not_run` (a failure in strict mode).
 pub(crate) fn run_default() -> crate::Result<Report> {
-    run(&[], None, 2)
+    run(&[], None, 2, false)
 }
 
 /// Measures the rows of `only` (`elt`, `dispatch`, or both) on `legs`
 /// (empty: the defaults), `jobs` callgrind processes at a time, prints
 /// them and writes `target/bench/gate.json`.
-fn run(legs: &[String], only: Option<&str>, jobs: usize) -> crate::Result<Report> {
+fn run(legs: &[String], only: Option<&str>, jobs: usize, shadow: bool) -> crate::Result<Report> {
     let started = Instant::now();
     let mut not_run = Vec::new();
     let valgrind = std::process::Command::new("valgrind")
@@ -287,6 +300,13 @@ fn run(legs: &[String], only: Option<&str>, jobs: usize) -> crate::Result<Report
         }
         plan
     };
+    if shadow {
+        for (_, probes) in plan.iter_mut() {
+            if probes.iter().any(|p| matches!(p, Probe::Elt { .. })) {
+                probes.push(Probe::EltShadow);
+            }
+        }
+    }
     plan.retain(|(_, probes)| !probes.is_empty());
 
     println!("==> build call-tracer, dispatch-profiler (release) and the C yardsticks");
@@ -301,7 +321,9 @@ fn run(legs: &[String], only: Option<&str>, jobs: usize) -> crate::Result<Report
                 continue;
             }
         };
-        let has_elt = probes.iter().any(|p| matches!(p, Probe::Elt { .. }));
+        let has_elt = probes
+            .iter()
+            .any(|p| matches!(p, Probe::Elt { .. } | Probe::EltShadow));
         let has_dispatch = probes.iter().any(|p| matches!(p, Probe::Dispatch(_)));
         let elt = if has_elt {
             let t = match &tracer {
@@ -344,7 +366,7 @@ fn run(legs: &[String], only: Option<&str>, jobs: usize) -> crate::Result<Report
         let mut elt_none_done = false;
         for &probe in &leg.probes {
             for who in [Who::Nobody, Who::C, Who::Clrprof] {
-                if who == Who::Nobody && matches!(probe, Probe::Elt { .. }) {
+                if who == Who::Nobody && matches!(probe, Probe::Elt { .. } | Probe::EltShadow) {
                     if elt_none_done {
                         continue;
                     }
@@ -444,8 +466,16 @@ fn run(legs: &[String], only: Option<&str>, jobs: usize) -> crate::Result<Report
             r.c,
             r.clrprof,
             r.ratio(),
-            r.goal,
-            if r.verdict().is_ok() { "ok" } else { "FAILED" }
+            if r.goal.is_finite() {
+                r.goal.to_string()
+            } else {
+                "-".into()
+            },
+            match (r.verdict().is_ok(), r.goal.is_finite()) {
+                (true, true) => "ok",
+                (true, false) => "(not gated)",
+                (false, _) => "FAILED",
+            }
         );
     }
     println!("gate: {seconds:.0} s");
@@ -486,7 +516,7 @@ fn who_name(who: Who) -> &'static str {
 /// set for every ELT row.
 fn key_row(probe: Probe, who: Who) -> &'static str {
     match (probe, who) {
-        (Probe::Elt { .. }, Who::Nobody) => "elt",
+        (Probe::Elt { .. } | Probe::EltShadow, Who::Nobody) => "elt",
         _ => probe.row(),
     }
 }
@@ -519,7 +549,10 @@ impl LegSetup {
             .join(&self.base.leg.name)
             .join(format!("{}-{}-{n}", key_row(probe, who), who_name(who)));
         let result = match probe {
-            Probe::Elt { with_info, leave } => self.measure_elt(with_info, leave, who, n, &work),
+            Probe::Elt { with_info, leave } => {
+                self.measure_elt(with_info, leave, false, who, n, &work)
+            }
+            Probe::EltShadow => self.measure_elt(false, true, true, who, n, &work),
             Probe::Dispatch(w) => self.measure_dispatch(w, who, n, &work),
         };
         // The profile itself is not needed, only its total.
@@ -531,6 +564,7 @@ impl LegSetup {
         &self,
         with_info: bool,
         leave: bool,
+        shadow: bool,
         who: Who,
         calls: u64,
         work: &Path,
@@ -548,7 +582,11 @@ impl LegSetup {
                 leave,
             },
         };
-        let spec = bench_elt::run_spec(&elt.app, work, config, calls, &elt.baseline, &elt.tracer);
+        let mut spec =
+            bench_elt::run_spec(&elt.app, work, config, calls, &elt.baseline, &elt.tracer);
+        if shadow && who == Who::Clrprof {
+            spec = spec.env("CLRPROF_SHADOW", "1");
+        }
         let (outcome, total) = self.base.under_callgrind_marked(spec, work, &self.marker)?;
         bench_elt::check_counted(config, &outcome, calls)?;
         Ok(total)

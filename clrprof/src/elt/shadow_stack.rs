@@ -405,11 +405,11 @@ struct Release;
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let stack = CURRENT
-            .try_with(|c| c.replace(core::ptr::null()))
+        let stack = LOCAL
+            .try_with(|l| l.current.replace(core::ptr::null()))
             .unwrap_or(core::ptr::null());
         if !stack.is_null() {
-            // SAFETY: [local-memory] CURRENT only holds pointers into the pool, which lives
+            // SAFETY: [local-memory] `current` only holds pointers into the pool, which lives
             // for the rest of the process.
             let stack = unsafe { &*stack };
             if let Ok(mut retired) = RETIRED.lock() {
@@ -421,30 +421,47 @@ impl Drop for Release {
     }
 }
 
-thread_local! {
-    static CURRENT: Cell<*const ThreadStack> = const { Cell::new(core::ptr::null()) };
-    static RELEASE: Release = const { Release };
+/// What a thread keeps for its shadow stack, in one thread-local (so the
+/// enter hook's part reaches both with one thread-local access).
+struct Local {
+    /// The thread's stack (null until its first hook).
+    current: Cell<*const ThreadStack>,
     /// The caller stack pointer of the method whose enter hook is running
     /// on this thread (0: none known), set by the SDK's fast-path enter
     /// handler and taken by [`enter`].
-    static ENTERING_CALLER_SP: Cell<usize> = const { Cell::new(0) };
+    entering_caller_sp: Cell<usize>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            current: Cell::new(core::ptr::null()),
+            entering_caller_sp: Cell::new(0),
+        }
+    };
+    static RELEASE: Release = const { Release };
+}
+
+/// The thread's stack, null if it has none yet.
+#[inline(always)]
+fn current() -> *const ThreadStack {
+    LOCAL
+        .try_with(|l| l.current.get())
+        .unwrap_or(core::ptr::null())
 }
 
 /// Records the caller stack pointer the JIT passed to the enter hook now
 /// running on this thread, for the [`enter`] it makes.
 #[inline(always)]
 pub(crate) fn set_entering_caller_sp(caller_sp: usize) {
-    let _ = ENTERING_CALLER_SP.try_with(|c| c.set(caller_sp));
+    let _ = LOCAL.try_with(|l| l.entering_caller_sp.set(caller_sp));
 }
 
-/// Takes the caller stack pointer recorded for the enter hook running on
-/// this thread; 0 when none was, or when the value is not a stack address
-/// above this call (the caller of a method in its prolog is above every
-/// frame of the hook, and within 1 MiB of it: a method's fixed frame at
-/// its prolog is far smaller).
+/// `sp` if it is a stack address above this call, else 0 (the caller of a
+/// method in its prolog is above every frame of the hook, and within 1 MiB
+/// of it: a method's fixed frame at its prolog is far smaller).
 #[inline(always)]
-fn take_entering_caller_sp() -> usize {
-    let sp = ENTERING_CALLER_SP.try_with(|c| c.replace(0)).unwrap_or(0);
+fn plausible_caller_sp(sp: usize) -> usize {
     if sp == 0 {
         return 0;
     }
@@ -490,7 +507,7 @@ fn acquire() -> *const ThreadStack {
         {
             stack.reset();
             let ptr = stack as *const ThreadStack;
-            let _ = CURRENT.try_with(|c| c.set(ptr));
+            let _ = LOCAL.try_with(|l| l.current.set(ptr));
             // Registers the release at thread exit.
             let _ = RELEASE.try_with(|_| ());
             super::shadow_stacks_in_use();
@@ -503,14 +520,14 @@ fn acquire() -> *const ThreadStack {
 
 #[inline(always)]
 fn with_current(f: impl FnOnce(&ThreadStack)) {
-    let mut ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    let mut ptr = current();
     if ptr.is_null() {
         ptr = acquire();
         if ptr.is_null() {
             return;
         }
     }
-    // SAFETY: [local-memory] a non-null CURRENT points into the pool, which is never freed,
+    // SAFETY: [local-memory] a non-null `current` points into the pool, which is never freed,
     // and this thread owns the stack until it exits.
     f(unsafe { &*ptr })
 }
@@ -521,12 +538,28 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
     let frame = function.function().0;
-    let caller_sp = if super::passing_caller_sps() {
-        take_entering_caller_sp()
-    } else {
-        0
-    };
-    with_current(|s| s.push(frame, caller_sp));
+    let passing = super::passing_caller_sps();
+    // The stack and the recorded caller stack pointer (taken: it belongs
+    // to this enter only) in one thread-local access.
+    let (mut ptr, caller_sp) = LOCAL
+        .try_with(|l| {
+            let sp = if passing {
+                l.entering_caller_sp.replace(0)
+            } else {
+                0
+            };
+            (l.current.get(), sp)
+        })
+        .unwrap_or((core::ptr::null(), 0));
+    let caller_sp = plausible_caller_sp(caller_sp);
+    if ptr.is_null() {
+        ptr = acquire();
+        if ptr.is_null() {
+            return;
+        }
+    }
+    // SAFETY: [local-memory] as in `with_current`.
+    unsafe { &*ptr }.push(frame, caller_sp);
 }
 
 /// The leave hook's part: pops the top frame (counting a mismatch if it is
@@ -596,7 +629,7 @@ pub(crate) fn catcher_enter(function: RawFunctionId) {
 
 /// The calling thread's current depth (0 if it has no stack yet).
 pub fn current_depth() -> usize {
-    let ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    let ptr = current();
     if ptr.is_null() {
         return 0;
     }
