@@ -241,7 +241,21 @@ pub(crate) unsafe fn pending_body(
 
 /// The function control each child gets: collects into [`PENDING`].
 #[implement(ICorProfilerFunctionControl)]
-struct ControlProxy;
+pub(crate) struct ControlProxy;
+
+/// Starts (`Some`) or ends (`None`) a fan-out's state on this thread, as
+/// `get_parameters` does around its children (for the unit tests, which
+/// have no child libraries).
+#[cfg(test)]
+pub(crate) fn test_fan_out(call: Option<(ModuleID, mdMethodDef)>) {
+    let _ = PENDING.try_with(|p| {
+        *p.borrow_mut() = call.map(|(module, method)| Pending {
+            module,
+            method,
+            ..Default::default()
+        })
+    });
+}
 
 fn with_pending(f: impl FnOnce(&mut Pending) -> HRESULT) -> HRESULT {
     PENDING
