@@ -408,7 +408,7 @@ static POISONING: Poisoning = Poisoning;
 /// `GetILFunctionBody` gives memory that lives as long as the module.
 #[test]
 fn a_body_read_during_a_rejit_fan_out_outlives_the_next_set() {
-    let (_fake, _shared, proxies) = setup(2);
+    let (_fake, shared, proxies) = setup(2);
     let (module, method) = (0x7000usize, 0x0600_0001u32);
     // Tiny headers: (code size << 2) | 2, then the code.
     let first: Vec<u8> = [vec![(6 << 2) | 2], vec![0x00, 0x00, 0x00, 0x00, 0x16, 0x2a]].concat();
@@ -451,4 +451,10 @@ fn a_body_read_during_a_rejit_fan_out_outlives_the_next_set() {
         &first[..],
         "the body child 2 read was freed under it"
     );
+    // Kept once (the body nobody read is not kept), until the module's
+    // ModuleUnloadFinished reached every child.
+    assert_eq!(shared.rejit.bodies.kept(module), 1);
+    assert_eq!(shared.rejit.bodies.kept(module + 1), 0);
+    shared.rejit.bodies.module_unloaded(module);
+    assert_eq!(shared.rejit.bodies.kept(module), 0);
 }
