@@ -160,4 +160,73 @@ mod tests {
         // PID 1 is not a thread of this process: the kernel refuses.
         assert_eq!(os_thread_cpu_ns(1), None);
     }
+
+    /// Set in the helper process of
+    /// `a_thread_of_another_process_has_no_clock`.
+    #[cfg(windows)]
+    const HELPER: &str = "CLRPROF_SAMPLER_CPU_HELPER";
+
+    /// The helper process: prints the ID of a thread that spins for up to
+    /// 20 s (the test ends the process sooner). Run only as that test's
+    /// child.
+    #[cfg(windows)]
+    #[test]
+    #[ignore = "the helper process of a_thread_of_another_process_has_no_clock"]
+    fn helper_spinning_thread() {
+        use std::io::Write;
+        use std::time::{Duration, Instant};
+        if std::env::var_os(HELPER).is_none() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
+            tx.send(current_tid()).unwrap();
+            let end = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        let mut out = std::io::stdout();
+        // After libtest's "test ... " on the same line.
+        writeln!(out, "helper-tid {tid}").unwrap();
+        out.flush().unwrap();
+        spinner.join().unwrap();
+    }
+
+    /// Windows thread IDs are unique only among the threads that exist, in
+    /// every process: once a thread of this process is gone, its ID can
+    /// name a thread of another process, and `OpenThread` opens that one
+    /// (review 4, route 8). A thread of another process, spinning, must
+    /// have no clock here, as on Linux.
+    #[cfg(windows)]
+    #[test]
+    fn a_thread_of_another_process_has_no_clock() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cpu::tests::helper_spinning_thread",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER, "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let tid: u32 = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.split("helper-tid ").nth(1)?.trim().parse().ok())
+            .expect("the helper printed its thread's ID");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let seen = os_thread_cpu_ns(tid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(seen, None, "the clock of thread {tid} of another process");
+    }
 }
