@@ -8,9 +8,17 @@
 /// `pthread_getcpuclockid` would give, built from the kernel thread ID as
 /// the kernel defines it: `(~tid << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED`),
 /// the scheduler's runtime of the thread, to the nanosecond; the kernel
-/// answers only for threads of the calling process. Windows:
-/// `GetThreadTimes`, in 100 ns units, which the kernel advances at clock
-/// interrupts (about every 15.6 ms unless a timer resolution was asked for).
+/// answers only for threads of the calling process (`lookup_task` in
+/// kernel/time/posix-cpu-timers.c refuses a thread outside the caller's
+/// thread group). Windows: `GetThreadTimes`, in 100 ns units, which the
+/// kernel advances at clock interrupts (about every 15.6 ms unless a timer
+/// resolution was asked for), of the thread `OpenThread` opens for the ID
+/// only if it belongs to this process (`GetProcessIdOfThread`): a thread ID
+/// is unique among the threads that exist in every process, so the ID of a
+/// thread that ended may name a thread of another process, whose time must
+/// not be added to this process's stacks (review 4, route 8). Within this
+/// process an ID reused between a sample and this read gives another of
+/// its threads' clock, once (the sampler's difference of two readings).
 pub(crate) fn os_thread_cpu_ns(os_thread_id: u32) -> Option<u64> {
     if os_thread_id == 0 {
         return None;
@@ -60,6 +68,8 @@ mod imp {
     extern "system" {
         fn OpenThread(access: u32, inherit: i32, thread_id: u32) -> *mut c_void;
         fn CloseHandle(handle: *mut c_void) -> i32;
+        fn GetProcessIdOfThread(thread: *mut c_void) -> u32;
+        fn GetCurrentProcessId() -> u32;
         fn GetThreadTimes(
             thread: *mut c_void,
             creation: *mut FileTime,
@@ -77,10 +87,14 @@ mod imp {
         if h.is_null() {
             return None;
         }
+        // SAFETY: [os-api] an open thread handle with
+        // THREAD_QUERY_LIMITED_INFORMATION, which GetProcessIdOfThread needs;
+        // GetCurrentProcessId takes nothing and cannot fail.
+        let ours = unsafe { GetProcessIdOfThread(h) == GetCurrentProcessId() };
         let (mut c, mut e, mut k, mut u) = Default::default();
         // SAFETY: [os-api] an open thread handle and four local out structs of
         // FILETIME's layout (two u32s).
-        let ok = unsafe { GetThreadTimes(h, &mut c, &mut e, &mut k, &mut u) } != 0;
+        let ok = ours && unsafe { GetThreadTimes(h, &mut c, &mut e, &mut k, &mut u) } != 0;
         // SAFETY: [os-api] the handle from OpenThread above, closed once.
         unsafe { CloseHandle(h) };
         ok.then(|| k.nanos().saturating_add(u.nanos()))
