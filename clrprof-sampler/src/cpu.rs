@@ -242,5 +242,7 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(seen, None, "the clock of thread {tid} of another process");
+        // This process's own threads keep theirs.
+        assert!(os_thread_cpu_ns(current_tid()).is_some());
     }
 }
