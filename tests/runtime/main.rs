@@ -37,6 +37,7 @@ mod review42_mux;
 mod sampling;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
 mod tracers;
@@ -73,6 +74,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())

@@ -12,6 +12,17 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
 
+thread_local! {
+    /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
+    static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread holds a runtime suspension: calls that wait
+/// for the runtime's threads (a forced collection) would wait for ever.
+pub(crate) fn thread_holds_suspension() -> bool {
+    HELD.with(|h| h.get() > 0)
+}
+
 /// The SDK-made thread that may suspend the runtime (rules 1 and 2 of the
 /// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
 /// started, after its first Info call; it cannot be sent elsewhere.
@@ -106,6 +117,7 @@ impl SamplingThread {
             // its first Info call and holds no lock (rules 1, 2, 4).
             check(unsafe { i10.SuspendRuntime() }, CALL)?;
         }
+        HELD.with(|h| h.set(h.get() + 1));
         Ok(RuntimeSuspension {
             live,
             thread: self,
@@ -274,6 +286,52 @@ impl Drop for RuntimeSuspension<'_> {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);
             }
         }
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
+#[cfg(all(test, feature = "fake-runtime"))]
+mod tests {
+    use crate::error::{Error, HRESULT};
+    use crate::testing::fake::FakeRuntime;
+
+    /// Route 7 of the fourth review: a forced collection asked for while
+    /// this thread holds the runtime suspended, through the suspension's
+    /// `info()` or a kept handle, is refused before the runtime is called;
+    /// after the suspension it is made.
+    #[test]
+    fn force_gc_is_refused_while_this_thread_holds_a_suspension() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::with_info_version(10);
+        fake.fail("SuspendRuntime", HRESULT(0));
+        fake.fail("ResumeRuntime", HRESULT(0));
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
+        let handle = unsafe { fake.runtime_handle(false) };
+        let probe = super::spawn_sampling_thread(&handle, "unit-test-forcegc", 0, |thread| {
+            let kept = thread.runtime().clone();
+            let suspension = thread.suspend_runtime().expect("suspended");
+            let via_info = suspension.info().force_gc();
+            let via_kept = kept.force_gc();
+            drop(suspension);
+            (via_info, via_kept, thread.runtime().force_gc())
+        })
+        .unwrap();
+        let (via_info, via_kept, after) = probe.join().unwrap().unwrap();
+        for refused in [via_info, via_kept] {
+            assert!(
+                matches!(&refused, Err(Error::WouldDeadlock { call: "ICorProfilerInfo2::ForceGC", why })
+                    if why.starts_with("this thread holds a runtime suspension")),
+                "{refused:?}"
+            );
+        }
+        after.unwrap();
+        assert_eq!(
+            fake.call_count("ForceGC"),
+            1,
+            "only the call after the suspension"
+        );
     }
 }
 
