@@ -33,9 +33,11 @@ mod provenance;
 mod provisioning;
 mod readers;
 mod review36;
+mod review42_mux;
 mod sampling;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
 mod tracers;
@@ -72,6 +74,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
@@ -90,6 +93,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

@@ -26,6 +26,7 @@ mod msvc;
 mod package;
 mod provenance;
 mod provision;
+mod signals;
 mod test;
 mod toolchain;
 mod workspace;
