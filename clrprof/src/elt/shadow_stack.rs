@@ -36,7 +36,12 @@
 //!   live caller's is always strictly above its callee's, as the stack
 //!   grows down. This also repairs a thread-pool thread on which a resumed
 //!   runtime-async method suspended again, at the next method the thread
-//!   runs, where no hooked caller below ever leaves.
+//!   runs, where no hooked caller below ever leaves. The SDK passes those
+//!   stack pointers only where such frames exist: once a runtime that can
+//!   run runtime-async methods (.NET 11 and later) is on the fast path and
+//!   a thread has taken a shadow stack (see `elt::CallerSpTracking`);
+//!   elsewhere neither the enter hook nor [`enter`] spends anything on
+//!   them. Such pops are counted in [`StackStats::suspended_at_enter`].
 //!
 //! Until then the frame stays on its thread's stack (a runtime-async method
 //! reports nothing when it suspends), so a thread whose last hooked method
