@@ -139,6 +139,7 @@ pub mod event_upload;
 pub mod events;
 mod interner;
 pub mod kinds;
+pub mod labels;
 pub mod pprof;
 mod profile;
 mod shadow;
@@ -786,7 +787,8 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     };
                     stack.push(index);
                 }
-                profile.add(sample.thread, &stack, sample.truncated);
+                let context = sample.context.as_ref();
+                profile.add_n_in_context(sample.thread, &stack, 1, sample.truncated, context);
                 // CPU time: what the thread's OS thread used since the tick
                 // before (nothing at the first sight of a thread).
                 if let Some(&os) = os_threads.get(&sample.thread) {
@@ -794,7 +796,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
                             let used = now.saturating_sub(last);
                             if last_os == os && used > 0 {
-                                profile.add_cpu(sample.thread, &stack, used);
+                                profile.add_cpu_in_context(sample.thread, &stack, used, context);
                             }
                         }
                         cpu_last.insert(sample.thread, (os, now, tick));

@@ -38,6 +38,7 @@ mod scopes;
 mod server;
 mod sxs;
 mod torture;
+mod tracecontext;
 mod tracers;
 mod unload;
 mod versions;
@@ -59,6 +60,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(tracecontext::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())

@@ -279,6 +279,32 @@ fn rss_kib() -> Option<u64> {
     Some(pages * 4)
 }
 
+/// `{"event":"trace-context",...}`: what the trace-context writer (the
+/// managed startup hook) reported, the records the threads wrote into, and
+/// how many samples carried a context.
+fn trace_context_record(out: &JsonLines, labelled_samples: Option<u64>) {
+    use clrprof::context::{self, WriterStatus};
+    let (writer, detail) = match context::writer_status() {
+        Some(WriterStatus::Following(d)) => ("following", d),
+        Some(WriterStatus::Unsupported(d)) => ("unsupported", d),
+        Some(WriterStatus::Failed(d)) => ("failed", d),
+        None => ("none", String::new()),
+    };
+    let stats = context::record_stats();
+    let mut r = out
+        .record("trace-context")
+        .str("writer", writer)
+        .str("detail", &detail)
+        .num("records", stats.allocated as u64)
+        .num("owned", stats.owned as u64)
+        .num("writes", stats.writes)
+        .num("dropped_endpoint_names", context::dropped_endpoint_names());
+    if let Some(n) = labelled_samples {
+        r = r.num("labelled_samples", n);
+    }
+    r.write();
+}
+
 fn period_record(out: &JsonLines, p: &Period) {
     let mut r = out
         .record("period")
@@ -512,6 +538,7 @@ impl Profiler for SamplerProfiler {
                     &result.err().map(|e| e.to_string()).unwrap_or_default(),
                 )
                 .write();
+            trace_context_record(&self.out, None);
         } else if let Some(sampler) = self.sampler.get() {
             let stopped = sampler.stop();
             // After the stop: the counters are final.
@@ -538,6 +565,7 @@ impl Profiler for SamplerProfiler {
                             }
                         }
                     }
+                    trace_context_record(&self.out, Some(profile.labelled_samples()));
                     self.out
                         .record("samples")
                         .str("method", sampler.method())
