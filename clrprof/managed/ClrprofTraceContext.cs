@@ -15,8 +15,9 @@
 //   value changes: on an explicit set, and whenever an execution context is
 //   switched in (an await resuming on a pool thread, Task.Run, a timer) or
 //   out (a pool thread going back to the pool: the value becomes null). It
-//   calls the library's clrprof_context_set_v1 / clrprof_context_clear_v1,
-//   which write the calling thread's record. This path allocates nothing.
+//   writes the calling thread's record, which the library's
+//   clrprof_context_record_v1 handed it at the thread's first change. This
+//   path allocates nothing and calls no native code.
 // - When a local root activity ends, its route (the http.route tag) or
 //   display name is given to clrprof_context_root_endpoint_v1.
 //
@@ -56,9 +57,13 @@ namespace Clrprof.TraceContext
             internal Activity Activity;
         }
 
-        private static delegate* unmanaged[Cdecl]<ulong, ulong, ulong, ulong, uint, uint, void> s_set;
-        private static delegate* unmanaged[Cdecl]<void> s_clear;
+        // clrprof_context_record_v1: the calling thread's record (claimed at the
+        // thread's first call).
+        private static delegate* unmanaged[Cdecl]<byte*> s_record;
         private static delegate* unmanaged[Cdecl]<ulong, char*, UIntPtr, uint> s_endpoint;
+        // This thread's record, once asked for.
+        [ThreadStatic]
+        private static IntPtr t_record;
         private static delegate* unmanaged[Cdecl]<uint, char*, UIntPtr, uint> s_hello;
         private static int s_failed;
         private static AsyncLocal<Ids> s_current;
@@ -76,10 +81,9 @@ namespace Clrprof.TraceContext
                 IntPtr library = Load();
                 if (library == IntPtr.Zero)
                     return;
-                IntPtr h, set, clear, endpoint;
+                IntPtr h, record, endpoint;
                 if (!NativeLibrary.TryGetExport(library, "clrprof_context_hello_v1", out h)
-                    || !NativeLibrary.TryGetExport(library, "clrprof_context_set_v1", out set)
-                    || !NativeLibrary.TryGetExport(library, "clrprof_context_clear_v1", out clear)
+                    || !NativeLibrary.TryGetExport(library, "clrprof_context_record_v1", out record)
                     || !NativeLibrary.TryGetExport(library, "clrprof_context_root_endpoint_v1", out endpoint))
                     return;
                 hello = (delegate* unmanaged[Cdecl]<uint, char*, UIntPtr, uint>)h;
@@ -91,8 +95,7 @@ namespace Clrprof.TraceContext
                         + Environment.Version + " (it came with .NET 7): the trace context is not followed");
                     return;
                 }
-                s_set = (delegate* unmanaged[Cdecl]<ulong, ulong, ulong, ulong, uint, uint, void>)set;
-                s_clear = (delegate* unmanaged[Cdecl]<void>)clear;
+                s_record = (delegate* unmanaged[Cdecl]<byte*>)record;
                 s_endpoint = (delegate* unmanaged[Cdecl]<ulong, char*, UIntPtr, uint>)endpoint;
                 MethodInfo getTag = typeof(Activity).GetMethod("GetTagItem", new[] { typeof(string) });
                 if (getTag != null)
@@ -226,14 +229,36 @@ namespace Clrprof.TraceContext
         }
 
         // Every change of the mirrored value on this thread: an explicit set,
-        // or an execution context switched in or out. Allocates nothing.
+        // or an execution context switched in or out. Writes the thread's
+        // record (clrprof::context::ThreadContextRecord, 64 bytes) under its
+        // sequence counter: counter odd, fields, counter even, each a release
+        // store, so a reader on another thread that sees a field also sees the
+        // odd counter. Only this thread writes its record. Allocates nothing;
+        // the native library is called once per thread, for the record.
         private static void OnValueChanged(AsyncLocalValueChangedArgs<Ids> change)
         {
+            byte* r = (byte*)t_record;
+            if (r == null)
+            {
+                r = s_record();
+                t_record = (IntPtr)r;
+            }
             Ids c = change.CurrentValue;
-            if (c == null)
-                s_clear();
-            else
-                s_set(c.Trace0, c.Trace1, c.Span, c.Root, c.Flags, 0);
+            ref uint seq = ref *(uint*)(r + 28);
+            uint s = seq;
+            Volatile.Write(ref seq, s + 1);
+            Volatile.Write(ref r[24], (byte)0);
+            if (c != null)
+            {
+                Volatile.Write(ref *(ulong*)(r + 0), c.Trace0);
+                Volatile.Write(ref *(ulong*)(r + 8), c.Trace1);
+                Volatile.Write(ref *(ulong*)(r + 16), c.Span);
+                Volatile.Write(ref r[25], (byte)c.Flags);
+                Volatile.Write(ref *(ulong*)(r + 32), c.Root);
+                Volatile.Write(ref *(uint*)(r + 40), 0u);
+                Volatile.Write(ref r[24], (byte)1);
+            }
+            Volatile.Write(ref seq, s + 2);
         }
     }
 }

@@ -49,6 +49,7 @@
 //! | `uint32_t clrprof_context_hello_v1(uint32_t status, const uint16_t* detail, size_t len)` | the writer says whether it follows the context (0), cannot on this runtime (1) or failed (2), with a UTF-16 detail; returns the ABI version (1) |
 //! | `void clrprof_context_set_v1(uint64_t trace_0, uint64_t trace_1, uint64_t span, uint64_t local_root_span, uint32_t trace_flags, uint32_t endpoint)` | the calling thread's context: each id is the native-endian reading of its W3C bytes (`MemoryMarshal.Read<ulong>` of `ActivityTraceId.CopyTo`'s 16 bytes, and so on); all ids zero clears it |
 //! | `void clrprof_context_clear_v1(void)` | no context on the calling thread |
+//! | `ThreadContextRecord* clrprof_context_record_v1(void)` | the calling thread's record, for a writer that writes it directly by its layout and protocol (the startup hook does: no native call per switch) |
 //! | `uint32_t clrprof_context_root_endpoint_v1(uint64_t local_root_span, const uint16_t* name, size_t len)` | names the endpoint of a root span (UTF-16); returns its endpoint index (0 when the table is full) |
 //!
 //! Where this differs from OTEP 4947, and why, is in the book's chapter
@@ -661,6 +662,17 @@ pub extern "C" fn clrprof_context_set_v1(
         trace_flags as u8,
         endpoint,
     );
+}
+
+/// `clrprof_context_record_v1`: the calling thread's record (claimed at the
+/// thread's first call; may allocate then). A writer that writes the record
+/// itself keeps to its layout and protocol ([`ThreadContextRecord`]): only
+/// this thread writes it; the sequence counter at offset 28 is made odd,
+/// then the fields are stored, the valid byte (24) last, then the counter is
+/// made even, every store a release store.
+#[no_mangle]
+pub extern "C" fn clrprof_context_record_v1() -> *const ThreadContextRecord {
+    current_thread_record()
 }
 
 /// `clrprof_context_clear_v1`: no context on the calling thread.

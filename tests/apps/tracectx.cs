@@ -8,7 +8,7 @@
 //   Step3 inside `await Task.Run(...)`;
 //   Step4 after `await Task.Delay(..)` (a timer), inside a child activity.
 // Three loops run requests concurrently for TRACECTX_MS milliseconds (default
-// 1500), then every pool thread idles for 400 ms.
+// 1000), then every pool thread idles for 400 ms.
 //
 // Ground truth: with TRACECTX_IDS=<file>, one line per request,
 //   "request <trace id> <root span id> <child span id>",
@@ -99,7 +99,7 @@ namespace TraceCtx
                 Sample = (ref ActivityCreationOptions<ActivityContext> o) => ActivitySamplingResult.AllDataAndRecorded,
             };
             ActivitySource.AddActivityListener(listener);
-            int ms = int.TryParse(Environment.GetEnvironmentVariable("TRACECTX_MS"), out int m) ? m : 1500;
+            int ms = int.TryParse(Environment.GetEnvironmentVariable("TRACECTX_MS"), out int m) ? m : 1000;
             var clock = Stopwatch.StartNew();
             var loops = new List<Task>();
             for (int i = 0; i < 3; i++)

@@ -207,6 +207,15 @@ fn across_await(case: &Case<'_>) -> CaseResult {
                     .into())
                 }
             };
+            // Every request ended before the profile was written: its root
+            // span's name ("request", no route) is each sample's endpoint.
+            if s.labels.get("trace_endpoint").map(String::as_str) != Some("request") {
+                return Err(format!(
+                    "span {span}'s sample has endpoint {:?}, want the root activity's name \"request\"",
+                    s.labels.get("trace_endpoint")
+                )
+                .into());
+            }
             if trace != Some(&req.trace) || root != Some(&req.root) {
                 return Err(format!(
                     "span {span} of trace {} (root {}) was labelled trace {trace:?}, root {root:?}",

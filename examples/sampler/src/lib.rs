@@ -23,7 +23,8 @@
 //!   see [`clrprof_sampler::SamplerPhases`], and the sampling thread's CPU
 //!   time `thread_cpu_ns`);
 //! - `CLRPROF_SAMPLER_PROFILES`: a comma list of the profiles to take, of
-//!   `cpu`, `wall`, `alloc`, `lock`, `exception` (default `cpu,wall`); each
+//!   `cpu`, `wall`, `alloc`, `lock`, `exception` (default `cpu,wall`;
+//!   `none`: no profile, e.g. to measure the trace context alone); each
 //!   is written beside `CLRPROF_OUTPUT` as `<CLRPROF_OUTPUT>.<kind>.pb.gz`
 //!   (e.g. `out.folded.alloc.pb.gz`), the file of one pprof profile type,
 //!   as backends that file types apart want them. Without `cpu` and `wall`
@@ -226,6 +227,7 @@ fn continuous_config() -> Option<ContinuousConfig> {
 /// `cpu,wall`), or why the list is wrong.
 fn profile_kinds() -> std::result::Result<Vec<ProfileKind>, String> {
     match std::env::var("CLRPROF_SAMPLER_PROFILES") {
+        Ok(list) if list.trim() == "none" => Ok(Vec::new()),
         Ok(list) if !list.trim().is_empty() => ProfileKind::parse_list(&list),
         _ => Ok(vec![ProfileKind::Cpu, ProfileKind::Wall]),
     }
@@ -598,6 +600,9 @@ impl Profiler for SamplerProfiler {
             }
         }
         self.finish_events();
+        if self.sampler.get().is_none() {
+            trace_context_record(&self.out, None);
+        }
         self.out.flush();
     }
 
