@@ -140,6 +140,7 @@ pub mod events;
 mod interner;
 pub mod kinds;
 pub mod labels;
+pub mod otlp;
 pub mod pprof;
 mod profile;
 mod shadow;
@@ -556,6 +557,13 @@ impl Sampler {
         self.shared.stop()
     }
 
+    /// Keeps the time of every sample (and the CPU time each got) beside the
+    /// counts, from the next tick on: what an OTLP export's per-sample
+    /// timestamps need ([`crate::otlp`]).
+    pub fn keep_sample_times(&self, keep: bool) {
+        lock(&self.shared.profile).set_keep_times(keep);
+    }
+
     /// Ends the current period: returns the profile sampled since the last
     /// call (or since sampling started) and goes on with an empty one, which
     /// keeps only the frame names (see [`Profile::take_period`]). The
@@ -762,6 +770,10 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             local_unloads = unloads_before;
         }
         let tick = shared.ticks.load(Relaxed);
+        let tick_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(nanos)
+            .unwrap_or(0);
         shared.fence.resolve(thread, &buffer, |namer| {
             let mut profile = lock(&shared.profile);
             let os_threads = lock(&shared.os_threads);
@@ -791,17 +803,20 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                 profile.add_n_in_context(sample.thread, &stack, 1, sample.truncated, context);
                 // CPU time: what the thread's OS thread used since the tick
                 // before (nothing at the first sight of a thread).
+                let mut cpu_used = 0;
                 if let Some(&os) = os_threads.get(&sample.thread) {
                     if let Some(now) = cpu::os_thread_cpu_ns(os) {
                         if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
                             let used = now.saturating_sub(last);
                             if last_os == os && used > 0 {
                                 profile.add_cpu_in_context(sample.thread, &stack, used, context);
+                                cpu_used = used;
                             }
                         }
                         cpu_last.insert(sample.thread, (os, now, tick));
                     }
                 }
+                profile.add_time(sample.thread, &stack, context, tick_at, cpu_used);
                 shared.samples.fetch_add(1, Relaxed);
             }
             drop(os_threads);

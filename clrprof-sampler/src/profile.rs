@@ -56,6 +56,12 @@ pub struct Profile {
     contexts: Contexts,
     /// How many samples were taken in a trace context.
     labelled: u64,
+    /// Whether each sample's time (and CPU time) is kept, not only counts
+    /// ([`Profile::set_keep_times`]; OTLP's per-sample timestamps).
+    keep_times: bool,
+    /// Per (thread, context tag, stack): (Unix time in ns, CPU ns) of each
+    /// sample, when `keep_times`.
+    times: StackMap<Vec<(u64, u64)>>,
 }
 
 impl Profile {
@@ -183,6 +189,46 @@ impl Profile {
         self.contexts.endpoint(self.contexts.find(context)?)
     }
 
+    /// Keeps (or stops keeping) the time of every sample beside the counts
+    /// (8 + 8 bytes a sample until its period is taken); what OTLP
+    /// profiles' per-sample timestamps need.
+    pub fn set_keep_times(&mut self, keep: bool) {
+        self.keep_times = keep;
+    }
+
+    /// Whether sample times are kept.
+    pub fn keeps_times(&self) -> bool {
+        self.keep_times
+    }
+
+    /// Records when a sample of (`thread`, `stack`, `context`) was taken
+    /// (Unix time in nanoseconds) and the CPU time it was given, if the
+    /// profile keeps times ([`set_keep_times`](Self::set_keep_times)).
+    pub fn add_time(
+        &mut self,
+        thread: RawThreadId,
+        stack: &[u32],
+        context: Option<&TraceContext>,
+        at_unix_nanos: u64,
+        cpu_nanos: u64,
+    ) {
+        if !self.keep_times {
+            return;
+        }
+        let tag = self.contexts.tag(context);
+        self.times
+            .update_tagged(thread, tag, stack, |v| v.push((at_unix_nanos, cpu_nanos)));
+    }
+
+    /// Sample times per (thread, context tag, stack) (for encoders).
+    pub(crate) fn tagged_times(
+        &self,
+    ) -> impl Iterator<Item = (RawThreadId, u32, &[u32], &[(u64, u64)])> {
+        self.times
+            .iter_tagged()
+            .map(|(t, g, s, v)| (t, g, s, v.as_slice()))
+    }
+
     /// Samples taken in a trace context.
     pub fn labelled_samples(&self) -> u64 {
         self.labelled
@@ -304,6 +350,8 @@ impl Profile {
             period_nanos: self.period_nanos,
             contexts: std::mem::take(&mut self.contexts),
             labelled: std::mem::take(&mut self.labelled),
+            keep_times: self.keep_times,
+            times: self.times.take(),
         };
         self.end = None;
         period
