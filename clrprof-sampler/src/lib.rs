@@ -224,6 +224,10 @@ pub struct Tick {
     /// Where the tick's time went, for sources that measure it (zero
     /// otherwise); added up in [`SamplerStats::phases`].
     pub phases: SamplerPhases,
+    /// When the stacks were taken (the `SuspendRuntime` source: once every
+    /// managed thread stood still), where the source knows; else the time
+    /// the sampler counts them at. Each sample's time in OTLP profiles.
+    pub taken_at: Option<std::time::SystemTime>,
 }
 
 /// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
@@ -251,9 +255,12 @@ impl StackSource for SuspendRuntimeSource {
         let t0 = Instant::now();
         let suspension = thread.suspend_runtime()?;
         let t1 = Instant::now();
+        // A vDSO clock read: no lock, no allocation (rule 5).
+        let taken_at = std::time::SystemTime::now();
         suspension.enum_threads(&mut self.threads)?;
         let mut tick = Tick {
             skipped: self.threads.overflow as u64,
+            taken_at: Some(taken_at),
             ..Tick::default()
         };
         for i in 0..self.threads.len() {
@@ -735,7 +742,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         let woke = Instant::now();
         let unloads_before = shared.fence.begin_tick(&mut buffer);
         shared.ticks.fetch_add(1, Relaxed);
-        let mut phases = match source.take(thread, &shared.gate, &mut buffer) {
+        let (mut phases, taken_at) = match source.take(thread, &shared.gate, &mut buffer) {
             Ok(tick) => {
                 shared.skipped.fetch_add(tick.skipped, Relaxed);
                 shared.refused.fetch_add(tick.refused, Relaxed);
@@ -746,7 +753,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         }
                     }
                 }
-                tick.phases
+                (tick.phases, tick.taken_at)
             }
             Err(e) => {
                 shared.failed_ticks.fetch_add(1, Relaxed);
@@ -770,7 +777,8 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             local_unloads = unloads_before;
         }
         let tick = shared.ticks.load(Relaxed);
-        let tick_at = std::time::SystemTime::now()
+        let tick_at = taken_at
+            .unwrap_or_else(std::time::SystemTime::now)
             .duration_since(std::time::UNIX_EPOCH)
             .map(nanos)
             .unwrap_or(0);

@@ -11,7 +11,8 @@
 // 1000), then every pool thread idles for 400 ms.
 //
 // Ground truth: with TRACECTX_IDS=<file>, one line per request,
-//   "request <trace id> <root span id> <child span id>",
+//   "request <trace id> <root span id> <child span id> <root start> <root end>
+//    <child start> <child end>" (Unix time in ns),
 // goes to that file (ids are random, so they stay out of stdout). Stdout is
 // the same in every run: "requests ok" and the step counts are checked, not
 // printed, so the output does not depend on timing.
@@ -61,9 +62,18 @@ namespace TraceCtx
                 Interlocked.Increment(ref bad);
         }
 
+        // Unix time in nanoseconds of an activity's start and end.
+        static string Times(Activity a)
+        {
+            long start = (a.StartTimeUtc - new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc)).Ticks * 100;
+            return start + " " + (start + a.Duration.Ticks * 100);
+        }
+
         static async Task Request()
         {
-            using (Activity root = Source.StartActivity("request"))
+            Activity root;
+            Activity c;
+            using (root = Source.StartActivity("request"))
             {
                 Check(root);
                 Step1(3);
@@ -72,17 +82,16 @@ namespace TraceCtx
                 Step2(3);
                 await Task.Run(() => { Check(root); Step3(3); });
                 await Task.Delay(2);
-                string child;
-                using (Activity c = Source.StartActivity("child"))
+                using (c = Source.StartActivity("child"))
                 {
                     Check(c);
                     Step4(3);
-                    child = c.SpanId.ToHexString();
                 }
                 Check(root);
-                lock (Ids)
-                    Ids.Add("request " + root.TraceId.ToHexString() + " " + root.SpanId.ToHexString() + " " + child);
             }
+            lock (Ids)
+                Ids.Add("request " + root.TraceId.ToHexString() + " " + root.SpanId.ToHexString() + " "
+                    + c.SpanId.ToHexString() + " " + Times(root) + " " + Times(c));
         }
 
         static async Task Loop(Stopwatch clock, int ms)

@@ -82,6 +82,7 @@ use clrprof::{ClassId, ObjectId};
 use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
 use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
 use clrprof_sampler::kinds;
+use clrprof_sampler::otlp::{OtlpConfig, OtlpExport};
 use clrprof_sampler::{
     Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
 };
@@ -116,6 +117,8 @@ pub struct SamplerProfiler {
     runtime: OnceLock<String>,
     /// Continuous mode of the event profiles, when configured.
     event_continuous: OnceLock<EventContinuous>,
+    /// The OTLP profiles export (`CLRPROF_SAMPLER_OTLP=1`), when configured.
+    otlp: OnceLock<OtlpExport>,
 }
 
 impl Default for SamplerProfiler {
@@ -140,6 +143,7 @@ impl Default for SamplerProfiler {
             events: OnceLock::new(),
             runtime: OnceLock::new(),
             event_continuous: OnceLock::new(),
+            otlp: OnceLock::new(),
         }
     }
 }
@@ -180,8 +184,48 @@ fn rate() -> u32 {
         .unwrap_or(1000)
 }
 
+/// Whether the periods go out as OTLP profiles (`CLRPROF_SAMPLER_OTLP=1`)
+/// instead of the continuous mode's pprof.
+fn otlp_wanted() -> bool {
+    std::env::var("CLRPROF_SAMPLER_OTLP").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The period of the continuous modes (`CLRPROF_SAMPLER_CONTINUOUS_EVERY`
+/// seconds, default 60).
+fn period() -> std::time::Duration {
+    std::env::var("CLRPROF_SAMPLER_CONTINUOUS_EVERY")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .unwrap_or(std::time::Duration::from_secs(60))
+}
+
+/// The OTLP export's configuration: OpenTelemetry's environment
+/// (`OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`),
+/// the period and the retries and queue of the continuous mode's variables.
+fn otlp_config(runtime: Option<&str>) -> std::result::Result<OtlpConfig, String> {
+    let mut config = OtlpConfig::from_env(&|name| std::env::var(name).ok(), runtime, period())?;
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_RETRIES").and_then(|v| v.trim().parse().ok()) {
+        config.upload.retries = n;
+    }
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_QUEUE").and_then(|v| v.trim().parse().ok()) {
+        config.upload.queue = n;
+    }
+    config.upload.ca_file = var("CLRPROF_SAMPLER_CONTINUOUS_CA").map(Into::into);
+    // Never longer than a period: a hanging endpoint delays no period by more than one.
+    config.timeout = config
+        .timeout
+        .min(config.every.max(std::time::Duration::from_secs(1)));
+    Ok(config)
+}
+
 /// The continuous mode's configuration from the environment, if it is on.
 fn continuous_config() -> Option<ContinuousConfig> {
+    if otlp_wanted() {
+        return None;
+    }
     let mut config = if let Some(dir) = std::env::var_os("CLRPROF_SAMPLER_CONTINUOUS_DIR") {
         ContinuousConfig::to_directory(dir)
     } else {
@@ -494,7 +538,11 @@ impl Profiler for SamplerProfiler {
             )
             .str("unavailable", &unavailable)
             .write();
-        self.initialize_sampler(info, &kinds, masks)
+        let masks = self.initialize_sampler(info, &kinds, masks)?;
+        if otlp_wanted() {
+            self.start_otlp(&kinds);
+        }
+        Ok(masks)
     }
     // ANCHOR_END: initialize
 
@@ -522,6 +570,20 @@ impl Profiler for SamplerProfiler {
     // at process exit, or already ended by Windows): nothing here waits
     // longer than the SDK's bounded stop.
     fn finish(&self) {
+        if let Some(otlp) = self.otlp.get() {
+            let s = otlp.finish();
+            self.out
+                .record("otlp")
+                .num("periods", s.periods)
+                .num("delivered", s.delivered)
+                .num("dropped", s.dropped)
+                .num("retries", s.retries)
+                .num("rejected_profiles", s.rejected_profiles)
+                .write();
+            trace_context_record(&self.out, None);
+            self.out.flush();
+            return;
+        }
         if let (Some(sampler), Some(continuous)) = (self.sampler.get(), self.continuous.get()) {
             let result = continuous.finish();
             let stats = sampler.stats();
@@ -626,6 +688,44 @@ impl Profiler for SamplerProfiler {
 }
 
 impl SamplerProfiler {
+    /// The OTLP profiles export of the sampler's and the event profiles'
+    /// periods; a record says why when it cannot start.
+    fn start_otlp(&self, kinds: &[ProfileKind]) {
+        let config = match otlp_config(self.runtime.get().map(String::as_str)) {
+            Ok(c) => c,
+            Err(e) => {
+                self.out.record("otlp").str("error", &e).write();
+                return;
+            }
+        };
+        let url = config.url.clone();
+        let out = self.out.clone();
+        let observer: clrprof_sampler::otlp::OtlpObserver =
+            Arc::new(move |index, bytes, result| {
+                let r = out
+                    .record("otlp-period")
+                    .num("index", index)
+                    .num("bytes", bytes as u64);
+                match result {
+                    Ok(to) => r.bool("ok", true).str("to", to).write(),
+                    Err(e) => r.bool("ok", false).str("error", e).write(),
+                }
+            });
+        match OtlpExport::start(
+            self.sampler.get().cloned(),
+            self.events.get().cloned(),
+            kinds,
+            config,
+            Some(observer),
+        ) {
+            Ok(x) => {
+                self.out.record("otlp").str("url", &url).write();
+                let _ = self.otlp.set(x);
+            }
+            Err(e) => self.out.record("otlp").str("error", &e.to_string()).write(),
+        }
+    }
+
     /// The sampler (CPU and wall time) and its continuous mode, when asked
     /// for: registered in `Initialize`, on top of `masks`.
     fn initialize_sampler(
