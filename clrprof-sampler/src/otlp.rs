@@ -41,6 +41,8 @@
 //! retried, others drop the period (counted).
 
 pub mod proto;
+#[cfg(test)]
+mod text;
 
 use crate::events::{EventProfiles, KindProfile, ProfileKind};
 use crate::upload::{Pending, Uploads};
@@ -516,24 +518,36 @@ pub fn encode(
     period: &PeriodProfiles<'_>,
     resource: &[(String, AttributeValue)],
 ) -> ExportProfilesServiceRequest {
+    encode_with_ids(period, resource, &mut profile_id)
+}
+
+/// [`encode`] with the profile ids `next_id` gives. Tables and samples come
+/// in a fixed order (sorted by thread, context and stack), so one period
+/// always gives the same bytes.
+pub fn encode_with_ids(
+    period: &PeriodProfiles<'_>,
+    resource: &[(String, AttributeValue)],
+    next_id: &mut dyn FnMut() -> Vec<u8>,
+) -> ExportProfilesServiceRequest {
     let mut dict = Dictionary::new();
     let time_unix_nano = nanos_since_epoch(period.start);
     let duration_nano = nanos_since_epoch(period.end).saturating_sub(time_unix_nano);
     let mut profiles = Vec::new();
-    let profile = |dict: &mut Dictionary, ty: (&str, &str), period_ns: i64, samples: Samples| {
-        let sample_type = dict.value_type(ty.0, ty.1);
-        proto::Profile {
-            sample_type: Some(sample_type.clone()),
-            samples: samples.list,
-            time_unix_nano,
-            duration_nano,
-            period_type: Some(sample_type),
-            period: period_ns,
-            profile_id: profile_id(),
-            dropped_attributes_count: 0,
-            attribute_indices: Vec::new(),
-        }
-    };
+    let mut profile =
+        |dict: &mut Dictionary, ty: (&str, &str), period_ns: i64, samples: Samples| {
+            let sample_type = dict.value_type(ty.0, ty.1);
+            proto::Profile {
+                sample_type: Some(sample_type.clone()),
+                samples: samples.list,
+                time_unix_nano,
+                duration_nano,
+                period_type: Some(sample_type),
+                period: period_ns,
+                profile_id: next_id(),
+                dropped_attributes_count: 0,
+                attribute_indices: Vec::new(),
+            }
+        };
     if let Some(p) = period.sampled {
         let names = p.frame_names();
         let stack_of = |dict: &mut Dictionary, stack: &[u32]| -> i32 {
@@ -550,7 +564,9 @@ pub fn encode(
         let period_ns = to_i64(p.period_nanos());
         let (mut cpu, mut wall) = (Samples::default(), Samples::default());
         if p.keeps_times() {
-            for (t, tag, stack, times) in p.tagged_times() {
+            let mut rows: Vec<_> = p.tagged_times().collect();
+            rows.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+            for (t, tag, stack, times) in rows {
                 if stack.is_empty() {
                     continue;
                 }
@@ -568,7 +584,9 @@ pub fn encode(
                 }
             }
         } else {
-            for (t, tag, stack, n) in p.tagged_stacks() {
+            let mut rows: Vec<_> = p.tagged_stacks().collect();
+            rows.sort_unstable();
+            for (t, tag, stack, n) in rows {
                 if stack.is_empty() {
                     continue;
                 }
@@ -576,7 +594,9 @@ pub fn encode(
                 let (attrs, link) = sample_attributes(&mut dict, p, t, tag, &[]);
                 wall.add(s, attrs, link, &[to_i64(n).saturating_mul(period_ns)], &[]);
             }
-            for (t, tag, stack, ns) in p.tagged_cpu() {
+            let mut rows: Vec<_> = p.tagged_cpu().collect();
+            rows.sort_unstable();
+            for (t, tag, stack, ns) in rows {
                 if stack.is_empty() || ns == 0 {
                     continue;
                 }
@@ -593,7 +613,9 @@ pub fn encode(
     for (kind, k) in &period.events {
         let types = kind.sample_types();
         let mut per_type: Vec<Samples> = types.iter().map(|_| Samples::default()).collect();
-        for (ty, stack, values) in k.rows() {
+        let mut rows: Vec<_> = k.rows().collect();
+        rows.sort();
+        for (ty, stack, values) in rows {
             if stack.is_empty() {
                 continue;
             }
@@ -1193,6 +1215,83 @@ mod tests {
         assert_eq!(other.timestamps_unix_nano, [4_000]);
         let exc = &scope.profiles[2].samples[0];
         assert_eq!(exc.values, [3]);
+    }
+
+    /// The request of `tests/data/otlp-request.pb`: the sampled period of
+    /// [`sampled`] and an exception profile, fixed resource and profile ids.
+    fn fixture() -> ExportProfilesServiceRequest {
+        let (p, _) = sampled();
+        let mut exceptions = KindProfile::default();
+        exceptions.add(
+            Some("System.InvalidOperationException"),
+            &["App::Throw", "App::Main"],
+            [3, 0],
+        );
+        let resource = vec![
+            (
+                "service.name".to_string(),
+                AttributeValue::Str("fixture".into()),
+            ),
+            ("process.pid".to_string(), AttributeValue::Int(4242)),
+            (
+                "process.runtime.name".to_string(),
+                AttributeValue::Str(".NET".into()),
+            ),
+            (
+                "process.runtime.version".to_string(),
+                AttributeValue::Str("10.0.15".into()),
+            ),
+            ("host.name".to_string(), AttributeValue::Str("ci".into())),
+        ];
+        let start = UNIX_EPOCH + Duration::from_secs(100);
+        let period = PeriodProfiles {
+            sampled: Some(&p),
+            events: vec![(ProfileKind::Exception, &exceptions)],
+            start,
+            end: start + Duration::from_secs(2),
+        };
+        let mut n = 0u8;
+        let mut r = encode_with_ids(&period, &resource, &mut || {
+            n += 1;
+            vec![n; 16]
+        });
+        // The crate's version stays out of the committed bytes.
+        for sp in &mut r.resource_profiles[0].scope_profiles {
+            if let Some(scope) = &mut sp.scope {
+                scope.version = "fixture".into();
+            }
+        }
+        r
+    }
+
+    const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/otlp-request.pb");
+    const PROTOC_TEXT: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/otlp-request.protoc.txt"
+    );
+
+    /// The committed request is what the encoder gives today, and the SDK's
+    /// own types read it as `protoc --decode` did against the official
+    /// protos of 1.11.0 (recorded once with Debian's protobuf-compiler:
+    /// `CLRPROF_WRITE_OTLP_FIXTURE=1` writes the `.pb`; then
+    /// `protoc --decode=opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest
+    /// -I <opentelemetry-proto checkout> opentelemetry/proto/collector/profiles/v1development/profiles_service.proto
+    /// < otlp-request.pb > otlp-request.protoc.txt`).
+    #[test]
+    fn the_request_reads_as_protoc_decoded_it() {
+        let bytes = fixture().encode_to_vec();
+        if std::env::var_os("CLRPROF_WRITE_OTLP_FIXTURE").is_some() {
+            std::fs::create_dir_all(std::path::Path::new(FIXTURE).parent().unwrap()).unwrap();
+            std::fs::write(FIXTURE, &bytes).unwrap();
+        }
+        let committed = std::fs::read(FIXTURE).unwrap();
+        assert_eq!(
+            bytes, committed,
+            "the encoder no longer gives the committed request"
+        );
+        let ours = text::request(&ExportProfilesServiceRequest::decode(&committed[..]).unwrap());
+        let protoc = std::fs::read_to_string(PROTOC_TEXT).unwrap();
+        assert_eq!(ours, protoc);
     }
 
     /// A one-request-at-a-time HTTP server answering `statuses` in turn;
