@@ -1296,6 +1296,7 @@ mod tests {
 
     /// A one-request-at-a-time HTTP server answering `statuses` in turn;
     /// returns its URL and the requests' (headers, body).
+    #[cfg(feature = "http-upload")]
     fn server(statuses: Vec<u16>) -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
         use std::io::{BufRead, BufReader, Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
