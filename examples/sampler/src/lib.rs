@@ -63,6 +63,20 @@
 //!   and the end a `{"event":"continuous",...}` record; the single-file
 //!   outputs above are not written then.
 //!
+//! - `CLRPROF_SAMPLER_OTLP=1`: the periods go out as OTLP profiles instead
+//!   ([`clrprof_sampler::otlp`]), to OpenTelemetry's
+//!   `OTEL_EXPORTER_OTLP_[PROFILES_]ENDPOINT` with its headers, compression
+//!   and timeout, the resource from `OTEL_SERVICE_NAME` and
+//!   `OTEL_RESOURCE_ATTRIBUTES`; the period, retries and queue are the
+//!   continuous mode's variables. Records `{"event":"otlp-period",...}` per
+//!   period and `{"event":"otlp","periods":N,"delivered":N,...}` at the end.
+//! - trace context: with the SDK's startup hook loaded
+//!   (`DOTNET_STARTUP_HOOKS`, `CLRPROF_CONTEXT_LIBRARY` naming this library;
+//!   `clrprof run --trace-context` sets both), samples carry `trace_id`,
+//!   `span_id`, `local_root_span_id` and `trace_endpoint`; the record
+//!   `{"event":"trace-context","writer":...,"writes":N,"labelled_samples":N}`
+//!   says what the hook reported.
+//!
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
 //! starts sampling at the second module load (the runtime is up and the
