@@ -760,36 +760,44 @@ mod tests {
     #[test]
     fn concurrent_reads_see_whole_contexts_only() {
         // One writer thread, readers on others: every snapshot is one of
-        // the contexts written, never a mix of two.
+        // the contexts written, never a mix of two. The writer goes on until
+        // every reader has read many contexts (on a loaded machine a reader
+        // may start late).
+        use core::sync::atomic::AtomicBool;
         let r: &'static ThreadContextRecord = Box::leak(Box::new(ThreadContextRecord::new()));
-        let stop = Arc::new(core::sync::atomic::AtomicBool::new(false));
+        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let seen: &'static [AtomicU64; 2] =
+            Box::leak(Box::new([AtomicU64::new(0), AtomicU64::new(0)]));
         let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let stop = stop.clone();
+            .map(|k| {
                 std::thread::spawn(move || {
-                    let (mut seen, mut torn) = (0u64, 0u64);
+                    let mut torn = 0u64;
                     while !stop.load(Relaxed) {
                         if let Some(c) = r.snapshot() {
-                            seen += 1;
-                            let n = c.trace_id[0];
-                            if c != ctx(n) {
+                            seen[k].fetch_add(1, Relaxed);
+                            if c != ctx(c.trace_id[0]) {
                                 torn += 1;
                             }
                         }
                     }
-                    (seen, torn)
+                    torn
                 })
             })
             .collect();
-        for i in 0..200_000u32 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut i = 0u32;
+        while seen.iter().any(|s| s.load(Relaxed) < 10_000) && std::time::Instant::now() < deadline
+        {
             let n = (i % 200) as u8 + 1;
             r.write(words(&ctx(n)), 1, u32::from(n));
+            i = i.wrapping_add(1);
         }
         stop.store(true, Relaxed);
-        for h in readers {
-            let (seen, torn) = h.join().unwrap();
-            assert!(seen > 0);
-            assert_eq!(torn, 0, "{torn} torn reads of {seen}");
+        for (k, h) in readers.into_iter().enumerate() {
+            let torn = h.join().unwrap();
+            let n = seen[k].load(Relaxed);
+            assert!(n >= 10_000, "reader {k} read only {n} contexts in 30 s");
+            assert_eq!(torn, 0, "{torn} torn reads of {n}");
         }
     }
 
@@ -837,6 +845,47 @@ mod tests {
             let v = unsafe { clrprof_context_hello_v1(0, detail.as_ptr(), detail.len()) };
             assert_eq!(v, ABI_VERSION);
             assert_eq!(writer_status(), Some(WriterStatus::Following("ok".into())));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The startup hook writes the record itself, by offset (see
+    /// `managed/ClrprofTraceContext.cs`, `OnValueChanged`): the same writes
+    /// here must read back as the context.
+    #[test]
+    fn the_hooks_writes_by_offset_read_back_as_the_context() {
+        std::thread::spawn(|| {
+            let c = ctx(7);
+            let w = words(&c);
+            let r = clrprof_context_record_v1() as *mut u8;
+            // SAFETY: [local-memory] a 64-byte record of a leaked chunk, owned by this thread;
+            // every offset below lies inside it and is aligned for its width.
+            unsafe {
+                let seq = r.add(28) as *mut u32;
+                let s = core::ptr::read_volatile(seq);
+                core::ptr::write_volatile(seq, s + 1);
+                core::ptr::write_volatile(r.add(24), 0);
+                core::ptr::write_volatile(r as *mut u64, w[0]);
+                core::ptr::write_volatile(r.add(8) as *mut u64, w[1]);
+                core::ptr::write_volatile(r.add(16) as *mut u64, w[2]);
+                core::ptr::write_volatile(r.add(25), 1);
+                core::ptr::write_volatile(r.add(32) as *mut u64, w[3]);
+                core::ptr::write_volatile(r.add(40) as *mut u32, 7);
+                core::ptr::write_volatile(r.add(24), 1);
+                core::ptr::write_volatile(seq, s + 2);
+            }
+            assert_eq!(current(), Some(c));
+            // A clear: the valid byte only.
+            // SAFETY: [local-memory] as above.
+            unsafe {
+                let seq = r.add(28) as *mut u32;
+                let s = core::ptr::read_volatile(seq);
+                core::ptr::write_volatile(seq, s + 1);
+                core::ptr::write_volatile(r.add(24), 0);
+                core::ptr::write_volatile(seq, s + 2);
+            }
+            assert_eq!(current(), None);
         })
         .join()
         .unwrap();
