@@ -33,6 +33,7 @@ mod provenance;
 mod provisioning;
 mod readers;
 mod review36;
+mod review42_mux;
 mod sampling;
 mod scopes;
 mod server;
@@ -92,6 +93,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());
