@@ -40,6 +40,7 @@ mod server;
 mod signals;
 mod sxs;
 mod torture;
+mod tracecontext;
 mod tracers;
 mod unload;
 mod versions;
@@ -61,6 +62,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(tracecontext::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())

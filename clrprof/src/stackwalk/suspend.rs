@@ -4,6 +4,7 @@ use super::{
     do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
 };
 use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawThreadId;
 use crate::info::enums::RawProfilerEnum;
 use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
@@ -259,7 +260,10 @@ impl RuntimeSuspension<'_> {
             super::push_frame(buffer, &frame)
         });
         match walked {
-            Ok(Some(_)) => Ok(true),
+            Ok(Some(_)) => {
+                buffer.set_context(self.context_of(list, thread, gate));
+                Ok(true)
+            }
             Ok(None) => {
                 buffer.abandon();
                 Ok(false)
@@ -269,6 +273,36 @@ impl RuntimeSuspension<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+impl RuntimeSuspension<'_> {
+    // provenance: suspension-partners
+    /// The trace context of `thread` (listed in `list` during this
+    /// suspension), read from its OS thread's record ([`crate::context`]):
+    /// `GetThreadInfo` (no lock, any mode) gives the OS thread, the record
+    /// is found and read without allocating or locking. `None` when no
+    /// thread has a record, the thread was destroyed, or it has no context.
+    fn context_of(
+        &self,
+        list: &ThreadList,
+        thread: RawThreadId,
+        gate: &ThreadGate,
+    ) -> Option<crate::context::TraceContext> {
+        if !crate::context::any_records() || list.serial != self.serial {
+            return None;
+        }
+        let _entry = gate.enter(self.thread.walker, thread)?;
+        let info1 = self.thread.info.raw_info1().ok()?;
+        let mut os_thread = 0u32;
+        // SAFETY: [thread-alive, suspension, plain-call] the ID was listed by EnumThreads during this
+        // suspension (the thread store cannot delete a Thread while it is held), and the gate entry
+        // keeps its ThreadDestroyed from returning until the call ends; valid out pointer.
+        let hr = unsafe { info1.GetThreadInfo(thread.0, &mut os_thread) };
+        if hr.0 < 0 {
+            return None;
+        }
+        crate::context::record_of_os_thread(u64::from(os_thread))?.snapshot()
     }
 }
 
