@@ -32,6 +32,7 @@ mod profiles;
 mod provenance;
 mod provisioning;
 mod readers;
+mod reentrancy;
 mod review36;
 mod sampling;
 mod scopes;
@@ -90,6 +91,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(reentrancy::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());
