@@ -940,6 +940,11 @@ impl RuntimeHandle {
                 return Err(refused);
             }
         }
+        // The JIT count ends before the runtime takes a mask without the JIT
+        // events (it compiles unseen from inside the call on), after the
+        // claims in progress landed (`compilations`).
+        let monitors_jit = masks.low.contains(EventMask::MONITOR_JIT_COMPILATION);
+        let change = crate::compilations::mask_change(call, monitors_jit, self.inner.attached)?;
         let hr = if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
             // SAFETY: [plain-call] plain value arguments.
@@ -959,10 +964,7 @@ impl RuntimeHandle {
         check(hr, call)?;
         // IL is replaced at JIT time only while the SDK has seen every
         // compilation (`compilations`).
-        crate::compilations::runtime_mask_set(
-            masks.low.contains(EventMask::MONITOR_JIT_COMPILATION),
-            self.inner.attached,
-        );
+        change.applied();
         Ok(())
     }
 
