@@ -1512,6 +1512,9 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         pFunctionControl: *mut c_void,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback4::GetReJITParameters", |p, info| {
+            // A waited ReJIT request from the handler is refused (it would
+            // make the runtime prepare a version inside this one).
+            let _parameters = crate::il::rejit::InParameters::enter();
             // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed ICorProfilerFunctionControl valid during the call, for the new version of method `methodId` of module `moduleId` (corprof.idl, GetReJITParameters).
             let Some(control) = (unsafe {
                 FunctionControl::from_raw_borrowed(
