@@ -644,6 +644,120 @@ fn mismatch_family(case: &Case<'_>) -> CaseResult {
     }
 }
 
+/// The re-entrancy family's records: per case (attempts, refused,
+/// answered, wrong).
+fn reentrancy_counts(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
+    let mut cases = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r["event"] == "torture_reentrancy")
+    {
+        let e: &mut [u64; 4] = cases
+            .entry(r["case"].as_str().unwrap_or("?").to_string())
+            .or_default();
+        for (i, k) in ["attempts", "refused", "answered", "wrong"]
+            .iter()
+            .enumerate()
+        {
+            e[i] += r[*k].as_u64().unwrap_or(0);
+        }
+    }
+    cases
+}
+
+/// The cases every leg reaches, those that need EventPipe from a profiler
+/// (Info12, .NET 5+), and those that need GC handles (Info13, .NET 7+).
+const REENTRANCY_CASES: &[&str] = &[
+    "claim_table",
+    "wrap_in_claim",
+    "install_in_claim",
+    "mask_in_claim",
+    "elt_records_nested",
+    "elt_records_in_mapper",
+    "rejit_in_rejit",
+];
+const REENTRANCY_EVENTPIPE: &[&str] = &[
+    "write_in_delivery",
+    "relay_runtime_event",
+    "provider_in_delivery",
+    "write_in_provider_created",
+    "stop_in_delivery",
+    "handle_in_handle_created",
+];
+/// The cases whose every attempt must be refused.
+const REENTRANCY_MUST_REFUSE: &[&str] = &[
+    "wrap_in_claim",
+    "install_in_claim",
+    "mask_in_claim",
+    "write_in_delivery",
+    "provider_in_delivery",
+    "write_in_provider_created",
+    "elt_records_nested",
+    "elt_records_in_mapper",
+    "rejit_in_rejit",
+];
+
+/// The re-entrancy family (`TORTURE_REENTRANCY=1`, on the busy app): from
+/// inside each callback every API that could re-enter it or a lock the SDK
+/// holds there; the app unchanged, every case tried, none answered wrong,
+/// the ones that would re-enter without bound refused.
+fn reentrancy_family(case: &Case<'_>) -> CaseResult {
+    let path = case.app("busy")?;
+    let plain = case.run(case.spec(&path))?;
+    plain.check_exit()?;
+    let mut spec = case
+        .spec(&path)
+        .profiler(case.profiler("torture")?)
+        .timeout(Duration::from_secs(120))
+        .env("TORTURE_REENTRANCY", "1");
+    for (k, v) in knobs(case) {
+        spec = spec.env(&k, &v);
+    }
+    let with = case.run(spec)?;
+    same_app(&plain, &with, "the re-entrancy family")?;
+    if !with.bad_records.is_empty() {
+        return Err(format!("invalid records: {:?}", with.bad_records).into());
+    }
+    let cases = reentrancy_counts(&with.records);
+    let shown: Vec<String> = cases
+        .iter()
+        .map(|(c, n)| format!("{c}={}/{}ref/{}ans/{}wrong", n[0], n[1], n[2], n[3]))
+        .collect();
+    eprintln!("    reentrancy: {}", shown.join(" "));
+    let eventpipe = with
+        .runtime_record()
+        .and_then(|r| r["version"].as_str())
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|major| major >= 5);
+    let mut problems = Vec::new();
+    let wanted = REENTRANCY_CASES
+        .iter()
+        .chain(if eventpipe { REENTRANCY_EVENTPIPE } else { &[] });
+    for c in wanted {
+        let [attempts, refused, _, wrong] = cases.get(*c).copied().unwrap_or_default();
+        if attempts == 0 {
+            problems.push(format!("{c}: never tried"));
+        } else if wrong > 0 {
+            problems.push(format!("{c}: {wrong} of {attempts} answered wrong"));
+        } else if REENTRANCY_MUST_REFUSE.contains(c) && refused != attempts {
+            problems.push(format!("{c}: {refused} of {attempts} refused"));
+        } else if *c == "handle_in_handle_created" && refused == 0 {
+            // The profiler's own handles are announced inside CreateHandle.
+            problems.push(format!("{c}: none of {attempts} refused"));
+        }
+    }
+    for (c, n) in &cases {
+        if n[3] > 0 && !problems.iter().any(|p| p.starts_with(c.as_str())) {
+            problems.push(format!("{c}: {} answered wrong", n[3]));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; ").into())
+    }
+}
+
 pub fn scenarios() -> Vec<Scenario> {
     let mut all: Vec<Scenario> = apps().into_iter().map(app_scenario).collect();
     all.push(Scenario::new(
@@ -661,6 +775,13 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "torture: under the multiplexer beside jit-tracer (busy)",
             under_mux,
+        )
+        .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE),
+    );
+    all.push(
+        Scenario::new(
+            "torture: the re-entrancy family, every API that could re-enter its callback or a lock the SDK holds there, called from inside it (busy)",
+            reentrancy_family,
         )
         .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE),
     );
