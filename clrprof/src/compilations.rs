@@ -150,7 +150,7 @@ impl Claims {
         }
     }
 
-    fn table(&self) -> MutexGuard<'_, Table> {
+    fn lock_table(&self) -> MutexGuard<'_, Table> {
         // Plain data, and no code here panics while holding the lock: a
         // poisoned lock is still usable.
         self.table.lock().unwrap_or_else(|p| p.into_inner())
@@ -158,7 +158,7 @@ impl Claims {
 
     /// Waits for the next installation to end (the table unlocked
     /// meanwhile).
-    fn wait<'a>(&'a self, t: MutexGuard<'a, Table>) -> MutexGuard<'a, Table> {
+    fn wait_installed<'a>(&'a self, t: MutexGuard<'a, Table>) -> MutexGuard<'a, Table> {
         self.installed.wait(t).unwrap_or_else(|p| p.into_inner())
     }
 
@@ -187,10 +187,10 @@ impl Claims {
                         .into(),
                 });
             }
-            let mut t = self.table();
+            let mut t = self.lock_table();
             t.ending += 1;
             while t.installing > 0 {
-                t = self.wait(t);
+                t = self.wait_installed(t);
             }
         }
         Ok(MaskChange {
@@ -204,7 +204,7 @@ impl Claims {
     fn compilation_started(&self, function: RawFunctionId, key: Option<MethodKey>) -> Compiling {
         let current = key.and_then(|key| {
             let me = me();
-            let mut t = self.table();
+            let mut t = self.lock_table();
             loop {
                 match t.methods.get(&key).and_then(|m| m.installer) {
                     // This thread is installing the method's body (the
@@ -216,7 +216,7 @@ impl Claims {
                         self.complete.store(2, Ordering::SeqCst);
                         return None;
                     }
-                    Some(_) => t = self.wait(t),
+                    Some(_) => t = self.wait_installed(t),
                     None => break,
                 }
             }
@@ -231,12 +231,12 @@ impl Claims {
 
     fn is_replaced(&self, key: MethodKey) -> bool {
         let me = me();
-        let mut t = self.table();
+        let mut t = self.lock_table();
         loop {
             match t.methods.get(&key) {
                 None => return false,
                 Some(m) => match m.installer {
-                    Some(who) if who != me => t = self.wait(t),
+                    Some(who) if who != me => t = self.wait_installed(t),
                     _ => return m.replaced,
                 },
             }
@@ -250,7 +250,7 @@ impl Claims {
         install: impl FnOnce() -> crate::error::Result<T>,
     ) -> core::result::Result<crate::error::Result<T>, Refusal> {
         {
-            let mut t = self.table();
+            let mut t = self.lock_table();
             let complete = self.complete.load(Ordering::SeqCst) == 1 && t.ending == 0;
             let method = t.methods.entry(key).or_default();
             decide(method, complete, COMPILING.with(Cell::get), key, during)?;
@@ -318,7 +318,7 @@ impl MaskChange<'_> {
 impl Drop for MaskChange<'_> {
     fn drop(&mut self) {
         if self.ends {
-            self.claims.table().ending -= 1;
+            self.claims.lock_table().ending -= 1;
         }
     }
 }
@@ -459,7 +459,7 @@ impl<'a> Claim<'a> {
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         {
-            let mut t = self.claims.table();
+            let mut t = self.claims.lock_table();
             t.installing -= 1;
             if let Some(m) = t.methods.get_mut(&self.key) {
                 m.installer = None;
@@ -632,7 +632,7 @@ mod tests {
         });
         assert!(p.is_err());
         assert!(!c.is_replaced(OTHER));
-        assert_eq!(c.table().installing, 0);
+        assert_eq!(c.lock_table().installing, 0);
         assert_eq!(INSIDE.with(Cell::get), 0);
     }
 
@@ -686,7 +686,7 @@ mod tests {
         assert!(asked.join().unwrap(), "the body was installed");
         // The compilation was counted after the installation: its first.
         assert_eq!(compiled.join().unwrap(), Some((F, KEY, true)));
-        assert_eq!(c.table().methods[&KEY].started, 1);
+        assert_eq!(c.lock_table().methods[&KEY].started, 1);
 
         // An installation that fails: the waiting thread sees no body.
         let (go, t) = claim_in_progress(c, THIRD, false);
