@@ -200,6 +200,7 @@ struct Pending {
 }
 
 thread_local! {
+    // reentrancy: mux-fan-out
     static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
 }
 

@@ -232,6 +232,7 @@ impl<P: Profiler> CallbackObject<P> {
             // which they are and are treated as selected.
             if let Ok(info) = runtime.runtime_information() {
                 crate::exit::note_runtime_major(info.major);
+                // reentrancy: none: `Registry::initialize` is the SDK's runtime registry, not the profiler's `initialize`; the guard is dropped before the block runs
                 if !crate::runtimes::registry().initialize(self.slot, info, P::runtime_policy()) {
                     // Declined: the runtime releases this object and deletes
                     // its Info object next; nothing may call it any more.

@@ -114,11 +114,13 @@ struct Claims {
 static CLAIMS: Claims = Claims::new();
 
 thread_local! {
+    // reentrancy: none: its address names the thread; it holds no state
     /// Its address names this thread (no destructor: always accessible).
     static ME: u8 = const { 0 };
     // reentrancy: claim-table
     /// How many claims this thread is inside (their installations run).
     static INSIDE: Cell<u32> = const { Cell::new(0) };
+    // reentrancy: jit-compilation-scope
     /// The compilation whose `JITCompilationStarted` this thread is in: the
     /// function, its method and whether it is the method's first.
     static COMPILING: Cell<Option<(RawFunctionId, MethodKey, bool)>> = const { Cell::new(None) };
@@ -260,7 +262,6 @@ impl Claims {
         }
         // The table is unlocked: `install` may ask it anything.
         let claim = Claim::enter(self, key);
-        // reentrancy: claim-table
         let result = install();
         if result.is_ok() {
             claim.done();

@@ -166,12 +166,21 @@ struct RulesFile {
     /// The provenance entries (`crate::provenance`).
     #[serde(default)]
     provenance: Vec<crate::provenance::Entry>,
+    /// The re-entrancy entries (`crate::reentrancy`).
+    #[serde(default)]
+    reentrancy: Vec<crate::reentrancy::Entry>,
 }
 
 /// The `[[provenance]]` entries of rules.toml.
 pub fn parse_entries(text: &str) -> crate::Result<Vec<crate::provenance::Entry>> {
     let f: RulesFile = toml::from_str(text).map_err(|e| format!("{RULES}: {e}"))?;
     Ok(f.provenance)
+}
+
+/// The `[[reentrancy]]` entries of rules.toml.
+pub fn parse_reentrancy(text: &str) -> crate::Result<Vec<crate::reentrancy::Entry>> {
+    let f: RulesFile = toml::from_str(text).map_err(|e| format!("{RULES}: {e}"))?;
+    Ok(f.reentrancy)
 }
 
 pub fn parse_rules(text: &str) -> crate::Result<Vec<Rule>> {
@@ -873,6 +882,8 @@ pub struct Inputs {
     pub rules: Vec<Rule>,
     /// The provenance entries.
     pub entries: Vec<crate::provenance::Entry>,
+    /// The re-entrancy entries.
+    pub reentrancy: Vec<crate::reentrancy::Entry>,
     pub tests: TestIndex,
     /// Paths relative to the root.
     pub pending: BTreeSet<String>,
@@ -912,10 +923,12 @@ pub fn generate(root: &Path) -> crate::Result<Report> {
         .map_err(|e| format!("{}: {e}", rules_path.display()))?;
     let rules = parse_rules(&rules_text)?;
     let entries = parse_entries(&rules_text)?;
+    let reentrancy = parse_reentrancy(&rules_text)?;
     let pending = read_pending(&std::fs::read_to_string(root.join(PENDING)).unwrap_or_default());
     Ok(build_report(Inputs {
         rules,
         entries,
+        reentrancy,
         tests: TestIndex::build(root),
         pending,
         files: source_files(root)?,
@@ -937,6 +950,7 @@ pub fn build_report(inputs: Inputs) -> Report {
     let Inputs {
         rules,
         entries,
+        reentrancy,
         tests,
         pending,
         files,
@@ -1110,10 +1124,15 @@ pub fn build_report(inputs: Inputs) -> Report {
         &pending_files,
         (n_files, n_blocks, n_impls, tagged, n_pending),
     );
-    // The provenance section goes after the rules, before the functions.
+    let reentrant = reentrancy_section(&reentrancy, &files, &tests);
+    problems.extend(reentrant.problems);
+    notes.extend(reentrant.notes);
+    // The provenance and re-entrancy sections go after the rules, before
+    // the functions.
+    let sections = format!("{}{}", section.markdown, reentrant.markdown);
     match markdown.find("## Functions\n") {
-        Some(at) => markdown.insert_str(at, &section.markdown),
-        None => markdown.push_str(&section.markdown),
+        Some(at) => markdown.insert_str(at, &sections),
+        None => markdown.push_str(&sections),
     }
     Report {
         markdown,
@@ -1127,6 +1146,36 @@ pub fn build_report(inputs: Inputs) -> Report {
         pending_files,
         rules: rules.len(),
     }
+}
+
+/// The re-entrancy section (`crate::reentrancy`), over the files of its
+/// crates.
+fn reentrancy_section(
+    entries: &[crate::reentrancy::Entry],
+    files: &[(String, String)],
+    tests: &TestIndex,
+) -> crate::reentrancy::Section {
+    let audited: Vec<(String, String)> = files
+        .iter()
+        .filter(|(rel, _)| {
+            crate::reentrancy::SCANNED
+                .iter()
+                .any(|d| rel.starts_with(&format!("{d}/")))
+        })
+        .cloned()
+        .collect();
+    let names = crate::reentrancy::Names::collect(&audited);
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (rel, text) in &audited {
+        match crate::reentrancy::scan(rel, text, &names) {
+            Ok(f) => found.extend(f),
+            Err(e) => problems.push(format!("{rel}: cannot parse: {e}")),
+        }
+    }
+    let mut section = crate::reentrancy::section(RULES, entries, &found, &|t| tests.resolve(t));
+    section.problems.splice(0..0, problems);
+    section
 }
 
 fn rule_links(rules: &BTreeSet<String>) -> String {
@@ -1451,6 +1500,7 @@ keywords = ["cap", "buffer protocol"]
         build_report(Inputs {
             rules: parse_rules(RULES_TOML).unwrap(),
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: pending.iter().map(|s| s.to_string()).collect(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],
@@ -1571,6 +1621,7 @@ fn g() {
         let r = build_report(Inputs {
             rules,
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), TAGGED.into())],
@@ -1601,6 +1652,7 @@ pub fn not_ok(p: *const u8) -> u8 {
         let r = build_report(Inputs {
             rules,
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],

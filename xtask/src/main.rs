@@ -25,6 +25,7 @@ mod msvc;
 mod package;
 mod provenance;
 mod provision;
+mod reentrancy;
 mod test;
 mod toolchain;
 mod workspace;

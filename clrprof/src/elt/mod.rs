@@ -612,9 +612,9 @@ impl<H: EltHooks> EltRuntime<H> {
     /// family: a nested walk hung the application on .NET 10).
     pub fn for_each_function(&self, mut f: impl FnMut(&Hooked<H::Function>)) -> Result<()> {
         const CALL: &str = "EltRuntime::for_each_function";
+        // reentrancy: elt-records
         let map = self.state.records(CALL)?;
         let _holding = Holding::enter(self.state, CALL)?;
-        // reentrancy: elt-records
         for record in map.values() {
             f(&record.entry.hooked);
         }
@@ -631,9 +631,9 @@ impl<H: EltHooks> EltRuntime<H> {
         f: impl FnOnce(&Hooked<H::Function>) -> R,
     ) -> Result<Option<R>> {
         const CALL: &str = "EltRuntime::with_function";
+        // reentrancy: elt-records
         let map = self.state.records(CALL)?;
         let _holding = Holding::enter(self.state, CALL)?;
-        // reentrancy: elt-records
         Ok(map.get(&function.0).map(|r| f(&r.entry.hooked)))
     }
 
@@ -998,6 +998,7 @@ unsafe extern "system" fn map_function<H: EltHooks>(
         let id = unsafe { FunctionId::from_sys(function) };
         let identity = Identity::of(&info, id);
         const CALL: &str = "FunctionIDMapper2";
+        // reentrancy: elt-records
         let Ok(mut mapped) = state.records(CALL) else {
             // The runtime maps no function on a thread inside a closure
             // that holds the records; if it did, the function is not hooked.
@@ -1030,7 +1031,6 @@ unsafe extern "system" fn map_function<H: EltHooks>(
         // The user's mapper runs holding the records: an `EltRuntime` call
         // from it that would lock them again is refused.
         let data = match Holding::enter(state, CALL) {
-            // reentrancy: elt-records
             Ok(_holding) => state.hooks.map_function(&info, id),
             Err(_) => None,
         };

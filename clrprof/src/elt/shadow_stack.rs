@@ -409,8 +409,11 @@ impl Drop for Release {
 }
 
 thread_local! {
+    // reentrancy: none: the pointer to this thread's own shadow stack, set once when the thread first needs it; the hooks run no user code while they change the stack
     static CURRENT: Cell<*const ThreadStack> = const { Cell::new(core::ptr::null()) };
+    // reentrancy: none: no value: its destructor gives the thread's shadow stack back when the thread ends
     static RELEASE: Release = const { Release };
+    // reentrancy: none: a value handed from the fast-path enter handler to the `enter` it makes next, with no other code between
     /// The caller stack pointer of the method whose enter hook is running
     /// on this thread (0: none known), set by the SDK's fast-path enter
     /// handler and taken by [`enter`].
@@ -460,6 +463,7 @@ fn os_thread_id() -> u64 {
     #[cfg(not(any(target_os = "linux", windows)))]
     {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        // reentrancy: none: a number naming the thread, set once
         thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
         ID.with(|id| *id)
     }

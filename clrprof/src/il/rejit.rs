@@ -345,6 +345,7 @@ impl ReJitThread {
         make: impl FnOnce(mpsc::Sender<Result<Vec<HRESULT>>>) -> Job,
     ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
         let (tx, rx) = mpsc::channel();
+        // reentrancy: none: `make` only builds the job from the caller's arguments (an SDK closure)
         let jobs = self
             .jobs
             .lock()

@@ -543,6 +543,7 @@ impl<'s> ProfilerInfo<'s> {
 }
 
 thread_local! {
+    // reentrancy: assembly-loading
     /// How many assembly-load scopes are open on this thread (see
     /// [`AssemblyLoading`]).
     static ASSEMBLY_LOADING: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
