@@ -417,6 +417,19 @@ impl<'s> ProfilerInfo<'s> {
         matches!(self.scope, Scope::NoGc)
     }
 
+    /// `true` where no runtime suspension other than one this scope is part
+    /// of can run until the scope ends: a runtime suspension the profiler
+    /// made, a callback that receives `ObjectID`s (its thread is in
+    /// cooperative mode, so a suspension cannot complete), a GC callback
+    /// and the `RuntimeSuspend*` / `RuntimeResume*` / `RuntimeThread*`
+    /// callbacks (the suspension in progress waits for them).
+    pub(crate) fn suspensions_excluded(&self) -> bool {
+        matches!(
+            self.scope,
+            Scope::NoGc | Scope::Suspended | Scope::GcRelocating
+        )
+    }
+
     /// `true` in the `Initialize` / `InitializeForAttach` scope.
     pub(crate) fn in_initialize(&self) -> bool {
         matches!(self.scope, Scope::Initialize)

@@ -86,7 +86,7 @@ mod buffer;
 mod gate;
 pub(crate) mod naming;
 pub mod seeded;
-mod suspend;
+pub(crate) mod suspend;
 
 pub use buffer::{FrameBuffer, StackSample, ThreadList};
 pub use gate::ThreadGate;
