@@ -22,6 +22,9 @@ use clrprof::ids::{MdMethodDef, RawModuleId};
 use clrprof::testing::fake::FakeRuntime;
 use std::sync::{Arc, Mutex};
 
+/// The answers of the claims made inside the runtime's calls.
+type Seen = Arc<Mutex<Vec<Result<clrprof::Result<()>, Refusal>>>>;
+
 fn key(rid: u32) -> MethodKey {
     (RawModuleId(0x4000), MdMethodDef::from_rid(rid))
 }
@@ -40,7 +43,7 @@ fn no_claim_is_granted_once_the_runtime_takes_a_mask_without_jit_events() {
 
     // Inside the runtime's SetEventMask, as another thread would, once the
     // runtime took the mask (and compiles unseen from now on).
-    let seen: Arc<Mutex<Vec<Result<clrprof::Result<()>, Refusal>>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let inside = seen.clone();
     let mut n = 2;
     fake.on_call(move |_, method| {
