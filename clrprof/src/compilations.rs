@@ -206,15 +206,18 @@ impl Claims {
     fn compilation_started(&self, function: RawFunctionId, key: Option<MethodKey>) -> Compiling {
         let current = key.and_then(|key| {
             let me = me();
+            let inside = INSIDE.with(Cell::get) > 0;
             let mut t = self.lock_table();
             loop {
                 match t.methods.get(&key).and_then(|m| m.installer) {
-                    // This thread is installing the method's body (the
-                    // runtime compiles nothing inside SetILFunctionBody; if
-                    // it did): waiting would never end, and which body this
-                    // compilation reads cannot be told. It goes uncounted:
-                    // the count is incomplete.
-                    Some(who) if who == me => {
+                    // This thread is installing the method's body, or is
+                    // inside a claim of another (the runtime compiles
+                    // nothing inside SetILFunctionBody; if it did): waiting
+                    // would never end (two claims' threads could wait for
+                    // each other), and which body this compilation reads
+                    // cannot be told. It goes uncounted: the count is
+                    // incomplete.
+                    Some(who) if who == me || inside => {
                         self.complete.store(2, Ordering::SeqCst);
                         return None;
                     }
@@ -233,12 +236,15 @@ impl Claims {
 
     fn is_replaced(&self, key: MethodKey) -> bool {
         let me = me();
+        // Inside a claim this thread waits for no other one: two claims'
+        // threads asking for each other's method would wait for each other.
+        let inside = INSIDE.with(Cell::get) > 0;
         let mut t = self.lock_table();
         loop {
             match t.methods.get(&key) {
                 None => return false,
                 Some(m) => match m.installer {
-                    Some(who) if who != me => t = self.wait_installed(t),
+                    Some(who) if who != me && !inside => t = self.wait_installed(t),
                     _ => return m.replaced,
                 },
             }
@@ -366,8 +372,9 @@ pub enum Refusal {
 
 /// Whether `key`'s IL was replaced through a claim. A claim of it in
 /// progress on another thread is waited for (the answer is whether it
-/// installed); on this thread, inside the method's own claim, the method is
-/// being replaced: `true`.
+/// installed), except from inside a claim (two claims' threads asking for
+/// each other's method would wait for each other): there, and inside the
+/// method's own claim, a method being installed is being replaced: `true`.
 pub fn is_replaced(key: MethodKey) -> bool {
     CLAIMS.is_replaced(key)
 }
@@ -386,10 +393,13 @@ pub fn is_replaced(key: MethodKey) -> bool {
 /// refused ([`Error::WouldDeadlock`]). Compilations of the method starting
 /// meanwhile on other threads wait and then read the new body. The
 /// replacement stays when `install` returns `Ok`, and is given back when it
-/// returns `Err` (or panics). A JIT compilation of the method that starts
-/// on this thread inside `install` (the runtime compiles nothing there; if
-/// it did) is not waited for: the count is then no longer complete, and
-/// every later claim is refused ([`Refusal::NotSeen`]).
+/// returns `Err` (or panics). Inside `install` nothing waits for another
+/// claim (two claims' threads could wait for each other): [`is_replaced`]
+/// answers `true` for a method another claim is installing, and a JIT
+/// compilation of a method being installed that starts on this thread (the
+/// runtime compiles nothing there; if it did) goes uncounted: the count is
+/// then no longer complete, and every later claim is refused
+/// ([`Refusal::NotSeen`]).
 pub fn claim<T>(
     key: MethodKey,
     during: Option<RawFunctionId>,
@@ -695,6 +705,53 @@ mod tests {
         go.send(()).unwrap();
         assert!(!t.join().unwrap());
         assert!(!asked.join().unwrap());
+    }
+
+    #[test]
+    fn two_claims_asking_for_each_other_s_method_do_not_wait_for_each_other() {
+        // Inside a claim nothing waits for another thread's claim: A inside
+        // its claim asks about B's method while B, inside its own, asks
+        // about A's (a `wrap` of each other's method does so).
+        let c = fresh();
+        let (a_in, a_rx) = std::sync::mpsc::channel::<()>();
+        let (b_in, b_rx) = std::sync::mpsc::channel::<()>();
+        let a = std::thread::spawn(move || {
+            c.claim(KEY, None, || {
+                a_in.send(()).unwrap();
+                b_rx.recv().unwrap();
+                Ok(c.is_replaced(OTHER))
+            })
+        });
+        let b = std::thread::spawn(move || {
+            c.claim(OTHER, None, || {
+                b_in.send(()).unwrap();
+                a_rx.recv().unwrap();
+                Ok(c.is_replaced(KEY))
+            })
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((a.join().unwrap(), b.join().unwrap()));
+        });
+        let (a, b) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("hung: two claims waited for each other");
+        // Each other's method is being replaced.
+        assert!(matches!(a, Ok(Ok(true))) && matches!(b, Ok(Ok(true))));
+        // A compilation inside a claim of another method being installed
+        // does not wait either: it goes uncounted, and the count ends.
+        let d = fresh();
+        let (go, t) = claim_in_progress(d, KEY, true);
+        let counted = bounded(move || {
+            d.claim(OTHER, None, || {
+                let _scope = d.compilation_started(F, Some(KEY));
+                Ok(COMPILING.with(Cell::get))
+            })
+        });
+        assert!(matches!(counted, Ok(Ok(None))));
+        assert!(!d.counting());
+        go.send(()).unwrap();
+        assert!(t.join().unwrap());
     }
 
     #[test]
