@@ -34,11 +34,14 @@ mod provisioning;
 mod readers;
 mod reentrancy;
 mod review36;
+mod review42_mux;
 mod sampling;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
+mod tracecontext;
 mod tracers;
 mod unload;
 mod versions;
@@ -60,6 +63,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(tracecontext::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())
@@ -73,6 +77,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
@@ -92,6 +97,7 @@ fn main() {
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
         .chain(reentrancy::scenarios())
+        .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

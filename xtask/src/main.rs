@@ -3,6 +3,7 @@
 //! Each command lives in its own module; `main` only dispatches.
 
 mod bench;
+mod bench_context;
 mod bench_dispatch;
 mod bench_elt;
 mod bench_memory;
@@ -26,6 +27,7 @@ mod package;
 mod provenance;
 mod provision;
 mod reentrancy;
+mod signals;
 mod test;
 mod toolchain;
 mod workspace;

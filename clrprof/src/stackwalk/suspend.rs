@@ -4,6 +4,7 @@ use super::{
     do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
 };
 use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawThreadId;
 use crate::info::enums::RawProfilerEnum;
 use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
@@ -11,6 +12,18 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    // reentrancy: suspension-held
+    /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
+    static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread holds a runtime suspension: calls that wait
+/// for the runtime's threads (a forced collection) would wait for ever.
+pub(crate) fn thread_holds_suspension() -> bool {
+    HELD.with(|h| h.get() > 0)
+}
 
 /// The SDK-made thread that may suspend the runtime (rules 1 and 2 of the
 /// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
@@ -106,6 +119,7 @@ impl SamplingThread {
             // its first Info call and holds no lock (rules 1, 2, 4).
             check(unsafe { i10.SuspendRuntime() }, CALL)?;
         }
+        HELD.with(|h| h.set(h.get() + 1));
         Ok(RuntimeSuspension {
             live,
             thread: self,
@@ -247,7 +261,10 @@ impl RuntimeSuspension<'_> {
             super::push_frame(buffer, &frame)
         });
         match walked {
-            Ok(Some(_)) => Ok(true),
+            Ok(Some(_)) => {
+                buffer.set_context(self.context_of(list, thread, gate));
+                Ok(true)
+            }
             Ok(None) => {
                 buffer.abandon();
                 Ok(false)
@@ -257,6 +274,36 @@ impl RuntimeSuspension<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+impl RuntimeSuspension<'_> {
+    // provenance: suspension-partners
+    /// The trace context of `thread` (listed in `list` during this
+    /// suspension), read from its OS thread's record ([`crate::context`]):
+    /// `GetThreadInfo` (no lock, any mode) gives the OS thread, the record
+    /// is found and read without allocating or locking. `None` when no
+    /// thread has a record, the thread was destroyed, or it has no context.
+    fn context_of(
+        &self,
+        list: &ThreadList,
+        thread: RawThreadId,
+        gate: &ThreadGate,
+    ) -> Option<crate::context::TraceContext> {
+        if !crate::context::any_records() || list.serial != self.serial {
+            return None;
+        }
+        let _entry = gate.enter(self.thread.walker, thread)?;
+        let info1 = self.thread.info.raw_info1().ok()?;
+        let mut os_thread = 0u32;
+        // SAFETY: [thread-alive, suspension, plain-call] the ID was listed by EnumThreads during this
+        // suspension (the thread store cannot delete a Thread while it is held), and the gate entry
+        // keeps its ThreadDestroyed from returning until the call ends; valid out pointer.
+        let hr = unsafe { info1.GetThreadInfo(thread.0, &mut os_thread) };
+        if hr.0 < 0 {
+            return None;
+        }
+        crate::context::record_of_os_thread(u64::from(os_thread))?.snapshot()
     }
 }
 
@@ -274,6 +321,52 @@ impl Drop for RuntimeSuspension<'_> {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);
             }
         }
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
+#[cfg(all(test, feature = "fake-runtime"))]
+mod tests {
+    use crate::error::{Error, HRESULT};
+    use crate::testing::fake::FakeRuntime;
+
+    /// Route 7 of the fourth review: a forced collection asked for while
+    /// this thread holds the runtime suspended, through the suspension's
+    /// `info()` or a kept handle, is refused before the runtime is called;
+    /// after the suspension it is made.
+    #[test]
+    fn force_gc_is_refused_while_this_thread_holds_a_suspension() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::with_info_version(10);
+        fake.fail("SuspendRuntime", HRESULT(0));
+        fake.fail("ResumeRuntime", HRESULT(0));
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
+        let handle = unsafe { fake.runtime_handle(false) };
+        let probe = super::spawn_sampling_thread(&handle, "unit-test-forcegc", 0, |thread| {
+            let kept = thread.runtime().clone();
+            let suspension = thread.suspend_runtime().expect("suspended");
+            let via_info = suspension.info().force_gc();
+            let via_kept = kept.force_gc();
+            drop(suspension);
+            (via_info, via_kept, thread.runtime().force_gc())
+        })
+        .unwrap();
+        let (via_info, via_kept, after) = probe.join().unwrap().unwrap();
+        for refused in [via_info, via_kept] {
+            assert!(
+                matches!(&refused, Err(Error::WouldDeadlock { call: "ICorProfilerInfo2::ForceGC", why })
+                    if why.starts_with("this thread holds a runtime suspension")),
+                "{refused:?}"
+            );
+        }
+        after.unwrap();
+        assert_eq!(
+            fake.call_count("ForceGC"),
+            1,
+            "only the call after the suspension"
+        );
     }
 }
 
