@@ -1451,6 +1451,8 @@ mod tests {
             let hooks = Arc::new(Numbering {
                 mapped: AtomicU64::new(0),
                 released: Mutex::new(Vec::new()),
+                runtime: std::sync::OnceLock::new(),
+                answers: Mutex::new(Vec::new()),
             });
             let _ = fake.initialize_components(false, |info| {
                 assert_eq!(frames_can_suspend(info), major >= 11);
