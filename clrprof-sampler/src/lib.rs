@@ -160,6 +160,8 @@ pub mod event_upload;
 pub mod events;
 mod interner;
 pub mod kinds;
+pub mod labels;
+pub mod otlp;
 pub mod pprof;
 mod profile;
 mod shadow;
@@ -171,7 +173,7 @@ pub use continuous::{
     Continuous, ContinuousConfig, ContinuousStats, Period, PeriodObserver, PeriodSink,
     UploadOptions,
 };
-pub use profile::Profile;
+pub use profile::{Profile, NOT_WALL};
 pub use shadow::ShadowStackSource;
 
 pub use clrprof::stackwalk::{UNKNOWN_FRAME, UNMANAGED_FRAME};
@@ -290,6 +292,10 @@ pub struct Tick {
     pub signal: Option<clrprof::stackwalk::SignalTick>,
     /// Set when the source changed its method this tick (why).
     pub switched: Option<String>,
+    /// When the stacks were taken (the `SuspendRuntime` source: once every
+    /// managed thread stood still), where the source knows; else the time
+    /// the sampler counts them at. Each sample's time in OTLP profiles.
+    pub taken_at: Option<std::time::SystemTime>,
 }
 
 /// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
@@ -317,9 +323,12 @@ impl StackSource for SuspendRuntimeSource {
         let t0 = Instant::now();
         let suspension = thread.suspend_runtime()?;
         let t1 = Instant::now();
+        // A vDSO clock read: no lock, no allocation (rule 5).
+        let taken_at = std::time::SystemTime::now();
         suspension.enum_threads(&mut self.threads)?;
         let mut tick = Tick {
             skipped: self.threads.overflow as u64,
+            taken_at: Some(taken_at),
             ..Tick::default()
         };
         for i in 0..self.threads.len() {
@@ -726,6 +735,13 @@ impl Sampler {
         self.shared.stop()
     }
 
+    /// Keeps the time of every sample (and the CPU time each got) beside the
+    /// counts, from the next tick on: what an OTLP export's per-sample
+    /// timestamps need ([`crate::otlp`]).
+    pub fn keep_sample_times(&self, keep: bool) {
+        lock(&self.shared.profile).set_keep_times(keep);
+    }
+
     /// Ends the current period: returns the profile sampled since the last
     /// call (or since sampling started) and goes on with an empty one, which
     /// keeps only the frame names (see [`Profile::take_period`]). The
@@ -755,7 +771,8 @@ impl Shared {
             return Ok(()); // started (or stopped) already
         };
         source.prepare()?;
-        *lock(&self.method) = (source.method(), source.reason());
+        let method = (source.method(), source.reason());
+        *lock(&self.method) = method;
         let theirs = self.clone();
         let thread = spawn_sampling_thread(&self.runtime, "clrprof-sampler", 0, move |thread| {
             run(thread, &theirs, &mut *source)
@@ -899,7 +916,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         let woke = Instant::now();
         let unloads_before = shared.fence.begin_tick(&mut buffer);
         shared.ticks.fetch_add(1, Relaxed);
-        let mut phases = match source.take(thread, &shared.gate, &mut buffer) {
+        let (mut phases, taken_at) = match source.take(thread, &shared.gate, &mut buffer) {
             Ok(tick) => {
                 shared.skipped.fetch_add(tick.skipped, Relaxed);
                 shared.refused.fetch_add(tick.refused, Relaxed);
@@ -907,7 +924,8 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     lock(&shared.signal).add(signal);
                 }
                 if tick.switched.is_some() {
-                    *lock(&shared.method) = (source.method(), tick.switched.clone());
+                    let method = (source.method(), tick.switched.clone());
+                    *lock(&shared.method) = method;
                 }
                 if let Some(e) = tick.refusal {
                     if let Ok(mut last) = shared.last_refusal.lock() {
@@ -916,7 +934,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         }
                     }
                 }
-                tick.phases
+                (tick.phases, tick.taken_at)
             }
             Err(e) => {
                 shared.failed_ticks.fetch_add(1, Relaxed);
@@ -940,9 +958,16 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             local_unloads = unloads_before;
         }
         let tick = shared.ticks.load(Relaxed);
+        let tick_at = taken_at
+            .unwrap_or_else(std::time::SystemTime::now)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(nanos)
+            .unwrap_or(0);
         shared.fence.resolve(thread, &buffer, |namer| {
             source.resolving(namer);
+            // reentrancy: sampler-profile
             let mut profile = lock(&shared.profile);
+            // reentrancy: sampler-profile
             let os_threads = lock(&shared.os_threads);
             for (n, sample) in namer.samples().iter().enumerate() {
                 stack.clear();
@@ -966,36 +991,71 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     };
                     stack.push(index);
                 }
+                let context = sample.context.as_ref();
+                let at = match sample.taken_at_ns {
+                    0 => tick_at,
+                    t => t,
+                };
                 match sample.kind {
                     // A signal source's samples carry their own weights.
                     // Counted in the signal counters, not in `samples`: the
                     // profile's sample count (its `samples` column, the folded
                     // counts) is of wall-time samples.
                     SampleKind::Cpu => {
-                        profile.add_cpu(sample.thread, &stack, sample.weight_ns);
+                        profile.add_cpu_in_context(
+                            sample.thread,
+                            &stack,
+                            sample.weight_ns,
+                            context,
+                        );
+                        profile.add_weighted_time(
+                            sample.thread,
+                            &stack,
+                            context,
+                            at,
+                            sample.weight_ns,
+                            profile::NOT_WALL,
+                        );
                         continue;
                     }
                     SampleKind::Wall => {
-                        profile.add_wall(sample.thread, &stack, sample.weight_ns, sample.truncated);
+                        profile.add_wall_in_context(
+                            sample.thread,
+                            &stack,
+                            sample.weight_ns,
+                            sample.truncated,
+                            context,
+                        );
+                        profile.add_weighted_time(
+                            sample.thread,
+                            &stack,
+                            context,
+                            at,
+                            0,
+                            sample.weight_ns.max(1),
+                        );
                         shared.samples.fetch_add(1, Relaxed);
                         continue;
                     }
                     SampleKind::Tick => {}
                 }
-                profile.add(sample.thread, &stack, sample.truncated);
+                profile.add_n_in_context(sample.thread, &stack, 1, sample.truncated, context);
                 // CPU time: what the thread's OS thread used since the tick
                 // before (nothing at the first sight of a thread).
+                let mut cpu_used = 0;
                 if let Some(&os) = os_threads.get(&sample.thread) {
                     if let Some(now) = cpu::os_thread_cpu_ns(os) {
                         if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
                             let used = now.saturating_sub(last);
                             if last_os == os && used > 0 {
-                                profile.add_cpu(sample.thread, &stack, used);
+                                profile.add_cpu_in_context(sample.thread, &stack, used, context);
+                                cpu_used = used;
                             }
                         }
                         cpu_last.insert(sample.thread, (os, now, tick));
                     }
                 }
+                profile.add_time(sample.thread, &stack, context, tick_at, cpu_used);
                 shared.samples.fetch_add(1, Relaxed);
             }
             drop(os_threads);

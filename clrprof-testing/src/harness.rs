@@ -269,6 +269,24 @@ impl Case<'_> {
         Ok(compiled.for_leg(self.leg)?)
     }
 
+    /// An assembly compiled from `source`, a C# file outside the apps
+    /// folder (the SDK's trace-context startup hook), against the reference
+    /// assemblies of leg `compiled_for` when that leg is provisioned (else
+    /// this leg's), prepared for this leg.
+    pub fn assembly_from(
+        &self,
+        source: &Path,
+        options: CompileOptions,
+        compiled_for: &str,
+    ) -> std::result::Result<PathBuf, Verdict> {
+        let Some(compiler) = self.ctx.runtimes.compiler() else {
+            return Err(self.ctx.unavailable("no C# compiler".to_string()));
+        };
+        let against = self.ctx.runtimes.leg(compiled_for).unwrap_or(self.leg);
+        let compiled = compile(&compiler, source, &self.ctx.cache, options, against)?;
+        Ok(compiled.for_leg(self.leg)?)
+    }
+
     /// Another available leg, by name (for scenarios that combine legs, such
     /// as side-by-side runtimes in one process).
     pub fn other_leg(&self, name: &str) -> Option<&Leg> {

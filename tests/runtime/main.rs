@@ -32,7 +32,9 @@ mod profiles;
 mod provenance;
 mod provisioning;
 mod readers;
+mod reentrancy;
 mod review36;
+mod review42_mux;
 mod sampling;
 mod sampling_signals;
 mod scopes;
@@ -40,6 +42,7 @@ mod server;
 mod signals;
 mod sxs;
 mod torture;
+mod tracecontext;
 mod tracers;
 mod unload;
 mod versions;
@@ -62,6 +65,7 @@ fn main() {
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(sampling_signals::scenarios())
+        .chain(tracecontext::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())
@@ -94,6 +98,8 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(reentrancy::scenarios())
+        .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

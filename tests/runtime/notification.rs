@@ -32,7 +32,7 @@ const METHODS: usize = 10;
 fn c_counter(case: &Case<'_>) -> Result<Profiler, Verdict> {
     clrprof_testing::fixtures::c_profiler(
         case.leg().os,
-        &case.cache_dir(),
+        case.cache_dir(),
         "c-counter",
         C_SOURCE,
         C_CLSID,

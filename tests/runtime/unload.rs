@@ -164,7 +164,7 @@ const SUSPENDED_RUNS: usize = 3;
 fn enumeration_beside_unloads(case: &Case<'_>) -> CaseResult {
     let profiler = clrprof_testing::fixtures::c_profiler(
         case.leg().os,
-        &case.cache_dir(),
+        case.cache_dir(),
         "c-enumjit",
         ENUMJIT_SOURCE,
         ENUMJIT_CLSID,

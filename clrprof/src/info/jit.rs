@@ -1,27 +1,29 @@
 //! Jitted code enumeration (`ICorProfilerInfo3`).
+//!
+//! `EnumJITedFunctions` and `EnumJITedFunctions2` walk the JIT's code
+//! heaps. On .NET 10 and later the runtime walks a copy of the heap list
+//! without the code-heap lock (its `CodeHeapIterator`, codeman.cpp), while
+//! a collectible `AssemblyLoadContext` that unloads has its code heaps
+//! taken off that list inside a runtime suspension of its own
+//! (`LoaderAllocator::GCLoaderAllocators` → `ExecutionManager::Unload`,
+//! between `SuspendEE` and `RestartEE`) and its memory freed right after. A
+//! walk that overlaps that suspension reads freed memory: a C profiler that
+//! only enumerates from a plain thread killed 10.0.15 and 11.0.0 in the
+//! unload app ("The RX block to map as RW was not found", or SIGSEGV in the
+//! walk; tests/runtime/unload.rs), and no run died with each enumeration
+//! made inside `SuspendRuntime`. A walk is therefore made only where no
+//! such suspension can run: in a scope that keeps the runtime from
+//! suspending (a runtime suspension, a GC or suspension callback, a
+//! callback in cooperative mode), or on an SDK thread that suspends the
+//! runtime for it. .NET 9 and older hold the lock for the
+//! whole walk.
 
 use crate::error::{check, Error, KnownHresult, Result};
 use crate::info::enums::{function_enum, FunctionEnum};
 use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
 
-/// `EnumJITedFunctions` and `EnumJITedFunctions2` walk the JIT's code
-/// heaps. On .NET 10 and later the runtime walks a copy of the heap list
-/// without the code-heap lock (its `CodeHeapIterator`, codeman.cpp), while
-/// a collectible `AssemblyLoadContext` that unloads has its code heaps
-/// taken off that list inside a runtime suspension of its own
-/// (`LoaderAllocator::GCLoaderAllocators` → `ExecutionManager::Unload`,
-/// between `SuspendEE` and `RestartEE`) and its memory freed right after. A
-/// walk that overlaps that suspension reads freed memory: a C profiler that
-/// only enumerates from a plain thread killed 10.0.15 and 11.0.0 in the
-/// unload app ("The RX block to map as RW was not found", or SIGSEGV in the
-/// walk; tests/runtime/unload.rs), and no run died with each enumeration
-/// made inside `SuspendRuntime`. A walk is therefore made only where no
-/// such suspension can run: in a scope that keeps the runtime from
-/// suspending (a runtime suspension, a GC or suspension callback, a
-/// callback in cooperative mode), or on an SDK thread that suspends the
-/// runtime for it. .NET 9 and older hold the lock for the
-/// whole walk.
+/// The reason of the refusals (see the module docs).
 pub(crate) const CODE_HEAP_WALK: &str = "on .NET 10 and later the runtime walks its code heaps \
      for this call without their lock, and a collectible AssemblyLoadContext unloading \
      meanwhile frees the memory it reads (a C profiler making only this call killed 10.0.15 \
@@ -41,18 +43,20 @@ impl RuntimeHandle {
     /// delivers them safely).
     ///
     /// On .NET 10 and later a handle (which proves no scope) is refused
-    /// with [`Error::RuntimeVersion`]: the runtime's walk is safe there only
-    /// while the runtime cannot suspend, which
-    /// [`ProfilerInfo::enum_jited_functions`] checks (the rule is in the
-    /// module's docs).
+    /// with [`Error::RuntimeVersion`]: from .NET 10 on the runtime walks its
+    /// code heaps without their lock, and a collectible
+    /// `AssemblyLoadContext` unloading meanwhile (inside a runtime
+    /// suspension of its own) frees what the walk reads, so the walk is
+    /// safe only while the runtime cannot suspend, which
+    /// [`ProfilerInfo::enum_jited_functions`] checks.
     pub fn enum_jited_functions(&self) -> Result<FunctionEnum> {
         const CALL: &str = "ICorProfilerInfo3::EnumJITedFunctions";
         self.refuse_code_heap_walk(CALL)?;
         self.enum_jited_functions_walk()
     }
 
-    /// [`Error::RuntimeVersion`] for `call` on .NET 10 and later (see
-    /// [`CODE_HEAP_WALK`]).
+    /// [`Error::RuntimeVersion`] for `call` on .NET 10 and later (see the
+    /// module docs).
     pub(crate) fn refuse_code_heap_walk(&self, call: &'static str) -> Result<()> {
         let runtime = self.runtime_information()?;
         if runtime.runtime_type != crate::runtimes::RuntimeType::CoreClr || runtime.major < 10 {
@@ -95,7 +99,7 @@ impl ProfilerInfo<'_> {
     /// [`info`](crate::stackwalk::RuntimeSuspension::info), a GC callback,
     /// a `RuntimeSuspend*` callback, a callback that receives `ObjectID`s,
     /// an ELT hook); elsewhere refused on .NET 10 and later like the
-    /// handle's (see [`CODE_HEAP_WALK`]).
+    /// handle's.
     pub fn enum_jited_functions(&self) -> Result<FunctionEnum> {
         if !self.suspensions_excluded() {
             self.refuse_code_heap_walk("ICorProfilerInfo3::EnumJITedFunctions")?;

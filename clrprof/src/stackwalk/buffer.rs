@@ -4,6 +4,7 @@
 //! the value and marks the result truncated, so no allocator call happens
 //! while the runtime is suspended (rule 5 of the [module](super)).
 
+use crate::context::TraceContext;
 use crate::ids::{RawFunctionId, RawThreadId};
 use crate::runtimes::RuntimeSlot;
 
@@ -54,7 +55,10 @@ pub struct StackSample {
     pub weight_ns: u64,
     /// The thread's trace context when the stack was taken
     /// ([`crate::context`]), if it had one.
-    pub context: Option<crate::context::TraceContext>,
+    pub context: Option<TraceContext>,
+    /// When the stack was taken, in nanoseconds since the Unix epoch, where
+    /// the source knows (the signal handler reads the clock); 0 otherwise.
+    pub taken_at_ns: u64,
     /// The runtime whose suspended `DoStackSnapshot` walked this stack, if
     /// the SDK walked it itself (see [`walked`](Self::walked)).
     walked_in: Option<RuntimeSlot>,
@@ -127,6 +131,7 @@ impl FrameBuffer {
             kind: SampleKind::Tick,
             weight_ns: 0,
             context: None,
+            taken_at_ns: 0,
             walked_in,
         });
         true
@@ -140,7 +145,7 @@ impl FrameBuffer {
         runtime: RuntimeSlot,
         kind: SampleKind,
         weight_ns: u64,
-        context: Option<crate::context::TraceContext>,
+        context: Option<TraceContext>,
         truncated: bool,
     ) -> bool {
         if !self.begin_as(thread, Some(runtime)) {
@@ -155,8 +160,16 @@ impl FrameBuffer {
         true
     }
 
-    /// Sets the trace context of the stack being written.
-    pub(crate) fn set_context(&mut self, context: Option<crate::context::TraceContext>) {
+    /// Sets when the current stack was taken (Unix nanoseconds).
+    pub(crate) fn set_taken_at(&mut self, at_ns: u64) {
+        if let Some(s) = self.samples.last_mut() {
+            s.taken_at_ns = at_ns;
+        }
+    }
+
+    /// Sets the trace context of the current stack (the one [`begin`](Self::begin)
+    /// started): what the sampled thread was working for when it was sampled.
+    pub fn set_context(&mut self, context: Option<TraceContext>) {
         if let Some(s) = self.samples.last_mut() {
             s.context = context;
         }

@@ -484,6 +484,7 @@ impl CodeMap {
 
 impl UnloadHook for CodeMap {
     fn unloading(&self, what: Unloading) {
+        // reentrancy: none: `keep` is the closure below, a comparison of an entry's IDs
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         w.pending.clear();
         let keep = |e: &Entry| match what {

@@ -336,7 +336,6 @@ impl StackBounds {
             end: walked.end,
         })
     }
-
 }
 
 /// The stack pointer and frame pointer of the calling function.

@@ -74,6 +74,7 @@ pub(crate) fn x64_return_slot(code: &[u8], at: usize) -> Option<usize> {
     let mut offset = 0usize;
     while pos < at {
         let b = |k: usize| byte(code, pos + k);
+        // signal-context: foreign: `b` is the closure above, `byte` of the slice (marked)
         match (b(0), b(1), b(2), b(3)) {
             // push rbp / push rbx .. rdi
             (Some(0x50..=0x57), _, _, _) => {
@@ -92,6 +93,7 @@ pub(crate) fn x64_return_slot(code: &[u8], at: usize) -> Option<usize> {
             }
             // sub rsp, imm32
             (Some(0x48), Some(0x81), Some(0xEC), _) => {
+                // signal-context: foreign: `b` is the closure above, `byte` of the slice (marked)
                 let (b0, b1, b2, b3) = (b(3)?, b(4)?, b(5)?, b(6)?);
                 offset +=
                     b0 as usize | (b1 as usize) << 8 | (b2 as usize) << 16 | (b3 as usize) << 24;
@@ -199,7 +201,10 @@ pub(crate) unsafe fn walk_from_leaf(
     records: &mut [usize],
     function_of: impl Fn(usize, bool) -> Option<(usize, usize)>,
 ) -> (Walked, LeafFix) {
-    let mut fix = LeafFix::default();
+    let mut fix = LeafFix {
+        caller_restored: false,
+        scanned: false,
+    };
     if out.len() < 2 || records.len() < 2 || regs.sp < lo || regs.sp >= hi {
         // SAFETY: [interrupted-stack] the caller's guarantee, passed on.
         return (unsafe { walk_recording(regs, lo, hi, out, records) }, fix);

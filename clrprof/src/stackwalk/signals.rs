@@ -455,6 +455,7 @@ impl SignalSampling {
         let mut tick = SignalTick::default();
         let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
         let mut live: Vec<(u32, &'static ThreadRecord)> = Vec::new();
+        // reentrancy: none: `records()` is a lock-free walk of the registry's chunks, not a lock; the loads are atomics
         for (index, r) in threads::records() {
             if r.runtime.load(Relaxed) != self.slot.0 {
                 continue;
@@ -536,6 +537,7 @@ impl SignalSampling {
                         tick.buffer_full += 1;
                         return;
                     }
+                    buffer.set_taken_at(meta.at_ns);
                     match kind {
                         SampleKind::Cpu => tick.cpu_samples += 1,
                         _ => tick.wall_samples += 1,
@@ -667,7 +669,7 @@ impl SignalSampling {
             let blocked = cpu.saturating_sub(since) < HANDLER_SLACK_NS;
             state.cpu_seen = cpu;
             if blocked && state.epoch == Some(epoch) && !state.stack.is_empty() {
-                let context = context_of(r);
+                let context = threads::entry_context(r);
                 let owner = RawThreadId(r.thread.load(SeqCst));
                 if buffer.begin_signal(
                     owner,
@@ -677,6 +679,8 @@ impl SignalSampling {
                     context,
                     state.truncated,
                 ) {
+                    // Still blocked where it was: its stack now.
+                    buffer.set_taken_at(realtime_ns());
                     for &f in &state.stack {
                         if !buffer.push_walked(f) {
                             break;
@@ -767,11 +771,28 @@ impl Drop for SignalSampling {
     }
 }
 
-/// The trace context of `r`'s thread now, if it has a record.
-fn context_of(r: &ThreadRecord) -> Option<crate::context::TraceContext> {
-    let c = r.context.load(SeqCst);
-    // SAFETY: [local-memory] context records are never freed.
-    (!c.is_null()).then(|| unsafe { (*c).snapshot() }).flatten()
+/// The system's real-time clock, in nanoseconds since the Unix epoch (0
+/// if it cannot be read).
+// signal-context: async-signal-safe: one clock_gettime (async-signal-safe)
+fn realtime_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: [os-api] a valid out pointer; CLOCK_REALTIME always exists.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) } != 0 {
+            return 0;
+        }
+        (t.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
 }
 
 /// CPU time the kernel thread `tid` of this process has used, in
@@ -1033,7 +1054,6 @@ mod imp {
             RingKind::Cpu => CPU_PERIOD_NS.load(Relaxed).saturating_mul(1 + overrun),
             RingKind::Wall => r.wall_weight_ns.load(Relaxed),
         };
-        let context = r.context.load(SeqCst);
         // SAFETY: [interrupted-stack, local-memory] this handler runs on the thread
         // whose entry this is (its kernel id, checked above), on that thread's
         // stack or above it; `regs.sp` lies inside the bounds the system gave
@@ -1085,11 +1105,8 @@ mod imp {
                 meta.kind = kind;
                 meta.weight_ns = weight;
                 meta.epoch = epoch;
-                meta.context = if context.is_null() {
-                    None
-                } else {
-                    (*context).snapshot()
-                };
+                meta.context = threads::entry_context(r);
+                meta.at_ns = realtime_ns();
             });
         }
         r.samples.fetch_add(1, Relaxed);

@@ -4,6 +4,7 @@ use super::{
     do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
 };
 use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawThreadId;
 use crate::info::enums::RawProfilerEnum;
 use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
@@ -13,6 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
+    // reentrancy: suspension-held
     /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
     static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }
@@ -260,10 +262,7 @@ impl RuntimeSuspension<'_> {
         });
         match walked {
             Ok(Some(_)) => {
-                buffer.set_context(super::threads::context_of(
-                    self.thread.info.runtime_slot().0,
-                    thread.0,
-                ));
+                buffer.set_context(self.context_of(list, thread, gate));
                 Ok(true)
             }
             Ok(None) => {
@@ -275,6 +274,45 @@ impl RuntimeSuspension<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+impl RuntimeSuspension<'_> {
+    // provenance: suspension-partners
+    /// The trace context of `thread` (listed in `list` during this
+    /// suspension), read from its record ([`crate::context`]). The record is
+    /// the one the thread registry ([`super::threads`]) holds for the
+    /// thread, when the registry runs for this runtime (the signal sampler's
+    /// primitives, Linux); elsewhere (Windows, or no registry) the record of
+    /// its OS thread: `GetThreadInfo` (no lock, any mode) gives the OS
+    /// thread, the record is found and read without allocating or locking.
+    /// `None` when no thread has a record, the thread was destroyed, or it
+    /// has no context.
+    fn context_of(
+        &self,
+        list: &ThreadList,
+        thread: RawThreadId,
+        gate: &ThreadGate,
+    ) -> Option<crate::context::TraceContext> {
+        if !crate::context::any_records() || list.serial != self.serial {
+            return None;
+        }
+        if let Some(registered) =
+            super::threads::context_of(self.thread.info.runtime_slot().0, thread.0)
+        {
+            return registered;
+        }
+        let _entry = gate.enter(self.thread.walker, thread)?;
+        let info1 = self.thread.info.raw_info1().ok()?;
+        let mut os_thread = 0u32;
+        // SAFETY: [thread-alive, suspension, plain-call] the ID was listed by EnumThreads during this
+        // suspension (the thread store cannot delete a Thread while it is held), and the gate entry
+        // keeps its ThreadDestroyed from returning until the call ends; valid out pointer.
+        let hr = unsafe { info1.GetThreadInfo(thread.0, &mut os_thread) };
+        if hr.0 < 0 {
+            return None;
+        }
+        crate::context::record_of_os_thread(u64::from(os_thread))?.snapshot()
     }
 }
 

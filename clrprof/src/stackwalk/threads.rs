@@ -133,6 +133,7 @@ static FULL: AtomicU64 = AtomicU64::new(0);
 /// deletes the entry's timer there).
 static ON_RETIRE: AtomicUsize = AtomicUsize::new(0);
 
+// reentrancy: none: every `f` is a closure of this module that edits the registry's maps and entries (no SDK or user call)
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
     let state = guard.get_or_insert_with(|| State {
@@ -241,6 +242,7 @@ pub fn stats() -> RegistryStats {
 }
 
 /// The threads registered now for the runtime in `slot`.
+// reentrancy: none: `records()` is a lock-free walk of the registry's chunks, not a lock; the loads are atomics
 pub fn registered(slot: crate::runtimes::RuntimeSlot) -> Vec<RegisteredThread> {
     records()
         .filter(|(_, r)| r.state.load(Acquire) == LIVE && r.runtime.load(Relaxed) == slot.0)
@@ -357,28 +359,42 @@ pub(crate) fn locked<R>(f: impl FnOnce() -> R) -> R {
     with_state(|_| f())
 }
 
-/// Contexts attached to entries so far: while none is, no look-up is made.
-static CONTEXTS: AtomicU64 = AtomicU64::new(0);
-
-/// The trace context of `thread` of runtime `runtime` now, if its entry has
-/// a context record. Lock-free and allocation-free (the suspension source
-/// reads it while the runtime is suspended); a scan of the entries, made
-/// only once some thread attached a context.
-pub(crate) fn context_of(runtime: u32, thread: usize) -> Option<crate::context::TraceContext> {
-    if CONTEXTS.load(Relaxed) == 0 {
-        return None;
-    }
+/// The trace context of `thread` of runtime `runtime` now, as its entry's
+/// record holds it: `None` when the registry has no entry for the thread
+/// (it does not run for that runtime, or the thread is not registered),
+/// `Some(None)` when the thread has no context. Lock-free and
+/// allocation-free (the suspension source reads it while the runtime is
+/// suspended); a scan of the entries.
+// reentrancy: none: `records()` is a lock-free walk of the registry's chunks, not a lock; the loads are atomics
+pub(crate) fn context_of(
+    runtime: u32,
+    thread: usize,
+) -> Option<Option<crate::context::TraceContext>> {
     records()
         .find(|(_, r)| {
             r.state.load(Acquire) == LIVE
                 && r.thread.load(Relaxed) == thread
                 && r.runtime.load(Relaxed) == runtime
         })
-        .and_then(|(_, r)| {
-            let c = r.context.load(Acquire);
-            // SAFETY: [local-memory] context records are never freed.
-            (!c.is_null()).then(|| unsafe { (*c).snapshot() }).flatten()
-        })
+        .map(|(_, r)| entry_context(r))
+}
+
+/// The trace context of `r`'s thread now, if its record is attached and
+/// still owned by that thread (a record freed at its thread's end may be
+/// claimed by another thread before the entry is retired).
+// signal-context: async-signal-safe: atomic loads of never-freed records
+pub(crate) fn entry_context(r: &ThreadRecord) -> Option<crate::context::TraceContext> {
+    let c = r.context.load(Acquire);
+    if c.is_null() {
+        return None;
+    }
+    // SAFETY: [local-memory] context records live in leaked chunks (never freed).
+    let c = unsafe { &*c };
+    let tid = r.tid.load(Relaxed);
+    if tid <= 0 || c.os_thread() != Some(tid as u64) {
+        return None;
+    }
+    c.snapshot()
 }
 
 /// Attaches the calling thread's trace-context record to its entry, so
@@ -387,7 +403,6 @@ pub(crate) fn context_of(runtime: u32, thread: usize) -> Option<crate::context::
 /// thread not registered yet gets the record when it is.
 pub fn attach_context(record: &'static ThreadContextRecord) {
     let tid = gettid();
-    CONTEXTS.fetch_add(1, Relaxed);
     with_state(
         |s| match s.by_tid.get(&tid).and_then(|&i| self::record(i)) {
             Some(r) => r
@@ -433,6 +448,7 @@ impl crate::component::Component for RegistryComponent {
 pub fn register(info: &crate::info::ProfilerInfo) -> crate::error::Result<()> {
     static DONE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
     let slot = info.runtime_slot().0;
+    // reentrancy: none: `info.register` adds the registry's component to the runtime's list and calls none of its methods; DONE is this function's alone
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
     if done.contains(&slot) {
         return Ok(());
@@ -462,6 +478,8 @@ pub(crate) struct SlotMeta {
     pub(crate) weight_ns: u64,
     pub(crate) epoch: u64,
     pub(crate) context: Option<crate::context::TraceContext>,
+    /// When the handler took the stack (Unix nanoseconds; 0: unknown).
+    pub(crate) at_ns: u64,
 }
 
 /// A single-producer single-consumer ring of stacks, preallocated.

@@ -18,7 +18,10 @@
 //!   and report their counters;
 //! - `CLRPROF_ARGS` = a method-name prefix (WithInfo only): write the
 //!   decoded arguments and return value of every call of those methods
-//!   (slow: one record per call);
+//!   (slow: one record per call); a function whose arguments the SDK
+//!   refuses to decode (`MethodShape::of`, e.g. the async variant of a .NET
+//!   11 runtime-async method) gets one
+//!   `{"event":"args_refused","method":..,"why":..}` instead;
 //! - `CLRPROF_ARGS_SINK=1` (with `CLRPROF_ARGS`, for `cargo xtask bench
 //!   wrap`): decode the arguments and return value of every call as above
 //!   but write nothing per call; one
@@ -313,7 +316,17 @@ impl<const EXTRA: bool> EltHooks for Calls<EXTRA> {
         }
         let shape = match &self.args_filter {
             Some(prefix) if name.starts_with(prefix.as_str()) => {
-                MethodShape::of(info, function).ok()
+                match MethodShape::of(info, function) {
+                    Ok(shape) => Some(shape),
+                    Err(e) => {
+                        self.out
+                            .record("args_refused")
+                            .str("method", &name)
+                            .str("why", &e.to_string())
+                            .write();
+                        None
+                    }
+                }
             }
             _ => None,
         };
@@ -456,7 +469,8 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         if let Some(runtime) = runtime.get() {
             let mut by_name: BTreeMap<Box<str>, Totals> =
                 self.retired.lock().map(|r| r.clone()).unwrap_or_default();
-            runtime.for_each_function(|f| {
+            // Refused only from inside another walk of the records.
+            let _ = runtime.for_each_function(|f| {
                 let m = f.data();
                 add(by_name.entry(m.name.clone()).or_default(), m.totals());
             });
@@ -499,13 +513,14 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("underflows", t.underflows)
                 .num("mismatches", t.mismatches)
                 .num("suspended", t.suspended)
+                .num("suspended_at_enter", t.suspended_at_enter)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
             // The frames still on a stack at the end, by name (a
             // runtime-async method that suspended last on its thread).
             let mut names: HashMap<usize, Box<str>> = HashMap::new();
             if let Some(runtime) = runtime.get() {
-                runtime.for_each_function(|f| {
+                let _ = runtime.for_each_function(|f| {
                     names.insert(f.function().0, f.data().name.clone());
                 });
             }
@@ -526,6 +541,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                     .num("pops", s.pops)
                     .num("unwound", s.unwound)
                     .num("suspended", s.suspended)
+                    .num("suspended_at_enter", s.suspended_at_enter)
                     .raw("left", &left)
                     .write();
             });
