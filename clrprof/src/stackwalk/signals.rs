@@ -288,6 +288,10 @@ struct WallState {
     stack: Vec<RawFunctionId>,
     truncated: bool,
     epoch: Option<u64>,
+    /// That stack's trace context and time: a sample counted again is of
+    /// the moment it repeats (its stack, request and time agree).
+    context: Option<crate::context::TraceContext>,
+    taken_at_ns: u64,
 }
 
 impl SignalSampling {
@@ -569,6 +573,8 @@ impl SignalSampling {
                             state.stack.extend_from_slice(buffer.frames(&sample));
                             state.truncated = sample.truncated;
                             state.epoch = Some(epoch);
+                            state.context = sample.context;
+                            state.taken_at_ns = sample.taken_at_ns;
                         }
                     }
                 });
@@ -669,7 +675,7 @@ impl SignalSampling {
             let blocked = cpu.saturating_sub(since) < HANDLER_SLACK_NS;
             state.cpu_seen = cpu;
             if blocked && state.epoch == Some(epoch) && !state.stack.is_empty() {
-                let context = threads::entry_context(r);
+                let context = state.context;
                 let owner = RawThreadId(r.thread.load(SeqCst));
                 if buffer.begin_signal(
                     owner,
@@ -679,8 +685,8 @@ impl SignalSampling {
                     context,
                     state.truncated,
                 ) {
-                    // Still blocked where it was: its stack now.
-                    buffer.set_taken_at(realtime_ns());
+                    // Still blocked where it was: the sample it repeats.
+                    buffer.set_taken_at(state.taken_at_ns);
                     for &f in &state.stack {
                         if !buffer.push_walked(f) {
                             break;
