@@ -1,0 +1,179 @@
+//! Review 42, the fresh review (after the fourth review's fixes): safe-code
+//! probes of the `review42-fresh-profiler` fixture (`#![forbid(unsafe_code)]`)
+//! on the `review42fresh` app, each compared with the app run without a
+//! profiler (exit status and output byte-identical), each run bounded to
+//! 30 s (a hang is a failure).
+
+use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
+use clrprof_testing::run::Outcome;
+use std::time::Duration;
+
+const CLSID: &str = "{5B2E8C41-7D3A-4F60-9E12-A4C6B8D0F201}";
+
+/// The app run without the profiler and with the probe `probe`; fails
+/// unless both end alike with the same output.
+fn run_probe(case: &Case<'_>, probe: &str) -> Result<Outcome, Verdict> {
+    let app = case.app("review42fresh")?;
+    let plain = case.run(case.spec(&app))?;
+    plain.check()?;
+    let profiler = case.profiler_class("review42-fresh-profiler", CLSID)?;
+    let traced = case.run(
+        case.spec(&app)
+            .profiler(profiler)
+            .env("REVIEW42_CASE", probe)
+            .env(
+                "REVIEW42_WAIT_MS",
+                &std::env::var("REVIEW42_WAIT_MS").unwrap_or_else(|_| "10000".into()),
+            )
+            .timeout(Duration::from_secs(30)),
+    )?;
+    let records: Vec<String> = traced.records.iter().map(|r| r.to_string()).collect();
+    eprintln!("    {probe} records: {records:#?}");
+    if traced.stdout != plain.stdout || format!("{:?}", traced.exit) != format!("{:?}", plain.exit)
+    {
+        return Err(format!(
+            "the app changed under the {probe} probe:\nwithout ({:?}): {:?}\nwith    ({:?}): {:?}\nrecords: {records:#?}\nstderr: {}",
+            plain.exit,
+            plain.stdout,
+            traced.exit,
+            traced.stdout,
+            tail(&traced.stderr)
+        )
+        .into());
+    }
+    traced.check_profiler_loaded()?;
+    Ok(traced)
+}
+
+fn tail(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    chars[chars.len().saturating_sub(3000)..].iter().collect()
+}
+
+/// The `outcome` of the one `event` record of `callback`.
+fn outcome_of(traced: &Outcome, event: &str, callback: &str) -> Result<String, Verdict> {
+    let found: Vec<_> = traced
+        .events(event)
+        .filter(|r| r["callback"] == callback)
+        .collect();
+    let [r] = found[..] else {
+        return Err(format!("{} `{event}` records of {callback}: {found:?}", found.len()).into());
+    };
+    Ok(r["outcome"].as_str().unwrap_or_default().to_string())
+}
+
+fn expect(what: &str, got: &str, ok: bool) -> CaseResult {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: {got:?}").into())
+    }
+}
+
+fn claim_coop(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "claim-coop")?;
+    let asked = outcome_of(&traced, "answer", "ObjectAllocated")?;
+    expect(
+        "is_replaced from ObjectAllocated",
+        &asked,
+        asked == "is_replaced true",
+    )?;
+    let claim = outcome_of(&traced, "claim", "JITCompilationStarted")?;
+    expect(
+        "the claim",
+        &claim,
+        claim == "Ok(Ok(\"partner true; rejit ok (); suspended\"))",
+    )
+}
+
+fn mask_coop(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "mask-coop")?;
+    let asked = outcome_of(&traced, "answer", "ObjectAllocated")?;
+    expect(
+        "set_event_mask from ObjectAllocated during another thread's claim",
+        &asked,
+        asked.starts_with("err ICorProfilerInfo::SetEventMask refused (nothing was requested)")
+            && asked.contains("a claim is in progress on another thread"),
+    )?;
+    let claim = outcome_of(&traced, "claim", "JITCompilationStarted")?;
+    expect(
+        "the claim",
+        &claim,
+        claim == "Ok(Ok(\"partner true; rejit ok (); suspended\"))",
+    )
+}
+
+fn unwind_rejit(probe: &'static str, callback: &'static str) -> impl Fn(&Case<'_>) -> CaseResult {
+    move |case| {
+        if std::env::var("REVIEW42_SURVEY").is_ok() {
+            survey(case)?;
+        }
+        let traced = run_probe(case, probe)?;
+        let answer = outcome_of(&traced, "answer", callback)?;
+        expect(
+            "request_rejit from an unwind callback",
+            &answer,
+            answer.starts_with(
+                "rejit err ReJitThread::request_rejit refused (nothing was requested)",
+            ) && answer.contains("unwind phase in cooperative mode"),
+        )
+    }
+}
+
+fn force_gc_in(probe: &'static str, callback: &'static str) -> impl Fn(&Case<'_>) -> CaseResult {
+    move |case| {
+        let traced = run_probe(case, probe)?;
+        let answer = outcome_of(&traced, "answer", callback)?;
+        expect("force_gc", &answer, answer.starts_with("err "))
+    }
+}
+
+/// The survey of the exception callbacks (run by hand: `REVIEW42_SURVEY=1`
+/// with the unwind scenarios, `REVIEW42_WAIT_MS=1500` to keep it short):
+/// prints, for the first call of each exception callback, whether a
+/// runtime suspension completed while the callback waited for it.
+fn survey(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "survey")?;
+    for r in traced.events("survey") {
+        eprintln!("    survey: {} {}", r["callback"], r["outcome"]);
+    }
+    Ok(())
+}
+
+const LEGS: &[&str] = &["linux-x64-8.0", "linux-x64-10.0", "linux-x64-11.0"];
+const WHY: &str = "the fresh review of issue 42 runs inside 8.0, 10.0 and 11.0 (CI time)";
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario::new(
+            "review42 fresh: the claim table asked from ObjectAllocated while the claim waits for a ReJIT",
+            claim_coop,
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: the JIT events dropped from ObjectAllocated while another thread's claim waits for a suspension",
+            mask_coop,
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: request_rejit from ExceptionUnwindFunctionEnter",
+            unwind_rejit("unwind-rejit", "ExceptionUnwindFunctionEnter"),
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: request_rejit from ExceptionUnwindFinallyEnter",
+            unwind_rejit("unwind-finally-rejit", "ExceptionUnwindFinallyEnter"),
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: force_gc from ExceptionUnwindFunctionEnter",
+            force_gc_in("unwind-gc", "ExceptionUnwindFunctionEnter"),
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: force_gc from RuntimeSuspendFinished",
+            force_gc_in("suspend-gc", "RuntimeSuspendFinished"),
+        )
+        .only_on(LEGS, WHY),
+    ]
+}
