@@ -144,7 +144,15 @@ impl<P: Profiler> CallbackObject<P> {
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
         guard(entry, S_OK, || match self.info.get() {
-            Some(runtime) => f(&self.profiler, &ProfilerInfo::scoped(runtime, scope)),
+            Some(runtime) => {
+                let info = ProfilerInfo::scoped(runtime, scope);
+                // A scope that keeps the runtime from suspending: the SDK
+                // waits for no other thread's claim in it (`compilations`).
+                let _no_wait = info
+                    .wait_would_deadlock()
+                    .map(|_| crate::compilations::MayNotWait::enter());
+                f(&self.profiler, &info)
+            }
             // The runtime issues no callbacks before Initialize returns.
             None => S_OK,
         })
@@ -392,6 +400,14 @@ macro_rules! forward {
     (loading $self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch_loading($entry, |$p, $info| {
             $body;
+            S_OK
+        })
+    };
+    ($self:ident, in $scope:expr, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_in($entry, $scope, |$p, $info| {
+            if $self.wants($flag) {
+                $body;
+            }
             S_OK
         })
     };
@@ -1161,6 +1177,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
+            in crate::info::Scope::Unwinding,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1177,6 +1194,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
+            in crate::info::Scope::Unwinding,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1193,6 +1211,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
+            in crate::info::Scope::Unwinding,
             "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
@@ -1200,6 +1219,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         forward!(
             self,
+            in crate::info::Scope::Unwinding,
             "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_leave(info)
         )
@@ -1230,6 +1250,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         forward!(
             self,
+            in crate::info::Scope::Unwinding,
             "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_catcher_leave(info)
         )
@@ -2452,7 +2473,8 @@ mod tests {
                 | EventMask::MONITOR_SUSPENDS
                 | EventMask::MONITOR_MODULE_LOADS
                 | EventMask::MONITOR_JIT_COMPILATION
-                | EventMask::MONITOR_OBJECT_ALLOCATED)
+                | EventMask::MONITOR_OBJECT_ALLOCATED
+                | EventMask::MONITOR_EXCEPTIONS)
                 .into())
         }
         fn module_load_finished(
@@ -2483,6 +2505,24 @@ mod tests {
         fn runtime_resume_started(&self, info: &ProfilerInfo) {
             self.note("RuntimeResumeStarted", info);
         }
+        fn exception_search_function_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionSearchFunctionEnter", info);
+        }
+        fn exception_unwind_function_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionUnwindFunctionEnter", info);
+        }
+        fn exception_unwind_function_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionUnwindFunctionLeave", info);
+        }
+        fn exception_unwind_finally_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionUnwindFinallyEnter", info);
+        }
+        fn exception_unwind_finally_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionUnwindFinallyLeave", info);
+        }
+        fn exception_catcher_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionCatcherLeave", info);
+        }
     }
 
     #[test]
@@ -2511,6 +2551,14 @@ mod tests {
             assert_eq!(cb.GarbageCollectionStarted(0, core::ptr::null(), 0).0, 0);
             assert_eq!(cb.GarbageCollectionFinished().0, 0);
             assert_eq!(cb.RuntimeResumeStarted().0, 0);
+            // The unwind phase's callbacks run in cooperative mode (the
+            // fresh review of issue 42); the search phase's do not.
+            assert_eq!(cb.ExceptionSearchFunctionEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFunctionEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFinallyEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFinallyLeave().0, 0);
+            assert_eq!(cb.ExceptionUnwindFunctionLeave().0, 0);
+            assert_eq!(cb.ExceptionCatcherLeave().0, 0);
         }
         let seen = probe.seen.lock().unwrap().clone();
         assert_eq!(
@@ -2526,6 +2574,12 @@ mod tests {
                 ("GarbageCollectionStarted", true, false),
                 ("GarbageCollectionFinished", true, false),
                 ("RuntimeResumeStarted", true, false),
+                ("ExceptionSearchFunctionEnter", false, false),
+                ("ExceptionUnwindFunctionEnter", true, false),
+                ("ExceptionUnwindFinallyEnter", true, false),
+                ("ExceptionUnwindFinallyLeave", true, false),
+                ("ExceptionUnwindFunctionLeave", true, false),
+                ("ExceptionCatcherLeave", true, false),
             ]
         );
     }

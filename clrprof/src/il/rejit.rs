@@ -562,6 +562,12 @@ mod tests {
             ),
             (Scope::Suspended, "the runtime is suspended"),
             (Scope::GcRelocating, "the runtime is suspended"),
+            // The unwind callbacks run in cooperative mode (the fresh
+            // review of issue 42).
+            (
+                Scope::Unwinding,
+                "the runtime issues the callbacks of an exception's unwind phase in cooperative",
+            ),
         ] {
             // SAFETY: [test-fake] as above.
             let there = unsafe { fake.profiler_info_in(scope) };

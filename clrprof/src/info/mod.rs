@@ -376,6 +376,17 @@ pub(crate) enum Scope {
     /// `ModuleLoadFinished` of this (successfully loaded) module, on the
     /// thread that loaded it. Otherwise as [`Scope::Callback`].
     ModuleLoad(crate::ids::RawModuleId),
+    /// The callbacks of an exception's unwind phase that receive no
+    /// `ObjectID` (`ExceptionUnwindFunctionEnter`/`Leave`,
+    /// `ExceptionUnwindFinallyEnter`/`Leave`, `ExceptionCatcherLeave`): the
+    /// runtime issues them from its unwinder, in cooperative mode on .NET 8,
+    /// 10 and 11 (a runtime suspension made while one waited did not
+    /// complete: the fresh review of issue 42, tests/runtime/review42_fresh.rs;
+    /// on 8.0 `ExceptionUnwindFunctionEnter` let it complete). So nothing
+    /// here may wait for a suspension, and, as a GC may still run (8.0's
+    /// `ExceptionUnwindFunctionEnter`), no object may be read. Otherwise as
+    /// [`Scope::Callback`].
+    Unwinding,
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -463,6 +474,13 @@ impl<'s> ProfilerInfo<'s> {
                 "the runtime is suspended (a garbage collection or another suspension) until this \
                  callback returns, and the request needs a suspension of its own, which waits \
                  for this one to end",
+            ),
+            Scope::Unwinding => Some(
+                "the runtime issues the callbacks of an exception's unwind phase in cooperative \
+                 mode (the unwinder does not switch to preemptive mode for them), so a \
+                 suspension of the runtime waits for this callback to return, and the request \
+                 suspends the runtime or may start a collection, which would wait for this \
+                 thread",
             ),
             Scope::Callback | Scope::Initialize | Scope::ModuleLoad(_) => None,
         }
