@@ -1177,7 +1177,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            in crate::info::Scope::Unwinding,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1194,7 +1194,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
-            in crate::info::Scope::Unwinding,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1211,7 +1211,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
-            in crate::info::Scope::Unwinding,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
@@ -1219,7 +1219,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         forward!(
             self,
-            in crate::info::Scope::Unwinding,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_leave(info)
         )
@@ -1250,7 +1250,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         forward!(
             self,
-            in crate::info::Scope::Unwinding,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_catcher_leave(info)
         )
@@ -1427,23 +1427,28 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         // Not a no-GC scope: the runtime issues HandleCreated in preemptive
         // mode when the handle starts empty (e.g. a new Thread's handles;
         // its contract is MODE_ANY for a null initialObjectId), so a GC may
-        // run on another thread during the callback.
-        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
-            .handle_created(
-                info,
-                id!(GcHandleId, handleId),
-                (initialObjectId != 0).then(|| {
-                    // SAFETY: [object-no-gc] a non-null initial object comes only from a
-                    // thread in cooperative mode (the contract requires it,
-                    // and the creator holds the reference it stores), which
-                    // keeps the object in place until the callback returns;
-                    // the typed ID borrows only the callback.
-                    unsafe { ObjectId::from_sys(initialObjectId) }
-                })
-            ))
+        // run on another thread during the callback. Nor one to wait in: a
+        // handle made by managed code comes in cooperative mode (a
+        // suspension made while it waited did not complete on .NET 8, 10
+        // and 11).
+        forward!(self, in Scope::Cooperative, "ICorProfilerCallback2::HandleCreated", |p, info| p
+        .handle_created(
+            info,
+            id!(GcHandleId, handleId),
+            (initialObjectId != 0).then(|| {
+                // SAFETY: [object-no-gc] a non-null initial object comes only from a
+                // thread in cooperative mode (the contract requires it,
+                // and the creator holds the reference it stores), which
+                // keeps the object in place until the callback returns;
+                // the typed ID borrows only the callback.
+                unsafe { ObjectId::from_sys(initialObjectId) }
+            })
+        ))
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
+        // A handle freed by managed code: cooperative mode on .NET 10 and
+        // 11 (as HandleCreated).
+        forward!(self, in Scope::Cooperative, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
             .handle_destroyed(info, id!(GcHandleId, handleId)))
     }
 }
@@ -2523,6 +2528,17 @@ mod tests {
         fn exception_catcher_leave(&self, info: &ProfilerInfo) {
             self.note("ExceptionCatcherLeave", info);
         }
+        fn handle_created(
+            &self,
+            info: &ProfilerInfo,
+            _h: crate::ids::GcHandleId<'_>,
+            _o: Option<ObjectId<'_>>,
+        ) {
+            self.note("HandleCreated", info);
+        }
+        fn handle_destroyed(&self, info: &ProfilerInfo, _h: crate::ids::GcHandleId<'_>) {
+            self.note("HandleDestroyed", info);
+        }
     }
 
     #[test]
@@ -2559,6 +2575,9 @@ mod tests {
             assert_eq!(cb.ExceptionUnwindFinallyLeave().0, 0);
             assert_eq!(cb.ExceptionUnwindFunctionLeave().0, 0);
             assert_eq!(cb.ExceptionCatcherLeave().0, 0);
+            // So do the GC handle callbacks of managed code's handles.
+            assert_eq!(cb.HandleCreated(0x5000, 0).0, 0);
+            assert_eq!(cb.HandleDestroyed(0x5000).0, 0);
         }
         let seen = probe.seen.lock().unwrap().clone();
         assert_eq!(
@@ -2580,6 +2599,8 @@ mod tests {
                 ("ExceptionUnwindFinallyLeave", true, false),
                 ("ExceptionUnwindFunctionLeave", true, false),
                 ("ExceptionCatcherLeave", true, false),
+                ("HandleCreated", true, false),
+                ("HandleDestroyed", true, false),
             ]
         );
     }

@@ -562,11 +562,11 @@ mod tests {
             ),
             (Scope::Suspended, "the runtime is suspended"),
             (Scope::GcRelocating, "the runtime is suspended"),
-            // The unwind callbacks run in cooperative mode (the fresh
-            // review of issue 42).
+            // The unwind and GC handle callbacks run in cooperative mode
+            // (the fresh review of issue 42).
             (
-                Scope::Unwinding,
-                "the runtime issues the callbacks of an exception's unwind phase in cooperative",
+                Scope::Cooperative,
+                "the runtime issues this callback in cooperative mode",
             ),
         ] {
             // SAFETY: [test-fake] as above.

@@ -376,17 +376,19 @@ pub(crate) enum Scope {
     /// `ModuleLoadFinished` of this (successfully loaded) module, on the
     /// thread that loaded it. Otherwise as [`Scope::Callback`].
     ModuleLoad(crate::ids::RawModuleId),
-    /// The callbacks of an exception's unwind phase that receive no
-    /// `ObjectID` (`ExceptionUnwindFunctionEnter`/`Leave`,
-    /// `ExceptionUnwindFinallyEnter`/`Leave`, `ExceptionCatcherLeave`): the
-    /// runtime issues them from its unwinder, in cooperative mode on .NET 8,
-    /// 10 and 11 (a runtime suspension made while one waited did not
-    /// complete: the fresh review of issue 42, tests/runtime/review42_fresh.rs;
-    /// on 8.0 `ExceptionUnwindFunctionEnter` let it complete). So nothing
-    /// here may wait for a suspension, and, as a GC may still run (8.0's
-    /// `ExceptionUnwindFunctionEnter`), no object may be read. Otherwise as
-    /// [`Scope::Callback`].
-    Unwinding,
+    /// A callback the runtime issues in cooperative mode that receives no
+    /// `ObjectID` the SDK treats as readable: the callbacks of an
+    /// exception's unwind phase (`ExceptionUnwindFunctionEnter`/`Leave`,
+    /// `ExceptionUnwindFinallyEnter`/`Leave`, `ExceptionCatcherLeave`), and
+    /// `HandleCreated` / `HandleDestroyed` (a handle made or freed by managed
+    /// code). Measured by the fresh review of issue 42
+    /// (tests/runtime/review42_fresh.rs): a runtime suspension made while one
+    /// of them waited did not complete on .NET 8, 10 and 11 (on 8.0
+    /// `ExceptionUnwindFunctionEnter` let it complete, and `HandleCreated` of
+    /// an empty handle runs in preemptive mode). So nothing here may wait for
+    /// a suspension; and, as a GC may still run in some of them, no object
+    /// may be read. Otherwise as [`Scope::Callback`].
+    Cooperative,
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -475,12 +477,12 @@ impl<'s> ProfilerInfo<'s> {
                  callback returns, and the request needs a suspension of its own, which waits \
                  for this one to end",
             ),
-            Scope::Unwinding => Some(
-                "the runtime issues the callbacks of an exception's unwind phase in cooperative \
-                 mode (the unwinder does not switch to preemptive mode for them), so a \
-                 suspension of the runtime waits for this callback to return, and the request \
-                 suspends the runtime or may start a collection, which would wait for this \
-                 thread",
+            Scope::Cooperative => Some(
+                "the runtime issues this callback in cooperative mode (the unwind phase of an \
+                 exception, a GC handle's creation or destruction: a suspension made while one \
+                 waited did not complete on .NET 8, 10 and 11), so a suspension of the runtime \
+                 waits for it to return, and the request suspends the runtime or may start a \
+                 collection, which would wait for this thread",
             ),
             Scope::Callback | Scope::Initialize | Scope::ModuleLoad(_) => None,
         }
