@@ -1,10 +1,12 @@
 // Scenario "review42fresh" (the fresh review of issue 42): a worker thread
 // allocates while the main thread compiles `Claimed` for the first time,
 // then the main thread throws through `Unwound` (one unwind of an app
-// frame, a finally on the way) and collects once. Every line printed is
+// frame, a finally on the way), collects once, and makes and frees one GC
+// handle of an object. Every line printed is
 // independent of timing.
 using System;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace Review42
@@ -64,6 +66,9 @@ namespace Review42
             }
             GC.Collect();
             Console.WriteLine("collected");
+            var handle = GCHandle.Alloc(new int[] { 42 });
+            Console.WriteLine("handle " + ((int[])handle.Target)[0]);
+            handle.Free();
             return 0;
         }
     }

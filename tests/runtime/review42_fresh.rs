@@ -115,9 +115,20 @@ fn unwind_rejit(probe: &'static str, callback: &'static str) -> impl Fn(&Case<'_
             &answer,
             answer.starts_with(
                 "rejit err ReJitThread::request_rejit refused (nothing was requested)",
-            ) && answer.contains("unwind phase in cooperative mode"),
+            ) && answer.contains("the runtime issues this callback in cooperative mode"),
         )
     }
+}
+
+fn handle_rejit(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "handle-rejit")?;
+    let answer = outcome_of(&traced, "answer", "HandleCreated")?;
+    expect(
+        "request_rejit from HandleCreated of a handle made with an object",
+        &answer,
+        answer.starts_with("err ReJitThread::request_rejit refused (nothing was requested)")
+            && answer.contains("the runtime issues this callback in cooperative mode"),
+    )
 }
 
 fn force_gc_in(probe: &'static str, callback: &'static str) -> impl Fn(&Case<'_>) -> CaseResult {
@@ -163,6 +174,11 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "review42 fresh: request_rejit from ExceptionUnwindFinallyEnter",
             unwind_rejit("unwind-finally-rejit", "ExceptionUnwindFinallyEnter"),
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: request_rejit from HandleCreated",
+            handle_rejit,
         )
         .only_on(LEGS, WHY),
         Scenario::new(
