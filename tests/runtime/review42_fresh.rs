@@ -1,8 +1,32 @@
-//! Review 42, the fresh review (after the fourth review's fixes): safe-code
-//! probes of the `review42-fresh-profiler` fixture (`#![forbid(unsafe_code)]`)
-//! on the `review42fresh` app, each compared with the app run without a
-//! profiler (exit status and output byte-identical), each run bounded to
-//! 30 s (a hang is a failure).
+//! Review 42, the fresh review (after the fourth review's fixes, by someone
+//! who did not write them): safe-code probes of the
+//! `review42-fresh-profiler` fixture (`#![forbid(unsafe_code)]`) on the
+//! `review42fresh` app, each compared with the app run without a profiler
+//! (exit status and output byte-identical), each run bounded to 30 s, on
+//! linux-x64 8.0.34, 10.0.15 and 11.0.0.
+//!
+//! The class found: **the SDK waits, or lets safe code wait, on a thread the
+//! runtime's suspension waits for.** A thread in cooperative mode keeps
+//! every runtime suspension (a collection, a ReJIT, a sampler's
+//! `SuspendRuntime`) from completing until it returns, so a wait there for
+//! anything that needs one never ends. The probe's test of a wait is a
+//! sampling thread's `suspend_runtime`, waited for at most 10 s (a
+//! suspension takes milliseconds otherwise; the bound turns a deadlock into
+//! an answer, after which everything goes on).
+//!
+//! | probe | before the fix (8.0 / 10.0 / 11.0) | now |
+//! |---|---|---|
+//! | claim-coop: a claim's installation (`JITCompilationStarted` of `Claimed`) waits for a suspension while another thread's `ObjectAllocated` asks `is_replaced` of the method | no suspension within 10 s on all three: `is_replaced` waited on the claim table's condition variable in cooperative mode | `is_replaced` never waits (a method being installed is being replaced); the suspension completes |
+//! | mask-coop: the same, the other thread dropping the JIT events from the mask | no suspension within 10 s on all three (the mask change waited for the claim, route 6's fix) | `Error::WouldDeadlock` where the thread keeps the runtime from suspending (a cooperative, unwind, handle, GC or suspension callback, or a held suspension); the count goes on |
+//! | unwind-rejit, unwind-finally-rejit: `ReJitThread::request_rejit` from `ExceptionUnwindFunctionEnter` / `ExceptionUnwindFinallyEnter` | allowed to wait (`Scope::Callback`); the survey saw no suspension complete while `ExceptionUnwindFinallyEnter` (8.0), `ExceptionUnwindFunctionEnter` (10.0, 11.0) or `ExceptionCatcherLeave` (all) waited: the unwinder calls them in cooperative mode. The request itself returned here (a ReJIT of a running method needed no suspension), but review 36 saw one hang the app from `ObjectAllocated` | `Scope::Cooperative` for the unwind phase's callbacks: waits refused (`Error::WouldDeadlock`) |
+//! | handle-rejit: the same from `HandleCreated` of the app's `GCHandle.Alloc` | allowed to wait; the survey saw no suspension complete while `HandleCreated` of a handle made with an object waited (all three), nor `HandleDestroyed` (10.0, 11.0) | `HandleCreated` / `HandleDestroyed` in `Scope::Cooperative` |
+//! | unwind-gc: `force_gc` from `ExceptionUnwindFunctionEnter` | does not hold: the runtime refuses `ForceGC` inside a callback (`CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`, all three) | guard |
+//! | suspend-gc: `force_gc` from `RuntimeSuspendFinished` | does not hold: the same refusal (all three) | guard |
+//!
+//! The survey (not run by CI): `REVIEW42_SURVEY=1 REVIEW42_WAIT_MS=1500`
+//! with the unwind scenarios prints, for the first call of each exception
+//! and handle callback, whether a suspension completed while it waited. On
+//! all three legs the search phase's callbacks let it complete.
 
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::run::Outcome;

@@ -410,8 +410,11 @@ impl ReJitThread {
     /// which run in cooperative mode), a runtime suspension the profiler
     /// made, and the callbacks the runtime issues while it is suspended or
     /// collecting (`GarbageCollectionStarted`, `RuntimeSuspendFinished`,
-    /// `MovedReferences2`, ...). `JITCompilationStarted` of an unrelated
-    /// method is a place to wait.
+    /// `MovedReferences2`, ...), and the callbacks the runtime issues in
+    /// cooperative mode without `ObjectID`s (the unwind phase of an
+    /// exception: `ExceptionUnwindFunctionEnter`, ..., `ExceptionCatcherLeave`;
+    /// `HandleCreated`, `HandleDestroyed`). `JITCompilationStarted` of an
+    /// unrelated method is a place to wait.
     ///
     /// On .NET Core 3.x a method of a collectible assembly is refused with
     /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
