@@ -5,7 +5,7 @@
 //! (exit status and output byte-identical), each run bounded to 30 s, on
 //! linux-x64 8.0.34, 10.0.15 and 11.0.0.
 //!
-//! The class found: **the SDK waits, or lets safe code wait, on a thread the
+//! The class found (closed): **the SDK waits, or lets safe code wait, on a thread the
 //! runtime's suspension waits for.** A thread in cooperative mode keeps
 //! every runtime suspension (a collection, a ReJIT, a sampler's
 //! `SuspendRuntime`) from completing until it returns, so a wait there for
@@ -20,6 +20,7 @@
 //! | mask-coop: the same, the other thread dropping the JIT events from the mask | no suspension within 10 s on all three (the mask change waited for the claim, route 6's fix) | `Error::WouldDeadlock` where the thread keeps the runtime from suspending (a cooperative, unwind, handle, GC or suspension callback, or a held suspension); the count goes on |
 //! | unwind-rejit, unwind-finally-rejit: `ReJitThread::request_rejit` from `ExceptionUnwindFunctionEnter` / `ExceptionUnwindFinallyEnter` | allowed to wait (`Scope::Callback`); the survey saw no suspension complete while `ExceptionUnwindFinallyEnter` (8.0), `ExceptionUnwindFunctionEnter` (10.0, 11.0) or `ExceptionCatcherLeave` (all) waited: the unwinder calls them in cooperative mode. The request itself returned here (a ReJIT of a running method needed no suspension), but review 36 saw one hang the app from `ObjectAllocated` | `Scope::Cooperative` for the unwind phase's callbacks: waits refused (`Error::WouldDeadlock`) |
 //! | handle-rejit: the same from `HandleCreated` of the app's `GCHandle.Alloc` | allowed to wait; the survey saw no suspension complete while `HandleCreated` of a handle made with an object waited (all three), nor `HandleDestroyed` (10.0, 11.0) | `HandleCreated` / `HandleDestroyed` in `Scope::Cooperative` |
+//! | relay-thread: each delivery of the probe's own EventPipe event relays it by a write on a new thread of the probe's, waited for | holds, and is left open: the `WouldRecurse` mark is per thread, so the chain of deliveries went as deep as the probe let it (32 levels, 31 relays, none refused, none stuck) on all three; nothing recurses on one stack, each level is a thread the profiler started and waits for, and the SDK cannot tell such a write from another thread's concurrent one | guard (pins the depth and that no write waits for another thread's delivery) |
 //! | unwind-gc: `force_gc` from `ExceptionUnwindFunctionEnter` | does not hold: the runtime refuses `ForceGC` inside a callback (`CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`, all three) | guard |
 //! | suspend-gc: `force_gc` from `RuntimeSuspendFinished` | does not hold: the same refusal (all three) | guard |
 //!
@@ -155,6 +156,20 @@ fn handle_rejit(case: &Case<'_>) -> CaseResult {
     )
 }
 
+fn relay_thread(case: &Case<'_>) -> CaseResult {
+    let traced = run_probe(case, "relay-thread")?;
+    let relay = outcome_of(&traced, "relay", "Shutdown")?;
+    // Not refused, and not stuck: each level's write, on a thread of the
+    // probe's own, delivers on that thread, whose relay starts the next;
+    // the chain is as deep as the probe lets it (32), and no write waits
+    // for another thread's delivery.
+    expect(
+        "a relay chain across the profiler's own threads",
+        &relay,
+        relay == "deepest 32; relayed 31; refused 0; stuck 0",
+    )
+}
+
 fn force_gc_in(probe: &'static str, callback: &'static str) -> impl Fn(&Case<'_>) -> CaseResult {
     move |case| {
         let traced = run_probe(case, probe)?;
@@ -203,6 +218,11 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "review42 fresh: request_rejit from HandleCreated",
             handle_rejit,
+        )
+        .only_on(LEGS, WHY),
+        Scenario::new(
+            "review42 fresh: an EventPipe relay of the profiler's own event written on another thread",
+            relay_thread,
         )
         .only_on(LEGS, WHY),
         Scenario::new(
