@@ -196,7 +196,7 @@ const WHY: &str = "the fresh review of issue 42 runs inside 8.0, 10.0 and 11.0 (
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::new(
-            "review42 fresh: the claim table asked from ObjectAllocated while the claim waits for a ReJIT",
+            "review42 fresh: the claim table asked from ObjectAllocated while the claim waits for a suspension",
             claim_coop,
         )
         .only_on(LEGS, WHY),
