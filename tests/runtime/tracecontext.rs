@@ -69,7 +69,8 @@ fn read_records(path: &Path) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// One request the app made: ids, and its spans' times (Unix ns).
+/// One request the app made: ids, and its spans' times (Unix ns): from the
+/// start to the app leaving the span (its record cleared by then).
 struct Request {
     trace: String,
     root: String,
@@ -567,16 +568,10 @@ fn otlp_profiles(case: &Case<'_>) -> CaseResult {
                 {
                     return Err(format!("span {span}'s attributes disagree with its link").into());
                 }
-                // A step runs inside its span. Outside the steps a sample
-                // may come after the span's end time: `Activity.Stop` takes
-                // the end time, then runs the listeners, and only then makes
-                // the parent current (the thread's record changes then); a
-                // signal source samples that window too. It never comes
-                // before the span's start (the record is written after it).
                 for &t in &sample.timestamps_unix_nano {
-                    if t < *start || (in_step && t > *end) || t < from || t > to {
+                    if t < *start || t > *end || t < from || t > to {
                         return Err(format!(
-                            "a {ty} sample of span {span} at {t} lies outside the span [{start}, {end}] or its profile [{from}, {to}]: {frames:?}"
+                            "a {ty} sample of span {span} at {t} lies outside the span [{start}, {end}] (its start to the app leaving it) or its profile [{from}, {to}]: {frames:?}"
                         )
                         .into());
                     }
