@@ -1005,6 +1005,14 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     0 => tick_at,
                     t => t,
                 };
+                // A stack taken before its period began (a signal sample
+                // still in its ring, a suspension's stacks when the period
+                // was taken before they were counted): the period starts
+                // at it, so each sample's time lies inside its profile.
+                let taken = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(at);
+                if matches!(profile.time_range().0, Some(start) if taken < start) {
+                    profile.set_start(taken);
+                }
                 match sample.kind {
                     // A signal source's samples carry their own weights.
                     // Counted in the signal counters, not in `samples`: the
