@@ -1001,17 +1001,29 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     stack.push(index);
                 }
                 let context = sample.context.as_ref();
-                let at = match sample.taken_at_ns {
+                let mut at = match sample.taken_at_ns {
                     0 => tick_at,
                     t => t,
                 };
-                // A stack taken before its period began (a signal sample
-                // still in its ring, a suspension's stacks when the period
-                // was taken before they were counted): the period starts
-                // at it, so each sample's time lies inside its profile.
+                // A stack taken less than a tick before its period began (a
+                // signal sample still in its ring, a suspension's stacks
+                // when the period was taken before they were counted): the
+                // period starts at it. Older (a blocked thread's sample
+                // counted again): timed at the period's start. Each
+                // sample's time lies inside its profile.
                 let taken = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(at);
-                if matches!(profile.time_range().0, Some(start) if taken < start) {
-                    profile.set_start(taken);
+                let one_tick = std::time::Duration::from_nanos(profile.period_nanos().max(1));
+                if let Some(start) = profile.time_range().0 {
+                    if taken < start {
+                        if start.duration_since(taken).unwrap_or_default() <= one_tick {
+                            profile.set_start(taken);
+                        } else {
+                            at = start
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map(nanos)
+                                .unwrap_or(at);
+                        }
+                    }
                 }
                 match sample.kind {
                     // A signal source's samples carry their own weights.
