@@ -23,6 +23,7 @@ mod inliners;
 mod jit_tracer;
 mod large;
 mod lifecycle;
+mod live_heap;
 mod modern;
 mod mux;
 mod notification;
@@ -61,6 +62,7 @@ fn main() {
         .chain(sampling::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
+        .chain(live_heap::scenarios())
         .chain(provisioning::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())

@@ -36,7 +36,12 @@
 //!   100: every sample walked), past which samples are walked at random
 //!   and weighted ([`clrprof_sampler::budget`]); `lock`: the runtime's
 //!   `ContentionStop` events (.NET 5+); `exception`: `ExceptionThrown`, 1 in
-//!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all). See
+//!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all);
+//!   `heap`: the live heap ([`clrprof_sampler::live_heap`]: the sampled
+//!   allocations kept by weak handles and checked at every collection,
+//!   .NET 7 and later; at most `CLRPROF_SAMPLER_HEAP_MAX_TRACKED` objects,
+//!   default 4096), written as `<CLRPROF_OUTPUT>.heap.pb.gz` as of the last
+//!   collection, with a `{"event":"live-heap",...}` record. See
 //!   [`clrprof_sampler::events`]. Records `{"event":"profiles",...}` at
 //!   start and `{"event":"event-profiles",...}` at the end;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
@@ -69,6 +74,7 @@
 //! callbacks of the event profiles (`EventPipeEventDelivered`,
 //! `ExceptionThrown`, `ObjectAllocated`) to [`clrprof_sampler::events::EventProfiles`].
 
+use clrprof::allocations::AllocationSample;
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::eventpipe::EventPipeEvent;
 use clrprof::output::JsonLines;
@@ -238,8 +244,12 @@ fn event_config(kinds: &[ProfileKind]) -> EventProfilesConfig {
         alloc: kinds.contains(&ProfileKind::Alloc),
         lock: kinds.contains(&ProfileKind::Lock),
         exceptions: kinds.contains(&ProfileKind::Exception),
+        live_heap: kinds.contains(&ProfileKind::Heap),
         ..EventProfilesConfig::default()
     };
+    if let Some(n) = var("CLRPROF_SAMPLER_HEAP_MAX_TRACKED").and_then(|v| v.parse().ok()) {
+        config.live_heap_max_tracked = n;
+    }
     if let Some(n) = var("CLRPROF_SAMPLER_EXCEPTION_EVERY").and_then(|v| v.parse().ok()) {
         config.exception_every = u32::max(n, 1);
     }
@@ -411,7 +421,7 @@ impl Profiler for SamplerProfiler {
         };
         let config = event_config(&kinds);
         let mut unavailable = String::new();
-        if config.alloc || config.lock || config.exceptions {
+        if config.alloc || config.lock || config.exceptions || config.live_heap {
             let (events, event_masks) = match EventProfiles::new(info, config, self.names.clone()) {
                 Ok(set_up) => set_up,
                 Err(e) => {
@@ -461,6 +471,14 @@ impl Profiler for SamplerProfiler {
                 self.events
                     .get()
                     .map(|e| e.alloc_source())
+                    .unwrap_or(AllocSource::None)
+                    .name(),
+            )
+            .str(
+                "heap_source",
+                self.events
+                    .get()
+                    .map(|e| e.heap_source())
                     .unwrap_or(AllocSource::None)
                     .name(),
             )
@@ -579,6 +597,12 @@ impl Profiler for SamplerProfiler {
         }
     }
 
+    fn allocation_sampled(&self, info: &ProfilerInfo, sample: &AllocationSample<'_>) {
+        if let Some(events) = self.events.get() {
+            events.allocation_sampled(info, sample);
+        }
+    }
+
     fn exception_thrown(&self, info: &ProfilerInfo, exception: ObjectId<'_>) {
         if let Some(events) = self.events.get() {
             events.exception_thrown(info, exception);
@@ -689,6 +713,30 @@ impl SamplerProfiler {
                 let file = kinds::kind_path(std::path::Path::new(out), kind);
                 let _ = std::fs::write(file, kinds::gzip_pprof(&p));
             }
+        }
+        if let Some(heap) = events.live_heap().and_then(|h| h.profile()) {
+            let totals = heap.totals();
+            r = r.num("heap_0", totals[0]).num("heap_1", totals[1]);
+            if let Some(out) = &output {
+                let p = heap.to_pprof(self.runtime.get().map(String::as_str), now);
+                let file = kinds::kind_path(std::path::Path::new(out), ProfileKind::Heap);
+                let _ = std::fs::write(file, kinds::gzip_pprof(&p));
+            }
+            let s = heap.stats;
+            self.out
+                .record("live-heap")
+                .str("source", events.heap_source().name())
+                .num("offered", s.offered)
+                .num("tracked", s.tracked)
+                .num("tracking", s.tracking)
+                .num("died", s.died)
+                .num("thinned", s.thinned)
+                .num("handle_failures", s.handle_failures)
+                .num("collections", s.collections)
+                .num("level", u64::from(s.level))
+                .num("max_level", u64::from(s.max_level))
+                .num("rows", heap.rows.len() as u64)
+                .write();
         }
         let stats = events.stats();
         r.str("alloc_source", events.alloc_source().name())
