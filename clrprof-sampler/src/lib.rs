@@ -137,6 +137,7 @@ pub mod continuous;
 mod cpu;
 pub mod event_upload;
 pub mod events;
+pub mod heap_snapshot;
 mod interner;
 pub mod kinds;
 pub mod live_heap;

@@ -67,6 +67,16 @@
 //!   and the end a `{"event":"continuous",...}` record; the single-file
 //!   outputs above are not written then.
 //!
+//! - heap snapshots ([`clrprof_sampler::heap_snapshot`]: a histogram of
+//!   every live object by type): `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY=S`
+//!   takes one every `S` seconds (fractions allowed), written beside
+//!   `CLRPROF_OUTPUT` as `<CLRPROF_OUTPUT>.heap-snapshot-<n>.json`, `.txt`
+//!   and `.pb.gz`, with a `{"event":"heap-snapshot",...}` record each.
+//!   Loaded by attach (`clrprof heap --pid PID`) with the client data
+//!   `heap_snapshot=PATH`, the profiler takes one snapshot, writes `PATH`
+//!   (JSON), `PATH.txt` and `PATH.pb.gz` (or `PATH.error` with the reason)
+//!   and detaches.
+//!
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
 //! starts sampling at the second module load (the runtime is up and the
@@ -75,17 +85,19 @@
 //! `ExceptionThrown`, `ObjectAllocated`) to [`clrprof_sampler::events::EventProfiles`].
 
 use clrprof::allocations::AllocationSample;
+use clrprof::attach::ClientData;
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::eventpipe::EventPipeEvent;
 use clrprof::output::JsonLines;
 use clrprof::stackwalk::{FrameBuffer, ThreadGate, WalkOptions};
 use clrprof::{
-    profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
-    ProfilerInfo, RawThreadId, Result, ThreadId,
+    profiler, AttachEventMasks, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache,
+    Profiler, ProfilerInfo, RawThreadId, Result, ThreadId,
 };
 use clrprof::{ClassId, ObjectId};
 use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
 use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
+use clrprof_sampler::heap_snapshot::{HeapSnapshot, HeapSnapshots};
 use clrprof_sampler::kinds;
 use clrprof_sampler::{
     Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
@@ -121,6 +133,14 @@ pub struct SamplerProfiler {
     runtime: OnceLock<String>,
     /// Continuous mode of the event profiles, when configured.
     event_continuous: OnceLock<EventContinuous>,
+    /// Heap snapshots, when asked for (a period, or an attach).
+    snapshots: OnceLock<Arc<HeapSnapshots>>,
+    /// The thread taking them (periodic, or the attach's one).
+    snapshot_thread: Mutex<Option<clrprof::thread::ProfilerThread<()>>>,
+    /// Set to stop the periodic snapshots.
+    snapshot_stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    /// The attach's snapshot file (`heap_snapshot=PATH`).
+    attach_snapshot: OnceLock<std::path::PathBuf>,
 }
 
 impl Default for SamplerProfiler {
@@ -145,6 +165,10 @@ impl Default for SamplerProfiler {
             events: OnceLock::new(),
             runtime: OnceLock::new(),
             event_continuous: OnceLock::new(),
+            snapshots: OnceLock::new(),
+            snapshot_thread: Mutex::new(None),
+            snapshot_stop: Arc::new((Mutex::new(false), std::sync::Condvar::new())),
+            attach_snapshot: OnceLock::new(),
         }
     }
 }
@@ -315,7 +339,119 @@ fn period_record(out: &JsonLines, p: &Period) {
     }
 }
 
+/// `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY` in seconds, when set.
+fn snapshot_every() -> Option<std::time::Duration> {
+    std::env::var("CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+}
+
+/// Writes `snapshot` as `base` (JSON), `base.txt` and `base.pb.gz`; the
+/// JSON last, renamed into place, so a reader that sees it sees all three.
+fn write_snapshot(snapshot: &HeapSnapshot, base: &std::path::Path) -> std::io::Result<()> {
+    let with = |ext: &str| {
+        let mut p = base.as_os_str().to_owned();
+        p.push(ext);
+        std::path::PathBuf::from(p)
+    };
+    std::fs::write(with(".txt"), snapshot.to_text())?;
+    std::fs::write(with(".pb.gz"), kinds::gzip_pprof(&snapshot.to_pprof()))?;
+    let tmp = with(".tmp");
+    std::fs::write(&tmp, snapshot.to_json())?;
+    std::fs::rename(&tmp, base)
+}
+
+fn snapshot_record(out: &JsonLines, index: u64, r: &std::result::Result<HeapSnapshot, String>) {
+    match r {
+        Ok(s) => out
+            .record("heap-snapshot")
+            .num("index", index)
+            .str("method", &s.method)
+            .num("objects", s.objects())
+            .num("bytes", s.bytes())
+            .num("types", s.types.len() as u64)
+            .num("unnamed", s.unnamed)
+            .num("duration_us", s.duration.as_micros() as u64)
+            .write(),
+        Err(e) => out
+            .record("heap-snapshot")
+            .num("index", index)
+            .str("error", e)
+            .write(),
+    }
+}
+
 impl SamplerProfiler {
+    /// Starts the periodic heap snapshots (startup, with
+    /// `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY`).
+    fn start_snapshots(&self) {
+        let (Some(snapshots), Some(every)) = (self.snapshots.get().cloned(), snapshot_every())
+        else {
+            return;
+        };
+        let Some(output) = std::env::var_os("CLRPROF_OUTPUT") else {
+            return;
+        };
+        let out = self.out.clone();
+        let stop = self.snapshot_stop.clone();
+        let spawned = clrprof::thread::spawn("sampler-heap-snapshots", move || {
+            let mut index = 0u64;
+            loop {
+                {
+                    let (flag, cv) = &*stop;
+                    let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
+                    let (guard, _) = cv
+                        .wait_timeout_while(guard, every, |stopped| !*stopped)
+                        .unwrap_or_else(|e| e.into_inner());
+                    if *guard {
+                        return;
+                    }
+                }
+                let taken = snapshots.take().map_err(|e| e.to_string());
+                if let Ok(s) = &taken {
+                    let mut base = output.clone();
+                    base.push(format!(".heap-snapshot-{index}.json"));
+                    let _ = write_snapshot(s, std::path::Path::new(&base));
+                }
+                snapshot_record(&out, index, &taken);
+                out.flush();
+                index += 1;
+            }
+        });
+        match spawned {
+            Ok(t) => {
+                *self
+                    .snapshot_thread
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(t)
+            }
+            Err(e) => self
+                .out
+                .record("heap-snapshot")
+                .str("error", &format!("cannot start the snapshot thread: {e}"))
+                .write(),
+        }
+    }
+
+    /// Stops the periodic snapshots (bounded wait).
+    fn stop_snapshots(&self) {
+        {
+            let (flag, cv) = &*self.snapshot_stop;
+            *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        let thread = self
+            .snapshot_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join_timeout(clrprof::exit::EXIT_WAIT);
+        }
+    }
+
     // ANCHOR: start
     /// The second module load: sampling starts now (the SDK component does
     /// it); record how.
@@ -329,6 +465,7 @@ impl SamplerProfiler {
             }
         }
         self.try_async_walk(info);
+        self.start_snapshots();
         match (self.sampler.get(), self.no_sampler.get()) {
             (Some(sampler), _) => self
                 .out
@@ -421,6 +558,18 @@ impl Profiler for SamplerProfiler {
         };
         let config = event_config(&kinds);
         let mut unavailable = String::new();
+        if snapshot_every().is_some() {
+            match HeapSnapshots::register(info, self.names.clone()) {
+                Ok(s) => {
+                    let _ = self.snapshots.set(s);
+                }
+                Err(e) => self
+                    .out
+                    .record("heap-snapshot")
+                    .str("error", &e.to_string())
+                    .write(),
+            }
+        }
         if config.alloc || config.lock || config.exceptions || config.live_heap {
             let (events, event_masks) = match EventProfiles::new(info, config, self.names.clone()) {
                 Ok(set_up) => set_up,
@@ -488,6 +637,78 @@ impl Profiler for SamplerProfiler {
     }
     // ANCHOR_END: initialize
 
+    /// Loaded by attach: one heap snapshot (`heap_snapshot=PATH`), then
+    /// detach.
+    fn initialize_for_attach(
+        &self,
+        info: &ProfilerInfo,
+        client_data: &[u8],
+    ) -> Result<AttachEventMasks> {
+        let data = ClientData::new(client_data);
+        let Some(path) = data.get("heap_snapshot") else {
+            return Err(clrprof::Error::Usage(
+                "the sampler attaches only to take a heap snapshot: client data heap_snapshot=PATH"
+                    .into(),
+            ));
+        };
+        let _ = self.attach_snapshot.set(path.into());
+        let snapshots = HeapSnapshots::register(info, self.names.clone())?;
+        let _ = self.snapshots.set(snapshots);
+        // The component asks what it needs (MONITOR_GC before .NET 9).
+        Ok(AttachEventMasks::default())
+    }
+
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {
+        let (Some(snapshots), Some(path)) = (
+            self.snapshots.get().cloned(),
+            self.attach_snapshot.get().cloned(),
+        ) else {
+            return;
+        };
+        let runtime = info.handle();
+        let spawned = clrprof::thread::spawn("sampler-attach-snapshot", move || {
+            match snapshots.take() {
+                Ok(s) => {
+                    if let Err(e) = write_snapshot(&s, &path) {
+                        let mut err = path.clone().into_os_string();
+                        err.push(".error");
+                        let _ = std::fs::write(err, format!("cannot write the snapshot: {e}"));
+                    }
+                }
+                Err(e) => {
+                    let mut err = path.clone().into_os_string();
+                    err.push(".error");
+                    let _ = std::fs::write(err, e.to_string());
+                }
+            }
+            // The snapshot's own thread may still be leaving: ask again
+            // while the SDK says threads run.
+            for _ in 0..100 {
+                match clrprof::detach::request_detach(&runtime, 100) {
+                    Err(clrprof::Error::ThreadsRunning { .. }) => {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    _ => break,
+                }
+            }
+        });
+        if let Ok(t) = spawned {
+            *self
+                .snapshot_thread
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(t);
+        }
+    }
+
+    fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
+        // The snapshot thread asked for this detach and does nothing after.
+        let _ = self
+            .snapshot_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
     fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {
         if module.is_ok() && self.modules.fetch_add(1, Ordering::SeqCst) == 1 {
             self.started(info);
@@ -512,6 +733,7 @@ impl Profiler for SamplerProfiler {
     // at process exit, or already ended by Windows): nothing here waits
     // longer than the SDK's bounded stop.
     fn finish(&self) {
+        self.stop_snapshots();
         if let (Some(sampler), Some(continuous)) = (self.sampler.get(), self.continuous.get()) {
             let result = continuous.finish();
             let stats = sampler.stats();
