@@ -30,6 +30,7 @@ pub mod http;
 pub mod load;
 pub mod manifest;
 pub mod nuget;
+pub mod peer_tools;
 pub mod profiler_env;
 pub mod progress;
 pub mod provision;

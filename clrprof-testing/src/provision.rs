@@ -292,6 +292,14 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
         }
     }
 
+    // The peer tools the scenarios compare with (dotnet-gcdump for the heap
+    // snapshots): fetched once, checked, unpacked under the cache.
+    if let Err(e) =
+        crate::peer_tools::tool_dll(cache, &crate::peer_tools::DOTNET_GCDUMP, &feed, &progress)
+    {
+        problems.push(format!("{}: {e}", crate::peer_tools::DOTNET_GCDUMP));
+    }
+
     m.save(&cache.join(manifest::MANIFEST_FILE))?;
     problems.extend(
         m.unusable

@@ -15,6 +15,7 @@ mod exceptions;
 mod exits;
 mod frames;
 mod heap;
+mod heap_snapshot;
 mod hello;
 mod il;
 mod info;
@@ -63,6 +64,7 @@ fn main() {
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(live_heap::scenarios())
+        .chain(heap_snapshot::scenarios())
         .chain(provisioning::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())
