@@ -366,5 +366,147 @@ pub fn scenarios() -> Vec<Scenario> {
             "live heap: a table bounded at 64 objects thins and stays within its error band",
             bounded,
         ),
+        Scenario::new(
+            "live heap: a growing cache beside short-lived churn leads by inuse_space at the leaking method, its count within 10 %",
+            leak_found,
+        )
+        .also_on(&["linux-arm64-10.0"]),
     ]
+}
+
+/// The heap periods of a continuous run, by index.
+fn heap_periods(dir: &Path) -> Result<Vec<(u64, crate::pprof::Pb)>, String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = e.map_err(|e| e.to_string())?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some(stem) = name.strip_suffix(".heap.pb.gz") else {
+            continue;
+        };
+        let index: u64 = stem
+            .rsplit('-')
+            .next()
+            .and_then(|i| i.parse().ok())
+            .ok_or_else(|| format!("bad period file {name}"))?;
+        let gz = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push((index, crate::pprof::decode(&gz)?));
+    }
+    out.sort_by_key(|(i, _)| *i);
+    Ok(out)
+}
+
+/// Estimated bytes per type of a heap profile, the largest first.
+fn bytes_by_type(pb: &crate::pprof::Pb) -> Vec<(String, i64)> {
+    let mut by: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for s in &pb.samples {
+        let ty = s.labels.get("type").cloned().unwrap_or_default();
+        *by.entry(ty).or_default() += s.values[1];
+    }
+    let mut v: Vec<(String, i64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v
+}
+
+fn leak_found(case: &Case<'_>) -> CaseResult {
+    let periods_dir = case.spec(Path::new("leak")).work_dir.join("periods");
+    let _ = std::fs::remove_dir_all(&periods_dir);
+    std::fs::create_dir_all(&periods_dir).map_err(|e| format!("{e}"))?;
+    let dir = periods_dir.display().to_string();
+    let env = [
+        ("CLRPROF_SAMPLER_PROFILES", "heap"),
+        ("CLRPROF_SAMPLER_ALLOC_BUDGET", "100"),
+        ("CLRPROF_SAMPLER_CONTINUOUS_DIR", dir.as_str()),
+        ("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "0.5"),
+    ];
+    let args: &[&str] = if case.leg().is_emulated() {
+        &["4", "12"]
+    } else {
+        &["4", "40"]
+    };
+    let (plain, records, rdir) = run_sampler(case, "leak", args, &env)?;
+    if is_31(case) {
+        return refused_on_31(&records, &rdir);
+    }
+    let leaked = plain
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("leaked "))
+        .ok_or("the app printed no leaked line")?;
+    let f: Vec<&str> = leaked.split_whitespace().collect();
+    let (method, ty, count): (&str, &str, f64) =
+        (f[0], f[1], f[2].parse().map_err(|_| "bad leaked count")?);
+    let periods = heap_periods(&periods_dir)?;
+    let shown: Vec<&(u64, crate::pprof::Pb)> = periods
+        .iter()
+        .filter(|(_, p)| !p.samples.is_empty())
+        .collect();
+    if shown.len() < 3 {
+        return Err(format!(
+            "{} heap periods, {} with a heap: too few",
+            periods.len(),
+            shown.len()
+        )
+        .into());
+    }
+    // After a few periods the leak leads by bytes, allocated where it leaks,
+    // and what dies young weighs next to nothing.
+    for (index, pb) in shown.iter().skip(1) {
+        let by = bytes_by_type(pb);
+        let (first, first_bytes) = by.first().cloned().unwrap_or_default();
+        if first != ty {
+            return Err(
+                format!("period {index}: {first} leads by inuse_space, not {ty}: {by:?}").into(),
+            );
+        }
+        let top = pb
+            .samples
+            .iter()
+            .filter(|s| s.labels.get("type").map(String::as_str) == Some(ty))
+            .max_by_key(|s| s.values[1])
+            .ok_or("no sample of the leaked type")?;
+        if !top.frames.iter().any(|f| f == method) {
+            return Err(format!(
+                "period {index}: the leaked type's largest stack does not name {method}: {:?}",
+                top.frames
+            )
+            .into());
+        }
+        let young = by
+            .iter()
+            .filter(|(t, _)| t == "Leak.Request")
+            .map(|(_, b)| *b)
+            .sum::<i64>();
+        if young * 20 > first_bytes {
+            return Err(format!(
+                "period {index}: short-lived requests weigh {young} of {first_bytes}"
+            )
+            .into());
+        }
+    }
+    // The last period is the heap after the app's last collection.
+    let (last_index, last) = shown.last().ok_or("no period")?;
+    let (objects, _) = type_sums(last, ty, Some(method));
+    let off = objects as f64 / count - 1.0;
+    if off.abs() > 0.10 {
+        return Err(format!(
+            "last period {last_index}: {objects} {ty} estimated live at {method}, the app keeps {count} ({:+.1} %)",
+            100.0 * off
+        )
+        .into());
+    }
+    let (requests, _) = type_sums(last, "Leak.Request", None);
+    let (buffers, _) = type_sums(last, "System.Byte[]", Some("Leak.App::Serve"));
+    if requests != 0 || buffers != 0 {
+        return Err(format!(
+            "last period: {requests} requests and {buffers} request buffers estimated live after the app's collection"
+        )
+        .into());
+    }
+    println!(
+        "    {}: {} periods; {ty} first by inuse_space from the 2nd with a heap on, at {method}; last: {objects} of {count} ({:+.1} %)",
+        case.leg().name,
+        periods.len(),
+        100.0 * off
+    );
+    Ok(())
 }
