@@ -18,6 +18,8 @@ const BENCHES: &[Bench] = &[
     ("memory", crate::bench_memory::main),
     ("wrap", crate::bench_wrap::main),
     ("server", crate::bench_server::main),
+    ("heap-snapshot", crate::bench_heap::snapshot),
+    ("heap-soak", crate::bench_heap::soak),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {

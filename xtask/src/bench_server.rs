@@ -15,19 +15,23 @@
 //! linux-x64-11.0):
 //! 1. `none`: no profiler;
 //! 2. `sampler`: the sampler example, CPU and wall at 100 Hz;
-//! 3. `continuous`: the sampler with every production profile (cpu, wall,
+//! 3. `alloc` and `alloc-heap`: the sampler's allocation profile alone, and
+//!    with the live heap (weak handles on the sampled allocations, checked
+//!    at every collection): the live heap's cost is `alloc-heap` against
+//!    `alloc`;
+//! 4. `continuous`: the sampler with every production profile (cpu, wall,
 //!    alloc, lock, exception), continuous mode uploading every
 //!    `--period` seconds (default 5) to a local endpoint;
-//! 4. `wrapper`: method-wrapper on every action method and middleware
+//! 5. `wrapper`: method-wrapper on every action method and middleware
 //!    `Invoke` of the service, a Rust handler timing each call;
-//! 5. `call-tracer`: ELT hooks on every JIT-compiled method, counting
+//! 6. `call-tracer`: ELT hooks on every JIT-compiled method, counting
 //!    (inlining off), for reference;
-//! 6. `dotnet-trace`: `dotnet-trace collect` with its default profile,
+//! 7. `dotnet-trace`: `dotnet-trace collect` with its default profile,
 //!    attached to the service; `dotnet-counters`: `dotnet-counters collect`
 //!    of the runtime counters. Both from NuGet (pinned by SHA-512, run with
 //!    the leg's `dotnet exec`).
 //!
-//! A run: start the service, attach the tool (6), `--warmup` seconds of
+//! A run: start the service, attach the tool (7), `--warmup` seconds of
 //! load (default 12: tiered compilation must be done before the measured
 //! phase; with 3 s the service without a profiler ran at 6 700 req/s and
 //! any profiler that delays tiering, the sampler's suspensions or the
@@ -110,6 +114,22 @@ fn configs(upload_url: &str, period: f64) -> Vec<Config> {
                     ("CLRPROF_SAMPLER_RATE", "100".into()),
                     ("CLRPROF_SAMPLER_PROFILES", "cpu,wall".into()),
                 ],
+            ),
+        },
+        Config {
+            name: "alloc",
+            label: "sampler, allocation profile",
+            kind: Kind::Profiler(
+                "sampler",
+                vec![("CLRPROF_SAMPLER_PROFILES", "alloc".into())],
+            ),
+        },
+        Config {
+            name: "alloc-heap",
+            label: "sampler, allocation profile and live heap",
+            kind: Kind::Profiler(
+                "sampler",
+                vec![("CLRPROF_SAMPLER_PROFILES", "alloc,heap".into())],
             ),
         },
         Config {

@@ -5,6 +5,7 @@
 mod bench;
 mod bench_dispatch;
 mod bench_elt;
+mod bench_heap;
 mod bench_memory;
 mod bench_mux;
 mod bench_profiles;
