@@ -322,6 +322,7 @@ fn without_arity(name: &str) -> String {
     out
 }
 
+// provenance: name-cache-runtime
 /// A class's display name (see the [module docs](self)).
 pub fn display_type_name(
     info: &ProfilerInfo,
@@ -467,6 +468,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+// provenance: name-cache-runtime
 impl HeapSnapshots {
     /// Registers snapshots for the runtime of `info` as an SDK component,
     /// in `Initialize` or `InitializeForAttach`; names classes through

@@ -112,6 +112,14 @@ pub struct LiveHeapStats {
     pub level: u32,
     /// The highest level reached.
     pub max_level: u32,
+    /// Handles asked for their object at collections' ends.
+    pub checks: u64,
+    /// Time spent in `GarbageCollectionFinished` (the collection's pause),
+    /// nanoseconds in all.
+    pub gc_ns: u64,
+    /// Time spent taking samples (the handle and the table; the walk is
+    /// the allocation profile's), nanoseconds in all.
+    pub offer_ns: u64,
 }
 
 /// A generation, for the `generation` label.
@@ -189,6 +197,9 @@ pub struct LiveHeap {
     thinned: AtomicU64,
     handle_failures: AtomicU64,
     collections: AtomicU64,
+    checks: AtomicU64,
+    gc_ns: AtomicU64,
+    offer_ns: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -249,6 +260,9 @@ impl LiveHeap {
             thinned: AtomicU64::new(0),
             handle_failures: AtomicU64::new(0),
             collections: AtomicU64::new(0),
+            checks: AtomicU64::new(0),
+            gc_ns: AtomicU64::new(0),
+            offer_ns: AtomicU64::new(0),
         }
     }
 
@@ -263,6 +277,7 @@ impl LiveHeap {
         stack: Arc<[Arc<str>]>,
         weight: f64,
     ) {
+        let started = std::time::Instant::now();
         self.offered.fetch_add(1, Relaxed);
         let size = sample.object_size().unwrap_or(0);
         let released = {
@@ -299,6 +314,8 @@ impl LiveHeap {
         };
         // Outside the lock, and outside any collection.
         drop(released);
+        self.offer_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
     }
 
     /// The table is full: halve the sampling rate (see the module docs).
@@ -326,6 +343,13 @@ impl LiveHeap {
 
     /// `GarbageCollectionFinished`: who survived.
     fn gc_finished(&self, info: &ProfilerInfo) {
+        let started = std::time::Instant::now();
+        self.check_survivors(info);
+        self.gc_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+    }
+
+    fn check_survivors(&self, info: &ProfilerInfo) {
         let n = self.collections.fetch_add(1, Relaxed) + 1;
         let mut bounds = info.generation_bounds().unwrap_or_default();
         bounds.sort_by_key(|r| r.start.0);
@@ -333,6 +357,7 @@ impl LiveHeap {
         let condemned = state.condemned.take();
         let check_all = condemned.is_none() || n % CHECK_ALL_EVERY == 0;
         let mut died = 0u64;
+        let mut checks = 0u64;
         let mut alive = Vec::with_capacity(state.tracked.len());
         let mut released = Vec::new();
         for mut t in state.tracked.drain(..) {
@@ -342,6 +367,7 @@ impl LiveHeap {
                 (Some(_), None) => true,
             };
             if check_all || condemned_here {
+                checks += 1;
                 match t.handle.object_raw() {
                     Ok(Some(object)) => {
                         t.generation = Some(generation_of(&bounds, object));
@@ -365,6 +391,7 @@ impl LiveHeap {
         }
         state.last_gc = Some(SystemTime::now());
         self.died.fetch_add(died, Relaxed);
+        self.checks.fetch_add(checks, Relaxed);
     }
 
     /// Destroys the handles of objects let go (call outside collections;
@@ -390,6 +417,9 @@ impl LiveHeap {
             collections: self.collections.load(Relaxed),
             level,
             max_level,
+            checks: self.checks.load(Relaxed),
+            gc_ns: self.gc_ns.load(Relaxed),
+            offer_ns: self.offer_ns.load(Relaxed),
         }
     }
 

@@ -365,12 +365,16 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(
             "live heap: a table bounded at 64 objects thins and stays within its error band",
             bounded,
+        )
+        .only_on(
+            &["linux-x64-8.0", "linux-x64-10.0"],
+            "the thinning is the sampler's own arithmetic, the same on every runtime: one leg per \
+             sampling source (GCAllocationTick, AllocationSampled)",
         ),
         Scenario::new(
             "live heap: a growing cache beside short-lived churn leads by inuse_space at the leaking method, its count within 10 %",
             leak_found,
-        )
-        .also_on(&["linux-arm64-10.0"]),
+        ),
     ]
 }
 
@@ -403,7 +407,7 @@ fn bytes_by_type(pb: &crate::pprof::Pb) -> Vec<(String, i64)> {
         *by.entry(ty).or_default() += s.values[1];
     }
     let mut v: Vec<(String, i64)> = by.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v
 }
 

@@ -957,6 +957,9 @@ impl SamplerProfiler {
                 .num("collections", s.collections)
                 .num("level", u64::from(s.level))
                 .num("max_level", u64::from(s.max_level))
+                .num("checks", s.checks)
+                .num("gc_ns", s.gc_ns)
+                .num("offer_ns", s.offer_ns)
                 .num("rows", heap.rows.len() as u64)
                 .write();
         }
