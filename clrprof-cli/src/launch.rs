@@ -55,6 +55,9 @@ pub struct Request {
     pub mux: Option<PathBuf>,
     /// `--runtime LEG|VERSION`: the host CMD runs on.
     pub runtime: Option<String>,
+    /// `--trace-context`: load the trace-context startup hook, pointed at
+    /// the first profiler ([`crate::trace_context`]).
+    pub trace_context: bool,
 }
 
 /// The multiplexer's list of profilers (`path={CLSID};...`).
@@ -530,7 +533,22 @@ pub fn run(request: &Request, command: &[OsString]) -> Result<ExitCode> {
     if !crate::runtime::program_exists(program) {
         return Err(crate::runtime::missing_program(program, Some(profiler)));
     }
-    let launch = plan_request(request, command, find_wine_loader().as_deref())?;
+    let mut launch = plan_request(request, command, find_wine_loader().as_deref())?;
+    if request.trace_context {
+        let windows = command
+            .first()
+            .is_some_and(|c| is_wine_command(Path::new(c)));
+        let hook = crate::trace_context::hook_assembly(Some(profiler))?;
+        let library = clrprof_testing::manifest::absolute(profiler);
+        let (hook, library) = if windows {
+            (to_wine_path(&hook)?, to_wine_path(&library)?)
+        } else {
+            (hook.display().to_string(), library.display().to_string())
+        };
+        launch
+            .env
+            .extend(crate::trace_context::env(&hook, &library, windows));
+    }
     let mux = (request.profilers.len() > 1)
         .then(|| {
             launch

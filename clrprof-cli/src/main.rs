@@ -35,6 +35,7 @@ mod heap;
 mod launch;
 mod new;
 mod runtime;
+mod trace_context;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -99,6 +100,13 @@ enum Command {
         /// crate's target/clrprof-cache/mux (`clrprof build-mux`), or next to clrprof).
         #[arg(long)]
         mux: Option<PathBuf>,
+        /// Label samples with the trace context (.NET 7+): load the SDK's
+        /// startup hook, which follows Activity.Current into the first
+        /// profiler's per-thread records (DOTNET_STARTUP_HOOKS,
+        /// CLRPROF_CONTEXT_LIBRARY); compiled on first use with the
+        /// compiler `clrprof provision` brought.
+        #[arg(long)]
+        trace_context: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -296,6 +304,7 @@ fn main() -> ExitCode {
             profiler_env,
             mux,
             runtime,
+            trace_context,
             command,
         } => launch::run(
             &launch::Request {
@@ -306,6 +315,7 @@ fn main() -> ExitCode {
                 profiler_env,
                 mux,
                 runtime,
+                trace_context,
             },
             &command,
         ),

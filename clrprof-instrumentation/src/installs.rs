@@ -68,15 +68,27 @@ pub(super) fn install<T>(
 /// the count says, from the runtime. `GetCodeInfo2` answers
 /// `CORPROF_E_FUNCTION_NOT_COMPILED` before a function's first compilation;
 /// code it reports may be precompiled (ReadyToRun), which
-/// `EnumJITedFunctions` (the JIT's own code heaps; safe at any time) does
-/// not list, so a function with code is looked up there.
+/// `EnumJITedFunctions` (the JIT's own code heaps) does not list, so a
+/// function with code is looked up there where the runtime allows that
+/// walk (.NET 9 and older; see below for 10 and later).
 pub(super) fn jit_compiled(info: &ProfilerInfo, function: FunctionId<'_>) -> Result<bool> {
     match info.code_info2(function) {
         Err(e) if e.hresult() == sys::CORPROF_E_FUNCTION_NOT_COMPILED => return Ok(false),
         _ => {}
     }
     let function = function.to_raw();
-    for jitted in info.enum_jited_functions()? {
+    let jitted = match info.enum_jited_functions() {
+        Ok(jitted) => jitted,
+        // .NET 10 and later: the runtime's walk of its code heaps is not
+        // safe from a JIT callback (`ProfilerInfo::enum_jited_functions`).
+        // The SDK's own count of compilations, which the installation's
+        // claim checks next, answers there alone: a method the JIT compiled
+        // is refused by it (`AlreadyCompiled`), and so is every method when
+        // the count is not complete (`NotSeen`).
+        Err(clrprof::Error::RuntimeVersion { called: false, .. }) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for jitted in jitted {
         if jitted?.function == function {
             return Ok(true);
         }

@@ -12,6 +12,7 @@
 //! | `JITCachedFunctionSearchStarted` | likewise: the cached code is used only if every child agrees |
 //! | `ObjectReferences` | a child that returns a failure gets no more `ObjectReferences` in that GC; the runtime gets a failure (stop) once every receiving child stopped |
 //! | `GetReJITParameters` | the children that asked for the method, chained ([`crate::rejit`]) |
+//! | `ModuleUnloadFinished` | to every child that asked, then the IL bodies handed out for the module during ReJIT fan-outs are freed |
 //! | `GetAssemblyReferences` | every child adds its references to the runtime's provider |
 //! | `LoadAsNotificationOnly` | `FALSE`: the multiplexer is the main profiler |
 //!
@@ -389,6 +390,32 @@ impl Multiplexer {
         guard("clrprof-mux GetReJITParameters", E_FAIL, || {
             crate::rejit::get_parameters(shared, moduleId, methodId, pFunctionControl)
         })
+    }
+
+    /// `ICorProfilerCallback::ModuleUnloadFinished`: to every child that
+    /// asked; then the IL bodies handed out for the module's methods during
+    /// ReJIT fan-outs are freed ([`crate::rejit_requests::HandedOut`]): no
+    /// child holds the module's typed ID any longer, so none may read its IL.
+    pub(crate) unsafe fn on_ModuleUnloadFinished(
+        &self,
+        moduleId: ModuleID,
+        hrStatus: HRESULT,
+    ) -> HRESULT {
+        let hr = self.fan_out(routes::ModuleUnloadFinished, 1, |c| {
+            // SAFETY: [interface-version, mux-forward, callback-args] every child implements ICorProfilerCallback; the
+            // runtime's arguments, valid for the callback.
+            unsafe {
+                (c.vtbl::<ICorProfilerCallback_Vtbl>().ModuleUnloadFinished)(
+                    c.this(),
+                    moduleId,
+                    hrStatus,
+                )
+            }
+        });
+        if let Some(shared) = self.shared.get() {
+            shared.rejit.bodies.module_unloaded(moduleId);
+        }
+        hr
     }
 
     /// `ICorProfilerCallback6::GetAssemblyReferences`: every child adds to

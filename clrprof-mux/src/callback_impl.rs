@@ -164,16 +164,8 @@ impl ICorProfilerCallback_Impl for Multiplexer_Impl {
         })
     }
     unsafe fn ModuleUnloadFinished(&self, moduleId: ModuleID, hrStatus: HRESULT) -> HRESULT {
-        self.fan_out(routes::ModuleUnloadFinished, 1, |child| {
-            // SAFETY: [interface-version, mux-forward, callback-args] `fan_out` passes only children whose callback object
-            // implements ICorProfilerCallback (version 1); the arguments are the
-            // runtime's, valid for this callback, passed on unchanged.
-            unsafe {
-                (child
-                    .vtbl::<ICorProfilerCallback_Vtbl>()
-                    .ModuleUnloadFinished)(child.this(), moduleId, hrStatus)
-            }
-        })
+        // SAFETY: [mux-forward] the runtime's arguments, passed on under the same contract.
+        unsafe { Multiplexer::on_ModuleUnloadFinished(self, moduleId, hrStatus) }
     }
     unsafe fn ModuleAttachedToAssembly(
         &self,

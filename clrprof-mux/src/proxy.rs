@@ -277,7 +277,8 @@ pub(crate) mod intercept {
     }
 
     /// `ICorProfilerInfo::GetILFunctionBody`: during a `GetReJITParameters`
-    /// fan-out, the body an earlier child gave for that method; otherwise
+    /// fan-out, the body an earlier child gave for that method, alive until
+    /// the module unloads (as the runtime's answer is); otherwise
     /// the runtime's answer (which already includes a body set with
     /// `SetILFunctionBody` by an earlier child in `JITCompilationStarted`).
     pub(crate) unsafe extern "system" fn GetILFunctionBody(
@@ -287,22 +288,30 @@ pub(crate) mod intercept {
         ppMethodHeader: *mut LPCBYTE,
         pcbMethodSize: *mut ULONG,
     ) -> HRESULT {
-        // SAFETY: [caller-contract] the caller's `[out]` pointers, null or
-        // writable (GetILFunctionBody's contract, this fn's precondition).
-        let pending = unsafe {
-            crate::rejit::pending_body(moduleId, methodId, ppMethodHeader, pcbMethodSize)
-        };
-        if let Some(hr) = pending {
-            return hr;
-        }
-        // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
-        match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
-            // SAFETY: [mux-forward, caller-contract] the caller's arguments, passed on under the same IDL contract.
-            Some((real, v)) => unsafe {
-                (v.GetILFunctionBody)(real, moduleId, methodId, ppMethodHeader, pcbMethodSize)
-            },
-            None => E_NOTIMPL,
-        }
+        with_proxy("ICorProfilerInfo::GetILFunctionBody", this, |proxy| {
+            // SAFETY: [caller-contract] the caller's `[out]` pointers, null or
+            // writable (GetILFunctionBody's contract, this fn's precondition).
+            let pending = unsafe {
+                crate::rejit::pending_body(
+                    &proxy.shared.rejit.bodies,
+                    moduleId,
+                    methodId,
+                    ppMethodHeader,
+                    pcbMethodSize,
+                )
+            };
+            if let Some(hr) = pending {
+                return hr;
+            }
+            // SAFETY: [interface-version, mux-forward] a method of this proxy was called with `this`; Info1's vtable.
+            match unsafe { InfoProxy::forward::<ICorProfilerInfo_Vtbl>(this, 1) } {
+                // SAFETY: [mux-forward, caller-contract] the caller's arguments, passed on under the same IDL contract.
+                Some((real, v)) => unsafe {
+                    (v.GetILFunctionBody)(real, moduleId, methodId, ppMethodHeader, pcbMethodSize)
+                },
+                None => E_NOTIMPL,
+            }
+        })
     }
 
     /// `ICorProfilerInfo::SetILFunctionBody`: forwarded; the child is noted

@@ -10,7 +10,10 @@
 //!
 //! - the IL body: the last one set wins, and a child that sets one sees, in
 //!   `GetILFunctionBody` through its proxy, the body an earlier child set for
-//!   that method during this call — so two rewriters chain;
+//!   that method during this call — so two rewriters chain. A body handed
+//!   out that way lives as long as the module, as the runtime's own
+//!   answers do ([`HandedOut`](crate::rejit_requests::HandedOut)): a later
+//!   child's `SetILFunctionBody` and the end of the call do not free it;
 //! - codegen flags: the union;
 //! - instrumented-code maps: composed (see [`crate::il_map`]).
 //!
@@ -20,11 +23,13 @@
 //! other child still wants it re-JITted; otherwise the method is re-JITted
 //! again, so the remaining children's IL replaces the reverting child's.
 
+use crate::rejit_requests::HandedOut;
 use crate::shared::{InfoProxy, Shared};
 use clrprof::guard::guard;
 use clrprof::sys::*;
 use core::ffi::c_void;
 use std::cell::RefCell;
+use std::sync::Arc;
 use windows_core::implement;
 
 /// The `(module, method)` pairs of a request.
@@ -194,7 +199,8 @@ pub(crate) fn revert(
 struct Pending {
     module: ModuleID,
     method: mdMethodDef,
-    body: Option<Vec<u8>>,
+    /// Shared with [`HandedOut`] once a child read it.
+    body: Option<Arc<[u8]>>,
     flags: DWORD,
     map: Option<Vec<COR_IL_MAP>>,
 }
@@ -204,13 +210,15 @@ thread_local! {
 }
 
 /// `GetILFunctionBody` during a `GetReJITParameters` fan-out: the body an
-/// earlier child set for this method, if any.
+/// earlier child set for this method, if any, kept in `bodies` until the
+/// module unloads (the lifetime of the runtime's own answer).
 ///
 /// # Safety
 ///
 /// `header` and `size` are null or valid for writes (the `[out]` pointers
 /// of the caller's `GetILFunctionBody`).
 pub(crate) unsafe fn pending_body(
+    bodies: &HandedOut,
     module: ModuleID,
     method: mdMethodDef,
     header: *mut LPCBYTE,
@@ -224,13 +232,15 @@ pub(crate) unsafe fn pending_body(
                 return None;
             }
             let body = p.body.as_ref()?;
+            let len = body.len() as ULONG;
+            let kept = bodies.keep(module, body);
             // SAFETY: [caller-contract] null or writable, this fn's precondition.
             unsafe {
                 if !header.is_null() {
-                    *header = body.as_ptr();
+                    *header = kept;
                 }
                 if !size.is_null() {
-                    *size = body.len() as ULONG;
+                    *size = len;
                 }
             }
             Some(S_OK)
@@ -241,7 +251,21 @@ pub(crate) unsafe fn pending_body(
 
 /// The function control each child gets: collects into [`PENDING`].
 #[implement(ICorProfilerFunctionControl)]
-struct ControlProxy;
+pub(crate) struct ControlProxy;
+
+/// Starts (`Some`) or ends (`None`) a fan-out's state on this thread, as
+/// `get_parameters` does around its children (for the unit tests, which
+/// have no child libraries).
+#[cfg(test)]
+pub(crate) fn test_fan_out(call: Option<(ModuleID, mdMethodDef)>) {
+    let _ = PENDING.try_with(|p| {
+        *p.borrow_mut() = call.map(|(module, method)| Pending {
+            module,
+            method,
+            ..Default::default()
+        })
+    });
+}
 
 fn with_pending(f: impl FnOnce(&mut Pending) -> HRESULT) -> HRESULT {
     PENDING
@@ -284,8 +308,11 @@ impl ICorProfilerFunctionControl_Impl for ControlProxy_Impl {
                     return E_INVALIDARG;
                 }
                 // SAFETY: [caller-contract] IDL [in, size_is(cbNewILMethodHeader)] buffer of the caller.
-                let body = unsafe { core::slice::from_raw_parts(pb, cb as usize) }.to_vec();
+                let body: Arc<[u8]> =
+                    unsafe { core::slice::from_raw_parts(pb, cb as usize) }.into();
                 with_pending(|p| {
+                    // The body it replaces stays alive where a child read it
+                    // (`HandedOut`); otherwise it goes now.
                     p.body = Some(body);
                     S_OK
                 })

@@ -375,3 +375,86 @@ fn an_attached_multiplexer_refuses_the_net10_attach_flags_of_older_runtimes_itse
         }
     }
 }
+
+/// The test binary's allocator: the system's, which overwrites every
+/// block it frees (as a memory checker poisons freed memory), so a read of
+/// freed memory reads the poison instead of what happened to stay there.
+struct Poisoning;
+
+// SAFETY: [test-fake] every call goes to `System` with the caller's
+// arguments; `dealloc` first writes `layout.size()` bytes of the block it
+// was given, which the caller still owns until `System.dealloc` returns.
+unsafe impl std::alloc::GlobalAlloc for Poisoning {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: [test-fake] the caller's layout, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: [test-fake] the caller's block, still allocated.
+        unsafe {
+            core::ptr::write_bytes(ptr, 0xDD, layout.size());
+            std::alloc::System.dealloc(ptr, layout)
+        }
+    }
+}
+
+#[global_allocator]
+static POISONING: Poisoning = Poisoning;
+
+/// Review 4, route 1: during a `GetReJITParameters` fan-out a second
+/// child reads the body the first child set (`GetILFunctionBody` through
+/// its proxy), then sets its own through the multiplexer's function
+/// control. The body it read must still be there: the runtime's own
+/// `GetILFunctionBody` gives memory that lives as long as the module.
+#[test]
+fn a_body_read_during_a_rejit_fan_out_outlives_the_next_set() {
+    let (_fake, shared, proxies) = setup(2);
+    let (module, method) = (0x7000usize, 0x0600_0001u32);
+    // Tiny headers: (code size << 2) | 2, then the code.
+    let first: Vec<u8> = [vec![(6 << 2) | 2], vec![0x00, 0x00, 0x00, 0x00, 0x16, 0x2a]].concat();
+    let second: Vec<u8> = [vec![(3 << 2) | 2], vec![0x00, 0x17, 0x2a]].concat();
+    let control: ICorProfilerFunctionControl = crate::rejit::ControlProxy.into();
+    crate::rejit::test_fan_out(Some((module, method)));
+    // Child 1 rewrites.
+    // SAFETY: [test-fake, local-memory] our own control; `first` is readable for the call.
+    let hr = unsafe { control.SetILFunctionBody(first.len() as u32, first.as_ptr()) };
+    assert_eq!(hr, S_OK);
+    // Child 2 reads child 1's body (`before`) ...
+    let (mut header, mut size): (*const u8, u32) = (core::ptr::null(), 0);
+    // SAFETY: [interface-version, plain-call] Info1's vtable; valid out pointers.
+    let hr = unsafe {
+        (vtbl::<ICorProfilerInfo_Vtbl>(&proxies[1]).GetILFunctionBody)(
+            proxies[1].as_raw(),
+            module,
+            method,
+            &mut header,
+            &mut size,
+        )
+    };
+    assert_eq!(hr, S_OK);
+    assert_eq!(size as usize, first.len());
+    // ... installs its own ...
+    // SAFETY: [test-fake, local-memory] as above.
+    let hr = unsafe { control.SetILFunctionBody(second.len() as u32, second.as_ptr()) };
+    assert_eq!(hr, S_OK);
+    // ... the fan-out ends ...
+    crate::rejit::test_fan_out(None);
+    // ... and allocations reuse what was freed.
+    let churn: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; first.len()]).collect();
+    drop(churn);
+    // SAFETY: [test-fake] the multiplexer handed this pointer and size out
+    // as a `GetILFunctionBody` answer, which must stay readable while the
+    // module is loaded (the fake never unloads it).
+    let before = unsafe { core::slice::from_raw_parts(header, size as usize) };
+    assert_eq!(
+        before,
+        &first[..],
+        "the body child 2 read was freed under it"
+    );
+    // Kept once (the body nobody read is not kept), until the module's
+    // ModuleUnloadFinished reached every child.
+    assert_eq!(shared.rejit.bodies.kept(module), 1);
+    assert_eq!(shared.rejit.bodies.kept(module + 1), 0);
+    shared.rejit.bodies.module_unloaded(module);
+    assert_eq!(shared.rejit.bodies.kept(module), 0);
+}

@@ -8,9 +8,17 @@
 /// `pthread_getcpuclockid` would give, built from the kernel thread ID as
 /// the kernel defines it: `(~tid << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED`),
 /// the scheduler's runtime of the thread, to the nanosecond; the kernel
-/// answers only for threads of the calling process. Windows:
-/// `GetThreadTimes`, in 100 ns units, which the kernel advances at clock
-/// interrupts (about every 15.6 ms unless a timer resolution was asked for).
+/// answers only for threads of the calling process (`lookup_task` in
+/// kernel/time/posix-cpu-timers.c refuses a thread outside the caller's
+/// thread group). Windows: `GetThreadTimes`, in 100 ns units, which the
+/// kernel advances at clock interrupts (about every 15.6 ms unless a timer
+/// resolution was asked for), of the thread `OpenThread` opens for the ID
+/// only if it belongs to this process (`GetProcessIdOfThread`): a thread ID
+/// is unique among the threads that exist in every process, so the ID of a
+/// thread that ended may name a thread of another process, whose time must
+/// not be added to this process's stacks (review 4, route 8). Within this
+/// process an ID reused between a sample and this read gives another of
+/// its threads' clock, once (the sampler's difference of two readings).
 pub(crate) fn os_thread_cpu_ns(os_thread_id: u32) -> Option<u64> {
     if os_thread_id == 0 {
         return None;
@@ -60,6 +68,8 @@ mod imp {
     extern "system" {
         fn OpenThread(access: u32, inherit: i32, thread_id: u32) -> *mut c_void;
         fn CloseHandle(handle: *mut c_void) -> i32;
+        fn GetProcessIdOfThread(thread: *mut c_void) -> u32;
+        fn GetCurrentProcessId() -> u32;
         fn GetThreadTimes(
             thread: *mut c_void,
             creation: *mut FileTime,
@@ -77,10 +87,14 @@ mod imp {
         if h.is_null() {
             return None;
         }
+        // SAFETY: [os-api] an open thread handle with
+        // THREAD_QUERY_LIMITED_INFORMATION, which GetProcessIdOfThread needs;
+        // GetCurrentProcessId takes nothing and cannot fail.
+        let ours = unsafe { GetProcessIdOfThread(h) == GetCurrentProcessId() };
         let (mut c, mut e, mut k, mut u) = Default::default();
         // SAFETY: [os-api] an open thread handle and four local out structs of
         // FILETIME's layout (two u32s).
-        let ok = unsafe { GetThreadTimes(h, &mut c, &mut e, &mut k, &mut u) } != 0;
+        let ok = ours && unsafe { GetThreadTimes(h, &mut c, &mut e, &mut k, &mut u) } != 0;
         // SAFETY: [os-api] the handle from OpenThread above, closed once.
         unsafe { CloseHandle(h) };
         ok.then(|| k.nanos().saturating_add(u.nanos()))
@@ -159,5 +173,76 @@ mod tests {
     fn a_thread_of_another_process_has_no_clock() {
         // PID 1 is not a thread of this process: the kernel refuses.
         assert_eq!(os_thread_cpu_ns(1), None);
+    }
+
+    /// Set in the helper process of
+    /// `a_thread_of_another_process_has_no_clock`.
+    #[cfg(windows)]
+    const HELPER: &str = "CLRPROF_SAMPLER_CPU_HELPER";
+
+    /// The helper process: prints the ID of a thread that spins for up to
+    /// 20 s (the test ends the process sooner). Run only as that test's
+    /// child.
+    #[cfg(windows)]
+    #[test]
+    #[ignore = "the helper process of a_thread_of_another_process_has_no_clock"]
+    fn helper_spinning_thread() {
+        use std::io::Write;
+        use std::time::{Duration, Instant};
+        if std::env::var_os(HELPER).is_none() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
+            tx.send(current_tid()).unwrap();
+            let end = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+        });
+        let tid = rx.recv().unwrap();
+        let mut out = std::io::stdout();
+        // After libtest's "test ... " on the same line.
+        writeln!(out, "helper-tid {tid}").unwrap();
+        out.flush().unwrap();
+        spinner.join().unwrap();
+    }
+
+    /// Windows thread IDs are unique only among the threads that exist, in
+    /// every process: once a thread of this process is gone, its ID can
+    /// name a thread of another process, and `OpenThread` opens that one
+    /// (review 4, route 8). A thread of another process, spinning, must
+    /// have no clock here, as on Linux.
+    #[cfg(windows)]
+    #[test]
+    fn a_thread_of_another_process_has_no_clock() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cpu::tests::helper_spinning_thread",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER, "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let tid: u32 = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.split("helper-tid ").nth(1)?.trim().parse().ok())
+            .expect("the helper printed its thread's ID");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let seen = os_thread_cpu_ns(tid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(seen, None, "the clock of thread {tid} of another process");
+        // This process's own threads keep theirs.
+        assert!(os_thread_cpu_ns(current_tid()).is_some());
     }
 }

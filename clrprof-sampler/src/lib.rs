@@ -140,7 +140,9 @@ pub mod events;
 pub mod heap_snapshot;
 mod interner;
 pub mod kinds;
+pub mod labels;
 pub mod live_heap;
+pub mod otlp;
 pub mod pprof;
 mod pprof_rows;
 mod profile;
@@ -225,6 +227,10 @@ pub struct Tick {
     /// Where the tick's time went, for sources that measure it (zero
     /// otherwise); added up in [`SamplerStats::phases`].
     pub phases: SamplerPhases,
+    /// When the stacks were taken (the `SuspendRuntime` source: once every
+    /// managed thread stood still), where the source knows; else the time
+    /// the sampler counts them at. Each sample's time in OTLP profiles.
+    pub taken_at: Option<std::time::SystemTime>,
 }
 
 /// The `SuspendRuntime` source: `SuspendRuntime`, `EnumThreads`, `DoStackSnapshot`
@@ -252,9 +258,12 @@ impl StackSource for SuspendRuntimeSource {
         let t0 = Instant::now();
         let suspension = thread.suspend_runtime()?;
         let t1 = Instant::now();
+        // A vDSO clock read: no lock, no allocation (rule 5).
+        let taken_at = std::time::SystemTime::now();
         suspension.enum_threads(&mut self.threads)?;
         let mut tick = Tick {
             skipped: self.threads.overflow as u64,
+            taken_at: Some(taken_at),
             ..Tick::default()
         };
         for i in 0..self.threads.len() {
@@ -558,6 +567,13 @@ impl Sampler {
         self.shared.stop()
     }
 
+    /// Keeps the time of every sample (and the CPU time each got) beside the
+    /// counts, from the next tick on: what an OTLP export's per-sample
+    /// timestamps need ([`crate::otlp`]).
+    pub fn keep_sample_times(&self, keep: bool) {
+        lock(&self.shared.profile).set_keep_times(keep);
+    }
+
     /// Ends the current period: returns the profile sampled since the last
     /// call (or since sampling started) and goes on with an empty one, which
     /// keeps only the frame names (see [`Profile::take_period`]). The
@@ -729,7 +745,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
         let woke = Instant::now();
         let unloads_before = shared.fence.begin_tick(&mut buffer);
         shared.ticks.fetch_add(1, Relaxed);
-        let mut phases = match source.take(thread, &shared.gate, &mut buffer) {
+        let (mut phases, taken_at) = match source.take(thread, &shared.gate, &mut buffer) {
             Ok(tick) => {
                 shared.skipped.fetch_add(tick.skipped, Relaxed);
                 shared.refused.fetch_add(tick.refused, Relaxed);
@@ -740,7 +756,7 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                         }
                     }
                 }
-                tick.phases
+                (tick.phases, tick.taken_at)
             }
             Err(e) => {
                 shared.failed_ticks.fetch_add(1, Relaxed);
@@ -764,6 +780,11 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             local_unloads = unloads_before;
         }
         let tick = shared.ticks.load(Relaxed);
+        let tick_at = taken_at
+            .unwrap_or_else(std::time::SystemTime::now)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(nanos)
+            .unwrap_or(0);
         shared.fence.resolve(thread, &buffer, |namer| {
             let mut profile = lock(&shared.profile);
             let os_threads = lock(&shared.os_threads);
@@ -789,20 +810,24 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
                     };
                     stack.push(index);
                 }
-                profile.add(sample.thread, &stack, sample.truncated);
+                let context = sample.context.as_ref();
+                profile.add_n_in_context(sample.thread, &stack, 1, sample.truncated, context);
                 // CPU time: what the thread's OS thread used since the tick
                 // before (nothing at the first sight of a thread).
+                let mut cpu_used = 0;
                 if let Some(&os) = os_threads.get(&sample.thread) {
                     if let Some(now) = cpu::os_thread_cpu_ns(os) {
                         if let Some(&(last_os, last, _)) = cpu_last.get(&sample.thread) {
                             let used = now.saturating_sub(last);
                             if last_os == os && used > 0 {
-                                profile.add_cpu(sample.thread, &stack, used);
+                                profile.add_cpu_in_context(sample.thread, &stack, used, context);
+                                cpu_used = used;
                             }
                         }
                         cpu_last.insert(sample.thread, (os, now, tick));
                     }
                 }
+                profile.add_time(sample.thread, &stack, context, tick_at, cpu_used);
                 shared.samples.fetch_add(1, Relaxed);
             }
             drop(os_threads);

@@ -35,6 +35,7 @@
 //! [sampler docs](super#cpu-time)).
 
 use super::profile::Profile;
+use clrprof::context::TraceContext;
 use clrprof::ids::RawThreadId;
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 use prost::Message;
@@ -333,30 +334,32 @@ impl Profile {
         let cpu_col = cpu.then_some(2);
         let alloc_col = if cpu { 3 } else { 2 };
         let width = sample_type.len();
-        // One sample per (thread name, stack): threads of one name merge,
-        // so the label's values are bounded by the names the app gives.
-        let mut merged: BTreeMap<(&str, &[u32]), Vec<i64>> = BTreeMap::new();
+        // One sample per (thread name, trace context, stack): threads of
+        // one name merge, so the thread label's values are bounded by the
+        // names the app gives; samples of different requests stay apart.
+        let mut merged: BTreeMap<(&str, u32, &[u32]), Vec<i64>> = BTreeMap::new();
         fn row<'p>(
             p: &'p Profile,
             t: RawThreadId,
+            tag: u32,
             stack: &'p [u32],
-        ) -> Option<(&'p str, &'p [u32])> {
+        ) -> Option<(&'p str, u32, &'p [u32])> {
             if stack.is_empty() {
                 return None;
             }
-            Some((p.thread_name(t).unwrap_or(UNNAMED_THREAD), stack))
+            Some((p.thread_name(t).unwrap_or(UNNAMED_THREAD), tag, stack))
         }
         let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        for (t, stack, n) in self.stacks() {
-            if let Some(key) = row(self, t, stack) {
+        for (t, tag, stack, n) in self.tagged_stacks() {
+            if let Some(key) = row(self, t, tag, stack) {
                 let v = merged.entry(key).or_insert_with(|| vec![0; width]);
                 v[0] = v[0].saturating_add(to_i64(n));
                 v[1] = v[1].saturating_add(to_i64(n).saturating_mul(period));
             }
         }
         if let Some(c) = cpu_col {
-            for (t, stack, ns) in self.cpu_stacks() {
-                if let Some(key) = row(self, t, stack) {
+            for (t, tag, stack, ns) in self.tagged_cpu() {
+                if let Some(key) = row(self, t, tag, stack) {
                     let v = merged.entry(key).or_insert_with(|| vec![0; width]);
                     v[c] = v[c].saturating_add(to_i64(ns));
                 }
@@ -364,15 +367,17 @@ impl Profile {
         }
         if allocations {
             for (t, stack, n, bytes) in self.allocations() {
-                if let Some(key) = row(self, t, stack) {
+                if let Some(key) = row(self, t, 0, stack) {
                     let v = merged.entry(key).or_insert_with(|| vec![0; width]);
                     v[alloc_col] = v[alloc_col].saturating_add(to_i64(n));
                     v[alloc_col + 1] = v[alloc_col + 1].saturating_add(to_i64(bytes));
                 }
             }
         }
+        // Each context's labels once (its endpoint is looked up once).
+        let mut context_labels: HashMap<u32, Vec<Label>> = HashMap::new();
         let mut sample = Vec::with_capacity(merged.len());
-        for ((thread, stack), value) in merged {
+        for ((thread, tag, stack), value) in merged {
             let mut label = vec![Label {
                 key: thread_key,
                 str: s.get(thread),
@@ -384,6 +389,20 @@ impl Profile {
                     str: r,
                     ..Default::default()
                 });
+            }
+            if let Some(c) = self.contexts().get(tag) {
+                let of_context = context_labels.entry(tag).or_insert_with(|| {
+                    let endpoint = self.contexts().endpoint(tag);
+                    crate::labels::labels(c, endpoint.as_deref())
+                        .into_iter()
+                        .map(|(k, v)| Label {
+                            key: s.get(k),
+                            str: s.get(&v),
+                            ..Default::default()
+                        })
+                        .collect()
+                });
+                label.extend(of_context.iter().cloned());
             }
             sample.push(Sample {
                 location_id: stack.iter().rev().map(|&i| u64::from(i) + 1).collect(),
@@ -524,14 +543,26 @@ impl Profile {
                 },
             };
             let value = |i: usize| sample.value.get(i).copied().unwrap_or(0).max(0) as u64;
+            let label_of = |key: &str| {
+                sample
+                    .label
+                    .iter()
+                    .find(|l| st(l.key) == key)
+                    .map(|l| st(l.str))
+            };
+            let context = context_of_labels(&label_of);
+            let tag = p.context_tag(context.as_ref());
+            if let Some(e) = label_of(crate::labels::TRACE_ENDPOINT).filter(|_| tag > 0) {
+                p.set_context_endpoint(tag, e);
+            }
             let n = value(count_index);
             if n > 0 {
-                p.add_n(thread, &stack, n, false);
+                p.add_n_in_context(thread, &stack, n, false, context.as_ref());
             }
             if let Some(c) = cpu_index {
                 p.set_cpu_measured(true);
                 if value(c) > 0 {
-                    p.add_cpu(thread, &stack, value(c));
+                    p.add_cpu_in_context(thread, &stack, value(c), context.as_ref());
                 }
             }
             if let (Some(c), Some(b)) = alloc {
@@ -553,6 +584,19 @@ impl Profile {
         }
         Ok(p)
     }
+}
+
+/// The trace context a sample's labels name (`trace_id`, `span_id`,
+/// `local_root_span_id`), if they are all there and well-formed.
+fn context_of_labels<'a>(label: &impl Fn(&str) -> Option<&'a str>) -> Option<TraceContext> {
+    let mut c = TraceContext::default();
+    let ok = crate::labels::parse_hex(label(crate::labels::TRACE_ID)?, &mut c.trace_id)
+        && crate::labels::parse_hex(label(crate::labels::SPAN_ID)?, &mut c.span_id)
+        && crate::labels::parse_hex(
+            label(crate::labels::LOCAL_ROOT_SPAN_ID)?,
+            &mut c.local_root_span_id,
+        );
+    ok.then_some(c)
 }
 
 #[cfg(test)]
@@ -790,6 +834,71 @@ mod tests {
         let mut out = Vec::new();
         back.write_folded(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+
+    #[test]
+    fn samples_in_a_trace_context_carry_its_labels_and_read_back() {
+        let mut p = profile();
+        let main = p.intern("Hot.Program::Main");
+        let spin = p.intern("Hot.Program::Spin");
+        let c = TraceContext {
+            trace_id: [0xab; 16],
+            span_id: [0x01, 2, 3, 4, 5, 6, 7, 8],
+            local_root_span_id: [0xcd; 8],
+            endpoint: 0,
+        };
+        // Request c's root span was named; a second context's was not.
+        clrprof::context::set_root_endpoint(c.local_root_span_id, "/pprof-test/{n}");
+        let d = TraceContext {
+            span_id: [9; 8],
+            local_root_span_id: [0x5a; 8],
+            ..c
+        };
+        let t = RawThreadId(0x10);
+        p.add_n_in_context(t, &[main, spin], 3, false, Some(&c));
+        p.add_cpu_in_context(t, &[main, spin], 7_000, Some(&c));
+        p.add_n_in_context(t, &[main, spin], 1, false, Some(&d));
+        assert_eq!(p.labelled_samples(), 4);
+        let pb = written(&p);
+        let labelled: Vec<_> = pb
+            .sample
+            .iter()
+            .filter(|s| labels(&pb, s).iter().any(|(k, _)| k == "span_id"))
+            .collect();
+        assert_eq!(labelled.len(), 2, "one sample per context");
+        let of_c = labelled
+            .iter()
+            .find(|s| labels(&pb, s).contains(&("span_id".into(), "0102030405060708".into())))
+            .unwrap();
+        assert_eq!(of_c.value, [3, 3_000_000, 7_000]);
+        assert_eq!(
+            labels(&pb, of_c)[1..],
+            [
+                ("runtime_version".to_string(), "8.0.4".to_string()),
+                ("trace_id".into(), "ab".repeat(16)),
+                ("span_id".into(), "0102030405060708".into()),
+                ("local_root_span_id".into(), "cd".repeat(8)),
+                ("trace_endpoint".into(), "/pprof-test/{n}".into()),
+            ]
+        );
+        let of_d = labelled.iter().find(|s| s.value[0] == 1).unwrap();
+        assert!(!labels(&pb, of_d).iter().any(|(k, _)| k == "trace_endpoint"));
+        // Unlabelled samples have no context labels.
+        assert!(pb
+            .sample
+            .iter()
+            .filter(|s| !labelled.iter().any(|l| std::ptr::eq(*l, *s)))
+            .all(|s| labels(&pb, s).len() == 2));
+        let back = Profile::from_pprof(&p.pprof_bytes()).unwrap();
+        let mut seen: Vec<(Option<TraceContext>, u64)> = back
+            .stacks_in_context()
+            .filter(|(_, c, _, _)| c.is_some())
+            .map(|(_, c, _, n)| (c.copied(), n))
+            .collect();
+        seen.sort_by_key(|(_, n)| *n);
+        assert_eq!(seen, [(Some(d), 1), (Some(c), 3)]);
+        assert_eq!(back.endpoint_of(&c).as_deref(), Some("/pprof-test/{n}"));
+        assert_eq!(back.labelled_samples(), 4);
     }
 
     #[test]

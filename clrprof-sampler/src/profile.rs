@@ -1,7 +1,9 @@
 //! The sampled profile: distinct stacks per thread, with counts.
 
 use super::interner::Names;
+use super::labels::Contexts;
 use super::stacks::StackMap;
+use clrprof::context::TraceContext;
 use clrprof::ids::RawThreadId;
 use clrprof::output::push_json_string;
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +51,17 @@ pub struct Profile {
     runtime: Option<Arc<str>>,
     /// The sampling period, in nanoseconds (0: unknown).
     period_nanos: u64,
+    /// The distinct trace contexts of the samples: a sample's entry in
+    /// `stacks` and `cpu` is tagged with its context's index here.
+    contexts: Contexts,
+    /// How many samples were taken in a trace context.
+    labelled: u64,
+    /// Whether each sample's time (and CPU time) is kept, not only counts
+    /// ([`Profile::set_keep_times`]; OTLP's per-sample timestamps).
+    keep_times: bool,
+    /// Per (thread, context tag, stack): (Unix time in ns, CPU ns) of each
+    /// sample, when `keep_times`.
+    times: StackMap<Vec<(u64, u64)>>,
 }
 
 impl Profile {
@@ -91,6 +104,20 @@ impl Profile {
 
     /// Counts `n` samples of `thread` with `stack` (root first, interned).
     pub fn add_n(&mut self, thread: RawThreadId, stack: &[u32], n: u64, truncated: bool) {
+        self.add_n_in_context(thread, stack, n, truncated, None);
+    }
+
+    /// Counts `n` samples of `thread` with `stack` (root first, interned),
+    /// taken while the thread worked in trace context `context` (see
+    /// [`crate::labels`]): samples of different contexts are kept apart.
+    pub fn add_n_in_context(
+        &mut self,
+        thread: RawThreadId,
+        stack: &[u32],
+        n: u64,
+        truncated: bool,
+        context: Option<&TraceContext>,
+    ) {
         self.samples += n;
         if truncated {
             self.truncated += n;
@@ -98,7 +125,11 @@ impl Profile {
         if stack.is_empty() {
             self.empty += n;
         }
-        self.stacks.update(thread, stack, |c| *c += n);
+        if context.is_some() {
+            self.labelled += n;
+        }
+        let tag = self.contexts.tag(context);
+        self.stacks.update_tagged(thread, tag, stack, |c| *c += n);
     }
 
     /// Counts `count` allocations of `bytes` bytes in all made by `thread`
@@ -115,8 +146,122 @@ impl Profile {
     /// Adds `nanos` of CPU time to (`thread`, `stack`) (root first,
     /// interned) and marks the profile as one that measures CPU time.
     pub fn add_cpu(&mut self, thread: RawThreadId, stack: &[u32], nanos: u64) {
+        self.add_cpu_in_context(thread, stack, nanos, None);
+    }
+
+    /// Adds `nanos` of CPU time to (`thread`, `stack`) in trace context
+    /// `context`.
+    pub fn add_cpu_in_context(
+        &mut self,
+        thread: RawThreadId,
+        stack: &[u32],
+        nanos: u64,
+        context: Option<&TraceContext>,
+    ) {
         self.cpu_measured = true;
-        self.cpu.update(thread, stack, |c| *c += nanos);
+        let tag = self.contexts.tag(context);
+        self.cpu.update_tagged(thread, tag, stack, |c| *c += nanos);
+    }
+
+    /// Sampled stacks with the trace context they were taken in: (thread,
+    /// context, root-first frame indices, count).
+    pub fn stacks_in_context(
+        &self,
+    ) -> impl Iterator<Item = (RawThreadId, Option<&TraceContext>, &[u32], u64)> {
+        self.stacks
+            .iter_tagged()
+            .map(|(t, tag, s, n)| (t, self.contexts.get(tag), s, *n))
+    }
+
+    /// CPU time per stack with the trace context it was used in: (thread,
+    /// context, root-first frame indices, nanoseconds).
+    pub fn cpu_stacks_in_context(
+        &self,
+    ) -> impl Iterator<Item = (RawThreadId, Option<&TraceContext>, &[u32], u64)> {
+        self.cpu
+            .iter_tagged()
+            .map(|(t, tag, s, n)| (t, self.contexts.get(tag), s, *n))
+    }
+
+    /// The endpoint of a sample's trace context: the name read from a file,
+    /// else the process's endpoint table's (see [`crate::labels`]).
+    pub fn endpoint_of(&self, context: &TraceContext) -> Option<std::sync::Arc<str>> {
+        self.contexts.endpoint(self.contexts.find(context)?)
+    }
+
+    /// Keeps (or stops keeping) the time of every sample beside the counts
+    /// (8 + 8 bytes a sample until its period is taken); what OTLP
+    /// profiles' per-sample timestamps need.
+    pub fn set_keep_times(&mut self, keep: bool) {
+        self.keep_times = keep;
+    }
+
+    /// Whether sample times are kept.
+    pub fn keeps_times(&self) -> bool {
+        self.keep_times
+    }
+
+    /// Records when a sample of (`thread`, `stack`, `context`) was taken
+    /// (Unix time in nanoseconds) and the CPU time it was given, if the
+    /// profile keeps times ([`set_keep_times`](Self::set_keep_times)).
+    pub fn add_time(
+        &mut self,
+        thread: RawThreadId,
+        stack: &[u32],
+        context: Option<&TraceContext>,
+        at_unix_nanos: u64,
+        cpu_nanos: u64,
+    ) {
+        if !self.keep_times {
+            return;
+        }
+        let tag = self.contexts.tag(context);
+        self.times
+            .update_tagged(thread, tag, stack, |v| v.push((at_unix_nanos, cpu_nanos)));
+    }
+
+    /// Sample times per (thread, context tag, stack) (for encoders).
+    pub(crate) fn tagged_times(
+        &self,
+    ) -> impl Iterator<Item = (RawThreadId, u32, &[u32], &[(u64, u64)])> {
+        self.times
+            .iter_tagged()
+            .map(|(t, g, s, v)| (t, g, s, v.as_slice()))
+    }
+
+    /// Samples taken in a trace context.
+    pub fn labelled_samples(&self) -> u64 {
+        self.labelled
+    }
+
+    /// Distinct trace contexts the samples were taken in.
+    pub fn distinct_contexts(&self) -> usize {
+        self.contexts.len()
+    }
+
+    /// The tag of `context` in this profile (for decoders).
+    pub(crate) fn context_tag(&mut self, context: Option<&TraceContext>) -> u32 {
+        self.contexts.tag(context)
+    }
+
+    /// The trace contexts of this profile (for encoders).
+    pub(crate) fn contexts(&self) -> &Contexts {
+        &self.contexts
+    }
+
+    /// Samples per (thread, context tag, stack) (for encoders).
+    pub(crate) fn tagged_stacks(&self) -> impl Iterator<Item = (RawThreadId, u32, &[u32], u64)> {
+        self.stacks.iter_tagged().map(|(t, g, s, n)| (t, g, s, *n))
+    }
+
+    /// CPU time per (thread, context tag, stack) (for encoders).
+    pub(crate) fn tagged_cpu(&self) -> impl Iterator<Item = (RawThreadId, u32, &[u32], u64)> {
+        self.cpu.iter_tagged().map(|(t, g, s, n)| (t, g, s, *n))
+    }
+
+    /// Gives context `tag` its endpoint name (for decoders).
+    pub(crate) fn set_context_endpoint(&mut self, tag: u32, name: &str) {
+        self.contexts.set_endpoint(tag, name);
     }
 
     /// Marks the profile as one that measures CPU time (a `cpu/nanoseconds`
@@ -203,6 +348,10 @@ impl Profile {
             end: Some(now),
             runtime: self.runtime.clone(),
             period_nanos: self.period_nanos,
+            contexts: std::mem::take(&mut self.contexts),
+            labelled: std::mem::take(&mut self.labelled),
+            keep_times: self.keep_times,
+            times: self.times.take(),
         };
         self.end = None;
         period

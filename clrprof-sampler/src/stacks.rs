@@ -69,9 +69,11 @@ impl Hasher for WordHasher {
 /// The `BuildHasher` of [`WordHasher`].
 pub(crate) type WordHash = BuildHasherDefault<WordHasher>;
 
-/// Distinct (thread, stack) pairs, each with a value. The key is stored as
-/// one boxed slice, `[thread low 32 bits, thread high 32 bits, frames...]`;
-/// a lookup builds it in a reused scratch buffer, so counting a stack seen
+/// Distinct (thread, tag, stack) triples, each with a value; the tag is a
+/// small number the owner gives meaning to (the profile's index of the
+/// sample's trace context, 0 for none). The key is stored as one boxed
+/// slice, `[thread low 32 bits, thread high 32 bits, tag, frames...]`; a
+/// lookup builds it in a reused scratch buffer, so counting a stack seen
 /// before allocates nothing, and a new one allocates its key once.
 #[derive(Clone, Debug)]
 pub(crate) struct StackMap<V> {
@@ -88,19 +90,33 @@ impl<V> Default for StackMap<V> {
     }
 }
 
-fn split(key: &[u32]) -> (RawThreadId, &[u32]) {
+fn split(key: &[u32]) -> (RawThreadId, u32, &[u32]) {
     let thread = u64::from(key[0]) | (u64::from(key[1]) << 32);
-    (RawThreadId(thread as usize), &key[2..])
+    (RawThreadId(thread as usize), key[2], &key[3..])
 }
 
 impl<V: Default> StackMap<V> {
     /// Applies `f` to the value of (`thread`, `stack`), a default one if new.
     #[inline]
     pub(crate) fn update(&mut self, thread: RawThreadId, stack: &[u32], f: impl FnOnce(&mut V)) {
+        self.update_tagged(thread, 0, stack, f)
+    }
+
+    /// Applies `f` to the value of (`thread`, `tag`, `stack`), a default
+    /// one if new.
+    #[inline]
+    pub(crate) fn update_tagged(
+        &mut self,
+        thread: RawThreadId,
+        tag: u32,
+        stack: &[u32],
+        f: impl FnOnce(&mut V),
+    ) {
         let t = thread.0 as u64;
         self.scratch.clear();
         self.scratch.push(t as u32);
         self.scratch.push((t >> 32) as u32);
+        self.scratch.push(tag);
         self.scratch.extend_from_slice(stack);
         if let Some(v) = self.map.get_mut(self.scratch.as_slice()) {
             f(v);
@@ -118,11 +134,20 @@ impl<V> StackMap<V> {
         self.map.len()
     }
 
-    /// (thread, root-first stack, value) of every pair, in no order.
+    /// (thread, root-first stack, value) of every entry, in no order (an
+    /// entry per tag: a stack seen with two tags comes twice).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (RawThreadId, &[u32], &V)> {
         self.map.iter().map(|(k, v)| {
-            let (t, s) = split(k);
+            let (t, _, s) = split(k);
             (t, s, v)
+        })
+    }
+
+    /// (thread, tag, root-first stack, value) of every entry, in no order.
+    pub(crate) fn iter_tagged(&self) -> impl Iterator<Item = (RawThreadId, u32, &[u32], &V)> {
+        self.map.iter().map(|(k, v)| {
+            let (t, tag, s) = split(k);
+            (t, tag, s, v)
         })
     }
 
@@ -163,6 +188,23 @@ mod tests {
         );
         let taken = m.take();
         assert_eq!((taken.len(), m.len()), (4, 0));
+    }
+
+    #[test]
+    fn tags_keep_entries_apart() {
+        let mut m: StackMap<u64> = StackMap::default();
+        let t = RawThreadId(0x10);
+        m.update_tagged(t, 0, &[1, 2], |c| *c += 1);
+        m.update_tagged(t, 7, &[1, 2], |c| *c += 1);
+        m.update_tagged(t, 7, &[1, 2], |c| *c += 1);
+        let mut all: Vec<_> = m
+            .iter_tagged()
+            .map(|(t, tag, s, n)| (t, tag, s.to_vec(), *n))
+            .collect();
+        all.sort();
+        assert_eq!(all, vec![(t, 0, vec![1, 2], 1), (t, 7, vec![1, 2], 2)]);
+        // Untagged iteration sees both entries.
+        assert_eq!(m.iter().count(), 2);
     }
 
     #[test]

@@ -111,6 +111,54 @@ pub fn broken_profiler(os: Os, build: BrokenBuild, cache: &Path) -> Result<Profi
     })
 }
 
+/// A hand-written C profiler of the suite (one source file, no SDK: the
+/// yardsticks that show what the runtime does without clrprof), built for
+/// `os` into `<cache>/fixtures/<name>-<hash>/` once per source and
+/// compiler, with `flags` added (e.g. `-lpthread`).
+pub fn c_profiler(
+    os: Os,
+    cache: &Path,
+    name: &str,
+    source: &str,
+    clsid: &str,
+    flags: &[&str],
+) -> Result<Profiler> {
+    let cc = c_compiler(os);
+    let mut parts = vec![source.as_bytes(), cc.as_bytes()];
+    parts.extend(flags.iter().map(|f| f.as_bytes()));
+    let hash = content_hash(&parts);
+    let dir = cache.join("fixtures").join(format!("{name}-{hash:016x}"));
+    let stem = name.replace('-', "_");
+    let lib: PathBuf = dir.join(os.library_file(&stem));
+    if !lib.is_file() {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
+        let file = dir.join(format!("{stem}.c"));
+        std::fs::write(&file, source)
+            .map_err(|e| Error::new(format!("{}: {e}", file.display())))?;
+        let tmp = dir.join(format!("{stem}.{}.tmp", crate::unique_suffix()));
+        let mut cmd = Command::new(&cc);
+        cmd.args(["-shared", "-O1", "-o"]).arg(&tmp).arg(&file);
+        if os == Os::Linux {
+            cmd.args(["-fPIC", "-fvisibility=hidden"]);
+        }
+        cmd.args(flags);
+        let out = cmd
+            .output()
+            .map_err(|e| Error::new(format!("cannot run C compiler `{cc}` for {name}: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::new(format!(
+                "`{cc}` failed to build {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        std::fs::rename(&tmp, &lib).map_err(|e| Error::new(format!("{}: {e}", lib.display())))?;
+    }
+    Ok(Profiler {
+        path: lib,
+        clsid: clsid.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

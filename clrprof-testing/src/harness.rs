@@ -150,10 +150,31 @@ impl Scenario {
     }
 }
 
+/// The directory of the cases' working directories: the build's own
+/// (`$CARGO_TARGET_DIR`, else the workspace's `target/`) `clrprof-runs/`, so
+/// that several checkouts sharing one runtime cache (`$CLRPROF_CACHE`)
+/// never run a case in the same directory (a case clears its directory
+/// when it starts); the cache's `runs/` when neither can be found.
+fn runs_dir(cache: &Path, workspace: Option<&Path>) -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir).join("clrprof-runs");
+    }
+    let root = match workspace {
+        Some(w) => Some(w.to_path_buf()),
+        None => crate::build::workspace_root().ok(),
+    };
+    match root {
+        Some(root) => root.join("target").join("clrprof-runs"),
+        None => cache.join("runs"),
+    }
+}
+
 /// Shared state of one harness run.
 struct Context {
     runtimes: Runtimes,
     cache: PathBuf,
+    /// Where each case's working directory is made (see [`runs_dir`]).
+    runs: PathBuf,
     apps_dir: PathBuf,
     workspace: Option<PathBuf>,
     strict: bool,
@@ -245,6 +266,24 @@ impl Case<'_> {
             CompileOptions::default(),
             other,
         )?;
+        Ok(compiled.for_leg(self.leg)?)
+    }
+
+    /// An assembly compiled from `source`, a C# file outside the apps
+    /// folder (the SDK's trace-context startup hook), against the reference
+    /// assemblies of leg `compiled_for` when that leg is provisioned (else
+    /// this leg's), prepared for this leg.
+    pub fn assembly_from(
+        &self,
+        source: &Path,
+        options: CompileOptions,
+        compiled_for: &str,
+    ) -> std::result::Result<PathBuf, Verdict> {
+        let Some(compiler) = self.ctx.runtimes.compiler() else {
+            return Err(self.ctx.unavailable("no C# compiler".to_string()));
+        };
+        let against = self.ctx.runtimes.leg(compiled_for).unwrap_or(self.leg);
+        let compiled = compile(&compiler, source, &self.ctx.cache, options, against)?;
         Ok(compiled.for_leg(self.leg)?)
     }
 
@@ -460,9 +499,11 @@ impl Harness {
             leg_names.push(NO_RUNTIME_LEG.to_string());
         }
 
+        let runs = runs_dir(&cache, self.workspace.as_deref());
         let ctx = Context {
             runtimes,
             cache,
+            runs,
             apps_dir: self.apps_dir,
             workspace: self.workspace,
             strict,
@@ -661,11 +702,7 @@ fn run_case(scenario: &Scenario, leg_name: &str, ctx: &Context) -> CaseResult {
             .unwrap_or_else(|| "not found".to_string());
         return Err(ctx.unavailable(format!("leg {leg_name} cannot run: {reason}")));
     };
-    let work_dir = ctx
-        .cache
-        .join("runs")
-        .join(sanitize(&scenario.name))
-        .join(&leg.name);
+    let work_dir = ctx.runs.join(sanitize(&scenario.name)).join(&leg.name);
     let _ = std::fs::remove_dir_all(&work_dir);
     let case = Case {
         leg,

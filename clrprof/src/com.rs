@@ -1219,8 +1219,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionUnwindFunctionEnter (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionUnwindFunctionEnter (component)", |c| {
                         c.exception_unwind_function_enter(info, id!(FunctionId, functionId))
                     });
                 }
@@ -1235,8 +1235,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_leave(info);
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionUnwindFunctionLeave (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionUnwindFunctionLeave (component)", |c| {
                         c.exception_unwind_function_leave(info)
                     });
                 }
@@ -1272,8 +1272,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         id!(ObjectId, objectId),
                     );
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionCatcherEnter (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionCatcherEnter (component)", |c| {
                         c.exception_catcher_enter(info, id!(FunctionId, functionId))
                     });
                 }

@@ -15,9 +15,9 @@
 //! | detach | `ProfilerDetachSucceeded` is the last callback | there, after [`Profiler::profiler_detach_succeeded`] |
 //! | host never shuts down, `exit()` from native code | no `Shutdown`; the C library runs its exit handlers | an `atexit` handler (Unix, and the CRT's per-DLL table on Windows, run at `DLL_PROCESS_DETACH`) |
 //! | SIGTERM (Linux), .NET Core 3.1 to 9 | the runtime's handler turns it into an orderly exit (`ProcessExit`, `Shutdown`, exit status 143) | `Shutdown` (the `atexit` handler, should a host's handler exit otherwise) |
-//! | SIGTERM (Linux), .NET 10 and later | no orderly exit: the runtime no longer handles SIGTERM (dotnet/runtime PR 115494; the documented .NET 10 breaking change), and the process dies of the signal unless the app registered a handler (`PosixSignalRegistration`, or a host's such as `UseConsoleLifetime`) | the SIGTERM handler, which finishes, then passes the signal on (an app's own handler still runs, but what the app does after it is no longer recorded) |
-//! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | a SIGINT handler installed on top of the runtime's, which finishes and then calls it |
-//! | a signal nobody handles | default action | the same handler, which finishes, restores the default and raises the signal again |
+//! | SIGTERM (Linux), .NET 10 and later | no orderly exit: the runtime no longer handles SIGTERM (dotnet/runtime PR 115494; the documented .NET 10 breaking change), and the process dies of the signal unless the app registered a handler (`PosixSignalRegistration`, or a host's such as `UseConsoleLifetime`) | the SDK's finisher thread, woken by the SIGTERM handler, which then passes the signal on (an app's own handler still runs, but what the app does after it is no longer recorded) |
+//! | SIGINT / Ctrl-C (Linux) | the runtime's handler restores the previous disposition and sends the signal again: the process dies of it, no exit handlers | the SDK's finisher thread, woken by a SIGINT handler installed on top of the runtime's; the thread then sends the signal again and the handler passes it to the runtime's |
+//! | a signal nobody handles | default action | the same thread; the handler then restores the default and raises the signal again |
 //! | unhandled managed exception (Windows) | under Wine the process ends with neither the top-level filter nor exit handlers running (seen with the watch turned off) | the watch of "Unhandled exceptions on Linux" below; also a top-level exception filter installed on top of the runtime's, which finishes and passes on, for an exception that reaches it |
 //! | unhandled managed exception (Linux) | the runtime prints it, restores the signal dispositions it saved when it started and calls `abort()`: no handler of ours can run | see [`crate::exit`]'s "Unhandled exceptions on Linux" below |
 //! | SIGKILL, power loss | nothing can run | `clrprof::output::JsonLines` flushes periodically, so at most one flush interval of records is lost |
@@ -32,6 +32,13 @@
 //! the bottom of the crate, re-exported here: the threads and writers that
 //! take them sit below this module, which orchestrates finishing on top of
 //! the callbacks, the components and the stack walks.
+//!
+//! No finishing runs inside a signal handler: a handler interrupts its
+//! thread anywhere (inside the profiler's own callback, holding its lock),
+//! so the handler only wakes an SDK thread, which finishes (waiting at most
+//! [`signal_finish_wait`]) and then has the signal passed on; a second
+//! signal while finishing is passed on at once (Unix; the `exit::signals`
+//! module docs say how, and the book's "Exit paths and hosts" chapter).
 //!
 //! What may run where: at process exit the runtime may be half gone (its
 //! threads still run during `exit()`, or were already ended on Windows, where
@@ -62,9 +69,9 @@
 //! [`Profiler::shutdown`]: crate::callback::Profiler::shutdown
 //! [`Profiler::profiler_detach_succeeded`]: crate::callback::Profiler::profiler_detach_succeeded
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use crate::exiting::{lock_unless_exiting, lock_until, process_exiting, EXIT_WAIT};
 
@@ -81,8 +88,34 @@ pub(crate) fn note_runtime_major(major: u16) {
 /// exit: .NET 10 and later no longer handle the signal (Unix only: Windows
 /// has no SIGTERM to handle).
 #[cfg(unix)]
+// signal-context: async-signal-safe
 fn sigterm_ends_without_shutdown() -> bool {
     RUNTIME_MAJOR.load(Ordering::Relaxed) >= 10
+}
+
+/// How long finishing may take after SIGINT or SIGTERM, unless
+/// [`set_signal_finish_wait`] says otherwise: then the signal is passed on
+/// to the runtime's own handling (or its default action) whether or not
+/// every [`Profiler::finish`](crate::callback::Profiler::finish) returned.
+pub const SIGNAL_FINISH_WAIT: Duration = Duration::from_secs(10);
+
+static SIGNAL_FINISH_WAIT_MS: AtomicU64 = AtomicU64::new(SIGNAL_FINISH_WAIT.as_millis() as u64);
+
+/// Sets how long finishing may take after SIGINT or SIGTERM before the
+/// signal is passed on anyway (process-wide; the default is
+/// [`SIGNAL_FINISH_WAIT`]). A profiler whose `finish` uploads, say, sets it
+/// above its upload timeout; a process manager that sends SIGKILL after a
+/// grace period makes anything longer moot. Unix only in effect: on Windows
+/// no signal handler finishes.
+pub fn set_signal_finish_wait(wait: Duration) {
+    let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    SIGNAL_FINISH_WAIT_MS.store(ms, Ordering::Relaxed);
+}
+
+/// How long finishing may take after SIGINT or SIGTERM (see
+/// [`set_signal_finish_wait`]).
+pub fn signal_finish_wait() -> Duration {
+    Duration::from_millis(SIGNAL_FINISH_WAIT_MS.load(Ordering::Relaxed))
 }
 
 /// Something with buffered output to write out (an output writer).
@@ -389,6 +422,11 @@ pub(crate) mod unhandled {
 
         fn exception_search_catcher_found(&self, _info: &ProfilerInfo, _function: FunctionId<'_>) {
             catcher_found();
+        }
+
+        // The watch needs the search phase only.
+        fn receives_unwinds(&self) -> bool {
+            false
         }
     }
 
@@ -1019,9 +1057,11 @@ extern "C" fn at_exit() {
 }
 
 #[cfg(unix)]
+mod signals;
+
+#[cfg(unix)]
 mod platform {
     use core::ffi::c_void;
-    use std::sync::OnceLock;
 
     fn anchor() {}
 
@@ -1056,101 +1096,8 @@ mod platform {
         }
     }
 
-    static PREVIOUS_SIGINT: OnceLock<libc::sigaction> = OnceLock::new();
-    static PREVIOUS_SIGTERM: OnceLock<libc::sigaction> = OnceLock::new();
-
-    fn previous(sig: i32) -> Option<&'static libc::sigaction> {
-        match sig {
-            libc::SIGINT => PREVIOUS_SIGINT.get(),
-            libc::SIGTERM => PREVIOUS_SIGTERM.get(),
-            _ => None,
-        }
-    }
-
-    fn is_default(a: &libc::sigaction) -> bool {
-        a.sa_flags & libc::SA_SIGINFO == 0 && a.sa_sigaction == libc::SIG_DFL
-    }
-
-    fn is_ignored(a: &libc::sigaction) -> bool {
-        a.sa_flags & libc::SA_SIGINFO == 0 && a.sa_sigaction == libc::SIG_IGN
-    }
-
-    /// SIGINT and SIGTERM: finish when the signal is going to end the process
-    /// without the C library's exit handlers, then pass it on unchanged.
-    extern "C" fn on_signal(sig: i32, info: *mut libc::siginfo_t, context: *mut c_void) {
-        let Some(prev) = previous(sig) else {
-            return;
-        };
-        // With a handler before ours, SIGTERM ends in an orderly exit on
-        // .NET Core 3.1 to 9 (the runtime's handler: `Shutdown`, then the exit
-        // handlers), while SIGINT is sent again with the default action (the
-        // runtime's handler): finish now. .NET 10 and later leave SIGTERM to
-        // the app: finish now too. With no handler before ours the default
-        // action ends the process.
-        if sig == libc::SIGINT || is_default(prev) || super::sigterm_ends_without_shutdown() {
-            super::finish_process(if sig == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            });
-        }
-        if is_default(prev) {
-            // SAFETY: [os-api] restoring the saved disposition and raising the signal
-            // again on this thread: it stays blocked until this handler
-            // returns, then takes its default action, so the process ends as
-            // it would have without us (killed by the signal).
-            unsafe {
-                libc::sigaction(sig, prev, core::ptr::null_mut());
-                libc::raise(sig);
-            }
-        } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
-            // SAFETY: [os-api, ffi-abi] the previous disposition is a three-argument handler
-            // (SA_SIGINFO), called with the arguments the kernel gave us,
-            // as the signal would have called it without us.
-            unsafe {
-                let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut c_void) =
-                    core::mem::transmute(prev.sa_sigaction);
-                f(sig, info, context);
-            }
-        } else if !is_ignored(prev) {
-            // SAFETY: [os-api, ffi-abi] the previous disposition is a one-argument handler.
-            unsafe {
-                let f: extern "C" fn(i32) = core::mem::transmute(prev.sa_sigaction);
-                f(sig);
-            }
-        }
-    }
-
     pub fn install_signal_handlers() {
-        for (sig, slot) in [
-            (libc::SIGINT, &PREVIOUS_SIGINT),
-            (libc::SIGTERM, &PREVIOUS_SIGTERM),
-        ] {
-            // SAFETY: [ffi-abi] sigaction is a plain C struct, valid when zeroed.
-            let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
-            // SAFETY: [os-api] reads the current disposition into a valid out struct.
-            if unsafe { libc::sigaction(sig, core::ptr::null(), &mut old) } != 0 {
-                continue;
-            }
-            // An ignored signal ends nothing; leave it alone (a process that
-            // ignores SIGINT, e.g. started in the background, keeps doing so).
-            if is_ignored(&old) {
-                continue;
-            }
-            // SAFETY: [ffi-abi] a zeroed sigaction, then filled in.
-            let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
-            let handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut c_void) = on_signal;
-            new.sa_sigaction = handler as usize;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | (old.sa_flags & libc::SA_ONSTACK);
-            // SAFETY: [os-api] valid mask pointer.
-            unsafe { libc::sigemptyset(&mut new.sa_mask) };
-            let _ = slot.set(old);
-            // SAFETY: [os-api, library-pinned] installs a handler of this pinned library; the previous
-            // disposition is saved above before the handler can run.
-            if unsafe { libc::sigaction(sig, &new, core::ptr::null_mut()) } != 0 {
-                log::warn!("sigaction({sig}) failed: finishing on that signal will not run");
-            }
-        }
+        super::signals::install();
     }
 }
 

@@ -42,6 +42,7 @@
 //! - [`eventpipe`]: EventPipe providers, events and sessions from a profiler;
 //! - [`inspect`]: a string's text, an array's elements, field and static values;
 //! - [`exit`]: finishing work exactly once on every exit path;
+//! - [`context`]: each thread's trace context (trace, span, endpoint), for samplers;
 //! - [`guard`], [`logging`]: panic containment and the log sink.
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -53,6 +54,7 @@ pub mod callback;
 mod com;
 pub mod compilations;
 pub mod component;
+pub mod context;
 pub mod detach;
 pub mod elt;
 pub mod error;

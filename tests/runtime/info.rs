@@ -33,6 +33,7 @@ const CHECKS: &[&str] = &[
     "generation_bounds",
     "enum_modules",
     "enum_jited_functions",
+    "enum_jited_functions_outside_suspensions",
     "string_layout",
 ];
 

@@ -35,11 +35,14 @@ mod provenance;
 mod provisioning;
 mod readers;
 mod review36;
+mod review42_mux;
 mod sampling;
 mod scopes;
 mod server;
+mod signals;
 mod sxs;
 mod torture;
+mod tracecontext;
 mod tracers;
 mod unload;
 mod versions;
@@ -61,6 +64,7 @@ fn main() {
         .chain(panics::scenarios())
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
+        .chain(tracecontext::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(live_heap::scenarios())
@@ -76,6 +80,7 @@ fn main() {
         .chain(unload::scenarios())
         .chain(exits::scenarios())
         .chain(exits::python_scenarios())
+        .chain(signals::scenarios())
         .chain(heap::scenarios())
         .chain(eventpipe::scenarios())
         .chain(inliners::scenarios())
@@ -94,6 +99,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

@@ -44,27 +44,27 @@ const PANICKING: &str = "{5A1C0E8E-4D2B-4B7A-9C3E-7F0D1E2A3B4C}";
 
 /// Tiered compilation off: JIT compilations (and what follows from them)
 /// do not depend on timing, so two runs compile the same methods.
-const NO_TIERING: [(&str, &str); 2] = [
+pub(crate) const NO_TIERING: [(&str, &str); 2] = [
     ("DOTNET_TieredCompilation", "0"),
     ("COMPlus_TieredCompilation", "0"),
 ];
 
 /// A child profiler of a multiplexer run: its library, class and variables.
 #[derive(Clone)]
-struct Kid {
+pub(crate) struct Kid {
     profiler: Profiler,
     env: Vec<(String, String)>,
 }
 
 impl Kid {
-    fn new(profiler: Profiler) -> Kid {
+    pub(crate) fn new(profiler: Profiler) -> Kid {
         Kid {
             profiler,
             env: Vec::new(),
         }
     }
 
-    fn env(mut self, k: &str, v: &str) -> Kid {
+    pub(crate) fn env(mut self, k: &str, v: &str) -> Kid {
         self.env.push((k.to_string(), v.to_string()));
         self
     }
@@ -72,9 +72,9 @@ impl Kid {
 
 /// A multiplexer run: the app's outcome (its records are the
 /// multiplexer's own) and each child's records.
-struct MuxRun {
-    outcome: Outcome,
-    children: Vec<Vec<Value>>,
+pub(crate) struct MuxRun {
+    pub(crate) outcome: Outcome,
+    pub(crate) children: Vec<Vec<Value>>,
 }
 
 impl MuxRun {
@@ -147,7 +147,7 @@ fn c_child(case: &Case<'_>) -> R<Profiler> {
 
 /// A second file of a profiler library (`<stem>_<suffix>.<ext>`), so it
 /// loads as a library of its own.
-fn library_copy(case: &Case<'_>, p: &Profiler, suffix: &str) -> R<Profiler> {
+pub(crate) fn library_copy(case: &Case<'_>, p: &Profiler, suffix: &str) -> R<Profiler> {
     let stem = p
         .path
         .file_stem()
@@ -194,7 +194,7 @@ fn with_args(
 
 /// Runs `app` under the multiplexer with `kids`, each writing to its own
 /// file (`CLRPROF_MUX_<n>_CLRPROF_OUTPUT`).
-fn mux_run(
+pub(crate) fn mux_run(
     case: &Case<'_>,
     app: &Path,
     args: &[&str],
@@ -266,7 +266,12 @@ fn alone_run(
 }
 
 /// Runs `app` without a profiler.
-fn plain_run(case: &Case<'_>, app: &Path, args: &[&str], env: &[(&str, &str)]) -> R<Outcome> {
+pub(crate) fn plain_run(
+    case: &Case<'_>,
+    app: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> R<Outcome> {
     let mut spec = with_args(case.spec(app), args);
     for (k, v) in env {
         spec = spec.env(k, v);

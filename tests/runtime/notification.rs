@@ -13,14 +13,12 @@
 //! Notification profilers arrived in .NET 6 (dotnet/runtime pull request
 //! 53122): the .NET Core 3.1 legs report skipped, naming the version.
 
-use clrprof_testing::fixtures::c_compiler;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::manifest::Os;
 use clrprof_testing::run::{Outcome, Profiler};
 use clrprof_testing::wine::to_wine_path;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const NOTIFY_CLSID: &str = "{7A41D3E8-2B6C-4C95-9F0E-61B8D2A4C573}";
 const C_CLSID: &str = "{4E5B2C71-8A3D-4F09-B61E-2C7D905A3F18}";
@@ -32,43 +30,15 @@ const METHODS: usize = 10;
 
 /// Builds the C profiler for the leg's OS (once per source and compiler).
 fn c_counter(case: &Case<'_>) -> Result<Profiler, Verdict> {
-    let os = case.leg().os;
-    let cc = c_compiler(os);
-    let hash = clrprof_testing::content_hash(&[C_SOURCE.as_bytes(), cc.as_bytes()]);
-    let dir = case
-        .cache_dir()
-        .join("fixtures")
-        .join(format!("c-counter-{hash:016x}"));
-    let lib = dir.join(match os {
-        Os::Linux => "libc_counter.so",
-        Os::Windows => "c_counter.dll",
-    });
-    if !lib.is_file() {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let source = dir.join("counter.c");
-        std::fs::write(&source, C_SOURCE).map_err(|e| format!("{}: {e}", source.display()))?;
-        let tmp = dir.join(format!("counter.{}.tmp", clrprof_testing::unique_suffix()));
-        let mut cmd = Command::new(&cc);
-        cmd.args(["-shared", "-O1", "-o"]).arg(&tmp).arg(&source);
-        if os == Os::Linux {
-            cmd.args(["-fPIC", "-fvisibility=hidden"]);
-        }
-        let out = cmd
-            .output()
-            .map_err(|e| format!("cannot run C compiler `{cc}`: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`{cc}` failed to build the C profiler: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
-        std::fs::rename(&tmp, &lib).map_err(|e| format!("{}: {e}", lib.display()))?;
-    }
-    Ok(Profiler {
-        path: lib,
-        clsid: C_CLSID.to_string(),
-    })
+    clrprof_testing::fixtures::c_profiler(
+        case.leg().os,
+        case.cache_dir(),
+        "c-counter",
+        C_SOURCE,
+        C_CLSID,
+        &[],
+    )
+    .map_err(|e| e.to_string().into())
 }
 
 /// A path as the leg's process sees it.

@@ -17,9 +17,11 @@ const BENCHES: &[Bench] = &[
     ("dispatch", crate::bench_dispatch::main),
     ("memory", crate::bench_memory::main),
     ("wrap", crate::bench_wrap::main),
+    ("context", crate::bench_context::main),
     ("server", crate::bench_server::main),
     ("heap-snapshot", crate::bench_heap::snapshot),
     ("heap-soak", crate::bench_heap::soak),
+    ("gate", crate::bench_gate::main),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {

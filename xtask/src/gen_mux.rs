@@ -56,6 +56,7 @@ const CALLBACK_SPECIAL: &[&str] = &[
     "ObjectReferences",
     "GarbageCollectionStarted",
     "GetReJITParameters",
+    "ModuleUnloadFinished",
     "GetAssemblyReferences",
     "LoadAsNotificationOnly",
 ];

@@ -30,6 +30,12 @@
 //! names no rule, when a rule names a test that does not exist, or when the
 //! committed page differs from what the code generates now.
 //!
+//! Beside the rules, two sections come from the code itself: provenance
+//! (`crate::provenance`: things that must belong together) and signal
+//! context (`crate::signals`: every function a signal handler reaches,
+//! each marked `// signal-context: handler` or `async-signal-safe`);
+//! `--check` fails on an unmarked case of either.
+//!
 //! `propose` prints, for each untagged SAFETY comment, the rules its words
 //! suggest (each rule's `keywords` in rules.toml); `--apply` writes them
 //! into the files. A proposal is a starting point: review the diff.
@@ -94,8 +100,8 @@ pub fn main(args: &[String]) -> crate::Result {
                  Generates {PAGE} from the code and {RULES}: every safe function that calls the\n\
                  runtime, reads its memory or hands out a typed ID, with the rules it relies on.\n\
                  --check: fail if an unsafe block or impl has no tagged SAFETY comment (outside the\n\
-                 files of {PENDING}), a tag names no rule, a rule names a missing test, or the\n\
-                 page is stale (writes nothing).\n\
+                 files of {PENDING}), a tag names no rule, a rule names a missing test, a signal\n\
+                 handler reaches an unmarked function, or the page is stale (writes nothing).\n\
                  propose: suggest rules for untagged SAFETY comments by keywords (--apply writes\n\
                  them into the files; review the diff)."
             );
@@ -1115,6 +1121,7 @@ pub fn build_report(inputs: Inputs) -> Report {
         Some(at) => markdown.insert_str(at, &section.markdown),
         None => markdown.push_str(&section.markdown),
     }
+    insert_signal_context(&files, &mut markdown, &mut problems, &mut notes);
     Report {
         markdown,
         problems,
@@ -1126,6 +1133,23 @@ pub fn build_report(inputs: Inputs) -> Report {
         pending: n_pending,
         pending_files,
         rules: rules.len(),
+    }
+}
+
+/// The signal-context section (`crate::signals`), after provenance and
+/// before the functions.
+fn insert_signal_context(
+    files: &[(String, String)],
+    markdown: &mut String,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    let signal = crate::signals::section(files);
+    problems.extend(signal.problems);
+    notes.extend(signal.notes);
+    match markdown.find("## Functions\n") {
+        Some(at) => markdown.insert_str(at, &signal.markdown),
+        None => markdown.push_str(&signal.markdown),
     }
 }
 

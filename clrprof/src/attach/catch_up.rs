@@ -243,8 +243,19 @@ impl CatchUp {
             }
             self.reporting.store(0, SeqCst);
         }
-        for function in info.enum_jited_functions()? {
-            self.report_function(info, function?.function, Found::Enumerated);
+        // On .NET 10 and later the runtime's walk of its code heaps is safe
+        // only while the runtime cannot suspend (`info::jit`'s
+        // `CODE_HEAP_WALK`); `ProfilerAttachComplete` does not keep it from
+        // suspending, so the SDK suspends it for the walk.
+        let functions = match info.enum_jited_functions() {
+            Ok(all) => all.collect::<Result<Vec<_>>>()?,
+            Err(crate::error::Error::RuntimeVersion { called: false, .. }) => {
+                crate::stackwalk::suspend::enum_jited_functions_suspended(info)?
+            }
+            Err(e) => return Err(e),
+        };
+        for function in functions {
+            self.report_function(info, function.function, Found::Enumerated);
         }
         Ok(())
     }
@@ -418,6 +429,44 @@ mod tests {
         );
         assert_eq!(c.function_count(), 3);
         assert_eq!(fake.live_enumerators(), 0);
+    }
+
+    #[test]
+    fn on_net10_functions_are_enumerated_inside_a_runtime_suspension() {
+        for major in [9u16, 10, 11] {
+            let fake = FakeRuntime::with_info_version(10);
+            fake.state().jitted = [0x10, 0x20]
+                .map(|f| sys::COR_PRF_FUNCTION {
+                    functionId: f,
+                    reJitId: 0,
+                })
+                .to_vec();
+            fake.state().runtime.major = major;
+            // The fake's threads are one: the SDK thread must not look managed.
+            fake.state().current_thread = None;
+            // The fake answers E_NOTIMPL to both unless told otherwise.
+            fake.fail("SuspendRuntime", sys::S_OK);
+            fake.fail("ResumeRuntime", sys::S_OK);
+            let recorder = Arc::new(Recorder::default());
+            let (c, components) = register(&fake, recorder.clone());
+            // SAFETY: [test-fake] the fake's objects and layouts describe memory this test owns.
+            let info = unsafe { fake.profiler_info_attached() };
+            components.each("test", |c| c.profiler_attach_complete(&info));
+            assert_eq!(c.function_count(), 2, ".NET {major}");
+            let suspended = major >= 10;
+            assert_eq!(
+                fake.call_count("SuspendRuntime"),
+                usize::from(suspended),
+                ".NET {major}"
+            );
+            assert_eq!(
+                fake.call_count("ResumeRuntime"),
+                usize::from(suspended),
+                ".NET {major}"
+            );
+            assert_eq!(fake.call_count("EnumJITedFunctions"), 1, ".NET {major}");
+            assert_eq!(fake.live_enumerators(), 0);
+        }
     }
 
     /// Asks for a class of every module it is handed; records whether the

@@ -37,6 +37,31 @@
 //! unloads, `DynamicMethodUnloaded`); the next function with the same ID
 //! gets a new record, and a kept shape of the old one is refused.
 //!
+//! # Runtime-async methods (.NET 11)
+//!
+//! A method returning `Task`, `Task<T>`, `ValueTask` or `ValueTask<T>` can
+//! have two functions (two `FunctionID`s of one token) on .NET 11: its
+//! *Task-returning variant*, which ordinary callers call and which returns
+//! the task, and its *async variant*, which runtime-async callers call
+//! (dotnet/runtime docs/design/specs/runtime-async.md; `asyncthunks.cpp`
+//! makes whichever of the two has no IL of its own). For a runtime-async
+//! method (`MethodImplOptions.Async`) the async variant holds the method's
+//! code; for an ordinary one it is a thunk that awaits the task. The async
+//! variant suspends, and the runtime resumes it through a resumption stub
+//! that calls it again with `this` null (or 0) and every parameter at its
+//! default value (dotnet/runtime `AsyncResumptionStub`, which mirrors the
+//! VM's `getAsyncResumptionStub`): the enter hook fires again, with the
+//! ranges of a call, holding those defaults (seen on 11.0.0: `Modern.Async::Middle`
+//! entered 15 times with arguments for the app's 3 calls, 12 of them `0`). Its
+//! leave hook returns the awaited `T`, not the declared task. A call cannot
+//! be told from a resume by its ranges, so [`MethodShape::of`] refuses an
+//! async variant ([`Error::RuntimeVersion`]): its arguments and return value
+//! are never decoded. The Task-returning variant is the function
+//! `GetFunctionFromToken` answers for the token, and decodes as any method;
+//! a function of a generic method (or of a generic type) returning a task,
+//! for which `GetFunctionFromToken` cannot answer, is refused too on .NET
+//! 11, because the two variants cannot be told apart there.
+//!
 //! Value types come back as their bytes in every case: float and double
 //! aggregates, structs mixing integers and doubles, structs passed by
 //! reference or on the stack, and return values in registers or through a
@@ -195,11 +220,9 @@ impl MethodShape {
             })?;
         let (metadata, token) = info.token_and_metadata_from_function(function)?;
         let props = metadata.method_props(token)?;
-        let shape = MethodShape::from_sig(
-            binding,
-            info.string_layout2()?,
-            &MethodSig::parse(&props.signature)?,
-        )?;
+        let sig = MethodSig::parse(&props.signature)?;
+        refuse_async_variant(info, function, &metadata, token, props.impl_flags, &sig)?;
+        let shape = MethodShape::from_sig(binding, info.string_layout2()?, &sig)?;
         Ok(MethodShape {
             ret_registers: register_classes(info, function, &metadata, shape.ret),
             ..shape
@@ -430,6 +453,130 @@ fn classify_fields(
     Some(RegisterClasses::Known(known, count as u8))
 }
 
+/// `MethodImplAttributes.Async` (`CorMethodImpl` 0x2000, .NET 11): a
+/// runtime-async method definition.
+const MI_ASYNC: u32 = 0x2000;
+
+/// Which of a method's functions a `FunctionID` is, on a runtime with
+/// runtime-async methods (see the module docs).
+#[derive(Debug, PartialEq, Eq)]
+enum Variant {
+    /// The only function of its token, or the Task-returning variant:
+    /// every enter is a call.
+    Ordinary,
+    /// The async variant: enters on every resume, returns the awaited value.
+    Async,
+    /// Not known; why.
+    Unknown(String),
+}
+
+/// The variant of a function of a method that is a runtime-async
+/// definition (`is_async_definition`) and/or returns a task
+/// (`returns_task`); `is_ordinary` asks the runtime whether the function
+/// is the token's own (`GetFunctionFromToken`).
+fn variant(
+    is_async_definition: bool,
+    returns_task: bool,
+    is_ordinary: impl FnOnce() -> Result<bool>,
+) -> Variant {
+    if !returns_task {
+        // A runtime-async definition that returns no task has no
+        // Task-returning variant: it is its own async variant.
+        return if is_async_definition {
+            Variant::Async
+        } else {
+            Variant::Ordinary
+        };
+    }
+    match is_ordinary() {
+        Ok(true) => Variant::Ordinary,
+        Ok(false) => Variant::Async,
+        Err(e) => Variant::Unknown(e.to_string()),
+    }
+}
+
+/// Whether `name` is one of the task types whose methods have async
+/// variants.
+fn is_task_type(name: &str) -> bool {
+    matches!(
+        name,
+        "System.Threading.Tasks.Task"
+            | "System.Threading.Tasks.Task`1"
+            | "System.Threading.Tasks.ValueTask"
+            | "System.Threading.Tasks.ValueTask`1"
+    )
+}
+
+/// Whether `ret` (a method's declared return type) is a task type.
+fn returns_task(metadata: &crate::metadata::MetaDataImport, ret: &TypeSig) -> bool {
+    let token = match ret {
+        TypeSig::Modified { inner, .. } => return returns_task(metadata, inner),
+        TypeSig::Class(t) | TypeSig::ValueType(t) => *t,
+        TypeSig::GenericInst { generic, .. } => *generic,
+        _ => return false,
+    };
+    metadata
+        .type_name_of(token)
+        .is_ok_and(|name| is_task_type(&name))
+}
+
+/// Refuses the async variant of a method on a runtime that has
+/// runtime-async methods (.NET 11 and later), and a function whose variant
+/// cannot be told there (see the module docs).
+fn refuse_async_variant(
+    info: &ProfilerInfo,
+    function: FunctionId<'_>,
+    metadata: &crate::metadata::MetaDataImport,
+    token: crate::ids::MdMethodDef,
+    impl_flags: u32,
+    sig: &MethodSig,
+) -> Result<()> {
+    // Runtimes without `GetRuntimeInformation` (Info3) are older than
+    // runtime-async.
+    let Ok(runtime) = info.runtime_information() else {
+        return Ok(());
+    };
+    if runtime.runtime_type != crate::runtimes::RuntimeType::CoreClr || runtime.major < 11 {
+        return Ok(());
+    }
+    let found = variant(
+        impl_flags & MI_ASYNC != 0,
+        returns_task(metadata, &sig.ret),
+        || {
+            let module = info.function_info(function)?.module;
+            let own = info.function_from_token(module, MdToken(token.0))?;
+            Ok(own.to_raw() == function.to_raw())
+        },
+    );
+    let why = match found {
+        Variant::Ordinary => return Ok(()),
+        Variant::Async => format!(
+            "FunctionID {:#x} is the async variant of method {:#010x} (.NET 11 runtime-async): \
+             the runtime's resumption stub calls it again on every resume, with `this` null \
+             and every parameter at its default, and its leave returns the awaited value, not \
+             the declared task, so its enters cannot be told from calls and its arguments and \
+             return value are not decoded (its Task-returning variant, the function \
+             GetFunctionFromToken answers, decodes)",
+            function.as_sys(),
+            token.0
+        ),
+        Variant::Unknown(e) => format!(
+            "FunctionID {:#x} of method {:#010x} returns a task, so on .NET 11 it may be the \
+             method's async variant (entered again on every resume, with default arguments), \
+             and GetFunctionFromToken, which names the Task-returning variant, did not answer \
+             ({e}; generic methods and methods of generic types): its arguments are not decoded",
+            function.as_sys(),
+            token.0
+        ),
+    };
+    Err(Error::RuntimeVersion {
+        hr: sys::HRESULT(crate::error::KnownHresult::E_NOTIMPL as i32),
+        call: "MethodShape::of",
+        called: false,
+        why,
+    })
+}
+
 fn read<const N: usize>(bytes: &[u8]) -> Result<[u8; N]> {
     bytes
         .get(..N)
@@ -612,6 +759,49 @@ mod tests {
         StringLayout2 {
             string_length_offset: 8,
             buffer_offset: 12,
+        }
+    }
+
+    #[test]
+    fn only_the_task_returning_variant_of_a_runtime_async_method_is_decoded() {
+        let never = || -> Result<bool> { panic!("the runtime is asked only for task returns") };
+        // Neither async nor returning a task: one function.
+        assert_eq!(variant(false, false, never), Variant::Ordinary);
+        // An async definition without a task return is its own async variant.
+        assert_eq!(variant(true, false, never), Variant::Async);
+        // Returning a task, async definition or not: the token's own
+        // function is the Task-returning variant, another is the async one.
+        for is_async in [false, true] {
+            assert_eq!(variant(is_async, true, || Ok(true)), Variant::Ordinary);
+            assert_eq!(variant(is_async, true, || Ok(false)), Variant::Async);
+            let parameterized = || {
+                Err(Error::runtime(
+                    sys::HRESULT(
+                        crate::error::KnownHresult::CORPROF_E_FUNCTION_IS_PARAMETERIZED as i32,
+                    ),
+                    "ICorProfilerInfo::GetFunctionFromToken",
+                ))
+            };
+            assert!(matches!(
+                variant(is_async, true, parameterized),
+                Variant::Unknown(why) if why.contains("GetFunctionFromToken")
+            ));
+        }
+        for task in [
+            "System.Threading.Tasks.Task",
+            "System.Threading.Tasks.Task`1",
+            "System.Threading.Tasks.ValueTask",
+            "System.Threading.Tasks.ValueTask`1",
+        ] {
+            assert!(is_task_type(task), "{task}");
+        }
+        for other in [
+            "System.Threading.Tasks.TaskCompletionSource`1",
+            "System.Object",
+            "Task",
+            "System.Threading.Tasks.Task`2",
+        ] {
+            assert!(!is_task_type(other), "{other}");
         }
     }
 

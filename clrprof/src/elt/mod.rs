@@ -140,7 +140,7 @@ use core::ffi::c_void;
 use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub mod args;
@@ -632,6 +632,11 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
         self.release_where(info, |id, _| id == function.0);
     }
 
+    // Only with `EltOptions::with_exceptions`: the shadow stacks' unwinds.
+    fn receives_unwinds(&self) -> bool {
+        self.exceptions
+    }
+
     fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
         if self.exceptions {
             shadow_stack::unwind_function_enter(function.to_raw());
@@ -759,7 +764,9 @@ pub fn install<H: EltHooks>(
         "ICorProfilerInfo3::SetFunctionIDMapper2",
     )?;
     match options.variant {
-        EltVariant::FastPath => set_fast_path::<H>(&state.shared.info3, options.leave)?,
+        EltVariant::FastPath => {
+            set_fast_path::<H>(&state.shared.info3, options.leave, frames_can_suspend(info))?
+        }
         EltVariant::WithInfo(_) => {
             set_with_info::<H>(&state.shared.info3, options.leave, info.version())?
         }
@@ -782,16 +789,28 @@ pub fn install<H: EltHooks>(
         any(target_os = "linux", target_os = "android", target_os = "macos")
     )
 ))]
-fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
+fn set_fast_path<H: EltHooks>(
+    info3: &sys::ICorProfilerInfo3,
+    leave: bool,
+    frames_can_suspend: bool,
+) -> Result<()> {
     use sys::elt;
-    // SAFETY: [elt-handler, library-pinned] the handlers only read records the mapper created (client IDs
-    // are their addresses, and a record outlives every hook call of its
-    // function: see `Record`), never unwind (every user call is inside
-    // `contain`), and are plain functions of this library.
-    unsafe {
-        elt::set_enter3_handler_with_caller_sp(Some(fast_enter::<H>));
-        elt::set_leave3_handler(Some(fast_leave::<H>));
-        elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
+    {
+        let mut tracking = caller_sp_tracking();
+        // SAFETY: [elt-handler, library-pinned] the handlers only read records the mapper created (client IDs
+        // are their addresses, and a record outlives every hook call of its
+        // function: see `Record`), never unwind (every user call is inside
+        // `contain`), and are plain functions of this library.
+        unsafe {
+            elt::set_enter3_caller_sp_handler(Some(fast_enter_passing_caller_sp::<H>));
+            if !tracking.passing {
+                elt::set_enter3_handler(Some(fast_enter::<H>));
+            }
+            elt::set_leave3_handler(Some(fast_leave::<H>));
+            elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
+        }
+        tracking.frames_can_suspend |= frames_can_suspend;
+        tracking.update();
     }
     crate::error::check(
         // SAFETY: [ffi-abi, library-pinned] the trampolines implement the JIT's FunctionEnter3/Leave3/
@@ -996,16 +1015,118 @@ unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
     unsafe { &*(client as *const Entry<H>) }
 }
 
-/// The fast-path enter handler. `caller_sp` is the hooked method's caller's
-/// stack pointer, which the JIT passes beside the ID (see
-/// `clrprof_sys::elt::EltEnterHandler`); the shadow stacks use it to find
-/// frames that returned without a leave hook.
-unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize, caller_sp: usize) {
+/// The fast-path enter handler: the record, then the user's hook.
+unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
     // SAFETY: [callback-args] the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
+    contain::<ENTER>(|| e.hooks().enter(&e.hooked));
+}
+
+/// The fast-path enter handler while caller stack pointers are passed (see
+/// [`CallerSpTracking`]), called through clrprof-sys's caller-SP forwarder:
+/// `caller_sp` is the hooked method's caller's stack pointer, which the
+/// JIT passes beside the ID (`clrprof_sys::elt::EltEnterHandler`); the
+/// shadow stacks use it to find frames that returned without a leave hook.
+unsafe extern "C" fn fast_enter_passing_caller_sp<H: EltHooks>(client: usize, caller_sp: usize) {
+    // SAFETY: [callback-args] as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
     shadow_stack::set_entering_caller_sp(caller_sp);
     contain::<ENTER>(|| e.hooks().enter(&e.hooked));
+}
+
+/// Whether the runtime of `info` can run methods that return without a
+/// leave hook on the fast path: .NET 11's runtime-async methods, which
+/// return to their caller when they suspend and get an enter hook again on
+/// every resume (dotnet/runtime issue 122488). No runtime before .NET 11
+/// has them. A runtime that does not say what it is counts as one that can.
+fn frames_can_suspend(info: &ProfilerInfo) -> bool {
+    match info.runtime_information() {
+        Ok(r) => match r.runtime_type {
+            crate::runtimes::RuntimeType::CoreClr => r.major >= 11,
+            crate::runtimes::RuntimeType::Desktop => false,
+            crate::runtimes::RuntimeType::Unknown(_) => true,
+        },
+        Err(_) => true,
+    }
+}
+
+/// When the fast path passes the JIT's caller stack pointers to the shadow
+/// stacks. Passing one costs every enter hook a thread-local store, and
+/// only a frame that returns without its leave hook needs them (see
+/// `shadow_stack`), so the enter trampoline calls [`fast_enter`], which
+/// passes nothing, until both are true: a runtime of the process on the
+/// fast path can run such frames ([`frames_can_suspend`]), and shadow
+/// stacks are in use (a thread took one: [`shadow_stacks_in_use`]). From
+/// then on its handler is clrprof-sys's caller-SP forwarder, which calls
+/// [`fast_enter_passing_caller_sp`] with the value the JIT left in its
+/// register. Counting hooks on every runtime, and shadow stacks before
+/// .NET 11, pay nothing for it.
+struct CallerSpTracking {
+    frames_can_suspend: bool,
+    shadow_stacks: bool,
+    /// The forwarder is installed.
+    passing: bool,
+}
+
+impl CallerSpTracking {
+    /// Installs the forwarder once both conditions hold.
+    fn update(&mut self) {
+        if self.passing || !(self.frames_can_suspend && self.shadow_stacks) {
+            return;
+        }
+        self.passing = true;
+        PASSING_CALLER_SPS.store(true, Ordering::SeqCst);
+        // SAFETY: [elt-handler] the forwarder calls the caller-SP slot's
+        // handler, `fast_enter_passing_caller_sp` of the installed hooks
+        // (set before `frames_can_suspend` can be true), with the ID and the
+        // register the JIT set for the enter trampoline, which leaves it
+        // untouched; it never unwinds.
+        unsafe { sys::elt::set_enter3_handler(Some(sys::elt::enter3_caller_sp_forwarder())) };
+    }
+}
+
+static CALLER_SP_TRACKING: Mutex<CallerSpTracking> = Mutex::new(CallerSpTracking {
+    frames_can_suspend: false,
+    shadow_stacks: false,
+    passing: false,
+});
+
+/// The fast path passes caller stack pointers (read by every shadow-stack
+/// enter, so an atomic beside the lock).
+static PASSING_CALLER_SPS: AtomicBool = AtomicBool::new(false);
+/// Shadow stacks are in use (so a thread that takes one later does not
+/// lock [`CALLER_SP_TRACKING`]).
+static SHADOW_STACKS_IN_USE: AtomicBool = AtomicBool::new(false);
+
+fn caller_sp_tracking() -> std::sync::MutexGuard<'static, CallerSpTracking> {
+    CALLER_SP_TRACKING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called by the shadow stacks when a thread takes its stack: shadow stacks
+/// are in use (see [`CallerSpTracking`]). Only the first threads lock.
+pub(crate) fn shadow_stacks_in_use() {
+    if SHADOW_STACKS_IN_USE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut tracking = caller_sp_tracking();
+    SHADOW_STACKS_IN_USE.store(true, Ordering::Relaxed);
+    tracking.shadow_stacks = true;
+    tracking.update();
+}
+
+/// Makes the shadow stacks take the caller stack pointers recorded for
+/// them, as they do once the fast path passes them.
+#[cfg(test)]
+pub(crate) fn pass_caller_sps_for_tests() {
+    PASSING_CALLER_SPS.store(true, Ordering::SeqCst);
+}
+
+/// Whether fast-path enter hooks record the caller stack pointer for the
+/// shadow stacks now (see [`CallerSpTracking`]).
+#[inline(always)]
+pub(crate) fn passing_caller_sps() -> bool {
+    PASSING_CALLER_SPS.load(Ordering::Relaxed)
 }
 
 unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
@@ -1191,6 +1312,60 @@ mod tests {
         components.each("test", |c| c.class_unload_started(&info, class));
         assert_eq!(*hooks.released.lock().unwrap(), vec![0, 1]);
         assert_eq!(current_binding(slot, RawFunctionId(0x20)), None);
+    }
+
+    /// What the enter trampoline's slot holds now.
+    #[cfg(all(target_arch = "x86_64", unix))]
+    fn enter_slot() -> usize {
+        sys::elt::enter3_handler().map_or(0, |h| h as usize)
+    }
+
+    /// The caller stack pointers cost nothing until a runtime that can
+    /// suspend frames is on the fast path and shadow stacks are in use;
+    /// then the enter trampoline's handler is the caller-SP forwarder, for
+    /// every runtime of the process.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", unix))]
+    fn caller_stack_pointers_are_passed_only_where_frames_can_suspend() {
+        use crate::testing::fake::FakeRuntime;
+        let forwarder = sys::elt::enter3_caller_sp_forwarder() as usize;
+        let install_on = |major: u16| {
+            let fake = FakeRuntime::with_info_version(14);
+            fake.state().runtime.major = major;
+            fake.state().runtime.version_string = format!("{major}.0.0");
+            let hooks = Arc::new(Numbering {
+                mapped: AtomicU64::new(0),
+                released: Mutex::new(Vec::new()),
+            });
+            let _ = fake.initialize_components(false, |info| {
+                assert_eq!(frames_can_suspend(info), major >= 11);
+                install(info, hooks, EltOptions::fast_path(), EventMasks::default()).unwrap();
+            });
+            // The fake keeps what was registered; the runtime would too.
+            std::mem::forget(fake);
+        };
+        // .NET 8, shadow stacks in use: the plain handler.
+        install_on(8);
+        shadow_stacks_in_use();
+        assert_ne!(enter_slot(), forwarder);
+        assert_eq!(
+            enter_slot(),
+            fast_enter::<Numbering> as unsafe extern "C" fn(usize) as usize
+        );
+        assert_eq!(
+            sys::elt::enter3_caller_sp_handler().map(|h| h as usize),
+            Some(
+                fast_enter_passing_caller_sp::<Numbering> as unsafe extern "C" fn(usize, usize)
+                    as usize
+            )
+        );
+        // A .NET 11 runtime beside it: the forwarder, and it stays when
+        // another runtime installs its hooks after it.
+        install_on(11);
+        assert_eq!(enter_slot(), forwarder);
+        assert!(passing_caller_sps());
+        install_on(10);
+        assert_eq!(enter_slot(), forwarder);
     }
 
     #[test]

@@ -147,8 +147,10 @@ impl RuntimeHandle {
     /// collectible-code app unloaded contexts (SIGSEGV in libcoreclr, about
     /// one run in two). A program without collectible assemblies, or a
     /// caller that blocks unloads (e.g. from inside a callback of a GC the
-    /// unloads wait for), meets this. [`enum_jited_functions`](Self::enum_jited_functions)
-    /// (no ReJIT IDs, no such lock) is safe at any time.
+    /// unloads wait for), meets this. On .NET 10 and later even the walk
+    /// without ReJIT IDs is unsafe beside unloads (see
+    /// [`enum_jited_functions`](Self::enum_jited_functions), which refuses
+    /// there unless the scope keeps the runtime from suspending).
     pub unsafe fn enum_jited_functions2(&self) -> Result<FunctionEnum> {
         self.call_live("ICorProfilerInfo4::EnumJITedFunctions2", || {
             const CALL: &str = "ICorProfilerInfo4::EnumJITedFunctions2";

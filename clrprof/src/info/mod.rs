@@ -417,6 +417,19 @@ impl<'s> ProfilerInfo<'s> {
         matches!(self.scope, Scope::NoGc)
     }
 
+    /// `true` where no runtime suspension other than one this scope is part
+    /// of can run until the scope ends: a runtime suspension the profiler
+    /// made, a callback that receives `ObjectID`s (its thread is in
+    /// cooperative mode, so a suspension cannot complete), a GC callback
+    /// and the `RuntimeSuspend*` / `RuntimeResume*` / `RuntimeThread*`
+    /// callbacks (the suspension in progress waits for them).
+    pub(crate) fn suspensions_excluded(&self) -> bool {
+        matches!(
+            self.scope,
+            Scope::NoGc | Scope::Suspended | Scope::GcRelocating
+        )
+    }
+
     /// `true` in the `Initialize` / `InitializeForAttach` scope.
     pub(crate) fn in_initialize(&self) -> bool {
         matches!(self.scope, Scope::Initialize)
@@ -1022,10 +1035,30 @@ impl RuntimeHandle {
 
     /// `ForceGC` (Info2): must be called from a thread that is not running
     /// managed code and is not inside a callback, e.g. a thread the profiler created.
+    ///
+    /// Refused with [`Error::WouldDeadlock`] on a thread that holds a
+    /// [`RuntimeSuspension`](crate::stackwalk::RuntimeSuspension) (through
+    /// the suspension's own `info()` or any `RuntimeHandle`): the runtime's
+    /// `ForceGC` makes the thread a managed one and switches it to
+    /// cooperative mode, which waits for the suspension to end, and the
+    /// suspension waits for this thread: every managed thread stayed stopped
+    /// for ever (fourth review, route 7: .NET 8.0 and 10.0, the sampling
+    /// thread blocked in libcoreclr, `tests/runtime/signals.rs`). Drop the
+    /// suspension first.
     pub fn force_gc(&self) -> Result<()> {
-        let i2 = self.raw_info2("ICorProfilerInfo2::ForceGC")?;
+        const CALL: &str = "ICorProfilerInfo2::ForceGC";
+        if crate::stackwalk::thread_holds_suspension() {
+            return Err(Error::WouldDeadlock {
+                call: CALL,
+                why: "this thread holds a runtime suspension: a collection needs every managed \
+                      thread, and the runtime's ForceGC waits for the suspension to end; drop the \
+                      RuntimeSuspension first"
+                    .into(),
+            });
+        }
+        let i2 = self.raw_info2(CALL)?;
         // SAFETY: [plain-call] no arguments; the runtime checks the calling context.
-        check(unsafe { i2.ForceGC() }, "ICorProfilerInfo2::ForceGC").map(|_| ())
+        check(unsafe { i2.ForceGC() }, CALL).map(|_| ())
     }
 
     /// `RequestProfilerDetach` (Info3): ask the runtime to detach this

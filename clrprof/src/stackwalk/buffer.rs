@@ -4,6 +4,7 @@
 //! the value and marks the result truncated, so no allocator call happens
 //! while the runtime is suspended (rule 5 of the [module](super)).
 
+use crate::context::TraceContext;
 use crate::ids::{RawFunctionId, RawThreadId};
 use crate::runtimes::RuntimeSlot;
 
@@ -34,6 +35,9 @@ pub struct StackSample {
     /// The runtime whose suspended `DoStackSnapshot` walked this stack, if
     /// the SDK walked it itself (see [`walked`](Self::walked)).
     walked_in: Option<RuntimeSlot>,
+    /// The thread's trace context when it was sampled, where it had one
+    /// ([`crate::context`]).
+    pub context: Option<TraceContext>,
 }
 
 impl StackSample {
@@ -101,8 +105,17 @@ impl FrameBuffer {
             len: 0,
             truncated: false,
             walked_in,
+            context: None,
         });
         true
+    }
+
+    /// Sets the trace context of the current stack (the one [`begin`](Self::begin)
+    /// started): what the sampled thread was working for when it was sampled.
+    pub fn set_context(&mut self, context: Option<TraceContext>) {
+        if let Some(s) = self.samples.last_mut() {
+            s.context = context;
+        }
     }
 
     /// Appends a frame the runtime reported to the SDK's own walk.

@@ -86,11 +86,12 @@ mod buffer;
 mod gate;
 pub(crate) mod naming;
 pub mod seeded;
-mod suspend;
+pub(crate) mod suspend;
 
 pub use buffer::{FrameBuffer, StackSample, ThreadList};
 pub use gate::ThreadGate;
 pub use naming::{FrameName, FrameNamer, FrameRef, UnloadFence, UNKNOWN_FRAME, UNMANAGED_FRAME};
+pub(crate) use suspend::thread_holds_suspension;
 pub use suspend::{spawn_sampling_thread, RuntimeSuspension, SamplingThread};
 
 /// What the walk closure wants next.

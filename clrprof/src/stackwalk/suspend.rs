@@ -4,6 +4,7 @@ use super::{
     do_stack_snapshot, Frame, FrameBuffer, ThreadGate, ThreadList, Walk, WalkEnd, WalkOptions,
 };
 use crate::error::{check, Error, KnownHresult, Result};
+use crate::ids::RawThreadId;
 use crate::info::enums::RawProfilerEnum;
 use crate::info::{ProfilerInfo, RuntimeHandle, Scope};
 use crate::thread::ProfilerThread;
@@ -11,6 +12,17 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
+    static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread holds a runtime suspension: calls that wait
+/// for the runtime's threads (a forced collection) would wait for ever.
+pub(crate) fn thread_holds_suspension() -> bool {
+    HELD.with(|h| h.get() > 0)
+}
 
 /// The SDK-made thread that may suspend the runtime (rules 1 and 2 of the
 /// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
@@ -106,6 +118,7 @@ impl SamplingThread {
             // its first Info call and holds no lock (rules 1, 2, 4).
             check(unsafe { i10.SuspendRuntime() }, CALL)?;
         }
+        HELD.with(|h| h.set(h.get() + 1));
         Ok(RuntimeSuspension {
             live,
             thread: self,
@@ -247,7 +260,10 @@ impl RuntimeSuspension<'_> {
             super::push_frame(buffer, &frame)
         });
         match walked {
-            Ok(Some(_)) => Ok(true),
+            Ok(Some(_)) => {
+                buffer.set_context(self.context_of(list, thread, gate));
+                Ok(true)
+            }
             Ok(None) => {
                 buffer.abandon();
                 Ok(false)
@@ -257,6 +273,36 @@ impl RuntimeSuspension<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+impl RuntimeSuspension<'_> {
+    // provenance: suspension-partners
+    /// The trace context of `thread` (listed in `list` during this
+    /// suspension), read from its OS thread's record ([`crate::context`]):
+    /// `GetThreadInfo` (no lock, any mode) gives the OS thread, the record
+    /// is found and read without allocating or locking. `None` when no
+    /// thread has a record, the thread was destroyed, or it has no context.
+    fn context_of(
+        &self,
+        list: &ThreadList,
+        thread: RawThreadId,
+        gate: &ThreadGate,
+    ) -> Option<crate::context::TraceContext> {
+        if !crate::context::any_records() || list.serial != self.serial {
+            return None;
+        }
+        let _entry = gate.enter(self.thread.walker, thread)?;
+        let info1 = self.thread.info.raw_info1().ok()?;
+        let mut os_thread = 0u32;
+        // SAFETY: [thread-alive, suspension, plain-call] the ID was listed by EnumThreads during this
+        // suspension (the thread store cannot delete a Thread while it is held), and the gate entry
+        // keeps its ThreadDestroyed from returning until the call ends; valid out pointer.
+        let hr = unsafe { info1.GetThreadInfo(thread.0, &mut os_thread) };
+        if hr.0 < 0 {
+            return None;
+        }
+        crate::context::record_of_os_thread(u64::from(os_thread))?.snapshot()
     }
 }
 
@@ -274,5 +320,105 @@ impl Drop for RuntimeSuspension<'_> {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);
             }
         }
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
     }
+}
+
+#[cfg(all(test, feature = "fake-runtime"))]
+mod tests {
+    use crate::error::{Error, HRESULT};
+    use crate::testing::fake::FakeRuntime;
+
+    /// Route 7 of the fourth review: a forced collection asked for while
+    /// this thread holds the runtime suspended, through the suspension's
+    /// `info()` or a kept handle, is refused before the runtime is called;
+    /// after the suspension it is made.
+    #[test]
+    fn force_gc_is_refused_while_this_thread_holds_a_suspension() {
+        let _serial = crate::thread::TEST_REGISTRY
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let fake = FakeRuntime::with_info_version(10);
+        fake.fail("SuspendRuntime", HRESULT(0));
+        fake.fail("ResumeRuntime", HRESULT(0));
+        // SAFETY: [test-fake] the fake's objects describe memory this test owns.
+        let handle = unsafe { fake.runtime_handle(false) };
+        let probe = super::spawn_sampling_thread(&handle, "unit-test-forcegc", 0, |thread| {
+            let kept = thread.runtime().clone();
+            let suspension = thread.suspend_runtime().expect("suspended");
+            let via_info = suspension.info().force_gc();
+            let via_kept = kept.force_gc();
+            drop(suspension);
+            (via_info, via_kept, thread.runtime().force_gc())
+        })
+        .unwrap();
+        let (via_info, via_kept, after) = probe.join().unwrap().unwrap();
+        for refused in [via_info, via_kept] {
+            assert!(
+                matches!(&refused, Err(Error::WouldDeadlock { call: "ICorProfilerInfo2::ForceGC", why })
+                    if why.starts_with("this thread holds a runtime suspension")),
+                "{refused:?}"
+            );
+        }
+        after.unwrap();
+        assert_eq!(
+            fake.call_count("ForceGC"),
+            1,
+            "only the call after the suspension"
+        );
+    }
+}
+
+/// `EnumJITedFunctions` made inside a runtime suspension on a new SDK
+/// sampling thread, for callers whose scope cannot prove that the runtime
+/// cannot suspend (see `info::jit`'s `CODE_HEAP_WALK`): the walk of the
+/// code heaps then never overlaps the runtime's own suspension in which a
+/// collectible context's code heaps are taken away. The enumerator holds a
+/// copy of the list, read after the runtime resumed. The caller waits for
+/// the thread, so it must be a thread that does not keep the runtime from
+/// suspending (it is refused in a scope that does, where the caller can
+/// enumerate directly).
+pub(crate) fn enum_jited_functions_suspended(
+    info: &ProfilerInfo<'_>,
+) -> Result<Vec<crate::info::JitedFunction>> {
+    const CALL: &str = "ICorProfilerInfo3::EnumJITedFunctions";
+    if info.suspensions_excluded() {
+        return Err(Error::Usage(format!(
+            "{CALL} inside a suspension of its own from a scope that keeps the runtime from \
+             suspending would wait for ever; call ProfilerInfo::enum_jited_functions there"
+        )));
+    }
+    let thread = spawn_sampling_thread(&info.handle(), "clrprof-jit-enum", 0, |thread| {
+        // A GC (or another suspension) in progress refuses SuspendRuntime
+        // for a moment; the unload app saw about one refusal in four.
+        let mut tries = 0u32;
+        let enumerator = loop {
+            match thread.suspend_runtime() {
+                Ok(suspension) => break suspension.info().enum_jited_functions()?,
+                Err(e) if tries < 1000 && retry_suspension(&e) => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        // The runtime is running again: the enumerator is a copy.
+        enumerator.collect::<Result<Vec<_>>>()
+    })
+    .map_err(|e| Error::Os {
+        call: "spawn (the thread of a suspended EnumJITedFunctions)",
+        code: e.raw_os_error().unwrap_or(0) as u32,
+    })?;
+    match thread.join() {
+        Ok(result) => result?,
+        Err(_) => Err(Error::Usage(format!(
+            "{CALL}: the SDK thread that made it panicked"
+        ))),
+    }
+}
+
+/// Whether `SuspendRuntime` refused only for now (a suspension or a GC in
+/// progress).
+fn retry_suspension(e: &Error) -> bool {
+    hr_is(e, KnownHresult::CORPROF_E_SUSPENSION_IN_PROGRESS)
 }

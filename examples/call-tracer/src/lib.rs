@@ -18,7 +18,10 @@
 //!   and report their counters;
 //! - `CLRPROF_ARGS` = a method-name prefix (WithInfo only): write the
 //!   decoded arguments and return value of every call of those methods
-//!   (slow: one record per call);
+//!   (slow: one record per call); a function whose arguments the SDK
+//!   refuses to decode (`MethodShape::of`, e.g. the async variant of a .NET
+//!   11 runtime-async method) gets one
+//!   `{"event":"args_refused","method":..,"why":..}` instead;
 //! - `CLRPROF_ARGS_SINK=1` (with `CLRPROF_ARGS`, for `cargo xtask bench
 //!   wrap`): decode the arguments and return value of every call as above
 //!   but write nothing per call; one
@@ -313,7 +316,17 @@ impl<const EXTRA: bool> EltHooks for Calls<EXTRA> {
         }
         let shape = match &self.args_filter {
             Some(prefix) if name.starts_with(prefix.as_str()) => {
-                MethodShape::of(info, function).ok()
+                match MethodShape::of(info, function) {
+                    Ok(shape) => Some(shape),
+                    Err(e) => {
+                        self.out
+                            .record("args_refused")
+                            .str("method", &name)
+                            .str("why", &e.to_string())
+                            .write();
+                        None
+                    }
+                }
             }
             _ => None,
         };
@@ -499,6 +512,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("underflows", t.underflows)
                 .num("mismatches", t.mismatches)
                 .num("suspended", t.suspended)
+                .num("suspended_at_enter", t.suspended_at_enter)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
             // The frames still on a stack at the end, by name (a
@@ -526,6 +540,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                     .num("pops", s.pops)
                     .num("unwound", s.unwound)
                     .num("suspended", s.suspended)
+                    .num("suspended_at_enter", s.suspended_at_enter)
                     .raw("left", &left)
                     .write();
             });

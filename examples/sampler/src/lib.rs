@@ -23,7 +23,8 @@
 //!   see [`clrprof_sampler::SamplerPhases`], and the sampling thread's CPU
 //!   time `thread_cpu_ns`);
 //! - `CLRPROF_SAMPLER_PROFILES`: a comma list of the profiles to take, of
-//!   `cpu`, `wall`, `alloc`, `lock`, `exception` (default `cpu,wall`); each
+//!   `cpu`, `wall`, `alloc`, `lock`, `exception` (default `cpu,wall`;
+//!   `none`: no profile, e.g. to measure the trace context alone); each
 //!   is written beside `CLRPROF_OUTPUT` as `<CLRPROF_OUTPUT>.<kind>.pb.gz`
 //!   (e.g. `out.folded.alloc.pb.gz`), the file of one pprof profile type,
 //!   as backends that file types apart want them. Without `cpu` and `wall`
@@ -76,6 +77,19 @@
 //!   `heap_snapshot=PATH`, the profiler takes one snapshot, writes `PATH`
 //!   (JSON), `PATH.txt` and `PATH.pb.gz` (or `PATH.error` with the reason)
 //!   and detaches.
+//! - `CLRPROF_SAMPLER_OTLP=1`: the periods go out as OTLP profiles instead
+//!   ([`clrprof_sampler::otlp`]), to OpenTelemetry's
+//!   `OTEL_EXPORTER_OTLP_[PROFILES_]ENDPOINT` with its headers, compression
+//!   and timeout, the resource from `OTEL_SERVICE_NAME` and
+//!   `OTEL_RESOURCE_ATTRIBUTES`; the period, retries and queue are the
+//!   continuous mode's variables. Records `{"event":"otlp-period",...}` per
+//!   period and `{"event":"otlp","periods":N,"delivered":N,...}` at the end.
+//! - trace context: with the SDK's startup hook loaded
+//!   (`DOTNET_STARTUP_HOOKS`, `CLRPROF_CONTEXT_LIBRARY` naming this library;
+//!   `clrprof run --trace-context` sets both), samples carry `trace_id`,
+//!   `span_id`, `local_root_span_id` and `trace_endpoint`; the record
+//!   `{"event":"trace-context","writer":...,"writes":N,"labelled_samples":N}`
+//!   says what the hook reported.
 //!
 //! The sampler is an SDK component: registered in `Initialize`, it receives
 //! the thread, unload and module-load callbacks it needs from the SDK and
@@ -99,6 +113,7 @@ use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
 use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
 use clrprof_sampler::heap_snapshot::{HeapSnapshot, HeapSnapshots};
 use clrprof_sampler::kinds;
+use clrprof_sampler::otlp::{OtlpConfig, OtlpExport};
 use clrprof_sampler::{
     Continuous, ContinuousConfig, Period, PeriodSink, Sampler, SamplerConfig, ShadowStackSource,
 };
@@ -141,6 +156,8 @@ pub struct SamplerProfiler {
     snapshot_stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     /// The attach's snapshot file (`heap_snapshot=PATH`).
     attach_snapshot: OnceLock<std::path::PathBuf>,
+    /// The OTLP profiles export (`CLRPROF_SAMPLER_OTLP=1`), when configured.
+    otlp: OnceLock<OtlpExport>,
 }
 
 impl Default for SamplerProfiler {
@@ -169,6 +186,7 @@ impl Default for SamplerProfiler {
             snapshot_thread: Mutex::new(None),
             snapshot_stop: Arc::new((Mutex::new(false), std::sync::Condvar::new())),
             attach_snapshot: OnceLock::new(),
+            otlp: OnceLock::new(),
         }
     }
 }
@@ -209,8 +227,48 @@ fn rate() -> u32 {
         .unwrap_or(1000)
 }
 
+/// Whether the periods go out as OTLP profiles (`CLRPROF_SAMPLER_OTLP=1`)
+/// instead of the continuous mode's pprof.
+fn otlp_wanted() -> bool {
+    std::env::var("CLRPROF_SAMPLER_OTLP").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The period of the continuous modes (`CLRPROF_SAMPLER_CONTINUOUS_EVERY`
+/// seconds, default 60).
+fn period() -> std::time::Duration {
+    std::env::var("CLRPROF_SAMPLER_CONTINUOUS_EVERY")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .unwrap_or(std::time::Duration::from_secs(60))
+}
+
+/// The OTLP export's configuration: OpenTelemetry's environment
+/// (`OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`),
+/// the period and the retries and queue of the continuous mode's variables.
+fn otlp_config(runtime: Option<&str>) -> std::result::Result<OtlpConfig, String> {
+    let mut config = OtlpConfig::from_env(&|name| std::env::var(name).ok(), runtime, period())?;
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_RETRIES").and_then(|v| v.trim().parse().ok()) {
+        config.upload.retries = n;
+    }
+    if let Some(n) = var("CLRPROF_SAMPLER_CONTINUOUS_QUEUE").and_then(|v| v.trim().parse().ok()) {
+        config.upload.queue = n;
+    }
+    config.upload.ca_file = var("CLRPROF_SAMPLER_CONTINUOUS_CA").map(Into::into);
+    // Never longer than a period: a hanging endpoint delays no period by more than one.
+    config.timeout = config
+        .timeout
+        .min(config.every.max(std::time::Duration::from_secs(1)));
+    Ok(config)
+}
+
 /// The continuous mode's configuration from the environment, if it is on.
 fn continuous_config() -> Option<ContinuousConfig> {
+    if otlp_wanted() {
+        return None;
+    }
     let mut config = if let Some(dir) = std::env::var_os("CLRPROF_SAMPLER_CONTINUOUS_DIR") {
         ContinuousConfig::to_directory(dir)
     } else {
@@ -256,6 +314,7 @@ fn continuous_config() -> Option<ContinuousConfig> {
 /// `cpu,wall`), or why the list is wrong.
 fn profile_kinds() -> std::result::Result<Vec<ProfileKind>, String> {
     match std::env::var("CLRPROF_SAMPLER_PROFILES") {
+        Ok(list) if list.trim() == "none" => Ok(Vec::new()),
         Ok(list) if !list.trim().is_empty() => ProfileKind::parse_list(&list),
         _ => Ok(vec![ProfileKind::Cpu, ProfileKind::Wall]),
     }
@@ -311,6 +370,32 @@ fn rss_kib() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4)
+}
+
+/// `{"event":"trace-context",...}`: what the trace-context writer (the
+/// managed startup hook) reported, the records the threads wrote into, and
+/// how many samples carried a context.
+fn trace_context_record(out: &JsonLines, labelled_samples: Option<u64>) {
+    use clrprof::context::{self, WriterStatus};
+    let (writer, detail) = match context::writer_status() {
+        Some(WriterStatus::Following(d)) => ("following", d),
+        Some(WriterStatus::Unsupported(d)) => ("unsupported", d),
+        Some(WriterStatus::Failed(d)) => ("failed", d),
+        None => ("none", String::new()),
+    };
+    let stats = context::record_stats();
+    let mut r = out
+        .record("trace-context")
+        .str("writer", writer)
+        .str("detail", &detail)
+        .num("records", stats.allocated as u64)
+        .num("owned", stats.owned as u64)
+        .num("writes", stats.writes)
+        .num("dropped_endpoint_names", context::dropped_endpoint_names());
+    if let Some(n) = labelled_samples {
+        r = r.num("labelled_samples", n);
+    }
+    r.write();
 }
 
 fn period_record(out: &JsonLines, p: &Period) {
@@ -633,7 +718,11 @@ impl Profiler for SamplerProfiler {
             )
             .str("unavailable", &unavailable)
             .write();
-        self.initialize_sampler(info, &kinds, masks)
+        let masks = self.initialize_sampler(info, &kinds, masks)?;
+        if otlp_wanted() {
+            self.start_otlp(&kinds);
+        }
+        Ok(masks)
     }
     // ANCHOR_END: initialize
 
@@ -734,6 +823,20 @@ impl Profiler for SamplerProfiler {
     // longer than the SDK's bounded stop.
     fn finish(&self) {
         self.stop_snapshots();
+        if let Some(otlp) = self.otlp.get() {
+            let s = otlp.finish();
+            self.out
+                .record("otlp")
+                .num("periods", s.periods)
+                .num("delivered", s.delivered)
+                .num("dropped", s.dropped)
+                .num("retries", s.retries)
+                .num("rejected_profiles", s.rejected_profiles)
+                .write();
+            trace_context_record(&self.out, None);
+            self.out.flush();
+            return;
+        }
         if let (Some(sampler), Some(continuous)) = (self.sampler.get(), self.continuous.get()) {
             let result = continuous.finish();
             let stats = sampler.stats();
@@ -752,6 +855,7 @@ impl Profiler for SamplerProfiler {
                     &result.err().map(|e| e.to_string()).unwrap_or_default(),
                 )
                 .write();
+            trace_context_record(&self.out, None);
         } else if let Some(sampler) = self.sampler.get() {
             let stopped = sampler.stop();
             // After the stop: the counters are final.
@@ -778,6 +882,7 @@ impl Profiler for SamplerProfiler {
                             }
                         }
                     }
+                    trace_context_record(&self.out, Some(profile.labelled_samples()));
                     self.out
                         .record("samples")
                         .str("method", sampler.method())
@@ -810,6 +915,9 @@ impl Profiler for SamplerProfiler {
             }
         }
         self.finish_events();
+        if self.sampler.get().is_none() {
+            trace_context_record(&self.out, None);
+        }
         self.out.flush();
     }
 
@@ -839,6 +947,44 @@ impl Profiler for SamplerProfiler {
 }
 
 impl SamplerProfiler {
+    /// The OTLP profiles export of the sampler's and the event profiles'
+    /// periods; a record says why when it cannot start.
+    fn start_otlp(&self, kinds: &[ProfileKind]) {
+        let config = match otlp_config(self.runtime.get().map(String::as_str)) {
+            Ok(c) => c,
+            Err(e) => {
+                self.out.record("otlp").str("error", &e).write();
+                return;
+            }
+        };
+        let url = config.url.clone();
+        let out = self.out.clone();
+        let observer: clrprof_sampler::otlp::OtlpObserver =
+            Arc::new(move |index, bytes, result| {
+                let r = out
+                    .record("otlp-period")
+                    .num("index", index)
+                    .num("bytes", bytes as u64);
+                match result {
+                    Ok(to) => r.bool("ok", true).str("to", to).write(),
+                    Err(e) => r.bool("ok", false).str("error", e).write(),
+                }
+            });
+        match OtlpExport::start(
+            self.sampler.get().cloned(),
+            self.events.get().cloned(),
+            kinds,
+            config,
+            Some(observer),
+        ) {
+            Ok(x) => {
+                self.out.record("otlp").str("url", &url).write();
+                let _ = self.otlp.set(x);
+            }
+            Err(e) => self.out.record("otlp").str("error", &e.to_string()).write(),
+        }
+    }
+
     /// The sampler (CPU and wall time) and its continuous mode, when asked
     /// for: registered in `Initialize`, on top of `masks`.
     fn initialize_sampler(
