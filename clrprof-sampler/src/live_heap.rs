@@ -280,38 +280,50 @@ impl LiveHeap {
         let started = std::time::Instant::now();
         self.offered.fetch_add(1, Relaxed);
         let size = sample.object_size().unwrap_or(0);
-        let released = {
+        // Decided under the table's lock, the handle made outside it:
+        // `CreateHandle` delivers `HandleCreated` on this thread before it
+        // returns, and a profiler's callback may read this table.
+        let (level, mut released) = {
             let mut state = lock(&self.state);
             if state.tracked.len() >= self.config.max_tracked {
                 self.thin(&mut state);
             }
-            let level = state.level;
-            let keep = level == 0 || uniform() < 0.5f64.powi(level as i32);
-            if keep {
-                match sample.create_handle(HandleKind::Weak) {
-                    Ok(handle) => {
+            (state.level, std::mem::take(&mut state.released))
+        };
+        let keep = level == 0 || uniform() < 0.5f64.powi(level as i32);
+        if keep {
+            match sample.create_handle(HandleKind::Weak) {
+                Ok(handle) => {
+                    let mut state = lock(&self.state);
+                    // Thinned meanwhile: the coins this sample missed.
+                    let missed = state.level.saturating_sub(level);
+                    if missed == 0 || uniform() < 0.5f64.powi(missed as i32) {
+                        let at = state.level.max(level);
                         self.tracked.fetch_add(1, Relaxed);
                         state.tracked.push(Tracked {
                             handle,
                             type_name,
                             stack,
-                            weight: weight * 2f64.powi(level as i32),
+                            weight: weight * 2f64.powi(at as i32),
                             size,
                             age: 0,
                             generation: None,
                         });
+                    } else {
+                        self.thinned.fetch_add(1, Relaxed);
+                        released.push(handle);
                     }
-                    Err(e) => {
-                        if self.handle_failures.fetch_add(1, Relaxed) == 0 {
-                            log::warn!("live heap: cannot keep a sampled object: {e}");
-                        }
+                    released.append(&mut state.released);
+                }
+                Err(e) => {
+                    if self.handle_failures.fetch_add(1, Relaxed) == 0 {
+                        log::warn!("live heap: cannot keep a sampled object: {e}");
                     }
                 }
-            } else {
-                self.thinned.fetch_add(1, Relaxed);
             }
-            std::mem::take(&mut state.released)
-        };
+        } else {
+            self.thinned.fetch_add(1, Relaxed);
+        }
         // Outside the lock, and outside any collection.
         drop(released);
         self.offer_ns

@@ -166,6 +166,7 @@ pub struct Registrar {
 }
 
 thread_local! {
+    // reentrancy: initialize-registrar
     /// The registrar of the `Initialize` running on this thread, if any. A
     /// `ProfilerInfo` cannot leave the thread that received it, so an
     /// `Initialize` scope's `register` always runs where this is set.

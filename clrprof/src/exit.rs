@@ -600,6 +600,7 @@ pub(crate) mod unhandled {
     }
 
     thread_local! {
+        // reentrancy: exception-watch
         static THREAD: RefCell<ThreadWatch> = const { RefCell::new(ThreadWatch::NEW) };
     }
 

@@ -34,6 +34,7 @@ mod profiles;
 mod provenance;
 mod provisioning;
 mod readers;
+mod reentrancy;
 mod review36;
 mod review42_mux;
 mod sampling;
@@ -99,6 +100,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(reentrancy::scenarios())
         .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())

@@ -28,6 +28,7 @@ mod msvc;
 mod package;
 mod provenance;
 mod provision;
+mod reentrancy;
 mod signals;
 mod test;
 mod toolchain;

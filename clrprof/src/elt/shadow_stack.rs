@@ -438,12 +438,14 @@ struct Local {
 }
 
 thread_local! {
+    // reentrancy: none: this thread's own shadow stack pointer (set once when the thread first needs it) and the caller stack pointer handed from the fast-path enter handler to the `enter` it makes next; the hooks run no user code while they change them
     static LOCAL: Local = const {
         Local {
             current: Cell::new(core::ptr::null()),
             entering_caller_sp: Cell::new(0),
         }
     };
+    // reentrancy: none: no value: its destructor gives the thread's shadow stack back when the thread ends
     static RELEASE: Release = const { Release };
 }
 
@@ -495,6 +497,7 @@ fn os_thread_id() -> u64 {
     #[cfg(not(any(target_os = "linux", windows)))]
     {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        // reentrancy: none: a number naming the thread, set once
         thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
         ID.with(|id| *id)
     }
