@@ -240,9 +240,13 @@ pub fn soak(args: &[String]) -> crate::Result {
         return Err(format!("only {} memory readings", readings.len()).into());
     }
     let (first, middle, last) = (third(0), third(1), third(2));
-    let heap = outcome
-        .records
+    // The example sampler writes its records beside `CLRPROF_OUTPUT`, as
+    // `<CLRPROF_OUTPUT>.jsonl` (the outcome's own records are the text
+    // output's).
+    let (records, _) = clrprof_testing::background::read_records(&work.join("records.jsonl.jsonl"));
+    let heap = records
         .iter()
+        .chain(outcome.records.iter())
         .find(|r| r["event"] == "live-heap")
         .cloned()
         .unwrap_or_default();

@@ -78,7 +78,8 @@
 //!   (JSON), `PATH.txt` and `PATH.pb.gz` (or `PATH.error` with the reason)
 //!   and detaches.
 //! - `CLRPROF_SAMPLER_OTLP=1`: the periods go out as OTLP profiles instead
-//!   ([`clrprof_sampler::otlp`]), to OpenTelemetry's
+//!   ([`clrprof_sampler::otlp`]; with `heap` among the profiles, the live
+//!   heap as of each period's last collection too), to OpenTelemetry's
 //!   `OTEL_EXPORTER_OTLP_[PROFILES_]ENDPOINT` with its headers, compression
 //!   and timeout, the resource from `OTEL_SERVICE_NAME` and
 //!   `OTEL_RESOURCE_ATTRIBUTES`; the period, retries and queue are the
