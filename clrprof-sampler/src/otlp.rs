@@ -1432,7 +1432,9 @@ mod tests {
             types,
             [("inuse_objects", "count"), ("inuse_space", "bytes")]
         );
-        let rows = |p: &proto::Profile| -> Vec<(String, Vec<(String, String)>, Vec<i64>)> {
+        /// (leaf function, attributes sorted by key, values)
+        type Row = (String, Vec<(String, String)>, Vec<i64>);
+        let rows = |p: &proto::Profile| -> Vec<Row> {
             p.samples
                 .iter()
                 .map(|s| {
