@@ -69,7 +69,8 @@ fn read_records(path: &Path) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// One request the app made: ids, and its spans' times (Unix ns).
+/// One request the app made: ids, and its spans' times (Unix ns): from the
+/// start to the app leaving the span (its record cleared by then).
 struct Request {
     trace: String,
     root: String,
@@ -529,7 +530,7 @@ fn otlp_profiles(case: &Case<'_>) -> CaseResult {
                 for &t in &sample.timestamps_unix_nano {
                     if t < *start || t > *end || t < from || t > to {
                         return Err(format!(
-                            "a {ty} sample of span {span} at {t} lies outside the span [{start}, {end}] or its profile [{from}, {to}]"
+                            "a {ty} sample of span {span} at {t} lies outside the span [{start}, {end}] (its start to the app leaving it) or its profile [{from}, {to}]"
                         )
                         .into());
                     }
