@@ -283,7 +283,75 @@ fn app_counts(stdout: &str, ours: &BTreeMap<String, u64>) -> CaseResult {
 const GCDUMP_LEGS: &[&str] = &["linux-x64-8.0", "linux-x64-10.0"];
 
 fn counts_exactly(case: &Case<'_>) -> CaseResult {
+    if case.leg().os == Os::Windows {
+        return counts_exactly_under_wine(case);
+    }
     snapshot_case(case, false)
+}
+
+/// On a Windows leg: the Windows build of the CLI under Wine, in the app's
+/// prefix (the runtime's diagnostics endpoint there is a Wine named pipe,
+/// which only Windows code in that prefix reaches), `clrprof.exe heap
+/// --pid` with the Windows sampler; the app's counts exactly.
+fn counts_exactly_under_wine(case: &Case<'_>) -> CaseResult {
+    use clrprof_testing::wine::to_wine_path;
+    let wine = clrprof_testing::discover()
+        .wine()
+        .cloned()
+        .ok_or("Windows leg without a Wine configuration")?;
+    let exe = crate::attach::windows_cli()?;
+    let sampler = case.profiler("sampler")?;
+    let app = case.app("heapdump")?;
+    let mut spec = case.spec(&app);
+    let stop = spec.work_dir.join("stop");
+    let ready = spec.work_dir.join("ready");
+    let out = spec.work_dir.join("snapshot.json");
+    for f in [&stop, &ready, &out] {
+        let _ = std::fs::remove_file(f);
+    }
+    spec.args = vec![to_wine_path(&stop)?, to_wine_path(&ready)?];
+    let work = spec.work_dir.clone();
+    let runtimes = clrprof_testing::discover();
+    let bg = spawn_app(case.leg(), runtimes.wine(), &spec)?;
+    let pid: u32 = wait_for_file(&ready, Duration::from_secs(60))?
+        .trim()
+        .parse()
+        .map_err(|_| "the ready file holds no pid")?;
+    let mut cmd = Command::new(&wine.loader);
+    cmd.arg(&exe)
+        .args(["heap", "--pid", &pid.to_string(), "--profiler"])
+        .arg(to_wine_path(&sampler.path)?)
+        .arg("-o")
+        .arg(to_wine_path(&out)?)
+        .env("WINEPREFIX", &wine.prefix)
+        .env("WINEDEBUG", "-all")
+        .env_remove("CLRPROF_OUTPUT");
+    let scratch = work.join("cli");
+    let _ = std::fs::create_dir_all(&scratch);
+    let done = clrprof_testing::run::run_captured(cmd, Duration::from_secs(120), &scratch);
+    let _ = std::fs::write(&stop, "stop");
+    let outcome = bg.finish(Duration::from_secs(60))?;
+    outcome.check_exit()?;
+    let done = done?;
+    if !matches!(done.exit, clrprof_testing::run::Exit::Code(0)) {
+        return Err(format!(
+            "clrprof.exe heap ended {:?}: {}{}",
+            done.exit, done.stdout, done.stderr
+        )
+        .into());
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let json: Value =
+        serde_json::from_str(&text).map_err(|e| format!("the snapshot is not JSON: {e}"))?;
+    app_counts(&outcome.stdout, &snapshot_types(&json)?)?;
+    println!(
+        "    {} ({}, clrprof.exe under Wine): the app's counts exact; {} objects, {} bytes",
+        case.leg().name,
+        json["method"],
+        json["objects"],
+        json["bytes"]
+    );
+    Ok(())
 }
 
 fn matches_gcdump(case: &Case<'_>) -> CaseResult {
@@ -458,10 +526,14 @@ pub fn scenarios() -> Vec<Scenario> {
             counts_exactly,
         )
         .only_on(
-            &["linux-x64-3.1", "linux-x64-9.0", "linux-x64-11.0"],
-            "the legs without the dotnet-gcdump match (which checks these counts too); on the \
-             Windows legs `clrprof heap --pid` would attach through the runtime's diagnostics \
-             named pipe inside Wine, which the Linux CLI cannot reach",
+            &[
+                "linux-x64-3.1",
+                "linux-x64-9.0",
+                "linux-x64-11.0",
+                "win-x64-8.0",
+                "win-x64-10.0",
+            ],
+            "the legs without the dotnet-gcdump match, which checks these counts too",
         ),
     ]
 }
