@@ -160,7 +160,15 @@ impl<P: Profiler> CallbackObject<P> {
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
         guard(entry, S_OK, || match self.info.get() {
-            Some(runtime) => f(&self.profiler, &ProfilerInfo::scoped(runtime, scope)),
+            Some(runtime) => {
+                let info = ProfilerInfo::scoped(runtime, scope);
+                // A scope that keeps the runtime from suspending: the SDK
+                // waits for no other thread's claim in it (`compilations`).
+                let _no_wait = info
+                    .wait_would_deadlock()
+                    .map(|_| crate::compilations::MayNotWait::enter());
+                f(&self.profiler, &info)
+            }
             // The runtime issues no callbacks before Initialize returns.
             None => S_OK,
         })
@@ -416,6 +424,14 @@ macro_rules! forward {
     (loading $self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch_loading($entry, |$p, $info| {
             $body;
+            S_OK
+        })
+    };
+    ($self:ident, in $scope:expr, $entry:literal, wants $flag:expr, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_in($entry, $scope, |$p, $info| {
+            if $self.wants($flag) {
+                $body;
+            }
             S_OK
         })
     };
@@ -1215,6 +1231,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFunctionEnter",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1231,6 +1248,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFunctionLeave(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFunctionLeave",
             |p, info| {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
@@ -1247,6 +1265,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyEnter(&self, functionId: FunctionID) -> HRESULT {
         forward!(
             self,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFinallyEnter", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_enter(info, id!(FunctionId, functionId))
         )
@@ -1254,6 +1273,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionUnwindFinallyLeave(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionUnwindFinallyLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_unwind_finally_leave(info)
         )
@@ -1284,6 +1304,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
     unsafe fn ExceptionCatcherLeave(&self) -> HRESULT {
         forward!(
             self,
+            in Scope::Cooperative,
             "ICorProfilerCallback::ExceptionCatcherLeave", wants crate::event_mask::EventMask::MONITOR_EXCEPTIONS,
             |p, info| p.exception_catcher_leave(info)
         )
@@ -1478,23 +1499,28 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         // Not a no-GC scope: the runtime issues HandleCreated in preemptive
         // mode when the handle starts empty (e.g. a new Thread's handles;
         // its contract is MODE_ANY for a null initialObjectId), so a GC may
-        // run on another thread during the callback.
-        forward!(self, "ICorProfilerCallback2::HandleCreated", |p, info| p
-            .handle_created(
-                info,
-                id!(GcHandleId, handleId),
-                (initialObjectId != 0 && !crate::handles::creating_for_allocation()).then(|| {
-                    // SAFETY: [object-no-gc] a non-null initial object comes only from a
-                    // thread in cooperative mode (the contract requires it,
-                    // and the creator holds the reference it stores), which
-                    // keeps the object in place until the callback returns;
-                    // the typed ID borrows only the callback.
-                    unsafe { ObjectId::from_sys(initialObjectId) }
-                })
-            ))
+        // run on another thread during the callback. Nor one to wait in: a
+        // handle made by managed code comes in cooperative mode (a
+        // suspension made while it waited did not complete on .NET 8, 10
+        // and 11).
+        forward!(self, in Scope::Cooperative, "ICorProfilerCallback2::HandleCreated", |p, info| p
+        .handle_created(
+            info,
+            id!(GcHandleId, handleId),
+            (initialObjectId != 0 && !crate::handles::creating_for_allocation()).then(|| {
+                // SAFETY: [object-no-gc] a non-null initial object comes only from a
+                // thread in cooperative mode (the contract requires it,
+                // and the creator holds the reference it stores), which
+                // keeps the object in place until the callback returns;
+                // the typed ID borrows only the callback.
+                unsafe { ObjectId::from_sys(initialObjectId) }
+            })
+        ))
     }
     unsafe fn HandleDestroyed(&self, handleId: GCHandleID) -> HRESULT {
-        forward!(self, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
+        // A handle freed by managed code: cooperative mode on .NET 10 and
+        // 11 (as HandleCreated).
+        forward!(self, in Scope::Cooperative, "ICorProfilerCallback2::HandleDestroyed", |p, info| p
             .handle_destroyed(info, id!(GcHandleId, handleId)))
     }
 }
@@ -2808,7 +2834,8 @@ mod tests {
                 | EventMask::MONITOR_SUSPENDS
                 | EventMask::MONITOR_MODULE_LOADS
                 | EventMask::MONITOR_JIT_COMPILATION
-                | EventMask::MONITOR_OBJECT_ALLOCATED)
+                | EventMask::MONITOR_OBJECT_ALLOCATED
+                | EventMask::MONITOR_EXCEPTIONS)
                 .into())
         }
         fn module_load_finished(
@@ -2839,6 +2866,35 @@ mod tests {
         fn runtime_resume_started(&self, info: &ProfilerInfo) {
             self.note("RuntimeResumeStarted", info);
         }
+        fn exception_search_function_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionSearchFunctionEnter", info);
+        }
+        fn exception_unwind_function_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionUnwindFunctionEnter", info);
+        }
+        fn exception_unwind_function_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionUnwindFunctionLeave", info);
+        }
+        fn exception_unwind_finally_enter(&self, info: &ProfilerInfo, _f: FunctionId<'_>) {
+            self.note("ExceptionUnwindFinallyEnter", info);
+        }
+        fn exception_unwind_finally_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionUnwindFinallyLeave", info);
+        }
+        fn exception_catcher_leave(&self, info: &ProfilerInfo) {
+            self.note("ExceptionCatcherLeave", info);
+        }
+        fn handle_created(
+            &self,
+            info: &ProfilerInfo,
+            _h: crate::ids::GcHandleId<'_>,
+            _o: Option<ObjectId<'_>>,
+        ) {
+            self.note("HandleCreated", info);
+        }
+        fn handle_destroyed(&self, info: &ProfilerInfo, _h: crate::ids::GcHandleId<'_>) {
+            self.note("HandleDestroyed", info);
+        }
     }
 
     #[test]
@@ -2867,6 +2923,17 @@ mod tests {
             assert_eq!(cb.GarbageCollectionStarted(0, core::ptr::null(), 0).0, 0);
             assert_eq!(cb.GarbageCollectionFinished().0, 0);
             assert_eq!(cb.RuntimeResumeStarted().0, 0);
+            // The unwind phase's callbacks run in cooperative mode (the
+            // fresh review of issue 42); the search phase's do not.
+            assert_eq!(cb.ExceptionSearchFunctionEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFunctionEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFinallyEnter(0x1234).0, 0);
+            assert_eq!(cb.ExceptionUnwindFinallyLeave().0, 0);
+            assert_eq!(cb.ExceptionUnwindFunctionLeave().0, 0);
+            assert_eq!(cb.ExceptionCatcherLeave().0, 0);
+            // So do the GC handle callbacks of managed code's handles.
+            assert_eq!(cb.HandleCreated(0x5000, 0).0, 0);
+            assert_eq!(cb.HandleDestroyed(0x5000).0, 0);
         }
         let seen = probe.seen.lock().unwrap().clone();
         assert_eq!(
@@ -2882,6 +2949,14 @@ mod tests {
                 ("GarbageCollectionStarted", true, false),
                 ("GarbageCollectionFinished", true, false),
                 ("RuntimeResumeStarted", true, false),
+                ("ExceptionSearchFunctionEnter", false, false),
+                ("ExceptionUnwindFunctionEnter", true, false),
+                ("ExceptionUnwindFinallyEnter", true, false),
+                ("ExceptionUnwindFinallyLeave", true, false),
+                ("ExceptionUnwindFunctionLeave", true, false),
+                ("ExceptionCatcherLeave", true, false),
+                ("HandleCreated", true, false),
+                ("HandleDestroyed", true, false),
             ]
         );
     }

@@ -120,6 +120,10 @@ thread_local! {
     // reentrancy: claim-table
     /// How many claims this thread is inside (their installations run).
     static INSIDE: Cell<u32> = const { Cell::new(0) };
+    // reentrancy: may-not-wait
+    /// How many callbacks this thread is in whose scope keeps the runtime
+    /// from suspending (see [`MayNotWait`]).
+    static MAY_NOT_WAIT: Cell<u32> = const { Cell::new(0) };
     // reentrancy: jit-compilation-scope
     /// The compilation whose `JITCompilationStarted` this thread is in: the
     /// function, its method and whether it is the method's first.
@@ -190,6 +194,28 @@ impl Claims {
                 });
             }
             let mut t = self.lock_table();
+            let may_not_wait =
+                MAY_NOT_WAIT.with(Cell::get) > 0 || crate::stackwalk::thread_holds_suspension();
+            if t.installing > 0 && may_not_wait {
+                // Waiting here for another thread's installation would keep
+                // every runtime suspension from completing meanwhile (this
+                // thread is in a callback the runtime issues in cooperative
+                // mode, or the runtime is suspended): an installation that
+                // waits for one would never end (the fresh review of issue
+                // 42).
+                return Err(Error::WouldDeadlock {
+                    call,
+                    why: "this mask has no MONITOR_JIT_COMPILATION, which ends the SDK's count \
+                          of JIT compilations, so it is set only once every method claim in \
+                          progress has installed its body, and a claim is in progress on another \
+                          thread; this callback keeps the runtime from suspending while it \
+                          waits (a callback that receives ObjectIDs, an unwind callback, a GC or \
+                          suspension callback), so an installation that waits for a suspension \
+                          would never end: set the mask from a callback that runs in preemptive \
+                          mode, or from a thread of the profiler's own"
+                        .into(),
+                });
+            }
             t.ending += 1;
             while t.installing > 0 {
                 t = self.wait_installed(t);
@@ -235,20 +261,15 @@ impl Claims {
     }
 
     fn is_replaced(&self, key: MethodKey) -> bool {
-        let me = me();
-        // Inside a claim this thread waits for no other one: two claims'
-        // threads asking for each other's method would wait for each other.
-        let inside = INSIDE.with(Cell::get) > 0;
-        let mut t = self.lock_table();
-        loop {
-            match t.methods.get(&key) {
-                None => return false,
-                Some(m) => match m.installer {
-                    Some(who) if who != me && !inside => t = self.wait_installed(t),
-                    _ => return m.replaced,
-                },
-            }
-        }
+        // Never waits for an installation in progress (the fresh review of
+        // issue 42: a thread in cooperative mode, `ObjectAllocated`, waiting
+        // here kept every runtime suspension from completing while the
+        // installation waited for one). A method being installed is being
+        // replaced: `true`, on every thread.
+        self.lock_table()
+            .methods
+            .get(&key)
+            .is_some_and(|m| m.replaced)
     }
 
     fn claim<T>(
@@ -273,6 +294,26 @@ impl Claims {
             claim.done();
         }
         Ok(result)
+    }
+}
+
+/// A callback in progress on this thread whose scope keeps the runtime
+/// from suspending until it returns (`ProfilerInfo::wait_would_deadlock`:
+/// cooperative mode, a GC or a suspension): nothing here waits for another
+/// thread's claim meanwhile. Made by the callback object around such
+/// callbacks.
+pub(crate) struct MayNotWait(());
+
+impl MayNotWait {
+    pub(crate) fn enter() -> MayNotWait {
+        MAY_NOT_WAIT.with(|n| n.set(n.get() + 1));
+        MayNotWait(())
+    }
+}
+
+impl Drop for MayNotWait {
+    fn drop(&mut self) {
+        MAY_NOT_WAIT.with(|n| n.set(n.get().saturating_sub(1)));
     }
 }
 
@@ -370,11 +411,13 @@ pub enum Refusal {
     NotSeen,
 }
 
-/// Whether `key`'s IL was replaced through a claim. A claim of it in
-/// progress on another thread is waited for (the answer is whether it
-/// installed), except from inside a claim (two claims' threads asking for
-/// each other's method would wait for each other): there, and inside the
-/// method's own claim, a method being installed is being replaced: `true`.
+/// Whether `key`'s IL was replaced through a claim, or is being replaced
+/// by a claim in progress (on any thread: `true` at once). It never waits:
+/// a thread in cooperative mode (`ObjectAllocated`) that waited here for an
+/// installation kept every runtime suspension from completing, and an
+/// installation that waited for one never ended (the fresh review of
+/// issue 42). A claim whose installation fails gives the method back
+/// (`false` from then on).
 pub fn is_replaced(key: MethodKey) -> bool {
     CLAIMS.is_replaced(key)
 }
@@ -676,17 +719,17 @@ mod tests {
     fn other_threads_wait_for_an_installation_in_progress() {
         let c = fresh();
         let (go, t) = claim_in_progress(c, KEY, true);
-        // A compilation of the method, and `is_replaced`, on other threads.
+        // A compilation of the method on another thread waits.
         let compiled = std::thread::spawn(move || {
             let _scope = c.compilation_started(F, Some(KEY));
             COMPILING.with(Cell::get)
         });
-        let asked = std::thread::spawn(move || c.is_replaced(KEY));
+        // `is_replaced` does not (the fresh review of issue 42: a thread in
+        // cooperative mode waiting here kept the runtime from suspending):
+        // the method is being replaced.
+        assert!(bounded(move || c.is_replaced(KEY)));
         std::thread::sleep(std::time::Duration::from_millis(100));
-        assert!(
-            !compiled.is_finished() && !asked.is_finished(),
-            "they did not wait"
-        );
+        assert!(!compiled.is_finished(), "the compilation did not wait");
         // Another method's compilation does not wait.
         assert!(bounded(move || {
             let _scope = c.compilation_started(F, Some(OTHER));
@@ -694,17 +737,50 @@ mod tests {
         }));
         go.send(()).unwrap();
         assert!(t.join().unwrap());
-        assert!(asked.join().unwrap(), "the body was installed");
+        assert!(c.is_replaced(KEY), "the body was installed");
         // The compilation was counted after the installation: its first.
         assert_eq!(compiled.join().unwrap(), Some((F, KEY, true)));
         assert_eq!(c.lock_table().methods[&KEY].started, 1);
 
-        // An installation that fails: the waiting thread sees no body.
+        // An installation that fails: being replaced while it runs, given
+        // back after.
         let (go, t) = claim_in_progress(c, THIRD, false);
-        let asked = std::thread::spawn(move || c.is_replaced(THIRD));
+        assert!(bounded(move || c.is_replaced(THIRD)));
         go.send(()).unwrap();
         assert!(!t.join().unwrap());
-        assert!(!asked.join().unwrap());
+        assert!(!c.is_replaced(THIRD));
+    }
+
+    #[test]
+    fn a_thread_that_keeps_the_runtime_from_suspending_waits_for_no_claim() {
+        // The fresh review of issue 42: an ObjectAllocated (cooperative
+        // mode) that waited for another thread's installation kept every
+        // suspension from completing, and the installation waited for one.
+        let c = fresh();
+        let (go, t) = claim_in_progress(c, KEY, true);
+        let refused = bounded(move || {
+            let _coop = MayNotWait::enter();
+            c.mask_change("ICorProfilerInfo::SetEventMask", false, false)
+                .err()
+                .map(|e| e.to_string())
+        })
+        .expect("a mask that would wait for the claim is refused");
+        assert!(
+            refused.starts_with("ICorProfilerInfo::SetEventMask refused (nothing was requested)")
+                && refused.contains("a claim is in progress on another thread"),
+            "{refused}"
+        );
+        // Nothing changed: claims are still granted, the count goes on.
+        assert!(c.counting());
+        assert!(matches!(c.claim(OTHER, None, || Ok(())), Ok(Ok(()))));
+        // With no claim in progress it need not wait, and proceeds.
+        go.send(()).unwrap();
+        assert!(t.join().unwrap());
+        assert!(bounded(move || {
+            let _coop = MayNotWait::enter();
+            c.mask_change("SetEventMask", false, false).is_ok()
+        }));
+        assert_eq!(MAY_NOT_WAIT.with(Cell::get), 0);
     }
 
     #[test]

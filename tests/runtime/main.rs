@@ -36,6 +36,7 @@ mod provisioning;
 mod readers;
 mod reentrancy;
 mod review36;
+mod review42_fresh;
 mod review42_mux;
 mod sampling;
 mod scopes;
@@ -102,6 +103,7 @@ fn main() {
         .chain(review36::scenarios())
         .chain(reentrancy::scenarios())
         .chain(review42_mux::scenarios())
+        .chain(review42_fresh::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())
         .chain(wine::scenarios());

@@ -410,8 +410,11 @@ impl ReJitThread {
     /// which run in cooperative mode), a runtime suspension the profiler
     /// made, and the callbacks the runtime issues while it is suspended or
     /// collecting (`GarbageCollectionStarted`, `RuntimeSuspendFinished`,
-    /// `MovedReferences2`, ...). `JITCompilationStarted` of an unrelated
-    /// method is a place to wait.
+    /// `MovedReferences2`, ...), and the callbacks the runtime issues in
+    /// cooperative mode without `ObjectID`s (the unwind phase of an
+    /// exception: `ExceptionUnwindFunctionEnter`, ..., `ExceptionCatcherLeave`;
+    /// `HandleCreated`, `HandleDestroyed`). `JITCompilationStarted` of an
+    /// unrelated method is a place to wait.
     ///
     /// On .NET Core 3.x a method of a collectible assembly is refused with
     /// [`Error::RuntimeVersion`] (the runtime hangs its callers there).
@@ -562,6 +565,12 @@ mod tests {
             ),
             (Scope::Suspended, "the runtime is suspended"),
             (Scope::GcRelocating, "the runtime is suspended"),
+            // The unwind and GC handle callbacks run in cooperative mode
+            // (the fresh review of issue 42).
+            (
+                Scope::Cooperative,
+                "the runtime issues this callback in cooperative mode",
+            ),
         ] {
             // SAFETY: [test-fake] as above.
             let there = unsafe { fake.profiler_info_in(scope) };

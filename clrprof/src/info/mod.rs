@@ -376,6 +376,19 @@ pub(crate) enum Scope {
     /// `ModuleLoadFinished` of this (successfully loaded) module, on the
     /// thread that loaded it. Otherwise as [`Scope::Callback`].
     ModuleLoad(crate::ids::RawModuleId),
+    /// A callback the runtime issues in cooperative mode that receives no
+    /// `ObjectID` the SDK treats as readable: the callbacks of an
+    /// exception's unwind phase (`ExceptionUnwindFunctionEnter`/`Leave`,
+    /// `ExceptionUnwindFinallyEnter`/`Leave`, `ExceptionCatcherLeave`), and
+    /// `HandleCreated` / `HandleDestroyed` (a handle made or freed by managed
+    /// code). Measured by the fresh review of issue 42
+    /// (tests/runtime/review42_fresh.rs): a runtime suspension made while one
+    /// of them waited did not complete on .NET 8, 10 and 11 (on 8.0
+    /// `ExceptionUnwindFunctionEnter` let it complete, and `HandleCreated` of
+    /// an empty handle runs in preemptive mode). So nothing here may wait for
+    /// a suspension; and, as a GC may still run in some of them, no object
+    /// may be read. Otherwise as [`Scope::Callback`].
+    Cooperative,
 }
 
 impl<'s> ProfilerInfo<'s> {
@@ -463,6 +476,13 @@ impl<'s> ProfilerInfo<'s> {
                 "the runtime is suspended (a garbage collection or another suspension) until this \
                  callback returns, and the request needs a suspension of its own, which waits \
                  for this one to end",
+            ),
+            Scope::Cooperative => Some(
+                "the runtime issues this callback in cooperative mode (the unwind phase of an \
+                 exception, a GC handle's creation or destruction: a suspension made while one \
+                 waited did not complete on .NET 8, 10 and 11), so a suspension of the runtime \
+                 waits for it to return, and the request suspends the runtime or may start a \
+                 collection, which would wait for this thread",
             ),
             Scope::Callback | Scope::Initialize | Scope::ModuleLoad(_) => None,
         }
