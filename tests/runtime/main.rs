@@ -40,7 +40,9 @@ mod server;
 mod signals;
 mod sxs;
 mod torture;
+mod otlp_traces;
 mod tracecontext;
+mod tracecontext_e2e;
 mod tracers;
 mod unload;
 mod versions;
@@ -63,6 +65,7 @@ fn main() {
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(tracecontext::scenarios())
+        .chain(tracecontext_e2e::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())

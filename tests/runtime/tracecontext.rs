@@ -348,7 +348,7 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 /// What an OTLP request says, read with the SDK's own message types.
-fn decode_otlp(
+pub(crate) fn decode_otlp(
     r: &clrprof_testing::http::Request,
 ) -> Result<clrprof_sampler::otlp::proto::ExportProfilesServiceRequest, String> {
     use prost::Message;
