@@ -323,6 +323,7 @@ impl ManagedHandlers {
             method: method.to_string(),
             why,
         };
+        // reentrancy: none: `cannot` only builds an error
         let seen = self
             .seen
             .lock()

@@ -310,6 +310,7 @@ mod namer {
         let unavailable = || Error::Usage("the SDK's class-name thread is not running".into());
         let (reply, answer) = sync_channel(1);
         {
+            // reentrancy: none: `unavailable` only builds an error; the namer thread is asked after the lock is released
             let mut slot = NAMER.lock().map_err(|_| unavailable())?;
             if slot.is_none() {
                 *slot = start();

@@ -15,6 +15,7 @@ use clrprof::sys::*;
 use std::cell::RefCell;
 
 thread_local! {
+    // reentrancy: mux-fan-out
     /// The function whose `JITCompilationStarted` is being delivered on
     /// this thread, and the map given for it so far.
     static CURRENT: RefCell<Option<(FunctionID, Option<Vec<COR_IL_MAP>>)>> =

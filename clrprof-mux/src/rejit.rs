@@ -206,6 +206,7 @@ struct Pending {
 }
 
 thread_local! {
+    // reentrancy: mux-fan-out
     static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
 }
 

@@ -260,6 +260,7 @@ impl Shared {
         {
             return CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER;
         }
+        // reentrancy: none: `masks` reads the child's record (an atomic), not the child
         let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
         let (old_low, old_high) = child.masks();
         // Immutable flags are fixed once Initialize returned (corprof.idl:

@@ -88,7 +88,9 @@ fn now_ns() -> u64 {
 }
 
 thread_local! {
+    // reentrancy: none: this thread's random state of the sampling budget
     static RNG: Cell<u64> = const { Cell::new(0) };
+    // reentrancy: none: this thread's countdown to its next walk
     /// This thread's place in the walks of the budget it last used.
     static STRIDE: Cell<Stride> = const { Cell::new(Stride { budget: 0, epoch: 0, left: 0.0, gap: 1.0 }) };
 }

@@ -440,6 +440,7 @@ pub(crate) fn run_periods(
         if next < now {
             next = now + every;
         }
+        // reentrancy: sampler-shipping
         let _guard = lock(shipping);
         if *lock(&stop.0) {
             return;

@@ -404,9 +404,11 @@ impl KindProfile {
 }
 
 thread_local! {
+    // reentrancy: sampler-busy
     /// Set while this thread is inside one of the handlers: an event raised
     /// by what a handler does (a walk, a name lookup) is not counted.
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    // reentrancy: none: a count of this thread's allocated bytes
     /// Bytes this thread allocated since its last `ObjectAllocated` sample.
     static ALLOCATED: Cell<u64> = const { Cell::new(0) };
 }

@@ -783,7 +783,9 @@ fn run(thread: &mut SamplingThread, shared: &Shared, source: &mut dyn StackSourc
             .map(nanos)
             .unwrap_or(0);
         shared.fence.resolve(thread, &buffer, |namer| {
+            // reentrancy: sampler-profile
             let mut profile = lock(&shared.profile);
+            // reentrancy: sampler-profile
             let os_threads = lock(&shared.os_threads);
             for (n, sample) in namer.samples().iter().enumerate() {
                 stack.clear();

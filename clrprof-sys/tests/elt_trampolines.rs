@@ -27,7 +27,7 @@ mod harness;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use clrprof_sys::elt::{self, EltHandler, EltWithInfoHandler};
+use clrprof_sys::elt::{self, EltEnterHandler, EltHandler, EltWithInfoHandler};
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
@@ -649,13 +649,23 @@ const CALLER_SP_REGISTER: usize = 2; // rdx
 const CALLER_SP_REGISTER: usize = 11; // x11
 
 #[test]
-fn enter_trampoline_passes_the_callers_stack_pointer_second() {
+fn caller_sp_forwarder_passes_the_callers_stack_pointer_second() {
     let _guard = lock();
-    // SAFETY: the handler only touches atomics.
-    unsafe { elt::set_enter3_handler_with_caller_sp(Some(rust_sp_handler)) };
+    // SAFETY: the handler only touches atomics; the forwarder only jumps to it.
+    unsafe {
+        elt::set_enter3_caller_sp_handler(Some(rust_sp_handler));
+        elt::set_enter3_handler(Some(elt::enter3_caller_sp_forwarder()));
+    }
+    assert_eq!(
+        elt::enter3_caller_sp_handler().map(|h| h as usize),
+        Some(rust_sp_handler as EltEnterHandler as usize)
+    );
     let outcome = run(Hook::Enter);
-    // SAFETY: removing a handler is always allowed.
-    unsafe { elt::set_enter3_handler(None) };
+    // SAFETY: removing handlers is always allowed.
+    unsafe {
+        elt::set_enter3_handler(None);
+        elt::set_enter3_caller_sp_handler(None);
+    }
     assert_eq!(
         SP_HANDLER_ID.load(Ordering::SeqCst) as u64,
         Hook::Enter.id()
@@ -668,6 +678,77 @@ fn enter_trampoline_passes_the_callers_stack_pointer_second() {
     let broken = changed(&outcome, |lane| arch::must_preserve(Hook::Enter, lane));
     assert!(broken.is_empty(), "{broken:#?}");
     assert_stack_restored(&outcome);
+}
+
+#[test]
+fn caller_sp_forwarder_keeps_registers_around_a_clobbering_handler() {
+    let _guard = lock();
+    let words = harness_words();
+    let trash: EltHandler = clrprof_elt_harness_trash_handler;
+    // SAFETY: the clobbering handler obeys the C ABI (it takes one argument
+    // and ignores the second), and cannot unwind.
+    unsafe {
+        elt::set_enter3_caller_sp_handler(Some(
+            core::mem::transmute::<EltHandler, EltEnterHandler>(trash),
+        ));
+        elt::set_enter3_handler(Some(elt::enter3_caller_sp_forwarder()));
+    }
+    let outcome = run(Hook::Enter);
+    // An empty caller-SP slot: the forwarder reaches the no-op handler.
+    // SAFETY: removing a handler is always allowed.
+    unsafe { elt::set_enter3_caller_sp_handler(None) };
+    assert!(elt::enter3_caller_sp_handler().is_none());
+    let idle = run(Hook::Enter);
+    // SAFETY: as above.
+    unsafe { elt::set_enter3_handler(None) };
+
+    assert_eq!(outcome.handler_calls, 1);
+    assert_eq!(words.id.load(Ordering::SeqCst), Hook::Enter.id());
+    assert_eq!(
+        words.sp.load(Ordering::SeqCst) % 16,
+        arch::HANDLER_SP_MOD_16,
+        "the forwarder must reach the handler with the trampoline's alignment"
+    );
+    let broken = changed(&outcome, |lane| arch::must_preserve(Hook::Enter, lane));
+    assert!(broken.is_empty(), "{broken:#?}");
+    assert_stack_restored(&outcome);
+    assert_eq!(idle.handler_calls, 0);
+    let broken = changed(&idle, |lane| arch::must_preserve(Hook::Enter, lane));
+    assert!(broken.is_empty(), "{broken:#?}");
+    assert_stack_restored(&idle);
+}
+
+#[test]
+fn the_enter_trampoline_passes_only_the_id() {
+    let _guard = lock();
+    // A two-argument handler straight in the enter slot gets the ID and
+    // whatever the second argument register held: on x86-64 System V and
+    // AArch64 the trampoline spends no instruction on the caller's stack
+    // pointer, so that is not the caller-SP register's value (the
+    // sentinels make them distinct); on Windows the JIT's register for it
+    // is the C ABI's second argument register itself.
+    // SAFETY: the handler only touches atomics; called with one argument it
+    // reads a register value, never memory.
+    unsafe {
+        elt::set_enter3_handler(Some(core::mem::transmute::<EltEnterHandler, EltHandler>(
+            rust_sp_handler,
+        )))
+    };
+    let outcome = run(Hook::Enter);
+    // SAFETY: removing a handler is always allowed.
+    unsafe { elt::set_enter3_handler(None) };
+    assert_eq!(
+        SP_HANDLER_ID.load(Ordering::SeqCst) as u64,
+        Hook::Enter.id()
+    );
+    let second = SP_HANDLER_CALLER_SP.load(Ordering::SeqCst) as u64;
+    if cfg!(windows) {
+        assert_eq!(second, outcome.input.gpr[CALLER_SP_REGISTER]);
+    } else {
+        assert_ne!(second, outcome.input.gpr[CALLER_SP_REGISTER]);
+    }
+    let broken = changed(&outcome, |lane| arch::must_preserve(Hook::Enter, lane));
+    assert!(broken.is_empty(), "{broken:#?}");
 }
 
 #[test]

@@ -13,6 +13,8 @@
 #                    mono-mcs (Mono's C# compiler: the large third-party
 #                    program some scenarios run)
 #                    python3-pip python3-venv (pythonnet in a venv)
+#                    valgrind (callgrind and its client-request header: the
+#                    instruction-count gate, `cargo xtask bench gate`)
 #
 # Idempotent: prints nothing and exits 0 when everything is present (checked
 # in the active toolchain's sysroot, where both `rustup target add` and a
@@ -33,6 +35,7 @@ DEB_PACKAGES=(
     mono-mcs
     python3-pip
     python3-venv
+    valgrind
 )
 
 say() { echo "install-toolchains: $*" >&2; }

@@ -232,6 +232,7 @@ impl<P: Profiler> CallbackObject<P> {
             // which they are and are treated as selected.
             if let Ok(info) = runtime.runtime_information() {
                 crate::exit::note_runtime_major(info.major);
+                // reentrancy: none: `Registry::initialize` is the SDK's runtime registry, not the profiler's `initialize`; the guard is dropped before the block runs
                 if !crate::runtimes::registry().initialize(self.slot, info, P::runtime_policy()) {
                     // Declined: the runtime releases this object and deletes
                     // its Info object next; nothing may call it any more.
@@ -1165,8 +1166,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_enter(info, id!(FunctionId, functionId));
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionUnwindFunctionEnter (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionUnwindFunctionEnter (component)", |c| {
                         c.exception_unwind_function_enter(info, id!(FunctionId, functionId))
                     });
                 }
@@ -1181,8 +1182,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                 if self.wants(crate::event_mask::EventMask::MONITOR_EXCEPTIONS) {
                     p.exception_unwind_function_leave(info);
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionUnwindFunctionLeave (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionUnwindFunctionLeave (component)", |c| {
                         c.exception_unwind_function_leave(info)
                     });
                 }
@@ -1218,8 +1219,8 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
                         id!(ObjectId, objectId),
                     );
                 }
-                if let Some(c) = self.components() {
-                    c.each("ExceptionCatcherEnter (component)", |c| {
+                if let Some(c) = self.components().filter(|c| c.receive_unwinds()) {
+                    c.each_unwind("ExceptionCatcherEnter (component)", |c| {
                         c.exception_catcher_enter(info, id!(FunctionId, functionId))
                     });
                 }
@@ -1512,6 +1513,9 @@ impl<P: Profiler> ICorProfilerCallback4_Impl for CallbackObject_Impl<P> {
         pFunctionControl: *mut c_void,
     ) -> HRESULT {
         self.dispatch("ICorProfilerCallback4::GetReJITParameters", |p, info| {
+            // A waited ReJIT request from the handler is refused (it would
+            // make the runtime prepare a version inside this one).
+            let _parameters = crate::il::rejit::InParameters::enter();
             // SAFETY: [callback-args, com-ownership] the runtime passes a borrowed ICorProfilerFunctionControl valid during the call, for the new version of method `methodId` of module `moduleId` (corprof.idl, GetReJITParameters).
             let Some(control) = (unsafe {
                 FunctionControl::from_raw_borrowed(

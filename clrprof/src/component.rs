@@ -100,6 +100,16 @@ pub trait Component: Send + Sync + 'static {
     fn exception_search_function_leave(&self, info: &ProfilerInfo) {}
     /// `ExceptionSearchCatcherFound` (MONITOR_EXCEPTIONS), after the profiler.
     fn exception_search_catcher_found(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
+    /// Whether the component receives the unwind callbacks below
+    /// (`exception_unwind_function_enter`, `exception_unwind_function_leave`,
+    /// `exception_catcher_enter`). The runtime makes them for every frame an
+    /// exception unwinds; a component that implements none of them returns
+    /// `false`, and when no component of the runtime wants them the SDK
+    /// does not run its delivery loop for them. Asked once, at the end of
+    /// `Initialize`. Default: `true`.
+    fn receives_unwinds(&self) -> bool {
+        true
+    }
     /// `ExceptionUnwindFunctionEnter` (MONITOR_EXCEPTIONS), after the profiler.
     fn exception_unwind_function_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `ExceptionUnwindFunctionLeave` (MONITOR_EXCEPTIONS), after the profiler.
@@ -122,6 +132,7 @@ pub struct Registrar {
 }
 
 thread_local! {
+    // reentrancy: initialize-registrar
     /// The registrar of the `Initialize` running on this thread, if any. A
     /// `ProfilerInfo` cannot leave the thread that received it, so an
     /// `Initialize` scope's `register` always runs where this is set.
@@ -165,8 +176,14 @@ impl Registrar {
             .components
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
+        let unwinds = list
+            .iter()
+            .filter(|c| c.receives_unwinds())
+            .cloned()
+            .collect();
         Components {
             list: list.into_boxed_slice(),
+            unwinds,
         }
     }
 }
@@ -195,6 +212,9 @@ impl ProfilerInfo<'_> {
 #[derive(Default)]
 pub(crate) struct Components {
     list: Box<[Arc<dyn Component>]>,
+    /// Those of `list` that receive the unwind callbacks
+    /// ([`Component::receives_unwinds`]), in the same order.
+    unwinds: Box<[Arc<dyn Component>]>,
 }
 
 impl Components {
@@ -226,6 +246,22 @@ impl Components {
         for c in self.list.iter() {
             guard(entry, (), || f(&**c));
         }
+    }
+
+    /// Delivers an unwind callback to the components that receive them
+    /// ([`Component::receives_unwinds`]); with none, the caller skips the
+    /// call (see [`Components::receive_unwinds`]).
+    #[inline(never)]
+    pub(crate) fn each_unwind(&self, entry: &'static str, f: impl Fn(&dyn Component)) {
+        for c in self.unwinds.iter() {
+            guard(entry, (), || f(&**c));
+        }
+    }
+
+    /// Whether any component receives the unwind callbacks.
+    #[inline]
+    pub(crate) fn receive_unwinds(&self) -> bool {
+        !self.unwinds.is_empty()
     }
 }
 

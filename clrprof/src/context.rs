@@ -492,6 +492,7 @@ struct Endpoints {
 static ENDPOINTS: Mutex<Option<Endpoints>> = Mutex::new(None);
 
 fn endpoints<R>(f: impl FnOnce(&mut Endpoints) -> R) -> R {
+    // reentrancy: none: `f` is one of this module's own operations on the table (private; they call nothing else)
     let mut guard = ENDPOINTS.lock().unwrap_or_else(|e| e.into_inner());
     f(guard.get_or_insert_with(Endpoints::default))
 }

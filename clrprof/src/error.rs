@@ -180,6 +180,18 @@ pub enum Error {
         /// Why this scope cannot wait, and where to call instead.
         why: String,
     },
+    /// The call would re-enter, without bound, the callback it is made
+    /// from: the runtime answers it by calling that callback again on this
+    /// thread before it returns (an EventPipe write from the delivery of the
+    /// profiler's own write, which would deliver again), until the thread's
+    /// stack overflows. Nothing was called. Its `HRESULT` is
+    /// `CORPROF_E_UNSUPPORTED_CALL_SEQUENCE`.
+    WouldRecurse {
+        /// The call that refused.
+        call: &'static str,
+        /// What the runtime would call back, and what to do instead.
+        why: String,
+    },
 }
 
 impl Error {
@@ -201,7 +213,7 @@ impl Error {
                 HRESULT(KnownHresult::E_INVALIDARG as i32)
             }
             Error::Detached { .. } => HRESULT(KnownHresult::CORPROF_E_PROFILER_DETACHING as i32),
-            Error::WouldDeadlock { .. } => {
+            Error::WouldDeadlock { .. } | Error::WouldRecurse { .. } => {
                 HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as i32)
             }
             _ => HRESULT(KnownHresult::E_FAIL as i32),
@@ -335,6 +347,11 @@ impl fmt::Display for Error {
                 f,
                 "{call} refused (nothing was requested): waiting here would hang the \
                  application: {why}"
+            ),
+            Error::WouldRecurse { call, why } => write!(
+                f,
+                "{call} refused (nothing was called): the runtime would call back into \
+                 the callback this call is made from, again and again: {why}"
             ),
             Error::Detached { call } => write!(
                 f,

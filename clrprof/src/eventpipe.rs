@@ -305,12 +305,54 @@ impl<P: Payload> core::fmt::Debug for Event<P> {
     }
 }
 
+thread_local! {
+    // reentrancy: eventpipe-delivery
+    /// Whether this thread is inside one of the profiler's own EventPipe
+    /// calls that the runtime answers by calling the profiler back on this
+    /// thread before it returns: a write (each of the profiler's sessions
+    /// that listens delivers it, `ep_session_write_event` in the runtime's
+    /// src/native/eventpipe/ep-session.c) or a provider's creation
+    /// (`EventPipeProviderCreated`, and the provider's enable callback).
+    static DELIVERING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// The scope of one call that delivers synchronously (see [`DELIVERING`]).
+struct Delivering;
+
+impl Delivering {
+    /// Enters the scope of `call`, or refuses it on a thread already in
+    /// one: the callback it is made from would be called again inside it,
+    /// and again, without bound.
+    fn enter(call: &'static str) -> Result<Delivering> {
+        if DELIVERING.with(|d| d.replace(true)) {
+            return Err(Error::WouldRecurse {
+                call,
+                why: "this thread is inside the profiler's own EventPipe write or provider \
+                      creation (the runtime delivers the event to the profiler's sessions, or \
+                      announces the provider, on this thread before that call returns), and \
+                      this call would be delivered inside itself in turn; a delivered event of \
+                      the profiler's own is not written again from its delivery (relay the \
+                      runtime's events, or write from another callback or thread)"
+                    .into(),
+            });
+        }
+        Ok(Delivering)
+    }
+}
+
+impl Drop for Delivering {
+    fn drop(&mut self) {
+        DELIVERING.with(|d| d.set(false));
+    }
+}
+
 impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
         self.call_live("ICorProfilerInfo12::EventPipeCreateProvider", || {
             const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
             let i12 = self.raw_info12(CALL)?;
+            let _call = Delivering::enter(CALL)?;
             let wide = to_wide(name);
             let mut raw: sys::EVENTPIPE_PROVIDER = 0;
             check(
@@ -337,6 +379,7 @@ impl RuntimeHandle {
         self.call_live("ICorProfilerInfo14::EventPipeCreateProvider2", || {
         const CALL: &str = "ICorProfilerInfo14::EventPipeCreateProvider2";
         let i14 = self.raw_info14(CALL)?;
+        let _call = Delivering::enter(CALL)?;
         let slot = callbacks::claim(Arc::new(callback)).ok_or_else(|| Error::Refused {
             hr: windows_core::HRESULT(KnownHresult::E_OUTOFMEMORY as i32),
             call: CALL,
@@ -544,7 +587,11 @@ impl<P: Payload> Event<P> {
     /// `EventPipeWriteEvent` (Info12): writes one event with `values`, e.g.
     /// `event.write((7, "seven"))` for `Event<(i32, String)>`. Sessions
     /// started by the profiler deliver it before this returns (see the
-    /// module docs).
+    /// module docs). Refused ([`Error::WouldRecurse`], nothing written) on
+    /// a thread inside another of the profiler's own writes or provider
+    /// creations: from the delivery of its own event, a write would be
+    /// delivered inside itself again (the fourth review's route 4: a relay
+    /// of every delivered event overflowed the stack).
     pub fn write(&self, values: P::Values<'_>) -> Result<()> {
         self.write_with_activity(values, None, None)
     }
@@ -573,6 +620,7 @@ impl<P: Payload> Event<P> {
             (1, &data as *const sys::COR_PRF_EVENT_DATA)
         };
         let to_ptr = |g: Option<&GUID>| g.map_or(core::ptr::null(), |g| g as *const GUID);
+        let _call = Delivering::enter(CALL)?;
         self.runtime.call_live(CALL, || {
             check(
                 // SAFETY: [eventpipe-handles, info-alive] `self.raw` is an event of this runtime (alive as
@@ -1088,6 +1136,54 @@ mod tests {
             (&[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][..], w[1].data.len()),
             (&w[1].data[..12], 12)
         );
+    }
+
+    #[test]
+    fn no_write_or_provider_inside_the_profiler_s_own_write() {
+        // The fourth review, route 4: the runtime delivers a write to the
+        // profiler's sessions inside the write; a relay from the delivery
+        // wrote inside it again, without bound. The fake's call hook runs
+        // inside its EventPipeWriteEvent, as the delivery would.
+        let fake = FakeRuntime::with_info_version(12);
+        let rt = handle(&fake);
+        let provider = rt.event_pipe_create_provider("Relay").unwrap();
+        let event = provider
+            .define_event::<(i32,)>(&EventSpec::new("Relay", 1), &["n"])
+            .unwrap();
+        let seen: Arc<std::sync::Mutex<Vec<Result<()>>>> = Arc::default();
+        let (inside, relay, again) = (seen.clone(), event.clone(), rt.clone());
+        fake.on_call(move |_, method| {
+            if method == "EventPipeWriteEvent" {
+                let mut seen = inside.lock().unwrap();
+                seen.push(relay.write((2,)));
+                seen.push(again.event_pipe_create_provider("Inner").map(|_| ()));
+            }
+        });
+        event.write((1,)).unwrap();
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
+        assert_eq!(seen.len(), 2);
+        for (r, call) in seen.iter().zip([
+            "ICorProfilerInfo12::EventPipeWriteEvent",
+            "ICorProfilerInfo12::EventPipeCreateProvider",
+        ]) {
+            match r {
+                Err(e @ Error::WouldRecurse { call: c, .. }) if *c == call => {
+                    assert_eq!(
+                        e.hresult().0 as u32,
+                        KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as u32
+                    );
+                    assert!(e
+                        .to_string()
+                        .starts_with(&format!("{call} refused (nothing was called)")));
+                }
+                other => panic!("{call} inside a write: {other:?}"),
+            }
+        }
+        // One write reached the runtime; after it, writes go through again.
+        assert_eq!(fake.call_count("EventPipeWriteEvent"), 1);
+        fake.on_call(|_, _| {});
+        event.write((3,)).unwrap();
+        assert_eq!(fake.state().eventpipe.written.len(), 2);
     }
 
     #[test]

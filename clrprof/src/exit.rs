@@ -423,6 +423,11 @@ pub(crate) mod unhandled {
         fn exception_search_catcher_found(&self, _info: &ProfilerInfo, _function: FunctionId<'_>) {
             catcher_found();
         }
+
+        // The watch needs the search phase only.
+        fn receives_unwinds(&self) -> bool {
+            false
+        }
     }
 
     /// Whether a kept walk can be checked cheaply here (see the module docs):
@@ -595,6 +600,7 @@ pub(crate) mod unhandled {
     }
 
     thread_local! {
+        // reentrancy: exception-watch
         static THREAD: RefCell<ThreadWatch> = const { RefCell::new(ThreadWatch::NEW) };
     }
 

@@ -96,6 +96,7 @@ impl Flush for Sink {
     fn flush(&self, last: bool) {
         // `last` comes from `finish_process`, which marks the process as
         // ending first: the lock is bounded then.
+        // reentrancy: none: `s.flush()` is the sink file's `std::io::Write::flush`, not a profiler's `Flush`
         if let Some(mut s) = self.lock() {
             s.flush();
             if last {
@@ -276,6 +277,7 @@ impl JsonLines {
     /// is ending, as [`write_line`](Self::write_line)).
     pub fn flush(&self) {
         if let Some(s) = self.sink.get() {
+            // reentrancy: none: `s.flush()` is the sink file's `std::io::Write::flush`
             if let Some(mut s) = s.lock() {
                 s.flush();
             }

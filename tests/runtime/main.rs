@@ -32,6 +32,7 @@ mod profiles;
 mod provenance;
 mod provisioning;
 mod readers;
+mod reentrancy;
 mod review36;
 mod review42_mux;
 mod sampling;
@@ -98,6 +99,7 @@ fn main() {
         .chain(large::scenarios())
         .chain(provenance::scenarios())
         .chain(review36::scenarios())
+        .chain(reentrancy::scenarios())
         .chain(review42_mux::scenarios())
         .chain(versions::scenarios())
         .chain(torture::scenarios())

@@ -36,6 +36,13 @@
 //!   profiler making only that call does the same (tests/runtime/unload.rs);
 //!   the SDK refuses it on .NET 10 and later outside scopes where the runtime
 //!   cannot suspend, and the SDK thread here makes it inside its suspensions;
+//! - (the re-entrancy family, closed) on linux-x64-10.0, with the profiler's
+//!   own guard against its re-entering calls dropped: a handle made from
+//!   the `HandleCreated` that `CreateHandle` delivers inside itself nested
+//!   2,020 deep (SIGSEGV), a waited ReJIT from `GetReJITParameters`
+//!   overflowed the stack (SIGABRT, "Stack overflow."), and a walk of the
+//!   ELT records inside a walk, or a record asked for from the user's
+//!   mapper, hung the app (300 s); all four are refused now;
 //! - (the .NET 9 leg, closed) `class_from_token` from `ModuleLoadFinished`:
 //!   SIGSEGV in libcoreclr 9.0.23 on every app (its loader dereferences a
 //!   null assembly while the module's own assembly is still loading); the
@@ -641,6 +648,138 @@ fn mismatch_family(case: &Case<'_>) -> CaseResult {
     }
 }
 
+/// The re-entrancy family's records: per case (attempts, refused,
+/// answered, wrong).
+fn reentrancy_counts(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
+    let mut cases = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r["event"] == "torture_reentrancy")
+    {
+        let e: &mut [u64; 4] = cases
+            .entry(r["case"].as_str().unwrap_or("?").to_string())
+            .or_default();
+        for (i, k) in ["attempts", "refused", "answered", "wrong"]
+            .iter()
+            .enumerate()
+        {
+            e[i] += r[*k].as_u64().unwrap_or(0);
+        }
+    }
+    cases
+}
+
+/// The cases every leg reaches, those that need EventPipe from a profiler
+/// (Info12, .NET 5+), and those that need GC handles (Info13, .NET 7+).
+const REENTRANCY_CASES: &[&str] = &[
+    "claim_table",
+    "wrap_in_claim",
+    "install_in_claim",
+    "mask_in_claim",
+    "elt_records_nested",
+    "elt_records_in_mapper",
+    "rejit_in_rejit",
+];
+const REENTRANCY_EVENTPIPE: &[&str] = &[
+    "write_in_delivery",
+    "relay_runtime_event",
+    "provider_in_delivery",
+    "write_in_provider_created",
+    "stop_in_delivery",
+    "handle_in_handle_created",
+];
+/// The cases whose every attempt must be refused.
+const REENTRANCY_MUST_REFUSE: &[&str] = &[
+    "wrap_in_claim",
+    "install_in_claim",
+    "mask_in_claim",
+    "write_in_delivery",
+    "provider_in_delivery",
+    "write_in_provider_created",
+    "elt_records_nested",
+    "elt_records_in_mapper",
+    "rejit_in_rejit",
+];
+
+/// The re-entrancy family (`TORTURE_REENTRANCY=1`, on the alloc app, which
+/// throws no exception, so Wine 8 with .NET 8 runs it too): from
+/// inside each callback every API that could re-enter it or a lock the SDK
+/// holds there; the app unchanged, every case tried, none answered wrong,
+/// the ones that would re-enter without bound refused.
+fn reentrancy_family(case: &Case<'_>) -> CaseResult {
+    let path = case.app("alloc")?;
+    let plain = case.run(case.spec(&path))?;
+    plain.check_exit()?;
+    let mut spec = case
+        .spec(&path)
+        .profiler(case.profiler("torture")?)
+        .timeout(Duration::from_secs(120))
+        .env("TORTURE_REENTRANCY", "1");
+    // The families the re-entrancy family does not need stay off (the app
+    // scenarios run them): the sampling and std threads, asynchronous
+    // walks, the mismatch family. `TORTURE_EXTRA` replaces these too.
+    let knobs = match std::env::var("TORTURE_EXTRA") {
+        Ok(_) => knobs(case),
+        Err(_) => [
+            "TORTURE_EVERY=8",
+            "TORTURE_SAMPLE_MS=0",
+            "TORTURE_STD_THREAD=0",
+            "TORTURE_ASYNC_WALK=0",
+            "TORTURE_MISMATCH=0",
+        ]
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    };
+    for (k, v) in knobs {
+        spec = spec.env(&k, &v);
+    }
+    let with = case.run(spec)?;
+    same_app(&plain, &with, "the re-entrancy family")?;
+    if !with.bad_records.is_empty() {
+        return Err(format!("invalid records: {:?}", with.bad_records).into());
+    }
+    let cases = reentrancy_counts(&with.records);
+    let shown: Vec<String> = cases
+        .iter()
+        .map(|(c, n)| format!("{c}={}/{}ref/{}ans/{}wrong", n[0], n[1], n[2], n[3]))
+        .collect();
+    eprintln!("    reentrancy: {}", shown.join(" "));
+    let eventpipe = with
+        .runtime_record()
+        .and_then(|r| r["version"].as_str())
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|major| major >= 5);
+    let mut problems = Vec::new();
+    let wanted = REENTRANCY_CASES
+        .iter()
+        .chain(if eventpipe { REENTRANCY_EVENTPIPE } else { &[] });
+    for c in wanted {
+        let [attempts, refused, _, wrong] = cases.get(*c).copied().unwrap_or_default();
+        if attempts == 0 {
+            problems.push(format!("{c}: never tried"));
+        } else if wrong > 0 {
+            problems.push(format!("{c}: {wrong} of {attempts} answered wrong"));
+        } else if REENTRANCY_MUST_REFUSE.contains(c) && refused != attempts {
+            problems.push(format!("{c}: {refused} of {attempts} refused"));
+        } else if *c == "handle_in_handle_created" && refused == 0 {
+            // The profiler's own handles are announced inside CreateHandle.
+            problems.push(format!("{c}: none of {attempts} refused"));
+        }
+    }
+    for (c, n) in &cases {
+        if n[3] > 0 && !problems.iter().any(|p| p.starts_with(c.as_str())) {
+            problems.push(format!("{c}: {} answered wrong", n[3]));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; ").into())
+    }
+}
+
 /// A small deterministic generator for the signals' delays (xorshift64*),
 /// seeded from the clock unless `TORTURE_SIGNAL_SEED` says otherwise; the
 /// seed is printed, so a failing run can be repeated.
@@ -793,5 +932,9 @@ pub fn scenarios() -> Vec<Scenario> {
         )
         .exclude_leg(WINE_NET8_LEG, WINE_NET8_TORTURE),
     );
+    all.push(Scenario::new(
+        "torture: the re-entrancy family, every API that could re-enter its callback or a lock the SDK holds there, called from inside it (alloc)",
+        reentrancy_family,
+    ));
     all
 }

@@ -19,6 +19,7 @@ const BENCHES: &[Bench] = &[
     ("wrap", crate::bench_wrap::main),
     ("context", crate::bench_context::main),
     ("server", crate::bench_server::main),
+    ("gate", crate::bench_gate::main),
 ];
 
 pub fn main(args: &[String]) -> crate::Result {

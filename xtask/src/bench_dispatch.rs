@@ -41,7 +41,7 @@ const BASELINE_CLSID: &str = "{3D15A7C0-5B1E-4C8A-9F20-6E4BD107A358}";
 /// A workload: its name in the JSON, its source, and what its callback
 /// count is called in the profilers' records.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Workload {
+pub(crate) enum Workload {
     ObjectAllocated,
     ExceptionThrown,
     /// The exception workload with the SDK's unhandled-exception watch
@@ -63,7 +63,7 @@ impl Workload {
         Workload::AllocTracer,
     ];
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Workload::ObjectAllocated => "object_allocated",
             Workload::ExceptionThrown => "exception_thrown",
@@ -116,14 +116,14 @@ impl Workload {
 
 /// Who profiles a run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
+pub(crate) enum Who {
     Nobody,
     C,
     Clrprof,
 }
 
 impl Who {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Who::Nobody => "none",
             Who::C => "c",
@@ -202,8 +202,8 @@ pub fn main(args: &[String]) -> crate::Result {
 }
 
 /// Everything built once: the leg, the apps, the profilers.
-struct Setup {
-    base: measure::Setup,
+pub(crate) struct Setup {
+    pub(crate) base: measure::Setup,
     apps: Vec<(Workload, PathBuf)>,
     c: Profiler,
     clrprof: Profiler,
@@ -211,7 +211,7 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(leg_name: &str, only: &[Workload]) -> crate::Result<Setup> {
+    pub(crate) fn new(leg_name: &str, only: &[Workload]) -> crate::Result<Setup> {
         let base = measure::Setup::open("dispatch", leg_name)?;
         println!("==> build dispatch-profiler, alloc-tracer (release) and the C baseline");
         let clrprof = base.release_profiler("dispatch-profiler")?;
@@ -248,7 +248,7 @@ impl Setup {
     }
 
     /// The run of workload `w` of size `n` under `who`.
-    fn spec(&self, w: Workload, who: Who, n: u64, work: &Path) -> RunSpec {
+    pub(crate) fn spec(&self, w: Workload, who: Who, n: u64, work: &Path) -> RunSpec {
         let mut spec = RunSpec::new(self.app(w), work)
             .timeout(Duration::from_secs(900))
             .env("DOTNET_TieredCompilation", "0")
@@ -492,7 +492,7 @@ impl Setup {
 
     /// Runs one workload under callgrind: the outcome and the process's
     /// total instruction count.
-    fn under_callgrind(
+    pub(crate) fn under_callgrind(
         &self,
         w: Workload,
         who: Who,
@@ -523,7 +523,7 @@ fn printed(outcome: &Outcome, key: &str) -> Option<u64> {
 }
 
 /// How many of the workload's callbacks the profiler received.
-fn callback_count(w: Workload, who: Who, outcome: &Outcome) -> Option<u64> {
+pub(crate) fn callback_count(w: Workload, who: Who, outcome: &Outcome) -> Option<u64> {
     if who == Who::Nobody {
         return None;
     }
@@ -547,7 +547,7 @@ fn callback_count(w: Workload, who: Who, outcome: &Outcome) -> Option<u64> {
 
 /// Checks that a profiled run received the callbacks of its workload, as
 /// many as the app says it caused (at least: start-up and warm-up add some).
-fn check_callbacks(w: Workload, who: Who, outcome: &Outcome, n: u64) -> crate::Result {
+pub(crate) fn check_callbacks(w: Workload, who: Who, outcome: &Outcome, n: u64) -> crate::Result {
     let name = format!("{} under {}", w.name(), who.name());
     let app = |key: &str| {
         printed(outcome, key).ok_or_else(|| format!("{name}: the app printed no `{key}`"))

@@ -27,7 +27,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// CLSID of `benches/elt/baseline/baseline.c`.
-const BASELINE_CLSID: &str = "{6D1F6A1E-3C8B-4F7A-9E52-1B7C2D40E193}";
+pub(crate) const BASELINE_CLSID: &str = "{6D1F6A1E-3C8B-4F7A-9E52-1B7C2D40E193}";
 
 /// The goal of issue 18 for both ratios.
 const TARGET_RATIO: f64 = 1.03;
@@ -66,7 +66,7 @@ pub fn main(args: &[String]) -> crate::Result {
 
 /// Who profiles a timed run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Who {
+pub(crate) enum Who {
     Baseline,
     Clrprof,
 }
@@ -74,7 +74,7 @@ enum Who {
 /// One timed configuration: nobody, or a profiler with a hook variant and
 /// enter-only or enter+leave hooks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Config {
+pub(crate) enum Config {
     None,
     Profiled {
         who: Who,
@@ -84,7 +84,7 @@ enum Config {
 }
 
 impl Config {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             Config::None => "no-profiler".into(),
             Config::Profiled {
@@ -111,14 +111,7 @@ fn elt(leg_name: &str, runs: usize, calls: u64, modes: &[bool]) -> crate::Result
 
     println!("==> build call-tracer (release) and the C baseline");
     let tracer = setup.release_profiler("call-tracer")?;
-    let baseline = setup.c_profiler(
-        "libelt_baseline.so",
-        &[
-            "benches/elt/baseline/baseline.c",
-            "benches/elt/baseline/baseline_x86_64_sysv.S",
-        ],
-        BASELINE_CLSID,
-    )?;
+    let baseline = c_baseline(&setup)?;
 
     // The deterministic figure first: it takes seconds and does not depend
     // on how busy the machine is.
@@ -153,30 +146,7 @@ fn elt(leg_name: &str, runs: usize, calls: u64, modes: &[bool]) -> crate::Result
                 .join("runs")
                 .join(config.name())
                 .join(round.to_string());
-            let mut spec = RunSpec::new(&app, &work)
-                .timeout(Duration::from_secs(600))
-                // Fully optimised code from the first call: no tier-0 code
-                // or background recompilation during the timed loop.
-                .env("DOTNET_TieredCompilation", "0")
-                .env("COMPlus_TieredCompilation", "0");
-            spec.args = vec![calls.to_string()];
-            if let Config::Profiled {
-                who,
-                with_info,
-                leave,
-            } = *config
-            {
-                spec = spec
-                    .env(
-                        "CLRPROF_ELT",
-                        if with_info { "withinfo" } else { "fastpath" },
-                    )
-                    .env("CLRPROF_ELT_LEAVE", if leave { "1" } else { "0" })
-                    .profiler(match who {
-                        Who::Baseline => baseline.clone(),
-                        Who::Clrprof => tracer.clone(),
-                    });
-            }
+            let spec = run_spec(&app, &work, *config, calls, &baseline, &tracer);
             let outcome = run_app(leg, runtimes.wine(), &spec)?;
             match config {
                 Config::Profiled {
@@ -258,9 +228,58 @@ fn elt(leg_name: &str, runs: usize, calls: u64, modes: &[bool]) -> crate::Result
     Ok(())
 }
 
+/// The C baseline profiler of `benches/elt/baseline/`, built for the leg.
+pub(crate) fn c_baseline(setup: &Setup) -> crate::Result<Profiler> {
+    setup.c_profiler(
+        "libelt_baseline.so",
+        &[
+            "benches/elt/baseline/baseline.c",
+            "benches/elt/baseline/baseline_x86_64_sysv.S",
+        ],
+        BASELINE_CLSID,
+    )
+}
+
+/// The run of the workload with `calls` hooked calls under `config`
+/// (`baseline` and `tracer`: the two profilers), in `work`.
+pub(crate) fn run_spec(
+    app: &Path,
+    work: &Path,
+    config: Config,
+    calls: u64,
+    baseline: &Profiler,
+    tracer: &Profiler,
+) -> RunSpec {
+    let mut spec = RunSpec::new(app, work)
+        .timeout(Duration::from_secs(600))
+        // Fully optimised code from the first call: no tier-0 code
+        // or background recompilation during the timed loop.
+        .env("DOTNET_TieredCompilation", "0")
+        .env("COMPlus_TieredCompilation", "0");
+    spec.args = vec![calls.to_string()];
+    if let Config::Profiled {
+        who,
+        with_info,
+        leave,
+    } = config
+    {
+        spec = spec
+            .env(
+                "CLRPROF_ELT",
+                if with_info { "withinfo" } else { "fastpath" },
+            )
+            .env("CLRPROF_ELT_LEAVE", if leave { "1" } else { "0" })
+            .profiler(match who {
+                Who::Baseline => baseline.clone(),
+                Who::Clrprof => tracer.clone(),
+            });
+    }
+    spec
+}
+
 /// Checks that the profiled run really counted the workload's calls, so a
 /// profiler that silently hooked nothing cannot look fast.
-fn check_counted(config: Config, outcome: &Outcome, calls: u64) -> crate::Result {
+pub(crate) fn check_counted(config: Config, outcome: &Outcome, calls: u64) -> crate::Result {
     // The timed loop plus the warm-up.
     let expected = calls + 1000;
     match config {

@@ -30,11 +30,13 @@
 //! names no rule, when a rule names a test that does not exist, or when the
 //! committed page differs from what the code generates now.
 //!
-//! Beside the rules, two sections come from the code itself: provenance
-//! (`crate::provenance`: things that must belong together) and signal
-//! context (`crate::signals`: every function a signal handler reaches,
-//! each marked `// signal-context: handler` or `async-signal-safe`);
-//! `--check` fails on an unmarked case of either.
+//! Beside the rules, three sections come from the code itself: provenance
+//! (`crate::provenance`: things that must belong together), re-entrancy
+//! (`crate::reentrancy`: every lock held while code runs that may call
+//! back, every thread-local, each marked `// reentrancy: ENTRY` or
+//! `none: WHY`) and signal context (`crate::signals`: every function a
+//! signal handler reaches, each marked `// signal-context: handler` or
+//! `async-signal-safe`); `--check` fails on an unmarked case of any.
 //!
 //! `propose` prints, for each untagged SAFETY comment, the rules its words
 //! suggest (each rule's `keywords` in rules.toml); `--apply` writes them
@@ -172,12 +174,21 @@ struct RulesFile {
     /// The provenance entries (`crate::provenance`).
     #[serde(default)]
     provenance: Vec<crate::provenance::Entry>,
+    /// The re-entrancy entries (`crate::reentrancy`).
+    #[serde(default)]
+    reentrancy: Vec<crate::reentrancy::Entry>,
 }
 
 /// The `[[provenance]]` entries of rules.toml.
 pub fn parse_entries(text: &str) -> crate::Result<Vec<crate::provenance::Entry>> {
     let f: RulesFile = toml::from_str(text).map_err(|e| format!("{RULES}: {e}"))?;
     Ok(f.provenance)
+}
+
+/// The `[[reentrancy]]` entries of rules.toml.
+pub fn parse_reentrancy(text: &str) -> crate::Result<Vec<crate::reentrancy::Entry>> {
+    let f: RulesFile = toml::from_str(text).map_err(|e| format!("{RULES}: {e}"))?;
+    Ok(f.reentrancy)
 }
 
 pub fn parse_rules(text: &str) -> crate::Result<Vec<Rule>> {
@@ -879,6 +890,8 @@ pub struct Inputs {
     pub rules: Vec<Rule>,
     /// The provenance entries.
     pub entries: Vec<crate::provenance::Entry>,
+    /// The re-entrancy entries.
+    pub reentrancy: Vec<crate::reentrancy::Entry>,
     pub tests: TestIndex,
     /// Paths relative to the root.
     pub pending: BTreeSet<String>,
@@ -918,10 +931,12 @@ pub fn generate(root: &Path) -> crate::Result<Report> {
         .map_err(|e| format!("{}: {e}", rules_path.display()))?;
     let rules = parse_rules(&rules_text)?;
     let entries = parse_entries(&rules_text)?;
+    let reentrancy = parse_reentrancy(&rules_text)?;
     let pending = read_pending(&std::fs::read_to_string(root.join(PENDING)).unwrap_or_default());
     Ok(build_report(Inputs {
         rules,
         entries,
+        reentrancy,
         tests: TestIndex::build(root),
         pending,
         files: source_files(root)?,
@@ -943,6 +958,7 @@ pub fn build_report(inputs: Inputs) -> Report {
     let Inputs {
         rules,
         entries,
+        reentrancy,
         tests,
         pending,
         files,
@@ -1116,10 +1132,15 @@ pub fn build_report(inputs: Inputs) -> Report {
         &pending_files,
         (n_files, n_blocks, n_impls, tagged, n_pending),
     );
-    // The provenance section goes after the rules, before the functions.
+    let reentrant = reentrancy_section(&reentrancy, &files, &tests);
+    problems.extend(reentrant.problems);
+    notes.extend(reentrant.notes);
+    // The provenance and re-entrancy sections go after the rules, before
+    // the functions.
+    let sections = format!("{}{}", section.markdown, reentrant.markdown);
     match markdown.find("## Functions\n") {
-        Some(at) => markdown.insert_str(at, &section.markdown),
-        None => markdown.push_str(&section.markdown),
+        Some(at) => markdown.insert_str(at, &sections),
+        None => markdown.push_str(&sections),
     }
     insert_signal_context(&files, &mut markdown, &mut problems, &mut notes);
     Report {
@@ -1134,6 +1155,36 @@ pub fn build_report(inputs: Inputs) -> Report {
         pending_files,
         rules: rules.len(),
     }
+}
+
+/// The re-entrancy section (`crate::reentrancy`), over the files of its
+/// crates.
+fn reentrancy_section(
+    entries: &[crate::reentrancy::Entry],
+    files: &[(String, String)],
+    tests: &TestIndex,
+) -> crate::reentrancy::Section {
+    let audited: Vec<(String, String)> = files
+        .iter()
+        .filter(|(rel, _)| {
+            crate::reentrancy::SCANNED
+                .iter()
+                .any(|d| rel.starts_with(&format!("{d}/")))
+        })
+        .cloned()
+        .collect();
+    let names = crate::reentrancy::Names::collect(&audited);
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (rel, text) in &audited {
+        match crate::reentrancy::scan(rel, text, &names) {
+            Ok(f) => found.extend(f),
+            Err(e) => problems.push(format!("{rel}: cannot parse: {e}")),
+        }
+    }
+    let mut section = crate::reentrancy::section(RULES, entries, &found, &|t| tests.resolve(t));
+    section.problems.splice(0..0, problems);
+    section
 }
 
 /// The signal-context section (`crate::signals`), after provenance and
@@ -1475,6 +1526,7 @@ keywords = ["cap", "buffer protocol"]
         build_report(Inputs {
             rules: parse_rules(RULES_TOML).unwrap(),
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: pending.iter().map(|s| s.to_string()).collect(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],
@@ -1595,6 +1647,7 @@ fn g() {
         let r = build_report(Inputs {
             rules,
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), TAGGED.into())],
@@ -1625,6 +1678,7 @@ pub fn not_ok(p: *const u8) -> u8 {
         let r = build_report(Inputs {
             rules,
             entries: Vec::new(),
+            reentrancy: Vec::new(),
             tests: index(),
             pending: BTreeSet::new(),
             files: vec![("clrprof/src/a.rs".into(), src.into())],

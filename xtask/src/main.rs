@@ -6,6 +6,7 @@ mod bench;
 mod bench_context;
 mod bench_dispatch;
 mod bench_elt;
+mod bench_gate;
 mod bench_memory;
 mod bench_mux;
 mod bench_profiles;
@@ -26,6 +27,7 @@ mod msvc;
 mod package;
 mod provenance;
 mod provision;
+mod reentrancy;
 mod signals;
 mod test;
 mod toolchain;
@@ -56,6 +58,7 @@ commands:
               `bench profiles`: the allocation profile's cost (runtime events vs ObjectAllocated) on an allocating app;
               `bench mux`: what the profiler multiplexer adds to a child, per callback and per ELT hook;
               `bench memory`: peak resident memory each example tracer adds, and its growth under code unloading;
+              `bench gate`: the hot paths' instructions against their C yardsticks, failing above the goals (a step of `test`);
               `bench all`: every benchmark, one JSON file each in target/bench/";
 
 fn main() {

@@ -3,7 +3,7 @@
 //! `elapsed_ns` line, medians).
 
 use clrprof_testing::run::{app_command, run_captured, Outcome, Profiler, RunSpec};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The `elapsed_ns N` line a benchmark app prints about its own timed part.
@@ -89,10 +89,22 @@ impl Setup {
         sources: &[&str],
         clsid: &str,
     ) -> crate::Result<Profiler> {
+        Ok(Profiler {
+            path: self.c_library(lib, sources)?,
+            clsid: clsid.to_string(),
+        })
+    }
+
+    /// A shared library from C `sources` (relative to the workspace), built
+    /// with `$CC -O2` into `target/bench/<lib>` (`lib` may name a folder).
+    pub(crate) fn c_library(&self, lib: &str, sources: &[&str]) -> crate::Result<PathBuf> {
         if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
             return Err("the C yardsticks are built for linux-x64 only".into());
         }
         let path = self.out_dir.join(lib);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let status =
             std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
                 .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-o"])
@@ -102,10 +114,7 @@ impl Setup {
         if !status.success() {
             return Err(format!("building {lib} from {sources:?} failed: {status}").into());
         }
-        Ok(Profiler {
-            path,
-            clsid: clsid.to_string(),
-        })
+        Ok(path)
     }
 
     /// Runs `spec` under `valgrind --tool=callgrind` (with the variables
@@ -117,6 +126,49 @@ impl Setup {
         spec: RunSpec,
         work: &Path,
     ) -> crate::Result<(Outcome, u64)> {
+        self.callgrind(spec, work, None)
+    }
+
+    /// Runs `spec` under callgrind with instrumentation off until the app
+    /// turns it on through the callgrind marker (`benches/callgrind/`, the
+    /// library `marker`, made by [`Setup::callgrind_marker`]): the total is
+    /// that of the part the app brackets with the marker's two calls.
+    pub(crate) fn under_callgrind_marked(
+        &self,
+        spec: RunSpec,
+        work: &Path,
+        marker: &Path,
+    ) -> crate::Result<(Outcome, u64)> {
+        let dir = marker.parent().ok_or("the marker library has no folder")?;
+        let spec = spec
+            .env("CLRPROF_CALLGRIND_MARKER", "1")
+            .env("LD_LIBRARY_PATH", &dir.display().to_string());
+        let (outcome, total) = self.callgrind(spec, work, Some("--instr-atstart=no"))?;
+        if total == 0 {
+            return Err(format!(
+                "callgrind counted nothing: the app did not call the marker ({})",
+                work.display()
+            )
+            .into());
+        }
+        Ok((outcome, total))
+    }
+
+    /// The callgrind marker library (`benches/callgrind/marker.c`), in a
+    /// folder of its own (the marked runs put it on the library path).
+    pub(crate) fn callgrind_marker(&self) -> crate::Result<PathBuf> {
+        self.c_library(
+            "callgrind/libclrprof_callgrind_marker.so",
+            &["benches/callgrind/marker.c"],
+        )
+    }
+
+    fn callgrind(
+        &self,
+        spec: RunSpec,
+        work: &Path,
+        option: Option<&str>,
+    ) -> crate::Result<(Outcome, u64)> {
         let spec = spec
             .env("DOTNET_GCHeapHardLimit", "0x10000000")
             .env("COMPlus_GCHeapHardLimit", "0x10000000")
@@ -125,6 +177,7 @@ impl Setup {
         let out_file = work.join("callgrind.out");
         let mut cmd = std::process::Command::new("valgrind");
         cmd.arg("--tool=callgrind")
+            .args(option)
             .arg(format!("--callgrind-out-file={}", out_file.display()))
             .arg(app.get_program())
             .args(app.get_args());

@@ -7,7 +7,9 @@
 //! (`xtask/src/conformance.rs`, from those results) → the book → lint →
 //! `cargo package` of every publishable crate (`xtask/src/package.rs`) → the
 //! coverage table of the profiling API (`xtask/src/coverage.rs`) → the soundness
-//! ledger (`xtask/src/ledger.rs`: untagged `unsafe`, missing tests, stale page) → the cross-target
+//! ledger (`xtask/src/ledger.rs`: untagged `unsafe`, missing tests, stale page) → the
+//! instruction-count gate of the hot paths against their C yardsticks
+//! (`xtask/src/bench_gate.rs`: ELT, `ObjectAllocated`, exceptions) → the cross-target
 //! clrprof-sys tests → the `x86_64-pc-windows-msvc` build and unwind-data
 //! check (`xtask/src/msvc.rs`) → a per-leg summary table. Strict mode (`--strict` or
 //! `CI=true`) turns anything that cannot run into a failure. Exits non-zero
@@ -130,6 +132,9 @@ pub fn main(args: &[String]) -> crate::Result {
         }
         Err(e) => step_failures.push(format!("ledger: {e}")),
     }
+
+    step("gate: instructions per hooked call, allocation and exception against the C yardsticks (callgrind)");
+    rows.push(gate_row(strict, &mut step_failures));
 
     step("cross-target clrprof-sys tests");
     match cross_rows(strict) {
@@ -308,6 +313,44 @@ fn cross_rows(strict: bool) -> crate::Result<Vec<Row>> {
             }
         })
         .collect())
+}
+
+/// The row of the instruction-count gate (xtask/src/bench_gate.rs): one
+/// case per measured row; a failing row is a failed case and names both
+/// counts. What could not run (no valgrind, a leg not provisioned) is a
+/// failure in strict mode, a skip otherwise.
+fn gate_row(strict: bool, step_failures: &mut Vec<String>) -> Row {
+    let mut row = Row {
+        name: "gate (callgrind)".into(),
+        ..Row::default()
+    };
+    match crate::bench_gate::run_default() {
+        Ok(report) => {
+            let failures = report.failures();
+            for f in &failures {
+                eprintln!("FAILED: gate: {f}");
+            }
+            row.failed = failures.len();
+            row.passed = report.rows.len() - failures.len();
+            let mut notes: Vec<String> = failures.clone();
+            if !report.not_run.is_empty() {
+                if strict {
+                    row.failed += report.not_run.len();
+                } else {
+                    row.skipped += report.not_run.len();
+                }
+                notes.extend(report.not_run.iter().map(|n| format!("not run: {n}")));
+            }
+            notes.push(format!("{:.0} s", report.seconds));
+            row.note = notes.join("; ");
+        }
+        Err(e) => {
+            row.failed = 1;
+            row.note = e.to_string();
+            step_failures.push(format!("gate: {e}"));
+        }
+    }
+    row
 }
 
 /// The row of the MSVC step (xtask/src/msvc.rs): one case per check.

@@ -6,8 +6,8 @@
 //! x86_64-pc-windows-gnu, x86_64-pc-windows-msvc for the build-only MSVC
 //! step) and the Debian packages the cross legs and the test rig need
 //! (aarch64 gcc and libc, qemu-user, mingw-w64 gcc, wine64, mono-mcs,
-//! python3-pip). The script is idempotent and silent when everything is
-//! present.
+//! python3-pip, valgrind for the instruction-count gate). The script is
+//! idempotent and silent when everything is present.
 //!
 //! Strict mode (`--strict` or `CI=true`) turns a failed install into an
 //! error; otherwise it is a warning and the legs that need the missing

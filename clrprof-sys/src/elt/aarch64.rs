@@ -8,7 +8,9 @@
 //!   with the JIT's profiler-hook convention, the ID in `x10`; it is moved
 //!   to `x0`, the C ABI's first argument. For `enter3` the JIT also passes
 //!   the hooked method's caller's stack pointer in `x11`
-//!   (`REG_PROFILER_ENTER_ARG_CALLER_SP`), moved to `x1`, the second.
+//!   (`REG_PROFILER_ENTER_ARG_CALLER_SP`), which the trampoline leaves
+//!   alone: the caller-SP forwarder, installed as the enter handler, moves
+//!   it to `x1` and branches to the caller-SP slot's handler.
 //! * WithInfo (`enter3_with_info`, ...): called by the runtime's stub with
 //!   the C ABI, `(FunctionIDOrClientID, COR_PRF_ELT_INFO)` already in
 //!   `x0`, `x1`, where the handler takes them.
@@ -75,10 +77,25 @@ macro_rules! elt_asm {
             "{leave_info_slot}: .quad {noop}",
             "clrprof_elt_data {tailcall_info_slot}",
             "{tailcall_info_slot}: .quad {noop}",
+            "clrprof_elt_data {enter_sp_slot}",
+            "{enter_sp_slot}: .quad {noop}",
             ".text",
-            // name, slot, register holding the ID on entry, register holding
-            // the handler's second argument on entry.
-            ".macro clrprof_elt_trampoline name, slot, id, second",
+            // The caller-SP forwarder: an enter handler (ID in x0) called
+            // by the enter trampoline with the JIT's x11 untouched; x11
+            // becomes the second argument of the caller-SP slot's handler,
+            // which returns to the trampoline (x16 is the call's scratch).
+            ".p2align 2",
+            "clrprof_elt_function {forwarder}",
+            "{forwarder}:",
+            "  .cfi_startproc",
+            "  clrprof_elt_address x16, {enter_sp_slot}",
+            "  ldar x16, [x16]",
+            "  mov x1, x11",
+            "  br x16",
+            "  .cfi_endproc",
+            "clrprof_elt_end {forwarder}",
+            // name, slot, register holding the ID on entry.
+            ".macro clrprof_elt_trampoline name, slot, id",
             "  .p2align 2",
             "  clrprof_elt_function \\name",
             "\\name:",
@@ -102,9 +119,6 @@ macro_rules! elt_asm {
             "  .ifnc \\id, x0",
             "  mov x0, \\id",
             "  .endif",
-            "  .ifnc \\second, x1",
-            "  mov x1, \\second",
-            "  .endif",
             "  blr x16",
             "  ldp q6, q7, [sp, #192]",
             "  ldp q4, q5, [sp, #160]",
@@ -123,12 +137,12 @@ macro_rules! elt_asm {
             "  .cfi_endproc",
             "  clrprof_elt_end \\name",
             ".endm",
-            "clrprof_elt_trampoline {enter}, {enter_slot}, x10, x11",
-            "clrprof_elt_trampoline {leave}, {leave_slot}, x10, x1",
-            "clrprof_elt_trampoline {tailcall}, {tailcall_slot}, x10, x1",
-            "clrprof_elt_trampoline {enter_info}, {enter_info_slot}, x0, x1",
-            "clrprof_elt_trampoline {leave_info}, {leave_info_slot}, x0, x1",
-            "clrprof_elt_trampoline {tailcall_info}, {tailcall_info_slot}, x0, x1",
+            "clrprof_elt_trampoline {enter}, {enter_slot}, x10",
+            "clrprof_elt_trampoline {leave}, {leave_slot}, x10",
+            "clrprof_elt_trampoline {tailcall}, {tailcall_slot}, x10",
+            "clrprof_elt_trampoline {enter_info}, {enter_info_slot}, x0",
+            "clrprof_elt_trampoline {leave_info}, {leave_info_slot}, x0",
+            "clrprof_elt_trampoline {tailcall_info}, {tailcall_info_slot}, x0",
             ".purgem clrprof_elt_trampoline",
             ".purgem clrprof_elt_function",
             ".purgem clrprof_elt_data",
@@ -147,6 +161,8 @@ macro_rules! elt_asm {
             enter_info_slot = sym clrprof_elt_enter_with_info_handler,
             leave_info_slot = sym clrprof_elt_leave_with_info_handler,
             tailcall_info_slot = sym clrprof_elt_tailcall_with_info_handler,
+            forwarder = sym clrprof_elt_enter3_caller_sp_forwarder,
+            enter_sp_slot = sym clrprof_elt_enter_caller_sp_handler,
         );
     };
 }

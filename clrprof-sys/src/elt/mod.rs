@@ -56,7 +56,7 @@
 //! (`genProfilingEnterCallback`, `genProfilingLeaveCallback`):
 //!
 //! * **x86-64 System V** (Linux, macOS). Enter: ID in `r14` (caller SP in
-//!   `r15`); the JIT keeps the argument registers `rdi rsi rdx rcx r8 r9`
+//!   `r15`, which the trampoline leaves for the handler); the JIT keeps the argument registers `rdi rsi rdx rcx r8 r9`
 //!   and `xmm0`-`xmm7` live across the call and lets it clobber `rax`,
 //!   `r10`, `r11` and `xmm8`-`xmm15`; the enter trampoline saves those
 //!   argument registers (all 128 bits of the XMM ones). Leave and
@@ -143,14 +143,18 @@ mod x86_64_win64;
 /// profiler's `FunctionIDMapper` returned for it.
 pub type EltHandler = unsafe extern "C" fn(function_id_or_client_id: usize);
 
-/// A fast-path enter handler that also takes the second value the enter
-/// trampoline passes: the hooked method's caller's stack pointer, i.e. the
-/// stack address just above the return address of the call that entered
-/// the method, as the JIT computes it for the runtime's own enter stub
-/// (`profiledRsp` there; in `r15` on x86-64 System V, `rdx` on Windows
-/// x64, `x11` on AArch64: the JIT's `REG_PROFILER_ENTER_ARG_CALLER_SP`).
-/// A live caller's value is strictly greater than its callee's (the stack
-/// grows down). An [`EltHandler`] in the same slot simply ignores it.
+/// A fast-path enter handler that also takes the hooked method's caller's
+/// stack pointer, i.e. the stack address just above the return address of
+/// the call that entered the method, as the JIT computes it for the
+/// runtime's own enter stub (`profiledRsp` there; in `r15` on x86-64 System
+/// V, `rdx` on Windows x64, `x11` on AArch64: the JIT's
+/// `REG_PROFILER_ENTER_ARG_CALLER_SP`). A live caller's value is strictly
+/// greater than its callee's (the stack grows down).
+///
+/// Installed with [`set_enter3_caller_sp_handler`]; the enter trampoline
+/// reaches it when its own handler is [`enter3_caller_sp_forwarder`]. The
+/// enter trampoline itself does not pass the value, so a profiler that
+/// does not want it pays nothing for it.
 pub type EltEnterHandler = unsafe extern "C" fn(function_id_or_client_id: usize, caller_sp: usize);
 
 /// A WithInfo ELT handler: receives the function or client ID and the
@@ -178,6 +182,10 @@ mod asm_symbols {
         pub fn clrprof_elt_tailcall3_trampoline();
         /// The handler an empty slot holds: returns at once.
         pub fn clrprof_elt_noop_handler();
+        /// An enter handler (the enter trampoline's slot) that calls the
+        /// caller-SP slot's handler with the ID and the JIT's caller stack
+        /// pointer; see [`enter3_caller_sp_forwarder`](super::enter3_caller_sp_forwarder).
+        pub fn clrprof_elt_enter3_caller_sp_forwarder();
 
         pub(super) static clrprof_elt_enter_handler: AtomicUsize;
         pub(super) static clrprof_elt_leave_handler: AtomicUsize;
@@ -185,6 +193,7 @@ mod asm_symbols {
         pub(super) static clrprof_elt_enter_with_info_handler: AtomicUsize;
         pub(super) static clrprof_elt_leave_with_info_handler: AtomicUsize;
         pub(super) static clrprof_elt_tailcall_with_info_handler: AtomicUsize;
+        pub(super) static clrprof_elt_enter_caller_sp_handler: AtomicUsize;
     }
 
     #[cfg(all(target_arch = "x86_64", not(windows)))]
@@ -269,11 +278,13 @@ pub fn tailcall3_trampoline() -> FunctionTailcall3 {
     unsafe { core::mem::transmute::<unsafe extern "C" fn(), FunctionTailcall3>(code) }
 }
 
-/// The six handler slots.
+/// The handler slots: one per trampoline, and the caller-SP forwarder's.
 #[derive(Clone, Copy)]
 enum Slot {
     #[cfg(clrprof_elt)]
     Enter,
+    #[cfg(clrprof_elt)]
+    EnterCallerSp,
     #[cfg(clrprof_elt)]
     Leave,
     #[cfg(clrprof_elt)]
@@ -301,6 +312,7 @@ impl Slot {
         unsafe {
             match self {
                 Slot::Enter => &clrprof_elt_enter_handler,
+                Slot::EnterCallerSp => &clrprof_elt_enter_caller_sp_handler,
                 Slot::Leave => &clrprof_elt_leave_handler,
                 Slot::Tailcall => &clrprof_elt_tailcall_handler,
                 Slot::EnterWithInfo => &clrprof_elt_enter_with_info_handler,
@@ -380,16 +392,48 @@ pub unsafe fn set_enter3_handler(handler: Option<EltHandler>) {
     Slot::Enter.store(handler.map(|f| f as usize));
 }
 
-/// Installs (or with `None`, removes) an enter handler that takes the
-/// caller's stack pointer as well (see [`EltEnterHandler`]); it replaces
-/// whatever [`set_enter3_handler`] installed.
+/// Installs (or with `None`, removes) the handler of the caller-SP slot:
+/// an enter handler that takes the hooked method's caller's stack pointer
+/// as well (see [`EltEnterHandler`]). The enter trampoline calls it while
+/// its own handler is [`enter3_caller_sp_forwarder`]; an empty slot makes
+/// the forwarder a no-op.
 ///
 /// # Safety
 ///
 /// As for [`set_enter3_handler`].
 #[cfg(clrprof_elt)]
-pub unsafe fn set_enter3_handler_with_caller_sp(handler: Option<EltEnterHandler>) {
-    Slot::Enter.store(handler.map(|f| f as usize));
+pub unsafe fn set_enter3_caller_sp_handler(handler: Option<EltEnterHandler>) {
+    Slot::EnterCallerSp.store(handler.map(|f| f as usize));
+}
+
+/// The handler of the caller-SP slot, if one is installed.
+#[cfg(clrprof_elt)]
+pub fn enter3_caller_sp_handler() -> Option<EltEnterHandler> {
+    match Slot::EnterCallerSp.load() {
+        0 => None,
+        // SAFETY: [elt-handler] a non-zero value in the caller-SP slot was
+        // stored from an `EltEnterHandler` by `set_enter3_caller_sp_handler`.
+        address => Some(unsafe { core::mem::transmute::<usize, EltEnterHandler>(address) }),
+    }
+}
+
+/// The caller-SP forwarder, an [`EltHandler`] to install as the enter
+/// trampoline's handler ([`set_enter3_handler`]): it calls the handler of
+/// the caller-SP slot ([`set_enter3_caller_sp_handler`]) with the ID and
+/// the hooked method's caller's stack pointer, which the JIT passes beside
+/// the ID and the trampoline leaves in its register (`r15` on x86-64 System
+/// V, `rdx` on Windows, `x11` on AArch64). Two instructions on x86-64
+/// System V (`mov rsi, r15; jmp [slot]`), one on Windows, five on AArch64;
+/// only for the enter trampoline: the other trampolines' callers pass no
+/// stack pointer.
+#[cfg(clrprof_elt)]
+pub fn enter3_caller_sp_forwarder() -> EltHandler {
+    let code = asm_symbols::clrprof_elt_enter3_caller_sp_forwarder as unsafe extern "C" fn();
+    // SAFETY: [ffi-abi] both are plain code pointers of the same size; the
+    // forwarder takes the ID in the C ABI's first argument register like any
+    // `EltHandler`, and reads its second value from the register the JIT
+    // set, which only the enter trampoline leaves untouched (its docs).
+    unsafe { core::mem::transmute::<unsafe extern "C" fn(), EltHandler>(code) }
 }
 
 /// Installs (or removes) the handler the leave trampoline calls.
@@ -412,9 +456,9 @@ pub unsafe fn set_tailcall3_handler(handler: Option<EltHandler>) {
     Slot::Tailcall.store(handler.map(|f| f as usize));
 }
 
-/// The handler the enter trampoline currently calls (one installed with
-/// [`set_enter3_handler_with_caller_sp`] too: compare its address, do not
-/// call it through this type).
+/// The handler the enter trampoline currently calls (possibly
+/// [`enter3_caller_sp_forwarder`], whose second value is meaningful only
+/// when the enter trampoline calls it).
 #[cfg(clrprof_elt)]
 pub fn enter3_handler() -> Option<EltHandler> {
     load_handler(Slot::Enter)

@@ -4,12 +4,16 @@
 //! Each trampoline keeps exactly what its caller expects back and no more
 //! (the JIT's `RBM_PROFILER_*_TRASH` sets for System V; see `mod.rs`):
 //!
-//! * `enter3`: called from jitted code with the ID in `r14` and the
-//!   hooked method's caller's stack pointer in `r15` (the JIT's
-//!   `REG_PROFILER_ENTER_ARG_0/1` for System V), passed to the handler as
-//!   its two arguments; keeps the argument registers `rdi rsi rdx rcx r8
-//!   r9` and all 128 bits of `xmm0`-`xmm7` (the JIT may find `rax`, `r10`,
-//!   `r11` and `xmm8`-`xmm15` clobbered). Frame `0xB8` bytes.
+//! * `enter3`: called from jitted code with the ID in `r14` (and the
+//!   hooked method's caller's stack pointer in `r15`: the JIT's
+//!   `REG_PROFILER_ENTER_ARG_0/1` for System V), passes the ID to the
+//!   handler; keeps the argument registers `rdi rsi rdx rcx r8 r9` and all
+//!   128 bits of `xmm0`-`xmm7` (the JIT may find `rax`, `r10`, `r11` and
+//!   `xmm8`-`xmm15` clobbered). Frame `0xB8` bytes. It leaves `r15` alone
+//!   (callee-saved), so a handler sees the caller's stack pointer there
+//!   on entry: `enter3_caller_sp_forwarder`, installed as the enter
+//!   handler, moves it to `rsi` and jumps to the caller-SP slot's handler
+//!   (two instructions, paid only by a profiler that installs it).
 //! * `leave3`, `tailcall3`: ID in `rdi`; keep the return registers `rax
 //!   rdx` and all 128 bits of `xmm0 xmm1`. Frame `0x38` bytes.
 //! * WithInfo (`enter3_with_info`, ...): called with the C ABI,
@@ -76,10 +80,24 @@ macro_rules! elt_asm {
             "{leave_info_slot}: .quad {noop}",
             "clrprof_elt_data {tailcall_info_slot}",
             "{tailcall_info_slot}: .quad {noop}",
+            "clrprof_elt_data {enter_sp_slot}",
+            "{enter_sp_slot}: .quad {noop}",
             ".text",
-            // Fast-path enter: name, slot. ID in r14, the caller's stack
-            // pointer in r15, passed in rdi, rsi; keeps the argument
-            // registers.
+            // The caller-SP forwarder: an enter handler (ID in rdi) called
+            // by the enter trampoline, with the JIT's r15 untouched: the
+            // caller's stack pointer becomes the second argument of the
+            // caller-SP slot's handler, which returns to the trampoline.
+            ".p2align 4",
+            "clrprof_elt_function {forwarder}",
+            "{forwarder}:",
+            "  .cfi_startproc",
+            "  mov rsi, r15",
+            "  jmp qword ptr [rip + {enter_sp_slot}]",
+            "  .cfi_endproc",
+            "clrprof_elt_end {forwarder}",
+            // Fast-path enter: name, slot. ID in r14, passed in rdi; keeps
+            // the argument registers; r15 (the caller's stack pointer) is
+            // left for the handler.
             ".macro clrprof_elt_enter_trampoline name, slot",
             "  .p2align 4",
             "  clrprof_elt_function \\name",
@@ -102,7 +120,6 @@ macro_rules! elt_asm {
             "  mov qword ptr [rsp + 0xA0], r8",
             "  mov qword ptr [rsp + 0xA8], r9",
             "  mov rdi, r14",
-            "  mov rsi, r15",
             "  call qword ptr [rip + \\slot]",
             "  mov r9, qword ptr [rsp + 0xA8]",
             "  mov r8, qword ptr [rsp + 0xA0]",
@@ -245,6 +262,8 @@ macro_rules! elt_asm {
             enter_info_slot = sym clrprof_elt_enter_with_info_handler,
             leave_info_slot = sym clrprof_elt_leave_with_info_handler,
             tailcall_info_slot = sym clrprof_elt_tailcall_with_info_handler,
+            forwarder = sym clrprof_elt_enter3_caller_sp_forwarder,
+            enter_sp_slot = sym clrprof_elt_enter_caller_sp_handler,
         );
     };
 }

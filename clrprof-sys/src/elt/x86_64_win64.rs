@@ -6,7 +6,8 @@
 //! In both variants the ID is in `rcx` on entry, the C ABI's first
 //! argument: jitted code puts it there for the fast path (with, for
 //! `enter3`, the hooked method's caller's stack pointer in `rdx`, the
-//! second, which the handler receives unchanged), and the runtime's
+//! second, which the handler receives unchanged: the caller-SP forwarder
+//! only jumps to the caller-SP slot's handler), and the runtime's
 //! stub calls the WithInfo hooks with the C ABI, `(FunctionIDOrClientID,
 //! COR_PRF_ELT_INFO)` in `rcx`, `rdx`. Each trampoline keeps what its
 //! caller expects back (the JIT's `RBM_PROFILER_*_TRASH` for Windows):
@@ -66,7 +67,23 @@ core::arch::global_asm!(
     "{leave_info_slot}: .quad {noop}",
     ".globl {tailcall_info_slot}",
     "{tailcall_info_slot}: .quad {noop}",
+    ".globl {enter_sp_slot}",
+    "{enter_sp_slot}: .quad {noop}",
     ".text",
+    // The caller-SP forwarder: an enter handler called by the enter
+    // trampoline with (ID, caller's stack pointer) already in rcx, rdx;
+    // a leaf that only jumps to the caller-SP slot's handler.
+    ".p2align 4",
+    ".globl {forwarder}",
+    ".def {forwarder}",
+    ".scl 2",
+    ".type 32",
+    ".endef",
+    "{forwarder}:",
+    "  .seh_proc {forwarder}",
+    "  .seh_endprologue",
+    "  jmp qword ptr [rip + {enter_sp_slot}]",
+    "  .seh_endproc",
     // Fast-path enter: name, slot. Only the home area.
     ".macro clrprof_elt_enter_trampoline name, slot",
     "  .p2align 4",
@@ -169,4 +186,6 @@ core::arch::global_asm!(
     enter_info_slot = sym clrprof_elt_enter_with_info_handler,
     leave_info_slot = sym clrprof_elt_leave_with_info_handler,
     tailcall_info_slot = sym clrprof_elt_tailcall_with_info_handler,
+    forwarder = sym clrprof_elt_enter3_caller_sp_forwarder,
+    enter_sp_slot = sym clrprof_elt_enter_caller_sp_handler,
 );

@@ -138,10 +138,11 @@ use crate::runtimes::RuntimeSlot;
 use clrprof_sys as sys;
 use core::ffi::c_void;
 use std::any::TypeId;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub mod args;
 mod frame;
@@ -430,6 +431,75 @@ struct RuntimeElt<H: EltHooks> {
     /// FunctionID → its record, so a function mapped twice (tiered
     /// recompilation) keeps one record.
     mapped: Mutex<HashMap<usize, Record<H>>>,
+    /// How many records `mapped` has (read without its lock).
+    count: AtomicUsize,
+}
+
+thread_local! {
+    // reentrancy: elt-records
+    /// The ELT states whose records this thread holds while user code runs
+    /// (an [`EltRuntime`] closure, the hooks' `map_function`); 0 in a free
+    /// slot.
+    static HOLDING: Cell<[usize; 4]> = const { Cell::new([0; 4]) };
+}
+
+/// This thread holds a state's records while user code runs (see
+/// [`HOLDING`]).
+struct Holding(usize);
+
+impl Holding {
+    fn enter<H: EltHooks>(state: &RuntimeElt<H>, call: &'static str) -> Result<Holding> {
+        let me = state as *const RuntimeElt<H> as usize;
+        HOLDING.with(|h| {
+            let mut slots = h.get();
+            let free = slots
+                .iter()
+                .position(|s| *s == 0)
+                .ok_or_else(|| Error::WouldDeadlock {
+                    call,
+                    why: "four calls that hold ELT records are nested on this thread already"
+                        .into(),
+                })?;
+            slots[free] = me;
+            h.set(slots);
+            Ok(Holding(free))
+        })
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        let _ = HOLDING.try_with(|h| {
+            let mut slots = h.get();
+            slots[self.0] = 0;
+            h.set(slots);
+        });
+    }
+}
+
+impl<H: EltHooks> RuntimeElt<H> {
+    /// Locks the records, refused ([`Error::WouldDeadlock`]) on a thread
+    /// that holds them while user code runs: the lock is not re-entrant,
+    /// and the thread would wait for itself.
+    fn records(&self, call: &'static str) -> Result<MutexGuard<'_, HashMap<usize, Record<H>>>> {
+        let me = self as *const RuntimeElt<H> as usize;
+        if HOLDING.with(|h| h.get().contains(&me)) {
+            return Err(Error::WouldDeadlock {
+                call,
+                why: "this thread holds the ELT records of this runtime while a closure of \
+                      `EltRuntime::for_each_function` or `with_function`, or the hooks' \
+                      `map_function`, runs (the SDK keeps one record per function under that \
+                      lock); walk or ask the records after it returns"
+                    .into(),
+            });
+        }
+        Ok(self.mapped.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Notes the records' count after a change (with the lock held).
+    fn counted(&self, map: &HashMap<usize, Record<H>>) {
+        self.count.store(map.len(), Ordering::Relaxed);
+    }
 }
 
 /// What the WithInfo contexts read of their runtime's ELT state.
@@ -534,33 +604,43 @@ impl<H: EltHooks> EltRuntime<H> {
     /// Calls `f` with every function hooked in this runtime now (in no
     /// particular order). Records of unloaded functions are gone (see
     /// [`EltHooks::function_unloading`]). Holds the mapper's lock while `f`
-    /// runs: call it from callbacks, not from hooks.
-    pub fn for_each_function(&self, mut f: impl FnMut(&Hooked<H::Function>)) {
-        let map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+    /// runs: call it from callbacks, not from hooks. Refused
+    /// ([`Error::WouldDeadlock`], `f` not called) from inside `f`, another
+    /// `for_each_function` or [`with_function`](Self::with_function) closure
+    /// of this runtime, or the hooks' [`EltHooks::map_function`], all of
+    /// which run holding that lock (the torture profiler's re-entrancy
+    /// family: a nested walk hung the application on .NET 10).
+    pub fn for_each_function(&self, mut f: impl FnMut(&Hooked<H::Function>)) -> Result<()> {
+        const CALL: &str = "EltRuntime::for_each_function";
+        // reentrancy: elt-records
+        let map = self.state.records(CALL)?;
+        let _holding = Holding::enter(self.state, CALL)?;
         for record in map.values() {
             f(&record.entry.hooked);
         }
+        Ok(())
     }
 
     // provenance: none: the ID is only a key of this runtime's own record map; nothing reaches the runtime
     /// Calls `f` with the record of `function`, if it is hooked. Holds the
-    /// mapper's lock while `f` runs.
+    /// mapper's lock while `f` runs; refused where
+    /// [`for_each_function`](Self::for_each_function) is.
     pub fn with_function<R>(
         &self,
         function: RawFunctionId,
         f: impl FnOnce(&Hooked<H::Function>) -> R,
-    ) -> Option<R> {
-        let map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&function.0).map(|r| f(&r.entry.hooked))
+    ) -> Result<Option<R>> {
+        const CALL: &str = "EltRuntime::with_function";
+        // reentrancy: elt-records
+        let map = self.state.records(CALL)?;
+        let _holding = Holding::enter(self.state, CALL)?;
+        Ok(map.get(&function.0).map(|r| f(&r.entry.hooked)))
     }
 
-    /// How many functions have a record now.
+    /// How many functions have a record now (read without the mapper's
+    /// lock: it answers anywhere, inside the closures too).
     pub fn function_count(&self) -> usize {
-        self.state
-            .mapped
-            .lock()
-            .map(|m| m.len())
-            .unwrap_or_else(|e| e.into_inner().len())
+        self.state.count.load(Ordering::Relaxed)
     }
 }
 
@@ -579,13 +659,23 @@ impl<H: EltHooks> EltComponent<H> {
     /// Releases the records `gone` selects.
     fn release_where(&self, info: &ProfilerInfo, gone: impl Fn(usize, &Record<H>) -> bool) {
         let gone: Vec<Record<H>> = {
-            let mut map = self.state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = match self.state.records("ELT records: release") {
+                Ok(map) => map,
+                // An unload delivered on a thread inside a closure that holds
+                // the records (the runtime does not do that): kept.
+                Err(e) => {
+                    log::error!("{e}");
+                    return;
+                }
+            };
             let ids: Vec<usize> = map
                 .iter()
                 .filter(|(id, r)| gone(**id, r))
                 .map(|(id, _)| *id)
                 .collect();
-            ids.iter().filter_map(|id| map.remove(id)).collect()
+            let gone = ids.iter().filter_map(|id| map.remove(id)).collect();
+            self.state.counted(&map);
+            gone
         };
         for record in gone {
             release(info, record);
@@ -630,6 +720,11 @@ impl<H: EltHooks> crate::component::Component for EltComponent<H> {
     // the identity check cannot tell them apart, the unload can.
     fn dynamic_method_unloaded(&self, info: &ProfilerInfo, function: RawFunctionId) {
         self.release_where(info, |id, _| id == function.0);
+    }
+
+    // Only with `EltOptions::with_exceptions`: the shadow stacks' unwinds.
+    fn receives_unwinds(&self) -> bool {
+        self.exceptions
     }
 
     fn exception_unwind_function_enter(&self, _info: &ProfilerInfo, function: FunctionId<'_>) {
@@ -739,6 +834,7 @@ pub fn install<H: EltHooks>(
         },
         slot: info.runtime_slot(),
         mapped: Mutex::new(HashMap::new()),
+        count: AtomicUsize::new(0),
     }));
     info.register(Arc::new(EltComponent {
         state,
@@ -759,7 +855,9 @@ pub fn install<H: EltHooks>(
         "ICorProfilerInfo3::SetFunctionIDMapper2",
     )?;
     match options.variant {
-        EltVariant::FastPath => set_fast_path::<H>(&state.shared.info3, options.leave)?,
+        EltVariant::FastPath => {
+            set_fast_path::<H>(&state.shared.info3, options.leave, frames_can_suspend(info))?
+        }
         EltVariant::WithInfo(_) => {
             set_with_info::<H>(&state.shared.info3, options.leave, info.version())?
         }
@@ -782,16 +880,28 @@ pub fn install<H: EltHooks>(
         any(target_os = "linux", target_os = "android", target_os = "macos")
     )
 ))]
-fn set_fast_path<H: EltHooks>(info3: &sys::ICorProfilerInfo3, leave: bool) -> Result<()> {
+fn set_fast_path<H: EltHooks>(
+    info3: &sys::ICorProfilerInfo3,
+    leave: bool,
+    frames_can_suspend: bool,
+) -> Result<()> {
     use sys::elt;
-    // SAFETY: [elt-handler, library-pinned] the handlers only read records the mapper created (client IDs
-    // are their addresses, and a record outlives every hook call of its
-    // function: see `Record`), never unwind (every user call is inside
-    // `contain`), and are plain functions of this library.
-    unsafe {
-        elt::set_enter3_handler_with_caller_sp(Some(fast_enter::<H>));
-        elt::set_leave3_handler(Some(fast_leave::<H>));
-        elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
+    {
+        let mut tracking = caller_sp_tracking();
+        // SAFETY: [elt-handler, library-pinned] the handlers only read records the mapper created (client IDs
+        // are their addresses, and a record outlives every hook call of its
+        // function: see `Record`), never unwind (every user call is inside
+        // `contain`), and are plain functions of this library.
+        unsafe {
+            elt::set_enter3_caller_sp_handler(Some(fast_enter_passing_caller_sp::<H>));
+            if !tracking.passing {
+                elt::set_enter3_handler(Some(fast_enter::<H>));
+            }
+            elt::set_leave3_handler(Some(fast_leave::<H>));
+            elt::set_tailcall3_handler(Some(fast_tailcall::<H>));
+        }
+        tracking.frames_can_suspend |= frames_can_suspend;
+        tracking.update();
     }
     crate::error::check(
         // SAFETY: [ffi-abi, library-pinned] the trampolines implement the JIT's FunctionEnter3/Leave3/
@@ -906,7 +1016,13 @@ unsafe extern "system" fn map_function<H: EltHooks>(
         // compiling; it is valid for the duration of the mapper call.
         let id = unsafe { FunctionId::from_sys(function) };
         let identity = Identity::of(&info, id);
-        let mut mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        const CALL: &str = "FunctionIDMapper2";
+        // reentrancy: elt-records
+        let Ok(mut mapped) = state.records(CALL) else {
+            // The runtime maps no function on a thread inside a closure
+            // that holds the records; if it did, the function is not hooked.
+            return function;
+        };
         if let Some(record) = mapped.get(&function) {
             if record.identity == identity {
                 set_hook(true);
@@ -915,9 +1031,13 @@ unsafe extern "system" fn map_function<H: EltHooks>(
             // The same FunctionID now names another function: the old one
             // is gone (its ID could not have been reused otherwise).
             if let Some(stale) = mapped.remove(&function) {
+                state.counted(&mapped);
                 drop(mapped);
                 release(&info, stale);
-                mapped = state.mapped.lock().unwrap_or_else(|e| e.into_inner());
+                let Ok(again) = state.records(CALL) else {
+                    return function;
+                };
+                mapped = again;
             }
         }
         // The record's serial is bound before the user's mapper runs, so a
@@ -927,7 +1047,13 @@ unsafe extern "system" fn map_function<H: EltHooks>(
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
         };
         bindings().insert((state.slot.0, function), binding.serial);
-        let Some(data) = state.hooks.map_function(&info, id) else {
+        // The user's mapper runs holding the records: an `EltRuntime` call
+        // from it that would lock them again is refused.
+        let data = match Holding::enter(state, CALL) {
+            Ok(_holding) => state.hooks.map_function(&info, id),
+            Err(_) => None,
+        };
+        let Some(data) = data else {
             unbind(state.slot, binding);
             return function;
         };
@@ -945,6 +1071,7 @@ unsafe extern "system" fn map_function<H: EltHooks>(
         };
         let client = record.client_id();
         mapped.insert(function, record);
+        state.counted(&mapped);
         set_hook(true);
         client
     })
@@ -996,16 +1123,118 @@ unsafe fn entry<H: EltHooks>(client: usize) -> &'static Entry<H> {
     unsafe { &*(client as *const Entry<H>) }
 }
 
-/// The fast-path enter handler. `caller_sp` is the hooked method's caller's
-/// stack pointer, which the JIT passes beside the ID (see
-/// `clrprof_sys::elt::EltEnterHandler`); the shadow stacks use it to find
-/// frames that returned without a leave hook.
-unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize, caller_sp: usize) {
+/// The fast-path enter handler: the record, then the user's hook.
+unsafe extern "C" fn fast_enter<H: EltHooks>(client: usize) {
     // SAFETY: [callback-args] the runtime passes the client ID the mapper returned for a
     // function it hooked.
     let e = unsafe { entry::<H>(client) };
+    contain::<ENTER>(|| e.hooks().enter(&e.hooked));
+}
+
+/// The fast-path enter handler while caller stack pointers are passed (see
+/// [`CallerSpTracking`]), called through clrprof-sys's caller-SP forwarder:
+/// `caller_sp` is the hooked method's caller's stack pointer, which the
+/// JIT passes beside the ID (`clrprof_sys::elt::EltEnterHandler`); the
+/// shadow stacks use it to find frames that returned without a leave hook.
+unsafe extern "C" fn fast_enter_passing_caller_sp<H: EltHooks>(client: usize, caller_sp: usize) {
+    // SAFETY: [callback-args] as in `fast_enter`.
+    let e = unsafe { entry::<H>(client) };
     shadow_stack::set_entering_caller_sp(caller_sp);
     contain::<ENTER>(|| e.hooks().enter(&e.hooked));
+}
+
+/// Whether the runtime of `info` can run methods that return without a
+/// leave hook on the fast path: .NET 11's runtime-async methods, which
+/// return to their caller when they suspend and get an enter hook again on
+/// every resume (dotnet/runtime issue 122488). No runtime before .NET 11
+/// has them. A runtime that does not say what it is counts as one that can.
+fn frames_can_suspend(info: &ProfilerInfo) -> bool {
+    match info.runtime_information() {
+        Ok(r) => match r.runtime_type {
+            crate::runtimes::RuntimeType::CoreClr => r.major >= 11,
+            crate::runtimes::RuntimeType::Desktop => false,
+            crate::runtimes::RuntimeType::Unknown(_) => true,
+        },
+        Err(_) => true,
+    }
+}
+
+/// When the fast path passes the JIT's caller stack pointers to the shadow
+/// stacks. Passing one costs every enter hook a thread-local store, and
+/// only a frame that returns without its leave hook needs them (see
+/// `shadow_stack`), so the enter trampoline calls [`fast_enter`], which
+/// passes nothing, until both are true: a runtime of the process on the
+/// fast path can run such frames ([`frames_can_suspend`]), and shadow
+/// stacks are in use (a thread took one: [`shadow_stacks_in_use`]). From
+/// then on its handler is clrprof-sys's caller-SP forwarder, which calls
+/// [`fast_enter_passing_caller_sp`] with the value the JIT left in its
+/// register. Counting hooks on every runtime, and shadow stacks before
+/// .NET 11, pay nothing for it.
+struct CallerSpTracking {
+    frames_can_suspend: bool,
+    shadow_stacks: bool,
+    /// The forwarder is installed.
+    passing: bool,
+}
+
+impl CallerSpTracking {
+    /// Installs the forwarder once both conditions hold.
+    fn update(&mut self) {
+        if self.passing || !(self.frames_can_suspend && self.shadow_stacks) {
+            return;
+        }
+        self.passing = true;
+        PASSING_CALLER_SPS.store(true, Ordering::SeqCst);
+        // SAFETY: [elt-handler] the forwarder calls the caller-SP slot's
+        // handler, `fast_enter_passing_caller_sp` of the installed hooks
+        // (set before `frames_can_suspend` can be true), with the ID and the
+        // register the JIT set for the enter trampoline, which leaves it
+        // untouched; it never unwinds.
+        unsafe { sys::elt::set_enter3_handler(Some(sys::elt::enter3_caller_sp_forwarder())) };
+    }
+}
+
+static CALLER_SP_TRACKING: Mutex<CallerSpTracking> = Mutex::new(CallerSpTracking {
+    frames_can_suspend: false,
+    shadow_stacks: false,
+    passing: false,
+});
+
+/// The fast path passes caller stack pointers (read by every shadow-stack
+/// enter, so an atomic beside the lock).
+static PASSING_CALLER_SPS: AtomicBool = AtomicBool::new(false);
+/// Shadow stacks are in use (so a thread that takes one later does not
+/// lock [`CALLER_SP_TRACKING`]).
+static SHADOW_STACKS_IN_USE: AtomicBool = AtomicBool::new(false);
+
+fn caller_sp_tracking() -> std::sync::MutexGuard<'static, CallerSpTracking> {
+    CALLER_SP_TRACKING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called by the shadow stacks when a thread takes its stack: shadow stacks
+/// are in use (see [`CallerSpTracking`]). Only the first threads lock.
+pub(crate) fn shadow_stacks_in_use() {
+    if SHADOW_STACKS_IN_USE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut tracking = caller_sp_tracking();
+    SHADOW_STACKS_IN_USE.store(true, Ordering::Relaxed);
+    tracking.shadow_stacks = true;
+    tracking.update();
+}
+
+/// Makes the shadow stacks take the caller stack pointers recorded for
+/// them, as they do once the fast path passes them.
+#[cfg(test)]
+pub(crate) fn pass_caller_sps_for_tests() {
+    PASSING_CALLER_SPS.store(true, Ordering::SeqCst);
+}
+
+/// Whether fast-path enter hooks record the caller stack pointer for the
+/// shadow stacks now (see [`CallerSpTracking`]).
+#[inline(always)]
+pub(crate) fn passing_caller_sps() -> bool {
+    PASSING_CALLER_SPS.load(Ordering::Relaxed)
 }
 
 unsafe extern "C" fn fast_leave<H: EltHooks>(client: usize) {
@@ -1100,15 +1329,25 @@ mod tests {
     use super::*;
 
     /// Hooks that number the functions they map and remember which records
-    /// were released.
+    /// were released; once given their runtime, their mapper also asks the
+    /// records it is called holding (one `EltHooks` type per process).
+    #[derive(Default)]
     struct Numbering {
         mapped: AtomicU64,
         released: Mutex<Vec<u64>>,
+        runtime: std::sync::OnceLock<EltRuntime<Numbering>>,
+        answers: Mutex<Vec<String>>,
     }
 
     impl EltHooks for Numbering {
         type Function = u64;
-        fn map_function(&self, _info: &ProfilerInfo, _f: FunctionId<'_>) -> Option<u64> {
+        fn map_function(&self, _info: &ProfilerInfo, f: FunctionId<'_>) -> Option<u64> {
+            if let Some(rt) = self.runtime.get() {
+                let mut a = self.answers.lock().unwrap();
+                a.push(format!("{:?}", rt.with_function(f.to_raw(), |_| ()).err()));
+                a.push(format!("{:?}", rt.for_each_function(|_| ()).err()));
+                a.push(format!("count {}", rt.function_count()));
+            }
             Some(self.mapped.fetch_add(1, Ordering::Relaxed))
         }
         fn function_unloading(&self, _info: &ProfilerInfo, function: &Hooked<u64>) {
@@ -1131,10 +1370,7 @@ mod tests {
             ..Default::default()
         };
         fake.state().functions.insert(0x20, lcg);
-        let hooks = Arc::new(Numbering {
-            mapped: AtomicU64::new(0),
-            released: Mutex::new(Vec::new()),
-        });
+        let hooks = Arc::new(Numbering::default());
         let components = fake.initialize_components(false, |info| {
             install(
                 info,
@@ -1191,6 +1427,140 @@ mod tests {
         components.each("test", |c| c.class_unload_started(&info, class));
         assert_eq!(*hooks.released.lock().unwrap(), vec![0, 1]);
         assert_eq!(current_binding(slot, RawFunctionId(0x20)), None);
+    }
+
+    /// What the enter trampoline's slot holds now.
+    #[cfg(all(target_arch = "x86_64", unix))]
+    fn enter_slot() -> usize {
+        sys::elt::enter3_handler().map_or(0, |h| h as usize)
+    }
+
+    /// The caller stack pointers cost nothing until a runtime that can
+    /// suspend frames is on the fast path and shadow stacks are in use;
+    /// then the enter trampoline's handler is the caller-SP forwarder, for
+    /// every runtime of the process.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", unix))]
+    fn caller_stack_pointers_are_passed_only_where_frames_can_suspend() {
+        use crate::testing::fake::FakeRuntime;
+        let forwarder = sys::elt::enter3_caller_sp_forwarder() as usize;
+        let install_on = |major: u16| {
+            let fake = FakeRuntime::with_info_version(14);
+            fake.state().runtime.major = major;
+            fake.state().runtime.version_string = format!("{major}.0.0");
+            let hooks = Arc::new(Numbering {
+                mapped: AtomicU64::new(0),
+                released: Mutex::new(Vec::new()),
+                runtime: std::sync::OnceLock::new(),
+                answers: Mutex::new(Vec::new()),
+            });
+            let _ = fake.initialize_components(false, |info| {
+                assert_eq!(frames_can_suspend(info), major >= 11);
+                install(info, hooks, EltOptions::fast_path(), EventMasks::default()).unwrap();
+            });
+            // The fake keeps what was registered; the runtime would too.
+            std::mem::forget(fake);
+        };
+        // .NET 8, shadow stacks in use: the plain handler.
+        install_on(8);
+        shadow_stacks_in_use();
+        assert_ne!(enter_slot(), forwarder);
+        assert_eq!(
+            enter_slot(),
+            fast_enter::<Numbering> as unsafe extern "C" fn(usize) as usize
+        );
+        assert_eq!(
+            sys::elt::enter3_caller_sp_handler().map(|h| h as usize),
+            Some(
+                fast_enter_passing_caller_sp::<Numbering> as unsafe extern "C" fn(usize, usize)
+                    as usize
+            )
+        );
+        // A .NET 11 runtime beside it: the forwarder, and it stays when
+        // another runtime installs its hooks after it.
+        install_on(11);
+        assert_eq!(enter_slot(), forwarder);
+        assert!(passing_caller_sps());
+        install_on(10);
+        assert_eq!(enter_slot(), forwarder);
+    }
+
+    #[test]
+    fn the_records_refuse_calls_from_code_that_runs_holding_them() {
+        // The torture profiler's re-entrancy family: a walk of the records
+        // inside a walk, and a record asked for from the user's mapper,
+        // locked the records again on the same thread (the app hung).
+        use crate::testing::fake::{FakeFunction, FakeRuntime};
+        type Mapper2 =
+            unsafe extern "system" fn(sys::FunctionID, *mut c_void, *mut sys::BOOL) -> usize;
+        let fake = FakeRuntime::with_info_version(11);
+        let method = FakeFunction {
+            class: 0x300,
+            module: 0x2000,
+            token: 0x0600_0001,
+            ..Default::default()
+        };
+        fake.state().functions.insert(0x20, method);
+        let hooks = Arc::new(Numbering::default());
+        let _components = fake.initialize_components(false, |info| {
+            let (_, rt) = install(
+                info,
+                hooks.clone(),
+                EltOptions::with_info(),
+                EventMasks::default(),
+            )
+            .unwrap();
+            let _ = hooks.runtime.set(rt);
+        });
+        let elt = fake.state().elt;
+        let (mapper, data) = (elt.mapper, elt.mapper_client_data);
+        let runtime = *hooks.runtime.get().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: [test-fake, ffi-abi] the fake recorded the address of the
+            // FunctionIDMapper2 `install` registered, called as the runtime does.
+            let mapper: Mapper2 = unsafe { core::mem::transmute::<usize, Mapper2>(mapper) };
+            let mut hooked: sys::BOOL = 0;
+            // SAFETY: [test-fake] the registered client data, a function the fake knows.
+            let _ = unsafe { mapper(0x20, data as *mut c_void, &mut hooked) };
+            // A walk, and the records asked for again inside it.
+            let mut inner = Vec::new();
+            let walked = runtime.for_each_function(|f| {
+                inner.push(format!(
+                    "{:?}",
+                    runtime.with_function(f.function(), |_| ()).err()
+                ));
+                inner.push(format!("count {}", runtime.function_count()));
+            });
+            let _ = tx.send((hooked, walked.is_ok(), inner));
+        });
+        let (hooked, walked, inner) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("hung: the records were locked again by the thread holding them");
+        assert_eq!(hooked, 1);
+        assert!(walked);
+        let refused = |call: &str| {
+            format!(
+                "Some(WouldDeadlock {{ call: \"{call}\", why: \"this thread holds the ELT records"
+            )
+        };
+        let answers = hooks.answers.lock().unwrap();
+        assert!(
+            answers[0].starts_with(&refused("EltRuntime::with_function")),
+            "{answers:?}"
+        );
+        assert!(answers[1].starts_with(&refused("EltRuntime::for_each_function")));
+        assert_eq!(answers[2], "count 0", "the record is made after the mapper");
+        assert!(
+            inner[0].starts_with(&refused("EltRuntime::with_function")),
+            "{inner:?}"
+        );
+        assert_eq!(inner[1], "count 1");
+        // Outside: answered.
+        assert_eq!(
+            runtime.with_function(RawFunctionId(0x20), |_| 7).unwrap(),
+            Some(7)
+        );
     }
 
     #[test]

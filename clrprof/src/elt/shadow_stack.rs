@@ -36,7 +36,12 @@
 //!   live caller's is always strictly above its callee's, as the stack
 //!   grows down. This also repairs a thread-pool thread on which a resumed
 //!   runtime-async method suspended again, at the next method the thread
-//!   runs, where no hooked caller below ever leaves.
+//!   runs, where no hooked caller below ever leaves. The SDK passes those
+//!   stack pointers only where such frames exist: once a runtime that can
+//!   run runtime-async methods (.NET 11 and later) is on the fast path and
+//!   a thread has taken a shadow stack (see `elt::CallerSpTracking`);
+//!   elsewhere neither the enter hook nor [`enter`] spends anything on
+//!   them. Such pops are counted in [`StackStats::suspended_at_enter`].
 //!
 //! Until then the frame stays on its thread's stack (a runtime-async method
 //! reports nothing when it suspends), so a thread whose last hooked method
@@ -99,6 +104,11 @@ pub struct StackStats {
     /// issue 122488); on earlier runtimes, frames an exception ended while
     /// the profiler did not receive the unwind callbacks.
     pub suspended: u64,
+    /// Of [`suspended`](Self::suspended), the frames popped at an enter
+    /// hook whose caller stack pointer showed they had returned (the ELT
+    /// fast path on a runtime that can suspend frames, .NET 11 and later;
+    /// always 0 elsewhere).
+    pub suspended_at_enter: u64,
 }
 
 /// One thread's stack. Written only by its owner thread.
@@ -115,6 +125,7 @@ struct ThreadStack {
     underflows: AtomicU64,
     mismatches: AtomicU64,
     suspended: AtomicU64,
+    suspended_at_enter: AtomicU64,
     frames: Box<[AtomicUsize]>,
     /// The caller stack pointer of each stored frame (0: unknown) — owner
     /// only.
@@ -139,6 +150,7 @@ impl ThreadStack {
             underflows: AtomicU64::new(0),
             mismatches: AtomicU64::new(0),
             suspended: AtomicU64::new(0),
+            suspended_at_enter: AtomicU64::new(0),
             frames: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             caller_sps: (0..depth).map(|_| AtomicUsize::new(0)).collect(),
             unwinds: [const { AtomicUsize::new(0) }; UNWIND_NESTING],
@@ -157,6 +169,7 @@ impl ThreadStack {
             &self.underflows,
             &self.mismatches,
             &self.suspended,
+            &self.suspended_at_enter,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -220,10 +233,12 @@ impl ThreadStack {
         }
         if d != depth {
             self.depth.store(d, Ordering::Relaxed);
-            self.suspended.store(
-                self.suspended.load(Ordering::Relaxed) + (depth - d) as u64,
-                Ordering::Relaxed,
-            );
+            for c in [&self.suspended, &self.suspended_at_enter] {
+                c.store(
+                    c.load(Ordering::Relaxed) + (depth - d) as u64,
+                    Ordering::Relaxed,
+                );
+            }
         }
         d
     }
@@ -302,6 +317,7 @@ impl ThreadStack {
             underflows: self.underflows.load(Ordering::Relaxed),
             mismatches: self.mismatches.load(Ordering::Relaxed),
             suspended: self.suspended.load(Ordering::Relaxed),
+            suspended_at_enter: self.suspended_at_enter.load(Ordering::Relaxed),
         }
     }
 
@@ -373,6 +389,7 @@ static RETIRED: Mutex<StackStats> = Mutex::new(StackStats {
     underflows: 0,
     mismatches: 0,
     suspended: 0,
+    suspended_at_enter: 0,
 });
 
 fn add(total: &mut StackStats, st: StackStats) {
@@ -384,6 +401,7 @@ fn add(total: &mut StackStats, st: StackStats) {
     total.underflows += st.underflows;
     total.mismatches += st.mismatches;
     total.suspended += st.suspended;
+    total.suspended_at_enter += st.suspended_at_enter;
 }
 
 /// Gives the thread's stack back to the pool when the thread exits, after
@@ -392,11 +410,11 @@ struct Release;
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let stack = CURRENT
-            .try_with(|c| c.replace(core::ptr::null()))
+        let stack = LOCAL
+            .try_with(|l| l.current.replace(core::ptr::null()))
             .unwrap_or(core::ptr::null());
         if !stack.is_null() {
-            // SAFETY: [local-memory] CURRENT only holds pointers into the pool, which lives
+            // SAFETY: [local-memory] `current` only holds pointers into the pool, which lives
             // for the rest of the process.
             let stack = unsafe { &*stack };
             if let Ok(mut retired) = RETIRED.lock() {
@@ -408,30 +426,49 @@ impl Drop for Release {
     }
 }
 
-thread_local! {
-    static CURRENT: Cell<*const ThreadStack> = const { Cell::new(core::ptr::null()) };
-    static RELEASE: Release = const { Release };
+/// What a thread keeps for its shadow stack, in one thread-local (so the
+/// enter hook's part reaches both with one thread-local access).
+struct Local {
+    /// The thread's stack (null until its first hook).
+    current: Cell<*const ThreadStack>,
     /// The caller stack pointer of the method whose enter hook is running
     /// on this thread (0: none known), set by the SDK's fast-path enter
     /// handler and taken by [`enter`].
-    static ENTERING_CALLER_SP: Cell<usize> = const { Cell::new(0) };
+    entering_caller_sp: Cell<usize>,
+}
+
+thread_local! {
+    // reentrancy: none: this thread's own shadow stack pointer (set once when the thread first needs it) and the caller stack pointer handed from the fast-path enter handler to the `enter` it makes next; the hooks run no user code while they change them
+    static LOCAL: Local = const {
+        Local {
+            current: Cell::new(core::ptr::null()),
+            entering_caller_sp: Cell::new(0),
+        }
+    };
+    // reentrancy: none: no value: its destructor gives the thread's shadow stack back when the thread ends
+    static RELEASE: Release = const { Release };
+}
+
+/// The thread's stack, null if it has none yet.
+#[inline(always)]
+fn current() -> *const ThreadStack {
+    LOCAL
+        .try_with(|l| l.current.get())
+        .unwrap_or(core::ptr::null())
 }
 
 /// Records the caller stack pointer the JIT passed to the enter hook now
 /// running on this thread, for the [`enter`] it makes.
 #[inline(always)]
 pub(crate) fn set_entering_caller_sp(caller_sp: usize) {
-    let _ = ENTERING_CALLER_SP.try_with(|c| c.set(caller_sp));
+    let _ = LOCAL.try_with(|l| l.entering_caller_sp.set(caller_sp));
 }
 
-/// Takes the caller stack pointer recorded for the enter hook running on
-/// this thread; 0 when none was, or when the value is not a stack address
-/// above this call (the caller of a method in its prolog is above every
-/// frame of the hook, and within 1 MiB of it: a method's fixed frame at
-/// its prolog is far smaller).
+/// `sp` if it is a stack address above this call, else 0 (the caller of a
+/// method in its prolog is above every frame of the hook, and within 1 MiB
+/// of it: a method's fixed frame at its prolog is far smaller).
 #[inline(always)]
-fn take_entering_caller_sp() -> usize {
-    let sp = ENTERING_CALLER_SP.try_with(|c| c.replace(0)).unwrap_or(0);
+fn plausible_caller_sp(sp: usize) -> usize {
     if sp == 0 {
         return 0;
     }
@@ -460,6 +497,7 @@ fn os_thread_id() -> u64 {
     #[cfg(not(any(target_os = "linux", windows)))]
     {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        // reentrancy: none: a number naming the thread, set once
         thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
         ID.with(|id| *id)
     }
@@ -477,9 +515,10 @@ fn acquire() -> *const ThreadStack {
         {
             stack.reset();
             let ptr = stack as *const ThreadStack;
-            let _ = CURRENT.try_with(|c| c.set(ptr));
+            let _ = LOCAL.try_with(|l| l.current.set(ptr));
             // Registers the release at thread exit.
             let _ = RELEASE.try_with(|_| ());
+            super::shadow_stacks_in_use();
             return ptr;
         }
     }
@@ -489,14 +528,14 @@ fn acquire() -> *const ThreadStack {
 
 #[inline(always)]
 fn with_current(f: impl FnOnce(&ThreadStack)) {
-    let mut ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    let mut ptr = current();
     if ptr.is_null() {
         ptr = acquire();
         if ptr.is_null() {
             return;
         }
     }
-    // SAFETY: [local-memory] a non-null CURRENT points into the pool, which is never freed,
+    // SAFETY: [local-memory] a non-null `current` points into the pool, which is never freed,
     // and this thread owns the stack until it exits.
     f(unsafe { &*ptr })
 }
@@ -507,8 +546,28 @@ fn with_current(f: impl FnOnce(&ThreadStack)) {
 #[inline(always)]
 pub fn enter<F>(function: &Hooked<F>) {
     let frame = function.function().0;
-    let caller_sp = take_entering_caller_sp();
-    with_current(|s| s.push(frame, caller_sp));
+    let passing = super::passing_caller_sps();
+    // The stack and the recorded caller stack pointer (taken: it belongs
+    // to this enter only) in one thread-local access.
+    let (mut ptr, caller_sp) = LOCAL
+        .try_with(|l| {
+            let sp = if passing {
+                l.entering_caller_sp.replace(0)
+            } else {
+                0
+            };
+            (l.current.get(), sp)
+        })
+        .unwrap_or((core::ptr::null(), 0));
+    let caller_sp = plausible_caller_sp(caller_sp);
+    if ptr.is_null() {
+        ptr = acquire();
+        if ptr.is_null() {
+            return;
+        }
+    }
+    // SAFETY: [local-memory] as in `with_current`.
+    unsafe { &*ptr }.push(frame, caller_sp);
 }
 
 /// The leave hook's part: pops the top frame (counting a mismatch if it is
@@ -578,7 +637,7 @@ pub(crate) fn catcher_enter(function: RawFunctionId) {
 
 /// The calling thread's current depth (0 if it has no stack yet).
 pub fn current_depth() -> usize {
-    let ptr = CURRENT.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+    let ptr = current();
     if ptr.is_null() {
         return 0;
     }
@@ -691,6 +750,9 @@ mod tests {
 
     #[test]
     fn an_enter_above_a_frame_pops_it_as_returned() {
+        // As on a runtime that can suspend frames, once shadow stacks are
+        // in use (the fast path then passes caller stack pointers).
+        super::super::pass_caller_sps_for_tests();
         std::thread::spawn(|| {
             let local = 0u8;
             let base = &local as *const u8 as usize;
@@ -710,6 +772,7 @@ mod tests {
             let stats = snapshot(current_os_thread(), &mut frames).unwrap();
             assert_eq!(stats.depth, 0);
             assert_eq!((stats.pushes, stats.pops, stats.suspended), (3, 1, 2));
+            assert_eq!(stats.suspended_at_enter, 2);
             assert_eq!((stats.mismatches, stats.underflows), (0, 0));
             // A callee (lower caller stack pointer) keeps its callers; an
             // implausible value (not above this thread's frames) is ignored.

@@ -32,8 +32,48 @@ use crate::ids::*;
 use crate::info::{ProfilerInfo, RuntimeHandle};
 use crate::thread::ProfilerThread;
 use clrprof_sys as sys;
+use std::cell::Cell;
 use std::sync::mpsc;
 use std::sync::Mutex;
+
+thread_local! {
+    // reentrancy: rejit-parameters
+    /// Whether this thread is inside `GetReJITParameters` (the SDK sets it
+    /// around the profiler's handler).
+    static PARAMETERS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The scope of one `GetReJITParameters` on this thread.
+pub(crate) struct InParameters(bool);
+
+impl InParameters {
+    pub(crate) fn enter() -> InParameters {
+        InParameters(PARAMETERS.with(|p| p.replace(true)))
+    }
+}
+
+impl Drop for InParameters {
+    fn drop(&mut self) {
+        let _ = PARAMETERS.try_with(|p| p.set(self.0));
+    }
+}
+
+/// Refuses a waited request inside `GetReJITParameters`.
+fn not_in_parameters(call: &'static str) -> Result<()> {
+    if PARAMETERS.with(Cell::get) {
+        return Err(Error::WouldRecurse {
+            call,
+            why: "this thread is inside GetReJITParameters, where the runtime prepares a new \
+                  version of a method on its way to compiling it; a ReJIT or revert waited for \
+                  here makes the runtime prepare another version inside this one, and the \
+                  handler is asked again (the torture profiler's re-entrancy family: a request \
+                  of the same method from its GetReJITParameters overflowed the stack on .NET \
+                  10.0.15); request from another callback or thread"
+                .into(),
+        });
+    }
+    Ok(())
+}
 
 bitflags::bitflags! {
     /// How `RequestReJITWithInliners` re-JITs (`COR_PRF_REJIT_FLAGS`).
@@ -305,6 +345,7 @@ impl ReJitThread {
         make: impl FnOnce(mpsc::Sender<Result<Vec<HRESULT>>>) -> Job,
     ) -> Result<mpsc::Receiver<Result<Vec<HRESULT>>>> {
         let (tx, rx) = mpsc::channel();
+        // reentrancy: none: `make` only builds the job from the caller's arguments (an SDK closure)
         let jobs = self
             .jobs
             .lock()
@@ -359,6 +400,10 @@ impl ReJitThread {
     /// the runtime the thread was spawned for, else [`Error::WrongPartner`]. The new IL is asked for later, in
     /// `GetReJITParameters`, when each method is next called.
     ///
+    /// Refused inside `GetReJITParameters` ([`Error::WouldRecurse`], nothing
+    /// requested): the runtime would prepare another version inside the
+    /// one it asks parameters for, and ask again.
+    ///
     /// It waits, so it refuses ([`Error::WouldDeadlock`], nothing requested)
     /// in a scope the runtime's suspension would wait for: a callback that
     /// receives `ObjectID`s (`ObjectAllocated`, `ExceptionThrown`, ...,
@@ -376,6 +421,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         self.same_runtime(info, "ReJitThread::request_rejit")?;
+        not_in_parameters("ReJitThread::request_rejit")?;
         Self::may_wait(info, "ReJitThread::request_rejit")?;
         self.refuse_collectible_before_net5("ICorProfilerInfo4::RequestReJIT", methods)?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
@@ -401,6 +447,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<()> {
         self.same_runtime(info, "ReJitThread::request_rejit_with_inliners")?;
+        not_in_parameters("ReJitThread::request_rejit_with_inliners")?;
         Self::may_wait(info, "ReJitThread::request_rejit_with_inliners")?;
         self.refuse_collectible_before_net5(
             "ICorProfilerInfo10::RequestReJITWithInliners",
@@ -424,6 +471,7 @@ impl ReJitThread {
         methods: &[(ModuleId<'_>, MdMethodDef)],
     ) -> Result<Vec<HRESULT>> {
         self.same_runtime(info, "ReJitThread::request_revert")?;
+        not_in_parameters("ReJitThread::request_revert")?;
         Self::may_wait(info, "ReJitThread::request_revert")?;
         let raw = methods.iter().map(|(m, t)| (m.to_raw(), *t)).collect();
         // SAFETY: [id-scope] as in `request_rejit`.
@@ -547,6 +595,38 @@ mod tests {
         assert_eq!(fake.calls_of("RequestReJIT").len(), 1);
         assert_eq!(fake.calls_of("RequestRevert").len(), 0);
         assert_eq!(fake.calls_of("RequestReJITWithInliners").len(), 0);
+    }
+
+    #[test]
+    fn no_waited_request_inside_get_rejit_parameters() {
+        // The torture profiler's re-entrancy family: a request of the same
+        // method from its GetReJITParameters overflowed the stack (.NET 10).
+        let fake = FakeRuntime::with_info_version(10);
+        // SAFETY: [test-fake] the fake describes no memory the SDK reads.
+        let info = unsafe { fake.profiler_info() };
+        let thread = ReJitThread::spawn(&info.handle()).unwrap();
+        fake_ids!(fake; m = module_id(0x2000));
+        let one = [(m, MdMethodDef(0x0600_0001))];
+        {
+            // As the SDK's dispatch of GetReJITParameters does.
+            let _inside = InParameters::enter();
+            let refused = [
+                thread.request_rejit(&info, &one).unwrap_err(),
+                thread
+                    .request_rejit_with_inliners(&info, ReJitFlags::empty(), &one)
+                    .unwrap_err(),
+                thread.request_revert(&info, &one).unwrap_err(),
+            ];
+            for e in &refused {
+                assert!(matches!(e, Error::WouldRecurse { .. }), "{e:?}");
+                assert!(e.is(crate::error::KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE));
+            }
+        }
+        // Outside it, the same request is made.
+        thread.request_rejit(&info, &one).unwrap();
+        thread.stop();
+        assert_eq!(fake.calls_of("RequestReJIT").len(), 1);
+        assert_eq!(fake.calls_of("RequestRevert").len(), 0);
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub(crate) struct Gate {
 }
 
 thread_local! {
+    // reentrancy: none: the index of this thread's stripe of the gate's counters, chosen once
     /// This thread's stripe, 0 until first used (then 1 + index). `const`
     /// and without a destructor, so no thread-exit hook is registered.
     static STRIPE: Cell<u8> = const { Cell::new(0) };

@@ -556,6 +556,7 @@ impl<'s> ProfilerInfo<'s> {
 }
 
 thread_local! {
+    // reentrancy: assembly-loading
     /// How many assembly-load scopes are open on this thread (see
     /// [`AssemblyLoading`]).
     static ASSEMBLY_LOADING: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
@@ -953,6 +954,11 @@ impl RuntimeHandle {
                 return Err(refused);
             }
         }
+        // The JIT count ends before the runtime takes a mask without the JIT
+        // events (it compiles unseen from inside the call on), after the
+        // claims in progress landed (`compilations`).
+        let monitors_jit = masks.low.contains(EventMask::MONITOR_JIT_COMPILATION);
+        let change = crate::compilations::mask_change(call, monitors_jit, self.inner.attached)?;
         let hr = if !masks.high.is_empty() {
             let i5 = self.raw_info5("ICorProfilerInfo5::SetEventMask2")?;
             // SAFETY: [plain-call] plain value arguments.
@@ -972,10 +978,7 @@ impl RuntimeHandle {
         check(hr, call)?;
         // IL is replaced at JIT time only while the SDK has seen every
         // compilation (`compilations`).
-        crate::compilations::runtime_mask_set(
-            masks.low.contains(EventMask::MONITOR_JIT_COMPILATION),
-            self.inner.attached,
-        );
+        change.applied();
         Ok(())
     }
 

@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
+    // reentrancy: suspension-held
     /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
     static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }

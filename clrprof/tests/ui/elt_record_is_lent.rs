@@ -3,7 +3,7 @@
 use clrprof::elt::{EltHooks, EltRuntime, Hooked};
 
 fn keep<H: EltHooks>(runtime: &EltRuntime<H>, kept: &mut Vec<&'static Hooked<H::Function>>) {
-    runtime.for_each_function(|f| kept.push(f));
+    let _ = runtime.for_each_function(|f| kept.push(f));
 }
 
 fn main() {}

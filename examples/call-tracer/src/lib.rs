@@ -469,7 +469,8 @@ impl<const EXTRA: bool> Calls<EXTRA> {
         if let Some(runtime) = runtime.get() {
             let mut by_name: BTreeMap<Box<str>, Totals> =
                 self.retired.lock().map(|r| r.clone()).unwrap_or_default();
-            runtime.for_each_function(|f| {
+            // Refused only from inside another walk of the records.
+            let _ = runtime.for_each_function(|f| {
                 let m = f.data();
                 add(by_name.entry(m.name.clone()).or_default(), m.totals());
             });
@@ -512,13 +513,14 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                 .num("underflows", t.underflows)
                 .num("mismatches", t.mismatches)
                 .num("suspended", t.suspended)
+                .num("suspended_at_enter", t.suspended_at_enter)
                 .num("untracked", shadow_stack::exhausted())
                 .write();
             // The frames still on a stack at the end, by name (a
             // runtime-async method that suspended last on its thread).
             let mut names: HashMap<usize, Box<str>> = HashMap::new();
             if let Some(runtime) = runtime.get() {
-                runtime.for_each_function(|f| {
+                let _ = runtime.for_each_function(|f| {
                     names.insert(f.function().0, f.data().name.clone());
                 });
             }
@@ -539,6 +541,7 @@ impl<const EXTRA: bool> Calls<EXTRA> {
                     .num("pops", s.pops)
                     .num("unwound", s.unwound)
                     .num("suspended", s.suspended)
+                    .num("suspended_at_enter", s.suspended_at_enter)
                     .raw("left", &left)
                     .write();
             });
