@@ -1,10 +1,9 @@
 // Scenario "trace context, end to end": an ASP.NET Core service whose
-// requests are traced either by the OpenTelemetry .NET SDK (NuGet packages,
-// exporting its spans over OTLP/HTTP protobuf) or, without the SDK, by
-// ASP.NET Core's own activities under an ActivityListener of the app.
+// requests are traced by the OpenTelemetry .NET SDK (NuGet packages,
+// exporting its spans over OTLP/HTTP protobuf, configured by the OTEL_*
+// environment as its documentation shows).
 //
 // Usage: traceweb <port file>   (binds 127.0.0.1 on a port the system picks)
-//   TRACEWEB_TELEMETRY = otel | listener
 //   TRACEWEB_TRUTH     = a file for the ground truth below (written at exit)
 //
 // Endpoints (every answer depends on n alone):
@@ -31,9 +30,6 @@
 // the trace-context hook's: an activity stamps its end before its stop
 // callbacks run and before Activity.Current moves to its parent):
 //   left <span id> <time>
-// and in listener mode one line per stopped activity the app saw:
-//   span <trace id> <span id> <parent span id or -> <start> <end> <http.route or -> <name>
-// (spaces in the name written as '_').
 // Stdout is the same in every run: the requests served per endpoint and
 // whether every step saw the activity it should (Activity.Current is the
 // server activity in steps 1, 2 and 4, the child in step 3).
@@ -174,15 +170,8 @@ namespace TraceWeb
             return Results.Text("stopping\n");
         }
 
-        static string Parent(Activity a) => a.Parent != null ? a.Parent.SpanId.ToHexString()
-            : a.ParentSpanId != default ? a.ParentSpanId.ToHexString() : "-";
-
-        static long Unix(DateTime utc) => (utc - DateTime.UnixEpoch).Ticks * 100;
-
         // The OpenTelemetry .NET SDK, configured as its documentation shows;
-        // the exporter reads OTEL_EXPORTER_OTLP_* from the environment. A
-        // method of its own: in listener mode no OpenTelemetry assembly loads.
-        [MethodImpl(MethodImplOptions.NoInlining)]
+        // the exporter reads OTEL_EXPORTER_OTLP_* from the environment.
         static void AddOpenTelemetry(IServiceCollection services)
         {
             services.AddOpenTelemetry()
@@ -196,7 +185,6 @@ namespace TraceWeb
                 Console.Error.WriteLine("usage: traceweb <port file>");
                 return 2;
             }
-            string telemetry = Environment.GetEnvironmentVariable("TRACEWEB_TELEMETRY") ?? "otel";
             Activity.CurrentChanged += (sender, e) =>
             {
                 if (e.Previous != null && e.Previous != e.Current)
@@ -208,19 +196,7 @@ namespace TraceWeb
             var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = new string[0] });
             builder.Logging.ClearProviders();
             builder.WebHost.UseUrls("http://127.0.0.1:0");
-            if (telemetry == "otel")
-                AddOpenTelemetry(builder.Services);
-            else
-            {
-                ActivitySource.AddActivityListener(new ActivityListener
-                {
-                    ShouldListenTo = s => s.Name == "Microsoft.AspNetCore" || s.Name == "TraceWeb",
-                    Sample = (ref ActivityCreationOptions<ActivityContext> o) => ActivitySamplingResult.AllDataAndRecorded,
-                    ActivityStopped = a => Truth.Enqueue("span " + Hex(a) + " " + Parent(a) + " " + Unix(a.StartTimeUtc)
-                        + " " + Unix(a.StartTimeUtc + a.Duration) + " " + ((a.GetTagItem("http.route") as string) ?? "-")
-                        + " " + a.DisplayName.Replace(' ', '_')),
-                });
-            }
+            AddOpenTelemetry(builder.Services);
             var app = builder.Build();
             app.MapGet("/light", (Func<int, Task<IResult>>)Light);
             app.MapGet("/medium", (Func<int, Task<IResult>>)Medium);

@@ -97,7 +97,8 @@ pub fn decode(body: &[u8], gzip: bool) -> Result<Vec<Span>, String> {
             out.push(Span {
                 trace: clrprof::context::hex(&s.trace_id),
                 span: clrprof::context::hex(&s.span_id),
-                parent: (!s.parent_span_id.is_empty()).then(|| clrprof::context::hex(&s.parent_span_id)),
+                parent: (!s.parent_span_id.is_empty())
+                    .then(|| clrprof::context::hex(&s.parent_span_id)),
                 name: s.name.clone(),
                 kind: s.kind,
                 start: s.start_time_unix_nano,

