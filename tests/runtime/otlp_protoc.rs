@@ -20,9 +20,12 @@ message Dictionary { repeated Link link_table = 4; }
 message Link { bytes trace_id = 1; bytes span_id = 2; }
 "#;
 
+/// A link: trace id and span id bytes.
+pub type Link = (Vec<u8>, Vec<u8>);
+
 /// `(trace id, span id)` of every entry of the request's link table, in
 /// order, as protoc decodes `body` (uncompressed). `dir` holds the schema.
-pub fn links(dir: &Path, body: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+pub fn links(dir: &Path, body: &[u8]) -> Result<Vec<Link>, String> {
     let schema = dir.join("clrprof_e2e_links.proto");
     std::fs::write(&schema, SCHEMA).map_err(|e| format!("{}: {e}", schema.display()))?;
     let mut child = Command::new("protoc")
@@ -54,10 +57,10 @@ pub fn links(dir: &Path, body: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String>
 }
 
 /// The links of protoc's text output.
-fn parse(text: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+fn parse(text: &str) -> Result<Vec<Link>, String> {
     let mut path: Vec<String> = Vec::new();
     let mut out = Vec::new();
-    let mut current: Option<(Vec<u8>, Vec<u8>)> = None;
+    let mut current: Option<Link> = None;
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(name) = line.strip_suffix(" {") {
             path.push(name.to_string());

@@ -313,7 +313,7 @@ fn observations(
             .ok_or("a profiles request without a dictionary")?;
         // The link table as protoc reads it is the one the SDK's types read.
         let by_protoc = crate::otlp_protoc::links(dir, &uncompressed(r)?)?;
-        let by_sdk: Vec<(Vec<u8>, Vec<u8>)> = d
+        let by_sdk: Vec<crate::otlp_protoc::Link> = d
             .link_table
             .iter()
             .map(|l| (l.trace_id.clone(), l.span_id.clone()))
