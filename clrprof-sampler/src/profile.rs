@@ -551,7 +551,10 @@ mod tests {
         p.set_start(boundary - Duration::from_secs(2));
         p.add_time(t, &[main], None, 99_000_000_000, 1);
         let first = p.take_period(boundary);
-        assert_eq!(first.time_range().0, Some(boundary - Duration::from_secs(2)));
+        assert_eq!(
+            first.time_range().0,
+            Some(boundary - Duration::from_secs(2))
+        );
         // A tick taken 64 ms before the boundary, added after it.
         p.add_time(t, &[main], None, 99_936_000_000, 1);
         p.add_time(t, &[main], None, 100_500_000_000, 1);

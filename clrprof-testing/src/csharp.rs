@@ -148,7 +148,9 @@ pub fn compile_with_references(
     );
     if !extra.is_empty() {
         if matches!(compiler, Compiler::Mcs { .. }) {
-            return Err(Error::new("apps with NuGet packages are compiled by Roslyn, not mcs"));
+            return Err(Error::new(
+                "apps with NuGet packages are compiled by Roslyn, not mcs",
+            ));
         }
         for e in extra {
             compiler_id.push_str(&format!(" {}", e.display()));

@@ -269,7 +269,10 @@ impl Case<'_> {
             &crate::nuget::Feed::configured(),
             &crate::nuget::Quiet,
         )
-        .map_err(|e| self.ctx.unavailable(format!("{name}'s NuGet packages: {e}")))?;
+        .map_err(|e| {
+            self.ctx
+                .unavailable(format!("{name}'s NuGet packages: {e}"))
+        })?;
         let extra: Vec<PathBuf> = assemblies.iter().map(|a| a.path.clone()).collect();
         let source = self.ctx.apps_dir.join(format!("{name}.cs"));
         let compiled = crate::csharp::compile_with_references(

@@ -310,7 +310,8 @@ fn versions(
             .map_err(|e| Error::new(format!("{}: {e}", source.display())))?;
     }
     // Compiled for the leg, and run by it.
-    let compiled = crate::csharp::compile(compiler, &source, cache, CompileOptions::default(), leg)?;
+    let compiled =
+        crate::csharp::compile(compiler, &source, cache, CompileOptions::default(), leg)?;
     let exe = compiled.for_leg(leg)?;
     let out = leg
         .host_command()

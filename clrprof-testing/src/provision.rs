@@ -294,12 +294,9 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
 
     // The NuGet packages test apps reference (the OpenTelemetry .NET SDK of
     // the trace-context scenario): fetched once, checked, unpacked.
-    if let Err(e) = crate::packages::provision(
-        cache,
-        &crate::packages::OPENTELEMETRY_SDK,
-        &feed,
-        &progress,
-    ) {
+    if let Err(e) =
+        crate::packages::provision(cache, &crate::packages::OPENTELEMETRY_SDK, &feed, &progress)
+    {
         problems.push(format!("the OpenTelemetry .NET SDK's packages: {e}"));
     }
 
