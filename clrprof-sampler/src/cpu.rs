@@ -130,40 +130,77 @@ mod tests {
         }
     }
 
-    /// A spinning thread's clock advances by about the time it spins; a
-    /// sleeping one's hardly at all.
+    /// The calling thread's own CPU time, read by another route than
+    /// `os_thread_cpu_ns` where the platform has one: Linux's
+    /// `CLOCK_THREAD_CPUTIME_ID`.
+    #[cfg(any(target_os = "linux", windows))]
+    fn own_cpu_ns() -> u64 {
+        #[cfg(target_os = "linux")]
+        {
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: [os-api] a valid out pointer, a local.
+            let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            assert_eq!(rc, 0);
+            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        }
+        #[cfg(windows)]
+        {
+            os_thread_cpu_ns(current_tid()).unwrap()
+        }
+    }
+
+    /// A spinning thread's clock, read from outside, advances by at least
+    /// the CPU time the thread counted itself; a sleeping one's hardly at
+    /// all. The spinner spins for CPU time, not for wall time, so a loaded
+    /// machine makes it take longer, never fail.
     #[cfg(any(target_os = "linux", windows))]
     #[test]
     fn spinning_thread_uses_cpu_sleeping_thread_does_not() {
         use std::sync::mpsc::channel;
         use std::time::{Duration, Instant};
+        const SPIN_CPU_NS: u64 = 150_000_000;
         let measure = |spin: bool| {
             let (tx, rx) = channel();
             let (go_tx, go_rx) = channel::<()>();
             let h = std::thread::spawn(move || {
-                tx.send(current_tid()).unwrap();
+                tx.send((current_tid(), 0)).unwrap();
                 go_rx.recv().unwrap();
-                let end = Instant::now() + Duration::from_millis(300);
-                while Instant::now() < end {
-                    if !spin {
-                        std::thread::sleep(end - Instant::now());
+                let counted = if spin {
+                    let start = own_cpu_ns();
+                    let cap = Instant::now() + Duration::from_secs(60);
+                    while own_cpu_ns() - start < SPIN_CPU_NS && Instant::now() < cap {
+                        std::hint::spin_loop();
                     }
-                }
+                    own_cpu_ns() - start
+                } else {
+                    std::thread::sleep(Duration::from_millis(300));
+                    0
+                };
+                tx.send((0, counted)).unwrap();
                 go_rx.recv().unwrap();
             });
-            let tid = rx.recv().unwrap();
+            let (tid, _) = rx.recv().unwrap();
             let before = os_thread_cpu_ns(tid).unwrap();
             go_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(400));
+            let (_, counted) = rx.recv().unwrap();
             let after = os_thread_cpu_ns(tid).unwrap();
             go_tx.send(()).unwrap();
             h.join().unwrap();
-            after - before
+            (after - before, counted)
         };
-        let spun = measure(true);
-        let slept = measure(false);
-        // 300 ms of spinning; a loaded 2-CPU machine may give it less.
-        assert!(spun > 100_000_000, "spinning thread used {spun} ns");
+        let (spun, counted) = measure(true);
+        assert!(
+            counted >= SPIN_CPU_NS,
+            "the spinner got {counted} ns of CPU in 60 s"
+        );
+        assert!(
+            spun >= counted,
+            "read from outside {spun} ns, counted inside {counted} ns"
+        );
+        let (slept, _) = measure(false);
         assert!(slept < 20_000_000, "sleeping thread used {slept} ns");
         assert_eq!(os_thread_cpu_ns(0), None);
     }

@@ -624,6 +624,15 @@ impl Shared {
                 None => Ok(()),
                 Some(thread) => match thread.join_timeout(clrprof::exit::EXIT_WAIT) {
                     Ok(Ok(Ok(Ok(())))) => Ok(()),
+                    // The runtime shut down (Environment.Exit soon after
+                    // startup) before the sampling thread made its first
+                    // call: it took no tick, and the empty profile is the
+                    // whole truth, not a failure.
+                    Ok(Ok(Err(e)))
+                        if e.is(clrprof::error::KnownHresult::CORPROF_E_PROFILER_DETACHING) =>
+                    {
+                        Ok(())
+                    }
                     Ok(Ok(Ok(Err(e)))) | Ok(Ok(Err(e))) => Err(e),
                     Ok(Err(_)) => Err(Error::Usage(
                         "the sampling thread panicked (see the log)".to_string(),

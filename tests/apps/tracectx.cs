@@ -11,8 +11,11 @@
 // 1000), then every pool thread idles for 400 ms.
 //
 // Ground truth: with TRACECTX_IDS=<file>, one line per request,
-//   "request <trace id> <root span id> <child span id> <root start> <root end>
-//    <child start> <child end>" (Unix time in ns),
+//   "request <trace id> <root span id> <child span id> <root start> <root left>
+//    <child start> <child left>" (Unix time in ns; "left" is read after the
+//   activity's `using` block, once Stop has restored Activity.Current and so
+//   cleared the thread's record: the activity's own end time is taken inside
+//   Stop before that, and a sample between the two is still the span's),
 // goes to that file (ids are random, so they stay out of stdout). Stdout is
 // the same in every run: "requests ok" and the step counts are checked, not
 // printed, so the output does not depend on timing.
@@ -62,17 +65,19 @@ namespace TraceCtx
                 Interlocked.Increment(ref bad);
         }
 
-        // Unix time in nanoseconds of an activity's start and end.
-        static string Times(Activity a)
-        {
-            long start = (a.StartTimeUtc - new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc)).Ticks * 100;
-            return start + " " + (start + a.Duration.Ticks * 100);
-        }
+        static readonly DateTime Epoch = new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc);
+
+        // Unix time in nanoseconds of an activity's start.
+        static long Start(Activity a) => (a.StartTimeUtc - Epoch).Ticks * 100;
+
+        // Unix time in nanoseconds now, rounded up to the clock's 100 ns tick.
+        static long Now() => (DateTime.UtcNow - Epoch).Ticks * 100 + 100;
 
         static async Task Request()
         {
             Activity root;
             Activity c;
+            long childLeft;
             using (root = Source.StartActivity("request"))
             {
                 Check(root);
@@ -87,11 +92,13 @@ namespace TraceCtx
                     Check(c);
                     Step4(3);
                 }
+                childLeft = Now();
                 Check(root);
             }
+            long rootLeft = Now();
             lock (Ids)
                 Ids.Add("request " + root.TraceId.ToHexString() + " " + root.SpanId.ToHexString() + " "
-                    + c.SpanId.ToHexString() + " " + Times(root) + " " + Times(c));
+                    + c.SpanId.ToHexString() + " " + Start(root) + " " + rootLeft + " " + Start(c) + " " + childLeft);
         }
 
         static async Task Loop(Stopwatch clock, int ms)

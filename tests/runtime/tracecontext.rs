@@ -69,9 +69,10 @@ fn read_records(path: &Path) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// One request the app made: its ids (the app also writes its spans'
-/// times, which the OTLP scenario of `tracecontext_e2e` checks with the
-/// OpenTelemetry SDK's spans instead).
+/// One request the app made: its ids (the app also writes each span's
+/// start and when it left the span; the OTLP join with span times is the
+/// end-to-end scenario's, `tracecontext_e2e`, against the OpenTelemetry
+/// SDK's exported spans).
 struct Request {
     trace: String,
     root: String,
