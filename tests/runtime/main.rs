@@ -26,6 +26,8 @@ mod lifecycle;
 mod modern;
 mod mux;
 mod notification;
+mod otlp_protoc;
+mod otlp_traces;
 mod panics;
 mod pprof;
 mod profiles;
@@ -43,6 +45,7 @@ mod signals;
 mod sxs;
 mod torture;
 mod tracecontext;
+mod tracecontext_e2e;
 mod tracers;
 mod unload;
 mod versions;
@@ -65,6 +68,7 @@ fn main() {
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(tracecontext::scenarios())
+        .chain(tracecontext_e2e::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(provisioning::scenarios())
