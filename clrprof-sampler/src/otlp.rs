@@ -5,7 +5,8 @@
 //! (the signal's public alpha), over OTLP/HTTP: a `POST` of a binary
 //! protobuf `ExportProfilesServiceRequest` to `/v1development/profiles`,
 //! `Content-Type: application/x-protobuf`, gzip-compressed by default
-//! (`Content-Encoding: gzip`). 1.11.0 changed nothing on the wire of
+//! (`Content-Encoding: gzip`), with `OTLP-Profiles-Development-Version: 1`
+//! ([`DEVELOPMENT_VERSION_HEADER`]). 1.11.0 changed nothing on the wire of
 //! profiles since 1.10.0 (which OpenTelemetry .NET vendors): it marked the
 //! messages Alpha, documented request and response size limits and the
 //! `Retry-After` date form, recommended 16 and 8 zero bytes for
@@ -65,6 +66,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const PROFILES_PATH: &str = "/v1development/profiles";
 /// The opentelemetry-proto release the messages follow.
 pub const PROTO_VERSION: &str = "1.11.0";
+/// The request header naming the profiles' development version of the
+/// wire format (the OpenTelemetry Collector's OTLP receiver refuses a
+/// request that names a version it does not read, or names one twice; no
+/// header means version 1).
+pub const DEVELOPMENT_VERSION_HEADER: &str = "OTLP-Profiles-Development-Version";
+/// The development version clrprof sends: 1, the one version the
+/// Collector's receiver reads when this was written (its `pdata`'s
+/// `ProfilesDevelopmentVersion`), the same as sending none. A header of the
+/// same name in `OTEL_EXPORTER_OTLP_[PROFILES_]HEADERS` replaces it.
+pub const DEVELOPMENT_VERSION: &str = "1";
 /// The endpoint when none is configured (OTLP/HTTP's default).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 
@@ -916,7 +927,12 @@ impl Inner {
                 .as_ref()
                 .and_then(|p| p.time_range().0)
                 .unwrap_or(start),
-            end: now,
+            // The sampled profile's own end: it was taken after `now`, and
+            // may hold samples taken in between.
+            end: sampled
+                .as_ref()
+                .and_then(|p| p.time_range().1)
+                .unwrap_or(now),
         };
         let request = encode(&period, &self.config.resource);
         let bytes = body(&request, self.config.gzip);
@@ -968,6 +984,15 @@ impl Inner {
             .agent
             .post(url)
             .set("Content-Type", "application/x-protobuf");
+        // Once: the receiver refuses a version named twice.
+        if !self
+            .config
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(DEVELOPMENT_VERSION_HEADER))
+        {
+            request = request.set(DEVELOPMENT_VERSION_HEADER, DEVELOPMENT_VERSION);
+        }
         if self.config.gzip {
             request = request.set("Content-Encoding", "gzip");
         }
@@ -1594,6 +1619,7 @@ mod tests {
         assert!(lower.contains("content-type: application/x-protobuf"));
         assert!(lower.contains("content-encoding: gzip"));
         assert!(lower.contains("x-tenant: t1"));
+        assert!(lower.contains("otlp-profiles-development-version: 1\r\n"));
         let mut raw = Vec::new();
         use std::io::Read;
         flate2::read::GzDecoder::new(&body[..])

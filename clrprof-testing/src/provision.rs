@@ -300,6 +300,14 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
         problems.push(format!("{}: {e}", crate::peer_tools::DOTNET_GCDUMP));
     }
 
+    // The NuGet packages test apps reference (the OpenTelemetry .NET SDK of
+    // the trace-context scenario): fetched once, checked, unpacked.
+    if let Err(e) =
+        crate::packages::provision(cache, &crate::packages::OPENTELEMETRY_SDK, &feed, &progress)
+    {
+        problems.push(format!("the OpenTelemetry .NET SDK's packages: {e}"));
+    }
+
     m.save(&cache.join(manifest::MANIFEST_FILE))?;
     problems.extend(
         m.unusable

@@ -485,7 +485,7 @@ fn otlp_heap(case: &Case<'_>) -> CaseResult {
         )
         .into());
     }
-    let pb = heap_of_otlp(&crate::tracecontext::decode_otlp(last)?)?;
+    let pb = heap_of_otlp(&crate::tracecontext_e2e::decode_otlp(last)?)?;
     let kinds = kept_kinds(&plain.stdout)?;
     let report = check_estimates(&pb, &kinds, 1.0, 4.0, case.leg().major() < 10)?;
     let (temp, _) = type_sums(&pb, "LiveHeap.Temp", None);

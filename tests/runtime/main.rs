@@ -28,6 +28,8 @@ mod live_heap;
 mod modern;
 mod mux;
 mod notification;
+mod otlp_protoc;
+mod otlp_traces;
 mod panics;
 mod pprof;
 mod profiles;
@@ -45,6 +47,7 @@ mod signals;
 mod sxs;
 mod torture;
 mod tracecontext;
+mod tracecontext_e2e;
 mod tracers;
 mod unload;
 mod versions;
@@ -67,6 +70,7 @@ fn main() {
         .chain(panics::signature_scenarios())
         .chain(sampling::scenarios())
         .chain(tracecontext::scenarios())
+        .chain(tracecontext_e2e::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
         .chain(live_heap::scenarios())
