@@ -51,7 +51,7 @@ pub fn run(
     }
 }
 
-fn attach(
+pub(crate) fn attach(
     pid: u32,
     profiler: &Path,
     clsid: Option<&str>,

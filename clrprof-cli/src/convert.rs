@@ -8,7 +8,9 @@
 //!   Pyroscope, Parca).
 //!
 //! `clrprof convert IN -o OUT [--to FORMAT]` reads any of them and writes
-//! any of them.
+//! any of them. A heap snapshot (`clrprof heap`'s JSON) reads as one stack
+//! per type weighing its bytes: folded and speedscope from that, pprof as
+//! the snapshot's own (objects and bytes per type).
 
 use clap::ValueEnum;
 use clrprof::RawThreadId;
@@ -61,6 +63,13 @@ pub fn read_profile(path: &Path) -> Result<(Profile, Format), Error> {
         .map_err(|e| Error::new(format!("cannot read {}: {e}", path.display())))?;
     let format = Format::sniff(&bytes);
     let what = |e: String| Error::new(format!("{}: {e}", path.display()));
+    let text = String::from_utf8_lossy(&bytes);
+    if format == Format::Speedscope && crate::heap::is_snapshot(&text) {
+        let snapshot = crate::heap::read_snapshot(&text).map_err(what)?;
+        let profile =
+            Profile::from_folded(&crate::heap::snapshot_folded(&snapshot)).map_err(what)?;
+        return Ok((profile, Format::Folded));
+    }
     let profile = match format {
         Format::Pprof => Profile::from_pprof(&bytes).map_err(what)?,
         Format::Speedscope => from_speedscope(&String::from_utf8_lossy(&bytes)).map_err(what)?,
@@ -125,8 +134,29 @@ pub fn write_profile(profile: &Profile, format: Format, out: &Path) -> Result<()
 
 /// `clrprof convert`.
 pub fn run(input: &Path, out: &Path, to: Option<Format>) -> Result<ExitCode, Error> {
-    let (profile, from) = read_profile(input)?;
     let to = to.unwrap_or_else(|| Format::from_name(out));
+    if let Some(snapshot) = std::fs::read_to_string(input)
+        .ok()
+        .filter(|t| crate::heap::is_snapshot(t))
+    {
+        let snapshot = crate::heap::read_snapshot(&snapshot)
+            .map_err(|e| Error::new(format!("{}: {e}", input.display())))?;
+        if to == Format::Pprof {
+            std::fs::write(
+                out,
+                clrprof_sampler::kinds::gzip_pprof(&snapshot.to_pprof()),
+            )
+            .map_err(|e| Error::new(format!("cannot write {}: {e}", out.display())))?;
+            eprintln!(
+                "{} (heap snapshot, {} types) -> {} ({to:?})",
+                input.display(),
+                snapshot.types.len(),
+                out.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let (profile, from) = read_profile(input)?;
     write_profile(&profile, to, out)?;
     eprintln!(
         "{} ({from:?}, {} samples) -> {} ({to:?})",
@@ -164,6 +194,28 @@ mod tests {
         run(&b, &c, None).unwrap();
         run(&c, &e, None).unwrap();
         assert_eq!(std::fs::read_to_string(&e).unwrap(), FOLDED);
+    }
+
+    #[test]
+    fn a_heap_snapshot_converts_by_type() {
+        let d = dir();
+        let (a, b, c) = (d.join("s.json"), d.join("s.folded"), d.join("s.pb.gz"));
+        let json = r#"{"format":"clrprof-heap-snapshot","version":1,"runtime":"10.0.15","method":"enumerate-gc-heap-objects","taken_at_ms":1,"duration_ms":2.0,"objects":3,"bytes":300,"unnamed":0,"types":[
+{"type":"Node","objects":2,"bytes":200},
+{"type":"System.String","objects":1,"bytes":100}
+]}"#;
+        std::fs::write(&a, json).unwrap();
+        run(&a, &b, None).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&b).unwrap(),
+            "Node 200
+System.String 100
+"
+        );
+        run(&a, &c, None).unwrap();
+        // The snapshot's own pprof: its first value is the objects.
+        let p = Profile::from_pprof(&std::fs::read(&c).unwrap()).unwrap();
+        assert_eq!(p.samples(), 3);
     }
 
     #[test]

@@ -10,13 +10,17 @@
 //! * `clrprof attach --pid PID --profiler LIB [--clsid GUID] [--client-data STR] [--timeout-ms N]`
 //!   loads a profiler into a running .NET (Core 3.0+) process;
 //! * `clrprof clsid LIB` prints the CLSIDs a `#[profiler]` library declares;
-//! * `clrprof flamegraph PROFILE -o OUT.svg` renders a profile (folded, speedscope or pprof) as a flame graph;
+//! * `clrprof heap --pid PID [-o OUT]` takes a heap snapshot (live objects by
+//!   type) of a running .NET process: attaches the example sampler, which
+//!   snapshots and detaches;
+//! * `clrprof flamegraph PROFILE -o OUT.svg` renders a profile (folded, speedscope, pprof or a heap snapshot) as a flame graph;
 //! * `clrprof convert IN -o OUT [--to folded|speedscope|pprof]` converts between those formats;
 //! * `clrprof runtimes` lists the runtime legs found and where;
-//! * `clrprof provision [--cache DIR] [--strict] [--toolchains]` installs the test
-//!   runtimes (.NET Core 3.1 and .NET 8, Linux and Windows under Wine) and a
-//!   C# compiler into the current crate's `target/clrprof-cache`: the same
-//!   provisioning as this repository's `cargo xtask provision`;
+//! * `clrprof provision [--cache DIR] [--strict] [--toolchains]` installs every
+//!   runtime leg of the manifest (`clrprof_testing::runtime_pack::LEG_PACKS`),
+//!   a C# compiler, Wine's prefix and pythonnet into the current crate's
+//!   `target/clrprof-cache`: the same provisioning as this repository's
+//!   `cargo xtask provision`;
 //! * `clrprof doctor [--profiler LIB] [--runtime LEG] [-- CMD ...]` explains why a profiler does not load;
 //! * `clrprof new NAME` scaffolds a profiler crate with a real-runtime test.
 
@@ -27,6 +31,7 @@ mod compile;
 mod convert;
 mod doctor;
 mod flamegraph;
+mod heap;
 mod launch;
 mod new;
 mod runtime;
@@ -135,9 +140,40 @@ enum Command {
         /// The profiler library (.so or .dll).
         library: PathBuf,
     },
+    /// Take a heap snapshot of a running .NET process: every live object
+    /// counted by type (objects and bytes), sorted by bytes.
+    ///
+    /// Attaches the example sampler (diagnostics IPC, .NET Core 3.0+) with
+    /// the client data heap_snapshot=PATH; it forces a full collection,
+    /// counts the live objects (EnumerateGCHeapObjects on .NET 9+, the
+    /// collection's ObjectReferences before, which turns concurrent GC off
+    /// in the target from then on), writes the snapshot and detaches. Prints
+    /// the text, or writes -o FILE as JSON, text or pprof (from --format or
+    /// FILE's name: .json, .txt, .pb.gz); `clrprof convert` and
+    /// `clrprof flamegraph` read the JSON.
+    Heap {
+        /// The target's process id.
+        #[arg(long)]
+        pid: u32,
+        /// The sampler library (default: $CLRPROF_SAMPLER_LIBRARY, or
+        /// libsampler.so / sampler.dll next to clrprof).
+        #[arg(long)]
+        profiler: Option<PathBuf>,
+        /// The file to write (default: the text on stdout).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// The output's format.
+        #[arg(long, value_enum)]
+        format: Option<heap::SnapshotFormat>,
+        /// Attach timeout the runtime enforces, in milliseconds (the
+        /// snapshot may take six times as long).
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Render a profile as an SVG flame graph: folded stacks (`root;...;leaf N`
-    /// per line, e.g. the sampler example's output), speedscope JSON or pprof
-    /// (`.pb.gz`), told apart by their content.
+    /// per line, e.g. the sampler example's output), speedscope JSON, pprof
+    /// (`.pb.gz`) or a heap snapshot (`clrprof heap`'s JSON, by bytes per
+    /// type), told apart by their content.
     Flamegraph {
         /// The profile file: folded stacks, speedscope JSON or pprof.
         #[arg(value_name = "PROFILE")]
@@ -155,6 +191,8 @@ enum Command {
     /// --to, or else OUT's name (`.pb.gz`/`.pb`/`.pprof`: pprof, `.json`:
     /// speedscope, anything else: folded). Folded stacks carry no threads,
     /// modules or times: those parts of a pprof file are lost in folded form.
+    /// A heap snapshot (`clrprof heap`'s JSON) converts as one stack per type
+    /// weighing its bytes, and to pprof as objects and bytes per type.
     Convert {
         /// The profile to read.
         input: PathBuf,
@@ -203,10 +241,15 @@ enum Command {
         #[arg(long)]
         debug: bool,
     },
-    /// Install the test runtimes (.NET Core 3.1 and .NET 8 for Linux, and for
-    /// Windows under Wine), a Wine prefix and a C# compiler into this crate's
+    /// Install every runtime leg of clrprof's manifest into this crate's
     /// target/clrprof-cache (or $CLRPROF_CACHE), where `cargo test` finds
-    /// them. Idempotent. Runtimes of an installed `dotnet` are legs too.
+    /// them: linux-x64-3.1, linux-x64-8.0, linux-x64-9.0, linux-x64-10.0 and
+    /// linux-x64-11.0, win-x64-8.0 and win-x64-10.0 (run under Wine, with its
+    /// prefix), linux-arm64-10.0 (run under qemu), each from NuGet's official
+    /// runtime pack, pinned and hash-checked; a C# compiler (Roslyn, with each
+    /// version's reference assemblies) and pythonnet hosting linux-x64-10.0.
+    /// A leg that cannot be provisioned is reported with the reason.
+    /// Idempotent. Runtimes of an installed `dotnet` are legs too.
     Provision {
         /// The cache directory (default: $CLRPROF_CACHE, else the crate's target/clrprof-cache).
         #[arg(long)]
@@ -296,6 +339,19 @@ fn main() -> ExitCode {
             strict,
             toolchains,
         } => provision(cache.as_deref(), strict, toolchains),
+        Command::Heap {
+            pid,
+            profiler,
+            output,
+            format,
+            timeout_ms,
+        } => heap::run(
+            pid,
+            profiler.as_deref(),
+            output.as_deref(),
+            format,
+            timeout_ms,
+        ),
         Command::Flamegraph {
             profile,
             output,
@@ -404,4 +460,93 @@ fn runtimes() -> Result<ExitCode, clrprof_testing::Error> {
         println!("{:<24} missing: {}", missing.name, missing.reason);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Each subcommand's help, as `clrprof SUB --help` prints it.
+    fn help(sub: &str) -> String {
+        let mut cli = Cli::command();
+        let cmd = cli
+            .find_subcommand_mut(sub)
+            .unwrap_or_else(|| panic!("no subcommand {sub}"));
+        cmd.render_long_help().to_string()
+    }
+
+    /// What each subcommand does today, as its help must say (every
+    /// subcommand is listed: a new one needs its line here).
+    const SAYS: &[(&str, &[&str])] = &[
+        ("run", &["CORECLR_PROFILER", "multiplexer", "--output-dir"]),
+        ("attach", &["diagnostics IPC", "InitializeForAttach"]),
+        ("clsid", &["CLSID"]),
+        (
+            "heap",
+            &[
+                "snapshot",
+                "Attaches",
+                "detaches",
+                "EnumerateGCHeapObjects",
+                "ObjectReferences",
+                ".pb.gz",
+            ],
+        ),
+        (
+            "flamegraph",
+            &["folded", "speedscope", "pprof", "heap snapshot"],
+        ),
+        (
+            "convert",
+            &["folded", "speedscope", "pprof", "heap snapshot"],
+        ),
+        ("runtimes", &["manifest"]),
+        ("compile", &["Roslyn"]),
+        ("build-mux", &["multiplexer"]),
+        (
+            "provision",
+            &["Wine", "qemu", "Roslyn", "pythonnet", "hash-checked"],
+        ),
+        ("doctor", &["does not load"]),
+        ("new", &["cdylib", "CLSID"]),
+    ];
+
+    #[test]
+    fn every_subcommands_help_says_what_it_does() {
+        let listed: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        let table: Vec<&str> = SAYS.iter().map(|(s, _)| *s).collect();
+        assert_eq!(
+            listed, table,
+            "every subcommand, in order, has its line in SAYS"
+        );
+        for (sub, phrases) in SAYS {
+            let text = help(sub);
+            for p in *phrases {
+                assert!(
+                    text.contains(p),
+                    "`clrprof {sub} --help` does not say {p:?}:\n{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn provision_help_names_every_leg_it_installs() {
+        let text = help("provision");
+        for leg in clrprof_testing::runtime_pack::LEG_PACKS {
+            assert!(
+                text.contains(leg.name),
+                "provision --help does not name {}:\n{text}",
+                leg.name
+            );
+        }
+        assert!(text.contains(clrprof_testing::manifest::PYTHONNET_RUNTIME_LEG));
+        // What it said before, and no longer does.
+        assert!(!text.contains(".NET Core 3.1 and .NET 8"), "{text}");
+    }
 }

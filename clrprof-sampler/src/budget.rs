@@ -109,7 +109,7 @@ struct Stride {
 
 /// A uniform draw in [0, 1) from this thread's generator (xorshift64*,
 /// seeded from the thread's own address and the clock).
-fn uniform() -> f64 {
+pub(crate) fn uniform() -> f64 {
     RNG.with(|s| {
         let mut x = s.get();
         if x == 0 {

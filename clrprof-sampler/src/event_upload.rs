@@ -85,7 +85,9 @@ pub struct EventContinuous {
 impl EventContinuous {
     /// Starts shipping the `kinds` of `events` (of
     /// [`ProfileKind::Alloc`], [`ProfileKind::Lock`],
-    /// [`ProfileKind::Exception`]) every `config.every` to `config.sink`,
+    /// [`ProfileKind::Exception`], [`ProfileKind::Heap`]) every
+    /// `config.every` to `config.sink` (the live heap as of the period's
+    /// last collection: a gauge, not cut),
     /// labelled with `runtime` (the runtime's version).
     pub fn start(
         events: Arc<EventProfiles>,
@@ -101,7 +103,10 @@ impl EventContinuous {
             .filter(|k| {
                 matches!(
                     k,
-                    ProfileKind::Alloc | ProfileKind::Lock | ProfileKind::Exception
+                    ProfileKind::Alloc
+                        | ProfileKind::Lock
+                        | ProfileKind::Exception
+                        | ProfileKind::Heap
                 )
             })
             .collect();
@@ -192,12 +197,27 @@ impl Inner {
         let now = SystemTime::now();
         let index = self.index.fetch_add(1, SeqCst);
         for (slot, &kind) in self.kinds.iter().enumerate() {
-            let Some(profile) = self.events.take_period(kind, now) else {
-                continue;
+            let (pprof, totals, start) = if kind == ProfileKind::Heap {
+                let Some(profile) = self.events.live_heap().and_then(|h| h.profile()) else {
+                    continue;
+                };
+                (
+                    profile.to_pprof(self.runtime.as_deref(), now),
+                    profile.totals(),
+                    profile.as_of,
+                )
+            } else {
+                let Some(profile) = self.events.take_period(kind, now) else {
+                    continue;
+                };
+                (
+                    event_pprof(&profile, kind, self.runtime.as_deref(), now),
+                    profile.totals(),
+                    profile.start(),
+                )
             };
-            let bytes = gzip_pprof(&event_pprof(&profile, kind, self.runtime.as_deref(), now));
+            let bytes = gzip_pprof(&pprof);
             let size = bytes.len();
-            let totals = profile.totals();
             self.periods.fetch_add(1, SeqCst);
             let destination = match &self.config.sink {
                 PeriodSink::Directory(dir) => {
@@ -228,7 +248,7 @@ impl Inner {
                         index,
                         bytes,
                         samples: totals[0],
-                        from: secs(profile.start()),
+                        from: secs(start),
                         until: secs(Some(now)),
                         rate: 0,
                     };

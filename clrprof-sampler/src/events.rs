@@ -34,7 +34,12 @@
 //! of major version 10 and later, and from `GCAllocationTick` on .NET 5 to
 //! 9 (the profiles scenarios check, on every leg, which events the runtime
 //! delivered: `AllocationSampled` only on 10.0.15 and 11.0.0,
-//! `GCAllocationTick` only on 8.0.34 and 9.0.23).
+//! `GCAllocationTick` only on 8.0.34 and 9.0.23). Both reach the profiles
+//! through [`EventProfiles::allocation_sampled`], which the profiler feeds
+//! from [`Profiler::allocation_sampled`](clrprof::Profiler::allocation_sampled):
+//! the SDK decodes them and checks they are the runtime's own
+//! ([`clrprof::allocations`]). The same walk feeds the live heap
+//! ([`crate::live_heap`]) when it is on.
 //!
 //! On runtimes without EventPipe from a profiler (.NET Core 3.1) the
 //! fallback is `ObjectAllocated` for every object, whose cost is the
@@ -45,6 +50,7 @@
 
 use crate::budget::WalkBudget;
 use crate::interner::Names;
+use clrprof::allocations::{AllocationSample, AllocationSource};
 use clrprof::eventpipe::payload::{decode_utf16le, Reader};
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
 use clrprof::info::CorElementType;
@@ -88,16 +94,20 @@ pub enum ProfileKind {
     Lock,
     /// Thrown exceptions (`exceptions/count`).
     Exception,
+    /// The live heap (`inuse_objects/count`, `inuse_space/bytes`; see
+    /// [`crate::live_heap`]).
+    Heap,
 }
 
 impl ProfileKind {
     /// Every kind.
-    pub const ALL: [ProfileKind; 5] = [
+    pub const ALL: [ProfileKind; 6] = [
         ProfileKind::Cpu,
         ProfileKind::Wall,
         ProfileKind::Alloc,
         ProfileKind::Lock,
         ProfileKind::Exception,
+        ProfileKind::Heap,
     ];
 
     /// The kind's name in `CLRPROF_SAMPLER_PROFILES` and in file names.
@@ -108,6 +118,7 @@ impl ProfileKind {
             ProfileKind::Alloc => "alloc",
             ProfileKind::Lock => "lock",
             ProfileKind::Exception => "exception",
+            ProfileKind::Heap => "heap",
         }
     }
 
@@ -119,6 +130,7 @@ impl ProfileKind {
             ProfileKind::Alloc => &[("alloc_objects", "count"), ("alloc_space", "bytes")],
             ProfileKind::Lock => &[("contentions", "count"), ("delay", "nanoseconds")],
             ProfileKind::Exception => &[("exceptions", "count")],
+            ProfileKind::Heap => &crate::live_heap::SAMPLE_TYPES,
         }
     }
 
@@ -131,7 +143,9 @@ impl ProfileKind {
                 .into_iter()
                 .find(|k| k.name().eq_ignore_ascii_case(word))
                 .ok_or_else(|| {
-                    format!("unknown profile kind {word:?} (cpu, wall, alloc, lock, exception)")
+                    format!(
+                        "unknown profile kind {word:?} (cpu, wall, alloc, lock, exception, heap)"
+                    )
                 })?;
             if !kinds.contains(&kind) {
                 kinds.push(kind);
@@ -212,11 +226,6 @@ impl<'a> RawTick<'a> {
             type_name: Some(type_name),
             object_size,
         })
-    }
-
-    /// Estimated (objects, bytes), as [`upscale_tick`].
-    fn upscale(&self) -> (u64, u64) {
-        upscale_amount(self.amount, self.object_size)
     }
 }
 
@@ -314,6 +323,11 @@ pub struct EventProfilesConfig {
     /// (0.005, the default: 0.5 %; 1 or more: every allocation sample walked). Above it,
     /// samples are walked at random and weighted, see [`crate::budget`].
     pub alloc_walk_budget: f64,
+    /// The live-heap profile ([`crate::live_heap`]): the walked allocation
+    /// samples are kept by weak handles and checked at every collection.
+    pub live_heap: bool,
+    /// Objects the live heap tracks at most.
+    pub live_heap_max_tracked: usize,
 }
 
 impl Default for EventProfilesConfig {
@@ -327,6 +341,8 @@ impl Default for EventProfilesConfig {
             force_object_allocated: false,
             max_depth: 256,
             alloc_walk_budget: 0.005,
+            live_heap: false,
+            live_heap_max_tracked: crate::live_heap::DEFAULT_MAX_TRACKED,
         }
     }
 }
@@ -499,6 +515,10 @@ pub struct EventProfiles {
     unavailable: Vec<(ProfileKind, String)>,
     names: Arc<NameCache>,
     alloc_source: AllocSource,
+    /// The live heap, when asked for and the runtime can give it.
+    live_heap: Option<Arc<crate::live_heap::LiveHeap>>,
+    /// Which runtime event the live heap samples from.
+    heap_source: AllocSource,
     /// Whether the runtime's events are wanted (a session is needed).
     session_keywords: u64,
     session: Mutex<Option<Session>>,
@@ -564,6 +584,28 @@ impl EventProfiles {
         }
         let mut config = config;
         let mut unavailable = Vec::new();
+        // The live heap samples from the runtime's events (where handles
+        // exist, there is EventPipe too).
+        let mut live_heap = None;
+        let mut heap_source = AllocSource::None;
+        if config.live_heap {
+            match crate::live_heap::unavailable(info) {
+                Some(why) => unavailable.push((ProfileKind::Heap, why)),
+                None => {
+                    let heap_config = crate::live_heap::LiveHeapConfig {
+                        max_tracked: config.live_heap_max_tracked,
+                    };
+                    live_heap = Some(crate::live_heap::LiveHeap::register(info, heap_config)?);
+                    heap_source = if major >= 10 {
+                        keywords |= ALLOCATION_SAMPLING_KEYWORD;
+                        AllocSource::AllocationSampled
+                    } else {
+                        keywords |= GC_KEYWORD;
+                        AllocSource::AllocationTick
+                    };
+                }
+            }
+        }
         if config.lock && !eventpipe {
             config.lock = false;
             unavailable.push((
@@ -585,6 +627,8 @@ impl EventProfiles {
             unavailable,
             names,
             alloc_source,
+            live_heap,
+            heap_source,
             session_keywords: keywords,
             session: Mutex::new(None),
             alloc: Mutex::default(),
@@ -621,6 +665,17 @@ impl EventProfiles {
     /// Where the allocation profile comes from.
     pub fn alloc_source(&self) -> AllocSource {
         self.alloc_source
+    }
+
+    /// The live heap, when asked for and this runtime can give it.
+    pub fn live_heap(&self) -> Option<&Arc<crate::live_heap::LiveHeap>> {
+        self.live_heap.as_ref()
+    }
+
+    /// Which runtime event the live heap samples from ([`AllocSource::None`]
+    /// without a live heap).
+    pub fn heap_source(&self) -> AllocSource {
+        self.heap_source
     }
 
     /// Starts the EventPipe session the profiles need, if any (once the
@@ -747,12 +802,16 @@ impl EventProfiles {
     /// Records an allocation sample of estimated `objects` and `bytes` if
     /// the walk budget picks it, weighted by its odds; `type_label` is
     /// asked only then (`Err`: counted as a failure, nothing recorded).
+    /// One walk serves the allocation profile (`into_alloc`) and the live
+    /// heap (`heap`: the sample and how many objects it stands for).
     fn record_alloc(
         &self,
         info: &ProfilerInfo,
         type_label: impl FnOnce() -> Result<Option<Arc<str>>>,
         objects: f64,
         bytes: f64,
+        into_alloc: bool,
+        heap: Option<(&AllocationSample<'_>, f64)>,
     ) {
         let Some(chosen) = self.alloc_budget.choose() else {
             return;
@@ -765,16 +824,76 @@ impl EventProfiles {
             }
         };
         let w = chosen.weight;
-        let values = [(objects * w).round() as u64, (bytes * w).round() as u64];
-        let recorded = self.record(&self.alloc, info, type_label.as_deref(), values);
+        let frames = self.walk_here(info);
+        if let Some(frames) = &frames {
+            if into_alloc {
+                let values = [(objects * w).round() as u64, (bytes * w).round() as u64];
+                let names: Vec<&str> = frames.iter().map(|f| &**f).collect();
+                lock(&self.alloc).add(type_label.as_deref(), &names, values);
+            }
+        }
+        if let (Some(frames), Some((sample, weight)), Some(live)) =
+            (frames.as_ref(), heap, &self.live_heap)
+        {
+            let ty = type_label.clone().unwrap_or_else(|| Arc::from("?"));
+            live.offer(sample, ty, frames.clone().into(), weight * w);
+        }
         self.alloc_budget.walked(&chosen);
-        if recorded {
+        if frames.is_some() {
             self.alloc_walks.fetch_add(1, Relaxed);
         }
     }
 
-    /// Feed from `EventPipeEventDelivered`: the runtime's allocation and
-    /// contention events (others are ignored).
+    /// Feed from `Profiler::allocation_sampled`: the runtime's allocation
+    /// events (`GCAllocationTick`, `AllocationSampled`) as the SDK hands
+    /// them out, for the allocation profile and the live heap.
+    pub fn allocation_sampled(&self, info: &ProfilerInfo, sample: &AllocationSample<'_>) {
+        let size = sample.object_size();
+        let (source, objects, bytes, heap_weight) = match sample.source() {
+            AllocationSource::Tick { amount } => {
+                let (o, b) = upscale_amount(amount, size);
+                (
+                    AllocSource::AllocationTick,
+                    o as f64,
+                    b as f64,
+                    clrprof::allocations::tick_weight(amount, size),
+                )
+            }
+            AllocationSource::Sampled { .. } => {
+                let size = size.unwrap_or(0);
+                let (o, b) = upscale_sampled(size);
+                (
+                    AllocSource::AllocationSampled,
+                    o,
+                    b,
+                    clrprof::allocations::sampled_weight(size),
+                )
+            }
+        };
+        let into_alloc = self.alloc_source == source;
+        let into_heap = self.live_heap.is_some() && self.heap_source == source;
+        if !into_alloc && !into_heap {
+            return;
+        }
+        let Some(_busy) = Reentry::enter() else {
+            return;
+        };
+        if into_alloc {
+            self.alloc_events.fetch_add(1, Relaxed);
+        }
+        self.record_alloc(
+            info,
+            || sample.type_name().map(|n| Some(Arc::from(n))),
+            objects,
+            bytes,
+            into_alloc,
+            into_heap.then_some((sample, heap_weight)),
+        );
+    }
+
+    /// Feed from `EventPipeEventDelivered`: the runtime's contention events
+    /// (others are counted only; allocations come through
+    /// [`allocation_sampled`](Self::allocation_sampled)).
     pub fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {
         if self.session_keywords == 0 {
             return;
@@ -796,40 +915,6 @@ impl EventProfiles {
             _ => {}
         }
         match event.event_id {
-            GC_ALLOCATION_TICK if self.alloc_source == AllocSource::AllocationTick => {
-                match RawTick::decode(event.event_version, event.data) {
-                    Ok(tick) => {
-                        self.alloc_events.fetch_add(1, Relaxed);
-                        let (objects, bytes) = tick.upscale();
-                        self.record_alloc(
-                            info,
-                            || {
-                                tick.type_name
-                                    .map(|n| decode_utf16le(n).map(Arc::from))
-                                    .transpose()
-                            },
-                            objects as f64,
-                            bytes as f64,
-                        );
-                    }
-                    Err(e) => self.failed("GCAllocationTick payload", e),
-                }
-            }
-            ALLOCATION_SAMPLED if self.alloc_source == AllocSource::AllocationSampled => {
-                match decode_allocation_sampled(event.data) {
-                    Ok(s) => {
-                        self.alloc_events.fetch_add(1, Relaxed);
-                        let (objects, bytes) = upscale_sampled(s.object_size);
-                        self.record_alloc(
-                            info,
-                            || Ok(Some(Arc::from(s.type_name.as_str()))),
-                            objects,
-                            bytes,
-                        );
-                    }
-                    Err(e) => self.failed("AllocationSampled payload", e),
-                }
-            }
             CONTENTION_STOP if self.config.lock => {
                 match decode_contention_stop(event.event_version, event.data) {
                     Ok(Some((_flags, ns))) => {
@@ -924,6 +1009,8 @@ impl EventProfiles {
             || type_name(info, &self.names, class, 0).map(Some),
             objects.max(1) as f64,
             amount as f64,
+            true,
+            None,
         );
     }
 
@@ -1116,7 +1203,11 @@ mod tests {
             ProfileKind::parse_list("alloc, cpu,wall,alloc").unwrap(),
             vec![ProfileKind::Cpu, ProfileKind::Wall, ProfileKind::Alloc]
         );
-        assert!(ProfileKind::parse_list("cpu,heap").is_err());
+        assert!(ProfileKind::parse_list("cpu,heaps").is_err());
+        assert_eq!(
+            ProfileKind::parse_list("heap").unwrap(),
+            vec![ProfileKind::Heap]
+        );
         for k in ProfileKind::ALL {
             for (t, u) in k.sample_types() {
                 assert!(!t.contains('-') && !u.contains('-'));

@@ -5,7 +5,8 @@
 //! (the signal's public alpha), over OTLP/HTTP: a `POST` of a binary
 //! protobuf `ExportProfilesServiceRequest` to `/v1development/profiles`,
 //! `Content-Type: application/x-protobuf`, gzip-compressed by default
-//! (`Content-Encoding: gzip`). 1.11.0 changed nothing on the wire of
+//! (`Content-Encoding: gzip`), with `OTLP-Profiles-Development-Version: 1`
+//! ([`DEVELOPMENT_VERSION_HEADER`]). 1.11.0 changed nothing on the wire of
 //! profiles since 1.10.0 (which OpenTelemetry .NET vendors): it marked the
 //! messages Alpha, documented request and response size limits and the
 //! `Retry-After` date form, recommended 16 and 8 zero bytes for
@@ -23,13 +24,16 @@
 //! | alloc | `alloc_objects`/`count`, `alloc_space`/`bytes` (two profiles) | the allocation profile |
 //! | lock | `contentions`/`count`, `delay`/`nanoseconds` (two profiles) | the lock profile |
 //! | exception | `exceptions`/`count` | the exception profile |
+//! | heap | `inuse_objects`/`count`, `inuse_space`/`bytes` (two profiles) | the live heap as of the period's last collection ([`crate::live_heap`]) |
 //!
 //! A profile has a single sample type in this version of the protocol, so
 //! the kinds with two values give two profiles. Each sample references its
 //! stack (leaf first), the attributes `thread.name` (named threads),
 //! `trace_id`, `span_id`, `local_root_span_id`, `trace_endpoint`
 //! ([`crate::labels`]) and `type` (allocated or thrown class), and a link
-//! (trace id, span id) to the span it was taken in. When the sampler keeps
+//! (trace id, span id) to the span it was taken in. The live heap's
+//! samples carry `type`, `age` and `generation` (as its pprof does) and no
+//! link: a surviving object outlives the request that allocated it. When the sampler keeps
 //! sample times ([`Sampler::keep_sample_times`](crate::Sampler::keep_sample_times),
 //! which [`OtlpExport::start`] turns on) the cpu and wall samples carry one
 //! value and one timestamp per observation.
@@ -45,6 +49,7 @@ pub mod proto;
 mod text;
 
 use crate::events::{EventProfiles, KindProfile, ProfileKind};
+use crate::live_heap::HeapProfile;
 use crate::upload::{Pending, Uploads};
 use crate::{lock, Profile, Sampler, UploadOptions};
 use clrprof::context::TraceContext;
@@ -61,6 +66,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const PROFILES_PATH: &str = "/v1development/profiles";
 /// The opentelemetry-proto release the messages follow.
 pub const PROTO_VERSION: &str = "1.11.0";
+/// The request header naming the profiles' development version of the
+/// wire format (the OpenTelemetry Collector's OTLP receiver refuses a
+/// request that names a version it does not read, or names one twice; no
+/// header means version 1).
+pub const DEVELOPMENT_VERSION_HEADER: &str = "OTLP-Profiles-Development-Version";
+/// The development version clrprof sends: 1, the one version the
+/// Collector's receiver reads when this was written (its `pdata`'s
+/// `ProfilesDevelopmentVersion`), the same as sending none. A header of the
+/// same name in `OTEL_EXPORTER_OTLP_[PROFILES_]HEADERS` replaces it.
+pub const DEVELOPMENT_VERSION: &str = "1";
 /// The endpoint when none is configured (OTLP/HTTP's default).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 
@@ -468,6 +483,8 @@ pub struct PeriodProfiles<'a> {
     pub sampled: Option<&'a Profile>,
     /// The event profiles' periods.
     pub events: Vec<(ProfileKind, &'a KindProfile)>,
+    /// The live heap as of the period's last collection, if it is kept.
+    pub heap: Option<&'a HeapProfile>,
     /// When the period began and ended.
     pub start: SystemTime,
     /// See `start`.
@@ -650,6 +667,41 @@ pub fn encode_with_ids(
             profiles.push(profile(&mut dict, types[i], 1, samples));
         }
     }
+    if let Some(h) = period.heap {
+        let types = &crate::live_heap::SAMPLE_TYPES;
+        let (mut objects, mut space) = (Samples::default(), Samples::default());
+        let mut rows: Vec<_> = h.rows.iter().collect();
+        rows.sort_by(|a, b| {
+            (&a.type_name, &a.stack, a.age, a.generation).cmp(&(
+                &b.type_name,
+                &b.stack,
+                b.age,
+                b.generation,
+            ))
+        });
+        for r in rows {
+            let (n, b) = (r.objects.round(), r.bytes.round());
+            if r.stack.is_empty() || (n <= 0.0 && b <= 0.0) {
+                continue;
+            }
+            let leaf_first: Vec<i32> = r.stack.iter().map(|f| dict.location(f, None)).collect();
+            let s = dict.stack(leaf_first);
+            let mut attrs = vec![
+                dict.attribute("type", &r.type_name),
+                dict.attribute("age", r.age),
+                dict.attribute("generation", r.generation),
+            ];
+            attrs.sort_unstable();
+            if n > 0.0 {
+                objects.add(s, attrs.clone(), 0, &[n as i64], &[]);
+            }
+            if b > 0.0 {
+                space.add(s, attrs, 0, &[b as i64], &[]);
+            }
+        }
+        profiles.push(profile(&mut dict, types[0], 1, objects));
+        profiles.push(profile(&mut dict, types[1], 1, space));
+    }
     let attributes = resource
         .iter()
         .map(|(k, v)| KeyValue {
@@ -751,7 +803,8 @@ pub struct OtlpExport {
 
 impl OtlpExport {
     /// Starts exporting the periods of `sampler` (cpu and wall) and of
-    /// `events` (the kinds of `kinds` among alloc, lock, exception). Turns
+    /// `events` (the kinds of `kinds` among alloc, lock, exception, and
+    /// the live heap as of each period's last collection for heap). Turns
     /// on the sampler's per-sample times. Needs the `http-upload` feature.
     pub fn start(
         sampler: Option<Arc<Sampler>>,
@@ -875,14 +928,26 @@ impl Inner {
                 .filter_map(|k| e.take_period(*k, now).map(|p| (*k, p)))
                 .collect(),
         };
+        let heap = match &self.events {
+            Some(e) if self.kinds.contains(&ProfileKind::Heap) => {
+                e.live_heap().and_then(|h| h.profile())
+            }
+            _ => None,
+        };
         let period = PeriodProfiles {
             sampled: sampled.as_ref(),
             events: events.iter().map(|(k, p)| (*k, p)).collect(),
+            heap: heap.as_ref(),
             start: sampled
                 .as_ref()
                 .and_then(|p| p.time_range().0)
                 .unwrap_or(start),
-            end: now,
+            // The sampled profile's own end: it was taken after `now`, and
+            // may hold samples taken in between.
+            end: sampled
+                .as_ref()
+                .and_then(|p| p.time_range().1)
+                .unwrap_or(now),
         };
         let request = encode(&period, &self.config.resource);
         let bytes = body(&request, self.config.gzip);
@@ -934,6 +999,15 @@ impl Inner {
             .agent
             .post(url)
             .set("Content-Type", "application/x-protobuf");
+        // Once: the receiver refuses a version named twice.
+        if !self
+            .config
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(DEVELOPMENT_VERSION_HEADER))
+        {
+            request = request.set(DEVELOPMENT_VERSION_HEADER, DEVELOPMENT_VERSION);
+        }
         if self.config.gzip {
             request = request.set("Content-Encoding", "gzip");
         }
@@ -1135,6 +1209,7 @@ mod tests {
         let period = PeriodProfiles {
             sampled: Some(&p),
             events: vec![(ProfileKind::Exception, &exceptions)],
+            heap: None,
             start,
             end: start + Duration::from_secs(2),
         };
@@ -1262,6 +1337,7 @@ mod tests {
         let period = PeriodProfiles {
             sampled: Some(&p),
             events: vec![(ProfileKind::Exception, &exceptions)],
+            heap: None,
             start,
             end: start + Duration::from_secs(2),
         };
@@ -1306,6 +1382,192 @@ mod tests {
         );
         let ours = text::request(&ExportProfilesServiceRequest::decode(&committed[..]).unwrap());
         let protoc = std::fs::read_to_string(PROTOC_TEXT).unwrap();
+        assert_eq!(ours, protoc);
+    }
+
+    /// A live heap of two rows (two types, one stack each), as of a
+    /// collection.
+    fn heap() -> HeapProfile {
+        use crate::live_heap::HeapRow;
+        let stack = |frames: &[&str]| -> Arc<[Arc<str>]> {
+            frames.iter().map(|f| Arc::<str>::from(*f)).collect()
+        };
+        HeapProfile {
+            rows: vec![
+                HeapRow {
+                    type_name: "System.Byte[]".into(),
+                    stack: stack(&["Cache::Grow", "App::Main"]),
+                    age: "2-3",
+                    generation: "loh",
+                    objects: 12.4,
+                    bytes: 1_056_000.0,
+                },
+                HeapRow {
+                    type_name: "App.Node".into(),
+                    stack: stack(&["App::Link", "App::Main"]),
+                    age: "1",
+                    generation: "0",
+                    objects: 3_201.0,
+                    bytes: 102_432.0,
+                },
+                // Nothing to show: no sample in either profile, nothing in
+                // the dictionary.
+                HeapRow {
+                    type_name: "App.Empty".into(),
+                    stack: stack(&["App::Main"]),
+                    age: "1",
+                    generation: "0",
+                    objects: 0.2,
+                    bytes: 0.0,
+                },
+            ],
+            as_of: None,
+            stats: Default::default(),
+        }
+    }
+
+    /// A period with the live heap only, fixed ids, as committed in
+    /// `tests/data/otlp-heap-request.pb`.
+    fn heap_fixture() -> ExportProfilesServiceRequest {
+        let h = heap();
+        let start = UNIX_EPOCH + Duration::from_secs(200);
+        let period = PeriodProfiles {
+            sampled: None,
+            events: Vec::new(),
+            heap: Some(&h),
+            start,
+            end: start + Duration::from_secs(5),
+        };
+        let resource = vec![(
+            "service.name".to_string(),
+            AttributeValue::Str("fixture".into()),
+        )];
+        let mut n = 0u8;
+        let mut r = encode_with_ids(&period, &resource, &mut || {
+            n += 1;
+            vec![n; 16]
+        });
+        for sp in &mut r.resource_profiles[0].scope_profiles {
+            if let Some(scope) = &mut sp.scope {
+                scope.version = "fixture".into();
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_live_heap_is_two_profiles_with_type_age_and_generation() {
+        let r = heap_fixture();
+        let d = r.dictionary.as_ref().unwrap();
+        let st = |i: i32| d.string_table[i as usize].as_str();
+        let profiles = &r.resource_profiles[0].scope_profiles[0].profiles;
+        let types: Vec<(&str, &str)> = profiles
+            .iter()
+            .map(|p| {
+                let t = p.sample_type.as_ref().unwrap();
+                (st(t.type_strindex), st(t.unit_strindex))
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [("inuse_objects", "count"), ("inuse_space", "bytes")]
+        );
+        /// (leaf function, attributes sorted by key, values)
+        type Row = (String, Vec<(String, String)>, Vec<i64>);
+        let rows = |p: &proto::Profile| -> Vec<Row> {
+            p.samples
+                .iter()
+                .map(|s| {
+                    let stack = &d.stack_table[s.stack_index as usize];
+                    let leaf = &d.location_table[stack.location_indices[0] as usize];
+                    let f = &d.function_table[leaf.lines[0].function_index as usize];
+                    let attrs = s
+                        .attribute_indices
+                        .iter()
+                        .map(|&i| {
+                            let a = &d.attribute_table[i as usize];
+                            (
+                                st(a.key_strindex).to_string(),
+                                a.value.as_ref().unwrap().as_str().unwrap().to_string(),
+                            )
+                        })
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                        .into_iter()
+                        .collect();
+                    assert_eq!(s.link_index, 0);
+                    (st(f.name_strindex).to_string(), attrs, s.values.clone())
+                })
+                .collect()
+        };
+        let kv = |t: &str, a: &str, g: &str| {
+            vec![
+                ("age".to_string(), a.to_string()),
+                ("generation".to_string(), g.to_string()),
+                ("type".to_string(), t.to_string()),
+            ]
+        };
+        // Sorted by type; the estimates rounded; a zero row left out.
+        assert_eq!(
+            rows(&profiles[0]),
+            [
+                (
+                    "App::Link".to_string(),
+                    kv("App.Node", "1", "0"),
+                    vec![3_201]
+                ),
+                (
+                    "Cache::Grow".to_string(),
+                    kv("System.Byte[]", "2-3", "loh"),
+                    vec![12]
+                ),
+            ]
+        );
+        assert_eq!(
+            rows(&profiles[1]),
+            [
+                (
+                    "App::Link".to_string(),
+                    kv("App.Node", "1", "0"),
+                    vec![102_432]
+                ),
+                (
+                    "Cache::Grow".to_string(),
+                    kv("System.Byte[]", "2-3", "loh"),
+                    vec![1_056_000]
+                ),
+            ]
+        );
+        for p in profiles {
+            assert_eq!(p.time_unix_nano, 200_000_000_000);
+            assert_eq!(p.duration_nano, 5_000_000_000);
+        }
+    }
+
+    const HEAP_FIXTURE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/otlp-heap-request.pb"
+    );
+    const HEAP_PROTOC_TEXT: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/otlp-heap-request.protoc.txt"
+    );
+
+    /// As [`the_request_reads_as_protoc_decoded_it`], for a period with the
+    /// live heap (recorded the same way, `CLRPROF_WRITE_OTLP_FIXTURE=1`
+    /// writing `otlp-heap-request.pb`).
+    #[test]
+    fn the_live_heap_reads_as_protoc_decoded_it() {
+        let bytes = heap_fixture().encode_to_vec();
+        if std::env::var_os("CLRPROF_WRITE_OTLP_FIXTURE").is_some() {
+            std::fs::write(HEAP_FIXTURE, &bytes).unwrap();
+        }
+        let committed = std::fs::read(HEAP_FIXTURE).unwrap();
+        assert_eq!(
+            bytes, committed,
+            "the encoder no longer gives the committed request"
+        );
+        let ours = text::request(&ExportProfilesServiceRequest::decode(&committed[..]).unwrap());
+        let protoc = std::fs::read_to_string(HEAP_PROTOC_TEXT).unwrap();
         assert_eq!(ours, protoc);
     }
 
@@ -1372,6 +1634,7 @@ mod tests {
         assert!(lower.contains("content-type: application/x-protobuf"));
         assert!(lower.contains("content-encoding: gzip"));
         assert!(lower.contains("x-tenant: t1"));
+        assert!(lower.contains("otlp-profiles-development-version: 1\r\n"));
         let mut raw = Vec::new();
         use std::io::Read;
         flate2::read::GzDecoder::new(&body[..])

@@ -272,6 +272,11 @@ impl Profile {
     /// Records when a sample of (`thread`, `stack`, `context`) was taken
     /// (Unix time in nanoseconds) and the CPU time it was given, if the
     /// profile keeps times ([`set_keep_times`](Self::set_keep_times)).
+    ///
+    /// A sample taken before the period's start (a tick whose threads were
+    /// still being walked when [`take_period`](Self::take_period) began the
+    /// period) moves the start back to it: a period covers its samples'
+    /// times, and may overlap the previous period by that much.
     pub fn add_time(
         &mut self,
         thread: RawThreadId,
@@ -297,6 +302,10 @@ impl Profile {
     ) {
         if !self.keep_times {
             return;
+        }
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(at_unix_nanos);
+        if self.start.is_some_and(|s| at < s) {
+            self.start = Some(at);
         }
         let tag = self.contexts.tag(context);
         self.times.update_tagged(thread, tag, stack, |v| {
@@ -621,6 +630,39 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_period_covers_a_sample_taken_before_it_began() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let mut p = Profile::new();
+        p.set_keep_times(true);
+        let main = p.intern("App::Main");
+        let t = RawThreadId(0x10);
+        let boundary = UNIX_EPOCH + Duration::from_secs(100);
+        p.set_start(boundary - Duration::from_secs(2));
+        p.add_time(t, &[main], None, 99_000_000_000, 1);
+        let first = p.take_period(boundary);
+        assert_eq!(
+            first.time_range().0,
+            Some(boundary - Duration::from_secs(2))
+        );
+        // A tick taken 64 ms before the boundary, added after it.
+        p.add_time(t, &[main], None, 99_936_000_000, 1);
+        p.add_time(t, &[main], None, 100_500_000_000, 1);
+        let second = p.take_period(boundary + Duration::from_secs(2));
+        assert_eq!(
+            second.time_range(),
+            (
+                Some(UNIX_EPOCH + Duration::from_nanos(99_936_000_000)),
+                Some(boundary + Duration::from_secs(2))
+            )
+        );
+        // Without kept times nothing moves.
+        let mut q = Profile::new();
+        q.set_start(boundary);
+        q.add_time(t, &[main], None, 1, 1);
+        assert_eq!(q.time_range().0, Some(boundary));
+    }
 
     fn profile() -> Profile {
         let mut p = Profile::new();

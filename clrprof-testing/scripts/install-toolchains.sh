@@ -15,6 +15,8 @@
 #                    python3-pip python3-venv (pythonnet in a venv)
 #                    valgrind (callgrind and its client-request header: the
 #                    instruction-count gate, `cargo xtask bench gate`)
+#                    protobuf-compiler (protoc: the trace-context scenario
+#                    decodes OTLP with it, independently of the SDK)
 #
 # Idempotent: prints nothing and exits 0 when everything is present (checked
 # in the active toolchain's sysroot, where both `rustup target add` and a
@@ -36,6 +38,7 @@ DEB_PACKAGES=(
     python3-pip
     python3-venv
     valgrind
+    protobuf-compiler
 )
 
 say() { echo "install-toolchains: $*" >&2; }

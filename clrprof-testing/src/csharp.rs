@@ -91,6 +91,21 @@ pub fn compile(
     options: CompileOptions,
     leg: &Leg,
 ) -> Result<CompiledApp> {
+    compile_with_references(compiler, source, cache, options, leg, &[])
+}
+
+/// Like [`compile`], against `extra` assemblies too (a NuGet package's, see
+/// [`crate::packages`]); an extra assembly replaces the reference assembly
+/// of the same file name (a package newer than the framework's copy).
+/// Roslyn only.
+pub fn compile_with_references(
+    compiler: &Compiler,
+    source: &Path,
+    cache: &Path,
+    options: CompileOptions,
+    leg: &Leg,
+    extra: &[PathBuf],
+) -> Result<CompiledApp> {
     let text = std::fs::read(source).map_err(|e| io_error(source, e))?;
     let name = source
         .file_stem()
@@ -125,12 +140,22 @@ pub fn compile(
         Compiler::Mcs { path } => format!("mcs {}", path.display()),
         Compiler::Csc { dotnet, csc, .. } => format!("csc {} {}", dotnet.display(), csc.display()),
     };
-    let compiler_id = format!(
+    let mut compiler_id = format!(
         "{compiler_id} references {}",
         references
             .map(|r| r.display().to_string())
             .unwrap_or_default()
     );
+    if !extra.is_empty() {
+        if matches!(compiler, Compiler::Mcs { .. }) {
+            return Err(Error::new(
+                "apps with NuGet packages are compiled by Roslyn, not mcs",
+            ));
+        }
+        for e in extra {
+            compiler_id.push_str(&format!(" {}", e.display()));
+        }
+    }
     let flags = format!("{options:?}");
     // "assembly named after the app": apps compiled before the assembly took
     // the app's own name (it was the temporary file's) are not reused.
@@ -190,16 +215,20 @@ pub fn compile(
             if options.runtime_async {
                 c.arg("-features:runtime-async=on");
             }
+            let replaced = |p: &Path| extra.iter().any(|e| e.file_name() == p.file_name());
             for dir in std::iter::once(references).chain(aspnetcore_references.as_deref()) {
                 for entry in std::fs::read_dir(dir)
                     .map_err(|e| io_error(dir, e))?
                     .flatten()
                 {
                     let p = entry.path();
-                    if p.extension().and_then(|e| e.to_str()) == Some("dll") {
+                    if p.extension().and_then(|e| e.to_str()) == Some("dll") && !replaced(&p) {
                         c.arg(format!("-r:{}", p.display()));
                     }
                 }
+            }
+            for e in extra {
+                c.arg(format!("-r:{}", e.display()));
             }
             c.arg(source);
             c

@@ -242,6 +242,52 @@ impl Case<'_> {
         Ok(compiled.for_leg(self.leg)?)
     }
 
+    /// Like [`Case::app_with`], for an app that references the NuGet
+    /// packages `set` (those this leg needs, see
+    /// [`crate::packages::for_leg`]): compiled against their assemblies,
+    /// which are deployed next to it with its `deps.json`. The packages are
+    /// fetched (pinned, checked) into the cache when provisioning has not.
+    pub fn app_with_packages(
+        &self,
+        name: &str,
+        options: CompileOptions,
+        set: &[crate::packages::LibraryPackage],
+    ) -> std::result::Result<PathBuf, Verdict> {
+        let Some(compiler) = self.ctx.runtimes.compiler() else {
+            return Err(self.ctx.unavailable("no C# compiler".to_string()));
+        };
+        if options.aspnetcore && !self.leg.has_aspnetcore() {
+            return Err(Verdict::Skipped(format!(
+                "{name} is an ASP.NET Core app; this leg's runtime root has no ASP.NET Core"
+            )));
+        }
+        let packages = crate::packages::for_leg(set, self.leg);
+        let assemblies = crate::packages::assemblies(
+            &self.ctx.cache,
+            &packages,
+            self.leg,
+            &crate::nuget::Feed::configured(),
+            &crate::nuget::Quiet,
+        )
+        .map_err(|e| {
+            self.ctx
+                .unavailable(format!("{name}'s NuGet packages: {e}"))
+        })?;
+        let extra: Vec<PathBuf> = assemblies.iter().map(|a| a.path.clone()).collect();
+        let source = self.ctx.apps_dir.join(format!("{name}.cs"));
+        let compiled = crate::csharp::compile_with_references(
+            &compiler,
+            &source,
+            &self.ctx.cache,
+            options,
+            self.leg,
+            &extra,
+        )?;
+        let dll = compiled.for_leg(self.leg)?;
+        crate::packages::deploy(&compiler, &self.ctx.cache, self.leg, &dll, &assemblies)?;
+        Ok(dll)
+    }
+
     /// Like [`Case::app`], compiled against the reference assemblies of the
     /// older leg `compiled_for` (so that it also runs there, e.g. in one
     /// process hosting both runtimes), prepared for this leg.

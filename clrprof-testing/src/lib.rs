@@ -9,6 +9,7 @@
 //! * [`provision`], [`runtime_pack`], [`nuget`]: the legs from NuGet's
 //!   official runtime packs, pinned and checked by SHA-512, and Roslyn;
 //! * [`csharp`]: compile C# test apps and write their `runtimeconfig.json`;
+//!   [`packages`]: the NuGet library packages an app references;
 //! * [`build`]: build a profiler `cdylib` for a leg's target;
 //! * [`run`]: run an app on a leg, with or without a profiler, under a timeout,
 //!   and collect its exit status, output and the profiler's JSON Lines records;
@@ -30,6 +31,8 @@ pub mod http;
 pub mod load;
 pub mod manifest;
 pub mod nuget;
+pub mod packages;
+pub mod peer_tools;
 pub mod profiler_env;
 pub mod progress;
 pub mod provision;

@@ -292,6 +292,22 @@ pub fn provision(cache: &Path, options: &Options) -> Result<Manifest> {
         }
     }
 
+    // The peer tools the scenarios compare with (dotnet-gcdump for the heap
+    // snapshots): fetched once, checked, unpacked under the cache.
+    if let Err(e) =
+        crate::peer_tools::tool_dll(cache, &crate::peer_tools::DOTNET_GCDUMP, &feed, &progress)
+    {
+        problems.push(format!("{}: {e}", crate::peer_tools::DOTNET_GCDUMP));
+    }
+
+    // The NuGet packages test apps reference (the OpenTelemetry .NET SDK of
+    // the trace-context scenario): fetched once, checked, unpacked.
+    if let Err(e) =
+        crate::packages::provision(cache, &crate::packages::OPENTELEMETRY_SDK, &feed, &progress)
+    {
+        problems.push(format!("the OpenTelemetry .NET SDK's packages: {e}"));
+    }
+
     m.save(&cache.join(manifest::MANIFEST_FILE))?;
     problems.extend(
         m.unusable

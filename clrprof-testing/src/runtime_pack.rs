@@ -136,7 +136,20 @@ pub const LEG_PACKS: [LegPack; 8] = [
             "fqB1EMzydBPvd+1yklsxA/5o/2TXlOQnjFoy1HMjYTlXT42e/8ej05/O4vHKtULM6NZiM4mj0N7/KCDoFI3CEA==",
         ),
         reference: REF_8_0,
-        aspnetcore: None,
+        // The trace-context scenario with the OpenTelemetry .NET SDK runs
+        // an ASP.NET Core service on .NET 8 too.
+        aspnetcore: Some(AspNetCore {
+            runtime: pin(
+                "Microsoft.AspNetCore.App.Runtime.linux-x64",
+                "8.0.34",
+                "XAJi0bPTUoDWbLQ7xhJoQo/t9DAz5TdxmJ5IEvjF22UnMORv095QZ+XWCxgaJz+FcnDmDKUjgvvLJIGmks0vdw==",
+            ),
+            reference: pin(
+                "Microsoft.AspNetCore.App.Ref",
+                "8.0.34",
+                "U8ra1o/i+Sfb3QF30/f5MKfc7UVymmkhUd67UDxdx2cqZdMrX4mKS7ongx3mbRQmlX1YNnyUaW9IOtje/YTumw==",
+            ),
+        }),
     },
     LegPack {
         name: "linux-x64-9.0",

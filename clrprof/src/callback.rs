@@ -489,6 +489,10 @@ pub trait Profiler: Send + Sync + 'static {
     /// `HandleCreated`. The runtime may issue it in preemptive mode (a GC
     /// can run on another thread meanwhile) when the handle starts empty,
     /// e.g. the handles of a new `Thread`; then `initial_object` is `None`.
+    /// It is `None` too for a handle the profiler makes for an object the
+    /// runtime is still allocating
+    /// ([`AllocationSample::create_handle`](crate::allocations::AllocationSample::create_handle)),
+    /// whose method table is not written yet.
     /// Otherwise the creating thread is in cooperative mode and the object
     /// stays put for the callback. Either way this is not a GC-blocked scope
     /// ([`ProfilerInfo::gc_blocked`] is `false`): reads that follow object
@@ -690,6 +694,17 @@ pub trait Profiler: Send + Sync + 'static {
     /// delivered on the thread that wrote it, inside the write (see
     /// [`crate::eventpipe`]).
     fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {}
+    /// One of the runtime's own allocation events (`GCAllocationTick`,
+    /// `AllocationSampled`) of a session the profiler started, decoded and
+    /// recognised by the SDK (see [`crate::allocations`]); called right
+    /// after [`event_pipe_event_delivered`](Self::event_pipe_event_delivered)
+    /// for the same event, on the allocating thread, inside the allocation.
+    fn allocation_sampled(
+        &self,
+        info: &ProfilerInfo,
+        sample: &crate::allocations::AllocationSample<'_>,
+    ) {
+    }
     /// `EventPipeProviderCreated` (Callback10, HIGH_MONITOR_EVENT_PIPE): a
     /// provider was created; the reference is valid for this callback.
     fn event_pipe_provider_created(

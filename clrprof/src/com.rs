@@ -56,6 +56,8 @@ pub struct CallbackObject<P: Profiler> {
     finish: OnceLock<crate::exit::ProfilerFinish>,
     /// `RuntimeThreadSuspended` calls held until the suspension finished.
     held_suspends: crate::suspends::HeldThreadSuspends,
+    /// Which EventPipe provider is the runtime's own (allocation events).
+    runtime_provider: crate::allocations::RuntimeProvider,
 }
 
 impl<P: Profiler> CallbackObject<P> {
@@ -69,6 +71,7 @@ impl<P: Profiler> CallbackObject<P> {
             slot,
             finish: OnceLock::new(),
             held_suspends: crate::suspends::HeldThreadSuspends::new(),
+            runtime_provider: crate::allocations::RuntimeProvider::default(),
         }
     }
 
@@ -110,7 +113,20 @@ impl<P: Profiler> CallbackObject<P> {
         entry: &'static str,
         f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
     ) -> HRESULT {
+        let _gc = crate::handles::InGc::enter();
         self.dispatch_in(entry, Scope::GcRelocating, f)
+    }
+
+    /// As [`Self::dispatch_no_gc`], for the GC's own heap-walk callbacks
+    /// (a collection runs on this thread: no handle may be made).
+    #[inline]
+    fn dispatch_gc_walk(
+        &self,
+        entry: &'static str,
+        f: impl FnOnce(&P, &ProfilerInfo<'_>) -> HRESULT,
+    ) -> HRESULT {
+        let _gc = crate::handles::InGc::enter();
+        self.dispatch_in(entry, Scope::NoGc, f)
     }
 
     /// Runs a callback of an assembly's load in a [`Scope::Callback`]
@@ -203,6 +219,14 @@ impl<P: Profiler> CallbackObject<P> {
                 .info
                 .get()
                 .is_some_and(|r| r.user_masks().high.intersects(flag))
+    }
+
+    /// Whether the profiler itself asked for the GC's start and finish
+    /// (`MONITOR_GC` or `HIGH_BASIC_GC`).
+    #[inline]
+    fn wants_gc(&self) -> bool {
+        self.wants(crate::event_mask::EventMask::MONITOR_GC)
+            || self.wants_high(crate::event_mask::HighEventMask::BASIC_GC)
     }
 
     fn initialize_common(
@@ -445,6 +469,17 @@ macro_rules! forward_no_gc {
     };
     ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
         $self.dispatch_no_gc($entry, |$p, $info| {
+            $body;
+            S_OK
+        })
+    };
+}
+
+/// As `forward_no_gc!`, for the GC's own heap-walk callbacks (see
+/// `dispatch_gc_walk`).
+macro_rules! forward_gc_walk {
+    ($self:ident, $entry:literal, |$p:ident, $info:ident| $body:expr) => {
+        $self.dispatch_gc_walk($entry, |$p, $info| {
             $body;
             S_OK
         })
@@ -1053,7 +1088,7 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         // SAFETY (no GC): issued by the thread doing a GC at its start
         // (DiagGCStart), from a walk of generation 0 before the collection
         // marks or moves anything, with the runtime suspended (GC_NOTRIGGER).
-        forward_no_gc!(
+        forward_gc_walk!(
             self,
             "ICorProfilerCallback::ObjectsAllocatedByClass",
             |p, info| p.objects_allocated_by_class(
@@ -1076,10 +1111,29 @@ impl<P: Profiler> ICorProfilerCallback_Impl for CallbackObject_Impl<P> {
         // at its end (DiagGCEnd), after the collection has moved everything
         // and before the runtime resumes (GC_NOTRIGGER): every object is at
         // its final address until the callback returns.
-        self.dispatch_no_gc("ICorProfilerCallback::ObjectReferences", |p, info| {
+        self.dispatch_gc_walk("ICorProfilerCallback::ObjectReferences", |p, info| {
             // SAFETY: [callback-args, object-no-gc] the array has `cObjectRefs` IDs valid during the callback.
             let refs = unsafe { ids(objectRefIds, cObjectRefs) };
-            if p.object_references(info, id!(ObjectId, objectId), id!(ClassId, classId), refs) {
+            let more_for_components = core::cell::Cell::new(false);
+            if let Some(c) = self.components() {
+                c.each("ObjectReferences (component)", |c| {
+                    let more = c.object_references(
+                        info,
+                        id!(ObjectId, objectId),
+                        id!(ClassId, classId),
+                        refs,
+                    );
+                    if more {
+                        more_for_components.set(true);
+                    }
+                });
+            }
+            let mut more = more_for_components.get();
+            if self.wants(crate::event_mask::EventMask::MONITOR_GC) {
+                more |=
+                    p.object_references(info, id!(ObjectId, objectId), id!(ClassId, classId), refs);
+            }
+            if more {
                 S_OK
             } else {
                 // Any failure code stops ObjectReferences for this GC.
@@ -1355,18 +1409,26 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         generationCollected: *const BOOL,
         reason: COR_PRF_GC_REASON,
     ) -> HRESULT {
+        let _gc = crate::handles::InGc::enter();
         forward!(
             self,
             in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionStarted",
-            |p, info| p.garbage_collection_started(
-                info,
+            |p, info| {
                 // SAFETY: [callback-args] `generationCollected` has `cGenerations` entries during the callback.
-                GenerationSet::from_flags(unsafe {
+                let generations = GenerationSet::from_flags(unsafe {
                     slice(generationCollected, cGenerations.max(0) as u32)
-                }),
-                GcReason::from_sys(reason)
-            )
+                });
+                let reason = GcReason::from_sys(reason);
+                if let Some(c) = self.components() {
+                    c.each("GarbageCollectionStarted (component)", |c| {
+                        c.garbage_collection_started(info, generations, reason)
+                    });
+                }
+                if self.wants_gc() {
+                    p.garbage_collection_started(info, generations, reason)
+                }
+            }
         )
     }
     unsafe fn SurvivingReferences(
@@ -1379,11 +1441,21 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         S_OK
     }
     unsafe fn GarbageCollectionFinished(&self) -> HRESULT {
+        let _gc = crate::handles::InGc::enter();
         forward!(
             self,
             in Scope::Suspended,
             "ICorProfilerCallback2::GarbageCollectionFinished",
-            |p, info| p.garbage_collection_finished(info)
+            |p, info| {
+                if self.wants_gc() {
+                    p.garbage_collection_finished(info)
+                }
+                if let Some(c) = self.components() {
+                    c.each("GarbageCollectionFinished (component)", |c| {
+                        c.garbage_collection_finished(info)
+                    });
+                }
+            }
         )
     }
     unsafe fn FinalizeableObjectQueued(
@@ -1395,7 +1467,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         // MODE_COOPERATIVE: the ObjectID is an argument) by the thread doing
         // a GC while it walks the finalization queue with the runtime
         // suspended; nothing moves during the walk.
-        forward_no_gc!(
+        forward_gc_walk!(
             self,
             "ICorProfilerCallback2::FinalizeableObjectQueued",
             |p, info| p.finalizeable_object_queued(
@@ -1417,7 +1489,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         // (DiagGCEnd), after the collection has moved everything and before
         // the runtime resumes (GC_NOTRIGGER): the roots' objects are at their
         // final addresses until the callback returns.
-        self.dispatch_no_gc("ICorProfilerCallback2::RootReferences2", |p, info| {
+        self.dispatch_gc_walk("ICorProfilerCallback2::RootReferences2", |p, info| {
             // SAFETY: [callback-args, object-no-gc] each array has `cRootRefs` entries during the callback.
             let roots = unsafe {
                 RootReferences {
@@ -1443,7 +1515,7 @@ impl<P: Profiler> ICorProfilerCallback2_Impl for CallbackObject_Impl<P> {
         .handle_created(
             info,
             id!(GcHandleId, handleId),
-            (initialObjectId != 0).then(|| {
+            (initialObjectId != 0 && !crate::handles::creating_for_allocation()).then(|| {
                 // SAFETY: [object-no-gc] a non-null initial object comes only from a
                 // thread in cooperative mode (the contract requires it,
                 // and the creator holds the reference it stores), which
@@ -1680,7 +1752,7 @@ impl<P: Profiler> ICorProfilerCallback5_Impl for CallbackObject_Impl<P> {
         // (DiagGCEnd; dependent handles), after the collection has moved
         // everything and before the runtime resumes (GC_NOTRIGGER): the
         // objects stay at their final addresses until the callback returns.
-        forward_no_gc!(
+        forward_gc_walk!(
             self,
             "ICorProfilerCallback5::ConditionalWeakTableElementReferences",
             |p, info| p.conditional_weak_table_element_references(
@@ -1836,7 +1908,29 @@ impl<P: Profiler> ICorProfilerCallback10_Impl for CallbackObject_Impl<P> {
                         stack: slice(stackFrames, numStackFrames),
                     }
                 };
-                p.event_pipe_event_delivered(info, &event);
+                if self.wants_high(crate::event_mask::HighEventMask::MONITOR_EVENT_PIPE) {
+                    p.event_pipe_event_delivered(info, &event);
+                }
+                if let Some(runtime) = self.info.get() {
+                    let sample = self.runtime_provider.sample(
+                        runtime,
+                        provider,
+                        eventId,
+                        eventVersion,
+                        event.metadata,
+                        event.data,
+                    );
+                    if let Some(sample) = sample {
+                        if let Some(c) = self.components() {
+                            c.each("AllocationSampled (component)", |c| {
+                                c.allocation_sampled(info, &sample)
+                            });
+                        }
+                        if self.wants_high(crate::event_mask::HighEventMask::MONITOR_EVENT_PIPE) {
+                            p.allocation_sampled(info, &sample);
+                        }
+                    }
+                }
                 S_OK
             },
         )
@@ -2146,6 +2240,268 @@ mod tests {
             EventMask::from_bits_retain(fake.state().event_mask),
             EventMask::MONITOR_GC
         );
+    }
+
+    /// Tries to make GC handles in the collector's callbacks, and keeps
+    /// what the SDK hands out for allocation events.
+    #[derive(Default)]
+    struct HandleProbe {
+        /// Callbacks where `create_handle` was refused before any call.
+        refused_in: std::sync::Mutex<Vec<&'static str>>,
+        /// The allocation samples: object, source, type, and whether a
+        /// handle was made.
+        samples: std::sync::Mutex<Vec<(usize, crate::allocations::AllocationSource, String, bool)>>,
+        handles: std::sync::Mutex<Vec<crate::handles::GcHandle>>,
+        /// `HandleCreated`'s initial objects.
+        created: std::sync::Mutex<Vec<Option<usize>>>,
+    }
+
+    impl HandleProbe {
+        fn try_handle(&self, what: &'static str, info: &ProfilerInfo<'_>, object: ObjectId<'_>) {
+            match info.create_handle(object, crate::handles::HandleKind::Weak) {
+                Err(crate::error::Error::Refused { .. }) => {
+                    self.refused_in.lock().unwrap().push(what)
+                }
+                Ok(h) => self.handles.lock().unwrap().push(h),
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+    }
+
+    impl Profiler for Arc<HandleProbe> {
+        fn initialize(&self, _info: &ProfilerInfo) -> crate::error::Result<EventMasks> {
+            Ok(EventMasks {
+                low: EventMask::MONITOR_GC | EventMask::MONITOR_OBJECT_ALLOCATED,
+                high: crate::event_mask::HighEventMask::MONITOR_EVENT_PIPE,
+            })
+        }
+        fn object_allocated(&self, info: &ProfilerInfo, object: ObjectId<'_>, _c: ClassId<'_>) {
+            self.try_handle("ObjectAllocated", info, object);
+        }
+        fn object_references(
+            &self,
+            info: &ProfilerInfo,
+            object: ObjectId<'_>,
+            _class: ClassId<'_>,
+            _references: &[ObjectId<'_>],
+        ) -> bool {
+            self.try_handle("ObjectReferences", info, object);
+            true
+        }
+        fn finalizeable_object_queued(
+            &self,
+            info: &ProfilerInfo,
+            object: ObjectId<'_>,
+            _critical: bool,
+        ) {
+            self.try_handle("FinalizeableObjectQueued", info, object);
+        }
+        fn root_references(&self, info: &ProfilerInfo, roots: crate::gc::RootReferences<'_>) {
+            for r in roots.iter() {
+                self.try_handle("RootReferences2", info, r.object);
+            }
+        }
+        fn allocation_sampled(
+            &self,
+            _info: &ProfilerInfo,
+            sample: &crate::allocations::AllocationSample<'_>,
+        ) {
+            let made = sample.create_handle(crate::handles::HandleKind::Weak);
+            self.samples.lock().unwrap().push((
+                sample.object().0,
+                sample.source(),
+                sample.type_name().unwrap_or_default(),
+                made.is_ok(),
+            ));
+            if let Ok(h) = made {
+                self.handles.lock().unwrap().push(h);
+            }
+        }
+        fn handle_created(
+            &self,
+            _info: &ProfilerInfo,
+            _handle: GcHandleId<'_>,
+            initial_object: Option<ObjectId<'_>>,
+        ) {
+            self.created
+                .lock()
+                .unwrap()
+                .push(initial_object.map(|o| o.as_sys()));
+        }
+    }
+
+    fn handle_probe(fake: &FakeRuntime) -> (Arc<HandleProbe>, ICorProfilerCallback2) {
+        let probe = Arc::new(HandleProbe::default());
+        let theirs = probe.clone();
+        let mut ppv: *mut c_void = core::ptr::null_mut();
+        // SAFETY: [plain-call] valid IID and out pointer.
+        let hr = unsafe { create_instance(move || theirs, &ICorProfilerCallback2::IID, &mut ppv) };
+        assert_eq!(hr.0, 0);
+        // SAFETY: [com-ownership] `ppv` holds an owned ICorProfilerCallback2 reference.
+        let cb = unsafe { ICorProfilerCallback2::from_raw(ppv) };
+        // SAFETY: [test-fake] the fake's IUnknown is a valid profiler-info object.
+        assert_eq!(unsafe { cb.Initialize(fake.unknown().as_raw()) }.0, 0);
+        (probe, cb)
+    }
+
+    #[test]
+    fn no_handle_is_made_inside_a_collection() {
+        let fake = FakeRuntime::with_info_version(13);
+        fake.state()
+            .objects
+            .insert(0x100, crate::testing::fake::FakeObject::default());
+        let (probe, cb) = handle_probe(&fake);
+        let roots = [0x100usize];
+        let kinds = [sys::COR_PRF_GC_ROOT_STACK];
+        let flags = [0u32];
+        let ids = [0usize];
+        // SAFETY: [test-fake, callback-args] the fake knows the object; the arrays outlive the calls.
+        unsafe {
+            assert_eq!(cb.ObjectAllocated(0x100, 0x200).0, 0);
+            let started = [1i32, 0, 0];
+            assert_eq!(cb.GarbageCollectionStarted(3, started.as_ptr(), 0).0, 0);
+            assert_eq!(cb.ObjectReferences(0x100, 0x200, 0, core::ptr::null()).0, 0);
+            assert_eq!(
+                cb.RootReferences2(
+                    1,
+                    roots.as_ptr(),
+                    kinds.as_ptr(),
+                    flags.as_ptr(),
+                    ids.as_ptr()
+                )
+                .0,
+                0
+            );
+            assert_eq!(cb.FinalizeableObjectQueued(0, 0x100).0, 0);
+            assert_eq!(cb.GarbageCollectionFinished().0, 0);
+        }
+        assert_eq!(
+            *probe.refused_in.lock().unwrap(),
+            [
+                "ObjectReferences",
+                "RootReferences2",
+                "FinalizeableObjectQueued"
+            ]
+        );
+        // Outside the collection a handle is made: one CreateHandle in all.
+        assert_eq!(probe.handles.lock().unwrap().len(), 1);
+        assert_eq!(fake.call_count("CreateHandle"), 1);
+    }
+
+    #[test]
+    fn allocation_samples_come_only_from_the_runtimes_own_events() {
+        use crate::allocations::tests::{metadata, sampled_payload, tick_payload};
+        use crate::allocations::{AllocationSource, ALLOCATION_SAMPLED, GC_ALLOCATION_TICK};
+        let fake = FakeRuntime::with_info_version(13);
+        let (runtime, other) = (0x7700usize, 0x7800usize);
+        {
+            let mut st = fake.state();
+            st.eventpipe
+                .providers
+                .insert(runtime, ("Microsoft-Windows-DotNETRuntime".into(), None));
+            st.eventpipe
+                .providers
+                .insert(other, ("My-Provider".into(), None));
+            for object in [0x1000, 0x2000] {
+                st.objects
+                    .insert(object, crate::testing::fake::FakeObject::default());
+            }
+        }
+        let (probe, cb) = handle_probe(&fake);
+        let cb10: ICorProfilerCallback10 = cb.cast().unwrap();
+        let zero = windows_core::GUID::zeroed();
+        let deliver = |provider: usize, id: u32, version: u32, meta: &[u8], data: &[u8]| {
+            // SAFETY: [test-fake, callback-args] every buffer outlives the call.
+            let hr = unsafe {
+                cb10.EventPipeEventDelivered(
+                    provider,
+                    id,
+                    version,
+                    meta.len() as u32,
+                    meta.as_ptr(),
+                    data.len() as u32,
+                    data.as_ptr(),
+                    &zero,
+                    &zero,
+                    0,
+                    0,
+                    core::ptr::null(),
+                )
+            };
+            assert_eq!(hr.0, 0);
+        };
+        let sampled = sampled_payload("Keep", 0x1000, 40, 7);
+        let tick = tick_payload(4, 102_400, "System.Byte[]", 0x2000, 16_408);
+        // The runtime's provider, native metadata: samples, handles made.
+        deliver(
+            runtime,
+            ALLOCATION_SAMPLED,
+            0,
+            &metadata(ALLOCATION_SAMPLED, 0, ""),
+            &sampled,
+        );
+        deliver(
+            runtime,
+            GC_ALLOCATION_TICK,
+            4,
+            &metadata(GC_ALLOCATION_TICK, 4, ""),
+            &tick,
+        );
+        // Another provider, an event with a name (an EventSource's, a
+        // profiler's), a payload that is not the manifest's: none.
+        deliver(
+            other,
+            ALLOCATION_SAMPLED,
+            0,
+            &metadata(ALLOCATION_SAMPLED, 0, ""),
+            &sampled,
+        );
+        deliver(
+            runtime,
+            ALLOCATION_SAMPLED,
+            0,
+            &metadata(ALLOCATION_SAMPLED, 0, "Fake"),
+            &sampled,
+        );
+        deliver(
+            runtime,
+            ALLOCATION_SAMPLED,
+            0,
+            &metadata(ALLOCATION_SAMPLED, 0, ""),
+            &sampled[..20],
+        );
+        deliver(runtime, 11, 0, &metadata(11, 0, ""), &sampled);
+        let samples = probe.samples.lock().unwrap().clone();
+        assert_eq!(
+            samples,
+            [
+                (
+                    0x1000,
+                    AllocationSource::Sampled {
+                        sampled_byte_offset: 7
+                    },
+                    "Keep".to_string(),
+                    true
+                ),
+                (
+                    0x2000,
+                    AllocationSource::Tick { amount: 102_400 },
+                    "System.Byte[]".to_string(),
+                    true
+                ),
+            ]
+        );
+        assert_eq!(fake.call_count("CreateHandle"), 2);
+        // The provider's name was asked once: its handle is known since.
+        assert_eq!(fake.call_count("EventPipeGetProviderInfo"), 2);
+        // The SDK refuses to make a provider of the runtime's name.
+        // SAFETY: [test-fake] no objects are read.
+        let info = unsafe { fake.profiler_info() };
+        assert!(matches!(
+            info.handle()
+                .event_pipe_create_provider("Microsoft-Windows-DotNETRuntime"),
+            Err(crate::error::Error::InvalidArgument(_))
+        ));
     }
 
     /// Calls every reader of objects (and of references held in objects)

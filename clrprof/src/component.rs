@@ -141,6 +141,40 @@ pub trait Component: Send + Sync + 'static {
     fn exception_catcher_enter(&self, info: &ProfilerInfo, function: FunctionId<'_>) {}
     /// `ProfilerAttachComplete`, before the profiler.
     fn profiler_attach_complete(&self, info: &ProfilerInfo) {}
+    /// A runtime allocation event (see [`crate::allocations`]), before the
+    /// profiler's [`Profiler::allocation_sampled`](crate::Profiler::allocation_sampled).
+    /// Needs an EventPipe session with the runtime's provider, which some
+    /// other part starts, and `HIGH_MONITOR_EVENT_PIPE` in the masks.
+    fn allocation_sampled(
+        &self,
+        info: &ProfilerInfo,
+        sample: &crate::allocations::AllocationSample<'_>,
+    ) {
+    }
+    /// `GarbageCollectionStarted` (`MONITOR_GC` or `HIGH_BASIC_GC`), before
+    /// the profiler.
+    fn garbage_collection_started(
+        &self,
+        info: &ProfilerInfo,
+        generations: crate::gc::GenerationSet,
+        reason: crate::gc::GcReason,
+    ) {
+    }
+    /// `GarbageCollectionFinished` (`MONITOR_GC` or `HIGH_BASIC_GC`), after
+    /// the profiler.
+    fn garbage_collection_finished(&self, info: &ProfilerInfo) {}
+    /// `ObjectReferences` (`MONITOR_GC`), before the profiler: return
+    /// `false` to want no more of them in this collection (the runtime
+    /// stops only once neither the profiler nor any component wants more).
+    fn object_references(
+        &self,
+        info: &ProfilerInfo,
+        object: ObjectId<'_>,
+        class: ClassId<'_>,
+        references: &[ObjectId<'_>],
+    ) -> bool {
+        false
+    }
     /// `Shutdown`, after the profiler.
     fn shutdown(&self, info: &ProfilerInfo) {}
     /// `ProfilerDetachSucceeded`, after the profiler: the last moment the

@@ -348,7 +348,13 @@ impl Drop for Delivering {
 
 impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
+    ///
+    /// The name of the runtime's own provider
+    /// ([`RUNTIME_PROVIDER`](crate::allocations::RUNTIME_PROVIDER)) is
+    /// refused ([`Error::InvalidArgument`]): the SDK trusts the allocation
+    /// events under that name ([`crate::allocations`]).
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
+        reserved_name(name)?;
         self.call_live("ICorProfilerInfo12::EventPipeCreateProvider", || {
             const CALL: &str = "ICorProfilerInfo12::EventPipeCreateProvider";
             let i12 = self.raw_info12(CALL)?;
@@ -370,12 +376,14 @@ impl RuntimeHandle {
     /// disables it (including sessions that already listen to the name
     /// when it is created). The callback runs under the SDK's panic guard;
     /// at most [`MAX_PROVIDER_CALLBACKS`] providers per process can have one
-    /// (then [`Error::Refused`]).
+    /// (then [`Error::Refused`]). The runtime's own provider name is refused
+    /// as by [`event_pipe_create_provider`](Self::event_pipe_create_provider).
     pub fn event_pipe_create_provider_with_callback(
         &self,
         name: &str,
         callback: impl Fn(&ProviderEnablement<'_>) + Send + Sync + 'static,
     ) -> Result<Provider> {
+        reserved_name(name)?;
         self.call_live("ICorProfilerInfo14::EventPipeCreateProvider2", || {
         const CALL: &str = "ICorProfilerInfo14::EventPipeCreateProvider2";
         let i14 = self.raw_info14(CALL)?;
@@ -469,8 +477,20 @@ impl<'s> ProfilerInfo<'s> {
     }
 }
 
+/// Refuses the name of the runtime's own provider for a provider the
+/// profiler makes (the SDK identifies the runtime's allocation events by it,
+/// see [`crate::allocations`]).
+fn reserved_name(name: &str) -> Result<()> {
+    if name.eq_ignore_ascii_case(crate::allocations::RUNTIME_PROVIDER) {
+        return Err(Error::InvalidArgument(
+            "Microsoft-Windows-DotNETRuntime is the runtime's own provider: a profiler's provider needs another name",
+        ));
+    }
+    Ok(())
+}
+
 /// The name of a provider known valid (by `EventPipeGetProviderInfo`).
-fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
+pub(crate) fn provider_name(runtime: &RuntimeHandle, raw: usize) -> Result<String> {
     const CALL: &str = "ICorProfilerInfo12::EventPipeGetProviderInfo";
     let i12 = runtime.raw_info12(CALL)?;
     let short = KnownHresult::ERROR_INSUFFICIENT_BUFFER as i32;

@@ -37,7 +37,7 @@
 //! `create_handle` on a thread inside another one is refused
 //! ([`Error::WouldRecurse`], nothing created).
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, Error, KnownHresult, Result};
 use crate::ids::{ObjectId, RawObjectId};
 use crate::info::{ProfilerInfo, RuntimeHandle};
 use clrprof_sys as sys;
@@ -120,22 +120,80 @@ impl core::fmt::Debug for GcHandle {
     }
 }
 
+thread_local! {
+    // reentrancy: gc-callbacks
+    /// How many of the garbage collector's own callbacks run on this
+    /// thread (`GarbageCollectionStarted` to `GarbageCollectionFinished`,
+    /// and the heap-walk and relocation callbacks in between).
+    static IN_GC: Cell<u32> = const { Cell::new(0) };
+    // reentrancy: handle-creation
+    /// Set while this thread creates a handle for an object the runtime is
+    /// still allocating ([`crate::allocations`]): the `HandleCreated` it
+    /// raises gets no typed object (its method table is not written yet).
+    static FOR_ALLOCATION: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the current thread as inside one of the GC's callbacks while it
+/// lives (the SDK opens one around each of them).
+pub(crate) struct InGc(());
+
+impl InGc {
+    pub(crate) fn enter() -> InGc {
+        let _ = IN_GC.try_with(|d| d.set(d.get().saturating_add(1)));
+        InGc(())
+    }
+}
+
+impl Drop for InGc {
+    fn drop(&mut self) {
+        let _ = IN_GC.try_with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// `true` inside a handle creation for an allocation event on this thread.
+pub(crate) fn creating_for_allocation() -> bool {
+    FOR_ALLOCATION.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Refuses a handle creation inside the GC's own callbacks (rule
+/// `no-handle-in-gc`).
+fn refuse_in_gc(call: &'static str) -> Result<()> {
+    if IN_GC.try_with(Cell::get).unwrap_or(0) > 0 {
+        return Err(Error::Refused {
+            hr: sys::HRESULT(KnownHresult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE as i32),
+            call,
+            why: "a GC handle is created only outside a garbage collection (not from \
+                  GarbageCollectionStarted to GarbageCollectionFinished, nor from the \
+                  ObjectReferences, RootReferences, FinalizeableObjectQueued or relocation \
+                  callbacks in between): the runtime's handle tables are the collector's \
+                  then; create it from a callback outside the collection"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 impl<'s> ProfilerInfo<'s> {
     /// `CreateHandle` (Info13): a [`GcHandle`] of `kind` to `object`.
     ///
     /// `object` is typed, so it is valid now (it came from a callback);
     /// from here on the handle follows it across collections. Refused
+    /// ([`Error::Refused`]) inside the garbage collector's own callbacks
+    /// (`GarbageCollectionStarted` to `GarbageCollectionFinished`, e.g.
+    /// `ObjectReferences`): handles are made outside a collection. Refused
     /// ([`Error::WouldRecurse`]) on a thread inside another `create_handle`:
     /// from the `HandleCreated` the runtime delivers inside it (see the
     /// [module docs](self)).
     pub fn create_handle(&self, object: ObjectId<'_>, kind: HandleKind) -> Result<GcHandle> {
         const CALL: &str = "ICorProfilerInfo13::CreateHandle";
         self.require_objects_readable(CALL)?;
+        refuse_in_gc(CALL)?;
         let i13 = self.raw_info13(CALL)?;
         let _creating = Creating::enter(CALL)?;
         let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
         check(
-            // SAFETY: [id-scope, object-no-gc, plain-call] `object` is valid (typed ID); valid out pointer.
+            // SAFETY: [id-scope, object-no-gc, no-handle-in-gc, plain-call] `object` is valid (typed ID);
+            // no collection runs on this thread (refused above); valid out pointer.
             unsafe { i13.CreateHandle(object.as_sys(), kind.to_sys(), &mut handle) },
             CALL,
         )?;
@@ -144,6 +202,59 @@ impl<'s> ProfilerInfo<'s> {
         }
         Ok(GcHandle {
             runtime: self.handle(),
+            raw: handle as usize,
+            kind,
+            destroyed: false,
+        })
+    }
+}
+
+impl GcHandle {
+    /// `CreateHandle` (Info13) for the object an allocation event names
+    /// (only [`AllocationSample`](crate::allocations::AllocationSample)
+    /// calls it, during that event's delivery).
+    pub(crate) fn create_for_allocation(
+        runtime: &RuntimeHandle,
+        object: usize,
+        kind: HandleKind,
+    ) -> Result<GcHandle> {
+        const CALL: &str = "ICorProfilerInfo13::CreateHandle";
+        refuse_in_gc(CALL)?;
+        if object == 0 {
+            return Err(Error::InvalidArgument(
+                "create_handle: the event names no object",
+            ));
+        }
+        let i13 = runtime.raw_info13(CALL)?;
+        // Its `HandleCreated` comes on this thread inside the call, as any
+        // other creation's does.
+        let _creating = Creating::enter(CALL)?;
+        let mut handle: sys::ObjectHandleID = core::ptr::null_mut();
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                let _ = FOR_ALLOCATION.try_with(|f| f.set(false));
+            }
+        }
+        let _ = FOR_ALLOCATION.try_with(|f| f.set(true));
+        let _reset = Reset;
+        let hr = runtime.call_live(CALL, || {
+            check(
+                // SAFETY: [allocation-event-object, no-handle-in-gc, info-alive, plain-call] `object` is the
+                // address of the object the runtime is allocating, from its own allocation event
+                // delivered on this thread now (the caller is the sample lent to that callback):
+                // no GC can start before the allocation returns, and CreateHandle only stores the
+                // address; no collection runs on this thread (refused above); valid out pointer.
+                unsafe { i13.CreateHandle(object, kind.to_sys(), &mut handle) },
+                CALL,
+            )
+        });
+        hr?;
+        if handle.is_null() {
+            return Err(Error::InconsistentAnswer { call: CALL });
+        }
+        Ok(GcHandle {
+            runtime: runtime.clone(),
             raw: handle as usize,
             kind,
             destroyed: false,
@@ -321,8 +432,16 @@ mod tests {
             other => panic!("a handle inside CreateHandle: {other:?}"),
         }
         assert_eq!(fake.call_count("CreateHandle"), 0);
+        // An allocation event's handle too: its HandleCreated comes inside
+        // the call as well.
+        match GcHandle::create_for_allocation(&info.handle(), 0x100, HandleKind::Weak) {
+            Err(Error::WouldRecurse { .. }) => {}
+            other => panic!("an allocation's handle inside CreateHandle: {other:?}"),
+        }
+        assert_eq!(fake.call_count("CreateHandle"), 0);
         drop(inside);
         assert!(info.create_handle(o, HandleKind::Strong).is_ok());
+        assert!(GcHandle::create_for_allocation(&info.handle(), 0x100, HandleKind::Weak).is_ok());
     }
 
     #[test]

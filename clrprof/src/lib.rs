@@ -47,6 +47,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod allocations;
 pub mod attach;
 pub mod buffer;
 pub mod callback;

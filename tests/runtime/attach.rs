@@ -276,7 +276,7 @@ impl Trigger {
 }
 
 /// Builds the `clrprof` CLI for Windows and returns the `.exe`.
-fn windows_cli() -> R<PathBuf> {
+pub(crate) fn windows_cli() -> R<PathBuf> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = std::process::Command::new(clrprof_testing::build::cargo())
         .current_dir(&workspace)

@@ -15,6 +15,7 @@ mod exceptions;
 mod exits;
 mod frames;
 mod heap;
+mod heap_snapshot;
 mod hello;
 mod il;
 mod info;
@@ -23,9 +24,12 @@ mod inliners;
 mod jit_tracer;
 mod large;
 mod lifecycle;
+mod live_heap;
 mod modern;
 mod mux;
 mod notification;
+mod otlp_protoc;
+mod otlp_traces;
 mod panics;
 mod pprof;
 mod profiles;
@@ -44,6 +48,7 @@ mod signals;
 mod sxs;
 mod torture;
 mod tracecontext;
+mod tracecontext_e2e;
 mod tracers;
 mod unload;
 mod versions;
@@ -67,8 +72,11 @@ fn main() {
         .chain(sampling::scenarios())
         .chain(sampling_signals::scenarios())
         .chain(tracecontext::scenarios())
+        .chain(tracecontext_e2e::scenarios())
         .chain(pprof::scenarios())
         .chain(profiles::scenarios())
+        .chain(live_heap::scenarios())
+        .chain(heap_snapshot::scenarios())
         .chain(provisioning::scenarios())
         .chain(sxs::scenarios())
         .chain(broken::scenarios())

@@ -69,14 +69,14 @@ fn read_records(path: &Path) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// One request the app made: ids, and its spans' times (Unix ns): from the
-/// start to the app leaving the span (its record cleared by then).
+/// One request the app made: its ids (the app also writes each span's
+/// start and when it left the span; the OTLP join with span times is the
+/// end-to-end scenario's, `tracecontext_e2e`, against the OpenTelemetry
+/// SDK's exported spans).
 struct Request {
     trace: String,
     root: String,
     child: String,
-    root_time: (u64, u64),
-    child_time: (u64, u64),
 }
 
 fn read_requests(path: &Path) -> Result<Vec<Request>, String> {
@@ -85,14 +85,11 @@ fn read_requests(path: &Path) -> Result<Vec<Request>, String> {
     text.lines()
         .map(|l| {
             let w: Vec<&str> = l.split(' ').collect();
-            let n = |s: &str| s.parse::<u64>().map_err(|_| format!("bad id line {l:?}"));
             match w[..] {
-                ["request", t, r, c, rs, re, cs, ce] => Ok(Request {
+                ["request", t, r, c, _, _, _, _] => Ok(Request {
                     trace: t.into(),
                     root: r.into(),
                     child: c.into(),
-                    root_time: (n(rs)?, n(re)?),
-                    child_time: (n(cs)?, n(ce)?),
                 }),
                 _ => Err(format!("bad id line {l:?}")),
             }
@@ -374,217 +371,9 @@ pub fn scenarios() -> Vec<Scenario> {
             "the signal source is the default on Linux and is proven on every trace-context leg; the suspension's reading of the record does not depend on the runtime's version",
         ),
         Scenario::new(
-            "trace context: OTLP profiles reach a receiver; linked samples lie inside the app's spans",
-            otlp_profiles,
-        )
-        .only_on(
-            &["linux-x64-10.0"],
-            "the OTLP bytes do not depend on the runtime; the labels are proven on every trace-context leg by the pprof scenario",
-        ),
-        Scenario::new(
             "trace context: on .NET Core 3.1 the hook says Activity.CurrentChanged is missing",
             unsupported,
         )
         .only_on(&["linux-x64-3.1"], "the runtime without Activity.CurrentChanged"),
     ]
-}
-
-/// What an OTLP request says, read with the SDK's own message types.
-fn decode_otlp(
-    r: &clrprof_testing::http::Request,
-) -> Result<clrprof_sampler::otlp::proto::ExportProfilesServiceRequest, String> {
-    use prost::Message;
-    use std::io::Read;
-    let mut raw = Vec::new();
-    let body: &[u8] = if r.header("content-encoding") == Some("gzip") {
-        flate2::read::GzDecoder::new(&r.body[..])
-            .read_to_end(&mut raw)
-            .map_err(|e| format!("an OTLP body said gzip but is not: {e}"))?;
-        &raw
-    } else {
-        &r.body
-    };
-    clrprof_sampler::otlp::proto::ExportProfilesServiceRequest::decode(body)
-        .map_err(|e| format!("an OTLP body does not decode: {e}"))
-}
-
-/// The sampler example in OTLP mode sends its periods to a local receiver
-/// (OpenTelemetry's environment), and the samples join the app's spans:
-/// every linked sample's span is one the app made, with its trace, and each
-/// of its timestamps lies inside that span.
-fn otlp_profiles(case: &Case<'_>) -> CaseResult {
-    use clrprof_sampler::otlp::proto::Value;
-    use clrprof_testing::http::{Response, TestServer};
-    let app = case.app("tracectx")?;
-    let profiler = case.profiler("sampler")?;
-    let receiver = TestServer::start(|_| Response::new(200, Vec::<u8>::new()))
-        .map_err(|e| format!("cannot start the receiver: {e}"))?;
-    let mut env = hook_env(case, &profiler)?;
-    for (k, v) in [
-        ("CLRPROF_SAMPLER_OTLP", "1".to_string()),
-        ("CLRPROF_SAMPLER_CONTINUOUS_EVERY", "0.5".into()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url()),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".into()),
-        ("OTEL_SERVICE_NAME", "tracectx-test".into()),
-        (
-            "OTEL_RESOURCE_ATTRIBUTES",
-            "deployment.environment.name=ci".into(),
-        ),
-    ] {
-        env.push((k.into(), v));
-    }
-    let traced = run(case, &app, Some(&profiler), &env)?;
-    if traced.outcome.stdout.trim() != "requests ok" {
-        return Err(format!("the app failed: {:?}", traced.outcome.stdout).into());
-    }
-    // The last `otlp` record: the counters at finish.
-    let stats = traced
-        .records
-        .iter()
-        .rev()
-        .find(|r| r["event"] == "otlp")
-        .ok_or("no otlp record")?;
-    let requests = read_requests(&traced.ids)?;
-    let spans: HashMap<&str, (&Request, (u64, u64))> = requests
-        .iter()
-        .flat_map(|r| {
-            [
-                (r.root.as_str(), (r, r.root_time)),
-                (r.child.as_str(), (r, r.child_time)),
-            ]
-        })
-        .collect();
-    let posted: Vec<_> = receiver
-        .requests()
-        .into_iter()
-        .filter(|r| r.method() == "POST" && r.target() == "/v1development/profiles")
-        .collect();
-    if posted.len() < 2 || stats["delivered"].as_u64() != Some(posted.len() as u64) {
-        return Err(format!(
-            "{} requests reached the receiver; the profiler says {stats}",
-            posted.len()
-        )
-        .into());
-    }
-    let (mut linked, mut in_steps) = (0u64, 0u64);
-    for r in &posted {
-        if r.header("content-type") != Some("application/x-protobuf") {
-            return Err(format!("OTLP request with headers {:?}", r.headers).into());
-        }
-        let req = decode_otlp(r)?;
-        let d = req
-            .dictionary
-            .as_ref()
-            .ok_or("a request without a dictionary")?;
-        let st = |i: i32| {
-            d.string_table
-                .get(i as usize)
-                .map(String::as_str)
-                .unwrap_or("?")
-        };
-        let rp = req
-            .resource_profiles
-            .first()
-            .ok_or("no resource profiles")?;
-        let res: HashMap<&str, &Value> = rp
-            .resource
-            .as_ref()
-            .map(|r| {
-                r.attributes
-                    .iter()
-                    .filter_map(|a| Some((a.key.as_str(), a.value.as_ref()?.value.as_ref()?)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let s = |k: &str| match res.get(k) {
-            Some(Value::StringValue(v)) => Some(v.as_str()),
-            _ => None,
-        };
-        if s("service.name") != Some("tracectx-test")
-            || s("deployment.environment.name") != Some("ci")
-            || s("process.runtime.version") != Some(case.leg().version.as_str())
-            || !matches!(res.get("process.pid"), Some(Value::IntValue(p)) if *p > 0)
-            || s("host.name").is_none()
-        {
-            return Err(format!("resource attributes {res:?}").into());
-        }
-        for p in rp.scope_profiles.iter().flat_map(|s| &s.profiles) {
-            let ty = p
-                .sample_type
-                .as_ref()
-                .map(|t| st(t.type_strindex))
-                .unwrap_or("?");
-            let (from, to) = (p.time_unix_nano, p.time_unix_nano + p.duration_nano);
-            for sample in &p.samples {
-                if !sample.timestamps_unix_nano.is_empty()
-                    && sample.timestamps_unix_nano.len() != sample.values.len()
-                {
-                    return Err("a sample with timestamps and values of different counts".into());
-                }
-                let frames: Vec<&str> = d
-                    .stack_table
-                    .get(sample.stack_index as usize)
-                    .map(|s| {
-                        s.location_indices
-                            .iter()
-                            .filter_map(|&l| d.location_table.get(l as usize)?.lines.first())
-                            .filter_map(|line| d.function_table.get(line.function_index as usize))
-                            .map(|f| st(f.name_strindex))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let in_step = frames.iter().any(|f| f.starts_with("TraceCtx.Work::Step"));
-                if sample.link_index == 0 {
-                    if in_step && ty == "wall" {
-                        return Err(
-                            format!("a wall sample inside a step has no link: {frames:?}").into(),
-                        );
-                    }
-                    continue;
-                }
-                let link = d
-                    .link_table
-                    .get(sample.link_index as usize)
-                    .ok_or("a link index beyond the link table")?;
-                let span = clrprof::context::hex(&link.span_id);
-                let Some((req, (start, end))) = spans.get(span.as_str()) else {
-                    return Err(
-                        format!("a sample links span {span}, which the app never made").into(),
-                    );
-                };
-                if clrprof::context::hex(&link.trace_id) != req.trace {
-                    return Err(format!("span {span} linked with another trace").into());
-                }
-                let attr = |key: &str| {
-                    sample.attribute_indices.iter().find_map(|&i| {
-                        let a = d.attribute_table.get(i as usize)?;
-                        (st(a.key_strindex) == key)
-                            .then(|| a.value.as_ref()?.as_str())
-                            .flatten()
-                    })
-                };
-                if attr("span_id") != Some(span.as_str())
-                    || attr("local_root_span_id") != Some(req.root.as_str())
-                {
-                    return Err(format!("span {span}'s attributes disagree with its link").into());
-                }
-                for &t in &sample.timestamps_unix_nano {
-                    if t < *start || t > *end || t < from || t > to {
-                        return Err(format!(
-                            "a {ty} sample of span {span} at {t} lies outside the span [{start}, {end}] (its start to the app leaving it) or its profile [{from}, {to}]: {frames:?}"
-                        )
-                        .into());
-                    }
-                }
-                linked += sample.values.len() as u64;
-                in_steps += u64::from(in_step);
-            }
-        }
-    }
-    if linked < 20 || in_steps == 0 {
-        return Err(
-            format!("too few linked samples to judge: {linked} ({in_steps} in steps)").into(),
-        );
-    }
-    Ok(())
 }

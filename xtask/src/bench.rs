@@ -19,6 +19,8 @@ const BENCHES: &[Bench] = &[
     ("wrap", crate::bench_wrap::main),
     ("context", crate::bench_context::main),
     ("server", crate::bench_server::main),
+    ("heap-snapshot", crate::bench_heap::snapshot),
+    ("heap-soak", crate::bench_heap::soak),
     ("gate", crate::bench_gate::main),
 ];
 

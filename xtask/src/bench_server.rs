@@ -15,19 +15,23 @@
 //! linux-x64-11.0):
 //! 1. `none`: no profiler;
 //! 2. `sampler`: the sampler example, CPU and wall at 100 Hz;
-//! 3. `continuous`: the sampler with every production profile (cpu, wall,
+//! 3. `alloc` and `alloc-heap`: the sampler's allocation profile alone, and
+//!    with the live heap (weak handles on the sampled allocations, checked
+//!    at every collection): the live heap's cost is `alloc-heap` against
+//!    `alloc`;
+//! 4. `continuous`: the sampler with every production profile (cpu, wall,
 //!    alloc, lock, exception), continuous mode uploading every
 //!    `--period` seconds (default 5) to a local endpoint;
-//! 4. `wrapper`: method-wrapper on every action method and middleware
+//! 5. `wrapper`: method-wrapper on every action method and middleware
 //!    `Invoke` of the service, a Rust handler timing each call;
-//! 5. `call-tracer`: ELT hooks on every JIT-compiled method, counting
+//! 6. `call-tracer`: ELT hooks on every JIT-compiled method, counting
 //!    (inlining off), for reference;
-//! 6. `dotnet-trace`: `dotnet-trace collect` with its default profile,
+//! 7. `dotnet-trace`: `dotnet-trace collect` with its default profile,
 //!    attached to the service; `dotnet-counters`: `dotnet-counters collect`
 //!    of the runtime counters. Both from NuGet (pinned by SHA-512, run with
 //!    the leg's `dotnet exec`).
 //!
-//! A run: start the service, attach the tool (6), `--warmup` seconds of
+//! A run: start the service, attach the tool (7), `--warmup` seconds of
 //! load (default 12: tiered compilation must be done before the measured
 //! phase; with 3 s the service without a profiler ran at 6 700 req/s and
 //! any profiler that delays tiering, the sampler's suspensions or the
@@ -57,18 +61,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The peer tools, pinned (SHA-512 of the `.nupkg`, base64).
-const DOTNET_TRACE: Pin = Pin {
-    id: "dotnet-trace",
-    version: "10.0.750501",
-    sha512:
-        "bHcFw2upDrhkR920Se8V0fgX19kLLA0+Chn/NDWiLfiyCkA4/b6zlPtroBJJPCLjU1GWbyynuwR3qxuFehun2w==",
-};
-const DOTNET_COUNTERS: Pin = Pin {
-    id: "dotnet-counters",
-    version: "10.0.750501",
-    sha512:
-        "J11umV/f3cgabxfJYbPIl+60T3UXPblkNYbeJeIfcgXa2g4eWlzeYH/l15nkDIJF83HGNA4YoHaGUJSi9I9ATQ==",
-};
+const DOTNET_TRACE: Pin = clrprof_testing::peer_tools::DOTNET_TRACE;
+const DOTNET_COUNTERS: Pin = clrprof_testing::peer_tools::DOTNET_COUNTERS;
 
 /// A chart row: configuration, median req/s, median p99 (ms).
 type Row = (String, f64, f64);
@@ -120,6 +114,22 @@ fn configs(upload_url: &str, period: f64) -> Vec<Config> {
                     ("CLRPROF_SAMPLER_RATE", "100".into()),
                     ("CLRPROF_SAMPLER_PROFILES", "cpu,wall".into()),
                 ],
+            ),
+        },
+        Config {
+            name: "alloc",
+            label: "sampler, allocation profile",
+            kind: Kind::Profiler(
+                "sampler",
+                vec![("CLRPROF_SAMPLER_PROFILES", "alloc".into())],
+            ),
+        },
+        Config {
+            name: "alloc-heap",
+            label: "sampler, allocation profile and live heap",
+            kind: Kind::Profiler(
+                "sampler",
+                vec![("CLRPROF_SAMPLER_PROFILES", "alloc,heap".into())],
             ),
         },
         Config {
@@ -704,14 +714,14 @@ fn peer_tools(setup: &Setup) -> crate::Result<PeerTools> {
             .cache
             .join("tools")
             .join(format!("{}-{}", pin.id, pin.version));
-        let dll = find_tool_dll(&dir, pin.id);
+        let dll = clrprof_testing::peer_tools::find_tool_dll(&dir, pin.id);
         let dll = match dll {
             Some(d) => d,
             None => {
                 println!("==> fetch {pin} from NuGet (.NET tool, run with the leg's dotnet exec)");
                 let nupkg = feed.fetch(&pin, &downloads, &Quiet)?;
-                unpack_tools(&nupkg, &dir)?;
-                find_tool_dll(&dir, pin.id)
+                clrprof_testing::peer_tools::unpack_tools(&nupkg, &dir)?;
+                clrprof_testing::peer_tools::find_tool_dll(&dir, pin.id)
                     .ok_or_else(|| format!("{pin}: no tools/<tfm>/any/{}.dll", pin.id))?
             }
         };
@@ -720,43 +730,6 @@ fn peer_tools(setup: &Setup) -> crate::Result<PeerTools> {
     let counters = dirs.pop().ok_or("no dotnet-counters")?;
     let trace = dirs.pop().ok_or("no dotnet-trace")?;
     Ok(PeerTools { trace, counters })
-}
-
-/// `tools/<tfm>/any/<id>.dll` under `dir`, the newest TFM.
-fn find_tool_dll(dir: &Path, id: &str) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("tools"))
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("any").join(format!("{id}.dll")))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-/// Unpacks the `tools/` part of a tool's `.nupkg` into `dir` (whole, or not).
-fn unpack_tools(nupkg: &Path, dir: &Path) -> crate::Result {
-    let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(nupkg)?)?;
-    for i in 0..zip.len() {
-        let mut entry = zip.by_index(i)?;
-        let Some(name) = entry.enclosed_name() else {
-            continue;
-        };
-        if !name.starts_with("tools") || entry.is_dir() {
-            continue;
-        }
-        let out = tmp.join(name);
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let mut file = std::fs::File::create(&out)?;
-        std::io::copy(&mut entry, &mut file)?;
-    }
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&tmp, dir)?;
-    Ok(())
 }
 
 /// `dotnet exec` of the leg with a tool (rolled forward to the leg's

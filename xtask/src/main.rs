@@ -7,6 +7,7 @@ mod bench_context;
 mod bench_dispatch;
 mod bench_elt;
 mod bench_gate;
+mod bench_heap;
 mod bench_memory;
 mod bench_mux;
 mod bench_profiles;

@@ -23,8 +23,10 @@
 //! - a *call back* is a call that may run code that re-enters the SDK: a
 //!   COM method (a PascalCase method name: the runtime's or metadata's
 //!   vtables), a method of a trait users implement ([`USER_TRAITS`]), a
-//!   method called on the runtime (a receiver named as in [`RUNTIME`]), or
-//!   a call of a local binding or parameter (a closure).
+//!   method called on the runtime (a receiver named as in [`RUNTIME`]), an
+//!   SDK method whose runtime call calls back on the thread
+//!   ([`CALLS_BACK`]: `create_handle`, `force_gc`), or a call of a local
+//!   binding or parameter (a closure).
 //!
 //! A lock held across a call back is a *site*; it must carry a marker in
 //! the comment lines directly above its statement or above its fn:
@@ -82,6 +84,12 @@ pub const RUNTIME: &[&str] = &["info", "rt", "runtime", "real"];
 /// Methods of those receivers that do not call the runtime (a handle's
 /// clone).
 pub const NOT_RUNTIME: &[&str] = &["handle", "clone"];
+
+/// SDK methods whose runtime call delivers a callback on the calling
+/// thread before it returns, whatever their receiver's name:
+/// `CreateHandle` delivers `HandleCreated`, `ForceGC` the collection's
+/// callbacks.
+pub const CALLS_BACK: &[&str] = &["create_handle", "force_gc"];
 
 /// How an entry keeps a re-entry harmless.
 const KINDS: &[&str] = &["released", "guarded", "refused", "cannot"];
@@ -499,7 +507,11 @@ impl<'ast> Visit<'ast> for FnScan<'_> {
                     || receiver.ends_with(&format!(".{r}"))
                     || receiver.ends_with(&format!(".{r}()"))
             });
-        if pascal || on_runtime || self.names.user_methods.contains(&n) {
+        if pascal
+            || on_runtime
+            || CALLS_BACK.contains(&n.as_str())
+            || self.names.user_methods.contains(&n)
+        {
             self.calls.push(Call {
                 at: start(m.method.span()),
                 text: format!("{receiver}.{n}()"),
@@ -1084,6 +1096,42 @@ pub trait Profiler { fn jit_compilation_started(&self, n: u32) {} }
                 ("INSIDE", &Marker::Entry("claim-table".into())),
                 ("OTHER", &Marker::None)
             ]
+        );
+    }
+
+    #[test]
+    fn a_handle_made_under_a_lock_is_a_site_whatever_its_receiver() {
+        // `CreateHandle` delivers `HandleCreated` on the thread before it
+        // returns: the live heap made its handles under its table's lock.
+        let src = "use std::sync::Mutex;
+static TABLE: Mutex<u32> = Mutex::new(0);
+pub fn keep(sample: &Sample) {
+    let g = TABLE.lock().unwrap();
+    let _ = sample.create_handle(*g);
+}
+pub fn collect(handle: &RuntimeHandle) {
+    let _ = *TABLE.lock().unwrap();
+    handle.force_gc();
+}
+";
+        let found = scan(
+            "clrprof-sampler/src/b.rs",
+            src,
+            &Names::collect(&[("b.rs".into(), src.into())]),
+        )
+        .unwrap();
+        let sites: Vec<(&str, &[String])> = found
+            .iter()
+            .filter(|f| f.kind == Kind::Site)
+            .map(|f| (f.name.as_str(), f.calls.as_slice()))
+            .collect();
+        assert_eq!(
+            sites,
+            vec![(
+                "keep",
+                &["`sample.create_handle()` (line 5)".to_string()][..]
+            )],
+            "{found:#?}"
         );
     }
 

@@ -6,7 +6,8 @@
 //! x86_64-pc-windows-gnu, x86_64-pc-windows-msvc for the build-only MSVC
 //! step) and the Debian packages the cross legs and the test rig need
 //! (aarch64 gcc and libc, qemu-user, mingw-w64 gcc, wine64, mono-mcs,
-//! python3-pip, valgrind for the instruction-count gate). The script is
+//! python3-pip, valgrind for the instruction-count gate, protobuf-compiler
+//! for the trace-context scenario's independent OTLP decoding). The script is
 //! idempotent and silent when everything is present.
 //!
 //! Strict mode (`--strict` or `CI=true`) turns a failed install into an

@@ -37,7 +37,12 @@
 //!   100: every sample walked), past which samples are walked at random
 //!   and weighted ([`clrprof_sampler::budget`]); `lock`: the runtime's
 //!   `ContentionStop` events (.NET 5+); `exception`: `ExceptionThrown`, 1 in
-//!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all). See
+//!   `CLRPROF_SAMPLER_EXCEPTION_EVERY` per type kept (default 1: all);
+//!   `heap`: the live heap ([`clrprof_sampler::live_heap`]: the sampled
+//!   allocations kept by weak handles and checked at every collection,
+//!   .NET 7 and later; at most `CLRPROF_SAMPLER_HEAP_MAX_TRACKED` objects,
+//!   default 4096), written as `<CLRPROF_OUTPUT>.heap.pb.gz` as of the last
+//!   collection, with a `{"event":"live-heap",...}` record. See
 //!   [`clrprof_sampler::events`]. Records `{"event":"profiles",...}` at
 //!   start and `{"event":"event-profiles",...}` at the end;
 //! - `CLRPROF_SAMPLER_RATE`: samples per second (default 1000);
@@ -66,8 +71,18 @@
 //!   and the end a `{"event":"continuous",...}` record; the single-file
 //!   outputs above are not written then.
 //!
+//! - heap snapshots ([`clrprof_sampler::heap_snapshot`]: a histogram of
+//!   every live object by type): `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY=S`
+//!   takes one every `S` seconds (fractions allowed), written beside
+//!   `CLRPROF_OUTPUT` as `<CLRPROF_OUTPUT>.heap-snapshot-<n>.json`, `.txt`
+//!   and `.pb.gz`, with a `{"event":"heap-snapshot",...}` record each.
+//!   Loaded by attach (`clrprof heap --pid PID`) with the client data
+//!   `heap_snapshot=PATH`, the profiler takes one snapshot, writes `PATH`
+//!   (JSON), `PATH.txt` and `PATH.pb.gz` (or `PATH.error` with the reason)
+//!   and detaches.
 //! - `CLRPROF_SAMPLER_OTLP=1`: the periods go out as OTLP profiles instead
-//!   ([`clrprof_sampler::otlp`]), to OpenTelemetry's
+//!   ([`clrprof_sampler::otlp`]; with `heap` among the profiles, the live
+//!   heap as of each period's last collection too), to OpenTelemetry's
 //!   `OTEL_EXPORTER_OTLP_[PROFILES_]ENDPOINT` with its headers, compression
 //!   and timeout, the resource from `OTEL_SERVICE_NAME` and
 //!   `OTEL_RESOURCE_ATTRIBUTES`; the period, retries and queue are the
@@ -87,17 +102,20 @@
 //! callbacks of the event profiles (`EventPipeEventDelivered`,
 //! `ExceptionThrown`, `ObjectAllocated`) to [`clrprof_sampler::events::EventProfiles`].
 
+use clrprof::allocations::AllocationSample;
+use clrprof::attach::ClientData;
 use clrprof::elt::{self, shadow_stack, EltHooks, EltOptions, EltRuntime, Hooked};
 use clrprof::eventpipe::EventPipeEvent;
 use clrprof::output::JsonLines;
 use clrprof::stackwalk::{FrameBuffer, ThreadGate, WalkOptions};
 use clrprof::{
-    profiler, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache, Profiler,
-    ProfilerInfo, RawThreadId, Result, ThreadId,
+    profiler, AttachEventMasks, EventMask, EventMasks, FunctionId, Loaded, ModuleId, NameCache,
+    Profiler, ProfilerInfo, RawThreadId, Result, ThreadId,
 };
 use clrprof::{ClassId, ObjectId};
 use clrprof_sampler::event_upload::{EventContinuous, KindPeriod};
 use clrprof_sampler::events::{AllocSource, EventProfiles, EventProfilesConfig, ProfileKind};
+use clrprof_sampler::heap_snapshot::{HeapSnapshot, HeapSnapshots};
 use clrprof_sampler::kinds;
 use clrprof_sampler::otlp::{OtlpConfig, OtlpExport};
 use clrprof_sampler::{
@@ -134,6 +152,14 @@ pub struct SamplerProfiler {
     runtime: OnceLock<String>,
     /// Continuous mode of the event profiles, when configured.
     event_continuous: OnceLock<EventContinuous>,
+    /// Heap snapshots, when asked for (a period, or an attach).
+    snapshots: OnceLock<Arc<HeapSnapshots>>,
+    /// The thread taking them (periodic, or the attach's one).
+    snapshot_thread: Mutex<Option<clrprof::thread::ProfilerThread<()>>>,
+    /// Set to stop the periodic snapshots.
+    snapshot_stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    /// The attach's snapshot file (`heap_snapshot=PATH`).
+    attach_snapshot: OnceLock<std::path::PathBuf>,
     /// The OTLP profiles export (`CLRPROF_SAMPLER_OTLP=1`), when configured.
     otlp: OnceLock<OtlpExport>,
 }
@@ -160,6 +186,10 @@ impl Default for SamplerProfiler {
             events: OnceLock::new(),
             runtime: OnceLock::new(),
             event_continuous: OnceLock::new(),
+            snapshots: OnceLock::new(),
+            snapshot_thread: Mutex::new(None),
+            snapshot_stop: Arc::new((Mutex::new(false), std::sync::Condvar::new())),
+            attach_snapshot: OnceLock::new(),
             otlp: OnceLock::new(),
         }
     }
@@ -301,8 +331,12 @@ fn event_config(kinds: &[ProfileKind]) -> EventProfilesConfig {
         alloc: kinds.contains(&ProfileKind::Alloc),
         lock: kinds.contains(&ProfileKind::Lock),
         exceptions: kinds.contains(&ProfileKind::Exception),
+        live_heap: kinds.contains(&ProfileKind::Heap),
         ..EventProfilesConfig::default()
     };
+    if let Some(n) = var("CLRPROF_SAMPLER_HEAP_MAX_TRACKED").and_then(|v| v.parse().ok()) {
+        config.live_heap_max_tracked = n;
+    }
     if let Some(n) = var("CLRPROF_SAMPLER_EXCEPTION_EVERY").and_then(|v| v.parse().ok()) {
         config.exception_every = u32::max(n, 1);
     }
@@ -394,7 +428,119 @@ fn period_record(out: &JsonLines, p: &Period) {
     }
 }
 
+/// `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY` in seconds, when set.
+fn snapshot_every() -> Option<std::time::Duration> {
+    std::env::var("CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+}
+
+/// Writes `snapshot` as `base` (JSON), `base.txt` and `base.pb.gz`; the
+/// JSON last, renamed into place, so a reader that sees it sees all three.
+fn write_snapshot(snapshot: &HeapSnapshot, base: &std::path::Path) -> std::io::Result<()> {
+    let with = |ext: &str| {
+        let mut p = base.as_os_str().to_owned();
+        p.push(ext);
+        std::path::PathBuf::from(p)
+    };
+    std::fs::write(with(".txt"), snapshot.to_text())?;
+    std::fs::write(with(".pb.gz"), kinds::gzip_pprof(&snapshot.to_pprof()))?;
+    let tmp = with(".tmp");
+    std::fs::write(&tmp, snapshot.to_json())?;
+    std::fs::rename(&tmp, base)
+}
+
+fn snapshot_record(out: &JsonLines, index: u64, r: &std::result::Result<HeapSnapshot, String>) {
+    match r {
+        Ok(s) => out
+            .record("heap-snapshot")
+            .num("index", index)
+            .str("method", &s.method)
+            .num("objects", s.objects())
+            .num("bytes", s.bytes())
+            .num("types", s.types.len() as u64)
+            .num("unnamed", s.unnamed)
+            .num("duration_us", s.duration.as_micros() as u64)
+            .write(),
+        Err(e) => out
+            .record("heap-snapshot")
+            .num("index", index)
+            .str("error", e)
+            .write(),
+    }
+}
+
 impl SamplerProfiler {
+    /// Starts the periodic heap snapshots (startup, with
+    /// `CLRPROF_SAMPLER_HEAP_SNAPSHOT_EVERY`).
+    fn start_snapshots(&self) {
+        let (Some(snapshots), Some(every)) = (self.snapshots.get().cloned(), snapshot_every())
+        else {
+            return;
+        };
+        let Some(output) = std::env::var_os("CLRPROF_OUTPUT") else {
+            return;
+        };
+        let out = self.out.clone();
+        let stop = self.snapshot_stop.clone();
+        let spawned = clrprof::thread::spawn("sampler-heap-snapshots", move || {
+            let mut index = 0u64;
+            loop {
+                {
+                    let (flag, cv) = &*stop;
+                    let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
+                    let (guard, _) = cv
+                        .wait_timeout_while(guard, every, |stopped| !*stopped)
+                        .unwrap_or_else(|e| e.into_inner());
+                    if *guard {
+                        return;
+                    }
+                }
+                let taken = snapshots.take().map_err(|e| e.to_string());
+                if let Ok(s) = &taken {
+                    let mut base = output.clone();
+                    base.push(format!(".heap-snapshot-{index}.json"));
+                    let _ = write_snapshot(s, std::path::Path::new(&base));
+                }
+                snapshot_record(&out, index, &taken);
+                out.flush();
+                index += 1;
+            }
+        });
+        match spawned {
+            Ok(t) => {
+                *self
+                    .snapshot_thread
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(t)
+            }
+            Err(e) => self
+                .out
+                .record("heap-snapshot")
+                .str("error", &format!("cannot start the snapshot thread: {e}"))
+                .write(),
+        }
+    }
+
+    /// Stops the periodic snapshots (bounded wait).
+    fn stop_snapshots(&self) {
+        {
+            let (flag, cv) = &*self.snapshot_stop;
+            *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        let thread = self
+            .snapshot_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join_timeout(clrprof::exit::EXIT_WAIT);
+        }
+    }
+
     // ANCHOR: start
     /// The second module load: sampling starts now (the SDK component does
     /// it); record how.
@@ -408,6 +554,7 @@ impl SamplerProfiler {
             }
         }
         self.try_async_walk(info);
+        self.start_snapshots();
         match (self.sampler.get(), self.no_sampler.get()) {
             (Some(sampler), _) => self
                 .out
@@ -501,7 +648,19 @@ impl Profiler for SamplerProfiler {
         };
         let config = event_config(&kinds);
         let mut unavailable = String::new();
-        if config.alloc || config.lock || config.exceptions {
+        if snapshot_every().is_some() {
+            match HeapSnapshots::register(info, self.names.clone()) {
+                Ok(s) => {
+                    let _ = self.snapshots.set(s);
+                }
+                Err(e) => self
+                    .out
+                    .record("heap-snapshot")
+                    .str("error", &e.to_string())
+                    .write(),
+            }
+        }
+        if config.alloc || config.lock || config.exceptions || config.live_heap {
             let (events, event_masks) = match EventProfiles::new(info, config, self.names.clone()) {
                 Ok(set_up) => set_up,
                 Err(e) => {
@@ -554,6 +713,14 @@ impl Profiler for SamplerProfiler {
                     .unwrap_or(AllocSource::None)
                     .name(),
             )
+            .str(
+                "heap_source",
+                self.events
+                    .get()
+                    .map(|e| e.heap_source())
+                    .unwrap_or(AllocSource::None)
+                    .name(),
+            )
             .str("unavailable", &unavailable)
             .write();
         let masks = self.initialize_sampler(info, &kinds, masks)?;
@@ -563,6 +730,78 @@ impl Profiler for SamplerProfiler {
         Ok(masks)
     }
     // ANCHOR_END: initialize
+
+    /// Loaded by attach: one heap snapshot (`heap_snapshot=PATH`), then
+    /// detach.
+    fn initialize_for_attach(
+        &self,
+        info: &ProfilerInfo,
+        client_data: &[u8],
+    ) -> Result<AttachEventMasks> {
+        let data = ClientData::new(client_data);
+        let Some(path) = data.get("heap_snapshot") else {
+            return Err(clrprof::Error::Usage(
+                "the sampler attaches only to take a heap snapshot: client data heap_snapshot=PATH"
+                    .into(),
+            ));
+        };
+        let _ = self.attach_snapshot.set(path.into());
+        let snapshots = HeapSnapshots::register(info, self.names.clone())?;
+        let _ = self.snapshots.set(snapshots);
+        // The component asks what it needs (MONITOR_GC before .NET 9).
+        Ok(AttachEventMasks::default())
+    }
+
+    fn profiler_attach_complete(&self, info: &ProfilerInfo) {
+        let (Some(snapshots), Some(path)) = (
+            self.snapshots.get().cloned(),
+            self.attach_snapshot.get().cloned(),
+        ) else {
+            return;
+        };
+        let runtime = info.handle();
+        let spawned = clrprof::thread::spawn("sampler-attach-snapshot", move || {
+            match snapshots.take() {
+                Ok(s) => {
+                    if let Err(e) = write_snapshot(&s, &path) {
+                        let mut err = path.clone().into_os_string();
+                        err.push(".error");
+                        let _ = std::fs::write(err, format!("cannot write the snapshot: {e}"));
+                    }
+                }
+                Err(e) => {
+                    let mut err = path.clone().into_os_string();
+                    err.push(".error");
+                    let _ = std::fs::write(err, e.to_string());
+                }
+            }
+            // The snapshot's own thread may still be leaving: ask again
+            // while the SDK says threads run.
+            for _ in 0..100 {
+                match clrprof::detach::request_detach(&runtime, 100) {
+                    Err(clrprof::Error::ThreadsRunning { .. }) => {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    _ => break,
+                }
+            }
+        });
+        if let Ok(t) = spawned {
+            *self
+                .snapshot_thread
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(t);
+        }
+    }
+
+    fn profiler_detach_succeeded(&self, _info: &ProfilerInfo) {
+        // The snapshot thread asked for this detach and does nothing after.
+        let _ = self
+            .snapshot_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
 
     fn module_load_finished(&self, info: &ProfilerInfo, module: Loaded<ModuleId<'_>>) {
         if module.is_ok() && self.modules.fetch_add(1, Ordering::SeqCst) == 1 {
@@ -588,6 +827,7 @@ impl Profiler for SamplerProfiler {
     // at process exit, or already ended by Windows): nothing here waits
     // longer than the SDK's bounded stop.
     fn finish(&self) {
+        self.stop_snapshots();
         if let Some(otlp) = self.otlp.get() {
             let s = otlp.finish();
             self.out
@@ -723,6 +963,12 @@ impl Profiler for SamplerProfiler {
     fn event_pipe_event_delivered(&self, info: &ProfilerInfo, event: &EventPipeEvent<'_>) {
         if let Some(events) = self.events.get() {
             events.event_pipe_event_delivered(info, event);
+        }
+    }
+
+    fn allocation_sampled(&self, info: &ProfilerInfo, sample: &AllocationSample<'_>) {
+        if let Some(events) = self.events.get() {
+            events.allocation_sampled(info, sample);
         }
     }
 
@@ -885,6 +1131,33 @@ impl SamplerProfiler {
                 let file = kinds::kind_path(std::path::Path::new(out), kind);
                 let _ = std::fs::write(file, kinds::gzip_pprof(&p));
             }
+        }
+        if let Some(heap) = events.live_heap().and_then(|h| h.profile()) {
+            let totals = heap.totals();
+            r = r.num("heap_0", totals[0]).num("heap_1", totals[1]);
+            if let Some(out) = &output {
+                let p = heap.to_pprof(self.runtime.get().map(String::as_str), now);
+                let file = kinds::kind_path(std::path::Path::new(out), ProfileKind::Heap);
+                let _ = std::fs::write(file, kinds::gzip_pprof(&p));
+            }
+            let s = heap.stats;
+            self.out
+                .record("live-heap")
+                .str("source", events.heap_source().name())
+                .num("offered", s.offered)
+                .num("tracked", s.tracked)
+                .num("tracking", s.tracking)
+                .num("died", s.died)
+                .num("thinned", s.thinned)
+                .num("handle_failures", s.handle_failures)
+                .num("collections", s.collections)
+                .num("level", u64::from(s.level))
+                .num("max_level", u64::from(s.max_level))
+                .num("checks", s.checks)
+                .num("gc_ns", s.gc_ns)
+                .num("offer_ns", s.offer_ns)
+                .num("rows", heap.rows.len() as u64)
+                .write();
         }
         let stats = events.stats();
         r.str("alloc_source", events.alloc_source().name())
