@@ -3,8 +3,8 @@
 // nearly all the CPU time and the sleeper's (Cpuwall.Program::Doze) next to
 // none; a wall-time profile sees both threads the whole time.
 // The threads are named "spinner" and "sleeper".
-// On Linux the spinner reads its own CPU clock (CLOCK_THREAD_CPUTIME_ID)
-// and the app prints "burn cpu ms N" before "done": on a loaded machine the
+// The spinner reads its own CPU clock (Linux: CLOCK_THREAD_CPUTIME_ID;
+// Windows: GetThreadTimes of the current thread) and the app prints "burn cpu ms N" before "done": on a loaded machine the
 // spinner gets less than its seconds of CPU, and a CPU profile must say so.
 // Arguments: [seconds (default 2)].
 using System;
@@ -26,9 +26,18 @@ namespace Cpuwall
         [DllImport("libc", EntryPoint = "clock_gettime")]
         static extern int ClockGettime(int clock, out Timespec ts);
 
+        [DllImport("kernel32")]
+        static extern IntPtr GetCurrentThread();
+
+        [DllImport("kernel32")]
+        static extern bool GetThreadTimes(IntPtr thread, out long creation, out long exit, out long kernel, out long user);
+
         // This thread's CPU time in ns, or -1 where there is no such clock.
         static long ThreadCpuNs()
         {
+            if (RuntimeInformation.IsOSPlatform(OSPlatform.Windows))
+                // 100 ns units, advanced at clock interrupts.
+                return GetThreadTimes(GetCurrentThread(), out _, out _, out long k, out long u) ? (k + u) * 100 : -1;
             if (!RuntimeInformation.IsOSPlatform(OSPlatform.Linux)) return -1;
             // CLOCK_THREAD_CPUTIME_ID
             return ClockGettime(3, out Timespec ts) == 0 ? ts.Sec * 1000000000L + ts.Nsec : -1;

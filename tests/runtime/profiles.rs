@@ -681,8 +681,8 @@ fn cpu_and_wall_files(case: &Case<'_>) -> CaseResult {
     if cpu.samples.iter().any(|s| s.values.iter().all(|&v| v == 0)) {
         return Err("the cpu file holds samples without CPU time".into());
     }
-    // On Linux the spinner prints its own CPU time, less than its 2 s on a
-    // loaded machine.
+    // The spinner prints its own CPU time (Linux and Windows), less than
+    // its 2 s on a loaded machine.
     let floor = outcome
         .stdout
         .lines()
