@@ -206,6 +206,7 @@ pub(crate) unsafe fn walk_recording(
 /// # Safety
 /// As for [`walk`]: every word of `[lo, hi)` readable, and `records` as
 /// [`walk_recording`] wrote it for `out[..frames]` in the same bounds.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) unsafe fn restore_osr_callers(
     out: &mut [usize],
     records: &[usize],

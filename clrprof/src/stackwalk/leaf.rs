@@ -26,6 +26,10 @@
 //!   library's, the runtime's) are left out: the sampler reports a run of
 //!   native frames as one unmanaged frame anyway.
 
+// The handler and its leaf recovery run on Linux only; elsewhere the
+// module keeps its types and the checked refusals.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
+
 use super::fpwalk::{walk_recording, StartRegisters, WalkEnd, Walked};
 
 const WORD: usize = core::mem::size_of::<usize>();

@@ -77,10 +77,15 @@
 //! [`SignalSampling::stop`] (also at detach, and when the handler was
 //! replaced) stops asking for wall samples, deletes every timer, sets
 //! `SIGPROF` to be ignored (which discards signals still pending on any
-//! thread), waits until no handler runs, and puts back the disposition it
-//! found. The library itself stays loaded for the life of the process (the
+//! thread), waits until no handler runs, and leaves it ignored (a signal
+//! still in flight must not meet the default action, which ends the
+//! process: see `stop_all`). The library itself stays loaded for the life of the process (the
 //! SDK pins it before any profiler code runs), so a handler that the kernel
 //! had already started never runs unmapped code.
+
+// The handler and its leaf recovery run on Linux only; elsewhere the
+// module keeps its types and the checked refusals.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 
 use super::buffer::{FrameBuffer, SampleKind};
 use super::codemap::CodeMap;
@@ -149,18 +154,11 @@ static IN_FAULT: AtomicU64 = AtomicU64::new(0);
 /// The signals whose handlers run on an alternate stack, to whose masks
 /// the SDK added its own signal (taken out again at stop).
 static MASKED_IN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-/// The disposition found before the SDK's, put back at stop.
-static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
-
+/// Held while the handler is installed, so two installs do not race. The
+/// disposition found (default or ignored: install refuses any other) is
+/// not kept: at stop the signal is left ignored (see `stop_all`).
 #[cfg(target_os = "linux")]
-#[derive(Clone, Copy)]
-struct Previous(libc::sigaction);
-#[cfg(not(target_os = "linux"))]
-#[derive(Clone, Copy)]
-struct Previous;
-
-// SAFETY: [local-memory] a plain C struct of values (the handler address and flags).
-unsafe impl Send for Previous {}
+static INSTALLING: Mutex<()> = Mutex::new(());
 
 /// How signal sampling samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1142,7 +1140,7 @@ mod imp {
     }
 
     pub(super) fn install() -> Result<()> {
-        let mut previous = PREVIOUS.lock().unwrap_or_else(|p| p.into_inner());
+        let _installing = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
         if INSTALLED.load(SeqCst) {
             return Ok(());
         }
@@ -1172,7 +1170,6 @@ mod imp {
         if unsafe { libc::sigaction(SAMPLING_SIGNAL, &new, core::ptr::null_mut()) } != 0 {
             return Err(Error::Usage("sigaction(SIGPROF) failed".into()));
         }
-        *previous = Some(Previous(old));
         INSTALLED.store(true, SeqCst);
         block_in_alternate_stack_handlers();
         Ok(())
@@ -1360,7 +1357,16 @@ mod imp {
             INSTALLED.store(false, SeqCst);
             return;
         }
-        let previous = PREVIOUS.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // What install found (the default disposition, or ignored: it
+        // refuses any other) is not put back: SIGPROF stays ignored. A
+        // sampling signal may still be in flight after the timers are
+        // deleted and the disposition set to ignore: under qemu-user one
+        // queued for a thread that blocks it (the runtime's fault handler
+        // on its alternate stack) outlived SIG_IGN, and delivered after the
+        // default disposition was back it ended the process (SIGPROF's
+        // default action; the arm64 fault storm, 1 run in CI). The runtime
+        // and the BCL use no SIGPROF; ignoring it is what a process without
+        // a profiler can tell apart only by sending it one.
         // SAFETY: [ffi-abi] a plain C struct, valid when zeroed.
         let mut ignore: libc::sigaction = unsafe { core::mem::zeroed() };
         ignore.sa_sigaction = libc::SIG_IGN;
@@ -1372,10 +1378,6 @@ mod imp {
         while IN_HANDLER.load(SeqCst) != 0 && Instant::now() < deadline {
             std::thread::yield_now();
         }
-        let back = previous.map(|p| p.0).unwrap_or(ignore);
-        // SAFETY: [os-api] puts back the disposition found at install (a default or ignored
-        // one: install refuses any other).
-        unsafe { libc::sigaction(SAMPLING_SIGNAL, &back, core::ptr::null_mut()) };
         INSTALLED.store(false, SeqCst);
     }
 }
@@ -1448,7 +1450,7 @@ mod tests {
     /// disposition only, takes stacks on its own thread (wall requests and
     /// CPU-time timers), keeps errno, refuses signals of other senders and
     /// of ended entries, does not walk off the thread's stack, and leaves
-    /// the default disposition behind when stopped.
+    /// the signal ignored when stopped.
     #[test]
     fn the_handler_takes_stacks_on_its_own_thread_and_leaves_nothing_behind() {
         assert_eq!(disposition(), libc::SIG_DFL);
@@ -1589,12 +1591,13 @@ mod tests {
         }
         assert_eq!(replaced(), None);
 
-        // Stopped: no timer, the default disposition again, and a request
-        // queued meanwhile is dropped rather than delivered to it.
+        // Stopped: no timer, the signal ignored (never the default action,
+        // which ends the process), and a request queued meanwhile is
+        // dropped rather than delivered to it.
         assert!(make_timer(index, r, Duration::from_millis(1)));
         stop_all(true);
         assert_eq!(r.timer.load(SeqCst), 0);
-        assert_eq!(disposition(), libc::SIG_DFL);
+        assert_eq!(disposition(), libc::SIG_IGN);
         assert!(!handler_installed());
         threads::thread_destroyed(runtime, 0xABC0);
     }
