@@ -53,7 +53,6 @@ use crate::interner::Names;
 use clrprof::allocations::{AllocationSample, AllocationSource};
 use clrprof::eventpipe::payload::{decode_utf16le, Reader};
 use clrprof::eventpipe::{EventPipeEvent, Level, ProviderConfig, Session};
-use clrprof::info::CorElementType;
 use clrprof::stackwalk::{Walk, WalkOptions};
 use clrprof::{
     ClassId, EventMask, EventMasks, HighEventMask, NameCache, ObjectId, ProfilerInfo, Result,
@@ -1055,36 +1054,13 @@ fn type_name(
     let Some(array) = info.is_array_class(class)? else {
         return names.class_name(info, class);
     };
-    let element: Arc<str> = match primitive_name(array.element_type) {
+    let element: Arc<str> = match crate::heap_snapshot::primitive_name(array.element_type) {
         Some(n) => n.into(),
         None if depth < 8 => type_name(info, names, array.element_class, depth + 1)?,
         None => "?".into(),
     };
     let commas = ",".repeat(array.rank.saturating_sub(1) as usize);
     Ok(format!("{element}[{commas}]").into())
-}
-
-/// The name of a primitive element type (`None` for classes and structs).
-fn primitive_name(t: CorElementType) -> Option<&'static str> {
-    use CorElementType as E;
-    Some(match t {
-        E::Boolean => "System.Boolean",
-        E::Char => "System.Char",
-        E::I1 => "System.SByte",
-        E::U1 => "System.Byte",
-        E::I2 => "System.Int16",
-        E::U2 => "System.UInt16",
-        E::I4 => "System.Int32",
-        E::U4 => "System.UInt32",
-        E::I8 => "System.Int64",
-        E::U8 => "System.UInt64",
-        E::R4 => "System.Single",
-        E::R8 => "System.Double",
-        E::String => "System.String",
-        E::I => "System.IntPtr",
-        E::U => "System.UIntPtr",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! class name, at most [`crate::events::MAX_TYPE_LABELS`] distinct values).
 
 use crate::events::{KindProfile, ProfileKind};
-use crate::pprof::{Function, Label, Line, Location, PprofProfile, Sample, ValueType};
+use crate::pprof::{Label, PprofProfile, Sample, ValueType};
+use crate::pprof_rows::Frames;
 use crate::Profile;
 use flate2::{write::GzEncoder, Compression};
 use prost::Message;
@@ -100,9 +101,7 @@ pub fn event_pprof(
         .collect();
     let (type_key, runtime_key) = (s("type"), s("runtime_version"));
     let runtime = runtime.map(&mut s);
-    let mut function = Vec::new();
-    let mut location = Vec::new();
-    let mut loc_of: HashMap<String, u64> = HashMap::new();
+    let mut frames = Frames::default();
     let mut sample = Vec::new();
     let mut rows: Vec<_> = profile.rows().collect();
     rows.sort();
@@ -112,33 +111,7 @@ pub fn event_pprof(
         }
         let mut ids = Vec::with_capacity(stack.len());
         for frame in stack.iter().rev() {
-            let id = match loc_of.get(*frame) {
-                Some(&id) => id,
-                None => {
-                    let id = location.len() as u64 + 1;
-                    let name = s(frame);
-                    function.push(Function {
-                        id,
-                        name,
-                        system_name: name,
-                        filename: 0,
-                        start_line: 0,
-                    });
-                    location.push(Location {
-                        id,
-                        mapping_id: 0,
-                        address: 0,
-                        line: vec![Line {
-                            function_id: id,
-                            line: 0,
-                            column: 0,
-                        }],
-                        is_folded: false,
-                    });
-                    loc_of.insert(frame.to_string(), id);
-                    id
-                }
-            };
+            let id = frames.id(frame, &mut s);
             ids.push(id);
         }
         let mut label = Vec::new();
@@ -175,8 +148,8 @@ pub fn event_pprof(
         sample_type,
         sample,
         mapping: Vec::new(),
-        location,
-        function,
+        location: frames.location,
+        function: frames.function,
         string_table: table,
         drop_frames: 0,
         keep_frames: 0,

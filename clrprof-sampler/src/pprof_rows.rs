@@ -42,6 +42,47 @@ impl Strings {
     }
 }
 
+/// A profile's functions and locations: one of each per frame name, the
+/// location's ID the function's.
+#[derive(Default)]
+pub(crate) struct Frames {
+    pub(crate) function: Vec<Function>,
+    pub(crate) location: Vec<Location>,
+    id_of: HashMap<String, u64>,
+}
+
+impl Frames {
+    /// The location ID of `frame`, made with its function (named by
+    /// `intern(frame)`, a string-table index) the first time it is seen.
+    pub(crate) fn id(&mut self, frame: &str, intern: impl FnOnce(&str) -> i64) -> u64 {
+        if let Some(&id) = self.id_of.get(frame) {
+            return id;
+        }
+        let id = self.location.len() as u64 + 1;
+        let name = intern(frame);
+        self.function.push(Function {
+            id,
+            name,
+            system_name: name,
+            filename: 0,
+            start_line: 0,
+        });
+        self.location.push(Location {
+            id,
+            mapping_id: 0,
+            address: 0,
+            line: vec![Line {
+                function_id: id,
+                line: 0,
+                column: 0,
+            }],
+            is_folded: false,
+        });
+        self.id_of.insert(frame.to_string(), id);
+        id
+    }
+}
+
 fn nanos(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
@@ -66,40 +107,12 @@ pub(crate) fn build<'a>(
             unit: s.get(u),
         })
         .collect();
-    let mut function = Vec::new();
-    let mut location = Vec::new();
-    let mut loc_of: HashMap<String, u64> = HashMap::new();
+    let mut frames = Frames::default();
     let mut sample = Vec::new();
     for row in rows {
         let mut ids = Vec::with_capacity(row.stack_leaf_first.len());
         for frame in &row.stack_leaf_first {
-            let id = match loc_of.get(*frame) {
-                Some(&id) => id,
-                None => {
-                    let id = location.len() as u64 + 1;
-                    let name = s.get(frame);
-                    function.push(Function {
-                        id,
-                        name,
-                        system_name: name,
-                        filename: 0,
-                        start_line: 0,
-                    });
-                    location.push(Location {
-                        id,
-                        mapping_id: 0,
-                        address: 0,
-                        line: vec![Line {
-                            function_id: id,
-                            line: 0,
-                            column: 0,
-                        }],
-                        is_folded: false,
-                    });
-                    loc_of.insert(frame.to_string(), id);
-                    id
-                }
-            };
+            let id = frames.id(frame, |f| s.get(f));
             ids.push(id);
         }
         let label = row
@@ -126,8 +139,8 @@ pub(crate) fn build<'a>(
         sample_type,
         sample,
         mapping: Vec::new(),
-        location,
-        function,
+        location: frames.location,
+        function: frames.function,
         string_table: s.table,
         drop_frames: 0,
         keep_frames: 0,
