@@ -42,8 +42,7 @@ use crate::ids::{RawClassId, RawObjectId};
 use crate::info::RuntimeHandle;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// The runtime's event provider.
-pub const RUNTIME_PROVIDER: &str = "Microsoft-Windows-DotNETRuntime";
+pub use crate::eventpipe::RUNTIME_PROVIDER;
 /// Event ID of `GCAllocationTick`.
 pub const GC_ALLOCATION_TICK: u32 = 10;
 /// Event ID of `AllocationSampled` (.NET 10).

@@ -195,7 +195,7 @@ impl Claims {
             }
             let mut t = self.lock_table();
             let may_not_wait =
-                MAY_NOT_WAIT.with(Cell::get) > 0 || crate::stackwalk::thread_holds_suspension();
+                MAY_NOT_WAIT.with(Cell::get) > 0 || crate::suspends::thread_holds_suspension();
             if t.installing > 0 && may_not_wait {
                 // Waiting here for another thread's installation would keep
                 // every runtime suspension from completing meanwhile (this

@@ -390,7 +390,21 @@ pub fn current_thread_record() -> &'static ThreadContextRecord {
 /// every sample of the thread (signal or suspension source) carries the
 /// record's [`snapshot`](ThreadContextRecord::snapshot).
 fn attached(record: &'static ThreadContextRecord) {
-    crate::stackwalk::threads::attach_context(record);
+    if let Some(attach) = ON_CLAIM.get() {
+        attach(record);
+    }
+}
+
+/// Told, on the thread, of each record a thread claims: the stack-walk
+/// registry's `attach_context`, set when the registry first runs (a thread
+/// that claimed its record before that gets it at registration, by
+/// [`record_of_os_thread`]). So this module knows nothing of the registry.
+static ON_CLAIM: std::sync::OnceLock<fn(&'static ThreadContextRecord)> = std::sync::OnceLock::new();
+
+/// Sets the function told of each claimed record (once; later calls are
+/// ignored).
+pub(crate) fn on_claim(attach: fn(&'static ThreadContextRecord)) {
+    let _ = ON_CLAIM.set(attach);
 }
 
 /// Sets the calling thread's trace context (`None`: no request). What a

@@ -71,6 +71,9 @@ use payload::{EventValue, FieldType, Payload, Reader};
 use std::sync::Arc;
 use windows_core::GUID;
 
+/// The runtime's event provider.
+pub const RUNTIME_PROVIDER: &str = "Microsoft-Windows-DotNETRuntime";
+
 /// An event's verbosity (`COR_PRF_EVENTPIPE_LEVEL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Level {
@@ -350,7 +353,7 @@ impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
     ///
     /// The name of the runtime's own provider
-    /// ([`RUNTIME_PROVIDER`](crate::allocations::RUNTIME_PROVIDER)) is
+    /// ([`RUNTIME_PROVIDER`](RUNTIME_PROVIDER)) is
     /// refused ([`Error::InvalidArgument`]): the SDK trusts the allocation
     /// events under that name ([`crate::allocations`]).
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
@@ -481,7 +484,7 @@ impl<'s> ProfilerInfo<'s> {
 /// profiler makes (the SDK identifies the runtime's allocation events by it,
 /// see [`crate::allocations`]).
 fn reserved_name(name: &str) -> Result<()> {
-    if name.eq_ignore_ascii_case(crate::allocations::RUNTIME_PROVIDER) {
+    if name.eq_ignore_ascii_case(RUNTIME_PROVIDER) {
         return Err(Error::InvalidArgument(
             "Microsoft-Windows-DotNETRuntime is the runtime's own provider: a profiler's provider needs another name",
         ));

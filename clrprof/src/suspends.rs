@@ -28,6 +28,19 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
+thread_local! {
+    // reentrancy: suspension-held
+    /// Runtime suspensions this thread holds (a `RuntimeSuspension` of the
+    /// stack-walk module alive), counted by it.
+    pub(crate) static SUSPENSIONS_HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether the calling thread holds a runtime suspension: calls that wait
+/// for the runtime's threads (a forced collection) would wait for ever.
+pub(crate) fn thread_holds_suspension() -> bool {
+    SUSPENSIONS_HELD.with(|h| h.get() > 0)
+}
+
 /// How many held calls one suspension can keep; more are counted as
 /// dropped and logged when the suspension finishes.
 pub(crate) const HELD: usize = 512;

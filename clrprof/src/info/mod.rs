@@ -1070,7 +1070,7 @@ impl RuntimeHandle {
     /// suspension first.
     pub fn force_gc(&self) -> Result<()> {
         const CALL: &str = "ICorProfilerInfo2::ForceGC";
-        if crate::stackwalk::thread_holds_suspension() {
+        if crate::suspends::thread_holds_suspension() {
             return Err(Error::WouldDeadlock {
                 call: CALL,
                 why: "this thread holds a runtime suspension: a collection needs every managed \

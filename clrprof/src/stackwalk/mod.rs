@@ -114,7 +114,6 @@ pub use naming::{
     UNPLACED_FRAME,
 };
 pub use signals::{SignalConfig, SignalSampling, SignalStats, SignalTick};
-pub(crate) use suspend::thread_holds_suspension;
 pub use suspend::{spawn_sampling_thread, RuntimeSuspension, SamplingThread};
 
 /// What the walk closure wants next.

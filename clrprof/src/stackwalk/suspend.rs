@@ -13,17 +13,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 static SUSPENSIONS: AtomicU64 = AtomicU64::new(1);
 
-thread_local! {
-    // reentrancy: suspension-held
-    /// Runtime suspensions this thread holds (a [`RuntimeSuspension`] alive).
-    static HELD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-}
-
-/// Whether the calling thread holds a runtime suspension: calls that wait
-/// for the runtime's threads (a forced collection) would wait for ever.
-pub(crate) fn thread_holds_suspension() -> bool {
-    HELD.with(|h| h.get() > 0)
-}
+use crate::suspends::SUSPENSIONS_HELD;
 
 /// The SDK-made thread that may suspend the runtime (rules 1 and 2 of the
 /// [module](super)). Exists only on the thread [`spawn_sampling_thread`]
@@ -119,7 +109,7 @@ impl SamplingThread {
             // its first Info call and holds no lock (rules 1, 2, 4).
             check(unsafe { i10.SuspendRuntime() }, CALL)?;
         }
-        HELD.with(|h| h.set(h.get() + 1));
+        SUSPENSIONS_HELD.with(|h| h.set(h.get() + 1));
         Ok(RuntimeSuspension {
             live,
             thread: self,
@@ -330,7 +320,7 @@ impl Drop for RuntimeSuspension<'_> {
                 log::error!("{CALL} failed with {:#010x}", hr.0 as u32);
             }
         }
-        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        SUSPENSIONS_HELD.with(|h| h.set(h.get().saturating_sub(1)));
     }
 }
 

@@ -140,6 +140,10 @@ static ON_RETIRE: AtomicUsize = AtomicUsize::new(0);
 // reentrancy: none: every `f` is a closure of this module that edits the registry's maps and entries (no SDK or user call)
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.is_none() {
+        // Records claimed from now on reach their thread's entry.
+        crate::context::on_claim(attach_context);
+    }
     let state = guard.get_or_insert_with(|| State {
         chunks: 0,
         free: Vec::new(),
@@ -297,7 +301,13 @@ pub(crate) fn thread_assigned(runtime: u32, thread: usize, os_thread: u32) -> Op
         r.thread.store(thread, Relaxed);
         r.stack_lo.store(lo, Relaxed);
         r.stack_hi.store(hi, Relaxed);
-        let context = s.early_contexts.remove(&tid).unwrap_or(0);
+        // A record attached before the entry existed, or claimed before
+        // the registry ran (the context module tells the registry only
+        // once it runs).
+        let context = s.early_contexts.remove(&tid).unwrap_or_else(|| {
+            crate::context::record_of_os_thread(tid as u64)
+                .map_or(0, |r| r as *const ThreadContextRecord as usize)
+        });
         r.context
             .store(context as *mut ThreadContextRecord, Relaxed);
         r.state.store(LIVE, SeqCst);
