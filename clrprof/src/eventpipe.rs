@@ -353,7 +353,7 @@ impl RuntimeHandle {
     /// `EventPipeCreateProvider` (Info12): a provider named `name`.
     ///
     /// The name of the runtime's own provider
-    /// ([`RUNTIME_PROVIDER`](RUNTIME_PROVIDER)) is
+    /// ([`RUNTIME_PROVIDER`]) is
     /// refused ([`Error::InvalidArgument`]): the SDK trusts the allocation
     /// events under that name ([`crate::allocations`]).
     pub fn event_pipe_create_provider(&self, name: &str) -> Result<Provider> {
