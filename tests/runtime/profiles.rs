@@ -158,7 +158,7 @@ fn allocations_object_allocated(case: &Case<'_>) -> CaseResult {
 /// app allocates for a fraction of a second. The other allocation
 /// scenarios run at scale 2 for the same reason (at scale 1 the forced
 /// fallback walked 192–459 of 2861 samples and missed by up to 13.5 %).
-const PART_BUDGET: &str = "2";
+const PART_BUDGET: &str = "1";
 
 fn allocations_part_walked(case: &Case<'_>) -> CaseResult {
     allocations_from(case, false, Some(PART_BUDGET), "2")
