@@ -164,9 +164,9 @@ impl<P: Profiler> CallbackObject<P> {
                 let info = ProfilerInfo::scoped(runtime, scope);
                 // A scope that keeps the runtime from suspending: the SDK
                 // waits for no other thread's claim in it (`compilations`).
-                let _no_wait = info
-                    .wait_would_deadlock()
-                    .map(|_| crate::compilations::MayNotWait::enter());
+                let _no_wait = (crate::compilations::installs_begun()
+                    && info.wait_would_deadlock().is_some())
+                .then(crate::compilations::MayNotWait::enter);
                 f(&self.profiler, &info)
             }
             // The runtime issues no callbacks before Initialize returns.
