@@ -646,7 +646,7 @@ mod tests {
             "{err}"
         );
         assert!(row(62.9, 61.0, PARITY).verdict().is_err());
-        assert!(row(4200.0, 2779.0, EXCEPTIONS).verdict().is_err());
+        assert!(row(4500.0, 2779.0, EXCEPTIONS).verdict().is_err());
     }
 
     #[test]
