@@ -69,8 +69,7 @@ fn read_records(path: &Path) -> Result<Vec<Value>, String> {
         .collect()
 }
 
-/// One request the app made: its ids (the app also writes each span's
-/// start and when it left the span; the OTLP join with span times is the
+/// One request the app made: its ids (the OTLP join with span times is the
 /// end-to-end scenario's, `tracecontext_e2e`, against the OpenTelemetry
 /// SDK's exported spans).
 struct Request {
@@ -86,7 +85,7 @@ fn read_requests(path: &Path) -> Result<Vec<Request>, String> {
         .map(|l| {
             let w: Vec<&str> = l.split(' ').collect();
             match w[..] {
-                ["request", t, r, c, _, _, _, _] => Ok(Request {
+                ["request", t, r, c] => Ok(Request {
                     trace: t.into(),
                     root: r.into(),
                     child: c.into(),
