@@ -164,9 +164,12 @@ impl<P: Profiler> CallbackObject<P> {
                 let info = ProfilerInfo::scoped(runtime, scope);
                 // A scope that keeps the runtime from suspending: the SDK
                 // waits for no other thread's claim in it (`compilations`).
-                let _no_wait = (crate::compilations::installs_begun()
-                    && info.wait_would_deadlock().is_some())
-                .then(crate::compilations::MayNotWait::enter);
+                // The scope is known where this is inlined, so for the
+                // others the test folds away; the marked call is out of
+                // line (the instruction gate counts every callback).
+                if info.wait_would_deadlock().is_some() && crate::compilations::installs_begun() {
+                    return no_wait(|| f(&self.profiler, &info));
+                }
                 f(&self.profiler, &info)
             }
             // The runtime issues no callbacks before Initialize returns.
@@ -400,6 +403,16 @@ macro_rules! id {
         // they return. The typed ID borrows only the callback's duration.
         unsafe { <$kind>::from_sys($raw) }
     }};
+}
+
+/// Runs `f` with the thread marked may-not-wait
+/// ([`MayNotWait`](crate::compilations::MayNotWait)): the cold half of
+/// `dispatch_in`.
+#[cold]
+#[inline(never)]
+fn no_wait(f: impl FnOnce() -> HRESULT) -> HRESULT {
+    let _no_wait = crate::compilations::MayNotWait::enter();
+    f()
 }
 
 /// Forwards a callback whose only arguments are IDs and plain values.

@@ -23,7 +23,7 @@
 //! | `elt_fastpath_leave` | the same | fast path, enter and leave hooks | the same | ≤ 1.03 |
 //! | `elt_withinfo` | the same | WithInfo, enter hook only | the same | ≤ 1.03 |
 //! | `object_allocated` | `benches/dispatch/alloc.cs`, per allocation | `benches/dispatch/profiler` | `benches/dispatch/baseline.c` | ≤ 1.03 |
-//! | `exception_thrown` | `benches/dispatch/exceptions.cs`, per exception, the unhandled-exception watch on | the same | the same | ≤ 1.6 (goal 1.5, missed: see `EXCEPTIONS`) |
+//! | `exception_thrown` | `benches/dispatch/exceptions.cs`, per exception, the unhandled-exception watch on | the same | the same | ≤ 1.5 |
 //!
 //! Every profiled run is checked to have received its hooks or callbacks
 //! (a profiler that hooked nothing cannot pass). By default every row runs
@@ -31,7 +31,9 @@
 //! enter handler the SDK picks depends on the runtime: see
 //! `DEFAULT_PLAN`). Options: `--leg NAME` (repeatable: every row on those
 //! legs instead), `--only elt|dispatch`, `--jobs N` (callgrind processes
-//! at once, default 2). Writes `target/bench/gate.json`.
+//! at once, default 2). Writes `target/bench/gate.json`; with
+//! `CLRPROF_GATE_KEEP=1` each run's `callgrind.out` is kept beside its
+//! records, for `callgrind_annotate`.
 
 use crate::bench_dispatch::{self, Workload};
 use crate::bench_elt::{self, Config};
@@ -47,13 +49,10 @@ use std::time::Instant;
 /// The goal of the ELT rows and of `ObjectAllocated`: clrprof adds at
 /// most 3 % more instructions than the C profiler.
 pub(crate) const PARITY: f64 = 1.03;
-/// The bound of exceptions with the unhandled-exception watch on. The
-/// issue's goal is 1.5; after the fourth review's fixes and the sampler,
-/// live-heap and trace-context merges the row measured 1.541 (3 828.5
-/// against C's 2 485 on 8.0.34, 146 instructions per exception more than
-/// at the gate's first run), not yet found, so the gate holds it at 1.6
-/// until that is (README, "gate").
-pub(crate) const EXCEPTIONS: f64 = 1.6;
+/// The goal of exceptions with the unhandled-exception watch on: clrprof
+/// adds at most 1.5 times the C profiler's instructions per exception (the
+/// watch's bookkeeping in the search-phase callbacks, which C lacks).
+pub(crate) const EXCEPTIONS: f64 = 1.5;
 
 /// What `cargo xtask test` measures: every row on .NET 8, and the fast
 /// path again on .NET 11, where the SDK may pass the caller stack pointers
@@ -78,7 +77,7 @@ const ELT_CALLS: u64 = 100_000;
 /// Allocations in the measured loop of the `ObjectAllocated` runs.
 const ALLOCATIONS: u64 = 50_000;
 /// Exceptions in the measured loop of the exception runs.
-const EXCEPTIONS_THROWN: u64 = 500;
+const EXCEPTIONS_THROWN: u64 = 2_000;
 
 /// One gated hot path on one leg: instructions clrprof and C add per unit
 /// of work.
@@ -560,8 +559,11 @@ impl LegSetup {
             Probe::EltShadow => self.measure_elt(false, true, true, who, n, &work),
             Probe::Dispatch(w) => self.measure_dispatch(w, who, n, &work),
         };
-        // The profile itself is not needed, only its total.
-        let _ = std::fs::remove_file(work.join("callgrind.out"));
+        // The profile itself is not needed, only its total, unless asked
+        // to keep it (`CLRPROF_GATE_KEEP=1`, to annotate a regression).
+        if std::env::var_os("CLRPROF_GATE_KEEP").is_none() {
+            let _ = std::fs::remove_file(work.join("callgrind.out"));
+        }
         result.map_err(|e| e.to_string())
     }
 
@@ -646,7 +648,8 @@ mod tests {
             "{err}"
         );
         assert!(row(62.9, 61.0, PARITY).verdict().is_err());
-        assert!(row(4500.0, 2779.0, EXCEPTIONS).verdict().is_err());
+        // The exception row as it measured before its regression was found.
+        assert!(row(3828.5, 2485.0, EXCEPTIONS).verdict().is_err());
     }
 
     #[test]

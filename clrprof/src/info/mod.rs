@@ -464,6 +464,7 @@ impl<'s> ProfilerInfo<'s> {
     /// `RequestReJIT` from a thread of the profiler's own, never from a
     /// callback thread the runtime waits for (corprof.idl and the
     /// `ICorProfilerInfo4::RequestReJIT` remarks).
+    #[inline]
     pub(crate) fn wait_would_deadlock(&self) -> Option<&'static str> {
         match self.scope {
             Scope::NoGc => Some(
