@@ -14,6 +14,16 @@
 //! suspension and with signals, each at 100 Hz CPU and wall time (median
 //! of the runs, alternating); with `--rate HZ` another rate. Writes
 //! `target/bench/sampler-idle.json`.
+//!
+//! `--callgrind` counts instead what the signal handler costs per sample,
+//! in instructions: the `hot` app's loop (`--rounds`, default 200 000 here,
+//! on one thread beside 8 idle ones) under `valgrind --tool=callgrind`
+//! with the sampler's signal source at `--rate` (default 100 Hz: the
+//! sampling thread, slowed by callgrind, must keep the rings from filling),
+//! the handler's inclusive cost (callgrind counts a handler as a call
+//! stack of its own) over its calls (its own account: the
+//! `signal-samples` record). The kernel's delivery of the signal and the return from
+//! it are not counted. Writes `target/bench/sampler-handler.json`.
 
 use crate::measure::{elapsed_ns, median, Setup};
 use clrprof_testing::run::{run_app, RunSpec};
@@ -23,18 +33,29 @@ pub fn main(args: &[String]) -> crate::Result {
     let (mut leg_name, mut runs, mut rounds, mut threads) =
         ("linux-x64-8.0".to_string(), 7usize, 2_000_000u64, 2u32);
     let mut idle: Option<Vec<usize>> = None;
-    let mut rate = 100u32;
+    let mut rate: Option<u32> = None;
+    let mut callgrind = false;
+    let mut profiles: Option<String> = None;
+    let mut rounds_given = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--callgrind" {
+            callgrind = true;
+            continue;
+        }
         let value = it
             .next()
             .ok_or_else(|| format!("bench sampler: `{a}` needs a value"))?;
         match a.as_str() {
             "--leg" => leg_name = value.clone(),
             "--runs" => runs = value.parse()?,
-            "--rounds" => rounds = value.parse()?,
+            "--rounds" => {
+                rounds = value.parse()?;
+                rounds_given = true;
+            }
             "--threads" => threads = value.parse()?,
-            "--rate" => rate = value.parse()?,
+            "--profiles" => profiles = Some(value.clone()),
+            "--rate" => rate = Some(value.parse()?),
             "--idle" => {
                 idle = Some(
                     value
@@ -46,11 +67,16 @@ pub fn main(args: &[String]) -> crate::Result {
             other => return Err(format!("bench sampler: unknown option `{other}`").into()),
         }
     }
+    if callgrind {
+        let rounds = if rounds_given { rounds } else { 200_000 };
+        let profiles = profiles.as_deref().unwrap_or("cpu");
+        return handler_instructions(&leg_name, rounds, rate.unwrap_or(100), profiles);
+    }
     if runs < 5 {
         return Err("bench sampler: --runs must be at least 5".into());
     }
     if let Some(idle) = idle {
-        return idle_threads(&leg_name, runs, rounds, rate, &idle);
+        return idle_threads(&leg_name, runs, rounds, rate.unwrap_or(100), &idle);
     }
     let setup = Setup::open("sampler", &leg_name)?;
     let (leg, out_dir, runtimes) = (&setup.leg, &setup.out_dir, &setup.runtimes);
@@ -331,4 +357,148 @@ fn idle_threads(
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
     println!("wrote {}", path.display());
     Ok(())
+}
+
+/// `--callgrind`: the signal handler's instructions per call, from one run
+/// of the `hot` app under callgrind with the signal source at `rate`.
+fn handler_instructions(leg_name: &str, rounds: u64, rate: u32, profiles: &str) -> crate::Result {
+    let setup = Setup::open("sampler", leg_name)?;
+    println!("==> build the sampler example (release)");
+    let profiler = setup.release_profiler("sampler")?;
+    let app = setup.app("tests/apps/hot.cs")?;
+    let work = setup.out_dir.join("runs/sampler-handler");
+    if work.exists() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    std::fs::create_dir_all(&work)?;
+    let mut spec = RunSpec::new(&app, &work)
+        .timeout(Duration::from_secs(1800))
+        .env("DOTNET_TieredCompilation", "0")
+        .env("COMPlus_TieredCompilation", "0")
+        .profiler(profiler)
+        .env("CLRPROF_SAMPLER_RATE", &rate.to_string())
+        .env("CLRPROF_SAMPLER_SOURCE", "signals")
+        .env("CLRPROF_SAMPLER_PROFILES", profiles);
+    spec.args = vec!["work".into(), rounds.to_string(), "1".into(), "8".into()];
+    println!("==> hot.cs, {rounds} rounds beside 8 idle threads, signals at {rate} Hz ({profiles}), under callgrind on {leg_name}");
+    let (outcome, total) = setup.under_callgrind(spec, &work)?;
+    let inclusive = handler_cost(&work.join("callgrind.out"), "signals::imp::on_signal")?;
+    let (samples, _) = samples_record(&work.join("records.jsonl.jsonl"))?;
+    // The handler's own account: each call ends as one of these.
+    let stats = signal_samples_record(&work.join("records.jsonl.jsonl"))?;
+    let n = |k: &str| stats[k].as_u64().unwrap_or(0);
+    let calls = n("taken") + n("foreign") + n("off_stack") + n("in_fault");
+    // A call that finds its thread's ring full returns before the walk
+    // (three loads and an add): counted apart, and the cost per walk is
+    // given as the bound of every instruction over the calls that walked.
+    let dropped = n("ring_dropped");
+    let walked = calls.saturating_sub(dropped);
+    if calls == 0 || inclusive == 0 {
+        return Err(format!(
+            "the signal handler never ran under callgrind ({inclusive} instructions counted in it; \
+             samples record: {samples}; stderr: {})",
+            outcome.stderr.lines().last().unwrap_or("")
+        )
+        .into());
+    }
+    if std::env::var_os("CLRPROF_GATE_KEEP").is_none() {
+        let _ = std::fs::remove_file(work.join("callgrind.out"));
+    }
+    let per_call = inclusive as f64 / calls as f64;
+    let per_walk = inclusive as f64 / walked.max(1) as f64;
+    println!(
+        "  handler: {calls} calls ({dropped} found their ring full), {inclusive} instructions \
+         inclusive: {per_call:.1} per call, at most {per_walk:.1} per walk ({samples} samples \
+         written; the process {total} instructions)"
+    );
+    let json = serde_json::json!({
+        "leg": setup.leg.name,
+        "runtime": setup.leg.version,
+        "rate_hz": rate,
+        "profiles": profiles,
+        "rounds": rounds,
+        "handler_calls": calls,
+        "ring_full": dropped,
+        "per_walk_at_most": per_walk,
+        "handler_instructions": inclusive,
+        "per_call": per_call,
+        "samples": samples,
+        "process_instructions": total,
+    });
+    let path = setup.out_dir.join("sampler-handler.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The inclusive instructions of the functions whose name contains
+/// `needle` in a callgrind profile, where callgrind counts them as the
+/// base of a call stack of their own (a signal handler: the profile has
+/// no call edge into it). Their blocks (`fn=` up to the next `fn=`) hold
+/// their own cost lines and, after each `calls=`, the callee's inclusive
+/// cost: the sum of the first cost column (Ir) of every cost line there.
+/// Names are compressed (`(id) name` the first time, `(id)` after), as
+/// callgrind writes them by default.
+fn handler_cost(profile: &std::path::Path, needle: &str) -> crate::Result<u64> {
+    let text = std::fs::read_to_string(profile)?;
+    let mut names: std::collections::HashMap<String, String> = Default::default();
+    let mut inside = false;
+    let mut total = 0u64;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("fn=") {
+            let rest = rest.trim();
+            let name = match rest.strip_prefix('(').and_then(|r| r.split_once(')')) {
+                Some((id, name)) if !name.trim().is_empty() => {
+                    names.insert(id.to_string(), name.trim().to_string());
+                    name.trim().to_string()
+                }
+                Some((id, _)) => names.get(id).cloned().unwrap_or_default(),
+                None => rest.to_string(),
+            };
+            inside = name.contains(needle);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("cfn=") {
+            // Keep the table of compressed names whole.
+            if let Some((id, name)) = rest
+                .trim()
+                .strip_prefix('(')
+                .and_then(|r| r.split_once(')'))
+            {
+                if !name.trim().is_empty() {
+                    names.insert(id.to_string(), name.trim().to_string());
+                }
+            }
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        let cost_line = line
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '+' || c == '-' || c == '*');
+        if cost_line {
+            if let Some(ir) = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse::<u64>().ok())
+            {
+                total += ir;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// A run's `signal-samples` record (the signal handler's own account).
+fn signal_samples_record(records: &std::path::Path) -> crate::Result<serde_json::Value> {
+    let text = std::fs::read_to_string(records)?;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if v["event"] == "signal-samples" {
+            return Ok(v);
+        }
+    }
+    Err(format!("no signal-samples record in {}", records.display()).into())
 }

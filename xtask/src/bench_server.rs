@@ -14,7 +14,9 @@
 //! invocation, per leg (`--leg`, repeatable; default linux-x64-10.0 and
 //! linux-x64-11.0):
 //! 1. `none`: no profiler;
-//! 2. `sampler`: the sampler example, CPU and wall at 100 Hz;
+//! 2. `sampler`: the sampler example, CPU and wall at 100 Hz (by signal on
+//!    Linux); `sampler-suspend`: the same with the runtime's suspension as
+//!    its source (`CLRPROF_SAMPLER_SOURCE=suspend-runtime`);
 //! 3. `alloc` and `alloc-heap`: the sampler's allocation profile alone, and
 //!    with the live heap (weak handles on the sampled allocations, checked
 //!    at every collection): the live heap's cost is `alloc-heap` against
@@ -113,6 +115,18 @@ fn configs(upload_url: &str, period: f64) -> Vec<Config> {
                 vec![
                     ("CLRPROF_SAMPLER_RATE", "100".into()),
                     ("CLRPROF_SAMPLER_PROFILES", "cpu,wall".into()),
+                ],
+            ),
+        },
+        Config {
+            name: "sampler-suspend",
+            label: "sampler cpu+wall 100 Hz, runtime suspension",
+            kind: Kind::Profiler(
+                "sampler",
+                vec![
+                    ("CLRPROF_SAMPLER_RATE", "100".into()),
+                    ("CLRPROF_SAMPLER_PROFILES", "cpu,wall".into()),
+                    ("CLRPROF_SAMPLER_SOURCE", "suspend-runtime".into()),
                 ],
             ),
         },
