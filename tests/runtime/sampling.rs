@@ -73,15 +73,6 @@ fn sample_app(
     if let Some(source) = source {
         spec = spec.env("CLRPROF_SAMPLER_SOURCE", source);
     }
-    // An open defect, not a fact of the runtime: on .NET 10 the signal walk
-    // from a native leaf under an on-stack-replaced `Spin` lost `Work` in
-    // about one run in three here ("[unmanaged];Main;Spin;[unmanaged]"),
-    // though `fpwalk::restore_osr_callers` puts the OSR body's caller back
-    // on the other paths. Until it is found, this app runs there without
-    // OSR under the signal source, so the rest of the checks hold it.
-    if source == Some("signals") && case.leg().major() == 10 {
-        spec = spec.env("DOTNET_TC_OnStackReplacement", "0");
-    }
     spec.args = args.iter().map(|s| s.to_string()).collect();
     let folded_path: PathBuf = spec.work_dir.join("records.jsonl");
     let records_path = spec.work_dir.join("records.jsonl.jsonl");

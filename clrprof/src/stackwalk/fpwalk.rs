@@ -200,8 +200,17 @@ pub(crate) unsafe fn walk_recording(
 /// a word equal to the next record's address followed by a managed return
 /// address. When found, that return address replaces frame `i + 1` (the
 /// patchpoint's return, which is not a frame of its own). Plain recursion
-/// (one code version calling itself) is left alone. Returns how many
-/// frames were put back.
+/// (one code version calling itself) is left alone.
+///
+/// A native leaf whose frame pointer was still the OSR body's (a runtime
+/// helper without a frame of its own, called from the loop) leaves the
+/// OSR body out as well: the chain's first frame is the patchpoint's
+/// return, standing for the method, and its record is the OSR body's. So
+/// when frame 0 is not managed and frame 1 came from a record (not from the
+/// stack pointer), the same search runs between frame 1's record and the
+/// next, and the return address found is put in after frame 1 (`frames`
+/// grows by one, if `out` has room). Returns how many frames were put
+/// back or in.
 ///
 /// # Safety
 /// As for [`walk`]: every word of `[lo, hi)` readable, and `records` as
@@ -209,19 +218,53 @@ pub(crate) unsafe fn walk_recording(
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) unsafe fn restore_osr_callers(
     out: &mut [usize],
-    records: &[usize],
-    frames: usize,
+    records: &mut [usize],
+    frames: &mut usize,
     lo: usize,
     hi: usize,
     function_of: impl Fn(usize, bool) -> Option<(usize, usize)>,
 ) -> usize {
-    let n = frames.min(out.len()).min(records.len());
+    let total = (*frames).min(out.len());
     let mut restored = 0;
-    let mut prev = if n > 0 {
+    let mut prev = if total > 0 {
         function_of(out[0], true)
     } else {
         None
     };
+    // A native leaf, frame 1 from a record: the OSR body may be missing.
+    if prev.is_none() && total >= 3 && total < out.len() && records.len() >= 3 {
+        // signal-context: bounds: `records.len() >= 3`, checked just above
+        let (r0, record, to) = (records[0], records[1], records[2]);
+        // signal-context: bounds: `total >= 3`, and `total <= out.len()`
+        let first = out[1];
+        let managed = function_of(first, false).is_some();
+        let found = if record != r0 && managed {
+            // SAFETY: [interrupted-stack] the caller's guarantee, passed on.
+            unsafe { skipped_record(record, to, lo, hi, &function_of) }
+        } else {
+            None
+        };
+        if let Some((x, r)) = found {
+            // Room for one more: `total < out.len()`, checked above.
+            let mut k = total;
+            while k > 2 {
+                // signal-context: bounds: `2 < k <= total < out.len()`
+                out[k] = out[k - 1];
+                if k < records.len() {
+                    // signal-context: bounds: `0 < k - 1 < k < records.len()`, just checked
+                    records[k] = records[k - 1];
+                }
+                k -= 1;
+            }
+            // signal-context: bounds: `total >= 3`, checked above
+            out[2] = r;
+            // signal-context: bounds: `records.len() >= 3`, checked above
+            records[2] = x;
+            *frames = total + 1;
+            restored += 1;
+        }
+    }
+    let n = (*frames).min(out.len()).min(records.len());
     let mut i = 0;
     while i + 2 < n {
         // signal-context: bounds: `i + 2 < n`, and `n` is at most both lengths
@@ -235,24 +278,11 @@ pub(crate) unsafe fn restore_osr_callers(
             (Some(a), Some(b)) if a.0 == b.0 && b.1 == here);
         let mut now = here;
         if other_version || entry {
-            let (from, to) = (record.saturating_add(2 * WORD), next_record);
-            let mut x = from;
-            // Both words of a record inside (from, to) and inside the stack.
-            while x >= lo && x % WORD == 0 && x + 2 * WORD <= to && x + 2 * WORD <= hi {
-                // SAFETY: [interrupted-stack] `x` and `x + WORD` lie inside [lo, hi),
-                // checked by the loop condition; the caller guarantees it readable.
-                let (w, r) = unsafe {
-                    (
-                        core::ptr::read_volatile(x as *const usize),
-                        core::ptr::read_volatile((x + WORD) as *const usize),
-                    )
-                };
-                if w == to && function_of(r, false).is_some() {
-                    now = r;
-                    restored += 1;
-                    break;
-                }
-                x += WORD;
+            // SAFETY: [interrupted-stack] the caller's guarantee, passed on.
+            let found = unsafe { skipped_record(record, next_record, lo, hi, &function_of) };
+            if let Some((_, r)) = found {
+                now = r;
+                restored += 1;
             }
         }
         if now != here {
@@ -263,6 +293,40 @@ pub(crate) unsafe fn restore_osr_callers(
         i += 1;
     }
     restored
+}
+
+// signal-context: async-signal-safe: reads words of [lo, hi) only, calls `function_of` (the code map's look-up)
+/// The frame record that an OSR body's record skipped, between `record`
+/// (the OSR body's) and `to` (the next record of the chain): the first
+/// word pair `(to, r)` there with `r` a managed return address. Its
+/// address and `r`.
+///
+/// # Safety
+/// Every word of `[lo, hi)` readable.
+unsafe fn skipped_record(
+    record: usize,
+    to: usize,
+    lo: usize,
+    hi: usize,
+    function_of: &impl Fn(usize, bool) -> Option<(usize, usize)>,
+) -> Option<(usize, usize)> {
+    let mut x = record.saturating_add(2 * WORD);
+    // Both words of a record inside (record, to) and inside the stack.
+    while x >= lo && x % WORD == 0 && x + 2 * WORD <= to && x + 2 * WORD <= hi {
+        // SAFETY: [interrupted-stack] `x` and `x + WORD` lie inside [lo, hi),
+        // checked by the loop condition; the caller guarantees it readable.
+        let (w, r) = unsafe {
+            (
+                core::ptr::read_volatile(x as *const usize),
+                core::ptr::read_volatile((x + WORD) as *const usize),
+            )
+        };
+        if w == to && function_of(r, false).is_some() {
+            return Some((x, r));
+        }
+        x += WORD;
+    }
+    None
 }
 
 /// The stack of the calling thread: the memory the system reserved for it
@@ -567,8 +631,12 @@ mod tests {
         // SAFETY: [test-fake] the bounds are the vector's own memory.
         let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
         assert_eq!(&out[..w.frames], &[0x1100, 0x1050, 0x3010], "Work skipped");
-        // SAFETY: [test-fake] as above; `records` from this walk.
-        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] the bounds are the vector's own memory; `records` from this walk.
+        let n = unsafe {
+            restore_osr_callers(&mut out, &mut records, &mut frames, lo, hi, function_of)
+        };
+        assert_eq!(frames, w.frames);
         assert_eq!(n, 1);
         assert_eq!(
             &out[..w.frames],
@@ -580,8 +648,12 @@ mod tests {
         s.frame(osr, s.addr(work), 0x1100);
         // SAFETY: [test-fake] as above.
         let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
-        // SAFETY: [test-fake] as above.
-        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] the bounds are the vector's own memory; `records` from this walk.
+        let n = unsafe {
+            restore_osr_callers(&mut out, &mut records, &mut frames, lo, hi, function_of)
+        };
+        assert_eq!(frames, w.frames);
         assert_eq!(n, 1);
         assert_eq!(&out[..w.frames], &[0x1100, 0x2030, 0x3010]);
         // Plain recursion (one code version) is left alone, even with a
@@ -599,8 +671,12 @@ mod tests {
         let mut out = [0usize; 8];
         // SAFETY: [test-fake] as above.
         let w = unsafe { walk_recording(regs, lo, hi, &mut out, &mut records) };
-        // SAFETY: [test-fake] as above.
-        let n = unsafe { restore_osr_callers(&mut out, &records, w.frames, lo, hi, function_of) };
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] the bounds are the vector's own memory; `records` from this walk.
+        let n = unsafe {
+            restore_osr_callers(&mut out, &mut records, &mut frames, lo, hi, function_of)
+        };
+        assert_eq!(frames, w.frames);
         assert_eq!(n, 0);
         assert_eq!(&out[..w.frames], &[0x1120, 0x1150, 0x3010]);
     }

@@ -25,6 +25,19 @@
 //!   walk goes on from that record. The native frames in between (the C
 //!   library's, the runtime's) are left out: the sampler reports a run of
 //!   native frames as one unmanaged frame anyway.
+//! - **A native leaf at its entry or `ret`.** A native function that keeps
+//!   frame pointers has its caller's in `rbp` until it pushed its own, and
+//!   again at its `ret`: the chain then starts at the managed caller's
+//!   caller and the managed caller is missing (under an on-stack-replaced
+//!   method, whose record skips its tier-0 frame, the caller's caller went
+//!   missing too: .NET 10, `Spin` calling into the runtime's native
+//!   `SystemNative_GetTimestamp` lost `Work`). The instruction at the
+//!   program counter tells: `endbr64`, `push rbp` or `ret` (the return
+//!   address at the stack pointer), `mov rbp, rsp` with the word at the
+//!   stack pointer equal to `rbp` (just pushed: the return address above
+//!   it); on arm64 `bti c`, `paciasp`, `stp x29, x30, [sp, #-N]!`, `mov x29,
+//!   sp` or `ret` (the return address in the link register). Only a managed
+//!   return address is taken.
 
 // The handler and its leaf recovery run on Linux only; elsewhere the
 // module keeps its types and the checked refusals.
@@ -43,6 +56,7 @@ const PROLOGUE_BYTES: usize = 64;
 
 // signal-context: async-signal-safe: a checked read of a slice
 /// `code[i]`, if there is one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn byte(code: &[u8], i: usize) -> Option<u8> {
     if i >= code.len() {
         return None;
@@ -69,6 +83,7 @@ fn word(code: &[u32], i: usize) -> Option<u32> {
 /// the method's bytes from its start to at least `at` (included). `None`
 /// when the frame pointer is set (the chain is right) or the bytes are not
 /// a prologue this knows.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn x64_return_slot(code: &[u8], at: usize) -> Option<usize> {
     // At a `ret` (after the epilogue restored the caller's frame pointer).
     if matches!(byte(code, at), Some(0xC3) | Some(0xC2)) {
@@ -173,6 +188,108 @@ pub(crate) unsafe fn scan_for_record(
     None
 }
 
+// signal-context: async-signal-safe: reads at most four code bytes through `code_byte`; no call
+/// x86-64: where a native leaf stopped at `pc` keeps the return address
+/// into its caller, as an offset from the stack pointer, when its frame
+/// pointer is still its caller's (see the [module docs](self)): at
+/// `endbr64`, `push rbp` or `ret`, 0; at `mov rbp, rsp` when `top` (the
+/// word at the stack pointer) equals `fp` (the `push rbp` just before), 8.
+/// `None` anywhere else. `code_byte(a)` is the code byte at `a`: it is asked
+/// for `pc`, and for each next byte only when the bytes before say the
+/// instruction at `pc` goes on (so it reads nothing past that instruction).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn x64_native_return_slot(
+    pc: usize,
+    top: usize,
+    fp: usize,
+    code_byte: impl Fn(usize) -> Option<u8>,
+) -> Option<usize> {
+    match code_byte(pc)? {
+        // push rbp; ret; ret imm16
+        0x55 | 0xC3 | 0xC2 => Some(0),
+        // endbr64 (f3 0f 1e fa): an f3 prefix, then 0f (a two-byte
+        // opcode), then 1e (its third byte, a ModRM follows).
+        0xF3 => {
+            let endbr = code_byte(pc + 1)? == 0x0F
+                && code_byte(pc + 2)? == 0x1E
+                && code_byte(pc + 3)? == 0xFA;
+            endbr.then_some(0)
+        }
+        // mov rbp, rsp (48 89 e5): a REX prefix, then an opcode with a
+        // ModRM byte.
+        0x48 => {
+            let mov = code_byte(pc + 1)? == 0x89 && code_byte(pc + 2)? == 0xE5;
+            (mov && top == fp).then_some(WORD)
+        }
+        _ => None,
+    }
+}
+
+// signal-context: async-signal-safe: decodes one instruction word; no call
+/// arm64: whether a native leaf stopped at the instruction `insn` still has
+/// its return address in the link register with its caller's frame
+/// pointer in `x29` (see the [module docs](self)): `bti c`, `paciasp`,
+/// `stp x29, x30, [sp, #-N]!`, `mov x29, sp` or `ret`.
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+pub(crate) fn arm64_native_return_in_lr(insn: u32) -> bool {
+    const BTI_C: u32 = 0xD503_245F;
+    const PACIASP: u32 = 0xD503_233F;
+    const RET: u32 = 0xD65F_03C0;
+    const MOV_FP_SP: u32 = 0x9100_03FD;
+    // stp x29, x30, [sp, #imm]! (pre-index, any imm7)
+    const STP_FP_LR_PRE_MASK: u32 = 0xFFC0_7FFF;
+    const STP_FP_LR_PRE: u32 = 0xA980_7BFD;
+    matches!(insn, BTI_C | PACIASP | RET | MOV_FP_SP) || insn & STP_FP_LR_PRE_MASK == STP_FP_LR_PRE
+}
+
+// signal-context: async-signal-safe: the decoders above and one stack word
+/// The return address of a native leaf into its caller, where its frame
+/// pointer is still the caller's ([`x64_native_return_slot`],
+/// [`arm64_native_return_in_lr`]).
+///
+/// # Safety
+/// The stack word at `regs.sp` readable (`regs.sp` inside `[lo, hi)`);
+/// `code_byte` as for [`x64_native_return_slot`].
+unsafe fn native_leaf_return(
+    regs: StartRegisters,
+    lr: usize,
+    hi: usize,
+    code_byte: impl Fn(usize) -> Option<u8>,
+) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let _ = lr;
+        if regs.sp % WORD != 0 || regs.sp > hi.saturating_sub(2 * WORD) {
+            return None;
+        }
+        // SAFETY: [interrupted-stack] `regs.sp` lies inside [lo, hi) (the caller's
+        // guarantee) with a second word below `hi` (checked above).
+        let top = unsafe { core::ptr::read_volatile(regs.sp as *const usize) };
+        let offset = x64_native_return_slot(regs.pc, top, regs.fp, code_byte)?;
+        let slot = regs.sp + offset;
+        // SAFETY: [interrupted-stack] `slot` is `sp` or `sp + WORD`, both inside [sp, hi)
+        // (checked above).
+        Some(unsafe { core::ptr::read_volatile(slot as *const usize) })
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let _ = hi;
+        if regs.pc % 4 != 0 {
+            return None;
+        }
+        // An aligned instruction word: its four bytes, little-endian.
+        let b = |k: usize| code_byte(regs.pc + k);
+        // signal-context: foreign: `b` is the closure above, the caller's `code_byte` (its contract: bytes of the interrupted instruction, all four of an aligned arm64 one)
+        let insn = u32::from_le_bytes([b(0)?, b(1)?, b(2)?, b(3)?]);
+        arm64_native_return_in_lr(insn).then_some(lr)
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = (regs, lr, hi, code_byte);
+        None
+    }
+}
+
 /// How the handler's walk started: what [`walk_from_leaf`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct LeafFix {
@@ -189,13 +306,16 @@ pub(crate) struct LeafFix {
 /// leaf's two blind spots handled (see the [module docs](self)).
 /// `function_of(address, leaf)` is the code map (the function and the start
 /// of its code range; `leaf` for the interrupted instruction, else a return
-/// address); `lr` is the link register (arm64; 0 elsewhere).
+/// address); `lr` is the link register (arm64; 0 elsewhere); `code_byte(a)`
+/// reads the code byte at `a`, asked only for bytes of the instruction at
+/// `regs.pc` when that is native code ([`x64_native_return_slot`]).
 ///
 /// # Safety
 /// Every word of `[lo, hi)` readable for the call (the calling thread's own
 /// stack, `regs` taken on it), and the code of every function
 /// `function_of` answers for readable from its range's start to `regs.pc`
 /// while the thread runs there.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn walk_from_leaf(
     regs: StartRegisters,
     lr: usize,
@@ -204,6 +324,7 @@ pub(crate) unsafe fn walk_from_leaf(
     out: &mut [usize],
     records: &mut [usize],
     function_of: impl Fn(usize, bool) -> Option<(usize, usize)>,
+    code_byte: impl Fn(usize) -> Option<u8>,
 ) -> (Walked, LeafFix) {
     let mut fix = LeafFix {
         caller_restored: false,
@@ -214,10 +335,15 @@ pub(crate) unsafe fn walk_from_leaf(
         return (unsafe { walk_recording(regs, lo, hi, out, records) }, fix);
     }
     let leaf = function_of(regs.pc, true);
-    if let Some((_, start)) = leaf {
-        // SAFETY: [interrupted-stack] the caller's guarantee: the leaf's code from its start
-        // to the interrupted instruction is readable.
-        let ret = unsafe { leaf_return(regs, lr, start, hi) };
+    {
+        let ret = match leaf {
+            // SAFETY: [interrupted-stack] the caller's guarantee: the leaf's code from its start
+            // to the interrupted instruction is readable.
+            Some((_, start)) => unsafe { leaf_return(regs, lr, start, hi) },
+            // SAFETY: [interrupted-stack] `regs.sp` inside [lo, hi) (checked on entry);
+            // `code_byte` is the caller's.
+            None => unsafe { native_leaf_return(regs, lr, hi, &code_byte) },
+        };
         let managed = match ret {
             Some(r) => function_of(r, false).is_some(),
             None => false,
@@ -471,10 +597,41 @@ mod tests {
             };
             let mut out = [0usize; 32];
             let mut records = [0usize; 32];
+            // Code bytes: those of PROLOGUE, or of a fake native function
+            // (random bytes, or the patterns the native decoder knows).
+            let native = [0x55u8, 0xC3, 0xF3, 0x0F, 0x1E, 0xFA, 0x48, 0x89, 0xE5];
+            let native_at = 0x9000usize;
+            let code_byte = |a: usize| {
+                if (code..code + PROLOGUE.len()).contains(&a) {
+                    Some(PROLOGUE[a - code])
+                } else if (native_at..native_at + native.len()).contains(&a) {
+                    Some(native[a - native_at])
+                } else {
+                    None
+                }
+            };
+            let regs = if round % 5 == 1 {
+                StartRegisters {
+                    pc: native_at + next() % native.len(),
+                    ..regs
+                }
+            } else {
+                regs
+            };
             // SAFETY: [test-fake] the bounds are the vector's own memory; the only code
-            // `function_of` answers for is PROLOGUE, a readable static.
+            // `function_of` answers for is PROLOGUE, a readable static, and
+            // `code_byte` reads only its own arrays.
             let (w, _) = unsafe {
-                walk_from_leaf(regs, next(), lo, hi, &mut out, &mut records, function_of)
+                walk_from_leaf(
+                    regs,
+                    next(),
+                    lo,
+                    hi,
+                    &mut out,
+                    &mut records,
+                    function_of,
+                    code_byte,
+                )
             };
             assert!(w.frames <= out.len());
         }
@@ -502,5 +659,211 @@ mod tests {
         // SAFETY: [test-fake] as above.
         let x = unsafe { scan_for_record(addr(22), lo, hi, managed) };
         assert_eq!(x, None);
+    }
+
+    #[test]
+    fn a_native_leaf_at_its_entry_or_ret_names_where_its_return_address_is() {
+        let at = |bytes: &'static [u8]| move |a: usize| bytes.get(a.wrapping_sub(0x100)).copied();
+        assert_eq!(
+            x64_native_return_slot(0x100, 0, 0, at(&[0x55])),
+            Some(0),
+            "push rbp"
+        );
+        assert_eq!(
+            x64_native_return_slot(0x100, 0, 0, at(&[0xC3])),
+            Some(0),
+            "ret"
+        );
+        let endbr: &[u8] = &[0xF3, 0x0F, 0x1E, 0xFA];
+        assert_eq!(
+            x64_native_return_slot(0x100, 0, 0, at(endbr)),
+            Some(0),
+            "endbr64"
+        );
+        // mov rbp, rsp just after push rbp: the pushed word is rbp.
+        let mov: &[u8] = &[0x48, 0x89, 0xE5];
+        assert_eq!(x64_native_return_slot(0x100, 7, 7, at(mov)), Some(8));
+        assert_eq!(
+            x64_native_return_slot(0x100, 7, 9, at(mov)),
+            None,
+            "not after push rbp"
+        );
+        // Anything else, a prefix that is no endbr64, or a byte the decoder
+        // may not read (past a one-byte instruction): nothing guessed.
+        assert_eq!(x64_native_return_slot(0x100, 0, 0, at(&[0x90])), None);
+        assert_eq!(x64_native_return_slot(0x100, 0, 0, at(&[0xF3, 0x90])), None);
+        assert_eq!(x64_native_return_slot(0x100, 0, 0, at(&[0xF3, 0x0F])), None);
+        assert_eq!(x64_native_return_slot(0x100, 0, 0, at(&[0x48, 0x89])), None);
+    }
+
+    #[test]
+    fn an_arm64_native_leaf_at_its_entry_or_ret_has_its_return_in_lr() {
+        for insn in [
+            0xD503_245F, // bti c
+            0xD503_233F, // paciasp
+            0xA9BE_7BFD, // stp x29, x30, [sp, #-32]!
+            0xA9BF_7BFD, // stp x29, x30, [sp, #-16]!
+            0x9100_03FD, // mov x29, sp
+            0xD65F_03C0, // ret
+        ] {
+            assert!(arm64_native_return_in_lr(insn), "{insn:#x}");
+        }
+        for insn in [
+            0xA9017BFD,  // stp x29, x30, [sp, #16] (no writeback: not an entry)
+            0xD503_201F, // nop
+            0x9100_83FD, // add x29, sp, #32
+        ] {
+            assert!(!arm64_native_return_in_lr(insn), "{insn:#x}");
+        }
+    }
+
+    /// The .NET 10 case: a native leaf at `push rbp`, called from an
+    /// on-stack-replaced `Spin` whose record skips its tier-0 frame. The
+    /// leaf's caller comes from the stack pointer, and the OSR repair then
+    /// puts `Work` back.
+    #[test]
+    fn a_native_leaf_at_entry_under_an_osr_method_keeps_both_callers() {
+        let mut stack = vec![0usize; 64];
+        let base = stack.as_ptr() as usize;
+        let addr = |i: usize| base + i * WORD;
+        // Code: Spin's OSR body at 0x5000, its tier-0 code at 0x6000, Work
+        // at 0x7000, Main at 0x8000.
+        let function_of = |ip: usize, leaf: bool| {
+            let at = if leaf { ip } else { ip.wrapping_sub(1) };
+            match at {
+                0x5000..=0x5FFF => Some((1, 0x5000)),
+                0x6000..=0x6FFF => Some((1, 0x6000)),
+                0x7000..=0x7FFF => Some((2, 0x7000)),
+                0x8000..=0x8FFF => Some((3, 0x8000)),
+                _ => None,
+            }
+        };
+        // sp = word 0: the return address into the OSR body.
+        stack[0] = 0x5040;
+        // The OSR body's record at word 8: Work's record (the tier-0
+        // frame's caller's), and the patchpoint's return into tier-0 code.
+        stack[8] = addr(30);
+        stack[9] = 0x6080;
+        // The tier-0 frame's own record at word 20: Work's record, and
+        // the return into Work.
+        stack[20] = addr(30);
+        stack[21] = 0x7010;
+        // Work's record at word 30: Main's, the return into Main.
+        stack[30] = addr(40);
+        stack[31] = 0x8010;
+        stack[40] = 0;
+        let (lo, hi) = (base, base + stack.len() * WORD);
+        let regs = StartRegisters {
+            pc: 0x100,
+            sp: addr(0),
+            fp: addr(8),
+        };
+        let push_rbp = |a: usize| (a == 0x100).then_some(0x55u8);
+        let mut out = [0usize; 16];
+        let mut records = [0usize; 16];
+        // SAFETY: [test-fake] the bounds are the vector's own memory.
+        let (w, fix) = unsafe {
+            walk_from_leaf(
+                regs,
+                0,
+                lo,
+                hi,
+                &mut out,
+                &mut records,
+                function_of,
+                push_rbp,
+            )
+        };
+        assert!(fix.caller_restored);
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] as above; `records` as the walk wrote them.
+        let restored = unsafe {
+            crate::stackwalk::fpwalk::restore_osr_callers(
+                &mut out,
+                &mut records,
+                &mut frames,
+                lo,
+                hi,
+                function_of,
+            )
+        };
+        assert_eq!(restored, 1);
+        assert_eq!(&out[..frames], &[0x100, 0x5040, 0x7010, 0x8010]);
+
+        // A runtime helper without a frame of its own, stopped past its
+        // entry (`rbp` still the OSR body's, the return address not at the
+        // stack pointer): the chain gives the patchpoint's return (standing
+        // for Spin), then Main; the OSR repair puts Work in after it.
+        stack[0] = 0x1234;
+        let regs = StartRegisters {
+            pc: 0x100,
+            sp: addr(0),
+            fp: addr(8),
+        };
+        let nothing = |_: usize| None;
+        let mut out = [0usize; 16];
+        let mut records = [0usize; 16];
+        // SAFETY: [test-fake] as above.
+        let (w, fix) = unsafe {
+            walk_from_leaf(
+                regs,
+                0,
+                lo,
+                hi,
+                &mut out,
+                &mut records,
+                function_of,
+                nothing,
+            )
+        };
+        assert!(!fix.caller_restored && !fix.scanned);
+        assert_eq!(&out[..w.frames], &[0x100, 0x6080, 0x8010], "Work skipped");
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] as above.
+        let restored = unsafe {
+            crate::stackwalk::fpwalk::restore_osr_callers(
+                &mut out,
+                &mut records,
+                &mut frames,
+                lo,
+                hi,
+                function_of,
+            )
+        };
+        assert_eq!(restored, 1);
+        assert_eq!(&out[..frames], &[0x100, 0x6080, 0x7010, 0x8010]);
+        assert_eq!(records[2], addr(20), "the tier-0 frame's record");
+        // A plain (not OSR) native leaf's chain is left as it is: nothing
+        // between the first record and the next looks like a skipped one.
+        stack[20] = 0;
+        stack[21] = 0;
+        let mut out = [0usize; 16];
+        let mut records = [0usize; 16];
+        // SAFETY: [test-fake] as above.
+        let (w, _) = unsafe {
+            walk_from_leaf(
+                regs,
+                0,
+                lo,
+                hi,
+                &mut out,
+                &mut records,
+                function_of,
+                nothing,
+            )
+        };
+        let mut frames = w.frames;
+        // SAFETY: [test-fake] as above.
+        let restored = unsafe {
+            crate::stackwalk::fpwalk::restore_osr_callers(
+                &mut out,
+                &mut records,
+                &mut frames,
+                lo,
+                hi,
+                function_of,
+            )
+        };
+        assert_eq!((restored, frames), (0, 3));
     }
 }

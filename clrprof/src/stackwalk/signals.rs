@@ -1070,15 +1070,26 @@ mod imp {
             (*ring).produce(|meta, frames| {
                 let mut records = [0usize; OSR_FRAMES];
                 let map = HANDLER_MAP.load(SeqCst);
-                let walked = if map.is_null() {
+                let mut walked = if map.is_null() {
                     fpwalk::walk_recording(regs, lo, hi, frames, &mut records)
                 } else {
                     let map = &*map;
-                    let (walked, fix) =
-                        leaf::walk_from_leaf(regs, lr, lo, hi, frames, &mut records, |ip, leaf| {
+                    let (walked, fix) = leaf::walk_from_leaf(
+                        regs,
+                        lr,
+                        lo,
+                        hi,
+                        frames,
+                        &mut records,
+                        |ip, leaf| {
                             map.lookup_range(if leaf { ip } else { ip.wrapping_sub(1) })
                                 .map(|(f, start)| (f.0, start))
-                        });
+                        },
+                        // SAFETY: [interrupted-stack] asked only for bytes of the
+                        // instruction the thread was interrupted at (the decoder's
+                        // contract): code it is executing, mapped and readable.
+                        |a| Some(core::ptr::read_volatile(a as *const u8)),
+                    );
                     if fix.caller_restored {
                         CALLER_RESTORED.fetch_add(1, Relaxed);
                     }
@@ -1091,8 +1102,8 @@ mod imp {
                     let map = &*map;
                     let restored = fpwalk::restore_osr_callers(
                         frames,
-                        &records,
-                        walked.frames,
+                        &mut records,
+                        &mut walked.frames,
                         lo,
                         hi,
                         |ip, leaf| {
