@@ -13,7 +13,8 @@
 //! loaded with `RTLD_LOCAL`, initialised with the folder's assemblies as the
 //! trusted platform assemblies and the app's folder as `APP_PATHS`, and runs
 //! the app — one runtime after the other, or each on its own thread with
-//! `--concurrent`. The profiling environment (`CORECLR_*`) applies to every
+//! `--concurrent` (the runtimes still initialise one at a time: two
+//! CoreCLRs starting at once in one process fail without any profiler). The profiling environment (`CORECLR_*`) applies to every
 //! runtime. Prints `exit <dir> <code>` per runtime to stderr; exits 0 when
 //! every app returned 0.
 
@@ -74,6 +75,9 @@ mod host {
 
     /// Loads the runtime of `framework`, runs `app` in it, returns the app's
     /// exit code and the runtime, to be shut down once every app has run.
+    /// Held while a runtime initialises (see `run_one`).
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     pub fn run_one(framework: &Path, app: &Path) -> Result<(u32, Loaded), String> {
         let lib = framework.join("libcoreclr.so");
         // SAFETY: loading the runtime library runs its initialisers, which is
@@ -126,6 +130,12 @@ mod host {
         let domain = cstring("clrprof-sxs")?;
         let mut handle: *mut c_void = std::ptr::null_mut();
         let mut domain_id: c_uint = 0;
+        // One runtime starts at a time, also with `--concurrent` (the apps
+        // still run at once): two CoreCLRs initialising at the same moment
+        // in one process fail without any profiler (3.1's
+        // `coreclr_initialize` returned E_FAIL beside 8.0's, 1 run in about
+        // 50 under load, `CORECLR_ENABLE_PROFILING=0`).
+        let _starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: all strings are NUL-terminated and outlive the call; the
         // arrays have `keys.len()` entries.
         let hr = unsafe {
@@ -139,6 +149,7 @@ mod host {
                 &mut domain_id,
             )
         };
+        drop(_starting);
         if hr < 0 {
             return Err(format!(
                 "coreclr_initialize of {} failed: {:#010x}",
