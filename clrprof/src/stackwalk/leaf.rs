@@ -51,6 +51,8 @@ const WORD: usize = core::mem::size_of::<usize>();
 /// walk starts in native code.
 pub(crate) const SCAN_WORDS: usize = 512;
 
+/// arm64 `ret` (to the link register).
+const ARM64_RET: u32 = 0xD65F_03C0;
 /// Prologue bytes decoded at most (x86-64) / instructions (arm64).
 const PROLOGUE_BYTES: usize = 64;
 
@@ -138,11 +140,10 @@ pub(crate) fn x64_return_slot(code: &[u8], at: usize) -> Option<usize> {
 /// instruction at `at` is `ret`.
 #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
 pub(crate) fn arm64_return_in_lr(code: &[u32], at: usize) -> bool {
-    const RET: u32 = 0xD65F_03C0;
     // add x29, sp, #imm12 (any shift): 1001_0001_0s.._imm12_11111_11101
     const ADD_FP_SP_MASK: u32 = 0xFF80_03FF;
     const ADD_FP_SP: u32 = 0x9100_03FD;
-    if word(code, at) == Some(RET) {
+    if word(code, at) == Some(ARM64_RET) {
         return true;
     }
     let mut k = 0;
@@ -234,12 +235,12 @@ pub(crate) fn x64_native_return_slot(
 pub(crate) fn arm64_native_return_in_lr(insn: u32) -> bool {
     const BTI_C: u32 = 0xD503_245F;
     const PACIASP: u32 = 0xD503_233F;
-    const RET: u32 = 0xD65F_03C0;
     const MOV_FP_SP: u32 = 0x9100_03FD;
     // stp x29, x30, [sp, #imm]! (pre-index, any imm7)
     const STP_FP_LR_PRE_MASK: u32 = 0xFFC0_7FFF;
     const STP_FP_LR_PRE: u32 = 0xA980_7BFD;
-    matches!(insn, BTI_C | PACIASP | RET | MOV_FP_SP) || insn & STP_FP_LR_PRE_MASK == STP_FP_LR_PRE
+    matches!(insn, BTI_C | PACIASP | ARM64_RET | MOV_FP_SP)
+        || insn & STP_FP_LR_PRE_MASK == STP_FP_LR_PRE
 }
 
 // signal-context: async-signal-safe: the decoders above and one stack word
@@ -482,7 +483,7 @@ unsafe fn leaf_return(regs: StartRegisters, lr: usize, start: usize, hi: usize) 
             arm64_return_in_lr(code, n - 1)
         } else {
             // Past any prologue: only a `ret` may still hide the caller.
-            word(code, n - 1) == Some(0xD65F_03C0)
+            word(code, n - 1) == Some(ARM64_RET)
         };
         in_lr.then_some(lr)
     }
